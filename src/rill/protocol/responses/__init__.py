@@ -1,0 +1,1 @@
+"""Reply payloads (wire reference §4): one frozen dataclass per record, with encode/decode."""

@@ -1,0 +1,74 @@
+"""Topic and partition records (wire reference §4.2, §4.3).
+
+Topic header (51 bytes + name): u32 id; u64 created_at; u32 partitions_count; u64
+message_expiry (µs, u64::MAX = never); u8 compression_algorithm; u64 max_topic_size (u64::MAX =
+unlimited); u8 replication_factor; u64 size_bytes; u64 messages_count; u8 name_length; name.
+Partition record (40 bytes): u32 id; u64 created_at; u32 segments_count; u64 current_offset;
+u64 size_bytes; u64 messages_count.
+TopicDetails = topic header followed by one partition record per partition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rill.protocol.buffer import Reader, Writer
+from rill.protocol.commands.base import STR8, U8, U32, U64
+from rill.protocol.responses.base import Record
+
+
+@dataclass(frozen=True, slots=True)
+class Topic(Record):
+    LAYOUT = (U32, U64, U32, U64, U8, U64, U8, U64, U64, STR8)
+
+    id: int
+    created_at: int
+    partitions_count: int
+    message_expiry: int
+    compression_algorithm: int
+    max_topic_size: int
+    replication_factor: int
+    size_bytes: int
+    messages_count: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Partition(Record):
+    LAYOUT = (U32, U64, U32, U64, U64, U64)
+
+    id: int
+    created_at: int
+    segments_count: int
+    current_offset: int
+    size_bytes: int
+    messages_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDetails(Record):
+    """A topic header followed by its partition records."""
+
+    topic: Topic
+    partitions: tuple[Partition, ...] = field(default_factory=tuple)
+
+    def encode(self, writer: Writer) -> None:
+        self.topic.encode(writer)
+        for partition in self.partitions:
+            partition.encode(writer)
+
+    @classmethod
+    def decode(cls, reader: Reader) -> TopicDetails:
+        topic = Topic.decode(reader)
+        partitions = []
+        while not reader.at_end():
+            partitions.append(Partition.decode(reader))
+        return cls(topic, tuple(partitions))
+
+    @property
+    def id(self) -> int:
+        return self.topic.id
+
+    @property
+    def name(self) -> str:
+        return self.topic.name
