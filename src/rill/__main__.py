@@ -1,0 +1,3 @@
+from rill.cli.main import app
+
+app()

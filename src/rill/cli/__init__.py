@@ -1,0 +1,1 @@
+"""The ``rill`` command-line tool."""

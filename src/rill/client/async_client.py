@@ -1,0 +1,222 @@
+"""The asynchronous rill client: connection lifecycle, the one ``execute`` path, reconnects.
+
+Owns: ``AsyncClient``. Its command methods (one per command, named as the command's ``NAME``)
+come from ``rill.client.methods.CommandMethods``; this module owns what they all go through:
+
+* ``execute(command)`` -- the single path of every request: encode, send through the transport,
+  decode the OK payload with ``command.decode_response``;
+* reconnecting: when the link is lost, the requests in flight fail with ``errors.Disconnected``
+  (they are never re-sent: a command may not be idempotent); the next call reconnects, retrying
+  every ``reconnect_interval`` up to ``max_reconnect_attempts`` tries (then
+  ``errors.CannotEstablishConnection``), and re-sends the last successful login (LOGIN_USER or
+  LOGIN_WITH_PERSONAL_ACCESS_TOKEN, remembered as the command itself) before anything else;
+  ``logout_user`` forgets it;
+* the optional heartbeat: a PING every ``heartbeat_interval`` seconds while the link is idle.
+
+Invariant: while a (re)connection and its re-login are under way no other request is written,
+so the server always sees LOGIN before the command that triggered the reconnect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl as ssl_module
+from typing import Any, TypeVar
+
+from rill import errors
+from rill.client import tcp as _tcp  # noqa: F401  (registers the "tcp" transport)
+from rill.client.methods import CommandMethods
+from rill.client.transport import Payload, Transport, TransportFactory, transport_factory
+from rill.protocol.buffer import Writer
+from rill.protocol.commands.base import Command
+from rill.protocol.commands.messages import SendMessages
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_LOGIN_NAMES = frozenset({"login_user", "login_with_personal_access_token"})
+_LOGOUT_NAME = "logout_user"
+_SPLIT_SEND_ABOVE = 64 * 1024  # send regions at least this big are written without copying
+
+
+def command_payload(command: Command) -> Payload:
+    """The request payload of ``command``; a big SEND region travels as its own buffer."""
+    encode_parts = getattr(command, "encode_parts", None)
+    if encode_parts is not None:
+        return encode_parts()  # type: ignore[no-any-return]
+    if isinstance(command, SendMessages) and len(command.messages) >= _SPLIT_SEND_ABOVE:
+        writer = Writer()
+        command.stream_id.encode(writer)
+        command.topic_id.encode(writer)
+        command.partitioning.encode(writer)
+        return (bytes(writer.buffer), command.messages)
+    return command.encode()
+
+
+class AsyncClient(CommandMethods):
+    """An asyncio client for a rill (or Iggy 0.4.x) server.
+
+    ``transport`` is a registered name (``"tcp"``), a ``Transport`` instance, or a factory
+    called as ``factory(address, ssl=..., connect_timeout=...)``. ``timeout`` bounds each
+    request (``None`` = no bound); ``max_reconnect_attempts`` is the number of connection tries
+    per (re)connection (``None`` = unlimited). Use ``async with AsyncClient(...) as client:``.
+    """
+
+    def __init__(
+        self,
+        address: str = "127.0.0.1:8090",
+        *,
+        transport: str | Transport | TransportFactory = "tcp",
+        reconnect: bool = True,
+        reconnect_interval: float = 1.0,
+        max_reconnect_attempts: int | None = None,
+        heartbeat_interval: float | None = None,
+        ssl: ssl_module.SSLContext | bool | None = None,
+        timeout: float | None = 30.0,
+        connect_timeout: float | None = 10.0,
+    ) -> None:
+        self.address = address
+        if isinstance(transport, Transport):
+            self._transport = transport
+        else:
+            factory = transport_factory(transport) if isinstance(transport, str) else transport
+            self._transport = factory(address, ssl=ssl, connect_timeout=connect_timeout)
+        self.reconnect = reconnect
+        self.reconnect_interval = reconnect_interval
+        self.max_reconnect_attempts = max_reconnect_attempts
+        self.heartbeat_interval = heartbeat_interval
+        self.timeout = timeout
+        self._opened = False  # connect() called and close() not yet
+        self._ready = False  # connected and re-logged-in: requests may be written
+        self._lock = asyncio.Lock()
+        self._login: Command | None = None  # the last successful login, re-sent on reconnect
+        self._heartbeat_task: asyncio.Task[None] | None = None
+        self._last_activity = 0.0
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def transport(self) -> Transport:
+        return self._transport
+
+    @property
+    def is_connected(self) -> bool:
+        return self._ready and self._transport.is_connected
+
+    async def connect(self) -> None:
+        """Open the connection (retrying as configured); start the heartbeat if one is set."""
+        self._opened = True
+        async with self._lock:
+            if not self.is_connected:
+                await self._establish()
+        if self.heartbeat_interval and self._heartbeat_task is None:
+            self._heartbeat_task = asyncio.get_running_loop().create_task(self._heartbeat())
+
+    async def close(self) -> None:
+        """Close the connection and stop the heartbeat; later calls raise NotConnected."""
+        self._opened = False
+        self._ready = False
+        task, self._heartbeat_task = self._heartbeat_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._transport.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # --- the request path ----------------------------------------------------------------------
+
+    async def execute(self, command: Command) -> Any:
+        """Send any command and return its decoded OK response (the path of every method)."""
+        payload = await self.request(command.CODE, command_payload(command))
+        result = command.decode_response(payload)
+        if command.NAME in _LOGIN_NAMES:
+            self._login = command
+        elif command.NAME == _LOGOUT_NAME:
+            self._login = None
+        return result
+
+    async def request(self, code: int, payload: Payload = b"") -> bytes | memoryview:
+        """Send a raw request (reconnecting first if needed); return the raw OK payload."""
+        if not (self._ready and self._transport.is_connected):
+            await self._reconnect()
+        self._last_activity = asyncio.get_running_loop().time()
+        if self.timeout is None:
+            return await self._transport.request(code, payload)
+        async with asyncio.timeout(self.timeout):
+            return await self._transport.request(code, payload)
+
+    # --- reconnecting --------------------------------------------------------------------------
+
+    async def _reconnect(self) -> None:
+        if not self._opened:
+            raise errors.NotConnected(reason="Not connected: call connect() first")
+        async with self._lock:
+            if self._ready and self._transport.is_connected:
+                return  # another caller reconnected while we waited
+            if not self.reconnect:
+                raise errors.NotConnected(reason="Not connected: the link was lost")
+            log.info("rill client: connection to %s lost, reconnecting", self.address)
+            await self._transport.close()
+            await self._establish()
+
+    async def _establish(self) -> None:
+        """Connect (with retries) and replay the remembered login. Caller holds the lock."""
+        self._ready = False
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                await self._transport.connect()
+                break
+            except (OSError, asyncio.TimeoutError) as error:
+                limit = self.max_reconnect_attempts if self.reconnect else 1
+                if limit is not None and attempts >= max(limit, 1):
+                    raise errors.CannotEstablishConnection(
+                        reason=f"Cannot establish connection to {self.address} "
+                        f"after {attempts} attempt(s): {error}"
+                    ) from error
+                log.debug("rill client: connect attempt %d failed: %s", attempts, error)
+                await asyncio.sleep(self.reconnect_interval)
+        login = self._login
+        if login is not None:
+            if self.timeout is None:
+                await self._transport.request(login.CODE, login.encode())
+            else:
+                async with asyncio.timeout(self.timeout):
+                    await self._transport.request(login.CODE, login.encode())
+        self._ready = True
+
+    # --- heartbeat -----------------------------------------------------------------------------
+
+    async def _heartbeat(self) -> None:
+        from rill.protocol.commands.system import Ping
+
+        interval = self.heartbeat_interval or 0.0
+        loop = asyncio.get_running_loop()
+        while self._opened:
+            delay = self._last_activity + interval - loop.time()
+            if delay > 0:  # something was sent recently: the link is not idle
+                await asyncio.sleep(delay)
+                continue
+            if not self.is_connected:  # never reconnect from here; the next call will
+                await asyncio.sleep(interval)
+                continue
+            try:
+                await self.execute(Ping())
+            except (errors.RillError, asyncio.TimeoutError) as error:
+                log.debug("rill client: heartbeat failed: %s", error)
+                self._last_activity = loop.time()
+
+    def __repr__(self) -> str:
+        state = "connected" if self.is_connected else "disconnected"
+        return f"<AsyncClient {self.address} via {self._transport.name or 'custom'} ({state})>"

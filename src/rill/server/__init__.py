@@ -1,0 +1,1 @@
+"""The rill server: configuration, core services, storage and transports."""

@@ -1,0 +1,74 @@
+"""Builds the server: storage -> core -> transports; starts, runs until a signal, stops cleanly.
+
+Owns: the process-level lifecycle. On start it prints one line per listener
+(``rill listening on tcp 127.0.0.1:8090``) so scripts and tests can find a port chosen by the
+operating system (port 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+from rill.server.config import ServerConfig, split_address
+from rill.server.core.core import Core
+from rill.server.transports.tcp import TcpListener
+
+log = logging.getLogger("rill")
+
+
+class Server:
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.core = Core(config)
+        self.tcp: TcpListener | None = None
+        self.addresses: dict[str, tuple[str, int]] = {}
+
+    async def start(self) -> None:
+        await self.core.start()
+        if self.config.tcp.enabled:
+            host, port = split_address(self.config.tcp.address, "tcp.address")
+            self.tcp = TcpListener(self.core, host, port, self.config.tcp.max_frame_size)
+            self.addresses["tcp"] = await self.tcp.start()
+
+    async def stop(self) -> None:
+        if self.tcp is not None:
+            await self.tcp.stop()
+        await self.core.stop()
+
+
+def install_event_loop_policy() -> None:
+    try:
+        import uvloop
+    except ImportError:
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+async def serve(config: ServerConfig) -> None:
+    server = Server(config)
+    await server.start()
+    for name, (host, port) in server.addresses.items():
+        print(f"rill listening on {name} {host}:{port}", flush=True)
+    log.info("data directory %s, fsync %s", config.data_path.resolve(), config.system.fsync)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await server.stop()
+        print("rill stopped", flush=True)
+
+
+def run(config: ServerConfig) -> None:
+    logging.basicConfig(
+        level=config.logging.level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    install_event_loop_policy()
+    asyncio.run(serve(config))

@@ -1,0 +1,235 @@
+"""Server configuration: one source of truth.
+
+Owns: the dataclass defaults (the embedded configuration), loading a TOML file on top of them,
+and environment overrides ``RILL_<SECTION>_<KEY>`` on top of that (``RILL_TCP_ADDRESS``,
+``RILL_SYSTEM_PATH``, ``RILL_SYSTEM_FSYNC``, ``RILL_SYSTEM_SEGMENT_SIZE``, ...). Sizes accept
+``"1 GB"``-style strings (decimal and binary units) or integers; durations accept ``"500 ms"``,
+``"1 s"``, ``"1 m"``, ``"none"`` or numbers of seconds. ``config/server.toml`` documents every key.
+Invariant: a bad value raises ConfigError naming the key; nothing half-applies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from rill.server.storage.durability import FsyncPolicy
+
+NEVER = float("inf")
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message names the key."""
+
+
+_SIZE_UNITS = {
+    "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}
+_DURATION_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_size(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError("a size cannot be a boolean")
+    if isinstance(value, (int, float)):
+        return int(value)
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(value))
+    if not match:
+        raise ValueError(f"not a size: {value!r}")
+    number, unit = match.groups()
+    factor = _SIZE_UNITS.get(unit.lower() or "b")
+    if factor is None:
+        raise ValueError(f"unknown size unit {unit!r}")
+    return int(float(number) * factor)
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds; ``"none"``/``"never"`` mean no limit (infinity)."""
+    if isinstance(value, bool):
+        raise ValueError("a duration cannot be a boolean")
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = str(value).strip().lower()
+    if text in ("none", "never", "unlimited"):
+        return NEVER
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([a-z]*)", text)
+    if not match:
+        raise ValueError(f"not a duration: {value!r}")
+    number, unit = match.groups()
+    factor = _DURATION_UNITS.get(unit or "s")
+    if factor is None:
+        raise ValueError(f"unknown duration unit {unit!r}")
+    return float(number) * factor
+
+
+def _size(default: str) -> Any:
+    return field(default=parse_size(default), metadata={"parse": parse_size})
+
+
+def _duration(default: str) -> Any:
+    return field(default=parse_duration(default), metadata={"parse": parse_duration})
+
+
+@dataclass
+class SegmentConfig:
+    size: int = _size("1 GB")  # soft limit; a segment is sealed once it reaches this size
+    message_expiry: float = _duration("none")  # server default for topics created with expiry 0
+    validate_checksum: bool = False  # verify every stored checksum at start, not only the tail
+
+
+@dataclass
+class TopicConfig:
+    max_size: int = _size("10 GB")  # server default for topics created with max size 0
+    delete_oldest_segments: bool = False  # when a topic is ≥ 90 % full, drop its oldest segments
+
+
+@dataclass
+class SystemConfig:
+    path: str = "local_data"
+    fsync: str = FsyncPolicy.INTERVAL.value  # never | interval | always
+    fsync_interval: float = _duration("1 s")
+    segment: SegmentConfig = field(default_factory=SegmentConfig)
+    topic: TopicConfig = field(default_factory=TopicConfig)
+
+
+@dataclass
+class RetentionConfig:
+    cleaner_enabled: bool = True  # delete expired segments in the background
+    interval: float = _duration("1 m")
+
+
+@dataclass
+class TcpConfig:
+    enabled: bool = True
+    address: str = "127.0.0.1:8090"
+    max_frame_size: int = _size("64 MiB")  # larger requests are refused unread; the link closes
+
+
+@dataclass
+class RootConfig:
+    """The root user created at first start (id 1, every permission)."""
+
+    username: str = "iggy"
+    password: str = "iggy"
+
+
+@dataclass
+class LoggingConfig:
+    level: str = "info"
+
+
+@dataclass
+class ServerConfig:
+    system: SystemConfig = field(default_factory=SystemConfig)
+    tcp: TcpConfig = field(default_factory=TcpConfig)
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
+    root: RootConfig = field(default_factory=RootConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+
+    @property
+    def data_path(self) -> Path:
+        return Path(self.system.path)
+
+    @property
+    def fsync_policy(self) -> FsyncPolicy:
+        return FsyncPolicy(self.system.fsync)
+
+
+def _convert(key: str, target: dataclasses.Field, value: Any) -> Any:
+    parse = target.metadata.get("parse")
+    try:
+        if parse is not None:
+            return parse(value)
+        expected = target.type if isinstance(target.type, str) else target.type.__name__
+        if expected == "bool":
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in ("true", "1", "yes", "on"):
+                return True
+            if text in ("false", "0", "no", "off"):
+                return False
+            raise ValueError(f"not a boolean: {value!r}")
+        if expected == "int":
+            return int(value)
+        if expected == "float":
+            return float(value)
+        if not isinstance(value, str):
+            raise ValueError(f"expected text, got {value!r}")
+        return value
+    except ValueError as error:
+        raise ConfigError(f"{key}: {error}") from None
+
+
+def _apply(section: Any, values: Mapping[str, Any], prefix: str) -> None:
+    known = {f.name: f for f in dataclasses.fields(section)}
+    for name, value in values.items():
+        key = f"{prefix}{name}"
+        target = known.get(name)
+        if target is None:
+            raise ConfigError(f"{key}: unknown configuration key")
+        current = getattr(section, name)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{key}: expected a table")
+            _apply(current, value, f"{key}.")
+        else:
+            setattr(section, name, _convert(key, target, value))
+
+
+def _apply_environment(section: Any, environ: Mapping[str, str], prefix: str, dotted: str) -> None:
+    for target in dataclasses.fields(section):
+        env_name = f"{prefix}_{target.name.upper()}"
+        current = getattr(section, target.name)
+        if dataclasses.is_dataclass(current):
+            _apply_environment(current, environ, env_name, f"{dotted}{target.name}.")
+        elif env_name in environ:
+            setattr(section, target.name, _convert(env_name, target, environ[env_name]))
+
+
+def _validate(config: ServerConfig) -> None:
+    try:
+        FsyncPolicy(config.system.fsync)
+    except ValueError:
+        raise ConfigError(
+            f"system.fsync: {config.system.fsync!r} is not one of never, interval, always"
+        ) from None
+    if config.system.segment.size <= 0:
+        raise ConfigError("system.segment.size: must be positive")
+    if config.tcp.max_frame_size < 8:
+        raise ConfigError("tcp.max_frame_size: must be at least 8 bytes")
+    if not 0 < config.system.fsync_interval < NEVER:
+        raise ConfigError("system.fsync_interval: must be a positive duration")
+    split_address(config.tcp.address, "tcp.address")
+
+
+def split_address(address: str, key: str = "address") -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"{key}: {address!r} is not HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+def load_config(
+    path: str | Path | None = None, environ: Mapping[str, str] | None = None
+) -> ServerConfig:
+    """Defaults, then the TOML file (if given), then RILL_* environment variables."""
+    config = ServerConfig()
+    if path is not None:
+        try:
+            with open(path, "rb") as handle:
+                data = tomllib.load(handle)
+        except FileNotFoundError:
+            raise ConfigError(f"configuration file {path} does not exist") from None
+        except tomllib.TOMLDecodeError as error:
+            raise ConfigError(f"configuration file {path}: {error}") from None
+        _apply(config, data, "")
+    _apply_environment(config, os.environ if environ is None else environ, "RILL", "")
+    _validate(config)
+    return config

@@ -1,0 +1,171 @@
+"""The Core: builds the services over one shared state, loads it at start, closes it at stop.
+
+Owns: start-up (metadata -> model, partition logs with recovery, root user, stray files),
+sessions (one per connection), the table command name -> service method that every transport
+dispatches through, background tasks, and the clean-shutdown marker that tells the next
+start whether the tails of the logs need checksum verification.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import logging
+from typing import Any, Awaitable, Callable
+
+import xxhash
+
+from rill import errors
+from rill.protocol.codes import COMMANDS_BY_NAME
+from rill.protocol.commands.base import Command
+from rill.protocol.primitives import Transport
+from rill.server.auth.permissioner import Permissioner
+from rill.server.config import ServerConfig
+from rill.server.core.consumer_offsets import ConsumerOffsetService
+from rill.server.core.messages import MessageService
+from rill.server.core.model import Session, Stream, Topic
+from rill.server.core.partitions import PartitionService
+from rill.server.core.retention import run_retention
+from rill.server.core.state import CoreState
+from rill.server.core.streams import StreamService
+from rill.server.core.system import SystemService
+from rill.server.core.topics import TopicService
+from rill.server.core.users import UserService
+from rill.server.storage.directories import remove_stray_directories
+from rill.server.storage.durability import Durability
+from rill.server.storage.metadata import MetadataStore
+from rill.server.storage.paths import DataPaths
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Session, Command], Any]
+
+
+class Core:
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        paths = DataPaths(config.data_path)
+        paths.root.mkdir(parents=True, exist_ok=True)
+        policy = config.fsync_policy
+        self.state = CoreState(
+            config=config,
+            paths=paths,
+            store=MetadataStore(paths.metadata_db, synchronous_full=policy.value == "always"),
+            durability=Durability(policy, config.system.fsync_interval),
+            permissioner=Permissioner(),
+        )
+        state = self.state
+        self.system = SystemService(state)
+        self.users = UserService(state)
+        self.streams = StreamService(state)
+        self.topics = TopicService(state)
+        self.partitions = PartitionService(state)
+        self.consumer_offsets = ConsumerOffsetService(state)
+        self.messages = MessageService(state, self.consumer_offsets)
+        self.handlers: dict[str, Handler] = self._handler_table()
+        self.sessions: dict[int, Session] = {}
+        self._client_ids = itertools.count(1)
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def _handler_table(self) -> dict[str, Handler]:
+        services = (
+            self.system, self.users, self.streams, self.topics, self.partitions,
+            self.consumer_offsets, self.messages,
+        )
+        table: dict[str, Handler] = {}
+        for service in services:
+            for name in COMMANDS_BY_NAME:
+                method = getattr(service, name, None)
+                if method is not None:
+                    table[name] = method
+        return table
+
+    # -- dispatch --------------------------------------------------------------------------
+
+    async def execute(self, session: Session, command: Command) -> Any:
+        """Run one decoded command for ``session``; raises RillError on failure."""
+        handler = self.handlers.get(command.NAME)
+        if handler is None:
+            raise errors.FeatureUnavailable(reason=f"{command.NAME} is not available yet")
+        result = handler(session, command)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def connect(self, address: str, transport: Transport) -> Session:
+        client_id = xxhash.xxh32_intdigest(address.encode("utf-8"))
+        while client_id == 0 or client_id in self.sessions:  # keep ids unique and non-zero
+            client_id = (client_id + next(self._client_ids)) & 0xFFFFFFFF
+        session = Session(client_id, address, transport)
+        self.sessions[client_id] = session
+        return session
+
+    def disconnect(self, session: Session) -> None:
+        self.sessions.pop(session.client_id, None)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        state = self.state
+        marker = state.paths.clean_shutdown_marker
+        state.clean_start = marker.exists()
+        if not state.clean_start and state.paths.metadata_db.exists():
+            log.warning("previous run did not stop cleanly: verifying the tails of the logs")
+        self._load()
+        marker.unlink(missing_ok=True)
+        await state.durability.start()
+        retention = self.config.retention
+        if retention.cleaner_enabled:
+            self._tasks.append(asyncio.create_task(run_retention(state, retention.interval)))
+
+    def _load(self) -> None:
+        state = self.state
+        store = state.store
+        self.users.load()
+        for row in store.load_streams():
+            state.streams[row.id] = Stream(row.id, row.name, row.created_at)
+        for row in store.load_topics():
+            state.streams[row.stream_id].topics[row.id] = Topic(
+                row.stream_id, row.id, row.name, row.created_at, row.compression_algorithm,
+                row.message_expiry, row.max_topic_size, row.replication_factor,
+            )
+        known: dict[int, dict[int, set[int]]] = {
+            sid: {tid: set() for tid in stream.topics} for sid, stream in state.streams.items()
+        }
+        for row in store.load_partitions():
+            topic = state.streams[row.stream_id].topics[row.topic_id]
+            topic.partitions[row.id] = state.open_partition(
+                row.stream_id, row.topic_id, row.id, row.created_at
+            )
+            known[row.stream_id][row.topic_id].add(row.id)
+        for offset in store.load_offsets():
+            stream = state.streams.get(offset.stream_id)
+            topic = stream.topics.get(offset.topic_id) if stream else None
+            partition = topic.partitions.get(offset.partition_id) if topic else None
+            if partition is not None:
+                partition.offsets[(offset.consumer_kind, offset.consumer_id)] = offset.stored_offset
+        remove_stray_directories(state.paths, known)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        self._tasks.clear()
+        state = self.state
+        for stream in state.streams.values():
+            for topic in stream.topics.values():
+                for partition in topic.partitions.values():
+                    partition.log.close()
+        await state.durability.stop()
+        state.store.close()
+        state.paths.clean_shutdown_marker.touch()
+
+    def spawn(self, coroutine: Awaitable[None]) -> None:
+        self._tasks.append(asyncio.ensure_future(coroutine))

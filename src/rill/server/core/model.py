@@ -1,0 +1,81 @@
+"""The in-memory model: sessions, streams, topics and partitions.
+
+Owns: the shapes the services mutate. The metadata store is the durable truth for names and
+settings; each Partition owns its PartitionLog (the files). Invariant: ids in the dicts match
+the ``id`` fields; topics' partitions are always 1..N.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from rill.protocol.primitives import Transport
+from rill.server.storage.partition_log import PartitionLog
+
+
+@dataclass(eq=False)
+class Session:
+    """One connected client (TCP/QUIC connection or an HTTP request)."""
+
+    client_id: int
+    address: str
+    transport: Transport
+    user_id: int = 0  # 0 = not logged in
+
+    @property
+    def is_authenticated(self) -> bool:
+        return self.user_id != 0
+
+
+@dataclass(eq=False)
+class Partition:
+    stream_id: int
+    topic_id: int
+    id: int
+    created_at: int
+    log: PartitionLog
+    # stored consumer offsets: (consumer kind, numeric consumer id) -> offset
+    offsets: dict[tuple[int, int], int] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class Topic:
+    stream_id: int
+    id: int
+    name: str
+    created_at: int
+    compression_algorithm: int
+    message_expiry: int  # resolved µs, or u64::MAX = never
+    max_topic_size: int  # resolved bytes, or u64::MAX = unlimited
+    replication_factor: int
+    partitions: dict[int, Partition] = field(default_factory=dict)
+    # balanced partitioning: the next partition id to receive a batch (1-based round robin)
+    _round_robin: itertools.count = field(default_factory=itertools.count)
+
+    def next_balanced_partition(self) -> int:
+        return next(self._round_robin) % len(self.partitions) + 1
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(p.log.size_bytes for p in self.partitions.values())
+
+    @property
+    def messages_count(self) -> int:
+        return sum(p.log.messages_count for p in self.partitions.values())
+
+
+@dataclass(eq=False)
+class Stream:
+    id: int
+    name: str
+    created_at: int
+    topics: dict[int, Topic] = field(default_factory=dict)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(t.size_bytes for t in self.topics.values())
+
+    @property
+    def messages_count(self) -> int:
+        return sum(t.messages_count for t in self.topics.values())

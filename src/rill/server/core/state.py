@@ -1,0 +1,113 @@
+"""What every service shares: the model, the metadata store, the files, the clock.
+
+Owns: lookups by Identifier (with the right not-found error for ids and names), id
+assignment, creating and opening partition logs, and the authentication gate. Invariant:
+services reach streams, topics and partitions only through these lookups.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from rill import errors
+from rill.protocol.primitives import Identifier
+from rill.server.auth.permissioner import Permissioner
+from rill.server.config import ServerConfig
+from rill.server.core.model import Partition, Session, Stream, Topic
+from rill.server.storage.durability import Durability
+from rill.server.storage.metadata import MetadataStore
+from rill.server.storage.partition_log import LogSettings, PartitionLog
+from rill.server.storage.paths import DataPaths
+
+
+def now_microseconds() -> int:
+    return time.time_ns() // 1000
+
+
+@dataclass(eq=False)
+class CoreState:
+    config: ServerConfig
+    paths: DataPaths
+    store: MetadataStore
+    durability: Durability
+    permissioner: Permissioner
+    clock: Callable[[], int] = now_microseconds
+    streams: dict[int, Stream] = field(default_factory=dict)
+    clean_start: bool = True
+
+    # -- gates -----------------------------------------------------------------------------
+
+    def authorize(
+        self,
+        session: Session,
+        command: str,
+        stream_id: int | None = None,
+        topic_id: int | None = None,
+    ) -> None:
+        """40 when not logged in; 41 when the user's permissions do not grant ``command``."""
+        if not session.is_authenticated:
+            raise errors.Unauthenticated()
+        self.permissioner.authorize(session.user_id, command, stream_id, topic_id)
+
+    # -- lookups ---------------------------------------------------------------------------
+
+    def find_stream(self, stream_id: Identifier) -> Stream:
+        value = stream_id.value
+        if isinstance(value, int):
+            stream = self.streams.get(value)
+            if stream is None:
+                raise errors.StreamIdNotFound(value, field="stream_id")
+            return stream
+        for stream in self.streams.values():
+            if stream.name == value:
+                return stream
+        raise errors.StreamNameNotFound(value, field="stream_id")
+
+    def find_topic(self, stream_id: Identifier, topic_id: Identifier) -> Topic:
+        stream = self.find_stream(stream_id)
+        value = topic_id.value
+        if isinstance(value, int):
+            topic = stream.topics.get(value)
+            if topic is None:
+                raise errors.TopicIdNotFound(value, stream.id, field="topic_id")
+            return topic
+        for topic in stream.topics.values():
+            if topic.name == value:
+                return topic
+        raise errors.TopicNameNotFound(value, stream.id, field="topic_id")
+
+    @staticmethod
+    def find_partition(topic: Topic, partition_id: int) -> Partition:
+        partition = topic.partitions.get(partition_id)
+        if partition is None:
+            if not topic.partitions:
+                raise errors.NoPartitions(topic.id, topic.stream_id)
+            raise errors.PartitionNotFound(
+                partition_id, topic.id, topic.stream_id, field="partition_id"
+            )
+        return partition
+
+    # -- ids -------------------------------------------------------------------------------
+
+    @staticmethod
+    def lowest_free_id(used: dict[int, object] | set[int]) -> int:
+        """Auto-assigned ids take the lowest free id from 1 (freed low ids are reused)."""
+        candidate = 1
+        while candidate in used:
+            candidate += 1
+        return candidate
+
+    # -- partition files -------------------------------------------------------------------
+
+    def log_settings(self) -> LogSettings:
+        segment = self.config.system.segment
+        return LogSettings(segment_size=segment.size, validate_checksum=segment.validate_checksum)
+
+    def open_partition(
+        self, stream_id: int, topic_id: int, partition_id: int, created_at: int
+    ) -> Partition:
+        directory = self.paths.partition_dir(stream_id, topic_id, partition_id)
+        log = PartitionLog.open(directory, self.log_settings(), self.durability, self.clean_start)
+        return Partition(stream_id, topic_id, partition_id, created_at, log)

@@ -1,0 +1,133 @@
+"""Topics: get, list, create, update, delete, purge (wire §3.7), with the server defaults for
+expiry and maximum size resolved at create/update time."""
+
+from __future__ import annotations
+
+from rill import errors
+from rill.protocol.commands.topics import (
+    CreateTopic,
+    DeleteTopic,
+    GetTopic,
+    GetTopics,
+    PurgeTopic,
+    UpdateTopic,
+)
+from rill.protocol.primitives import (
+    EXPIRY_NEVER,
+    EXPIRY_SERVER_DEFAULT,
+    MAX_TOPIC_SIZE_SERVER_DEFAULT,
+    MAX_TOPIC_SIZE_UNLIMITED,
+)
+from rill.protocol.responses.topics import Topic as TopicRecord
+from rill.protocol.responses.topics import TopicDetails
+from rill.server.config import NEVER
+from rill.server.core.model import Session, Topic
+from rill.server.core.names import validate_name
+from rill.server.core.partitions import MAX_PARTITIONS_PER_REQUEST, add_partitions
+from rill.server.core.state import CoreState
+from rill.server.core.views import topic_details, topic_record
+from rill.server.storage.directories import remove_topic_files
+from rill.server.storage.metadata import TopicRow
+
+
+class TopicService:
+    def __init__(self, state: CoreState) -> None:
+        self.state = state
+
+    def get_topic(self, session: Session, command: GetTopic) -> TopicDetails:
+        topic = self.state.find_topic(command.stream_id, command.topic_id)
+        self.state.authorize(session, "get_topic", topic.stream_id, topic.id)
+        return topic_details(topic)
+
+    def get_topics(self, session: Session, command: GetTopics) -> list[TopicRecord]:
+        stream = self.state.find_stream(command.stream_id)
+        self.state.authorize(session, "get_topics", stream.id)
+        return [topic_record(stream.topics[tid]) for tid in sorted(stream.topics)]
+
+    def _resolve_expiry(self, expiry: int) -> int:
+        if expiry != EXPIRY_SERVER_DEFAULT:
+            return expiry
+        default = self.state.config.system.segment.message_expiry
+        return EXPIRY_NEVER if default == NEVER else int(default * 1_000_000)
+
+    def _resolve_max_size(self, max_size: int) -> int:
+        if max_size == MAX_TOPIC_SIZE_SERVER_DEFAULT:
+            return self.state.config.system.topic.max_size
+        if max_size != MAX_TOPIC_SIZE_UNLIMITED:
+            segment_size = self.state.config.system.segment.size
+            if max_size < segment_size:
+                raise errors.InvalidTopicSize(max_size, segment_size, field="max_topic_size")
+        return max_size
+
+    def create_topic(self, session: Session, command: CreateTopic) -> TopicDetails:
+        state = self.state
+        stream = state.find_stream(command.stream_id)
+        state.authorize(session, "create_topic", stream.id)
+        name = validate_name(command.name, errors.InvalidTopicName)
+        if command.partitions_count > MAX_PARTITIONS_PER_REQUEST:
+            raise errors.TooManyPartitions(field="partitions_count")
+        if any(topic.name == name for topic in stream.topics.values()):
+            raise errors.TopicNameAlreadyExists(name, stream.id, field="name")
+        topic_id = command.topic_id or state.lowest_free_id(stream.topics)
+        if topic_id in stream.topics:
+            raise errors.TopicIdAlreadyExists(topic_id, stream.id, field="topic_id")
+        topic = Topic(
+            stream_id=stream.id,
+            id=topic_id,
+            name=name,
+            created_at=state.clock(),
+            compression_algorithm=int(command.compression_algorithm),
+            message_expiry=self._resolve_expiry(command.message_expiry),
+            max_topic_size=self._resolve_max_size(command.max_topic_size),
+            replication_factor=command.replication_factor or 1,
+        )
+        row = TopicRow(
+            topic.stream_id, topic.id, topic.name, topic.created_at,
+            topic.compression_algorithm, topic.message_expiry, topic.max_topic_size,
+            topic.replication_factor,
+        )
+        add_partitions(state, topic, command.partitions_count, row)
+        stream.topics[topic.id] = topic
+        return topic_details(topic)
+
+    def update_topic(self, session: Session, command: UpdateTopic) -> None:
+        state = self.state
+        topic = state.find_topic(command.stream_id, command.topic_id)
+        state.authorize(session, "update_topic", topic.stream_id, topic.id)
+        name = validate_name(command.name, errors.InvalidTopicName)
+        stream = state.streams[topic.stream_id]
+        if any(other.name == name and other is not topic for other in stream.topics.values()):
+            raise errors.TopicNameAlreadyExists(name, stream.id, field="name")
+        expiry = self._resolve_expiry(command.message_expiry)
+        max_size = self._resolve_max_size(command.max_topic_size)
+        replication = command.replication_factor or 1
+        state.store.update_topic(
+            TopicRow(
+                topic.stream_id, topic.id, name, topic.created_at,
+                int(command.compression_algorithm), expiry, max_size, replication,
+            )
+        )
+        topic.name = name
+        topic.compression_algorithm = int(command.compression_algorithm)
+        topic.message_expiry = expiry
+        topic.max_topic_size = max_size
+        topic.replication_factor = replication
+
+    def delete_topic(self, session: Session, command: DeleteTopic) -> None:
+        state = self.state
+        topic = state.find_topic(command.stream_id, command.topic_id)
+        state.authorize(session, "delete_topic", topic.stream_id, topic.id)
+        state.store.delete_topic(topic.stream_id, topic.id)
+        del state.streams[topic.stream_id].topics[topic.id]
+        for partition in topic.partitions.values():
+            partition.log.destroy()
+        remove_topic_files(state.paths, topic.stream_id, topic.id)
+
+    def purge_topic(self, session: Session, command: PurgeTopic) -> None:
+        state = self.state
+        topic = state.find_topic(command.stream_id, command.topic_id)
+        state.authorize(session, "purge_topic", topic.stream_id, topic.id)
+        state.store.purge_topic(topic.stream_id, topic.id)
+        for partition in topic.partitions.values():
+            partition.log.purge()
+            partition.offsets.clear()

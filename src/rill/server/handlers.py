@@ -1,0 +1,75 @@
+"""The binary side: request (code, payload) -> response frame, for TCP and QUIC alike.
+
+Owns: decoding with the shared codec, one core call, encoding the result, and the wire
+dialect's status rules (wire §1.3, §4.12): any decode failure is status 3; get-single commands
+answer an empty OK on any failure; unexpected exceptions are status 1 and are logged, and the
+connection keeps serving. No permission checks, journal writes or retries live here.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from rill import errors
+from rill.protocol.codes import decode_command
+from rill.protocol.framing import RESPONSE_HEADER
+from rill.protocol.responses.base import Record, encode_records
+from rill.protocol.responses.messages import PolledMessages
+from rill.server.core.core import Core
+from rill.server.core.model import Session
+
+log = logging.getLogger(__name__)
+
+# GET_USER, GET_CLIENT, GET_CONSUMER_OFFSET, GET_STREAM, GET_TOPIC, GET_CONSUMER_GROUP
+EMPTY_OK_ON_ERROR = frozenset({31, 21, 120, 200, 300, 600})
+# statuses after which the server drops the connection
+CLOSING_STATUSES = frozenset({errors.ClientNotFound.code, errors.StaleClient.code})
+
+OK_EMPTY = RESPONSE_HEADER.pack(0, 0)
+
+
+@dataclass(slots=True)
+class Reply:
+    parts: list[bytes | bytearray | memoryview]
+    close: bool = False
+
+
+def error_reply(status: int) -> Reply:
+    return Reply([RESPONSE_HEADER.pack(status, 0)], close=status in CLOSING_STATUSES)
+
+
+def encode_result(result: object) -> list[bytes | bytearray | memoryview]:
+    """Response frame parts for a core result, with no copy of large payloads."""
+    if result is None:
+        return [OK_EMPTY]
+    if isinstance(result, PolledMessages):
+        prefix = result.prefix()
+        return [RESPONSE_HEADER.pack(0, len(prefix) + len(result.raw)) + prefix, result.raw]
+    if isinstance(result, (bytes, bytearray, memoryview)):
+        return [RESPONSE_HEADER.pack(0, len(result)), result]
+    if isinstance(result, Record):
+        payload = result.to_bytes()
+    elif isinstance(result, (list, tuple)):
+        payload = encode_records(result)
+    else:
+        raise TypeError(f"cannot encode a {type(result).__name__} result")
+    return [RESPONSE_HEADER.pack(0, len(payload)) + payload]
+
+
+async def handle_request(core: Core, session: Session, code: int, payload: memoryview) -> Reply:
+    try:
+        command = decode_command(code, payload)
+    except errors.RillError as error:  # DecodeError: status 3 whatever went wrong inside
+        log.debug("client %d: undecodable request %d: %s", session.client_id, code, error)
+        return error_reply(errors.InvalidCommand.code)
+    try:
+        result = await core.execute(session, command)
+    except errors.RillError as error:
+        if code in EMPTY_OK_ON_ERROR:
+            return Reply([OK_EMPTY])
+        return error_reply(error.code)
+    except Exception:
+        log.exception("client %d: %s failed unexpectedly", session.client_id, command.NAME)
+        return error_reply(errors.Error.code)
+    return Reply(encode_result(result))

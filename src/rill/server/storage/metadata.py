@@ -1,0 +1,307 @@
+"""The metadata store: streams, topics, partitions, users and consumer offsets in SQLite (WAL).
+
+Owns: the schema and every SQL statement of the server. Each public method is one transaction,
+so a crash (even kill -9) leaves either the whole change or none of it. Durability follows the
+server's fsync policy: ``synchronous=FULL`` under ``always`` (every commit is on disk before it
+returns), ``NORMAL`` otherwise (in WAL mode a commit survives a process crash; only a power loss
+may roll back the last commits). Invariant: callers write here *before* they change the
+in-memory model, so memory never holds what the store does not.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS streams (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS topics (
+    stream_id INTEGER NOT NULL REFERENCES streams(id) ON DELETE CASCADE,
+    id INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    compression_algorithm INTEGER NOT NULL,
+    message_expiry INTEGER NOT NULL,
+    max_topic_size INTEGER NOT NULL,
+    replication_factor INTEGER NOT NULL,
+    PRIMARY KEY (stream_id, id),
+    UNIQUE (stream_id, name)
+);
+CREATE TABLE IF NOT EXISTS partitions (
+    stream_id INTEGER NOT NULL,
+    topic_id INTEGER NOT NULL,
+    id INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (stream_id, topic_id, id),
+    FOREIGN KEY (stream_id, topic_id) REFERENCES topics(stream_id, id) ON DELETE CASCADE
+);
+CREATE TABLE IF NOT EXISTS consumer_offsets (
+    stream_id INTEGER NOT NULL,
+    topic_id INTEGER NOT NULL,
+    partition_id INTEGER NOT NULL,
+    consumer_kind INTEGER NOT NULL,
+    consumer_id INTEGER NOT NULL,
+    stored_offset INTEGER NOT NULL,
+    PRIMARY KEY (stream_id, topic_id, partition_id, consumer_kind, consumer_id),
+    FOREIGN KEY (stream_id, topic_id, partition_id)
+        REFERENCES partitions(stream_id, topic_id, id) ON DELETE CASCADE
+);
+CREATE TABLE IF NOT EXISTS users (
+    id INTEGER PRIMARY KEY,
+    username TEXT NOT NULL UNIQUE,
+    password_hash TEXT NOT NULL,
+    status INTEGER NOT NULL,
+    permissions BLOB,
+    created_at INTEGER NOT NULL
+);
+"""
+
+# SQLite stores signed 64-bit integers; u64 values above 2**63-1 (e.g. u64::MAX = "never")
+# are kept as their two's-complement image and turned back on read.
+_I64_LIMIT = 1 << 63
+
+
+def _to_sql(value: int) -> int:
+    return value - (1 << 64) if value >= _I64_LIMIT else value
+
+
+def _from_sql(value: int) -> int:
+    return value + (1 << 64) if value < 0 else value
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRow:
+    id: int
+    name: str
+    created_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRow:
+    stream_id: int
+    id: int
+    name: str
+    created_at: int
+    compression_algorithm: int
+    message_expiry: int
+    max_topic_size: int
+    replication_factor: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRow:
+    stream_id: int
+    topic_id: int
+    id: int
+    created_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetRow:
+    stream_id: int
+    topic_id: int
+    partition_id: int
+    consumer_kind: int
+    consumer_id: int
+    stored_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class UserRow:
+    id: int
+    username: str
+    password_hash: str
+    status: int
+    permissions: bytes | None
+    created_at: int
+
+
+class MetadataStore:
+    """One SQLite connection used from the event loop thread only."""
+
+    def __init__(self, path: Path, synchronous_full: bool) -> None:
+        self.path = path
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(f"PRAGMA synchronous={'FULL' if synchronous_full else 'NORMAL'}")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        with self._transaction():
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    self._db.execute(statement)
+            self._db.execute(
+                "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _transaction(self) -> "_Transaction":
+        return _Transaction(self._db)
+
+    # -- loading ---------------------------------------------------------------------------
+
+    def load_streams(self) -> list[StreamRow]:
+        rows = self._db.execute("SELECT id, name, created_at FROM streams ORDER BY id")
+        return [StreamRow(*row) for row in rows]
+
+    def load_topics(self) -> list[TopicRow]:
+        rows = self._db.execute(
+            "SELECT stream_id, id, name, created_at, compression_algorithm, message_expiry,"
+            " max_topic_size, replication_factor FROM topics ORDER BY stream_id, id"
+        )
+        return [
+            TopicRow(s, i, n, c, comp, _from_sql(exp), _from_sql(size), rf)
+            for s, i, n, c, comp, exp, size, rf in rows
+        ]
+
+    def load_partitions(self) -> list[PartitionRow]:
+        rows = self._db.execute(
+            "SELECT stream_id, topic_id, id, created_at FROM partitions"
+            " ORDER BY stream_id, topic_id, id"
+        )
+        return [PartitionRow(*row) for row in rows]
+
+    def load_offsets(self) -> Iterator[OffsetRow]:
+        rows = self._db.execute(
+            "SELECT stream_id, topic_id, partition_id, consumer_kind, consumer_id, stored_offset"
+            " FROM consumer_offsets"
+        )
+        for row in rows:
+            yield OffsetRow(*row[:5], _from_sql(row[5]))
+
+    def load_users(self) -> list[UserRow]:
+        rows = self._db.execute(
+            "SELECT id, username, password_hash, status, permissions, created_at"
+            " FROM users ORDER BY id"
+        )
+        return [UserRow(*row) for row in rows]
+
+    # -- streams ---------------------------------------------------------------------------
+
+    def create_stream(self, row: StreamRow) -> None:
+        with self._transaction():
+            self._db.execute(
+                "INSERT INTO streams(id, name, created_at) VALUES (?, ?, ?)",
+                (row.id, row.name, row.created_at),
+            )
+
+    def update_stream(self, stream_id: int, name: str) -> None:
+        with self._transaction():
+            self._db.execute("UPDATE streams SET name = ? WHERE id = ?", (name, stream_id))
+
+    def delete_stream(self, stream_id: int) -> None:
+        with self._transaction():
+            self._db.execute("DELETE FROM streams WHERE id = ?", (stream_id,))
+
+    def purge_stream(self, stream_id: int) -> None:
+        with self._transaction():
+            self._db.execute("DELETE FROM consumer_offsets WHERE stream_id = ?", (stream_id,))
+
+    # -- topics ----------------------------------------------------------------------------
+
+    def create_topic(self, row: TopicRow, partitions: list[PartitionRow]) -> None:
+        with self._transaction():
+            self._db.execute(
+                "INSERT INTO topics(stream_id, id, name, created_at, compression_algorithm,"
+                " message_expiry, max_topic_size, replication_factor)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    row.stream_id, row.id, row.name, row.created_at, row.compression_algorithm,
+                    _to_sql(row.message_expiry), _to_sql(row.max_topic_size),
+                    row.replication_factor,
+                ),
+            )
+            self._insert_partitions(partitions)
+
+    def update_topic(self, row: TopicRow) -> None:
+        with self._transaction():
+            self._db.execute(
+                "UPDATE topics SET name = ?, compression_algorithm = ?, message_expiry = ?,"
+                " max_topic_size = ?, replication_factor = ? WHERE stream_id = ? AND id = ?",
+                (
+                    row.name, row.compression_algorithm, _to_sql(row.message_expiry),
+                    _to_sql(row.max_topic_size), row.replication_factor, row.stream_id, row.id,
+                ),
+            )
+
+    def delete_topic(self, stream_id: int, topic_id: int) -> None:
+        with self._transaction():
+            self._db.execute(
+                "DELETE FROM topics WHERE stream_id = ? AND id = ?", (stream_id, topic_id)
+            )
+
+    def purge_topic(self, stream_id: int, topic_id: int) -> None:
+        with self._transaction():
+            self._db.execute(
+                "DELETE FROM consumer_offsets WHERE stream_id = ? AND topic_id = ?",
+                (stream_id, topic_id),
+            )
+
+    # -- partitions ------------------------------------------------------------------------
+
+    def _insert_partitions(self, partitions: list[PartitionRow]) -> None:
+        self._db.executemany(
+            "INSERT INTO partitions(stream_id, topic_id, id, created_at) VALUES (?, ?, ?, ?)",
+            [(p.stream_id, p.topic_id, p.id, p.created_at) for p in partitions],
+        )
+
+    def create_partitions(self, partitions: list[PartitionRow]) -> None:
+        with self._transaction():
+            self._insert_partitions(partitions)
+
+    def delete_partitions(self, stream_id: int, topic_id: int, partition_ids: list[int]) -> None:
+        with self._transaction():
+            self._db.executemany(
+                "DELETE FROM partitions WHERE stream_id = ? AND topic_id = ? AND id = ?",
+                [(stream_id, topic_id, pid) for pid in partition_ids],
+            )
+
+    # -- consumer offsets ------------------------------------------------------------------
+
+    def store_offset(self, row: OffsetRow) -> None:
+        with self._transaction():
+            self._db.execute(
+                "INSERT INTO consumer_offsets(stream_id, topic_id, partition_id, consumer_kind,"
+                " consumer_id, stored_offset) VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT(stream_id, topic_id, partition_id, consumer_kind, consumer_id)"
+                " DO UPDATE SET stored_offset = excluded.stored_offset",
+                (
+                    row.stream_id, row.topic_id, row.partition_id, row.consumer_kind,
+                    row.consumer_id, _to_sql(row.stored_offset),
+                ),
+            )
+
+    # -- users -----------------------------------------------------------------------------
+
+    def create_user(self, row: UserRow) -> None:
+        with self._transaction():
+            self._db.execute(
+                "INSERT INTO users(id, username, password_hash, status, permissions, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (row.id, row.username, row.password_hash, row.status, row.permissions,
+                 row.created_at),
+            )
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK when the block raises."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type, exc, traceback) -> None:
+        self._db.execute("COMMIT" if exc_type is None else "ROLLBACK")

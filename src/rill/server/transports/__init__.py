@@ -1,0 +1,1 @@
+"""Transports: decode, one core call, encode. Nothing else lives here."""

@@ -1,0 +1,35 @@
+"""Shared fixtures: a real rill server on port 0 in a temporary data directory."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from server_process import RillProcess  # noqa: E402
+
+
+@pytest.fixture
+def rill_server(tmp_path):
+    """A running server (fsync interval), stopped after the test."""
+    server = RillProcess(tmp_path / "data").start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def rill_factory(tmp_path):
+    """Build servers with extra environment (e.g. RILL_SYSTEM_FSYNC=always); all killed after."""
+    servers: list[RillProcess] = []
+
+    def make(env: dict[str, str] | None = None, data_dir: Path | None = None) -> RillProcess:
+        server = RillProcess(data_dir or tmp_path / f"data{len(servers)}", env=env)
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.kill()

@@ -1,0 +1,217 @@
+"""Sample values shared by the protocol tests: at least one instance of every command (the
+table must cover ``codes.COMMANDS`` exactly) and of every response record."""
+
+from __future__ import annotations
+
+from rill.protocol.commands.groups import (
+    CreateConsumerGroup,
+    DeleteConsumerGroup,
+    GetConsumerGroup,
+    GetConsumerGroups,
+    JoinConsumerGroup,
+    LeaveConsumerGroup,
+)
+from rill.protocol.commands.messages import FlushUnsavedBuffer, PollMessages, SendMessages
+from rill.protocol.commands.offsets import GetConsumerOffset, StoreConsumerOffset
+from rill.protocol.commands.partitions import CreatePartitions, DeletePartitions
+from rill.protocol.commands.streams import (
+    CreateStream,
+    DeleteStream,
+    GetStream,
+    GetStreams,
+    PurgeStream,
+    UpdateStream,
+)
+from rill.protocol.commands.system import GetClient, GetClients, GetMe, GetSnapshot, GetStats, Ping
+from rill.protocol.commands.tokens import (
+    CreatePersonalAccessToken,
+    DeletePersonalAccessToken,
+    GetPersonalAccessTokens,
+    LoginWithPersonalAccessToken,
+)
+from rill.protocol.commands.topics import (
+    CreateTopic,
+    DeleteTopic,
+    GetTopic,
+    GetTopics,
+    PurgeTopic,
+    UpdateTopic,
+)
+from rill.protocol.commands.users import (
+    ChangePassword,
+    CreateUser,
+    DeleteUser,
+    GetUser,
+    GetUsers,
+    LoginUser,
+    LogoutUser,
+    UpdatePermissions,
+    UpdateUser,
+)
+from rill.protocol.headers import HeaderKind, HeaderValue
+from rill.protocol.messages import Message
+from rill.protocol.permissions import (
+    GlobalPermissions,
+    Permissions,
+    StreamPermissions,
+    TopicPermissions,
+)
+from rill.protocol.primitives import (
+    CompressionAlgorithm,
+    Consumer,
+    Identifier,
+    Partitioning,
+    PollingStrategy,
+    SnapshotCompression,
+    SnapshotType,
+    UserStatus,
+)
+from rill.protocol.responses.groups import (
+    ConsumerGroup,
+    ConsumerGroupDetails,
+    ConsumerGroupMember,
+    ConsumerOffsetInfo,
+)
+from rill.protocol.responses.streams import Stream, StreamDetails
+from rill.protocol.responses.system import ClientConsumerGroup, ClientInfo, ClientInfoDetails, Stats
+from rill.protocol.responses.topics import Partition, Topic, TopicDetails
+from rill.protocol.responses.users import (
+    IdentityInfo,
+    PersonalAccessTokenInfo,
+    RawPersonalAccessToken,
+    UserInfo,
+    UserInfoDetails,
+)
+
+S1 = Identifier(1)
+ORDERS = Identifier("orders")
+GROUP = Identifier("workers")
+USER = Identifier("alice")
+
+NESTED_PERMISSIONS = Permissions(
+    GlobalPermissions(read_servers=True, poll_messages=True),
+    {
+        1: StreamPermissions(read_stream=True, send_messages=True),
+        7: StreamPermissions(
+            manage_topics=True,
+            topics={
+                3: TopicPermissions(read_topic=True),
+                9: TopicPermissions(manage_topic=True, send_messages=True),
+            },
+        ),
+    },
+)
+
+COMMAND_SAMPLES = [
+    Ping(),
+    GetStats(),
+    GetSnapshot(),
+    GetSnapshot(SnapshotCompression.ZSTD, (SnapshotType.TEST,)),
+    GetSnapshot(SnapshotCompression.STORED, ()),
+    GetMe(),
+    GetClient(42),
+    GetClients(),
+    GetUser(USER),
+    GetUser(Identifier(2)),
+    GetUsers(),
+    CreateUser("alice", "secret", UserStatus.ACTIVE, None),
+    CreateUser("bob", "pässword", UserStatus.INACTIVE, Permissions.root()),
+    CreateUser("carol", "pw-carol", UserStatus.ACTIVE, NESTED_PERMISSIONS),
+    DeleteUser(USER),
+    UpdateUser(USER, None, None),
+    UpdateUser(USER, "alice2", None),
+    UpdateUser(Identifier(5), None, UserStatus.INACTIVE),
+    UpdateUser(Identifier(5), "eve", UserStatus.ACTIVE),
+    UpdatePermissions(USER, None),
+    UpdatePermissions(USER, NESTED_PERMISSIONS),
+    ChangePassword(USER, "old-one", "new-one"),
+    LoginUser("iggy", "iggy", "0.6.63", None),
+    LoginUser("iggy", "iggy"),
+    LoginUser("iggy", "iggy", "0.6.63", "ctx"),
+    LogoutUser(),
+    GetPersonalAccessTokens(),
+    CreatePersonalAccessToken("laptop", 3_600_000_000),
+    CreatePersonalAccessToken("forever", 0xFFFF_FFFF_FFFF_FFFF),
+    DeletePersonalAccessToken("laptop"),
+    LoginWithPersonalAccessToken("A" * 67 + "="),
+    PollMessages(Consumer.regular(7), S1, S1, 1, PollingStrategy.next(), 10, True),
+    PollMessages(Consumer.group(GROUP), S1, ORDERS, 0, PollingStrategy.offset(99), 1000, False),
+    SendMessages.of(S1, ORDERS, Partitioning.partition_id(1), [b"hello"]),
+    SendMessages.of(
+        "stream-a",
+        2,
+        Partitioning.messages_key("user-17"),
+        [
+            Message(b"one", id=12345, headers={"trace": HeaderValue.string("abc")}),
+            Message(b"two", headers={"n": HeaderValue.int(HeaderKind.INT32, -5)}),
+        ],
+    ),
+    SendMessages.of(S1, S1, Partitioning.balanced(), []),
+    FlushUnsavedBuffer(S1, ORDERS, 1, True),
+    GetConsumerOffset(Consumer.regular("reader"), S1, ORDERS, 1),
+    StoreConsumerOffset(Consumer.group(3), S1, ORDERS, 2, 500),
+    GetStream(S1),
+    GetStreams(),
+    CreateStream(0, "events"),
+    CreateStream(1, "test"),
+    DeleteStream(Identifier("events")),
+    UpdateStream(S1, "renamed"),
+    PurgeStream(Identifier("ab")),
+    GetTopic(S1, ORDERS),
+    GetTopics(S1),
+    CreateTopic(S1, 0, 3, CompressionAlgorithm.NONE, 0, 0, 0, "orders"),
+    CreateTopic(
+        Identifier("events"), 5, 1000, CompressionAlgorithm.GZIP,
+        0xFFFF_FFFF_FFFF_FFFF, 0xFFFF_FFFF_FFFF_FFFF, 3, "clicks",
+    ),
+    DeleteTopic(S1, ORDERS),
+    UpdateTopic(S1, ORDERS, CompressionAlgorithm.GZIP, 60_000_000, 2_000_000_000, 1, "orders2"),
+    PurgeTopic(S1, Identifier(2)),
+    CreatePartitions(S1, ORDERS, 10),
+    DeletePartitions(S1, ORDERS, 2),
+    GetConsumerGroup(S1, ORDERS, GROUP),
+    GetConsumerGroups(S1, ORDERS),
+    CreateConsumerGroup(S1, ORDERS, 0, "workers"),
+    CreateConsumerGroup(S1, ORDERS, 17, "cg-17"),
+    DeleteConsumerGroup(S1, ORDERS, Identifier(17)),
+    JoinConsumerGroup(S1, ORDERS, GROUP),
+    LeaveConsumerGroup(S1, ORDERS, GROUP),
+]
+
+_TOPIC = Topic(2, 1_700_000_000_000_000, 2, 0xFFFF_FFFF_FFFF_FFFF, 1, 10**10, 1, 4096, 12, "orders")
+_PARTITION = Partition(1, 1_700_000_000_000_001, 1, 11, 2048, 6)
+_STREAM = Stream(1, 1_700_000_000_000_000, 1, 4096, 12, "events")
+
+RECORD_SAMPLES = [
+    _STREAM,
+    StreamDetails(_STREAM, (_TOPIC,)),
+    StreamDetails(Stream(2, 0, 0, 0, 0, "empty"), ()),
+    _TOPIC,
+    _PARTITION,
+    TopicDetails(_TOPIC, (_PARTITION, Partition(2, 5, 0, 0, 0, 0))),
+    TopicDetails(_TOPIC, ()),
+    Stats(
+        4242, 12.5, 50.25, 10_000_000, 16_000_000_000, 8_000_000_000, 3_000_000,
+        1_700_000_000_000_000, 100, 200, 4096, 2, 3, 6, 6, 12, 5, 1,
+        "host", "Linux", "6.1", "6.1.0-rill",
+    ),
+    ClientInfo(7, 1, 1, "127.0.0.1:50000", 2),
+    ClientInfoDetails.of(7, 1, 1, "127.0.0.1:50000", [ClientConsumerGroup(1, 2, 3), ClientConsumerGroup(1, 2, 4)]),
+    ClientInfoDetails.of(8, 0, 2, "[::1]:1", []),
+    UserInfo(1, 1_700_000_000_000_000, 1, "iggy"),
+    UserInfoDetails(UserInfo(1, 5, 1, "iggy"), Permissions.root()),
+    UserInfoDetails(UserInfo(2, 5, 2, "carol"), NESTED_PERMISSIONS),
+    UserInfoDetails(UserInfo(3, 5, 1, "nobody"), None),
+    IdentityInfo(1),
+    PersonalAccessTokenInfo("laptop", 1_800_000_000_000_000),
+    PersonalAccessTokenInfo("forever", 0),
+    RawPersonalAccessToken("Zm9v" * 17),
+    ConsumerGroup(1, 3, 2, "workers"),
+    ConsumerGroupDetails(
+        ConsumerGroup(1, 3, 2, "workers"),
+        (ConsumerGroupMember(11, (1, 3)), ConsumerGroupMember(12, (2,))),
+    ),
+    ConsumerGroupDetails(ConsumerGroup(2, 3, 1, "idle"), (ConsumerGroupMember(13, ()),)),
+    ConsumerGroupDetails(ConsumerGroup(3, 0, 0, "new"), ()),
+    ConsumerOffsetInfo(1, 11, 5),
+]
