@@ -32,6 +32,7 @@ from rill.client.transport import Payload, Transport, TransportFactory, transpor
 from rill.protocol.buffer import Writer
 from rill.protocol.commands.base import Command
 from rill.protocol.commands.messages import SendMessages
+from rill.protocol.commands.system import Ping
 
 log = logging.getLogger(__name__)
 
@@ -150,8 +151,6 @@ class AsyncClient(CommandMethods):
         if not (self._ready and self._transport.is_connected):
             await self._reconnect()
         self._last_activity = asyncio.get_running_loop().time()
-        if self.timeout is None:
-            return await self._transport.request(code, payload)
         async with asyncio.timeout(self.timeout):
             return await self._transport.request(code, payload)
 
@@ -189,18 +188,22 @@ class AsyncClient(CommandMethods):
                 await asyncio.sleep(self.reconnect_interval)
         login = self._login
         if login is not None:
-            if self.timeout is None:
-                await self._transport.request(login.CODE, login.encode())
-            else:
+            try:
                 async with asyncio.timeout(self.timeout):
                     await self._transport.request(login.CODE, login.encode())
+            except errors.Disconnected:
+                raise
+            except errors.RillError:
+                # Rejected (password changed, token expired...): forget it, keep the link so
+                # the caller can log in again, and tell the caller why.
+                self._login = None
+                self._ready = True
+                raise
         self._ready = True
 
     # --- heartbeat -----------------------------------------------------------------------------
 
     async def _heartbeat(self) -> None:
-        from rill.protocol.commands.system import Ping
-
         interval = self.heartbeat_interval or 0.0
         loop = asyncio.get_running_loop()
         while self._opened:

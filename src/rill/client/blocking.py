@@ -41,7 +41,11 @@ class Client:
         )
         self._thread.start()
         self._closed = False
-        self._async = self._call(self._build(address, options))
+        try:
+            self._async = self._call(self._build(address, options))
+        except BaseException:
+            self._stop_loop()
+            raise
 
     @staticmethod
     async def _build(address: str, options: dict[str, Any]) -> AsyncClient:
@@ -82,9 +86,13 @@ class Client:
         try:
             self._call(self._async.close())
         finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join()
-            self._loop.close()
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self._closed = True
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
 
     def __enter__(self) -> Client:
         self.connect()

@@ -253,7 +253,9 @@ class CommandMethods:
     ) -> ConsumerOffsetInfo | None:
         """A consumer's stored offset, or None when there is none."""
         return await self.execute(
-            offsets.GetConsumerOffset(_consumer(consumer), _id(stream_id), _id(topic_id), _partition(partition_id))
+            offsets.GetConsumerOffset(
+                _consumer(consumer), _id(stream_id), _id(topic_id), _partition(partition_id)
+            )
         )
 
     async def store_consumer_offset(
@@ -365,7 +367,9 @@ class CommandMethods:
 
     # --- consumer groups -----------------------------------------------------------------------
 
-    async def get_consumer_group(self, stream_id: Id, topic_id: Id, group_id: Id) -> ConsumerGroupDetails | None:
+    async def get_consumer_group(
+        self, stream_id: Id, topic_id: Id, group_id: Id
+    ) -> ConsumerGroupDetails | None:
         """One consumer group with its members, or None when not found."""
         return await self.execute(groups.GetConsumerGroup(_id(stream_id), _id(topic_id), _id(group_id)))
 

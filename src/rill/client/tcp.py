@@ -73,8 +73,7 @@ class _LinkProtocol(asyncio.BufferedProtocol):
     # --- connection events -------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]  (uvloop's is not a subclass)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -271,10 +270,10 @@ class TcpTransport(Transport):
 
     async def request(self, code: int, payload: Payload = b"") -> bytes | memoryview:
         protocol = self._protocol
-        if protocol is None or protocol.lost or protocol.transport is None:
-            raise errors.NotConnected()
-        if protocol.transport.is_closing():
-            raise errors.Disconnected()
+        if protocol is None or protocol.transport is None:
+            raise errors.NotConnected()  # never connected, or closed by us
+        if protocol.lost or protocol.transport.is_closing():
+            raise errors.Disconnected()  # the link dropped; connect() again
         parts = payload_parts(payload)
         length = sum(memoryview(part).nbytes for part in parts)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()

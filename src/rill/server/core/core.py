@@ -47,6 +47,7 @@ class Core:
         self.config = config
         paths = DataPaths(config.data_path)
         paths.root.mkdir(parents=True, exist_ok=True)
+        self._first_start = not paths.metadata_db.exists()
         policy = config.fsync_policy
         self.state = CoreState(
             config=config,
@@ -112,7 +113,7 @@ class Core:
         state = self.state
         marker = state.paths.clean_shutdown_marker
         state.clean_start = marker.exists()
-        if not state.clean_start and state.paths.metadata_db.exists():
+        if not state.clean_start and not self._first_start:
             log.warning("previous run did not stop cleanly: verifying the tails of the logs")
         self._load()
         marker.unlink(missing_ok=True)

@@ -15,15 +15,18 @@ import asyncio
 import collections
 import logging
 import socket
+import struct
 
 from rill import errors
-from rill.protocol.framing import REQUEST_HEADER, REQUEST_HEADER_SIZE
+from rill.protocol.framing import LENGTH_PREFIX_SIZE, REQUEST_HEADER_SIZE
 from rill.protocol.primitives import Transport
 from rill.server.core.core import Core
 from rill.server.handlers import error_reply, handle_request
 
 log = logging.getLogger(__name__)
 
+LENGTH = struct.Struct("<I")
+CODE = struct.Struct("<I")
 RECEIVE_BUFFER_SIZE = 256 * 1024
 MAX_QUEUED_BYTES = 64 * 1024 * 1024  # pause reading while this much is waiting to be served
 
@@ -110,11 +113,14 @@ class TcpConnection(asyncio.BufferedProtocol):
 
     def _parse_frames(self) -> None:
         buffer = self.buffer
-        while self.end - self.start >= REQUEST_HEADER_SIZE and not self.refused:
-            length, code = REQUEST_HEADER.unpack_from(buffer, self.start)
-            if length < 4:
+        while self.end - self.start >= LENGTH_PREFIX_SIZE and not self.refused:
+            (length,) = LENGTH.unpack_from(buffer, self.start)
+            if length < 4:  # cannot even hold the code: the stream cannot be resynchronised
                 self._refuse(errors.InvalidCommand.code)
                 return
+            if self.end - self.start < REQUEST_HEADER_SIZE:
+                break
+            code = CODE.unpack_from(buffer, self.start + LENGTH_PREFIX_SIZE)[0]
             payload_size = length - 4
             if payload_size > self.max_frame_size:
                 self._refuse(errors.CommandLengthError.code)

@@ -1,0 +1,255 @@
+"""Durability: the one fsync policy of the storage engine, and the only module that calls fsync.
+
+Policies:
+  * ``NEVER``    nothing is ever synced by rill; the operating system writes back when it likes.
+  * ``INTERVAL`` a background task syncs every file written since the last pass, every
+                 ``interval_seconds``; ``wait_durable`` returns at once.
+  * ``ALWAYS``   ``wait_durable`` returns only once the file is synced. Concurrent waiters share
+                 rounds (group commit): a round takes every dirty file, syncs them in a worker
+                 thread so the event loop keeps serving, then resolves every waiter that joined
+                 before the round began; waiters arriving during a round join the next one.
+
+Invariants:
+  * A file descriptor is only synced while it is open: files are closed through ``close_file``,
+    which forgets the descriptor and defers the close while a round is still syncing it, so a
+    reused descriptor number is never synced by mistake.
+  * An fsync failure fails the waiters of that file with ``CannotSyncFile`` (never a hang) and
+    keeps failing later waiters of that file: after a failed fsync the kernel may have dropped
+    the dirty pages, so a later successful fsync proves nothing.
+  * Seal and shutdown syncs (``sync_now``, ``sync_directory``) follow the policy: no-ops under
+    ``NEVER``. Only ``sync_file``, a client's explicit flush, syncs whatever the policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from enum import Enum
+from pathlib import Path
+
+from rill.errors import CannotSyncFile
+
+logger = logging.getLogger(__name__)
+
+
+class FsyncPolicy(str, Enum):
+    NEVER = "never"
+    INTERVAL = "interval"
+    ALWAYS = "always"
+
+
+def _sync_each(descriptors: list[int]) -> dict[int, OSError]:
+    """Runs in the worker thread: fsync every descriptor, collecting failures."""
+    failures: dict[int, OSError] = {}
+    for descriptor in descriptors:
+        try:
+            os.fsync(descriptor)
+        except OSError as error:
+            failures[descriptor] = error
+    return failures
+
+
+class Durability:
+    """Tracks written ("dirty") file descriptors and makes them durable according to the policy."""
+
+    def __init__(self, policy: FsyncPolicy | str, interval_seconds: float = 1.0) -> None:
+        self.policy = FsyncPolicy(policy)
+        if interval_seconds <= 0:
+            raise ValueError("interval_seconds must be positive")
+        self.interval_seconds = interval_seconds
+        # worker-thread rounds that synced something (group commits, interval passes, flushes)
+        self.sync_rounds = 0
+        self.fsync_calls = 0  # descriptors synced by rounds, sync_now and stop
+        self._dirty: set[int] = set()
+        self._failed: dict[int, OSError] = {}
+        self._in_flight: dict[int, int] = (
+            {}
+        )  # descriptor -> syncs of it queued or running in the thread
+        self._close_after_round: set[int] = set()
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._round_runner: asyncio.Task[None] | None = None
+        self._interval_task: asyncio.Task[None] | None = None
+        self._stopping: asyncio.Event | None = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        if self.policy is FsyncPolicy.INTERVAL and self._interval_task is None:
+            self._stopping = asyncio.Event()
+            self._interval_task = asyncio.get_running_loop().create_task(self._interval_loop())
+
+    async def stop(self) -> None:
+        """Stop background work, then sync everything still dirty (final sync per policy)."""
+        if self._interval_task is not None:
+            assert self._stopping is not None
+            self._stopping.set()
+            await self._interval_task
+            self._interval_task = None
+        while self._round_runner is not None and not self._round_runner.done():
+            await self._round_runner
+        if self.policy is not FsyncPolicy.NEVER and self._dirty:
+            descriptors = sorted(self._dirty)
+            self._dirty.clear()
+            await self._sync_round(descriptors)
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    # ------------------------------------------------------------------ tracking
+    def mark_dirty(self, descriptor: int) -> None:
+        """Record that ``descriptor`` was written and is not yet durable."""
+        if self.policy is not FsyncPolicy.NEVER:
+            self._dirty.add(descriptor)
+
+    def is_dirty(self, descriptor: int) -> bool:
+        return descriptor in self._dirty
+
+    @property
+    def sync_in_progress(self) -> bool:
+        """True while fsyncs are queued or running in the worker thread."""
+        return bool(self._in_flight)
+
+    def close_file(self, descriptor: int) -> None:
+        """Forget ``descriptor`` and close it (after the running round, if that round holds it)."""
+        self._dirty.discard(descriptor)
+        self._failed.pop(descriptor, None)
+        if descriptor in self._in_flight:
+            self._close_after_round.add(descriptor)
+        else:
+            os.close(descriptor)
+
+    # ------------------------------------------------------------------ waiting
+    async def wait_durable(self, descriptor: int) -> None:
+        """Return once what was written to ``descriptor`` is durable as the policy requires."""
+        if self.policy is not FsyncPolicy.ALWAYS:
+            return
+        self._raise_if_failed(descriptor)
+        if descriptor not in self._dirty and descriptor not in self._in_flight:
+            return  # nothing unsynced, and no sync of it still running
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self._waiters.append((descriptor, future))
+        if self._round_runner is None or self._round_runner.done():
+            self._round_runner = loop.create_task(self._run_rounds())
+        await future
+
+    async def _run_rounds(self) -> None:
+        while self._waiters:
+            waiters, self._waiters = self._waiters, []
+            # Dirty files, plus waited-on files another sync still holds: syncing those again
+            # after it (the worker thread is first in, first out) covers what it covered.
+            descriptors = sorted(self._dirty | {fd for fd, _ in waiters if fd in self._in_flight})
+            self._dirty.clear()
+            try:
+                failures = await self._sync_round(descriptors)
+            except BaseException as error:
+                for _, future in waiters:
+                    if not future.done():
+                        future.set_exception(CannotSyncFile(reason=f"Cannot sync file: {error!r}"))
+                raise
+            for descriptor, future in waiters:
+                if future.done():  # the waiter was cancelled
+                    continue
+                failure = failures.get(descriptor) or self._failed.get(descriptor)
+                if failure is None:
+                    future.set_result(None)
+                else:
+                    future.set_exception(_sync_error(failure))
+
+    async def _sync_round(self, descriptors: list[int]) -> dict[int, OSError]:
+        """Sync ``descriptors`` in the worker thread; record and return the failures."""
+        if not descriptors:
+            return {}
+        loop = asyncio.get_running_loop()
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rill-fsync")
+        for descriptor in descriptors:
+            self._in_flight[descriptor] = self._in_flight.get(descriptor, 0) + 1
+        thread_future = loop.run_in_executor(self._executor, _sync_each, descriptors)
+        try:
+            failures = await asyncio.shield(thread_future)
+        finally:
+            closed_during_round = self._close_after_round.intersection(descriptors)
+            if thread_future.done():
+                self._release(descriptors)
+            else:  # cancelled while the thread still uses the descriptors: release them later
+                thread_future.add_done_callback(lambda _: self._release(descriptors))
+        self.sync_rounds += 1
+        self.fsync_calls += len(descriptors)
+        for descriptor, error in failures.items():
+            logger.error("fsync of descriptor %d failed: %s", descriptor, error)
+            if descriptor not in closed_during_round:
+                self._failed[descriptor] = error
+        return failures
+
+    def _release(self, descriptors: list[int]) -> None:
+        """The thread is done with ``descriptors``: close those whose close was deferred."""
+        for descriptor in descriptors:
+            remaining = self._in_flight[descriptor] - 1
+            if remaining:
+                self._in_flight[descriptor] = remaining
+                continue
+            del self._in_flight[descriptor]
+            if descriptor in self._close_after_round:
+                self._close_after_round.discard(descriptor)
+                os.close(descriptor)
+
+    def _raise_if_failed(self, descriptor: int) -> None:
+        failure = self._failed.get(descriptor)
+        if failure is not None:
+            raise _sync_error(failure)
+
+    async def _interval_loop(self) -> None:
+        assert self._stopping is not None
+        while not self._stopping.is_set():
+            try:
+                await asyncio.wait_for(self._stopping.wait(), self.interval_seconds)
+            except asyncio.TimeoutError:
+                pass
+            if self._dirty:
+                descriptors = sorted(self._dirty)
+                self._dirty.clear()
+                try:
+                    await self._sync_round(descriptors)
+                except Exception:  # noqa: BLE001 - keep the background syncs going
+                    logger.exception("background sync round failed")
+
+    async def sync_file(self, descriptor: int) -> None:
+        """Sync one file now, in the worker thread, whatever the policy (an explicit flush)."""
+        self._dirty.discard(descriptor)
+        failures = await self._sync_round([descriptor])
+        if descriptor in failures:
+            raise _sync_error(failures[descriptor])
+
+    # ------------------------------------------------------------------ blocking syncs
+    def sync_now(self, descriptor: int) -> None:
+        """Blocking fsync of one file (seal, truncation, shutdown); a no-op under NEVER."""
+        if self.policy is FsyncPolicy.NEVER:
+            return
+        self._raise_if_failed(descriptor)
+        self._dirty.discard(descriptor)
+        try:
+            os.fsync(descriptor)
+        except OSError as error:
+            self._failed[descriptor] = error
+            raise _sync_error(error) from error
+        self.fsync_calls += 1
+
+    def sync_directory(self, directory: str | os.PathLike[str]) -> None:
+        """Make created, renamed or deleted entries of ``directory`` durable; no-op under NEVER."""
+        if self.policy is FsyncPolicy.NEVER:
+            return
+        descriptor = os.open(Path(directory), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(descriptor)
+        except OSError as error:
+            raise _sync_error(error) from error
+        finally:
+            os.close(descriptor)
+        self.fsync_calls += 1
+
+
+def _sync_error(error: OSError) -> CannotSyncFile:
+    return CannotSyncFile(reason=f"Cannot sync file: {error.strerror or error}")

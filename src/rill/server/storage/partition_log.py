@@ -1,0 +1,333 @@
+"""PartitionLog: the append-only log of one partition, as a list of segments named by first offset.
+
+Invariants:
+  * Offsets are dense: the first message ever appended is offset 0 and each message takes the
+    next one; segments cover consecutive offset ranges, oldest first, and only the last one is
+    active (appendable). Retention removes whole sealed segments from the front.
+  * Timestamps never decrease within a partition: a batch is stamped with
+    ``max(now_us, last timestamp)``.
+  * A batch is validated and stamped completely before anything is written; a rejected batch
+    leaves the files byte for byte as they were. An accepted batch is one write to the log and
+    one to the index.
+  * Durability: only the active log descriptor is marked dirty after an append. The index of
+    the active segment is synced at seal and close only, because recovery rebuilds the tail's
+    index from its log after an unclean stop. A segment is synced when sealed (unless NEVER).
+  * Rollover: after a write, a segment of ``segment_size`` bytes or more is sealed and the next
+    segment starts at the next offset (the limit is soft: it can be exceeded by one batch).
+
+Size accounting: ``size_bytes`` is the sum of the ``.log`` sizes (records in poll layout, 45
+bytes of overhead per message). It does not match Iggy's §6.7 formula byte for byte (Iggy adds
+24 bytes per persisted batch and counts a smaller per-message overhead).
+
+``is_empty`` is true when no message was ever appended since creation or the last purge (the
+"empty" flag of §6.4); after retention deleted every stored message it is false while
+``messages_count`` is 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from bisect import bisect_right
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+from rill.errors import CannotAppendMessage, CannotCreatePartitionDirectory, CannotReadMessage
+from rill.server.storage.durability import Durability
+from rill.server.storage.records import MAX_POSITION, RECORD_GROWTH, stamp_batch
+from rill.server.storage.recovery import recover_segments
+from rill.server.storage.segment import Segment
+
+logger = logging.getLogger(__name__)
+
+_SMALLEST_SEND_MESSAGE = 16 + 4 + 4 + 1  # id, headers_length, payload_length, one payload byte
+
+
+@dataclass(frozen=True, slots=True)
+class LogSettings:
+    segment_size: int = 1_000_000_000  # bytes; soft limit
+    validate_checksum: bool = False  # verify every stored checksum at open
+    open_sealed_readers: int = 4  # sealed segments that keep a read descriptor open
+
+    def __post_init__(self) -> None:
+        if self.segment_size <= 0:
+            raise ValueError("segment_size must be positive")
+        if self.open_sealed_readers < 1:
+            raise ValueError("open_sealed_readers must be at least 1")
+
+
+class PartitionLog:
+    """Append, read and retention over the segments of one partition directory."""
+
+    def __init__(
+        self,
+        directory: Path,
+        settings: LogSettings,
+        durability: Durability,
+        segments: list[Segment],
+    ) -> None:
+        self.directory = directory
+        self.settings = settings
+        self._durability = durability
+        self._segments = segments
+        self._starts = [segment.start_offset for segment in segments]
+        self._readers: OrderedDict[int, Segment] = OrderedDict()
+        self._last_timestamp = max((s.last_timestamp or 0 for s in segments), default=0)
+        self._closed = False
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        settings: LogSettings,
+        durability: Durability,
+        clean_shutdown: bool,
+    ) -> PartitionLog:
+        """Open (recovering) or create the log in ``directory``."""
+        directory = Path(directory)
+        created = not directory.exists()
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise CannotCreatePartitionDirectory(
+                reason=f"Cannot create partition directory {directory}: {error}"
+            ) from error
+        segments = (
+            []
+            if created
+            else recover_segments(
+                directory,
+                durability,
+                clean_shutdown=clean_shutdown,
+                validate_checksum=settings.validate_checksum,
+            )
+        )
+        log = cls(directory, settings, durability, segments)
+        if not segments:
+            log._add_segment(0)
+            if created:
+                durability.sync_directory(directory.parent)
+        elif log._segments[-1].size_bytes >= settings.segment_size:
+            log._seal_active()
+        return log
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def next_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def current_offset(self) -> int:
+        """Offset of the last message; 0 when empty."""
+        return max(self.next_offset - 1, 0)
+
+    @property
+    def is_empty(self) -> bool:
+        return self.next_offset == 0
+
+    @property
+    def first_offset(self) -> int:
+        """Oldest stored offset (greater than 0 once retention deleted segments)."""
+        return self._segments[0].start_offset
+
+    @property
+    def messages_count(self) -> int:
+        return sum(segment.messages_count for segment in self._segments)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size_bytes for segment in self._segments)
+
+    @property
+    def segments_count(self) -> int:
+        return len(self._segments)
+
+    @property
+    def last_timestamp(self) -> int:
+        """Timestamp (µs) of the last appended message; 0 when none."""
+        return self._last_timestamp
+
+    @property
+    def segments(self) -> tuple[Segment, ...]:
+        return tuple(self._segments)
+
+    # ------------------------------------------------------------------ appending
+    def append(self, raw_messages: bytes | bytearray | memoryview, now_us: int) -> tuple[int, int]:
+        """Validate, stamp and write a SEND message region; returns (first, last) offsets."""
+        if self._closed:
+            raise CannotAppendMessage(
+                reason=f"Cannot append message: partition log {self.directory} is closed"
+            )
+        active = self._writable_segment()
+        worst_size = len(raw_messages) + RECORD_GROWTH * (
+            len(raw_messages) // _SMALLEST_SEND_MESSAGE + 1
+        )
+        if active.messages_count and active.size_bytes + worst_size > MAX_POSITION:
+            self._seal_active()  # keep every position within u32
+            active = self._writable_segment()
+        timestamp = now_us if now_us > self._last_timestamp else self._last_timestamp
+        batch = stamp_batch(
+            raw_messages, active.next_offset, timestamp, active.size_bytes, active.start_offset
+        )
+        active.append(batch.records, batch.index_entries, timestamp, timestamp)
+        self._durability.mark_dirty(active.log_descriptor)
+        self._last_timestamp = timestamp
+        if active.size_bytes >= self.settings.segment_size:
+            self._seal_active()
+        return batch.first_offset, batch.last_offset
+
+    async def wait_durable(self) -> None:
+        """Return once appended data is durable as the durability policy requires."""
+        active = self._segments[-1]
+        if self._closed or active.sealed:
+            return  # sealing synced it
+        await self._durability.wait_durable(active.log_descriptor)
+
+    async def sync(self) -> None:
+        """Sync the active segment's log now, whatever the policy (FLUSH_UNSAVED_BUFFER).
+
+        Sealed segments were synced when sealed (except under NEVER, where rill syncs nothing
+        on its own and this flush covers the active segment only).
+        """
+        active = self._segments[-1]
+        if not self._closed and not active.sealed:
+            await self._durability.sync_file(active.log_descriptor)
+
+    def _writable_segment(self) -> Segment:
+        if self._segments[-1].sealed:
+            self._add_segment(self._segments[-1].next_offset)
+        return self._segments[-1]
+
+    def _seal_active(self) -> None:
+        """Seal the active segment, start the next (if that fails, the next append retries)."""
+        self._segments[-1].seal()
+        try:
+            self._add_segment(self._segments[-1].next_offset)
+        except Exception:  # noqa: BLE001 - the next append retries and reports it
+            logger.exception("cannot create the next segment in %s", self.directory)
+
+    def _add_segment(self, start_offset: int) -> None:
+        segment = Segment.create(self.directory, start_offset, self._durability)
+        self._segments.append(segment)
+        self._starts.append(start_offset)
+        self._durability.sync_directory(self.directory)
+
+    # ------------------------------------------------------------------ reading
+    def read(self, offset: int, count: int) -> tuple[int, list[bytes]]:
+        """Records (poll layout) of offsets [offset, offset + count), clipped to what exists.
+
+        Offsets below ``first_offset`` start at ``first_offset``. One pread per segment touched.
+        """
+        start = max(offset, self.first_offset)
+        end = min(offset + count, self.next_offset)
+        if count <= 0 or start >= end:
+            return 0, []
+        chunks: list[bytes] = []
+        number = bisect_right(self._starts, start) - 1
+        position = start
+        while position < end:
+            segment = self._segments[number]
+            segment_end = min(end, segment.next_offset)
+            if segment_end > position:
+                chunks.append(segment.read(position, segment_end))
+                if segment.sealed:
+                    self._note_reader(segment)
+                position = segment_end
+            number += 1
+        return end - start, chunks
+
+    def _note_reader(self, segment: Segment) -> None:
+        """Keep at most ``open_sealed_readers`` sealed segments with an open descriptor."""
+        self._readers[segment.start_offset] = segment
+        self._readers.move_to_end(segment.start_offset)
+        while len(self._readers) > self.settings.open_sealed_readers:
+            _, evicted = self._readers.popitem(last=False)
+            evicted.close_reader()
+
+    def offset_for_timestamp(self, timestamp_us: int) -> int | None:
+        """First offset whose timestamp is >= ``timestamp_us``; None if there is none."""
+        for number, segment in enumerate(self._segments):
+            if segment.corrupt_reason is not None:
+                following = (
+                    self._segments[number + 1].first_timestamp
+                    if number + 1 < len(self._segments)
+                    else None
+                )
+                if following is not None and following < timestamp_us:
+                    continue  # every message of the corrupt segment is older than ``following``
+                raise segment.corrupt_error()
+            if segment.last_timestamp is not None and segment.last_timestamp >= timestamp_us:
+                return segment.find_timestamp(timestamp_us)
+        return None
+
+    # ------------------------------------------------------------------ retention
+    def delete_expired_segments(self, now_us: int, expiry_us: int) -> int:
+        """Delete sealed segments whose last message timestamp + expiry <= now; returns how many."""
+        deleted = 0
+        while len(self._segments) > 1 and self._segments[0].sealed:
+            oldest = self._segments[0]
+            last_timestamp = oldest.last_timestamp
+            if last_timestamp is None:  # corrupt: bounded by the next segment's first message
+                last_timestamp = self._segments[1].first_timestamp
+            if last_timestamp is None or last_timestamp + expiry_us > now_us:
+                break
+            self._delete_oldest()
+            deleted += 1
+        if deleted:
+            self._durability.sync_directory(self.directory)
+        return deleted
+
+    def delete_oldest_segment(self) -> bool:
+        """Delete the oldest segment if it is sealed; returns whether one was deleted."""
+        if len(self._segments) < 2 or not self._segments[0].sealed:
+            return False
+        self._delete_oldest()
+        self._durability.sync_directory(self.directory)
+        return True
+
+    def _delete_oldest(self) -> None:
+        segment = self._segments.pop(0)
+        self._starts.pop(0)
+        self._readers.pop(segment.start_offset, None)
+        segment.delete()
+
+    def purge(self) -> None:
+        """Delete every segment (oldest first) and start again, empty, at offset 0."""
+        while self._segments:
+            self._delete_oldest()
+        self._last_timestamp = 0
+        self._add_segment(0)
+
+    # ------------------------------------------------------------------ closing
+    def close(self) -> None:
+        """Sync (per policy) and close every file. The log cannot be used afterwards."""
+        if self._closed:
+            return
+        self._closed = True
+        self._readers.clear()
+        failure: BaseException | None = None
+        for segment in self._segments:
+            try:
+                segment.close()
+            except BaseException as error:  # noqa: BLE001 - close the others, then report
+                failure = failure or error
+        if failure is not None:
+            raise failure
+
+    def destroy(self) -> None:
+        """Close the log and remove its directory tree."""
+        if not self._closed:
+            self._closed = True
+            for segment in self._segments:
+                segment.close(sync=False)
+        shutil.rmtree(self.directory, ignore_errors=True)
+        if self.directory.parent.exists():
+            self._durability.sync_directory(self.directory.parent)
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({str(self.directory)!r}, offsets {self.first_offset}.."
+            f"{self.next_offset}, {len(self._segments)} segments)"
+        )

@@ -1,0 +1,90 @@
+"""Every path under the data directory is built here, and nowhere else.
+
+Layout (wire reference §7.1, with SQLite in place of Iggy's state log)::
+
+    <root>/
+      metadata.sqlite3                 streams, topics, partitions, groups, users, offsets
+      clean_shutdown                   present only after an orderly stop
+      logs/                            server logs
+      runtime/                         recreated at every start
+      streams/<stream_id>/topics/<topic_id>/partitions/<partition_id>/
+        00000000000000000000.log       segment records, named by first offset (20 digits)
+        00000000000000000000.index     16 bytes per message
+
+Invariant: a segment file name is its start offset as exactly 20 decimal digits followed by
+``.log`` or ``.index``; ``parse_segment_file_name`` is the inverse of the two builders.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+OFFSET_DIGITS = 20
+
+
+class DataPaths:
+    """The data directory of one server, rooted at ``root``."""
+
+    __slots__ = ("root",)
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+
+    @property
+    def metadata_db(self) -> Path:
+        return self.root / "metadata.sqlite3"
+
+    @property
+    def clean_shutdown_marker(self) -> Path:
+        return self.root / "clean_shutdown"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def runtime_dir(self) -> Path:
+        return self.root / "runtime"
+
+    @property
+    def streams_dir(self) -> Path:
+        return self.root / "streams"
+
+    def stream_dir(self, stream_id: int) -> Path:
+        return self.streams_dir / str(int(stream_id))
+
+    def topic_dir(self, stream_id: int, topic_id: int) -> Path:
+        return self.stream_dir(stream_id) / "topics" / str(int(topic_id))
+
+    def partition_dir(self, stream_id: int, topic_id: int, partition_id: int) -> Path:
+        return self.topic_dir(stream_id, topic_id) / "partitions" / str(int(partition_id))
+
+    @staticmethod
+    def segment_log(partition_dir: str | os.PathLike[str], start_offset: int) -> Path:
+        return Path(partition_dir) / f"{_segment_stem(start_offset)}{LOG_SUFFIX}"
+
+    @staticmethod
+    def segment_index(partition_dir: str | os.PathLike[str], start_offset: int) -> Path:
+        return Path(partition_dir) / f"{_segment_stem(start_offset)}{INDEX_SUFFIX}"
+
+    def __repr__(self) -> str:
+        return f"DataPaths({str(self.root)!r})"
+
+
+def _segment_stem(start_offset: int) -> str:
+    if not 0 <= start_offset < 10**OFFSET_DIGITS:
+        raise ValueError(f"segment start offset out of range: {start_offset}")
+    return f"{start_offset:0{OFFSET_DIGITS}d}"
+
+
+def parse_segment_file_name(name: str) -> tuple[int, str] | None:
+    """``(start_offset, suffix)`` for a segment file name, or None for any other file."""
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX):
+        if name.endswith(suffix):
+            stem = name[: -len(suffix)]
+            if len(stem) == OFFSET_DIGITS and stem.isascii() and stem.isdigit():
+                return int(stem), suffix
+    return None

@@ -1,0 +1,78 @@
+"""Configuration: defaults, TOML file, RILL_* environment overrides, clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rill.server.config import (
+    NEVER,
+    ConfigError,
+    load_config,
+    parse_duration,
+    parse_size,
+)
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def test_embedded_defaults():
+    config = load_config(environ={})
+    assert config.tcp.address == "127.0.0.1:8090"
+    assert config.system.path == "local_data"
+    assert config.system.fsync == "interval" and config.system.fsync_interval == 1.0
+    assert config.system.segment.size == 1_000_000_000
+    assert config.system.segment.message_expiry == NEVER
+    assert config.system.topic.max_size == 10_000_000_000
+    assert config.tcp.max_frame_size == 64 * 1024 * 1024
+    assert (config.root.username, config.root.password) == ("iggy", "iggy")
+
+
+def test_shipped_toml_matches_the_embedded_defaults():
+    assert load_config(REPOSITORY / "config" / "server.toml", environ={}) == load_config(environ={})
+
+
+def test_file_then_environment(tmp_path):
+    path = tmp_path / "server.toml"
+    path.write_text('[system]\nfsync = "never"\n[system.segment]\nsize = "512 MiB"\n'
+                    '[tcp]\naddress = "0.0.0.0:9000"\n')
+    config = load_config(path, environ={"RILL_TCP_ADDRESS": "127.0.0.1:9100",
+                                        "RILL_SYSTEM_FSYNC": "always",
+                                        "RILL_SYSTEM_PATH": "/data",
+                                        "RILL_SYSTEM_SEGMENT_VALIDATE_CHECKSUM": "true",
+                                        "RILL_ROOT_PASSWORD": "secret"})
+    assert config.tcp.address == "127.0.0.1:9100"
+    assert config.system.fsync == "always"
+    assert config.system.path == "/data"
+    assert config.system.segment.size == 512 * 2**20
+    assert config.system.segment.validate_checksum is True
+    assert config.root.password == "secret"
+
+
+@pytest.mark.parametrize(
+    "environ, message",
+    [
+        ({"RILL_SYSTEM_FSYNC": "sometimes"}, "system.fsync"),
+        ({"RILL_TCP_ADDRESS": "nowhere"}, "tcp.address"),
+        ({"RILL_SYSTEM_SEGMENT_SIZE": "lots"}, "RILL_SYSTEM_SEGMENT_SIZE"),
+        ({"RILL_TCP_ENABLED": "maybe"}, "RILL_TCP_ENABLED"),
+    ],
+)
+def test_bad_values_name_the_key(environ, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(environ=environ)
+
+
+def test_unknown_keys_in_the_file_are_refused(tmp_path):
+    path = tmp_path / "server.toml"
+    path.write_text("[tcp]\nadress = '1.2.3.4:5'\n")
+    with pytest.raises(ConfigError, match="tcp.adress"):
+        load_config(path, environ={})
+
+
+def test_units():
+    assert parse_size("1 GB") == 10**9 and parse_size("64 MiB") == 64 * 2**20
+    assert parse_size(2000) == 2000
+    assert parse_duration("500 ms") == 0.5 and parse_duration("1 m") == 60
+    assert parse_duration("none") == NEVER
