@@ -184,7 +184,7 @@ class AsyncClient(CommandMethods):
                         reason=f"Cannot establish connection to {self.address} "
                         f"after {attempts} attempt(s): {error}"
                     ) from error
-                log.debug("rill client: connect attempt %d failed: %s", attempts, error)
+                log.warning("rill client: connect attempt %d to %s failed: %s", attempts, self.address, error)
                 await asyncio.sleep(self.reconnect_interval)
         login = self._login
         if login is not None:

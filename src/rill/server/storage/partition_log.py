@@ -34,7 +34,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from rill.errors import CannotAppendMessage, CannotCreatePartitionDirectory, CannotReadMessage
+from rill.errors import CannotAppendMessage, CannotCreatePartitionDirectory
 from rill.server.storage.durability import Durability
 from rill.server.storage.records import MAX_POSITION, RECORD_GROWTH, stamp_batch
 from rill.server.storage.recovery import recover_segments

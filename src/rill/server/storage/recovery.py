@@ -105,13 +105,13 @@ def _recover_tail(
                 start_offset + scan.count - 1,
                 scan.stop_reason,
             )
-            truncate_file(log_path, scan.end_position, durability)
+            _truncate_file(log_path, scan.end_position, durability)
             log_size = scan.end_position
         if index_entries != scan.index_entries:
             logger.warning(
                 "segment %s: index rebuilt from the log (%d entries)", index_path, scan.count
             )
-            rewrite_file(index_path, scan.index_entries, durability)
+            _rewrite_file(index_path, scan.index_entries, durability)
             index_entries = scan.index_entries
     assert index_entries is not None
     return Segment.open_active(directory, start_offset, durability, index_entries, log_size)
@@ -137,16 +137,12 @@ def _recover_sealed(
             start_offset,
             log_size,
             index_size,
-            lambda span: read_file_range(index_path, span.stop - span.start, span.start),
+            lambda span: _read_file_range(index_path, span.stop - span.start, span.start),
             expected_count,
         )
         if problem is None:
-            first_timestamp = INDEX_ENTRY.unpack(read_file_range(index_path, INDEX_ENTRY_SIZE, 0))[
-                2
-            ]
-            last_timestamp = INDEX_ENTRY.unpack(
-                read_file_range(index_path, INDEX_ENTRY_SIZE, index_size - INDEX_ENTRY_SIZE)
-            )[2]
+            first_timestamp = _indexed_timestamp(index_path, 0)
+            last_timestamp = _indexed_timestamp(index_path, index_size - INDEX_ENTRY_SIZE)
     if problem is not None or verify_checksums:
         scan = _scan_log(log_path, log_size, start_offset, verify_checksums=True)
         scan_problem = scan.stop_reason
@@ -169,7 +165,7 @@ def _recover_sealed(
                 log_path,
                 problem or "index disagrees with the log",
             )
-            rewrite_file(index_path, scan.index_entries, durability)
+            _rewrite_file(index_path, scan.index_entries, durability)
         first_timestamp, last_timestamp = scan.first_timestamp, scan.last_timestamp
     return Segment.open_sealed(
         directory,
@@ -209,10 +205,10 @@ def _structural_problem(
         return f"first index entry is ({first_relative}, {first_position}), expected (0, 0)"
     if last_relative != count - 1 or last_position + RECORD_OVERHEAD > log_size:
         return f"last index entry ({last_relative}, {last_position}) is past a {log_size}-byte log"
-    head = read_file_range(log_path, RECORD_OVERHEAD, 0)
+    head = _read_file_range(log_path, RECORD_OVERHEAD, 0)
     if len(head) < RECORD_OVERHEAD or record_header(head, 0)[0] != start_offset:
         return f"first record does not carry offset {start_offset}"
-    tail = read_file_range(log_path, log_size - last_position, last_position)
+    tail = _read_file_range(log_path, log_size - last_position, last_position)
     offset, _, timestamp, _, _ = record_header(tail, 0)
     last_offset = start_offset + count - 1
     if offset != last_offset or timestamp != last_timestamp:
@@ -243,9 +239,13 @@ def _scan_log(
             pass
 
 
+def _indexed_timestamp(index_path: Path, position: int) -> int:
+    return INDEX_ENTRY.unpack(_read_file_range(index_path, INDEX_ENTRY_SIZE, position))[2]
+
+
 # ---------------------------------------------------------------------- repairs
-def read_file_range(path: Path, length: int, position: int) -> bytes:
-    """Read bytes of a file that is not open (used by recovery)."""
+def _read_file_range(path: Path, length: int, position: int) -> bytes:
+    """Read bytes of a file that is not open."""
     descriptor = os.open(path, os.O_RDONLY)
     try:
         return read_all_at(descriptor, length, position)
@@ -253,7 +253,7 @@ def read_file_range(path: Path, length: int, position: int) -> bytes:
         os.close(descriptor)
 
 
-def rewrite_file(path: Path, data: bytes | bytearray, durability: Durability) -> None:
+def _rewrite_file(path: Path, data: bytes | bytearray, durability: Durability) -> None:
     """Replace a file's content (a rebuilt index) and sync it per policy."""
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -263,7 +263,7 @@ def rewrite_file(path: Path, data: bytes | bytearray, durability: Durability) ->
         durability.close_file(descriptor)
 
 
-def truncate_file(path: Path, size: int, durability: Durability) -> None:
+def _truncate_file(path: Path, size: int, durability: Durability) -> None:
     """Cut a file to ``size`` bytes (a torn tail) and sync it per policy."""
     descriptor = os.open(path, os.O_RDWR)
     try:
