@@ -175,7 +175,7 @@ def _write_entries(writer: Writer, entries: dict[int, Any] | None) -> None:
     for index, entry_id in enumerate(ids):
         writer.u32(entry_id)
         entries[entry_id].encode(writer)
-        writer.u8(1 if index + 1 < len(ids) else 1)
+        writer.u8(1 if index + 1 < len(ids) else 0)
 
 
 def _read_entries(reader: Reader, read_body: Any, what: str) -> dict[int, Any] | None:

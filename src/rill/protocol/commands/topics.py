@@ -56,7 +56,7 @@ class CreateTopic(Command):
 
     CODE = 302
     NAME = "create_topic"
-    LAYOUT = (IDENT, U32, U32, COMPRESSION, U64, U64, U8, STR8)[:0] or (IDENT, U32, U32, COMPRESSION, U64, U64, U8, STR8)
+    LAYOUT = (IDENT, U32, U32, COMPRESSION, U64, U64, U8, STR8)
     stream_id: Identifier
     topic_id: int
     partitions_count: int

@@ -211,7 +211,7 @@ class LoginUser(Command):
         reader = Reader(payload)
         username = reader.str8()
         password = reader.str8()
-        version = reader.str32()
+        version = reader.str32() if not reader.at_end() else None
         context = reader.str32() if not reader.at_end() else None
         reader.expect_end()
         return cls(username, password, version, context)
