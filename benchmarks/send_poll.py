@@ -63,6 +63,12 @@ async def one_run(address: str, run: int, batches: int, batch_size: int, size: i
 
 
 def main() -> None:
+    try:  # the client side of the benchmark runs on uvloop too, like the server
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    except ImportError:
+        pass
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=300)
     parser.add_argument("--batch-size", type=int, default=1000)

@@ -66,6 +66,8 @@ class Core:
         self.messages = MessageService(state, self.consumer_offsets)
         self.handlers: dict[str, Handler] = self._handler_table()
         self.sessions: dict[int, Session] = {}
+        # called with the session when a client disconnects (consumer groups leave, ...)
+        self.on_disconnect: list[Callable[[Session], None]] = []
         self._client_ids = itertools.count(1)
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -100,12 +102,19 @@ class Core:
         client_id = xxhash.xxh32_intdigest(address.encode("utf-8"))
         while client_id == 0 or client_id in self.sessions:  # keep ids unique and non-zero
             client_id = (client_id + next(self._client_ids)) & 0xFFFFFFFF
-        session = Session(client_id, address, transport)
+        now = self.state.clock()
+        session = Session(client_id, address, transport, connected_at=now, last_heartbeat=now)
         self.sessions[client_id] = session
         return session
 
     def disconnect(self, session: Session) -> None:
-        self.sessions.pop(session.client_id, None)
+        if self.sessions.pop(session.client_id, None) is None:
+            return
+        for callback in self.on_disconnect:
+            try:
+                callback(session)
+            except Exception:
+                log.exception("disconnect hook failed for client %d", session.client_id)
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -22,6 +22,10 @@ class Session:
     address: str
     transport: Transport
     user_id: int = 0  # 0 = not logged in
+    connected_at: int = 0  # µs
+    last_heartbeat: int = 0  # µs of the last request (PING included)
+    # consumer groups this client is a member of: (stream_id, topic_id, group_id)
+    consumer_groups: list[tuple[int, int, int]] = field(default_factory=list)
 
     @property
     def is_authenticated(self) -> bool:

@@ -55,6 +55,22 @@ CREATE TABLE IF NOT EXISTS consumer_offsets (
     FOREIGN KEY (stream_id, topic_id, partition_id)
         REFERENCES partitions(stream_id, topic_id, id) ON DELETE CASCADE
 );
+CREATE TABLE IF NOT EXISTS consumer_groups (
+    stream_id INTEGER NOT NULL,
+    topic_id INTEGER NOT NULL,
+    id INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    PRIMARY KEY (stream_id, topic_id, id),
+    UNIQUE (stream_id, topic_id, name),
+    FOREIGN KEY (stream_id, topic_id) REFERENCES topics(stream_id, id) ON DELETE CASCADE
+);
+CREATE TABLE IF NOT EXISTS personal_access_tokens (
+    user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    token_hash TEXT NOT NULL UNIQUE,
+    expiry_at INTEGER NOT NULL,
+    PRIMARY KEY (user_id, name)
+);
 CREATE TABLE IF NOT EXISTS users (
     id INTEGER PRIMARY KEY,
     username TEXT NOT NULL UNIQUE,
@@ -113,6 +129,22 @@ class OffsetRow:
     consumer_kind: int
     consumer_id: int
     stored_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupRow:
+    stream_id: int
+    topic_id: int
+    id: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class PersonalAccessTokenRow:
+    user_id: int
+    name: str
+    token_hash: str  # BLAKE3 of the token, 64 lowercase hex characters
+    expiry_at: int  # µs; 0 = never expires
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +211,20 @@ class MetadataStore:
         )
         for row in rows:
             yield OffsetRow(*row[:5], _from_sql(row[5]))
+
+    def load_consumer_groups(self) -> list[ConsumerGroupRow]:
+        rows = self._db.execute(
+            "SELECT stream_id, topic_id, id, name FROM consumer_groups"
+            " ORDER BY stream_id, topic_id, id"
+        )
+        return [ConsumerGroupRow(*row) for row in rows]
+
+    def load_personal_access_tokens(self) -> list[PersonalAccessTokenRow]:
+        rows = self._db.execute(
+            "SELECT user_id, name, token_hash, expiry_at FROM personal_access_tokens"
+            " ORDER BY user_id, name"
+        )
+        return [PersonalAccessTokenRow(u, n, h, _from_sql(e)) for u, n, h, e in rows]
 
     def load_users(self) -> list[UserRow]:
         rows = self._db.execute(
@@ -282,6 +328,42 @@ class MetadataStore:
                 ),
             )
 
+    def delete_consumer_offsets(
+        self, stream_id: int, topic_id: int, consumer_kind: int, consumer_id: int
+    ) -> None:
+        """Every partition's offset of one consumer (used when a consumer group is deleted)."""
+        with self._transaction():
+            self._delete_consumer_offsets(stream_id, topic_id, consumer_kind, consumer_id)
+
+    def _delete_consumer_offsets(
+        self, stream_id: int, topic_id: int, consumer_kind: int, consumer_id: int
+    ) -> None:
+        self._db.execute(
+            "DELETE FROM consumer_offsets WHERE stream_id = ? AND topic_id = ?"
+            " AND consumer_kind = ? AND consumer_id = ?",
+            (stream_id, topic_id, consumer_kind, consumer_id),
+        )
+
+    # -- consumer groups -------------------------------------------------------------------
+
+    def create_consumer_group(self, row: ConsumerGroupRow) -> None:
+        with self._transaction():
+            self._db.execute(
+                "INSERT INTO consumer_groups(stream_id, topic_id, id, name) VALUES (?, ?, ?, ?)",
+                (row.stream_id, row.topic_id, row.id, row.name),
+            )
+
+    def delete_consumer_group(
+        self, stream_id: int, topic_id: int, group_id: int, group_consumer_kind: int
+    ) -> None:
+        """The group and its stored offsets, in one transaction."""
+        with self._transaction():
+            self._db.execute(
+                "DELETE FROM consumer_groups WHERE stream_id = ? AND topic_id = ? AND id = ?",
+                (stream_id, topic_id, group_id),
+            )
+            self._delete_consumer_offsets(stream_id, topic_id, group_consumer_kind, group_id)
+
     # -- users -----------------------------------------------------------------------------
 
     def create_user(self, row: UserRow) -> None:
@@ -291,6 +373,55 @@ class MetadataStore:
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (row.id, row.username, row.password_hash, row.status, row.permissions,
                  row.created_at),
+            )
+
+    def update_user(self, user_id: int, username: str, status: int) -> None:
+        with self._transaction():
+            self._db.execute(
+                "UPDATE users SET username = ?, status = ? WHERE id = ?",
+                (username, status, user_id),
+            )
+
+    def update_permissions(self, user_id: int, permissions: bytes | None) -> None:
+        with self._transaction():
+            self._db.execute(
+                "UPDATE users SET permissions = ? WHERE id = ?", (permissions, user_id)
+            )
+
+    def change_password(self, user_id: int, password_hash: str) -> None:
+        with self._transaction():
+            self._db.execute(
+                "UPDATE users SET password_hash = ? WHERE id = ?", (password_hash, user_id)
+            )
+
+    def delete_user(self, user_id: int) -> None:
+        """The user and (by cascade) its personal access tokens."""
+        with self._transaction():
+            self._db.execute("DELETE FROM users WHERE id = ?", (user_id,))
+
+    # -- personal access tokens ------------------------------------------------------------
+
+    def create_personal_access_token(self, row: PersonalAccessTokenRow) -> None:
+        with self._transaction():
+            self._db.execute(
+                "INSERT INTO personal_access_tokens(user_id, name, token_hash, expiry_at)"
+                " VALUES (?, ?, ?, ?)",
+                (row.user_id, row.name, row.token_hash, _to_sql(row.expiry_at)),
+            )
+
+    def delete_personal_access_token(self, user_id: int, name: str) -> None:
+        with self._transaction():
+            self._db.execute(
+                "DELETE FROM personal_access_tokens WHERE user_id = ? AND name = ?",
+                (user_id, name),
+            )
+
+    def delete_personal_access_tokens(self, hashes: list[str]) -> None:
+        """Several tokens at once (the expired-token cleaner)."""
+        with self._transaction():
+            self._db.executemany(
+                "DELETE FROM personal_access_tokens WHERE token_hash = ?",
+                [(token_hash,) for token_hash in hashes],
             )
 
 
