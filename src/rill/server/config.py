@@ -90,12 +90,38 @@ class TopicConfig:
 
 
 @dataclass
+class MessageDeduplicationConfig:
+    """Drop messages whose id was already seen in the partition recently (off by default)."""
+
+    enabled: bool = False
+    max_entries: int = 1000  # ids remembered per partition
+    expiry: float = _duration("1 m")  # how long an id is remembered
+
+
+@dataclass
 class SystemConfig:
     path: str = "local_data"
     fsync: str = FsyncPolicy.INTERVAL.value  # never | interval | always
     fsync_interval: float = _duration("1 s")
     segment: SegmentConfig = field(default_factory=SegmentConfig)
     topic: TopicConfig = field(default_factory=TopicConfig)
+    message_deduplication: MessageDeduplicationConfig = field(
+        default_factory=MessageDeduplicationConfig
+    )
+
+
+@dataclass
+class PersonalAccessTokenConfig:
+    max_tokens_per_user: int = 100
+    cleaner_interval: float = _duration("1 m")  # how often expired tokens are deleted
+
+
+@dataclass
+class HeartbeatConfig:
+    """Drop clients that sent nothing (not even PING) for 1.2 x interval (off by default)."""
+
+    enabled: bool = False
+    interval: float = _duration("5 s")
 
 
 @dataclass
@@ -117,6 +143,7 @@ class RootConfig:
 
     username: str = "iggy"
     password: str = "iggy"
+    password_hash_cost: int = 10  # bcrypt cost for every user's password
 
 
 @dataclass
@@ -130,6 +157,10 @@ class ServerConfig:
     tcp: TcpConfig = field(default_factory=TcpConfig)
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     root: RootConfig = field(default_factory=RootConfig)
+    personal_access_token: PersonalAccessTokenConfig = field(
+        default_factory=PersonalAccessTokenConfig
+    )
+    heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 
     @property
