@@ -22,6 +22,7 @@ from rill.protocol.commands.base import Command
 from rill.protocol.primitives import Transport
 from rill.server.auth.permissioner import Permissioner
 from rill.server.config import ServerConfig
+from rill.server.core.consumer_groups import ConsumerGroupService
 from rill.server.core.consumer_offsets import ConsumerOffsetService
 from rill.server.core.messages import MessageService
 from rill.server.core.model import Session, Stream, Topic
@@ -63,18 +64,24 @@ class Core:
         self.topics = TopicService(state)
         self.partitions = PartitionService(state)
         self.consumer_offsets = ConsumerOffsetService(state)
+        self.consumer_groups = ConsumerGroupService(state)
+        self.consumer_offsets.groups = self.consumer_groups
+        self.partitions.on_partitions_changed = self.consumer_groups.partitions_changed
+        self.streams.on_stream_deleted = self.consumer_groups.stream_deleted
+        self.topics.on_topic_deleted = self.consumer_groups.topic_deleted
         self.messages = MessageService(state, self.consumer_offsets)
         self.handlers: dict[str, Handler] = self._handler_table()
         self.sessions: dict[int, Session] = {}
         # called with the session when a client disconnects (consumer groups leave, ...)
         self.on_disconnect: list[Callable[[Session], None]] = []
+        self.on_disconnect.append(self.consumer_groups.client_disconnected)
         self._client_ids = itertools.count(1)
         self._tasks: list[asyncio.Task[None]] = []
 
     def _handler_table(self) -> dict[str, Handler]:
         services = (
             self.system, self.users, self.streams, self.topics, self.partitions,
-            self.consumer_offsets, self.messages,
+            self.consumer_offsets, self.messages, self.consumer_groups,
         )
         table: dict[str, Handler] = {}
         for service in services:
@@ -157,6 +164,7 @@ class Core:
             partition = topic.partitions.get(offset.partition_id) if topic else None
             if partition is not None:
                 partition.offsets[(offset.consumer_kind, offset.consumer_id)] = offset.stored_offset
+        self.consumer_groups.load()
         remove_stray_directories(state.paths, known)
 
     async def stop(self) -> None:

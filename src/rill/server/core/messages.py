@@ -17,6 +17,7 @@ from rill.protocol.primitives import MAX_TOPIC_SIZE_UNLIMITED, Partitioning, Par
 from rill.protocol.primitives import PollingKind
 from rill.protocol.responses.messages import PolledMessages
 from rill.server.core.consumer_offsets import ConsumerOffsetService
+from rill.server.core.deduplication import MessageDeduplicator
 from rill.server.core.model import Partition, Session, Topic
 from rill.server.core.state import CoreState
 
@@ -33,6 +34,10 @@ class MessageService:
     def __init__(self, state: CoreState, offsets: ConsumerOffsetService) -> None:
         self.state = state
         self.offsets = offsets
+        # None when deduplication is off: the send path then pays nothing for it
+        self.deduplicator = MessageDeduplicator.from_config(
+            state.config.system.message_deduplication
+        )
 
     # -- send ------------------------------------------------------------------------------
 
@@ -59,7 +64,10 @@ class MessageService:
         partition = self._choose_partition(topic, command.partitioning)
         if topic.max_topic_size != MAX_TOPIC_SIZE_UNLIMITED and topic.size_bytes >= topic.max_topic_size:
             raise errors.TopicFull(topic.id, topic.stream_id)
-        partition.log.append(command.messages, state.clock())
+        if self.deduplicator is None:
+            partition.log.append(command.messages, state.clock())
+        else:
+            self.deduplicator.append(partition, command.messages, state.clock())
         await partition.log.wait_durable()
 
     # -- poll ------------------------------------------------------------------------------

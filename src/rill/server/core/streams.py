@@ -24,6 +24,7 @@ from rill.server.storage.metadata import StreamRow
 class StreamService:
     def __init__(self, state: CoreState) -> None:
         self.state = state
+        self.on_stream_deleted = lambda stream: None  # consumer groups drop the stream's groups
 
     def get_stream(self, session: Session, command: GetStream) -> StreamDetails:
         stream = self.state.find_stream(command.stream_id)
@@ -66,6 +67,7 @@ class StreamService:
         state.authorize(session, "delete_stream", stream.id)
         state.store.delete_stream(stream.id)
         del state.streams[stream.id]
+        self.on_stream_deleted(stream)
         for topic in stream.topics.values():
             for partition in topic.partitions.values():
                 partition.log.destroy()

@@ -33,6 +33,7 @@ from rill.server.storage.metadata import TopicRow
 class TopicService:
     def __init__(self, state: CoreState) -> None:
         self.state = state
+        self.on_topic_deleted = lambda topic: None  # consumer groups drop the topic's groups
 
     def get_topic(self, session: Session, command: GetTopic) -> TopicDetails:
         topic = self.state.find_topic(command.stream_id, command.topic_id)
@@ -119,6 +120,7 @@ class TopicService:
         state.authorize(session, "delete_topic", topic.stream_id, topic.id)
         state.store.delete_topic(topic.stream_id, topic.id)
         del state.streams[topic.stream_id].topics[topic.id]
+        self.on_topic_deleted(topic)
         for partition in topic.partitions.values():
             partition.log.destroy()
         remove_topic_files(state.paths, topic.stream_id, topic.id)

@@ -1,0 +1,100 @@
+"""Connected clients: GET_ME, GET_CLIENT, GET_CLIENTS (wire §3.1, §4.7) and the heartbeat
+verifier (wire §1.4).
+
+Owns: turning sessions into ClientInfo / ClientInfoDetails records, and dropping the sessions
+that went silent. Reads the Core's session registry (client id -> Session), never the sockets.
+
+Rules:
+  * All three commands need a login and the server-read rule (global ``read_servers`` or
+    ``manage_servers``); a plain user gets 41, even for GET_ME (the §3.1 quirk).
+  * GET_CLIENT with id 0 is 101 ``invalid_client_id``; an unknown id is 100 ``client_not_found``.
+    The binary handler turns any GET_CLIENT failure into an empty OK, so the asking connection
+    is not dropped as it would be after a bare status 100.
+  * GET_CLIENTS lists the registered sessions sorted by client id, without group triples.
+  * Heartbeat (off by default): every ``interval`` the verifier removes each session whose last
+    request (any command, PING included) is older than 1.2 x interval. Removal goes through the
+    Core's disconnect path (consumer groups are left); the transport answers the removed
+    session's next request with 30 ``stale_client`` and closes its connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable, Mapping
+
+from rill import errors
+from rill.protocol.commands.system import GetClient, GetClients, GetMe
+from rill.protocol.responses.system import ClientConsumerGroup, ClientInfo, ClientInfoDetails
+from rill.server.core.model import Session
+from rill.server.core.state import CoreState
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_GRACE = 1.2  # a session is stale after this many intervals without a request
+
+
+def client_info(session: Session) -> ClientInfo:
+    return ClientInfo(
+        session.client_id,
+        session.user_id,
+        int(session.transport),
+        session.address,
+        len(session.consumer_groups),
+    )
+
+
+def client_details(session: Session) -> ClientInfoDetails:
+    groups = [
+        ClientConsumerGroup(stream_id, topic_id, group_id)
+        for stream_id, topic_id, group_id in list(session.consumer_groups)
+    ]
+    return ClientInfoDetails.of(
+        session.client_id, session.user_id, int(session.transport), session.address, groups
+    )
+
+
+class ClientService:
+    def __init__(self, state: CoreState, sessions: Mapping[int, Session]) -> None:
+        self.state = state
+        self.sessions = sessions  # the Core's registry, shared (not copied)
+
+    def get_me(self, session: Session, command: GetMe) -> ClientInfoDetails:
+        self.state.authorize(session, "get_me")
+        return client_details(session)
+
+    def get_client(self, session: Session, command: GetClient) -> ClientInfoDetails:
+        self.state.authorize(session, "get_client")
+        if command.client_id == 0:
+            raise errors.InvalidClientId(field="client_id")
+        target = self.sessions.get(command.client_id)
+        if target is None:
+            raise errors.ClientNotFound(command.client_id, field="client_id")
+        return client_details(target)
+
+    def get_clients(self, session: Session, command: GetClients) -> list[ClientInfo]:
+        self.state.authorize(session, "get_clients")
+        return [client_info(self.sessions[client_id]) for client_id in sorted(self.sessions)]
+
+
+def stale_sessions(sessions: Mapping[int, Session], now_us: int, interval: float) -> list[Session]:
+    """The sessions whose last request is older than 1.2 x ``interval`` seconds at ``now_us``."""
+    limit_us = int(interval * HEARTBEAT_GRACE * 1_000_000)
+    return [s for s in list(sessions.values()) if now_us - s.last_heartbeat > limit_us]
+
+
+async def run_heartbeat_verifier(
+    state: CoreState,
+    sessions: Mapping[int, Session],
+    interval: float,
+    disconnect: Callable[[Session], None],
+) -> None:
+    """Every ``interval`` seconds, remove the sessions that sent nothing for 1.2 x interval."""
+    while True:
+        await asyncio.sleep(interval)
+        for session in stale_sessions(sessions, state.clock(), interval):
+            log.info(
+                "client %d (%s) sent no heartbeat within %.3f s: removed as stale",
+                session.client_id, session.address, interval * HEARTBEAT_GRACE,
+            )
+            disconnect(session)

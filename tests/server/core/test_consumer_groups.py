@@ -1,0 +1,371 @@
+"""Consumer groups through a real server over TCP, one connection per member (wire §3.9, §4.4,
+§6.5, §6.6): commands and their errors, assignment and rebalancing on join / leave /
+disconnect / partition changes, group offsets, and exactly-once consumption across members.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+import pytest
+
+from rill import errors
+from rill.client import Client, Consumer, PollingStrategy
+from rill.protocol.commands.groups import CreateConsumerGroup, JoinConsumerGroup
+from rill.protocol.commands.topics import DeleteTopic
+from rill.protocol.primitives import Identifier, Transport
+from rill.server.config import ServerConfig
+from rill.server.core.core import Core
+
+GROUP = Consumer.group(1)
+NEXT = PollingStrategy.next()
+
+
+@pytest.fixture
+def admin(rill_server):
+    with Client(rill_server.address) as client:
+        client.login_user("iggy", "iggy")
+        client.create_stream("s", stream_id=1)
+        client.create_topic(1, "t", partitions_count=4)
+        yield client
+
+
+@pytest.fixture
+def connect(rill_server):
+    """Open logged-in member connections; all closed after the test."""
+    with contextlib.ExitStack() as stack:
+
+        def make(count: int = 1) -> list[Client]:
+            clients = []
+            for _ in range(count):
+                client = stack.enter_context(Client(rill_server.address))
+                client.login_user("iggy", "iggy")
+                clients.append(client)
+            return clients
+
+        yield make
+
+
+def assignment(client: Client, group_id=1) -> list[tuple[int, ...]]:
+    """Each member's partitions, in join order."""
+    return [member.partitions for member in client.get_consumer_group(1, 1, group_id).members]
+
+
+def polled_partitions(member: Client, polls: int, group=GROUP) -> list[int]:
+    return [member.poll_messages(1, 1, consumer=group, strategy=NEXT).partition_id
+            for _ in range(polls)]
+
+
+def wait_for(condition, timeout: float = 10.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached before the deadline")
+        time.sleep(0.02)
+
+
+# -- commands --------------------------------------------------------------------------------
+
+
+def test_create_get_list_delete(admin):
+    created = admin.create_consumer_group(1, 1, "Billing Workers")
+    assert (created.id, created.name) == (1, "billing.workers")  # lowest free id, normalised
+    assert (created.group.partitions_count, created.group.members_count) == (4, 0)
+    assert created.members == ()
+    assert admin.create_consumer_group(1, 1, "audit", group_id=7).id == 7
+    assert admin.create_consumer_group(1, 1, "third").id == 2
+    assert admin.get_consumer_group(1, 1, "billing.workers").id == 1
+    assert admin.get_consumer_group(1, "t", 7).name == "audit"
+    assert [(g.id, g.name, g.partitions_count, g.members_count)
+            for g in admin.get_consumer_groups(1, 1)] == [
+        (1, "billing.workers", 4, 0), (2, "third", 4, 0), (7, "audit", 4, 0)]
+    admin.delete_consumer_group(1, 1, "billing.workers")
+    assert admin.get_consumer_group(1, 1, 1) is None
+    assert [g.id for g in admin.get_consumer_groups(1, 1)] == [2, 7]
+    assert admin.create_consumer_group(1, 1, "again").id == 1  # freed low ids are reused
+    admin.create_topic(1, "other", partitions_count=1)
+    assert admin.create_consumer_group(1, "other", "audit").id == 1  # ids and names per topic
+
+
+def test_command_errors(admin, connect):
+    admin.create_consumer_group(1, 1, "g", group_id=3)
+    with pytest.raises(errors.ConsumerGroupIdAlreadyExists) as raised:
+        admin.create_consumer_group(1, 1, "h", group_id=3)
+    assert raised.value.code == 5001
+    with pytest.raises(errors.ConsumerGroupNameAlreadyExists) as raised:
+        admin.create_consumer_group(1, 1, "G")
+    assert raised.value.code == 5004
+    for bad in ("bad/name", "x" * 256, " "):
+        with pytest.raises(errors.InvalidConsumerGroupName) as raised:
+            admin.create_consumer_group(1, 1, bad)
+        assert raised.value.code == 5005
+    for call in (admin.join_consumer_group, admin.leave_consumer_group, admin.delete_consumer_group):
+        with pytest.raises(errors.ConsumerGroupIdNotFound) as raised:
+            call(1, 1, 9)
+        assert raised.value.code == 5000
+        with pytest.raises(errors.ConsumerGroupNameNotFound) as raised:
+            call(1, 1, "nope")
+        assert raised.value.code == 5003
+    with pytest.raises(errors.StreamIdNotFound):
+        admin.create_consumer_group(9, 1, "g2")
+    with pytest.raises(errors.TopicIdNotFound):
+        admin.join_consumer_group(1, 9, 3)
+    with pytest.raises(errors.TopicIdNotFound):
+        admin.get_consumer_groups(1, 9)
+    assert admin.get_consumer_group(1, 1, 9) is None  # get-single: empty OK on any error
+    assert admin.get_consumer_group(9, 1, 3) is None
+    with pytest.raises(errors.ConsumerGroupIdNotFound):  # unknown group, even with a partition
+        admin.poll_messages(1, 1, consumer=Consumer.group(9), partition_id=1)
+    # a group poll without a partition id by a non-member
+    with pytest.raises(errors.ConsumerGroupMemberNotFound) as raised:
+        admin.poll_messages(1, 1, consumer=Consumer.group(3), strategy=NEXT)
+    assert raised.value.code == 5006
+    # leaving a group one is not in succeeds and changes nothing
+    (member,) = connect(1)
+    member.join_consumer_group(1, 1, 3)
+    admin.leave_consumer_group(1, 1, 3)
+    assert assignment(admin, 3) == [(1, 2, 3, 4)]
+
+
+def test_unauthenticated(admin, rill_server):
+    admin.create_consumer_group(1, 1, "g")
+    with Client(rill_server.address) as stranger:
+        for call in (stranger.join_consumer_group, stranger.leave_consumer_group,
+                     stranger.delete_consumer_group):
+            with pytest.raises(errors.Unauthenticated) as raised:
+                call(1, 1, 1)
+            assert raised.value.code == 40
+        with pytest.raises(errors.Unauthenticated):
+            stranger.create_consumer_group(1, 1, "h")
+        with pytest.raises(errors.Unauthenticated):
+            stranger.get_consumer_groups(1, 1)
+        assert stranger.get_consumer_group(1, 1, 1) is None
+    assert admin.get_consumer_group(1, 1, 1).group.members_count == 0
+
+
+# -- assignment and rebalancing --------------------------------------------------------------
+
+
+def test_two_members_cycle_through_their_own_partitions(admin, connect):
+    admin.create_consumer_group(1, 1, "g")
+    first, second = connect(2)
+    first.join_consumer_group(1, 1, 1)
+    second.join_consumer_group(1, 1, "g")
+    details = admin.get_consumer_group(1, 1, 1)
+    assert details.group.members_count == 2
+    assert [m.partitions for m in details.members] == [(1, 3), (2, 4)]  # join order
+    assert polled_partitions(first, 5) == [1, 3, 1, 3, 1]
+    assert polled_partitions(second, 4) == [2, 4, 2, 4]
+    # joining again keeps the place in the join order and restarts every cursor
+    first.join_consumer_group(1, 1, 1)
+    assert assignment(admin) == [(1, 3), (2, 4)]
+    assert polled_partitions(first, 1) == [1]
+    assert polled_partitions(second, 1) == [2]
+    # an explicit partition id needs no membership
+    assert admin.poll_messages(1, 1, consumer=GROUP, partition_id=4).partition_id == 4
+
+
+def test_join_leave_and_disconnect_rebalance(admin, connect):
+    admin.create_consumer_group(1, 1, "g")
+    first, second, third = connect(3)
+    first.join_consumer_group(1, 1, 1)
+    second.join_consumer_group(1, 1, 1)
+    assert polled_partitions(first, 1) == [1]
+    third.join_consumer_group(1, 1, 1)
+    assert assignment(admin) == [(1, 4), (2,), (3,)]
+    assert polled_partitions(first, 3) == [1, 4, 1]  # cursor restarted by the rebalance
+    assert polled_partitions(third, 2) == [3, 3]
+    second.leave_consumer_group(1, 1, 1)
+    assert assignment(admin) == [(1, 3), (2, 4)]  # first, third
+    assert polled_partitions(third, 2) == [2, 4]
+    with pytest.raises(errors.ConsumerGroupMemberNotFound):
+        second.poll_messages(1, 1, consumer=GROUP, strategy=NEXT)
+    # a closed connection leaves the group; the remaining member takes over its partitions
+    third.close()
+    wait_for(lambda: admin.get_consumer_group(1, 1, 1).group.members_count == 1)
+    assert assignment(admin) == [(1, 2, 3, 4)]
+    assert polled_partitions(first, 5) == [1, 2, 3, 4, 1]
+
+
+def test_partition_changes_rebalance(admin, connect):
+    admin.create_consumer_group(1, 1, "g")
+    first, second = connect(2)
+    first.join_consumer_group(1, 1, 1)
+    second.join_consumer_group(1, 1, 1)
+    admin.create_partitions(1, 1, 2)
+    details = admin.get_consumer_group(1, 1, 1)
+    assert details.group.partitions_count == 6
+    assert [m.partitions for m in details.members] == [(1, 3, 5), (2, 4, 6)]
+    assert polled_partitions(second, 4) == [2, 4, 6, 2]
+    admin.delete_partitions(1, 1, 5)
+    assert assignment(admin) == [(1,), ()]
+    assert polled_partitions(first, 2) == [1, 1]
+    # more members than partitions: the member without partitions gets an empty result
+    admin.send_messages(1, 1, [b"only"], partitioning=1)
+    empty = second.poll_messages(1, 1, consumer=GROUP, strategy=NEXT, auto_commit=True)
+    assert (empty.partition_id, empty.count, empty.current_offset) == (0, 0, 0)
+    assert admin.get_consumer_offset(1, 1, consumer=GROUP, partition_id=1) is None
+    admin.create_partitions(1, 1, 1)
+    assert assignment(admin) == [(1,), (2,)]
+    assert polled_partitions(second, 1) == [2]
+
+
+# -- offsets and delivery --------------------------------------------------------------------
+
+
+def test_group_offsets(admin, connect):
+    admin.create_consumer_group(1, 1, "g")
+    admin.send_messages(1, 1, [f"p1-{i}".encode() for i in range(5)], partitioning=1)
+    member, outsider = connect(2)
+    member.join_consumer_group(1, 1, 1)
+    # STORE without a partition id before the member polled: no current partition
+    with pytest.raises(errors.PartitionNotFound) as raised:
+        member.store_consumer_offset(1, 1, 0, consumer=GROUP)
+    assert raised.value.code == 3007
+    assert member.get_consumer_offset(1, 1, consumer=GROUP) is None
+    polled = member.poll_messages(1, 1, consumer=GROUP, strategy=NEXT, count=2, auto_commit=True)
+    assert (polled.partition_id, [m.offset for m in polled.messages]) == (1, [0, 1])
+    info = admin.get_consumer_offset(1, 1, consumer=GROUP, partition_id=1)
+    assert (info.partition_id, info.current_offset, info.stored_offset) == (1, 4, 1)
+    assert admin.get_consumer_offset(1, 1, consumer=Consumer.group("g"), partition_id=1) == info
+    assert member.get_consumer_offset(1, 1, consumer=GROUP) == info  # the current partition
+    assert admin.get_consumer_offset(1, 1, consumer=1, partition_id=1) is None  # not a regular one
+    # storing without a partition id writes the member's current partition
+    member.store_consumer_offset(1, 1, 2, consumer=GROUP)
+    assert admin.get_consumer_offset(1, 1, consumer=GROUP, partition_id=1).stored_offset == 2
+    with pytest.raises(errors.InvalidOffset):
+        member.store_consumer_offset(1, 1, 5, consumer=GROUP)
+    with pytest.raises(errors.ConsumerGroupMemberNotFound):
+        outsider.store_consumer_offset(1, 1, 3, consumer=GROUP)
+    assert outsider.get_consumer_offset(1, 1, consumer=GROUP) is None
+    outsider.store_consumer_offset(1, 1, 3, consumer=GROUP, partition_id=1)  # explicit: allowed
+    polls = [member.poll_messages(1, 1, consumer=GROUP, strategy=NEXT) for _ in range(4)]
+    assert [(p.partition_id, [m.payload for m in p.messages]) for p in polls] == [
+        (2, []), (3, []), (4, []), (1, [b"p1-4"])]
+    # deleting the group deletes its offsets
+    admin.delete_consumer_group(1, 1, 1)
+    admin.create_consumer_group(1, 1, "g")
+    assert admin.get_consumer_offset(1, 1, consumer=GROUP, partition_id=1) is None
+
+
+def test_group_consumes_everything_exactly_once_across_rebalances(admin, connect):
+    admin.create_consumer_group(1, 1, "workers")
+    sent = [f"m{i}".encode() for i in range(240)]
+    for start in range(0, len(sent), 6):  # balanced: batches round-robin over 4 partitions
+        admin.send_messages(1, 1, sent[start:start + 6])
+    first, second, third = connect(3)
+    seen: list[bytes] = []
+
+    def consume(member: Client, polls: int) -> None:
+        for _ in range(polls):
+            polled = member.poll_messages(1, 1, consumer=GROUP, strategy=NEXT, count=5,
+                                          auto_commit=True)
+            seen.extend(m.payload for m in polled.messages)
+
+    first.join_consumer_group(1, 1, 1)
+    second.join_consumer_group(1, 1, 1)
+    consume(first, 3)
+    consume(second, 3)
+    third.join_consumer_group(1, 1, 1)  # rebalance mid-way
+    consume(third, 2)
+    consume(first, 3)
+    second.close()  # disconnect mid-way
+    wait_for(lambda: admin.get_consumer_group(1, 1, 1).group.members_count == 2)
+    consume(third, 4)
+    first.leave_consumer_group(1, 1, 1)
+    assert assignment(admin) == [(1, 2, 3, 4)]
+    for _ in range(100):
+        if len(seen) >= len(sent):
+            break
+        consume(third, 1)
+    consume(third, 8)  # a full extra round over every partition finds nothing more
+    assert len(seen) == len(sent)
+    assert sorted(seen) == sorted(sent)
+    for pid in (1, 2, 3, 4):
+        info = admin.get_consumer_offset(1, 1, consumer=GROUP, partition_id=pid)
+        assert info.stored_offset == info.current_offset == 59
+
+
+def test_deleting_topic_or_stream_drops_groups(admin, connect):
+    admin.create_consumer_group(1, 1, "g")
+    (member,) = connect(1)
+    member.join_consumer_group(1, 1, 1)
+    admin.delete_topic(1, 1)
+    admin.create_topic(1, "t", partitions_count=4, topic_id=1)
+    assert admin.get_consumer_group(1, 1, 1) is None
+    assert admin.get_consumer_groups(1, 1) == []
+    with pytest.raises(errors.ConsumerGroupIdNotFound):
+        member.poll_messages(1, 1, consumer=GROUP, strategy=NEXT)
+    admin.create_consumer_group(1, 1, "g")
+    member.join_consumer_group(1, 1, 1)
+    admin.delete_stream(1)
+    admin.create_stream("s", stream_id=1)
+    admin.create_topic(1, "t", partitions_count=1, topic_id=1)
+    assert admin.get_consumer_groups(1, 1) == []
+
+
+def test_session_memberships_are_maintained(tmp_path):
+    """Session.consumer_groups (reported by GET_ME / GET_CLIENT) follows joins, leaves, group
+    deletion, topic deletion and disconnects."""
+
+    async def scenario() -> None:
+        config = ServerConfig()
+        config.system.path = str(tmp_path / "data")
+        core = Core(config)
+        await core.start()
+        try:
+            admin = core.connect("127.0.0.1:1000", Transport.TCP)
+            member = core.connect("127.0.0.1:1001", Transport.TCP)
+            admin.user_id = member.user_id = 1
+            await core.execute(admin, _create_stream_and_topic())
+            await core.execute(admin, _create_topic(2))
+            for topic_id in (1, 2):
+                for group_id in (1, 2):
+                    await core.execute(admin, CreateConsumerGroup(_id(1), _id(topic_id),
+                                                                  group_id, f"g{group_id}"))
+                    await core.execute(member, JoinConsumerGroup(_id(1), _id(topic_id),
+                                                                 _id(group_id)))
+            assert member.consumer_groups == [(1, 1, 1), (1, 1, 2), (1, 2, 1), (1, 2, 2)]
+            await core.execute(member, JoinConsumerGroup(_id(1), _id(1), _id(1)))  # again
+            assert member.consumer_groups == [(1, 1, 1), (1, 1, 2), (1, 2, 1), (1, 2, 2)]
+            from rill.protocol.commands.groups import DeleteConsumerGroup, LeaveConsumerGroup
+            await core.execute(member, LeaveConsumerGroup(_id(1), _id(1), _id(1)))
+            await core.execute(admin, DeleteConsumerGroup(_id(1), _id(1), _id(2)))
+            assert member.consumer_groups == [(1, 2, 1), (1, 2, 2)]
+            await core.execute(admin, JoinConsumerGroup(_id(1), _id(2), _id(1)))
+            await core.execute(admin, DeleteTopic(_id(1), _id(2)))
+            assert member.consumer_groups == [] and admin.consumer_groups == []
+            await core.execute(admin, _create_topic(2))
+            await core.execute(admin, CreateConsumerGroup(_id(1), _id(2), 1, "g"))
+            await core.execute(member, JoinConsumerGroup(_id(1), _id(2), _id(1)))
+            await core.execute(admin, JoinConsumerGroup(_id(1), _id(2), _id(1)))
+            core.disconnect(member)
+            assert member.consumer_groups == []
+            group = core.consumer_groups.find_group(core.state.streams[1].topics[2], _id(1))
+            assert list(group.members) == [admin.client_id]
+            assert group.members[admin.client_id].partitions == [1, 2]
+        finally:
+            await core.stop()
+
+    asyncio.run(scenario())
+
+
+def _id(value) -> Identifier:
+    return Identifier.of(value)
+
+
+def _create_stream_and_topic():
+    from rill.protocol.commands.streams import CreateStream
+
+    return CreateStream(1, "s")
+
+
+def _create_topic(topic_id: int):
+    from rill.protocol.commands.topics import CreateTopic
+
+    return CreateTopic.__new__(CreateTopic)  # replaced below
