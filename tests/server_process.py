@@ -23,6 +23,7 @@ class RillProcess:
         self.config = config
         self.process: subprocess.Popen[str] | None = None
         self.tcp_address: tuple[str, int] | None = None
+        self.last_port = 0  # restart() binds the same port again
         self.output: list[str] = []
 
     @property
@@ -50,6 +51,7 @@ class RillProcess:
                 if line.startswith("rill listening on tcp "):
                     host, _, port = line.split()[-1].rpartition(":")
                     self.tcp_address = (host, int(port))
+                    self.last_port = int(port)
                     ready.set()
             ready.set()
 
@@ -75,7 +77,7 @@ class RillProcess:
         self.tcp_address = None
 
     def restart(self) -> RillProcess:
-        port = self.tcp_address[1] if self.tcp_address else 0
+        port = self.last_port
         if self.process is not None and self.process.poll() is None:
             self.stop()
         return self.start(port)
