@@ -11,15 +11,21 @@ import asyncio
 import bcrypt
 
 DEFAULT_COST = 10
+BCRYPT_INPUT_LIMIT = 72  # bcrypt reads at most 72 bytes; newer bcrypt refuses longer input
+
+
+def _bcrypt_input(password: str) -> bytes:
+    """The password's first 72 UTF-8 bytes (as Iggy's bcrypt, which truncates)."""
+    return password.encode("utf-8")[:BCRYPT_INPUT_LIMIT]
 
 
 def hash_password(password: str, cost: int = DEFAULT_COST) -> str:
-    return bcrypt.hashpw(password.encode("utf-8"), bcrypt.gensalt(rounds=cost)).decode("ascii")
+    return bcrypt.hashpw(_bcrypt_input(password), bcrypt.gensalt(rounds=cost)).decode("ascii")
 
 
 def verify_password(password: str, password_hash: str) -> bool:
     try:
-        return bcrypt.checkpw(password.encode("utf-8"), password_hash.encode("ascii"))
+        return bcrypt.checkpw(_bcrypt_input(password), password_hash.encode("ascii"))
     except ValueError:  # a malformed stored hash never authenticates
         return False
 

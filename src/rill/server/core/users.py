@@ -1,24 +1,48 @@
-"""Users and sessions: the root user at first start, login and logout (wire §3.2, §6.1).
+"""Users and sessions (wire §3.2, §6.1): the root user at first start, GET/CREATE/DELETE/UPDATE
+users, their permissions and passwords, login and logout.
 
-Passwords are kept as bcrypt hashes only. Login looks the username up exactly; a wrong
-password and an unknown user both get 42, an inactive user 47.
+Owns: the users (id -> User) and keeps the Permissioner in step with them. Passwords are kept
+as bcrypt hashes only; hashing and checking run in a worker thread so the loop keeps serving.
+
+Invariants:
+* every change is written to the metadata store *before* memory changes, so a failed write
+  changes nothing;
+* anything computed across an ``await`` (a bcrypt hash) is re-checked afterwards: the user may
+  have been deleted or the name taken meanwhile;
+* a deleted or deactivated user has no live session: its sessions are logged out;
+* login looks the username up exactly; a wrong password and an unknown user both get 42 (the
+  hash is checked even for unknown users), an inactive user 47.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Iterable
 
 from rill import errors
-from rill.protocol.commands.users import LoginUser, LogoutUser
+from rill.protocol.commands.users import (
+    ChangePassword,
+    CreateUser,
+    DeleteUser,
+    GetUser,
+    GetUsers,
+    LoginUser,
+    LogoutUser,
+    UpdatePermissions,
+    UpdateUser,
+)
 from rill.protocol.permissions import Permissions
-from rill.protocol.primitives import UserStatus
-from rill.protocol.responses.users import IdentityInfo
-from rill.server.auth.passwords import hash_password, verify_password_async
+from rill.protocol.primitives import Identifier, UserStatus
+from rill.protocol.responses.users import IdentityInfo, UserInfo, UserInfoDetails
+from rill.server.auth.passwords import hash_password, hash_password_async, verify_password_async
 from rill.server.core.model import Session
+from rill.server.core.names import validate_name
 from rill.server.core.state import CoreState
 from rill.server.storage.metadata import UserRow
 
 ROOT_USER_ID = 1
+USERNAME_LENGTH = (3, 50)  # wire §2.8, error 43
+PASSWORD_LENGTH = (3, 100)  # UTF-8 bytes, wire §2.8, error 44
 
 
 @dataclass(eq=False)
@@ -30,6 +54,10 @@ class User:
     permissions: Permissions | None
     created_at: int
 
+    @property
+    def is_active(self) -> bool:
+        return self.status == UserStatus.ACTIVE
+
 
 def user_from_row(row: UserRow) -> User:
     permissions = Permissions.from_bytes(row.permissions) if row.permissions else None
@@ -37,16 +65,56 @@ def user_from_row(row: UserRow) -> User:
                 row.created_at)
 
 
+def user_row(user: User) -> UserRow:
+    permissions = user.permissions.to_bytes() if user.permissions is not None else None
+    return UserRow(user.id, user.username, user.password_hash, int(user.status), permissions,
+                   user.created_at)
+
+
+def user_info(user: User) -> UserInfo:
+    return UserInfo(user.id, user.created_at, int(user.status), user.username)
+
+
+def user_details(user: User) -> UserInfoDetails:
+    return UserInfoDetails(user_info(user), user.permissions)
+
+
+def check_password(password: str) -> None:
+    low, high = PASSWORD_LENGTH
+    if not low <= len(password.encode("utf-8")) <= high:
+        raise errors.InvalidPassword(field="password")
+
+
+def validate_username(username: str) -> str:
+    low, high = USERNAME_LENGTH
+    return validate_name(username, errors.InvalidUsername, low, high)
+
+
 class UserService:
     def __init__(self, state: CoreState) -> None:
         self.state = state
         self.users: dict[int, User] = {}
+        # set by the Core: every live session (to log out a deleted or deactivated user)
+        self.live_sessions: Callable[[], Iterable[Session]] = lambda: ()
+        # called with the id of a deleted user, after the store and memory forgot it
+        self.on_user_deleted: list[Callable[[int], None]] = []
+        self._next_id = ROOT_USER_ID + 1  # ids are not reused while running (wire §6.1)
+        self._dummy_hash = _DUMMY_HASH
+
+    @property
+    def _cost(self) -> int:
+        return self.state.config.root.password_hash_cost
+
+    # -- loading ---------------------------------------------------------------------------
 
     def load(self) -> None:
         for row in self.state.store.load_users():
             self._remember(user_from_row(row))
         if not self.users:
             self._create_root()
+        self._next_id = max(self.users) + 1
+        # unknown usernames are checked against a hash of the same cost (timing hides names)
+        self._dummy_hash = hash_password("rill-no-such-user", cost=self._cost)
 
     def _remember(self, user: User) -> None:
         self.users[user.id] = user
@@ -57,16 +125,15 @@ class UserService:
         user = User(
             id=ROOT_USER_ID,
             username=root.username,
-            password_hash=hash_password(root.password),
+            password_hash=hash_password(root.password, cost=self._cost),
             status=UserStatus.ACTIVE,
             permissions=Permissions.root(),
             created_at=self.state.clock(),
         )
-        self.state.store.create_user(
-            UserRow(user.id, user.username, user.password_hash, int(user.status),
-                    user.permissions.to_bytes(), user.created_at)
-        )
+        self.state.store.create_user(user_row(user))
         self._remember(user)
+
+    # -- lookups ---------------------------------------------------------------------------
 
     def find_by_username(self, username: str) -> User | None:
         for user in self.users.values():
@@ -74,17 +141,144 @@ class UserService:
                 return user
         return None
 
-    async def login_user(self, session: Session, command: LoginUser) -> IdentityInfo:
-        user = self.find_by_username(command.username)
-        password_hash = user.password_hash if user is not None else _DUMMY_HASH
-        # the hash is checked even for unknown users so timing does not reveal usernames
-        valid = await verify_password_async(command.password, password_hash)
-        if user is None or not valid:
-            raise errors.InvalidCredentials()
-        if user.status != UserStatus.ACTIVE:
+    def find_user(self, identifier: Identifier) -> User:
+        """By id or exact username; 20 resource_not_found when there is no such user."""
+        value = identifier.value
+        user = self.users.get(value) if isinstance(value, int) else self.find_by_username(value)
+        if user is None:
+            raise errors.ResourceNotFound(value, field="user_id")
+        return user
+
+    def _target(self, session: Session, identifier: Identifier, command: str) -> User:
+        """The user a command names: oneself needs no permission, anyone else ``command``'s."""
+        if not session.is_authenticated:
+            raise errors.Unauthenticated()
+        own = self.users.get(session.user_id)
+        value = identifier.value
+        if own is not None and value == (own.id if isinstance(value, int) else own.username):
+            return own
+        self.state.authorize(session, command)  # before the lookup: no probing for names
+        return self.find_user(identifier)
+
+    def _ensure_name_free(self, username: str, owner: User | None = None) -> None:
+        other = self.find_by_username(username)
+        if other is not None and other is not owner:
+            raise errors.UserAlreadyExists(field="username")
+
+    def _ensure_current(self, user: User) -> None:
+        """After an await: the user must still be the one we started with."""
+        if self.users.get(user.id) is not user:
+            raise errors.ResourceNotFound(user.id, field="user_id")
+
+    def end_sessions(self, user_id: int) -> None:
+        for session in list(self.live_sessions()):
+            if session.user_id == user_id:
+                session.user_id = 0
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def get_user(self, session: Session, command: GetUser) -> UserInfoDetails:
+        return user_details(self._target(session, command.user_id, "get_user"))
+
+    def get_users(self, session: Session, command: GetUsers) -> list[UserInfo]:
+        self.state.authorize(session, "get_users")
+        return [user_info(self.users[user_id]) for user_id in sorted(self.users)]
+
+    # -- changes ---------------------------------------------------------------------------
+
+    async def create_user(self, session: Session, command: CreateUser) -> UserInfoDetails:
+        state = self.state
+        state.authorize(session, "create_user")
+        username = validate_username(command.username)
+        check_password(command.password)
+        self._ensure_name_free(username)
+        password_hash = await hash_password_async(command.password, self._cost)
+        state.authorize(session, "create_user")  # the world may have changed while hashing
+        self._ensure_name_free(username)
+        user = User(
+            id=max(self._next_id, max(self.users, default=0) + 1),
+            username=username,
+            password_hash=password_hash,
+            status=UserStatus(command.status),
+            permissions=command.permissions,
+            created_at=state.clock(),
+        )
+        state.store.create_user(user_row(user))
+        self._remember(user)
+        self._next_id = user.id + 1
+        return user_details(user)
+
+    def delete_user(self, session: Session, command: DeleteUser) -> None:
+        state = self.state
+        state.authorize(session, "delete_user")
+        user = self.find_user(command.user_id)
+        if user.id == ROOT_USER_ID:
+            raise errors.CannotDeleteUser(user.id, field="user_id")
+        state.store.delete_user(user.id)  # cascades to the user's tokens
+        del self.users[user.id]
+        state.permissioner.remove_user(user.id)
+        for callback in self.on_user_deleted:
+            callback(user.id)
+        self.end_sessions(user.id)
+
+    def update_user(self, session: Session, command: UpdateUser) -> None:
+        state = self.state
+        state.authorize(session, "update_user")
+        user = self.find_user(command.user_id)
+        username = user.username
+        if command.username is not None:
+            username = validate_username(command.username)
+            self._ensure_name_free(username, owner=user)
+        status = user.status if command.status is None else UserStatus(command.status)
+        if username == user.username and status == user.status:
+            return
+        state.store.update_user(user.id, username, int(status))
+        user.username = username
+        user.status = status
+        if not user.is_active:
+            self.end_sessions(user.id)
+
+    def update_permissions(self, session: Session, command: UpdatePermissions) -> None:
+        state = self.state
+        state.authorize(session, "update_permissions")
+        user = self.find_user(command.user_id)
+        if user.id == ROOT_USER_ID:
+            raise errors.CannotChangePermissions(user.id, field="user_id")
+        permissions = command.permissions
+        state.store.update_permissions(
+            user.id, permissions.to_bytes() if permissions is not None else None
+        )
+        user.permissions = permissions
+        state.permissioner.set_user(user.id, permissions)
+
+    async def change_password(self, session: Session, command: ChangePassword) -> None:
+        user = self._target(session, command.user_id, "change_password")
+        check_password(command.new_password)
+        current = command.current_password
+        if not await verify_password_async(current, user.password_hash):
+            raise errors.InvalidCredentials(field="current_password")
+        password_hash = await hash_password_async(command.new_password, self._cost)
+        self._ensure_current(user)
+        self.state.store.change_password(user.id, password_hash)
+        user.password_hash = password_hash
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def log_in(self, session: Session, user: User) -> IdentityInfo:
+        """Make ``session`` belong to ``user`` (replacing any previous user); 47 if inactive."""
+        self._ensure_current(user)
+        if not user.is_active:
             raise errors.UserInactive()
         session.user_id = user.id
         return IdentityInfo(user.id)
+
+    async def login_user(self, session: Session, command: LoginUser) -> IdentityInfo:
+        user = self.find_by_username(command.username)
+        password_hash = user.password_hash if user is not None else self._dummy_hash
+        valid = await verify_password_async(command.password, password_hash)
+        if user is None or not valid or self.users.get(user.id) is not user:
+            raise errors.InvalidCredentials()
+        return self.log_in(session, user)
 
     def logout_user(self, session: Session, command: LogoutUser) -> None:
         session.user_id = 0
