@@ -1,7 +1,9 @@
 """A real rill server in a child process, for integration tests: port 0, a temp data dir.
 
-``RillProcess.start()`` waits for the "rill listening on tcp HOST:PORT" line; ``stop()`` sends
-SIGTERM (a clean shutdown), ``kill()`` sends SIGKILL (a crash). Restarting reuses the data dir.
+``RillProcess.start()`` waits for the "rill listening on tcp HOST:PORT" line (and the
+"rill listening on http HOST:PORT" one unless RILL_HTTP_ENABLED is false); ``stop()`` sends
+SIGTERM (a clean shutdown), ``kill()`` sends SIGKILL (a crash). Restarting reuses the data dir
+and the ports.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ class RillProcess:
         self.config = config
         self.process: subprocess.Popen[str] | None = None
         self.tcp_address: tuple[str, int] | None = None
+        self.http_address: tuple[str, int] | None = None
         self.last_port = 0  # restart() binds the same port again
+        self.last_http_port = 0
         self.output: list[str] = []
 
     @property
@@ -31,12 +35,18 @@ class RillProcess:
         assert self.tcp_address is not None, "server not started"
         return f"{self.tcp_address[0]}:{self.tcp_address[1]}"
 
-    def start(self, tcp_port: int = 0) -> RillProcess:
+    @property
+    def http_url(self) -> str:
+        assert self.http_address is not None, "HTTP not started"
+        return f"http://{self.http_address[0]}:{self.http_address[1]}"
+
+    def start(self, tcp_port: int = 0, http_port: int = 0) -> RillProcess:
         env = dict(os.environ)
         env.update(self.extra_env)
         env.setdefault("RILL_LOGGING_LEVEL", "warning")
+        expect_http = env.get("RILL_HTTP_ENABLED", "true").strip().lower() not in ("false", "0", "no", "off")
         command = [sys.executable, "-m", "rill", "serve", "--data-dir", str(self.data_dir),
-                   "--tcp-address", f"127.0.0.1:{tcp_port}"]
+                   "--tcp-address", f"127.0.0.1:{tcp_port}", "--http-address", f"127.0.0.1:{http_port}"]
         if self.config is not None:
             command += ["--config", str(self.config)]
         self.process = subprocess.Popen(
@@ -52,11 +62,18 @@ class RillProcess:
                     host, _, port = line.split()[-1].rpartition(":")
                     self.tcp_address = (host, int(port))
                     self.last_port = int(port)
+                    if not expect_http:
+                        ready.set()
+                elif line.startswith("rill listening on http "):
+                    host, _, port = line.split()[-1].rpartition(":")
+                    self.http_address = (host, int(port))
+                    self.last_http_port = int(port)
                     ready.set()
             ready.set()
 
         threading.Thread(target=pump, daemon=True).start()
-        if not ready.wait(STARTUP_TIMEOUT) or self.tcp_address is None:
+        ready.wait(STARTUP_TIMEOUT)
+        if self.tcp_address is None or (expect_http and self.http_address is None):
             self.kill()
             raise RuntimeError("rill did not start:\n" + "".join(self.output))
         return self
@@ -66,7 +83,7 @@ class RillProcess:
         assert self.process is not None
         self.process.send_signal(signal.SIGTERM)
         code = self.process.wait(timeout)
-        self.tcp_address = None
+        self.tcp_address = self.http_address = None
         return code
 
     def kill(self) -> None:
@@ -74,13 +91,13 @@ class RillProcess:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait(10)
-        self.tcp_address = None
+        self.tcp_address = self.http_address = None
 
     def restart(self) -> RillProcess:
-        port = self.last_port
+        port, http_port = self.last_port, self.last_http_port
         if self.process is not None and self.process.poll() is None:
             self.stop()
-        return self.start(port)
+        return self.start(port, http_port)
 
     def is_running(self) -> bool:
         return self.process is not None and self.process.poll() is None

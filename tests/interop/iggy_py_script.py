@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import os
 import sys
 
 from iggy_py import IggyClient, PollingStrategy, SendMessage
@@ -52,7 +53,22 @@ async def main(address: str) -> None:
         "next_first": describe(await poll(PollingStrategy.Next(), 4, True)),
         "next_second": describe(await poll(PollingStrategy.Next(), 4, True)),
     }
+    # a second session as a user rill's own SDK created with read-only rights (issue 3)
+    reader = IggyClient(address)
+    await reader.connect()
+    await reader.login_user("reader", "reader-pass")
+    report["reader_stream_name"] = (await reader.get_stream(10)).name
+    report["reader_poll_count"] = len(await reader.poll_messages(10, 1, 1, PollingStrategy.First(), 100, False))
+    try:
+        await reader.create_stream("not-allowed", 11)
+        report["reader_create_error"] = ""
+    except Exception as error:  # noqa: BLE001 - we report what the client raised
+        report["reader_create_error"] = str(error)
     print(json.dumps(report))
 
 
 asyncio.run(main(sys.argv[1]))
+sys.stdout.flush()
+# iggy-py's Rust runtime sometimes aborts while the interpreter tears down its background
+# threads (after all work is done and reported); leave without running that teardown.
+os._exit(0)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from rill.client import Client, PollingStrategy
+from rill.protocol.permissions import GlobalPermissions, Permissions
 
 SCRIPT = Path(__file__).with_name("iggy_py_script.py")
 
@@ -30,6 +31,10 @@ def iggy_python() -> str:
 
 
 def test_iggy_py_round_trip(rill_server):
+    with Client(rill_server.address) as client:  # a read-only user for iggy-py's second session
+        client.login_user("iggy", "iggy")
+        client.create_user("reader", "reader-pass", permissions=Permissions(
+            GlobalPermissions(read_streams=True, read_topics=True, poll_messages=True), None))
     result = subprocess.run(
         [iggy_python(), str(SCRIPT), rill_server.address],
         capture_output=True, text=True, timeout=120,
@@ -39,7 +44,10 @@ def test_iggy_py_round_trip(rill_server):
     sent = report["sent"]
     assert report["stream"] == {"id": 10, "name": "interop", "topics_count": 0}
     assert report["topic"]["name"] == "events" and report["topic"]["id"] == 1
-    assert report["duplicate_stream_error"]
+    assert "StreamNameAlreadyExists" in report["duplicate_stream_error"]
+    assert report["reader_stream_name"] == "interop"
+    assert report["reader_poll_count"] == 10
+    assert "Unauthorized" in report["reader_create_error"]
     by_offset = report["offset"]
     assert [m["payload"] for m in by_offset] == sent[2:7]
     assert [m["offset"] for m in by_offset] == list(range(2, 7))

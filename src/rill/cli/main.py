@@ -1,4 +1,17 @@
-"""``rill`` command line: ``rill serve`` starts the server (the CLI's one door into the server)."""
+"""``rill`` command line: ``rill <resource> <verb>`` over the SDK, and ``rill serve``.
+
+Owns: the root typer app, its global options (kept as ``Settings`` on the click context) and
+the list of command groups. ``rill serve`` starts the server: it is the CLI's one door into
+``rill.server`` and imports it lazily, inside the verb; every other verb goes through
+``rill.client`` (imported when a connection is opened, so ``--help`` and ``serve`` stay light).
+
+Layout: one module per resource group (``streams``, ``topics``, ``partitions``, ``messages``,
+``consumer_groups``, ``consumer_offsets``, ``users``, ``tokens``, ``clients``), ``system`` for
+``ping``/``me``/``stats``/``snapshot``, ``login`` for ``login``/``logout``/``context``;
+``context`` (connection and saved contexts), ``output`` (tables and JSON), ``params`` (value
+parsers) and ``failures`` (error lines and exit codes: 0 ok, 1 error answered, 2 usage,
+3 no connection, 130 interrupted) are shared by all.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +20,76 @@ from typing import Optional
 
 import typer
 
+from rill.cli import (
+    clients,
+    consumer_groups,
+    consumer_offsets,
+    login,
+    messages,
+    partitions,
+    streams,
+    system,
+    tokens,
+    topics,
+    users,
+)
+from rill.cli.context import TRANSPORTS, Settings
+from rill.cli.failures import RillGroup
+
 app = typer.Typer(
     name="rill",
     help="rill: a persistent message streaming server speaking the Iggy binary protocol.",
     no_args_is_help=True,
     add_completion=True,
+    cls=RillGroup,
+    pretty_exceptions_show_locals=False,  # never print a password held in a local variable
+    epilog="Examples:\n\n  rill -u iggy login\n\n  rill stream create orders\n\n"
+    "  rill topic create orders eu --partitions 3\n\n  rill message send orders eu hello world\n\n"
+    "  rill --json message poll orders eu --first --count 10\n\n"
+    "Exit codes: 0 ok, 1 the server answered an error, 2 usage error, 3 no connection, 130 interrupted.",
 )
 
 
+def _transport_callback(value: Optional[str]) -> Optional[str]:
+    if value is not None and value.lower() not in TRANSPORTS:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(TRANSPORTS)}")
+    return None if value is None else value.lower()
+
+
 @app.callback()
-def main() -> None:
-    """rill command-line tool."""
+def main(
+    ctx: typer.Context,
+    transport: Optional[str] = typer.Option(
+        None, "--transport", callback=_transport_callback, metavar="tcp|quic|http",
+        help="tcp (default), quic or http; only tcp is available in this client for now.",
+    ),
+    address: Optional[str] = typer.Option(
+        None, "--address", "-a", envvar="RILL_ADDRESS", show_envvar=True,
+        help="Server HOST:PORT (default 127.0.0.1:8090, or the saved context's).",
+    ),
+    username: Optional[str] = typer.Option(None, "--username", "-u", envvar="RILL_USERNAME", show_envvar=True,
+                                           help="Log in as this user (the password is prompted)."),
+    password: Optional[str] = typer.Option(None, "--password", "-p", envvar="RILL_PASSWORD", show_envvar=False,
+                                           help="Password for --username (prefer the prompt)."),
+    token: Optional[str] = typer.Option(None, "--token", "-t", envvar="RILL_TOKEN", show_envvar=False,
+                                        help="Log in with a personal access token."),
+    context: Optional[str] = typer.Option(None, "--context", "-c", envvar="RILL_CONTEXT", show_envvar=True,
+                                          help="Use this saved context (default: the current one)."),
+    json_output: bool = typer.Option(False, "--json", help="Machine-readable JSON output."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No confirmations or progress bars."),
+) -> None:
+    """rill command-line tool: manage a rill (or Iggy 0.4) server and its messages."""
+    ctx.obj = Settings(
+        transport=transport, address=address, username=username, password=password, token=token,
+        context=context, json_mode=json_output, quiet=quiet,
+    )
+
+
+for _group in (streams, topics, partitions, messages, consumer_groups, consumer_offsets, users, tokens, clients):
+    app.add_typer(_group.app)
+del _group
+system.register(app)
+login.register(app)
 
 
 @app.command(
@@ -32,6 +104,9 @@ def serve(
     tcp_address: Optional[str] = typer.Option(
         None, "--tcp-address", help="HOST:PORT for the binary TCP listener (default 127.0.0.1:8090)."
     ),
+    http_address: Optional[str] = typer.Option(
+        None, "--http-address", help="HOST:PORT for the HTTP JSON API (default 127.0.0.1:3000)."
+    ),
 ) -> None:
     """Run the server on the embedded defaults, a TOML file and RILL_* overrides."""
     from rill.server.app import run
@@ -44,6 +119,9 @@ def serve(
         if tcp_address is not None:
             split_address(tcp_address, "--tcp-address")
             settings.tcp.address = tcp_address
+        if http_address is not None:
+            split_address(http_address, "--http-address")
+            settings.http.address = http_address
     except ConfigError as error:
         typer.echo(f"rill: {error}", err=True)
         raise typer.Exit(2)

@@ -17,6 +17,7 @@ This package imports ``rill.protocol`` and ``rill.errors`` only, never ``rill.se
 
 from rill.client.async_client import AsyncClient
 from rill.client.blocking import Client
+from rill.client.http import HttpTransport  # registers the "http" transport
 from rill.client.tcp import TcpTransport
 from rill.client.transport import Transport, register_transport
 from rill.protocol.headers import HeaderKind, HeaderValue
@@ -39,6 +40,7 @@ __all__ = [
     "Consumer",
     "HeaderKind",
     "HeaderValue",
+    "HttpTransport",
     "Identifier",
     "Message",
     "Partitioning",

@@ -1,8 +1,8 @@
 """Builds the server: storage -> core -> transports; starts, runs until a signal, stops cleanly.
 
 Owns: the process-level lifecycle. On start it prints one line per listener
-(``rill listening on tcp 127.0.0.1:8090``) so scripts and tests can find a port chosen by the
-operating system (port 0).
+(``rill listening on tcp 127.0.0.1:8090``, ``rill listening on http 127.0.0.1:3000``) so
+scripts and tests can find a port chosen by the operating system (port 0).
 """
 
 from __future__ import annotations
@@ -24,16 +24,29 @@ class Server:
         self.config = config
         self.core = Core(config)
         self.tcp: TcpListener | None = None
+        self.http = None  # HttpListener, imported only when HTTP is enabled
         self.addresses: dict[str, tuple[str, int]] = {}
 
     async def start(self) -> None:
         await self.core.start()
+        http = self.config.http
+        if http.enabled and http.metrics.enabled:
+            from rill.server.metrics import METRICS
+
+            METRICS.instrument(self.core)  # every transport's commands are measured
         if self.config.tcp.enabled:
             host, port = split_address(self.config.tcp.address, "tcp.address")
             self.tcp = TcpListener(self.core, host, port, self.config.tcp.max_frame_size)
             self.addresses["tcp"] = await self.tcp.start()
+        if http.enabled:
+            from rill.server.transports.http import HttpListener
+
+            self.http = HttpListener(self.core, http)
+            self.addresses["http"] = await self.http.start()
 
     async def stop(self) -> None:
+        if self.http is not None:
+            await self.http.stop()
         if self.tcp is not None:
             await self.tcp.stop()
         await self.core.stop()

@@ -131,10 +131,80 @@ class RetentionConfig:
 
 
 @dataclass
+class TlsConfig:
+    """TLS for a listener: PEM certificate (chain) and private key paths."""
+
+    enabled: bool = False
+    certificate: str = ""
+    key: str = ""
+
+
+@dataclass
 class TcpConfig:
     enabled: bool = True
     address: str = "127.0.0.1:8090"
     max_frame_size: int = _size("64 MiB")  # larger requests are refused unread; the link closes
+    tls: TlsConfig = field(default_factory=TlsConfig)
+
+
+@dataclass
+class QuicCertificateConfig:
+    """A self-signed certificate is generated at first start (kept in the data directory,
+    never committed) unless ``self_signed`` is false and PEM paths are given."""
+
+    self_signed: bool = True
+    certificate: str = ""
+    key: str = ""
+
+
+@dataclass
+class QuicConfig:
+    enabled: bool = True
+    address: str = "127.0.0.1:8080"
+    max_request_size: int = _size("10 MB")  # larger request streams are reset unanswered
+    max_concurrent_bidi_streams: int = 10_000
+    keep_alive_interval: float = _duration("5 s")
+    max_idle_timeout: float = _duration("10 s")
+    certificate: QuicCertificateConfig = field(default_factory=QuicCertificateConfig)
+
+
+@dataclass
+class CorsConfig:
+    enabled: bool = True
+    allowed_methods: str = "GET,POST,PUT,DELETE"  # comma-separated
+    allowed_origins: str = "*"
+    allowed_headers: str = "content-type,authorization"
+    allow_credentials: bool = False
+
+
+@dataclass
+class JwtConfig:
+    """HTTP access tokens. The signing secret is generated at first start and kept in the
+    data directory (``state/jwt_secret``); none is shipped with rill."""
+
+    algorithm: str = "HS256"
+    issuer: str = "rill"
+    audience: str = "rill"
+    access_token_expiry: float = _duration("1 h")
+    clock_skew: float = _duration("5 s")
+    not_before: float = _duration("0 s")
+
+
+@dataclass
+class MetricsConfig:
+    enabled: bool = True
+    endpoint: str = "/metrics"
+
+
+@dataclass
+class HttpConfig:
+    enabled: bool = True
+    address: str = "127.0.0.1:3000"
+    max_request_size: int = _size("2 MB")  # larger bodies get 413
+    cors: CorsConfig = field(default_factory=CorsConfig)
+    jwt: JwtConfig = field(default_factory=JwtConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    tls: TlsConfig = field(default_factory=TlsConfig)
 
 
 @dataclass
@@ -155,6 +225,8 @@ class LoggingConfig:
 class ServerConfig:
     system: SystemConfig = field(default_factory=SystemConfig)
     tcp: TcpConfig = field(default_factory=TcpConfig)
+    quic: QuicConfig = field(default_factory=QuicConfig)
+    http: HttpConfig = field(default_factory=HttpConfig)
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     root: RootConfig = field(default_factory=RootConfig)
     personal_access_token: PersonalAccessTokenConfig = field(
@@ -238,6 +310,11 @@ def _validate(config: ServerConfig) -> None:
     if not 0 < config.system.fsync_interval < NEVER:
         raise ConfigError("system.fsync_interval: must be a positive duration")
     split_address(config.tcp.address, "tcp.address")
+    split_address(config.quic.address, "quic.address")
+    split_address(config.http.address, "http.address")
+    for key, tls in (("tcp.tls", config.tcp.tls), ("http.tls", config.http.tls)):
+        if tls.enabled and not (tls.certificate and tls.key):
+            raise ConfigError(f"{key}: enabled TLS needs certificate and key paths")
 
 
 def split_address(address: str, key: str = "address") -> tuple[str, int]:

@@ -13,9 +13,15 @@ import pytest
 
 from rill import errors
 from rill.client import Client, Consumer, PollingStrategy
-from rill.protocol.commands.groups import CreateConsumerGroup, JoinConsumerGroup
-from rill.protocol.commands.topics import DeleteTopic
-from rill.protocol.primitives import Identifier, Transport
+from rill.protocol.commands.groups import (
+    CreateConsumerGroup,
+    DeleteConsumerGroup,
+    JoinConsumerGroup,
+    LeaveConsumerGroup,
+)
+from rill.protocol.commands.streams import CreateStream
+from rill.protocol.commands.topics import CreateTopic, DeleteTopic
+from rill.protocol.primitives import CompressionAlgorithm, Identifier, Transport
 from rill.server.config import ServerConfig
 from rill.server.core.core import Core
 
@@ -100,11 +106,13 @@ def test_command_errors(admin, connect):
     with pytest.raises(errors.ConsumerGroupNameAlreadyExists) as raised:
         admin.create_consumer_group(1, 1, "G")
     assert raised.value.code == 5004
-    for bad in ("bad/name", "x" * 256, " "):
+    for bad in ("bad/name", "", " ", "tab\there!"):
         with pytest.raises(errors.InvalidConsumerGroupName) as raised:
             admin.create_consumer_group(1, 1, bad)
         assert raised.value.code == 5005
-    for call in (admin.join_consumer_group, admin.leave_consumer_group, admin.delete_consumer_group):
+    calls = (admin.join_consumer_group, admin.leave_consumer_group,
+             admin.delete_consumer_group)
+    for call in calls:
         with pytest.raises(errors.ConsumerGroupIdNotFound) as raised:
             call(1, 1, 9)
         assert raised.value.code == 5000
@@ -247,6 +255,10 @@ def test_group_offsets(admin, connect):
     polls = [member.poll_messages(1, 1, consumer=GROUP, strategy=NEXT) for _ in range(4)]
     assert [(p.partition_id, [m.payload for m in p.messages]) for p in polls] == [
         (2, []), (3, []), (4, []), (1, [b"p1-4"])]
+    # a rebalance forgets the current partition (it may belong to another member now)
+    outsider.join_consumer_group(1, 1, 1)
+    with pytest.raises(errors.PartitionNotFound):
+        member.store_consumer_offset(1, 1, 4, consumer=GROUP)
     # deleting the group deletes its offsets
     admin.delete_consumer_group(1, 1, 1)
     admin.create_consumer_group(1, 1, "g")
@@ -310,62 +322,58 @@ def test_deleting_topic_or_stream_drops_groups(admin, connect):
 
 
 def test_session_memberships_are_maintained(tmp_path):
-    """Session.consumer_groups (reported by GET_ME / GET_CLIENT) follows joins, leaves, group
-    deletion, topic deletion and disconnects."""
+    """Session.consumer_groups (what GET_ME / GET_CLIENT report) follows joins, leaves, group
+    deletion, topic deletion and disconnects; checked in process, where sessions are visible."""
 
-    async def scenario() -> None:
+    def topic(topic_id: int) -> CreateTopic:
+        return CreateTopic(_id(1), topic_id, 2, CompressionAlgorithm.NONE, 0, 0, 1, f"t{topic_id}")
+
+    def group_command(kind, topic_id: int, group_id: int):
+        return kind(_id(1), _id(topic_id), _id(group_id))
+
+    async def scenario(core: Core) -> None:
+        admin = core.connect("127.0.0.1:1000", Transport.TCP)
+        member = core.connect("127.0.0.1:1001", Transport.TCP)
+        admin.user_id = member.user_id = 1  # the root user
+        await core.execute(admin, CreateStream(1, "s"))
+        for topic_id in (1, 2):
+            await core.execute(admin, topic(topic_id))
+            for group_id in (1, 2):
+                await core.execute(admin, CreateConsumerGroup(_id(1), _id(topic_id), group_id,
+                                                              f"g{group_id}"))
+                await core.execute(member, group_command(JoinConsumerGroup, topic_id, group_id))
+        everything = [(1, 1, 1), (1, 1, 2), (1, 2, 1), (1, 2, 2)]
+        assert member.consumer_groups == everything
+        await core.execute(member, group_command(JoinConsumerGroup, 1, 1))  # again: no duplicate
+        assert member.consumer_groups == everything
+        await core.execute(member, group_command(LeaveConsumerGroup, 1, 1))
+        await core.execute(admin, group_command(DeleteConsumerGroup, 1, 2))
+        assert member.consumer_groups == [(1, 2, 1), (1, 2, 2)]
+        await core.execute(admin, group_command(JoinConsumerGroup, 2, 1))
+        await core.execute(admin, DeleteTopic(_id(1), _id(2)))
+        assert member.consumer_groups == [] and admin.consumer_groups == []
+        await core.execute(admin, topic(2))
+        await core.execute(admin, CreateConsumerGroup(_id(1), _id(2), 1, "g"))
+        await core.execute(member, group_command(JoinConsumerGroup, 2, 1))
+        await core.execute(admin, group_command(JoinConsumerGroup, 2, 1))
+        core.disconnect(member)
+        assert member.consumer_groups == []
+        group = core.consumer_groups.find_group(core.state.streams[1].topics[2], _id(1))
+        assert list(group.members) == [admin.client_id]
+        assert group.members[admin.client_id].partitions == [1, 2]
+
+    async def run() -> None:
         config = ServerConfig()
         config.system.path = str(tmp_path / "data")
         core = Core(config)
         await core.start()
         try:
-            admin = core.connect("127.0.0.1:1000", Transport.TCP)
-            member = core.connect("127.0.0.1:1001", Transport.TCP)
-            admin.user_id = member.user_id = 1
-            await core.execute(admin, _create_stream_and_topic())
-            await core.execute(admin, _create_topic(2))
-            for topic_id in (1, 2):
-                for group_id in (1, 2):
-                    await core.execute(admin, CreateConsumerGroup(_id(1), _id(topic_id),
-                                                                  group_id, f"g{group_id}"))
-                    await core.execute(member, JoinConsumerGroup(_id(1), _id(topic_id),
-                                                                 _id(group_id)))
-            assert member.consumer_groups == [(1, 1, 1), (1, 1, 2), (1, 2, 1), (1, 2, 2)]
-            await core.execute(member, JoinConsumerGroup(_id(1), _id(1), _id(1)))  # again
-            assert member.consumer_groups == [(1, 1, 1), (1, 1, 2), (1, 2, 1), (1, 2, 2)]
-            from rill.protocol.commands.groups import DeleteConsumerGroup, LeaveConsumerGroup
-            await core.execute(member, LeaveConsumerGroup(_id(1), _id(1), _id(1)))
-            await core.execute(admin, DeleteConsumerGroup(_id(1), _id(1), _id(2)))
-            assert member.consumer_groups == [(1, 2, 1), (1, 2, 2)]
-            await core.execute(admin, JoinConsumerGroup(_id(1), _id(2), _id(1)))
-            await core.execute(admin, DeleteTopic(_id(1), _id(2)))
-            assert member.consumer_groups == [] and admin.consumer_groups == []
-            await core.execute(admin, _create_topic(2))
-            await core.execute(admin, CreateConsumerGroup(_id(1), _id(2), 1, "g"))
-            await core.execute(member, JoinConsumerGroup(_id(1), _id(2), _id(1)))
-            await core.execute(admin, JoinConsumerGroup(_id(1), _id(2), _id(1)))
-            core.disconnect(member)
-            assert member.consumer_groups == []
-            group = core.consumer_groups.find_group(core.state.streams[1].topics[2], _id(1))
-            assert list(group.members) == [admin.client_id]
-            assert group.members[admin.client_id].partitions == [1, 2]
+            await scenario(core)
         finally:
             await core.stop()
 
-    asyncio.run(scenario())
+    asyncio.run(run())
 
 
 def _id(value) -> Identifier:
     return Identifier.of(value)
-
-
-def _create_stream_and_topic():
-    from rill.protocol.commands.streams import CreateStream
-
-    return CreateStream(1, "s")
-
-
-def _create_topic(topic_id: int):
-    from rill.protocol.commands.topics import CreateTopic
-
-    return CreateTopic.__new__(CreateTopic)  # replaced below

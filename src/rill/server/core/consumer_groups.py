@@ -153,11 +153,15 @@ class ConsumerGroupService:
 
     # -- commands --------------------------------------------------------------------------
 
-    def get_consumer_group(self, session: Session, command: GetConsumerGroup) -> ConsumerGroupDetails:
+    def get_consumer_group(
+        self, session: Session, command: GetConsumerGroup
+    ) -> ConsumerGroupDetails:
         topic, group = self._topic_and_group(session, command, "get_consumer_group")
         return self._details(topic, group)
 
-    def get_consumer_groups(self, session: Session, command: GetConsumerGroups) -> list[GroupRecord]:
+    def get_consumer_groups(
+        self, session: Session, command: GetConsumerGroups
+    ) -> list[GroupRecord]:
         state = self.state
         topic = state.find_topic(command.stream_id, command.topic_id)
         state.authorize(session, "get_consumer_groups", topic.stream_id, topic.id)
@@ -180,7 +184,8 @@ class ConsumerGroupService:
         group_id = command.group_id or state.lowest_free_id(existing)
         if group_id in existing:
             raise errors.ConsumerGroupIdAlreadyExists(group_id, topic.id, field="group_id")
-        state.store.create_consumer_group(ConsumerGroupRow(topic.stream_id, topic.id, group_id, name))
+        row = ConsumerGroupRow(topic.stream_id, topic.id, group_id, name)
+        state.store.create_consumer_group(row)
         group = Group(topic.stream_id, topic.id, group_id, name)
         self.topics.setdefault((topic.stream_id, topic.id), {})[group_id] = group
         return self._details(topic, group)

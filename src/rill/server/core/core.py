@@ -23,14 +23,17 @@ from rill.protocol.primitives import Transport
 from rill.server.auth.permissioner import Permissioner
 from rill.server.config import ServerConfig
 from rill.server.core.consumer_groups import ConsumerGroupService
+from rill.server.core.clients import ClientService, run_heartbeat_verifier
 from rill.server.core.consumer_offsets import ConsumerOffsetService
 from rill.server.core.messages import MessageService
 from rill.server.core.model import Session, Stream, Topic
 from rill.server.core.partitions import PartitionService
 from rill.server.core.retention import run_retention
+from rill.server.core.snapshot import SnapshotService
 from rill.server.core.state import CoreState
 from rill.server.core.streams import StreamService
 from rill.server.core.system import SystemService
+from rill.server.core.tokens import PersonalAccessTokenService
 from rill.server.core.topics import TopicService
 from rill.server.core.users import UserService
 from rill.server.storage.directories import remove_stray_directories
@@ -41,6 +44,11 @@ from rill.server.storage.paths import DataPaths
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Session, Command], Any]
+
+# commands that need no login (wire §6.1)
+PUBLIC_COMMANDS = frozenset(
+    {"ping", "get_stats", "login_user", "login_with_personal_access_token", "logout_user"}
+)
 
 
 class Core:
@@ -58,8 +66,13 @@ class Core:
             permissioner=Permissioner(),
         )
         state = self.state
-        self.system = SystemService(state)
+        self.sessions: dict[int, Session] = {}
+        self.system = SystemService(state, self.sessions)
+        self.clients = ClientService(state, self.sessions)
+        self.snapshot = SnapshotService(state)
         self.users = UserService(state)
+        self.users.live_sessions = self.sessions.values  # deleted users are logged out
+        self.tokens = PersonalAccessTokenService(state, self.users)
         self.streams = StreamService(state)
         self.topics = TopicService(state)
         self.partitions = PartitionService(state)
@@ -69,9 +82,12 @@ class Core:
         self.partitions.on_partitions_changed = self.consumer_groups.partitions_changed
         self.streams.on_stream_deleted = self.consumer_groups.stream_deleted
         self.topics.on_topic_deleted = self.consumer_groups.topic_deleted
+        # GET_STATS counts the groups where the consumer-group service keeps them
+        self.system.groups_of = lambda topic: self.consumer_groups.topics.get(
+            (topic.stream_id, topic.id), {}
+        )
         self.messages = MessageService(state, self.consumer_offsets)
         self.handlers: dict[str, Handler] = self._handler_table()
-        self.sessions: dict[int, Session] = {}
         # called with the session when a client disconnects (consumer groups leave, ...)
         self.on_disconnect: list[Callable[[Session], None]] = []
         self.on_disconnect.append(self.consumer_groups.client_disconnected)
@@ -80,8 +96,9 @@ class Core:
 
     def _handler_table(self) -> dict[str, Handler]:
         services = (
-            self.system, self.users, self.streams, self.topics, self.partitions,
-            self.consumer_offsets, self.messages, self.consumer_groups,
+            self.system, self.clients, self.snapshot, self.users, self.tokens, self.streams,
+            self.topics, self.partitions, self.consumer_offsets, self.messages,
+            self.consumer_groups,
         )
         table: dict[str, Handler] = {}
         for service in services:
@@ -96,6 +113,11 @@ class Core:
     async def execute(self, session: Session, command: Command) -> Any:
         """Run one decoded command for ``session``; raises RillError on failure."""
         handler = self.handlers.get(command.NAME)
+        if not session.is_authenticated and command.NAME not in PUBLIC_COMMANDS:
+            # the login gate comes before any lookup, so strangers learn nothing about ids
+            if command.NAME == "purge_stream":  # the dialect answers 41 here (wire §3.6)
+                raise errors.Unauthorized()
+            raise errors.Unauthenticated()
         if handler is None:
             raise errors.FeatureUnavailable(reason=f"{command.NAME} is not available yet")
         result = handler(session, command)
@@ -115,8 +137,9 @@ class Core:
         return session
 
     def disconnect(self, session: Session) -> None:
-        if self.sessions.pop(session.client_id, None) is None:
-            return
+        if self.sessions.get(session.client_id) is not session:
+            return  # already removed (e.g. by the heartbeat verifier); its id may be reused
+        del self.sessions[session.client_id]
         for callback in self.on_disconnect:
             try:
                 callback(session)
@@ -137,11 +160,18 @@ class Core:
         retention = self.config.retention
         if retention.cleaner_enabled:
             self._tasks.append(asyncio.create_task(run_retention(state, retention.interval)))
+        self._tasks.append(asyncio.create_task(self.tokens.run_cleaner()))
+        heartbeat = self.config.heartbeat
+        if heartbeat.enabled:
+            self._tasks.append(asyncio.create_task(
+                run_heartbeat_verifier(state, self.sessions, heartbeat.interval, self.disconnect)
+            ))
 
     def _load(self) -> None:
         state = self.state
         store = state.store
         self.users.load()
+        self.tokens.load()
         for row in store.load_streams():
             state.streams[row.id] = Stream(row.id, row.name, row.created_at)
         for row in store.load_topics():

@@ -17,7 +17,8 @@ Rules:
   * A region the walk cannot parse is passed to the log unchanged, which rejects it with the
     proper status; nothing is remembered.
 
-The window lives in memory only: a restart (or a deleted and recreated partition) forgets it.
+The window lives in memory only: a restart (or a deleted and recreated partition) forgets it;
+purging a topic or stream keeps it (the ids were accepted, even if the messages are gone).
 When deduplication is disabled, no deduplicator exists and the send path does not call in here
 at all, so it costs nothing per message.
 """
@@ -27,7 +28,8 @@ from __future__ import annotations
 import struct
 import time
 import weakref
-from collections import OrderedDict
+from collections import deque
+from itertools import repeat
 from typing import Callable
 
 from rill.server.config import MessageDeduplicationConfig
@@ -38,54 +40,30 @@ _U32 = struct.Struct("<I")
 _ZERO_ID = bytes(16)
 
 
-def split_region(raw: bytes | bytearray | memoryview) -> list[tuple[bytes, int, int]] | None:
-    """``(id, start, stop)`` of every message of a SEND region, or None if it is malformed."""
-    view = memoryview(raw)
-    if view.format != "B" or view.ndim != 1:
-        view = view.cast("B")
-    end = len(view)
-    read_head = _SEND_HEAD.unpack_from
-    read_u32 = _U32.unpack_from
-    messages: list[tuple[bytes, int, int]] = []
-    position = 0
-    try:
-        while position < end:
-            message_id, headers_length = read_head(view, position)
-            payload_length_position = position + 20 + headers_length
-            (payload_length,) = read_u32(view, payload_length_position)
-            stop = payload_length_position + 4 + payload_length
-            if payload_length == 0 or stop > end:
-                return None
-            messages.append((message_id, position, stop))
-            position = stop
-    except struct.error:
-        return None
-    return messages
-
-
 class IdWindow:
-    """The ids accepted recently in one partition, oldest first, with their acceptance time."""
+    """The ids accepted recently in one partition: id -> acceptance time, plus their order.
 
-    __slots__ = ("seen",)
+    ``order`` holds every remembered id exactly once, oldest first (an id is only re-added
+    after it left both), so the oldest and the expired ids are always at its left end.
+    """
+
+    __slots__ = ("seen", "order")
 
     def __init__(self) -> None:
-        self.seen: OrderedDict[bytes, float] = OrderedDict()
+        self.seen: dict[bytes, float] = {}
+        self.order: deque[bytes] = deque()
 
     def forget_expired(self, now: float, expiry: float) -> None:
-        seen = self.seen
-        # insertion order is time order and the expiry is the same for all: expired ids are a prefix
-        while seen:
-            first_id, accepted_at = next(iter(seen.items()))
-            if now - accepted_at < expiry:
-                return
-            del seen[first_id]
+        seen, order = self.seen, self.order
+        while order and now - seen[order[0]] >= expiry:
+            del seen[order.popleft()]
 
     def remember(self, ids: list[bytes], now: float, max_entries: int) -> None:
-        seen = self.seen
-        for message_id in ids:
-            seen[message_id] = now
-        while len(seen) > max(max_entries, 0):
-            seen.popitem(last=False)
+        seen, order = self.seen, self.order
+        seen.update(zip(ids, repeat(now)))
+        order.extend(ids)
+        while len(order) > max(max_entries, 0):
+            del seen[order.popleft()]
 
 
 class MessageDeduplicator:
@@ -124,30 +102,40 @@ class MessageDeduplicator:
         The region is returned as given when nothing was dropped (no copy) or when it cannot be
         parsed (the log then rejects it). Remember the ids only once the append succeeded.
         """
-        messages = split_region(raw)
-        if messages is None:
-            return raw, []
-        window = self.window(partition)
-        window.forget_expired(self.clock(), self.expiry)
-        seen = window.seen
-        new_ids: list[bytes] = []
-        in_batch: set[bytes] = set()
-        kept: list[tuple[int, int]] = []
-        for message_id, start, stop in messages:
-            if message_id != _ZERO_ID:
-                if message_id in seen or message_id in in_batch:
-                    continue
-                in_batch.add(message_id)
-                new_ids.append(message_id)
-            kept.append((start, stop))
-        if len(kept) == len(messages):
-            return raw, new_ids
-        if not kept:
-            return None, []
         view = memoryview(raw)
         if view.format != "B" or view.ndim != 1:
             view = view.cast("B")
-        return b"".join(_merged_slices(view, kept)), new_ids
+        end = len(view)
+        read_head = _SEND_HEAD.unpack_from
+        read_u32 = _U32.unpack_from
+        window = self.window(partition)
+        window.forget_expired(self.clock(), self.expiry)
+        seen = window.seen
+        accepted: dict[bytes, None] = {}  # new ids of this batch, in order (an ordered set)
+        dropped: list[tuple[int, int]] = []  # (start, stop) of each duplicate
+        position = 0
+        try:
+            while position < end:
+                message_id, headers_length = read_head(view, position)
+                payload_length_position = position + 20 + headers_length
+                (payload_length,) = read_u32(view, payload_length_position)
+                stop = payload_length_position + 4 + payload_length
+                if payload_length == 0 or stop > end:
+                    return raw, []
+                if message_id != _ZERO_ID:
+                    if message_id in seen or message_id in accepted:
+                        dropped.append((position, stop))
+                    else:
+                        accepted[message_id] = None
+                position = stop
+        except struct.error:
+            return raw, []
+        if not dropped:
+            return raw, list(accepted)
+        kept = _kept_slices(view, dropped)
+        if not kept:
+            return None, []
+        return b"".join(kept), list(accepted)
 
     def append(
         self, partition: Partition, raw: bytes | bytearray | memoryview, now_us: int
@@ -162,15 +150,14 @@ class MessageDeduplicator:
         return last - first + 1
 
 
-def _merged_slices(view: memoryview, kept: list[tuple[int, int]]) -> list[memoryview]:
-    """Slices of ``view`` covering the kept messages, adjacent messages joined into one slice."""
-    slices: list[memoryview] = []
-    run_start, run_stop = kept[0]
-    for start, stop in kept[1:]:
-        if start == run_stop:
-            run_stop = stop
-            continue
-        slices.append(view[run_start:run_stop])
-        run_start, run_stop = start, stop
-    slices.append(view[run_start:run_stop])
-    return slices
+def _kept_slices(view: memoryview, dropped: list[tuple[int, int]]) -> list[memoryview]:
+    """Slices of ``view`` between the dropped byte ranges (sorted, not overlapping)."""
+    kept: list[memoryview] = []
+    position = 0
+    for start, stop in dropped:
+        if start > position:
+            kept.append(view[position:start])
+        position = stop
+    if position < len(view):
+        kept.append(view[position:])
+    return kept

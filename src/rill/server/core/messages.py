@@ -20,6 +20,7 @@ from rill.server.core.consumer_offsets import ConsumerOffsetService
 from rill.server.core.deduplication import MessageDeduplicator
 from rill.server.core.model import Partition, Session, Topic
 from rill.server.core.state import CoreState
+from rill.server.metrics import record_appended
 
 _U32 = struct.Struct("<I")
 
@@ -68,6 +69,7 @@ class MessageService:
             partition.log.append(command.messages, state.clock())
         else:
             self.deduplicator.append(partition, command.messages, state.clock())
+        record_appended(partition.log)
         await partition.log.wait_durable()
 
     # -- poll ------------------------------------------------------------------------------

@@ -21,13 +21,13 @@ import logging
 import platform
 import socket
 import time
-from typing import Mapping
+from typing import Callable, Mapping, Sized
 
 import psutil
 
 from rill.protocol.commands.system import GetStats, Ping
 from rill.protocol.responses.system import Stats
-from rill.server.core.model import Session
+from rill.server.core.model import Session, Topic
 from rill.server.core.state import CoreState
 
 log = logging.getLogger(__name__)
@@ -92,6 +92,10 @@ class SystemService:
         self.cpu = CpuSampler(self.process)
         self.start_time_us = int(self.process.create_time() * 1_000_000)
         self.os_name, self.os_version, self.kernel_version = _os_names()
+        # the consumer groups of a topic (set by the Core to where the group service keeps them)
+        self.groups_of: Callable[[Topic], Sized] = lambda topic: getattr(
+            topic, "consumer_groups", {}
+        )
 
     def ping(self, session: Session, command: Ping) -> None:
         return None  # the transport already refreshed the session's heartbeat
@@ -102,7 +106,7 @@ class SystemService:
             streams += 1
             for topic in stream.topics.values():
                 topics += 1
-                groups += len(getattr(topic, "consumer_groups", {}))
+                groups += len(self.groups_of(topic))
                 for partition in topic.partitions.values():
                     partitions += 1
                     partition_log = partition.log

@@ -71,6 +71,10 @@ CREATE TABLE IF NOT EXISTS personal_access_tokens (
     expiry_at INTEGER NOT NULL,
     PRIMARY KEY (user_id, name)
 );
+CREATE TABLE IF NOT EXISTS revoked_access_tokens (
+    token_id TEXT PRIMARY KEY,
+    expiry_at INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS users (
     id INTEGER PRIMARY KEY,
     username TEXT NOT NULL UNIQUE,
@@ -398,6 +402,26 @@ class MetadataStore:
         """The user and (by cascade) its personal access tokens."""
         with self._transaction():
             self._db.execute("DELETE FROM users WHERE id = ?", (user_id,))
+
+    # -- revoked HTTP access tokens (JWT ids) ------------------------------------------------
+
+    def revoke_access_token(self, token_id: str, expiry_at: int) -> None:
+        """Remember a revoked JWT id until it would have expired anyway (unix seconds)."""
+        with self._transaction():
+            self._db.execute(
+                "INSERT OR REPLACE INTO revoked_access_tokens(token_id, expiry_at) VALUES (?, ?)",
+                (token_id, expiry_at),
+            )
+
+    def load_revoked_access_tokens(self) -> dict[str, int]:
+        rows = self._db.execute("SELECT token_id, expiry_at FROM revoked_access_tokens")
+        return dict(rows.fetchall())
+
+    def delete_expired_revocations(self, now_seconds: int) -> None:
+        with self._transaction():
+            self._db.execute(
+                "DELETE FROM revoked_access_tokens WHERE expiry_at <= ?", (now_seconds,)
+            )
 
     # -- personal access tokens ------------------------------------------------------------
 

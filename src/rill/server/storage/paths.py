@@ -50,6 +50,23 @@ class DataPaths:
         return self.root / "runtime"
 
     @property
+    def secrets_dir(self) -> Path:
+        """Generated secrets (JWT signing key, self-signed certificates): mode 0700."""
+        return self.root / "secrets"
+
+    @property
+    def jwt_secret(self) -> Path:
+        return self.secrets_dir / "jwt_secret"
+
+    @property
+    def self_signed_certificate(self) -> Path:
+        return self.secrets_dir / "self_signed_cert.pem"
+
+    @property
+    def self_signed_key(self) -> Path:
+        return self.secrets_dir / "self_signed_key.pem"
+
+    @property
     def streams_dir(self) -> Path:
         return self.root / "streams"
 

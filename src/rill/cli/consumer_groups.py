@@ -1,0 +1,135 @@
+"""``rill consumer-group create|get|list|delete|join|leave``: the consumer groups of a topic.
+
+Owns: the consumer-group verbs and the JSON shape of a group: ``id``, ``name``,
+``partitions_count``, ``members_count``; ``get``/``create``/``join`` add ``members``, each
+``{"id": <client id>, "partitions": [...]}``.
+
+Membership belongs to a connection, and each ``rill`` command opens its own: ``join`` shows the
+group as seen right after joining (with this command's client among the members and its
+assigned partitions), and the membership ends when the command exits. ``leave`` sends
+LEAVE_CONSUMER_GROUP for this command's own connection, so it only matters to a server that
+keeps memberships beyond a connection. To consume as a group use ``rill message poll --group``,
+which joins, polls and leaves on one connection.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from rill import errors
+from rill.cli.context import session, settings
+from rill.cli.params import examples, id_argument, stream_argument, topic_argument
+from rill.cli.topics import fetch_topic
+
+app = typer.Typer(name="consumer-group", help="Create, inspect and delete consumer groups.",
+                  no_args_is_help=True)
+
+GROUP_COLUMNS = ("ID", "Name", "Partitions", "Members")
+MEMBER_COLUMNS = ("Member (client ID)", "Partitions")
+
+
+def group_argument() -> Any:
+    return id_argument("Consumer group ID or name.")
+
+
+def group_json(group: Any) -> dict[str, Any]:
+    header = getattr(group, "group", group)
+    value: dict[str, Any] = {"id": header.id, "name": header.name,
+                             "partitions_count": header.partitions_count,
+                             "members_count": header.members_count}
+    if hasattr(group, "members"):
+        value["members"] = [{"id": m.id, "partitions": list(m.partitions)} for m in group.members]
+    return value
+
+
+def group_row(group: Any) -> tuple[Any, ...]:
+    header = getattr(group, "group", group)
+    return (header.id, header.name, header.partitions_count, header.members_count)
+
+
+def show_group(ctx: typer.Context, details: Any) -> None:
+    out = settings(ctx).output
+    if out.json_mode:
+        out.json(group_json(details))
+        return
+    out.record(zip(GROUP_COLUMNS, group_row(details)), title=f"Consumer group {details.id}")
+    if details.members:
+        out.table(MEMBER_COLUMNS, ((m.id, ", ".join(map(str, m.partitions)) or "-") for m in details.members),
+                  title="Members")
+
+
+def fetch_group(client: Any, stream: Any, topic: Any, group: Any) -> Any:
+    """ConsumerGroupDetails, or the not-found error for the stream, topic or group."""
+    details = client.get_consumer_group(stream, topic, group)
+    if details is None:
+        fetch_topic(client, stream, topic)  # raises when the stream or topic is missing
+        raise (errors.ConsumerGroupIdNotFound() if isinstance(group, int)
+               else errors.ConsumerGroupNameNotFound())
+    return details
+
+
+@app.command("create", epilog=examples("rill consumer-group create orders eu workers",
+                                       "rill consumer-group create orders eu workers --id 5"))
+def create_consumer_group(
+    ctx: typer.Context,
+    stream: str = stream_argument(),
+    topic: str = topic_argument(),
+    name: str = typer.Argument(..., help="Group name."),
+    group_id: int = typer.Option(0, "--id", min=0, max=0xFFFFFFFF, help="Group ID; 0 lets the server choose."),
+) -> None:
+    """Create a consumer group on a topic."""
+    with session(ctx, stream=stream, topic=topic, group_name=name, group_id=group_id or None) as client:
+        details = client.create_consumer_group(stream, topic, name, group_id)
+    settings(ctx).output.done(f"consumer group {details.id} {details.name!r} created on topic {topic}",
+                              group_json(details))
+
+
+@app.command("get", epilog=examples("rill consumer-group get orders eu workers"))
+def get_consumer_group(ctx: typer.Context, stream: str = stream_argument(), topic: str = topic_argument(),
+                       group: str = group_argument()) -> None:
+    """Show one consumer group and its members."""
+    with session(ctx, stream=stream, topic=topic, group=group) as client:
+        details = fetch_group(client, stream, topic, group)
+    show_group(ctx, details)
+
+
+@app.command("list", epilog=examples("rill consumer-group list orders eu"))
+def get_consumer_groups(ctx: typer.Context, stream: str = stream_argument(),
+                        topic: str = topic_argument()) -> None:
+    """List the consumer groups of a topic."""
+    with session(ctx, stream=stream, topic=topic) as client:
+        groups = sorted(client.get_consumer_groups(stream, topic), key=lambda group: group.id)
+    settings(ctx).output.emit([group_json(g) for g in groups], GROUP_COLUMNS, (group_row(g) for g in groups),
+                              title=f"Consumer groups of topic {topic}")
+
+
+@app.command("delete", epilog=examples("rill consumer-group delete orders eu workers"))
+def delete_consumer_group(ctx: typer.Context, stream: str = stream_argument(), topic: str = topic_argument(),
+                          group: str = group_argument()) -> None:
+    """Delete a consumer group and its stored offsets."""
+    with session(ctx, stream=stream, topic=topic, group=group) as client:
+        client.delete_consumer_group(stream, topic, group)
+    settings(ctx).output.done(f"consumer group {group} deleted", command="delete_consumer_group",
+                              stream=stream, topic=topic, group=group)
+
+
+@app.command("join", epilog=examples("rill consumer-group join orders eu workers"))
+def join_consumer_group(ctx: typer.Context, stream: str = stream_argument(), topic: str = topic_argument(),
+                        group: str = group_argument()) -> None:
+    """Join a group and show the assignment (the membership ends with this command)."""
+    with session(ctx, stream=stream, topic=topic, group=group) as client:
+        client.join_consumer_group(stream, topic, group)
+        details = fetch_group(client, stream, topic, group)
+    show_group(ctx, details)
+
+
+@app.command("leave", epilog=examples("rill consumer-group leave orders eu workers"))
+def leave_consumer_group(ctx: typer.Context, stream: str = stream_argument(), topic: str = topic_argument(),
+                         group: str = group_argument()) -> None:
+    """Leave a consumer group (as this command's own connection)."""
+    with session(ctx, stream=stream, topic=topic, group=group) as client:
+        client.leave_consumer_group(stream, topic, group)
+    settings(ctx).output.done(f"left consumer group {group}", command="leave_consumer_group",
+                              stream=stream, topic=topic, group=group)

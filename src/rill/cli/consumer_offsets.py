@@ -1,0 +1,90 @@
+"""``rill consumer-offset get|set``: a consumer's stored position in a partition.
+
+Owns: the two offset verbs (``get_consumer_offset``, ``store_consumer_offset``). The consumer is
+``--consumer ID`` (a regular consumer, default 1) or ``--group ID`` (a consumer group's
+offset); ``--partition`` defaults to 1 for both (the server's "not given" would mean partition
+1 for a consumer and nothing useful for a group).
+
+``get`` prints ``partition_id``, ``current_offset`` (the partition's newest offset) and
+``stored_offset``; when nothing is stored yet it prints ``null`` with ``--json`` and a note
+otherwise, and exits 0: an unset offset is a state, not an error.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import typer
+
+from rill.cli import params
+from rill.cli.context import session, settings
+from rill.cli.output import to_json
+from rill.cli.params import examples, stream_argument, topic_argument
+from rill.protocol.primitives import Consumer
+
+app = typer.Typer(name="consumer-offset", help="Read or store a consumer's offset.", no_args_is_help=True)
+
+OFFSET_COLUMNS = ("Consumer", "Partition", "Current offset", "Stored offset")
+
+
+def _consumer(consumer: str, group: Optional[str]) -> Consumer:
+    if group is not None:
+        return Consumer.group(params.identifier(group))
+    return Consumer.regular(params.identifier(consumer))
+
+
+def _describe(who: Consumer) -> str:
+    return f"{'group' if who.is_group else 'consumer'} {who.id}"
+
+
+CONSUMER_OPTION = typer.Option("1", "--consumer", "-c", help="Consumer ID or name.")
+GROUP_OPTION = typer.Option(None, "--group", "-g", help="A consumer group's offset instead.")
+PARTITION_OPTION = typer.Option(1, "--partition", min=1, max=0xFFFFFFFF, help="Partition ID.")
+
+
+@app.command("get", epilog=examples("rill consumer-offset get orders eu --consumer 7 --partition 2",
+                                    "rill --json consumer-offset get orders eu --group workers"))
+def get_consumer_offset(
+    ctx: typer.Context,
+    stream: str = stream_argument(),
+    topic: str = topic_argument(),
+    consumer: str = CONSUMER_OPTION,
+    group: Optional[str] = GROUP_OPTION,
+    partition: int = PARTITION_OPTION,
+) -> None:
+    """Show a consumer's stored offset in a partition."""
+    who = _consumer(consumer, group)
+    with session(ctx, stream=stream, topic=topic, partition=partition, group=group) as client:
+        info = client.get_consumer_offset(stream, topic, who, partition)
+        if info is None:
+            from rill.cli.topics import fetch_topic
+
+            fetch_topic(client, stream, topic)  # a missing stream/topic is an error
+    out = settings(ctx).output
+    if out.json_mode:
+        out.json(to_json(info) if info is not None else None)
+    elif info is None:
+        out.text(f"no offset stored for {_describe(who)} in partition {partition}")
+    else:
+        out.record(zip(OFFSET_COLUMNS, (_describe(who), info.partition_id, info.current_offset,
+                                        info.stored_offset)))
+
+
+@app.command("set", epilog=examples("rill consumer-offset set orders eu 41 --consumer 7",
+                                    "rill consumer-offset set orders eu 0 --group workers --partition 3"))
+def store_consumer_offset(
+    ctx: typer.Context,
+    stream: str = stream_argument(),
+    topic: str = topic_argument(),
+    offset: int = typer.Argument(..., min=0, help="The offset to store (the last one processed)."),
+    consumer: str = CONSUMER_OPTION,
+    group: Optional[str] = GROUP_OPTION,
+    partition: int = PARTITION_OPTION,
+) -> None:
+    """Store a consumer's offset in a partition."""
+    who = _consumer(consumer, group)
+    with session(ctx, stream=stream, topic=topic, partition=partition, group=group, offset=offset) as client:
+        client.store_consumer_offset(stream, topic, offset, who, partition)
+    summary: dict[str, Any] = {"stream": stream, "topic": topic, "partition": partition, "offset": offset}
+    settings(ctx).output.done(f"offset {offset} stored for {_describe(who)} in partition {partition}",
+                              command="store_consumer_offset", **summary)

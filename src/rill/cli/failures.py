@@ -1,0 +1,185 @@
+"""How the CLI fails: one readable line on stderr and a small, documented set of exit codes.
+
+Owns: the exit codes, the wording of every error line, and ``RillGroup`` -- the click group
+class of the ``rill`` app, whose ``invoke`` is the single place where errors raised by any verb
+become ``error: ...`` lines. Verbs never catch ``RillError`` themselves. ``rill serve`` is left
+out: it fails exactly as it did before the CLI grew (the server reports its own errors).
+
+Exit codes (chosen over "status code modulo 256", which collides -- 4100 % 256 == 4 -- and
+would hide the one thing a script usually wants to know: retry or give up):
+
+====  =========================================================================================
+0     success
+1     the server (or the SDK) answered an error; the line names it, e.g.
+      ``error: stream with ID 99 was not found (1009 stream_id_not_found)``; also local file
+      errors (``error: cannot access out.zip: Permission denied``)
+2     usage error: a bad option or argument (typer's usage message), an unknown transport
+3     no connection: cannot connect, the connection was lost, or the request timed out
+130   interrupted (Ctrl-C)
+====  =========================================================================================
+
+Error lines fill the templates of ``rill.errors`` with what the command line named: the
+binary protocol carries only a status code, so ``Stream with ID: {0} was not found.`` becomes
+``stream with ID 99 was not found`` (or ``stream with name orders ...`` when a name was used).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import Any
+
+import typer
+from typer.core import TyperGroup
+
+from rill import errors
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_CONNECTION = 3
+EXIT_INTERRUPTED = 130
+
+_CONNECTION_ERRORS = frozenset(
+    {"cannot_establish_connection", "disconnected", "not_connected", "connection_closed",
+     "tcp_error", "quic_error", "stale_client", "client_shutdown"}
+)
+
+# error name -> which subject fills {0}, {1}, {2} of its template
+_PLACEHOLDERS: dict[str, tuple[str, ...]] = {
+    "stream_id_not_found": ("stream",),
+    "stream_name_not_found": ("stream",),
+    "stream_id_already_exists": ("stream_id",),
+    "stream_name_already_exists": ("stream_name",),
+    "topic_id_not_found": ("topic", "stream"),
+    "topic_name_not_found": ("topic", "stream"),
+    "topic_id_already_exists": ("topic_id", "stream"),
+    "topic_name_already_exists": ("topic_name", "stream"),
+    "missing_topics": ("stream",),
+    "missing_partitions": ("topic", "stream"),
+    "no_partitions": ("topic", "stream"),
+    "topic_full": ("topic", "stream"),
+    "partition_not_found": ("partition", "topic", "stream"),
+    "consumer_group_id_not_found": ("group", "topic"),
+    "consumer_group_name_not_found": ("group", "topic"),
+    "consumer_group_id_already_exists": ("group_id", "topic"),
+    "consumer_group_name_already_exists": ("group_name", "topic"),
+    "consumer_group_member_not_found": ("member", "group", "topic"),
+    "cannot_delete_user": ("user",),
+    "cannot_change_permissions": ("user",),
+    "personal_access_token_already_exists": ("token_name", "user"),
+    "personal_access_token_expired": ("token_name", "user"),
+    "resource_not_found": ("resource",),
+    "client_not_found": ("client",),
+    "invalid_offset": ("offset",),
+}
+
+# errors whose template says too little on a command line
+_WORDING: dict[str, str] = {
+    "unauthenticated": "not logged in: give --username/--password or --token, or run 'rill login'",
+    "invalid_credentials": "invalid credentials (wrong username or password)",
+    "unauthorized": "permission denied for this user",
+    "feature_unavailable": "this server does not implement the command yet",
+}
+
+_PLACEHOLDER = re.compile(
+    r"(?P<with>\s+with (?P<kind>ID|name|key))?(?P<colon>:)?\s*\{(?P<index>\d+)\}"
+)
+
+
+def _fill(template: str, keys: tuple[str, ...], subject: dict[str, Any]) -> str:
+    """Put the values the command line named into ``{n}``; drop the ones it did not name."""
+
+    def replace(match: re.Match[str]) -> str:
+        index = int(match.group("index"))
+        value = subject.get(keys[index]) if index < len(keys) else None
+        if value is None or value == "":
+            return ""
+        if match.group("with"):
+            kind = match.group("kind")
+            if kind != "key":
+                kind = "ID" if isinstance(value, int) or str(value).isdigit() else "name"
+            return f" with {kind} {value}"
+        return f"{match.group('colon') or ''} {value}"
+
+    return _PLACEHOLDER.sub(replace, template)
+
+
+def _sentence(text: str) -> str:
+    text = text.strip().rstrip(".")
+    first = text.split(" ", 1)[0]
+    if len(first) > 1 and first[1:].isupper():  # keep TCP, JWT, HTTP, UTF-8 ...
+        return text
+    return text[:1].lower() + text[1:]
+
+
+def describe(error: errors.RillError, subject: dict[str, Any] | None = None) -> str:
+    """The text after ``error: `` for an error raised by the SDK or the server."""
+    subject = subject or {}
+    name = error.name
+    if name == "cannot_establish_connection":
+        cause = error.__cause__
+        errno = getattr(cause, "errno", None)
+        detail = (os.strerror(errno) if errno else getattr(cause, "strerror", None)) or (
+            str(cause) if cause else "")
+        address = subject.get("address", "the server")
+        return f"cannot connect to {address}" + (f" ({detail.lower()})" if detail else "")
+    if name in _CONNECTION_ERRORS:
+        address = subject.get("address", "the server")
+        return f"connection to {address} lost ({error.code} {name})"
+    if name in _WORDING:
+        return f"{_WORDING[name]} ({error.code} {name})"
+    if name == "resource_not_found" and subject.get("resource_label"):
+        text = f"{subject['resource_label']} was not found"
+    elif error.reason and error.reason != error.template:
+        text = error.reason  # the SDK built a specific reason (a client-side check)
+    else:
+        text = _fill(error.template, _PLACEHOLDERS.get(name, ()), subject)
+    return f"{_sentence(text)} ({error.code} {name})"
+
+
+def exit_code(error: errors.RillError) -> int:
+    return EXIT_CONNECTION if error.name in _CONNECTION_ERRORS else EXIT_ERROR
+
+
+def fail(message: str, code: int = EXIT_ERROR) -> typer.Exit:
+    """Print ``error: message`` and return the Exit to raise: ``raise fail("...")``."""
+    print_error(message)
+    return typer.Exit(code)
+
+
+def print_error(message: str) -> None:
+    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.flush()
+
+
+class RillGroup(TyperGroup):
+    """The top-level click group: turns every exception a verb raises into one stderr line."""
+
+    #: verbs whose failures are reported their own way (``serve`` runs the server as it always did)
+    unhandled = frozenset({"serve"})
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (errors.RillError, OSError, KeyboardInterrupt) as error:
+            if ctx.invoked_subcommand in self.unhandled:
+                raise
+            raise _exit_for(error, getattr(ctx.obj, "subject", None) or {}) from None
+
+
+def _exit_for(error: BaseException, subject: dict[str, Any]) -> typer.Exit:
+    """Print the line for ``error`` and return the Exit carrying its code."""
+    if isinstance(error, errors.RillError):
+        print_error(describe(error, subject))
+        return typer.Exit(exit_code(error))
+    if isinstance(error, KeyboardInterrupt):
+        sys.stderr.write("\n")
+        return typer.Exit(EXIT_INTERRUPTED)
+    if isinstance(error, TimeoutError):  # a request that got no answer in time
+        print_error(f"no answer from {subject.get('address', 'the server')} in time (timeout)")
+        return typer.Exit(EXIT_CONNECTION)
+    assert isinstance(error, OSError)
+    filename = f" {error.filename}" if error.filename else ""
+    print_error(f"cannot access{filename}: {error.strerror or error}")
+    return typer.Exit(EXIT_ERROR)

@@ -1,0 +1,183 @@
+"""Server metrics in the Prometheus text format (served at ``[http.metrics] endpoint``).
+
+Owns: the counters and histograms, and their rendering. What is measured:
+
+* every command that reaches ``Core.execute``, whatever the transport: a request counter by
+  command, transport and outcome (``ok`` or the error's snake_case name) and a latency
+  histogram by command and transport -- ``instrument(core)`` wraps the Core's one entry point,
+  so transports need no code of their own for it;
+* bytes in (SEND message regions) and bytes/messages out (POLL answers), by transport, taken
+  from the same wrapper;
+* messages appended (``record_appended``, one line in the send path): counted from the
+  partition log's next offset, so duplicates dropped by deduplication are not counted. A
+  mark per log remembers the next offset last seen; ``instrument`` primes the marks of the
+  logs loaded at start and a log first seen later was created empty. A purge resets the
+  offsets, so a smaller value than the mark means "this many since the purge";
+* HTTP requests by method and status (the HTTP transport's middleware);
+* gauges read at scrape time: connected clients by transport, streams, topics, partitions.
+
+``METRICS`` is the process-wide registry (as in Prometheus client libraries); one server
+runs per process. Invariant: recording never raises and costs a few dict operations.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+import weakref
+from collections import defaultdict
+from typing import Any, Callable
+
+from rill.protocol.commands.messages import SendMessages
+from rill.protocol.responses.messages import PolledMessages
+
+LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                   0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class Histogram:
+    __slots__ = ("counts", "total", "count")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(LATENCY_BUCKETS) + 1)  # the last one is +Inf
+        self.total = 0.0
+        self.count = 0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(LATENCY_BUCKETS, value)] += 1
+        self.total += value
+        self.count += 1
+
+
+def _labels(**labels: Any) -> str:
+    def escape(text: Any) -> str:
+        return str(text).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+    return "{" + ",".join(f'{key}="{escape(value)}"' for key, value in labels.items()) + "}"
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.requests: dict[tuple[str, str, str], int] = defaultdict(int)
+        self.latency: dict[tuple[str, str], Histogram] = defaultdict(Histogram)
+        self.bytes_in: dict[str, int] = defaultdict(int)
+        self.bytes_out: dict[str, int] = defaultdict(int)
+        self.messages_out: dict[str, int] = defaultdict(int)
+        self.messages_appended = 0
+        self.http_requests: dict[tuple[str, int], int] = defaultdict(int)
+        self._marks: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self._core: Any = None
+
+    # -- recording -------------------------------------------------------------------------
+
+    def instrument(self, core: Any) -> None:
+        """Wrap ``core.execute`` (after ``core.start()``) so every command is measured."""
+        self._core = core
+        for stream in core.state.streams.values():
+            for topic in stream.topics.values():
+                for partition in topic.partitions.values():
+                    self._marks[partition.log] = partition.log.next_offset
+        execute = core.execute
+        if getattr(execute, "__rill_metrics__", False):
+            return
+        core.execute = self._measured(execute)
+
+    def _measured(self, execute: Callable[..., Any]) -> Callable[..., Any]:
+        clock = time.perf_counter
+
+        async def measured(session: Any, command: Any) -> Any:
+            transport = session.transport.name.lower()
+            started = clock()
+            outcome = "ok"
+            try:
+                result = await execute(session, command)
+            except Exception as error:
+                outcome = getattr(error, "name", "error")
+                raise
+            finally:
+                self.latency[(command.NAME, transport)].observe(clock() - started)
+                self.requests[(command.NAME, transport, outcome)] += 1
+            if isinstance(result, PolledMessages):
+                self.messages_out[transport] += result.count
+                self.bytes_out[transport] += len(result.raw)
+            elif isinstance(command, SendMessages):
+                self.bytes_in[transport] += len(command.messages)
+            return result
+
+        measured.__rill_metrics__ = True  # type: ignore[attr-defined]
+        return measured
+
+    def record_appended(self, log: Any) -> None:
+        """Called right after an append to ``log`` (no await in between)."""
+        now = log.next_offset
+        before = self._marks.get(log, 0)
+        self._marks[log] = now
+        self.messages_appended += now - before if now >= before else now
+
+    def record_http(self, method: str, status: int) -> None:
+        self.http_requests[(method, status)] += 1
+
+    # -- rendering -------------------------------------------------------------------------
+
+    def render(self) -> str:
+        lines: list[str] = []
+
+        def family(name: str, kind: str, help_text: str) -> None:
+            lines.append(f"# HELP {name} {help_text}")
+            lines.append(f"# TYPE {name} {kind}")
+
+        family("rill_requests_total", "counter", "Commands executed, by command, transport and outcome.")
+        for (command, transport, outcome), value in sorted(self.requests.items()):
+            lines.append(f"rill_requests_total{_labels(command=command, transport=transport, outcome=outcome)} {value}")
+        family("rill_request_duration_seconds", "histogram", "Time spent executing a command.")
+        for (command, transport), histogram in sorted(self.latency.items()):
+            cumulative = 0
+            for bound, count in zip((*LATENCY_BUCKETS, "+Inf"), histogram.counts):
+                cumulative += count
+                labels = _labels(command=command, transport=transport, le=bound)
+                lines.append(f"rill_request_duration_seconds_bucket{labels} {cumulative}")
+            labels = _labels(command=command, transport=transport)
+            lines.append(f"rill_request_duration_seconds_sum{labels} {histogram.total:.9f}")
+            lines.append(f"rill_request_duration_seconds_count{labels} {histogram.count}")
+        for name, values, help_text in (
+            ("rill_bytes_in_total", self.bytes_in, "Bytes of message regions received by SEND."),
+            ("rill_bytes_out_total", self.bytes_out, "Bytes of messages answered by POLL."),
+            ("rill_messages_out_total", self.messages_out, "Messages answered by POLL."),
+        ):
+            family(name, "counter", help_text)
+            for transport, value in sorted(values.items()):
+                lines.append(f"{name}{_labels(transport=transport)} {value}")
+        family("rill_messages_in_total", "counter", "Messages appended to partitions.")
+        lines.append(f"rill_messages_in_total {self.messages_appended}")
+        family("rill_http_requests_total", "counter", "HTTP requests, by method and status.")
+        for (method, status), value in sorted(self.http_requests.items()):
+            lines.append(f"rill_http_requests_total{_labels(method=method, status=status)} {value}")
+        lines.extend(self._gauges())
+        return "\n".join(lines) + "\n"
+
+    def _gauges(self) -> list[str]:
+        core = self._core
+        if core is None:
+            return []
+        connections: dict[str, int] = defaultdict(int)
+        for session in list(core.sessions.values()):
+            connections[session.transport.name.lower()] += 1
+        streams = list(core.state.streams.values())
+        topics = [topic for stream in streams for topic in stream.topics.values()]
+        partitions = sum(len(topic.partitions) for topic in topics)
+        lines = ["# HELP rill_connections Connected clients, by transport.",
+                 "# TYPE rill_connections gauge"]
+        lines += [f"rill_connections{_labels(transport=t)} {n}" for t, n in sorted(connections.items())]
+        for name, value in (("streams", len(streams)), ("topics", len(topics)),
+                            ("partitions", partitions)):
+            lines += [f"# HELP rill_{name} Number of {name}.", f"# TYPE rill_{name} gauge",
+                      f"rill_{name} {value}"]
+        return lines
+
+
+METRICS = Metrics()
+
+
+def record_appended(log: Any) -> None:
+    """The send path's one line: count what was just appended to ``log``."""
+    METRICS.record_appended(log)

@@ -1,0 +1,101 @@
+"""Running the HTTP app: uvicorn's server as one task in rill's own event loop.
+
+Owns: ``HttpListener``: binds the socket itself (so port 0 works and the bound port is known
+before the first request, and a bind failure is an ordinary OSError rather than uvicorn's
+``sys.exit``), loads the token secret, builds the app, runs ``uvicorn.Server.serve`` as a task
+with uvicorn's signal handling switched off (the process's signals belong to
+``rill.server.app``), and stops it gracefully. TLS when ``[http.tls] enabled``: uvicorn's
+``ssl_certfile``/``ssl_keyfile`` from the configured PEM paths.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from typing import Iterator
+
+import uvicorn
+
+from rill.server.config import HttpConfig, split_address
+from rill.server.core.core import Core
+from rill.server.metrics import METRICS, Metrics
+from rill.server.transports.http.app import create_app
+from rill.server.transports.http.jwt import JwtManager, load_or_create_secret
+
+log = logging.getLogger(__name__)
+
+GRACEFUL_SHUTDOWN_SECONDS = 5
+
+
+class _EmbeddedServer(uvicorn.Server):
+    """uvicorn's server without its own signal handlers."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:  # uvicorn >= 0.29
+        yield
+
+    def install_signal_handlers(self) -> None:  # older uvicorn
+        return None
+
+
+def bind(address: str) -> socket.socket:
+    host, port = split_address(address, "http.address")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.create_server((host, port), family=family, backlog=1024)
+    sock.setblocking(False)
+    return sock
+
+
+class HttpListener:
+    def __init__(self, core: Core, config: HttpConfig, metrics: Metrics = METRICS) -> None:
+        self.core = core
+        self.config = config
+        self.metrics = metrics
+        self.jwt: JwtManager | None = None
+        self._server: _EmbeddedServer | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._cleaner: asyncio.Task[None] | None = None
+
+    async def start(self) -> tuple[str, int]:
+        """Start serving; returns the bound (host, port)."""
+        config = self.config
+        state = self.core.state
+        self.jwt = JwtManager(config.jwt, load_or_create_secret(state.paths.jwt_secret), state.store)
+        self.jwt.forget_expired_revocations()
+        app = create_app(self.core, config, self.jwt, self.metrics)
+        sock = bind(config.address)
+        tls = config.tls
+        server_config = uvicorn.Config(
+            app, log_config=None, access_log=False, lifespan="off", ws="none",
+            server_header=False, proxy_headers=False,
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+            ssl_certfile=tls.certificate if tls.enabled else None,
+            ssl_keyfile=tls.key if tls.enabled else None,
+        )
+        self._server = _EmbeddedServer(server_config)
+        self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="rill-http")
+        while not self._server.started:
+            if self._task.done():
+                sock.close()
+                self._task.result()  # raises what went wrong
+                raise RuntimeError("the HTTP server stopped during start-up")
+            await asyncio.sleep(0.005)
+        self._cleaner = asyncio.create_task(self.jwt.run_cleaner(), name="rill-http-token-cleaner")
+        host, port = sock.getsockname()[:2]
+        return host, port
+
+    async def stop(self) -> None:
+        if self._cleaner is not None:
+            self._cleaner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._cleaner
+            self._cleaner = None
+        if self._server is not None and self._task is not None:
+            self._server.should_exit = True
+            try:
+                await self._task
+            except Exception:  # noqa: BLE001 - stopping must not fail the shutdown
+                log.exception("the HTTP server did not stop cleanly")
+            self._server = self._task = None

@@ -1,0 +1,85 @@
+"""What every route shares: the server context, the one execute path, and documented replies.
+
+Owns: ``HttpContext`` (the Core, the token manager, the HTTP config, the metrics; kept on
+``app.state.rill``) and ``run``, the whole life of a routed request: the path params, query and
+validated body go through ``rill.protocol.http_json`` into the command dataclass, the command
+goes to ``Core.execute`` (which does login gating, permissions, validation and journaling),
+and the result comes back as JSON with the endpoint's success status. Get-single endpoints
+answer any failure -- and a missing result -- with the 404 ``not_found`` body (wire §8.3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Request, Security
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
+
+from rill import errors
+from rill.protocol import http_json
+from rill.server.config import HttpConfig
+from rill.server.core.core import Core
+from rill.server.metrics import Metrics
+from rill.server.transports.http import schemas
+from rill.server.transports.http.auth import bearer, session_of
+from rill.server.transports.http.errors import not_found
+from rill.server.transports.http.jwt import JwtManager
+from rill.server.transports.http.models import to_json
+
+
+@dataclass
+class HttpContext:
+    core: Core
+    jwt: JwtManager
+    config: HttpConfig
+    metrics: Metrics
+
+
+def context(request: Request) -> HttpContext:
+    return request.app.state.rill  # type: ignore[no-any-return]
+
+
+# every protected route lists the bearer scheme, so /docs can send the token
+SECURED = [Security(bearer)]
+
+_ERROR = {"model": schemas.Error}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {**_ERROR, "description": "Invalid request (malformed body, bad value, rule broken)"},
+    401: {**_ERROR, "description": "Missing, invalid, expired or revoked access token"},
+    403: {**_ERROR, "description": "The user lacks the permission"},
+    404: {**_ERROR, "description": "Not found"},
+}
+BODY_ERRORS: dict[int | str, dict[str, Any]] = {
+    **ERRORS, 413: {**_ERROR, "description": "The body is larger than max_request_size"},
+}
+
+
+def replies(model: Any = None, status: int = 200, body: bool = True) -> dict[int | str, dict[str, Any]]:
+    """The ``responses`` of a route: its success reply and the error replies."""
+    success: dict[str, Any] = {"description": "Success"}
+    if model is not None:
+        success["model"] = model
+    return {status: success, **(BODY_ERRORS if body else ERRORS)}
+
+
+async def execute(request: Request, name: str, body: BaseModel | None = None) -> Any:
+    """Decode the request into ``name``'s command and run it; returns the result."""
+    command = http_json.decode_request(name, request.path_params, request.query_params, to_json(body))
+    return await context(request).core.execute(session_of(request), command)
+
+
+async def run(request: Request, name: str, body: BaseModel | None = None) -> Response:
+    spec = http_json.ENDPOINTS[name]
+    try:
+        result = await execute(request, name, body)
+    except errors.RillError:
+        if spec.get_single:
+            return not_found()
+        raise
+    if spec.get_single and result is None:
+        return not_found()
+    if not http_json.has_json_result(name):
+        return Response(status_code=spec.status)
+    return JSONResponse(http_json.encode_result(name, result), status_code=spec.status)

@@ -1,0 +1,70 @@
+"""System routes: ``/``, ``/ping``, ``/stats``, the metrics endpoint, clients and snapshots.
+
+Owns: the routes of wire §8.4's system rows. ``/``, ``/ping``, ``/stats`` and the metrics
+endpoint are public. A snapshot answers the ZIP archive as an ``application/zip`` attachment
+named ``rill_snapshot_<YYYYmmdd_HHMMSS>.zip`` (UTC).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from fastapi import APIRouter, Path, Request
+from fastapi.responses import PlainTextResponse, Response
+
+from rill.protocol.commands.system import Ping
+from rill.server.transports.http import schemas
+from rill.server.transports.http.auth import session_of
+from rill.server.transports.http.models import SnapshotBody
+from rill.server.transports.http.routes.common import SECURED, context, execute, replies, run
+
+SERVER_NAME = "rill"
+
+public = APIRouter(tags=["system"])
+router = APIRouter(tags=["system"], dependencies=SECURED)
+
+
+@public.get("/", response_class=PlainTextResponse, summary="The server's name")
+async def root() -> PlainTextResponse:
+    return PlainTextResponse(SERVER_NAME)
+
+
+@public.get("/ping", response_class=PlainTextResponse, summary="Liveness: answers pong")
+async def ping(request: Request) -> PlainTextResponse:
+    await context(request).core.execute(session_of(request), Ping())
+    return PlainTextResponse("pong")
+
+
+@public.get("/stats", response_model=None, responses=replies(schemas.Stats, body=False),
+            summary="Server statistics (public)")
+async def get_stats(request: Request) -> Response:
+    return await run(request, "get_stats")
+
+
+async def metrics(request: Request) -> PlainTextResponse:
+    """Counters and histograms in the Prometheus text format."""
+    text = context(request).metrics.render()
+    return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+@router.get("/clients", response_model=None, responses=replies(list[schemas.ClientInfo], body=False),
+            summary="Connected TCP/QUIC clients (HTTP callers never appear)")
+async def get_clients(request: Request) -> Response:
+    return await run(request, "get_clients")
+
+
+@router.get("/clients/{client_id}", response_model=None,
+            responses=replies(schemas.ClientInfoDetails, body=False), summary="One client")
+async def get_client(request: Request, client_id: int = Path(ge=0, le=2**32 - 1)) -> Response:
+    return await run(request, "get_client")
+
+
+@router.post("/snapshot", response_class=Response, summary="A diagnostic ZIP archive",
+             responses={200: {"content": {"application/zip": {}}, "description": "The archive"},
+                        **{k: v for k, v in replies().items() if k != 200}})
+async def get_snapshot(request: Request, body: Optional[SnapshotBody] = None) -> Response:
+    archive = await execute(request, "get_snapshot", body)
+    name = time.strftime("rill_snapshot_%Y%m%d_%H%M%S.zip", time.gmtime())
+    return Response(bytes(archive), media_type="application/zip",
+                    headers={"Content-Disposition": f'attachment; filename="{name}"'})

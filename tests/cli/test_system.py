@@ -1,0 +1,74 @@
+"""``rill ping|stats|snapshot``, connection failures, transports and help texts."""
+
+from __future__ import annotations
+
+import socket
+import zipfile
+from typing import Any
+
+import typer
+
+from rill.cli.main import app
+
+from .helpers import Cli, assert_error_line
+
+
+def test_ping_stats_and_snapshot(cli, tmp_path):
+    pong = cli.run("ping", login=False)
+    assert pong.stdout.startswith(f"pong from {cli.address}: ")
+    assert len(cli.run("--json", "ping", "--count", "2", login=False).json()["round_trips_ms"]) == 2
+
+    with cli.sdk() as client:
+        client.create_stream("orders")
+        client.create_topic("orders", "eu", 3)
+    stats = cli.run("--json", "stats").json()
+    assert (stats["streams_count"], stats["topics_count"], stats["partitions_count"]) == (1, 1, 3)
+    assert stats["process_id"] > 0 and stats["hostname"]
+
+    archive = tmp_path / "snapshot.zip"
+    result = cli.run("--json", "snapshot", "--output", str(archive), "--type", "test", "--compression", "stored").json()
+    assert result["files"] == ["test.txt"] and result["size_bytes"] == archive.stat().st_size
+    with zipfile.ZipFile(archive) as written:
+        assert written.read("test.txt").strip() == b"test"
+
+
+def test_connection_failures_transports_and_help(tmp_path):
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    offline = Cli(f"127.0.0.1:{port}", tmp_path / "rill-home")
+    refused, quic, usage, helped = offline.run_many(
+        {"args": ("-u", "iggy", "-p", "iggy", "stream", "list"), "login": False},
+        {"args": ("--transport", "quic", "ping"), "login": False},
+        {"args": ("--transport", "carrier-pigeon", "ping"), "login": False},
+        {"args": ("stream", "create", "--help"), "login": False},
+    )
+    assert_error_line(refused, f"error: cannot connect to 127.0.0.1:{port} (connection refused)", exit_code=3)
+    assert_error_line(quic, "quic transport is not available", exit_code=2)
+    assert usage.returncode == 2 and "carrier-pigeon" in usage.stderr
+    assert helped.returncode == 0
+    assert "Examples" in helped.stdout and "rill stream create orders" in helped.stdout
+
+
+def test_every_verb_has_an_example_and_a_docstring():
+    root = typer.main.get_command(app)
+    verbs: list[str] = []
+
+    def walk(command: Any, path: str) -> None:
+        if hasattr(command, "commands"):  # a group (typer vendors its own click)
+            for name, sub in command.commands.items():
+                walk(sub, f"{path} {name}")
+        else:
+            verbs.append(path)
+            assert command.epilog and "rill " in command.epilog, f"{path} has no example"
+            assert command.help, f"{path} has no help text"
+
+    walk(root, "rill")
+    expected = {
+        "rill stream create", "rill stream purge", "rill topic update", "rill partition delete",
+        "rill message send", "rill message poll", "rill message flush", "rill consumer-group join",
+        "rill consumer-offset set", "rill user permissions", "rill pat create", "rill client list",
+        "rill ping", "rill me", "rill stats", "rill snapshot", "rill login", "rill logout",
+        "rill context use", "rill serve",
+    }
+    assert expected <= set(verbs)
