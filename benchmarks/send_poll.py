@@ -27,7 +27,7 @@ def start_server(data_dir: str, fsync: str) -> tuple[subprocess.Popen[str], str]
     env = dict(os.environ, RILL_SYSTEM_FSYNC=fsync, RILL_LOGGING_LEVEL="warning")
     process = subprocess.Popen(
         [sys.executable, "-m", "rill", "serve", "--data-dir", data_dir,
-         "--tcp-address", "127.0.0.1:0"],
+         "--tcp-address", "127.0.0.1:0", "--quic-address", "127.0.0.1:0"],
         stdout=subprocess.PIPE, text=True, env=env,
     )
     assert process.stdout is not None

@@ -1,7 +1,8 @@
 """A real rill server in a child process, for integration tests: port 0, a temp data dir.
 
 ``RillProcess.start()`` waits for the "rill listening on tcp HOST:PORT" line (and the
-"rill listening on http HOST:PORT" one unless RILL_HTTP_ENABLED is false); ``stop()`` sends
+"rill listening on quic HOST:PORT" / "rill listening on http HOST:PORT" ones unless
+RILL_QUIC_ENABLED / RILL_HTTP_ENABLED is false); ``stop()`` sends
 SIGTERM (a clean shutdown), ``kill()`` sends SIGKILL (a crash). Restarting reuses the data dir
 and the ports.
 """
@@ -26,8 +27,10 @@ class RillProcess:
         self.process: subprocess.Popen[str] | None = None
         self.tcp_address: tuple[str, int] | None = None
         self.http_address: tuple[str, int] | None = None
+        self.quic_address: tuple[str, int] | None = None  # UDP
         self.last_port = 0  # restart() binds the same port again
         self.last_http_port = 0
+        self.last_quic_port = 0
         self.output: list[str] = []
 
     @property
@@ -40,13 +43,15 @@ class RillProcess:
         assert self.http_address is not None, "HTTP not started"
         return f"http://{self.http_address[0]}:{self.http_address[1]}"
 
-    def start(self, tcp_port: int = 0, http_port: int = 0) -> RillProcess:
+    def start(self, tcp_port: int = 0, http_port: int = 0, quic_port: int = 0) -> RillProcess:
         env = dict(os.environ)
         env.update(self.extra_env)
         env.setdefault("RILL_LOGGING_LEVEL", "warning")
         expect_http = env.get("RILL_HTTP_ENABLED", "true").strip().lower() not in ("false", "0", "no", "off")
+        expect_quic = env.get("RILL_QUIC_ENABLED", "true").strip().lower() not in ("false", "0", "no", "off")
         command = [sys.executable, "-m", "rill", "serve", "--data-dir", str(self.data_dir),
-                   "--tcp-address", f"127.0.0.1:{tcp_port}", "--http-address", f"127.0.0.1:{http_port}"]
+                   "--tcp-address", f"127.0.0.1:{tcp_port}", "--http-address", f"127.0.0.1:{http_port}",
+                   "--quic-address", f"127.0.0.1:{quic_port}"]
         if self.config is not None:
             command += ["--config", str(self.config)]
         self.process = subprocess.Popen(
@@ -62,6 +67,12 @@ class RillProcess:
                     host, _, port = line.split()[-1].rpartition(":")
                     self.tcp_address = (host, int(port))
                     self.last_port = int(port)
+                    if not expect_http and not expect_quic:
+                        ready.set()
+                elif line.startswith("rill listening on quic "):
+                    host, _, port = line.split()[-1].rpartition(":")
+                    self.quic_address = (host, int(port))
+                    self.last_quic_port = int(port)
                     if not expect_http:
                         ready.set()
                 elif line.startswith("rill listening on http "):
@@ -73,7 +84,8 @@ class RillProcess:
 
         threading.Thread(target=pump, daemon=True).start()
         ready.wait(STARTUP_TIMEOUT)
-        if self.tcp_address is None or (expect_http and self.http_address is None):
+        if (self.tcp_address is None or (expect_http and self.http_address is None)
+                or (expect_quic and self.quic_address is None)):
             self.kill()
             raise RuntimeError("rill did not start:\n" + "".join(self.output))
         return self
@@ -83,7 +95,7 @@ class RillProcess:
         assert self.process is not None
         self.process.send_signal(signal.SIGTERM)
         code = self.process.wait(timeout)
-        self.tcp_address = self.http_address = None
+        self.tcp_address = self.http_address = self.quic_address = None
         return code
 
     def kill(self) -> None:
@@ -91,13 +103,13 @@ class RillProcess:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait(10)
-        self.tcp_address = self.http_address = None
+        self.tcp_address = self.http_address = self.quic_address = None
 
     def restart(self) -> RillProcess:
-        port, http_port = self.last_port, self.last_http_port
+        port, http_port, quic_port = self.last_port, self.last_http_port, self.last_quic_port
         if self.process is not None and self.process.poll() is None:
             self.stop()
-        return self.start(port, http_port)
+        return self.start(port, http_port, quic_port)
 
     def is_running(self) -> bool:
         return self.process is not None and self.process.poll() is None

@@ -200,6 +200,9 @@ ERROR_TABLE: tuple[tuple[int, str, str], ...] = (
     (10010, 'cannot_read_index_offset', 'Cannot read index offset'),
     (10011, 'cannot_read_index_position', 'Cannot read index position'),
     (10012, 'cannot_read_index_timestamp', 'Cannot read index timestamp'),
+    # rill extensions (docs/extensions.md): staged appends
+    (11000, 'staged_messages_not_found', 'Staged messages of producer: {0}, batch: {1}, task: {2}, attempt: {3} were not found'),
+    (11001, 'staged_messages_count_mismatch', 'Staged messages of producer: {0}, batch: {1}, task: {2}, attempt: {3}: {4} staged, {5} expected'),
 )
 
 # HTTP status for codes that are not 400 (wire reference §8.3).

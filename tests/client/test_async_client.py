@@ -12,6 +12,14 @@ import pytest
 from rill import errors
 from rill.client import AsyncClient, Consumer, Message, Partitioning, PollingStrategy
 from rill.protocol.codes import COMMANDS_BY_NAME, decode_command
+from rill.protocol.commands.columnar import PollMessagesColumnar
+from rill.protocol.commands.transactions import (
+    AbortStagedMessages,
+    CommitStagedMessages,
+    GetProducerState,
+    StageMessages,
+)
+from rill.protocol.responses.transactions import StagedHandle
 from rill.protocol.commands import groups, messages, offsets, partitions, streams, system, tokens, topics, users
 from rill.protocol.messages import POLLED_FIXED
 from rill.protocol.permissions import GlobalPermissions, Permissions
@@ -399,6 +407,14 @@ CALLS = [
     ("delete_consumer_group", (1, "orders", 3), groups.DeleteConsumerGroup(S, T, G)),
     ("join_consumer_group", (1, "orders", 3), groups.JoinConsumerGroup(S, T, G)),
     ("leave_consumer_group", (1, "orders", 3), groups.LeaveConsumerGroup(S, T, G)),
+    # rill extensions
+    ("poll_messages_columnar", (1, "orders", 2, 10, 100), PollMessagesColumnar(S, T, 2, 10, 100, 0)),
+    ("stage_messages", ("q", 4, 1, 9, 1, "orders", [b"a"], 2),
+     StageMessages.of("q", 4, 0, 1, 9, S, T, Partitioning.partition_id(2), [b"a"])),
+    ("commit_staged_messages", ("q", 4, [(1, 9, 1)]),
+     CommitStagedMessages("q", 4, (StagedHandle(1, 9, 1),))),
+    ("abort_staged_messages", ("q", 4), AbortStagedMessages("q", 4)),
+    ("get_producer_state", ("q",), GetProducerState("q")),
 ]
 
 

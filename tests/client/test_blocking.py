@@ -24,6 +24,8 @@ update_stream purge_stream get_topic get_topics create_topic delete_topic update
 purge_topic create_partitions delete_partitions get_consumer_group get_consumer_groups
 create_consumer_group delete_consumer_group join_consumer_group leave_consumer_group
 send_messages_raw execute connect close
+poll_messages_columnar stage_messages commit_staged_messages abort_staged_messages
+get_producer_state
 """.split()
 
 
@@ -44,7 +46,8 @@ def test_dir_lists_every_method_with_the_async_docstring_and_signature():
         method = getattr(Client, name)
         assert callable(method) and not inspect.iscoroutinefunction(method), name
         assert method.__doc__, name
-    assert len(BRIEF_METHODS) == 44 + 4  # the commands + send_messages_raw, execute, connect, close
+    # the commands, rill's 5 extension commands + send_messages_raw, execute, connect, close
+    assert len(BRIEF_METHODS) == 44 + 5 + 4
     assert Client.create_stream.__doc__ == AsyncClient.create_stream.__doc__
     assert inspect.signature(Client.create_topic) == inspect.signature(AsyncClient.create_topic)
 

@@ -11,6 +11,7 @@ from rill.protocol.commands.groups import (
     JoinConsumerGroup,
     LeaveConsumerGroup,
 )
+from rill.protocol.commands.columnar import PollMessagesColumnar
 from rill.protocol.commands.messages import FlushUnsavedBuffer, PollMessages, SendMessages
 from rill.protocol.commands.offsets import GetConsumerOffset, StoreConsumerOffset
 from rill.protocol.commands.partitions import CreatePartitions, DeletePartitions
@@ -36,6 +37,12 @@ from rill.protocol.commands.topics import (
     GetTopics,
     PurgeTopic,
     UpdateTopic,
+)
+from rill.protocol.commands.transactions import (
+    AbortStagedMessages,
+    CommitStagedMessages,
+    GetProducerState,
+    StageMessages,
 )
 from rill.protocol.commands.users import (
     ChangePassword,
@@ -65,6 +72,15 @@ from rill.protocol.primitives import (
     SnapshotCompression,
     SnapshotType,
     UserStatus,
+)
+from rill.protocol.responses.columnar import ColumnarMessages
+from rill.protocol.responses.transactions import (
+    CommitOutcome,
+    CommitResult,
+    ProducerState,
+    StagedHandle,
+    StageOutcome,
+    StageResult,
 )
 from rill.protocol.responses.groups import (
     ConsumerGroup,
@@ -176,6 +192,18 @@ COMMAND_SAMPLES = [
     DeleteConsumerGroup(S1, ORDERS, Identifier(17)),
     JoinConsumerGroup(S1, ORDERS, GROUP),
     LeaveConsumerGroup(S1, ORDERS, GROUP),
+    # rill extensions (docs/extensions.md)
+    PollMessagesColumnar(S1, ORDERS, 2, 1000, 65536, 16 << 20),
+    PollMessagesColumnar(Identifier("events"), S1, 1, 0, 0),
+    StageMessages.of("query-1", 7, 42, 3, 2**63 + 5, S1, ORDERS, Partitioning.partition_id(2),
+                     [b"staged", Message(b"two", id=99)]),
+    StageMessages.of("q", 0, 0, 0, 0, "events", 2, Partitioning.messages_key(b"k"), []),
+    CommitStagedMessages("query-1", 7, (StagedHandle(3, 2**63 + 5, 2), StagedHandle(0, 1, 0))),
+    CommitStagedMessages("job", 0, ()),
+    AbortStagedMessages("query-1", 7),
+    AbortStagedMessages("query-1", 7, 42),
+    AbortStagedMessages("query-1", 7, 0, True, 3, 2**63 + 5),
+    GetProducerState("query-1"),
 ]
 
 _TOPIC = Topic(2, 1_700_000_000_000_000, 2, 0xFFFF_FFFF_FFFF_FFFF, 1, 10**10, 1, 4096, 12, "orders")
@@ -214,4 +242,16 @@ RECORD_SAMPLES = [
     ConsumerGroupDetails(ConsumerGroup(2, 3, 1, "idle"), (ConsumerGroupMember(13, ()),)),
     ConsumerGroupDetails(ConsumerGroup(3, 0, 0, "new"), ()),
     ConsumerOffsetInfo(1, 11, 5),
+    # rill extensions
+    ColumnarMessages(3, 0, 12, 10, 2, 4000, bytes(range(16)),
+                     (4000).to_bytes(4, "little") + (4050).to_bytes(4, "little")
+                     + (4101).to_bytes(4, "little"), b"r" * 101),
+    ColumnarMessages(1, 5, 5, 5, 0, 0, b"", bytes(4), b""),
+    StagedHandle(3, 2**64 - 1, 10),
+    StageResult(StageOutcome.STAGED, 2, 10),
+    StageResult(StageOutcome.ALREADY_COMMITTED, 0, 0),
+    CommitResult(CommitOutcome.COMMITTED, 1_000_000),
+    CommitResult(CommitOutcome.ALREADY_COMMITTED, 0),
+    ProducerState(True, 41, 2, 300),
+    ProducerState(False, 0, 0, 0),
 ]

@@ -1,4 +1,5 @@
-"""The command table (wire §2 request codes): exactly the 44 codes of the seed list."""
+"""The command table (wire §2 request codes): exactly the 44 codes of the seed list, plus
+rill's extensions (docs/extensions.md) outside Iggy's ranges."""
 
 from __future__ import annotations
 
@@ -8,15 +9,16 @@ from rill.protocol import codes
 from rill.protocol.commands.base import Command
 
 
-def test_exactly_the_seed_codes() -> None:
-    assert len(codes.COMMANDS) == 44
-    assert set(codes.COMMANDS) == codes.IGGY_CODES
-    assert codes.EXTENSION_CODES == frozenset()
+def test_exactly_the_seed_codes_and_the_extensions() -> None:
+    assert len(codes.COMMANDS) == 44 + 5
+    assert codes.IGGY_CODES <= set(codes.COMMANDS)
+    assert codes.EXTENSION_CODES == {1000, 1010, 1011, 1012, 1013}
+    assert all(code >= 1000 for code in codes.EXTENSION_CODES)  # outside Iggy's ranges
 
 
 def test_names_unique_and_snake_case() -> None:
     names = [cls.NAME for cls in codes.COMMANDS.values()]
-    assert len(set(names)) == len(names) == 44
+    assert len(set(names)) == len(names) == 49
     assert all(re.fullmatch(r"[a-z]+(_[a-z]+)*", name) for name in names)
     assert set(codes.COMMANDS_BY_NAME) == set(names)
     for cls in codes.COMMANDS.values():

@@ -15,6 +15,7 @@ from rill.protocol.commands.messages import PollMessages, SendMessages
 from rill.protocol.commands.streams import CreateStream, DeleteStream, GetStream
 from rill.protocol.commands.system import GetSnapshot, Ping
 from rill.protocol.commands.topics import CreateTopic, UpdateTopic
+from rill.protocol.commands.transactions import StageMessages
 from rill.protocol.commands.users import CreateUser, LoginUser, UpdatePermissions, UpdateUser
 from rill.protocol.framing import decode_request_header, encode_response, error_response
 from rill.protocol.messages import Message
@@ -143,7 +144,7 @@ def test_command_shape(command: Command) -> None:
 # ---------------------------------------------------------------- truncation and trailing bytes
 
 
-def _send_header_length(command: SendMessages) -> int:
+def _send_header_length(command: SendMessages | StageMessages) -> int:
     return len(command.encode()) - len(command.messages)
 
 
@@ -163,7 +164,7 @@ def test_every_truncated_prefix(command: Command) -> None:
     cls = type(command)
     for length in range(len(payload)):
         prefix = payload[:length]
-        if isinstance(command, SendMessages) and length >= _send_header_length(command):
+        if isinstance(command, (SendMessages, StageMessages)) and length >= _send_header_length(command):
             decoded = cls.decode(prefix)  # the message region is free-form for the decoder
             assert bytes(decoded.messages) == bytes(command.messages)[: length - _send_header_length(command)]
         elif isinstance(command, LoginUser) and length in _login_boundaries(command):
@@ -176,8 +177,8 @@ def test_every_truncated_prefix(command: Command) -> None:
 @pytest.mark.parametrize("command", COMMAND_SAMPLES, ids=_ids)
 def test_trailing_bytes(command: Command) -> None:
     payload = command.encode() + b"\x00"
-    if isinstance(command, SendMessages):
-        assert bytes(SendMessages.decode(payload).messages) == bytes(command.messages) + b"\x00"
+    if isinstance(command, (SendMessages, StageMessages)):  # the message region runs to the end
+        assert bytes(type(command).decode(payload).messages) == bytes(command.messages) + b"\x00"
     else:
         with pytest.raises(DecodeError):
             type(command).decode(payload)

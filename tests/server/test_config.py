@@ -57,6 +57,9 @@ def test_file_then_environment(tmp_path):
         ({"RILL_TCP_ADDRESS": "nowhere"}, "tcp.address"),
         ({"RILL_SYSTEM_SEGMENT_SIZE": "lots"}, "RILL_SYSTEM_SEGMENT_SIZE"),
         ({"RILL_TCP_ENABLED": "maybe"}, "RILL_TCP_ENABLED"),
+        ({"RILL_TCP_TLS_ENABLED": "true"}, "tcp.tls"),
+        ({"RILL_QUIC_ADDRESS": "8080"}, "quic.address"),
+        ({"RILL_QUIC_CERTIFICATE_SELF_SIGNED": "false"}, "quic.certificate"),
     ],
 )
 def test_bad_values_name_the_key(environ, message):

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from rill.client import Client
 
 DEFAULT_ADDRESS = "127.0.0.1:8090"
+DEFAULT_ADDRESSES = {"tcp": DEFAULT_ADDRESS, "quic": "127.0.0.1:8080", "http": "127.0.0.1:3000"}
 DEFAULT_TRANSPORT = "tcp"
 DEFAULT_CONTEXT = "default"
 TRANSPORTS = ("tcp", "quic", "http")
@@ -147,9 +148,11 @@ class Settings:
     def resolve(self) -> dict[str, Any]:
         """address, transport and the credential to use (one of token / username+password)."""
         saved = self.saved()
+        transport = (self.transport or saved.get("transport") or DEFAULT_TRANSPORT).lower()
+        saved_address = saved.get("address") if (saved.get("transport") or DEFAULT_TRANSPORT) == transport else None
         resolved: dict[str, Any] = {
-            "address": self.address or saved.get("address") or DEFAULT_ADDRESS,
-            "transport": (self.transport or saved.get("transport") or DEFAULT_TRANSPORT).lower(),
+            "address": self.address or saved_address or DEFAULT_ADDRESSES.get(transport, DEFAULT_ADDRESS),
+            "transport": transport,
             "username": None, "password": None, "token": None, "from_context": False,
         }
         if self.token or self.username:
@@ -201,7 +204,7 @@ def connect(options: Settings, resolved: dict[str, Any]) -> Client:
         transport_factory(transport)
     except ValueError:
         raise fail(
-            f"the {transport} transport is not available in this rill client yet; use --transport tcp",
+            f"the {transport} transport is not available in this rill client; use tcp, quic or http",
             EXIT_USAGE,
         ) from None
     address = resolved["address"]

@@ -61,11 +61,12 @@ def main(
     ctx: typer.Context,
     transport: Optional[str] = typer.Option(
         None, "--transport", callback=_transport_callback, metavar="tcp|quic|http",
-        help="tcp (default), quic or http; only tcp is available in this client for now.",
+        help="tcp (default), quic or http.",
     ),
     address: Optional[str] = typer.Option(
         None, "--address", "-a", envvar="RILL_ADDRESS", show_envvar=True,
-        help="Server HOST:PORT (default 127.0.0.1:8090, or the saved context's).",
+        help="Server HOST:PORT (default: the saved context's, else 127.0.0.1:8090 for tcp, "
+        ":8080 for quic, :3000 for http).",
     ),
     username: Optional[str] = typer.Option(None, "--username", "-u", envvar="RILL_USERNAME", show_envvar=True,
                                            help="Log in as this user (the password is prompted)."),
@@ -104,6 +105,9 @@ def serve(
     tcp_address: Optional[str] = typer.Option(
         None, "--tcp-address", help="HOST:PORT for the binary TCP listener (default 127.0.0.1:8090)."
     ),
+    quic_address: Optional[str] = typer.Option(
+        None, "--quic-address", help="HOST:PORT (UDP) for the binary QUIC listener (default 127.0.0.1:8080)."
+    ),
     http_address: Optional[str] = typer.Option(
         None, "--http-address", help="HOST:PORT for the HTTP JSON API (default 127.0.0.1:3000)."
     ),
@@ -119,6 +123,9 @@ def serve(
         if tcp_address is not None:
             split_address(tcp_address, "--tcp-address")
             settings.tcp.address = tcp_address
+        if quic_address is not None:
+            split_address(quic_address, "--quic-address")
+            settings.quic.address = quic_address
         if http_address is not None:
             split_address(http_address, "--http-address")
             settings.http.address = http_address

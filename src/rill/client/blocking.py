@@ -14,6 +14,7 @@ rather than dead-locking; after ``close()`` the loop is gone and the object cann
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import inspect
 import threading
@@ -64,6 +65,15 @@ class Client:
             coroutine.close()
             raise errors.NotConnected(reason="Not connected: the client was closed")
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Start ``coroutine`` (e.g. ``client.async_client.poll_messages_columnar(...)``) on the
+        client's loop and return at once: a way to pipeline requests from synchronous code.
+        Requests are written in submission order and answered in that order."""
+        if self._loop.is_closed():
+            coroutine.close()
+            raise errors.NotConnected(reason="Not connected: the client was closed")
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
 
     @property
     def async_client(self) -> AsyncClient:

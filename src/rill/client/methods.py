@@ -24,6 +24,7 @@ from rill.protocol.commands import (
     topics,
     users,
 )
+from rill.client.extensions import ExtensionMethods
 from rill.protocol.commands.base import Command
 from rill.protocol.commands.messages import FlushUnsavedBuffer, PollMessages, SendMessages
 from rill.protocol.messages import Message
@@ -89,8 +90,9 @@ def _message(value: Message | bytes | bytearray | memoryview | str) -> Message |
     return value
 
 
-class CommandMethods:
-    """The 44 command methods (+ ``send_messages_raw``); subclasses provide ``execute``."""
+class CommandMethods(ExtensionMethods):
+    """The 44 command methods (+ ``send_messages_raw``), and rill's extension commands from
+    ``ExtensionMethods``; subclasses provide ``execute``."""
 
     async def execute(self, command: Command) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError

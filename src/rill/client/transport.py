@@ -1,7 +1,7 @@
 """The transport seam of the SDK: how one request frame becomes one response payload.
 
-Owns: the abstract ``Transport`` every link implements (TCP now; QUIC and HTTP later, with the
-same API), the ``Payload`` type a request may carry, address parsing, and the registry that
+Owns: the abstract ``Transport`` every link implements (TCP, QUIC and HTTP, with the same
+API), the ``Payload`` type a request may carry, address parsing, and the registry that
 maps a transport name (``"tcp"``) to its class so ``AsyncClient(transport="tcp")`` can build it.
 
 Contract, identical for every transport:
@@ -21,6 +21,7 @@ Invariant: a transport never retries, re-logs-in or reconnects on its own; that 
 from __future__ import annotations
 
 import abc
+import importlib
 from typing import Callable, Sequence, Union
 
 Buffer = Union[bytes, bytearray, memoryview]
@@ -105,7 +106,15 @@ def register_transport(name: str, factory: TransportFactory) -> None:
     _REGISTRY[name.lower()] = factory
 
 
+# Built-in transports whose module is imported only when first asked for: "quic" pulls in
+# aioquic and cryptography, which a TCP-only user should not pay for at import time.
+_LAZY_MODULES = {"quic": "rill.client.quic"}
+
+
 def transport_factory(name: str) -> TransportFactory:
+    module = _LAZY_MODULES.get(name.lower())
+    if module is not None and name.lower() not in _REGISTRY:
+        importlib.import_module(module)  # registers itself
     try:
         return _REGISTRY[name.lower()]
     except KeyError:

@@ -8,6 +8,7 @@ Iggy's ranges and are listed in ``EXTENSION_CODES``.
 from __future__ import annotations
 
 from rill.protocol.commands import (
+    columnar,
     groups,
     messages,
     offsets,
@@ -16,11 +17,13 @@ from rill.protocol.commands import (
     system,
     tokens,
     topics,
+    transactions,
     users,
 )
 from rill.protocol.commands.base import Command
 
-_MODULES = (system, users, tokens, messages, offsets, streams, topics, partitions, groups)
+_MODULES = (system, users, tokens, messages, offsets, streams, topics, partitions, groups,
+            columnar, transactions)  # the last two: rill extensions (docs/extensions.md)
 
 
 def _collect() -> dict[int, type[Command]]:

@@ -1,7 +1,8 @@
 """Builds the server: storage -> core -> transports; starts, runs until a signal, stops cleanly.
 
 Owns: the process-level lifecycle. On start it prints one line per listener
-(``rill listening on tcp 127.0.0.1:8090``, ``rill listening on http 127.0.0.1:3000``) so
+(``rill listening on tcp 127.0.0.1:8090``, ``rill listening on quic 127.0.0.1:8080`` (UDP),
+``rill listening on http 127.0.0.1:3000``) so
 scripts and tests can find a port chosen by the operating system (port 0).
 """
 
@@ -14,6 +15,7 @@ import sys
 
 from rill.server.config import ServerConfig, split_address
 from rill.server.core.core import Core
+from rill.server.transports.certificates import server_ssl_context
 from rill.server.transports.tcp import TcpListener
 
 log = logging.getLogger("rill")
@@ -24,6 +26,7 @@ class Server:
         self.config = config
         self.core = Core(config)
         self.tcp: TcpListener | None = None
+        self.quic = None  # QuicListener, imported only when QUIC is enabled (aioquic)
         self.http = None  # HttpListener, imported only when HTTP is enabled
         self.addresses: dict[str, tuple[str, int]] = {}
 
@@ -36,8 +39,15 @@ class Server:
             METRICS.instrument(self.core)  # every transport's commands are measured
         if self.config.tcp.enabled:
             host, port = split_address(self.config.tcp.address, "tcp.address")
-            self.tcp = TcpListener(self.core, host, port, self.config.tcp.max_frame_size)
+            tls = self.config.tcp.tls
+            context = server_ssl_context(tls.certificate, tls.key) if tls.enabled else None
+            self.tcp = TcpListener(self.core, host, port, self.config.tcp.max_frame_size, context)
             self.addresses["tcp"] = await self.tcp.start()
+        if self.config.quic.enabled:
+            from rill.server.transports.quic import QuicListener
+
+            self.quic = QuicListener.from_config(self.core, self.config.quic)
+            self.addresses["quic"] = await self.quic.start()
         if http.enabled:
             from rill.server.transports.http import HttpListener
 
@@ -47,6 +57,8 @@ class Server:
     async def stop(self) -> None:
         if self.http is not None:
             await self.http.stop()
+        if self.quic is not None:
+            await self.quic.stop()
         if self.tcp is not None:
             await self.tcp.stop()
         await self.core.stop()

@@ -180,7 +180,7 @@ class CorsConfig:
 @dataclass
 class JwtConfig:
     """HTTP access tokens. The signing secret is generated at first start and kept in the
-    data directory (``state/jwt_secret``); none is shipped with rill."""
+    data directory (``secrets/jwt_secret``); none is shipped with rill."""
 
     algorithm: str = "HS256"
     issuer: str = "rill"
@@ -315,6 +315,10 @@ def _validate(config: ServerConfig) -> None:
     for key, tls in (("tcp.tls", config.tcp.tls), ("http.tls", config.http.tls)):
         if tls.enabled and not (tls.certificate and tls.key):
             raise ConfigError(f"{key}: enabled TLS needs certificate and key paths")
+    quic_certificate = config.quic.certificate
+    if config.quic.enabled and not quic_certificate.self_signed:
+        if not (quic_certificate.certificate and quic_certificate.key):
+            raise ConfigError("quic.certificate: self_signed = false needs certificate and key paths")
 
 
 def split_address(address: str, key: str = "address") -> tuple[str, int]:

@@ -29,7 +29,6 @@ from urllib.parse import quote, urlencode
 
 from rill import errors
 from rill.protocol.commands import groups as g
-from rill.protocol.commands import messages as m
 from rill.protocol.commands import offsets as o
 from rill.protocol.commands import partitions as p
 from rill.protocol.commands import streams as s
@@ -259,7 +258,8 @@ for _names, _codec in (
     ("get_user create_user", (rec.user_details_json, rec.user_details_from_json)),
     ("get_users", (_many(rec.user_json), _many(rec.user_from_json))),
     ("get_personal_access_tokens", (_many(rec.token_info_json), _many(rec.token_info_from_json))),
-    ("create_personal_access_token", (lambda token: {"token": token}, lambda data: data["token"])),
+    ("create_personal_access_token",  # the Core answers the record, the SDK reads the text
+     (lambda token: {"token": getattr(token, "token", token)}, lambda data: data["token"])),
     ("login_user login_with_personal_access_token",
      (lambda identity: {"user_id": identity.user_id}, lambda data: IdentityInfo(data["user_id"]))),
     ("get_stats", (rec.stats_json, rec.stats_from_json)),

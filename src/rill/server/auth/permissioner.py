@@ -84,6 +84,11 @@ RULES: dict[str, Rule] = {
     "store_consumer_offset": MESSAGES_POLL,
     "send_messages": MESSAGES_SEND,
     "flush_unsaved_buffer": MESSAGES_SEND,
+    # rill extensions (docs/extensions.md); staged appends are checked per topic staged to
+    "poll_messages_columnar": MESSAGES_POLL,
+    "stage_messages": MESSAGES_SEND,
+    "commit_staged_messages": MESSAGES_SEND,
+    "abort_staged_messages": MESSAGES_SEND,
 }
 
 NO_PERMISSION_NEEDED = frozenset(
@@ -97,6 +102,7 @@ NO_PERMISSION_NEEDED = frozenset(
         "get_personal_access_tokens",
         "create_personal_access_token",
         "delete_personal_access_token",
+        "get_producer_state",  # rill extension: a login suffices
     }
 )
 

@@ -24,6 +24,7 @@ from rill.server.auth.permissioner import Permissioner
 from rill.server.config import ServerConfig
 from rill.server.core.consumer_groups import ConsumerGroupService
 from rill.server.core.clients import ClientService, run_heartbeat_verifier
+from rill.server.core.columnar import ColumnarReadService
 from rill.server.core.consumer_offsets import ConsumerOffsetService
 from rill.server.core.messages import MessageService
 from rill.server.core.model import Session, Stream, Topic
@@ -35,6 +36,7 @@ from rill.server.core.streams import StreamService
 from rill.server.core.system import SystemService
 from rill.server.core.tokens import PersonalAccessTokenService
 from rill.server.core.topics import TopicService
+from rill.server.core.transactions import TransactionService
 from rill.server.core.users import UserService
 from rill.server.storage.directories import remove_stray_directories
 from rill.server.storage.durability import Durability
@@ -87,6 +89,9 @@ class Core:
             (topic.stream_id, topic.id), {}
         )
         self.messages = MessageService(state, self.consumer_offsets)
+        # rill extensions (docs/extensions.md)
+        self.columnar = ColumnarReadService(state)
+        self.transactions = TransactionService(state, self.messages.choose_partition)
         self.handlers: dict[str, Handler] = self._handler_table()
         # called with the session when a client disconnects (consumer groups leave, ...)
         self.on_disconnect: list[Callable[[Session], None]] = []
@@ -98,7 +103,7 @@ class Core:
         services = (
             self.system, self.clients, self.snapshot, self.users, self.tokens, self.streams,
             self.topics, self.partitions, self.consumer_offsets, self.messages,
-            self.consumer_groups,
+            self.consumer_groups, self.columnar, self.transactions,
         )
         table: dict[str, Handler] = {}
         for service in services:
@@ -155,6 +160,7 @@ class Core:
         if not state.clean_start and not self._first_start:
             log.warning("previous run did not stop cleanly: verifying the tails of the logs")
         self._load()
+        await self.transactions.start()  # finishes commits a crash interrupted
         marker.unlink(missing_ok=True)
         await state.durability.start()
         retention = self.config.retention
@@ -212,6 +218,7 @@ class Core:
                 for partition in topic.partitions.values():
                     partition.log.close()
         await state.durability.stop()
+        self.transactions.close()
         state.store.close()
         state.paths.clean_shutdown_marker.touch()
 

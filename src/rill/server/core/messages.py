@@ -42,7 +42,7 @@ class MessageService:
 
     # -- send ------------------------------------------------------------------------------
 
-    def _choose_partition(self, topic: Topic, partitioning: Partitioning) -> Partition:
+    def choose_partition(self, topic: Topic, partitioning: Partitioning) -> Partition:
         kind, value = partitioning.kind, partitioning.value
         if kind != PartitioningKind.BALANCED and not 1 <= len(value) <= 255:
             raise errors.InvalidKeyValueLength()
@@ -62,7 +62,7 @@ class MessageService:
         state = self.state
         topic = state.find_topic(command.stream_id, command.topic_id)
         state.authorize(session, "send_messages", topic.stream_id, topic.id)
-        partition = self._choose_partition(topic, command.partitioning)
+        partition = self.choose_partition(topic, command.partitioning)
         if topic.max_topic_size != MAX_TOPIC_SIZE_UNLIMITED and topic.size_bytes >= topic.max_topic_size:
             raise errors.TopicFull(topic.id, topic.stream_id)
         if self.deduplicator is None:

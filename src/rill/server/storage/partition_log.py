@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rill.errors import CannotAppendMessage, CannotCreatePartitionDirectory
+from rill.server.storage.columnar import ColumnarRange, read_segment_columns
 from rill.server.storage.durability import Durability
 from rill.server.storage.records import MAX_POSITION, RECORD_GROWTH, stamp_batch
 from rill.server.storage.recovery import recover_segments
@@ -237,6 +238,19 @@ class PartitionLog:
                 position = segment_end
             number += 1
         return end - start, chunks
+
+    def read_columnar(self, offset: int, count: int, max_bytes: int) -> ColumnarRange:
+        """Up to ``count`` records from ``offset`` with their index columns, within one segment
+        and ``max_bytes`` of records (at least one record). See ``storage.columnar``."""
+        start = max(offset, self.first_offset)
+        end = min(start + count, self.next_offset)
+        if count <= 0 or start >= end:
+            return ColumnarRange.empty(start)
+        segment = self._segments[bisect_right(self._starts, start) - 1]
+        found = read_segment_columns(segment, start, min(end, segment.next_offset), max_bytes)
+        if segment.sealed:
+            self._note_reader(segment)
+        return found
 
     def _note_reader(self, segment: Segment) -> None:
         """Keep at most ``open_sealed_readers`` sealed segments with an open descriptor."""

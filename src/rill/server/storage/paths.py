@@ -7,6 +7,8 @@ Layout (wire reference §7.1, with SQLite in place of Iggy's state log)::
       clean_shutdown                   present only after an orderly stop
       logs/                            server logs
       runtime/                         recreated at every start
+      transactions.sqlite3             staged-append journal: producers' last committed batch
+      staging/<producer>-<batch>-<task>-<attempt>.staged   staged appends not yet committed
       streams/<stream_id>/topics/<topic_id>/partitions/<partition_id>/
         00000000000000000000.log       segment records, named by first offset (20 digits)
         00000000000000000000.index     16 bytes per message
@@ -22,6 +24,7 @@ from pathlib import Path
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
+STAGED_SUFFIX = ".staged"
 OFFSET_DIGITS = 20
 
 
@@ -65,6 +68,21 @@ class DataPaths:
     @property
     def self_signed_key(self) -> Path:
         return self.secrets_dir / "self_signed_key.pem"
+
+    @property
+    def transactions_db(self) -> Path:
+        """Journal of staged-append commits (rill extension): producers, decided commits."""
+        return self.root / "transactions.sqlite3"
+
+    @property
+    def staging_dir(self) -> Path:
+        """Staged (not yet committed) appends: one file per producer/batch/task/attempt."""
+        return self.root / "staging"
+
+    def staged_file(self, producer_key: str, batch_id: int, task_id: int, attempt_id: int) -> Path:
+        return self.staging_dir / (
+            f"{producer_key}-{batch_id:020d}-{task_id:010d}-{attempt_id:020d}{STAGED_SUFFIX}"
+        )
 
     @property
     def streams_dir(self) -> Path:

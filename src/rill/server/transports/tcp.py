@@ -1,44 +1,39 @@
-"""The binary protocol over TCP.
+"""The binary protocol over TCP (optionally TLS).
 
-Owns: accepting connections, splitting the byte stream into frames without extra copies, and
-answering each connection's requests strictly in order while connections are served
-concurrently. Small frames are parsed out of one shared receive buffer; a frame larger than
-that buffer gets its own bytearray that the socket fills directly (BufferedProtocol), so a
-multi-megabyte SEND is read with no copy at all. A frame whose length is below 4 or above the
-configured maximum is refused without being read: the client gets an error status and the
-connection is closed; nobody else is affected.
+Owns: accepting connections (wrapped in TLS when the listener has an ``ssl.SSLContext``) and
+splitting each byte stream into frames without extra copies. Small frames are parsed out of one
+shared receive buffer; a frame larger than that buffer gets its own bytearray that the socket
+fills directly (BufferedProtocol), so a multi-megabyte SEND is read with no copy at all. A frame
+whose length is below 4 or above the configured maximum is refused without being read: the
+client gets an error status and the connection is closed; nobody else is affected.
+
+The session, the in-order serving of requests and both directions of back-pressure belong to
+the transport-neutral ``BinaryConnection`` (``transports/binary.py``) that QUIC shares; this
+module only feeds it frames and writes what it answers.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
-import logging
 import socket
+import ssl
 import struct
+from typing import Any, Sequence
 
 from rill import errors
 from rill.protocol.framing import LENGTH_PREFIX_SIZE, REQUEST_HEADER_SIZE
 from rill.protocol.primitives import Transport
 from rill.server.core.core import Core
-from rill.server.handlers import error_reply, handle_request
-
-log = logging.getLogger(__name__)
+from rill.server.transports.binary import Buffer, BinaryConnection
 
 LENGTH = struct.Struct("<I")
 CODE = struct.Struct("<I")
 RECEIVE_BUFFER_SIZE = 256 * 1024
-MAX_QUEUED_BYTES = 64 * 1024 * 1024  # pause reading while this much is waiting to be served
-
-
-class _Refusal:
-    """A queued marker: answer ``status`` after the requests before it, then close."""
-
-    def __init__(self, status: int) -> None:
-        self.status = status
 
 
 class TcpConnection(asyncio.BufferedProtocol):
+    """One TCP link: framing in, ``BinaryConnection`` in the middle, frames out."""
+
     def __init__(self, core: Core, max_frame_size: int) -> None:
         self.core = core
         self.max_frame_size = max_frame_size
@@ -48,17 +43,9 @@ class TcpConnection(asyncio.BufferedProtocol):
         self.large: bytearray | None = None  # payload of a frame too big for the buffer
         self.large_filled = 0
         self.large_code = 0
-        self.queue: collections.deque = collections.deque()
-        self.queued_bytes = 0
-        self.wakeup = asyncio.Event()
-        self.can_write = asyncio.Event()
-        self.can_write.set()
-        self.reading_paused = False
         self.refused = False
-        self.closed = False
         self.transport: asyncio.Transport | None = None
-        self.session = None
-        self.worker: asyncio.Task[None] | None = None
+        self.connection: BinaryConnection | None = None
 
     # -- connection lifecycle --------------------------------------------------------------
 
@@ -69,21 +56,32 @@ class TcpConnection(asyncio.BufferedProtocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = transport.get_extra_info("peername") or ("unknown", 0)
         address = f"{peer[0]}:{peer[1]}"
-        self.session = self.core.connect(address, Transport.TCP)
-        self.worker = asyncio.get_running_loop().create_task(self._serve())
+        self.connection = BinaryConnection(self.core, self, address, Transport.TCP)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self.can_write.set()
-        self.wakeup.set()
-        if self.session is not None:
-            self.core.disconnect(self.session)
+        if self.connection is not None:
+            self.connection.close()
 
     def pause_writing(self) -> None:
-        self.can_write.clear()
+        self.connection.pause_writing()
 
     def resume_writing(self) -> None:
-        self.can_write.set()
+        self.connection.resume_writing()
+
+    # -- the ReplyLink side of BinaryConnection ----------------------------------------------
+
+    def send_reply(self, tag: Any, parts: Sequence[Buffer]) -> None:
+        self.transport.writelines(parts)
+
+    def close_link(self) -> None:
+        self.transport.close()
+
+    def pause_reading(self) -> None:
+        self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if not self.refused:
+            self.transport.resume_reading()
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -105,7 +103,7 @@ class TcpConnection(asyncio.BufferedProtocol):
         if self.large is not None:
             self.large_filled += nbytes
             if self.large_filled == len(self.large):
-                self._enqueue(self.large_code, memoryview(self.large))
+                self.connection.submit(self.large_code, memoryview(self.large))
                 self.large = None
             return
         self.end += nbytes
@@ -130,7 +128,7 @@ class TcpConnection(asyncio.BufferedProtocol):
             if available >= payload_size:
                 payload = bytes(buffer[payload_start : payload_start + payload_size])
                 self.start = payload_start + payload_size
-                self._enqueue(code, memoryview(payload))
+                self.connection.submit(code, memoryview(payload))
                 continue
             if payload_size > len(buffer) - REQUEST_HEADER_SIZE:
                 # too big for the shared buffer: give it its own, filled in place by the socket
@@ -146,62 +144,29 @@ class TcpConnection(asyncio.BufferedProtocol):
         if self.start == self.end:
             self.start = self.end = 0
 
-    def _enqueue(self, code: int, payload: memoryview) -> None:
-        self.queue.append((code, payload))
-        self.queued_bytes += len(payload)
-        if self.queued_bytes > MAX_QUEUED_BYTES and not self.reading_paused:
-            self.reading_paused = True
-            self.transport.pause_reading()
-        self.wakeup.set()
-
     def _refuse(self, status: int) -> None:
         """Stop reading this connection; answer what is queued, then ``status``, then close."""
         self.refused = True
         self.transport.pause_reading()
-        self.queue.append(_Refusal(status))
-        self.wakeup.set()
-
-    # -- serving ---------------------------------------------------------------------------
-
-    async def _serve(self) -> None:
-        queue = self.queue
-        try:
-            while not self.closed:
-                if not queue:
-                    self.wakeup.clear()
-                    await self.wakeup.wait()
-                    continue
-                item = queue.popleft()
-                if isinstance(item, _Refusal):
-                    self.transport.write(error_reply(item.status).parts[0])
-                    self.transport.close()
-                    return
-                code, payload = item
-                self.queued_bytes -= len(payload)
-                if self.reading_paused and self.queued_bytes <= MAX_QUEUED_BYTES // 2:
-                    self.reading_paused = False
-                    self.transport.resume_reading()
-                reply = await handle_request(self.core, self.session, code, payload)
-                if self.closed:
-                    return
-                self.transport.writelines(reply.parts)
-                if reply.close:
-                    self.transport.close()
-                    return
-                if not self.can_write.is_set():
-                    await self.can_write.wait()
-        except Exception:
-            log.exception("connection %s failed", self.session and self.session.address)
-            if self.transport is not None:
-                self.transport.close()
+        self.connection.refuse(status)
 
 
 class TcpListener:
-    def __init__(self, core: Core, host: str, port: int, max_frame_size: int) -> None:
+    """Accepts TCP (or, with ``ssl_context``, TLS) connections on HOST:PORT."""
+
+    def __init__(
+        self,
+        core: Core,
+        host: str,
+        port: int,
+        max_frame_size: int,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.core = core
         self.host = host
         self.port = port
         self.max_frame_size = max_frame_size
+        self.ssl_context = ssl_context
         self.server: asyncio.base_events.Server | None = None
 
     async def start(self) -> tuple[str, int]:
@@ -212,6 +177,7 @@ class TcpListener:
             self.port,
             reuse_address=True,
             backlog=1024,
+            ssl=self.ssl_context,
         )
         bound = self.server.sockets[0].getsockname()
         return bound[0], bound[1]

@@ -69,6 +69,8 @@ class HttpListener:
         tls = config.tls
         server_config = uvicorn.Config(
             app, log_config=None, access_log=False, lifespan="off", ws="none",
+            # uvicorn's own start/stop lines are noise next to rill's "listening on" line
+            log_level=max(logging.WARNING, logging.getLogger("rill").getEffectiveLevel()),
             server_header=False, proxy_headers=False,
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
             ssl_certfile=tls.certificate if tls.enabled else None,

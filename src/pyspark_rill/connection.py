@@ -1,0 +1,86 @@
+"""Connections to rill from Spark processes: one logged-in client per process and server.
+
+Owns: a module-level pool of blocking ``rill.client.Client`` objects, created lazily inside
+``read()``/``write()``/driver calls (never in a data source's ``__init__``: readers and writers
+are pickled, and Python workers are forked), and reused across the tasks a Python worker runs.
+A pool inherited through ``fork`` is dropped, since its event-loop thread did not survive.
+
+Invariant: connection and login failures come out as ``RillConnectionError`` or
+``RillOptionError`` naming the option to fix, never as a bare socket error.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+
+from rill import errors
+from rill.client import Client
+
+from pyspark_rill.options import ConnectionOptions, RillOptionError
+
+
+class RillConnectionError(ConnectionError):
+    """The rill server could not be reached (the message names the 'servers' option)."""
+
+
+_pool: dict[ConnectionOptions, Client] = {}
+_pool_pid = os.getpid()
+_lock = threading.Lock()
+
+
+def connect(options: ConnectionOptions) -> Client:
+    """The pooled, logged-in client for ``options`` (created on first use in this process)."""
+    global _pool_pid
+    with _lock:
+        if _pool_pid != os.getpid():  # forked: the parent's clients are unusable here
+            _pool.clear()
+            _pool_pid = os.getpid()
+        client = _pool.get(options)
+        if client is None:
+            client = _pool[options] = _open(options)
+        return client
+
+
+def _open(options: ConnectionOptions) -> Client:
+    if options.transport != "tcp":
+        importlib.import_module(f"rill.client.{options.transport}")  # registers the transport
+    client = Client(
+        options.servers, transport=options.transport, max_reconnect_attempts=3,
+        reconnect_interval=0.5, connect_timeout=5.0, timeout=300.0,
+    )
+    try:
+        client.connect()
+        if options.token is not None:
+            client.login_with_personal_access_token(options.token)
+        else:
+            client.login_user(options.username, options.password)
+    except errors.CannotEstablishConnection as error:
+        client.close()
+        raise RillConnectionError(
+            f"option 'servers': cannot reach a rill server at {options.servers} over "
+            f"{options.transport}: {error.reason}"
+        ) from None
+    except (errors.InvalidCredentials, errors.InvalidPersonalAccessToken,
+            errors.PersonalAccessTokenExpired, errors.UserInactive) as error:
+        client.close()
+        raise RillOptionError(
+            f"options 'username'/'password' or 'token': the server refused the login: {error}"
+        ) from None
+    except errors.RillError:
+        client.close()
+        raise
+    return client
+
+
+def close_all() -> None:
+    """Close every pooled client of this process (tests, notebooks)."""
+    with _lock:
+        clients = list(_pool.values()) if _pool_pid == os.getpid() else []
+        _pool.clear()
+    for client in clients:
+        try:
+            client.close()
+        except Exception:  # noqa: BLE001 - closing is best effort
+            pass

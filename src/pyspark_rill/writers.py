@@ -1,0 +1,196 @@
+"""Batch and streaming writers of the ``rill`` sink (Arrow writers: record batches in).
+
+``sinkMode=atLeastOnce`` (default): ``write()`` sends straight to the topic. A retried task or
+a replayed micro-batch sends its rows again.
+
+``sinkMode=exactlyOnce``: ``write()`` *stages* its rows on the server (rill extension 1010)
+under the handle (producer, batch, task, attempt) and returns the handle and its row count in
+the commit message; the driver's ``commit`` makes every successful task's handle visible with
+one atomic COMMIT_STAGED_MESSAGES that also records the batch as the producer's last committed
+one. So a failed task attempt's rows are never visible (the commit names only the attempt that
+succeeded), an aborted job leaves nothing, and a micro-batch replayed after a driver crash is a
+no-op on the server. The producer is option ``producerId`` or, for streaming queries, the
+query id (stable across restarts: it lives in the checkpoint); a batch job without
+``producerId`` uses a fresh random one, and with one is idempotent: running it again with the
+same producerId writes nothing the second time.
+
+Where things run: ``write()`` in executor Python workers (on a pickled writer); batch
+``commit``/``abort`` on the driver with the planner's writer; a stream writer is rebuilt for
+every commit, so everything ``commit`` needs travels in the commit messages.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+
+from rill.client import Client
+from rill.protocol.responses.transactions import StageOutcome
+
+from pyspark_rill.arrow_write import WriteSpec, encode_batch
+from pyspark_rill.connection import connect
+from pyspark_rill.options import RillOptionError, WriteOptions
+
+log = logging.getLogger(__name__)
+
+_IN_FLIGHT = 4  # requests a task keeps in flight
+
+
+@dataclass
+class RillCommitMessage(WriterCommitMessage):
+    producer_id: str | None  # None in atLeastOnce mode
+    batch_id: int
+    run_id: int  # this execution of the batch (see STAGE_MESSAGES in docs/extensions.md)
+    task_id: int
+    attempt_id: int
+    messages: int  # rows sent, or staged under the handle
+
+
+def new_run_id() -> int:
+    return secrets.randbits(63) | 1  # never 0, which means "no run"
+
+
+def _write(options: WriteOptions, spec: WriteSpec, batches: Iterator[pa.RecordBatch],
+           producer_id: str | None, batch_id: int, run_id: int) -> RillCommitMessage:
+    context = TaskContext.get()
+    task_id = context.partitionId() if context is not None else 0
+    attempt_id = secrets.randbits(63)
+    client = connect(options.connection)
+    counts: dict[tuple[str, str], int] = {}
+
+    def partitions_count(stream: str, topic: str) -> int:
+        if (stream, topic) not in counts:
+            details = client.get_topic(stream, topic)
+            if details is None:
+                raise RillOptionError(f"topic {topic!r} of stream {stream!r} does not exist (named "
+                                      "by option or column 'stream'/'topic')")
+            counts[stream, topic] = max(details.topic.partitions_count, 1)
+        return counts[stream, topic]
+
+    in_flight: deque = deque()
+    staged = 0
+    done = False  # the batch was committed before, or this run aborted: nothing to stage
+    api = client.async_client
+    try:
+        for batch in batches:
+            if done:
+                continue
+            for request in encode_batch(batch, spec, options, partitions_count,
+                                        options.max_request_bytes):
+                if producer_id is None:
+                    call = api.send_messages_raw(request.stream, request.topic,
+                                                 request.partitioning, request.region)
+                else:
+                    call = api.stage_messages(producer_id, batch_id, task_id, attempt_id,
+                                              request.stream, request.topic, request.region,
+                                              request.partitioning, run_id)
+                in_flight.append((request.count, client.submit(call)))
+                while len(in_flight) >= _IN_FLIGHT:
+                    staged, done = _settle(in_flight, staged, done)
+        while in_flight:
+            staged, done = _settle(in_flight, staged, done)
+    except BaseException:
+        if producer_id is not None:  # this attempt failed: drop what it staged, best effort
+            _drop_attempt(client, in_flight, producer_id, batch_id, task_id, attempt_id)
+        raise
+    return RillCommitMessage(producer_id, batch_id, run_id, task_id, attempt_id, staged)
+
+
+def _drop_attempt(client: Client, in_flight: deque, producer_id: str, batch_id: int,
+                  task_id: int, attempt_id: int) -> None:
+    """Let the attempt's requests land, then drop its handle, so that an aborted job leaves
+    nothing behind even when the driver's abort ran before this attempt's last stage."""
+    for _, future in in_flight:
+        try:
+            future.result()
+        except Exception:  # noqa: BLE001 - the attempt is failing anyway
+            pass
+    try:
+        client.abort_staged_messages(producer_id, batch_id, task_id=task_id,
+                                     attempt_id=attempt_id)
+    except Exception as error:  # noqa: BLE001 - the commit drops unnamed handles anyway
+        log.warning("rill sink: cannot drop the staged rows of a failed attempt: %s", error)
+
+
+def _settle(in_flight: deque, sent: int, done: bool) -> tuple[int, bool]:
+    count, future = in_flight.popleft()
+    result = future.result()
+    if result is not None and result.outcome != StageOutcome.STAGED:
+        return sent, True  # already committed (a replay) or this run was aborted
+    return sent + count, done
+
+
+def _commit(client: Client, producer_id: str, batch_id: int,
+            messages: list[RillCommitMessage | None]) -> None:
+    handles = [(m.task_id, m.attempt_id, m.messages) for m in messages if m is not None]
+    result = client.commit_staged_messages(producer_id, batch_id, handles)
+    log.info("rill sink: producer %s batch %d: %s, %d messages", producer_id, batch_id,
+             result.outcome.name.lower(), result.messages_count)
+
+
+class RillBatchWriter(DataSourceArrowWriter):
+    def __init__(self, options: WriteOptions, spec: WriteSpec) -> None:
+        self.options = options
+        self.spec = spec
+        self.producer_id = (options.producer_id or f"spark-batch-{uuid.uuid4()}"
+                            if options.exactly_once else None)
+        self.run_id = new_run_id()
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> RillCommitMessage:
+        return _write(self.options, self.spec, iterator, self.producer_id, 0, self.run_id)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.producer_id is not None:
+            _commit(connect(self.options.connection), self.producer_id, 0, messages)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.producer_id is not None:
+            connect(self.options.connection).abort_staged_messages(self.producer_id, 0,
+                                                                   self.run_id)
+        else:
+            log.warning("rill sink (atLeastOnce): the job failed; rows already sent stay")
+
+
+class RillStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, options: WriteOptions, spec: WriteSpec) -> None:
+        self.options = options
+        self.spec = spec
+        self.run_id = new_run_id()  # Spark builds a stream writer for each micro-batch run
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> RillCommitMessage:
+        context = TaskContext.get()
+        batch_id = int(context.getLocalProperty("streaming.sql.batchId") or 0)
+        producer_id = None
+        if self.options.exactly_once:
+            producer_id = (self.options.producer_id
+                           or context.getLocalProperty("sql.streaming.queryId"))
+        return _write(self.options, self.spec, iterator, producer_id, batch_id, self.run_id)
+
+    def _producer(self, messages: list[WriterCommitMessage | None]) -> str | None:
+        if not self.options.exactly_once:
+            return None
+        return self.options.producer_id or next(
+            (m.producer_id for m in messages if m is not None and m.producer_id), None)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        producer_id = self._producer(messages)
+        if producer_id is not None:
+            _commit(connect(self.options.connection), producer_id, batchId, messages)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        producer_id = self._producer(messages)
+        if producer_id is not None:  # the run is known from a message (0: abort, no fence)
+            run_id = next((m.run_id for m in messages if m is not None), 0)
+            connect(self.options.connection).abort_staged_messages(producer_id, batchId, run_id)

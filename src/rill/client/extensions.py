@@ -1,0 +1,118 @@
+"""SDK methods of rill's extension commands (docs/extensions.md): columnar reads, staged appends.
+
+Owns: ``ExtensionMethods``, a mixin of ``CommandMethods`` (so ``AsyncClient`` and the blocking
+``Client`` have these methods too), one coroutine per extension command, named as the
+command's ``NAME``. These commands are rill's own: an Iggy server answers them with an error.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from rill.protocol.commands.base import Command
+from rill.protocol.commands.columnar import PollMessagesColumnar
+from rill.protocol.commands.transactions import (
+    AbortStagedMessages,
+    CommitStagedMessages,
+    GetProducerState,
+    StageMessages,
+)
+from rill.protocol.messages import Message, encode_messages
+from rill.protocol.primitives import Identifier, Partitioning
+from rill.protocol.responses.columnar import ColumnarMessages
+from rill.protocol.responses.transactions import (
+    CommitResult,
+    ProducerState,
+    StagedHandle,
+    StageResult,
+)
+
+Id = int | str | Identifier
+
+
+class ExtensionMethods:
+    async def execute(self, command: Command) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    async def poll_messages_columnar(
+        self,
+        stream_id: Id,
+        topic_id: Id,
+        partition_id: int,
+        offset: int,
+        count: int,
+        max_bytes: int = 0,
+    ) -> ColumnarMessages:
+        """Read up to ``count`` messages from ``offset`` of one partition as columns (rill
+        extension 1000); ``count`` 0 returns the partition's bounds only."""
+        return await self.execute(PollMessagesColumnar(
+            Identifier.of(stream_id), Identifier.of(topic_id), partition_id, offset, count,
+            max_bytes,
+        ))
+
+    async def stage_messages(
+        self,
+        producer_id: str,
+        batch_id: int,
+        task_id: int,
+        attempt_id: int,
+        stream_id: Id,
+        topic_id: Id,
+        messages: Iterable[Message | bytes] | bytes | bytearray | memoryview,
+        partitioning: Partitioning | int | None = None,
+        run_id: int = 0,
+    ) -> StageResult:
+        """Stage messages (invisible until committed) under the handle (producer, batch, task,
+        attempt) (rill extension 1010). ``messages`` is Message/bytes items or a pre-encoded
+        SEND region; ``partitioning`` defaults to balanced, an int is a partition id;
+        ``run_id`` names this execution of the batch (an aborted run stages nothing more)."""
+        if isinstance(messages, (bytes, bytearray, memoryview)):
+            region: bytes | memoryview = messages if isinstance(messages, bytes) else memoryview(messages)
+        else:
+            region = encode_messages(
+                message.encode("utf-8") if isinstance(message, str) else message
+                for message in messages
+            )
+        if partitioning is None:
+            partitioning = Partitioning.balanced()
+        elif isinstance(partitioning, int):
+            partitioning = Partitioning.partition_id(partitioning)
+        return await self.execute(StageMessages(
+            producer_id, batch_id, run_id, task_id, attempt_id, Identifier.of(stream_id),
+            Identifier.of(topic_id), partitioning, region,
+        ))
+
+    async def commit_staged_messages(
+        self,
+        producer_id: str,
+        batch_id: int,
+        handles: Iterable[StagedHandle | tuple[int, int, int]],
+    ) -> CommitResult:
+        """Atomically append the named handles' staged messages and record ``batch_id`` as the
+        producer's last committed batch (rill extension 1011); a replayed batch appends
+        nothing. ``handles`` are StagedHandle or (task_id, attempt_id, messages_count)."""
+        named = tuple(
+            handle if isinstance(handle, StagedHandle) else StagedHandle(*handle)
+            for handle in handles
+        )
+        return await self.execute(CommitStagedMessages(producer_id, batch_id, named))
+
+    async def abort_staged_messages(
+        self,
+        producer_id: str,
+        batch_id: int,
+        run_id: int = 0,
+        task_id: int | None = None,
+        attempt_id: int = 0,
+    ) -> None:
+        """Drop everything staged for a batch and fence ``run_id`` (if not 0), or with
+        ``task_id`` only the handle (batch, task_id, attempt_id) (rill extension 1012)."""
+        if task_id is None:
+            await self.execute(AbortStagedMessages(producer_id, batch_id, run_id))
+        else:
+            await self.execute(AbortStagedMessages(
+                producer_id, batch_id, run_id, True, task_id, attempt_id))
+
+    async def get_producer_state(self, producer_id: str) -> ProducerState:
+        """A producer's last committed batch and what it has staged (rill extension 1013)."""
+        return await self.execute(GetProducerState(producer_id))

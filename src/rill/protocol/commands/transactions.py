@@ -1,0 +1,198 @@
+"""Staged (transactional) appends, a rill extension (docs/extensions.md): codes 1010-1013.
+
+A producer (any name: a Spark query id, a job id) stages messages under a handle
+(producer_id, batch_id, task_id, attempt_id); nothing staged is visible to readers. One
+COMMIT_STAGED_MESSAGES makes the named handles of a batch visible atomically and records the
+batch as the producer's last committed one, so committing a batch again (a replay) appends
+nothing. ABORT_STAGED_MESSAGES drops a batch's staged messages (or one handle's). Handles of a batch that a
+commit does not name (failed or duplicate task attempts) are dropped by that commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from rill.protocol.buffer import DecodeError, Reader, Writer
+from rill.protocol.commands.base import STR8, STRICT_BOOL, U32, U64, Command, single_response
+from rill.protocol.messages import Message, encode_messages
+from rill.protocol.primitives import Identifier, Partitioning
+from rill.protocol.responses.transactions import (
+    CommitResult,
+    ProducerState,
+    StagedHandle,
+    StageResult,
+)
+
+
+def _check_producer_id(producer_id: str) -> None:
+    if not producer_id:
+        raise ValueError("producer_id must not be empty")
+
+
+@dataclass(frozen=True, slots=True)
+class StageMessages(Command):
+    """1010 STAGE_MESSAGES: str8 producer_id; u64 batch_id; u64 run_id; u32 task_id;
+    u64 attempt_id; ident stream_id; ident topic_id; partitioning; then messages in SEND layout
+    until the end of the payload. OK: StageResult. Permission: as SEND_MESSAGES on the topic.
+
+    The partition is chosen now (as SEND would); the messages are validated now (a bad message
+    fails this call, never the commit) and kept durably, per the fsync policy, until the batch
+    is committed or aborted. A batch already committed drops them (outcome ALREADY_COMMITTED),
+    and so does a run that was aborted (outcome ABORTED): ``run_id`` names one execution of a
+    batch (a job, a micro-batch run), so that late calls of its failed task attempts cannot
+    stage anything after its abort, while a later run of the same batch (a replay) can.
+    """
+
+    CODE = 1010
+    NAME = "stage_messages"
+    producer_id: str
+    batch_id: int
+    run_id: int
+    task_id: int
+    attempt_id: int
+    stream_id: Identifier
+    topic_id: Identifier
+    partitioning: Partitioning
+    messages: bytes | memoryview
+
+    def __post_init__(self) -> None:
+        _check_producer_id(self.producer_id)
+
+    @classmethod
+    def of(
+        cls,
+        producer_id: str,
+        batch_id: int,
+        run_id: int,
+        task_id: int,
+        attempt_id: int,
+        stream_id: int | str | Identifier,
+        topic_id: int | str | Identifier,
+        partitioning: Partitioning,
+        messages: Iterable[Message | bytes],
+    ) -> StageMessages:
+        return cls(producer_id, batch_id, run_id, task_id, attempt_id, Identifier.of(stream_id),
+                   Identifier.of(topic_id), partitioning, encode_messages(messages))
+
+    def encode_head(self) -> bytes:
+        writer = Writer()
+        writer.str8(self.producer_id).u64(self.batch_id).u64(self.run_id)
+        writer.u32(self.task_id).u64(self.attempt_id)
+        self.stream_id.encode(writer)
+        self.topic_id.encode(writer)
+        self.partitioning.encode(writer)
+        return writer.getvalue()
+
+    def encode(self) -> bytes:
+        return self.encode_head() + bytes(self.messages)
+
+    def encode_parts(self) -> tuple[bytes, bytes | memoryview]:
+        """Head and message region as two buffers, so a big region is sent without a copy."""
+        return (self.encode_head(), self.messages)
+
+    @classmethod
+    def decode(cls, payload: bytes | bytearray | memoryview) -> StageMessages:
+        reader = Reader(payload)
+        producer_id = reader.str8()
+        batch_id, run_id = reader.u64(), reader.u64()
+        task_id, attempt_id = reader.u32(), reader.u64()
+        stream_id = Identifier.decode(reader)
+        topic_id = Identifier.decode(reader)
+        partitioning = Partitioning.decode(reader)
+        try:
+            return cls(producer_id, batch_id, run_id, task_id, attempt_id, stream_id, topic_id,
+                       partitioning, reader.rest())
+        except ValueError as error:
+            raise DecodeError(str(error)) from None
+
+    decode_response = staticmethod(single_response(StageResult.decode))
+
+
+@dataclass(frozen=True, slots=True)
+class CommitStagedMessages(Command):
+    """1011 COMMIT_STAGED_MESSAGES: str8 producer_id; u64 batch_id; u32 handles_count; then
+    handles_count x (u32 task_id; u64 attempt_id; u64 messages_count). OK: CommitResult.
+
+    Atomic and durable: either every message of the named handles becomes visible (in handle
+    order, each handle's stage calls in order) and ``batch_id`` becomes the producer's last
+    committed batch, or nothing happens. A handle whose staged count differs from
+    ``messages_count`` fails the commit (11001); a missing handle with a non-zero count too
+    (11000). A ``batch_id`` at or below the last committed one is a replay: nothing is appended
+    (outcome ALREADY_COMMITTED). Permission: as SEND_MESSAGES on every topic staged to.
+    """
+
+    CODE = 1011
+    NAME = "commit_staged_messages"
+    producer_id: str
+    batch_id: int
+    handles: tuple[StagedHandle, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_producer_id(self.producer_id)
+
+    def encode(self) -> bytes:
+        writer = Writer()
+        writer.str8(self.producer_id).u64(self.batch_id).u32(len(self.handles))
+        for handle in self.handles:
+            handle.encode(writer)
+        return writer.getvalue()
+
+    @classmethod
+    def decode(cls, payload: bytes | bytearray | memoryview) -> CommitStagedMessages:
+        reader = Reader(payload)
+        producer_id = reader.str8()
+        batch_id = reader.u64()
+        count = reader.u32()
+        if count * 20 > reader.remaining:
+            raise DecodeError(f"{count} staged handles do not fit {reader.remaining} bytes")
+        handles = tuple(StagedHandle.decode(reader) for _ in range(count))
+        reader.expect_end()
+        try:
+            return cls(producer_id, batch_id, handles)
+        except ValueError as error:
+            raise DecodeError(str(error)) from None
+
+    decode_response = staticmethod(single_response(CommitResult.decode))
+
+
+@dataclass(frozen=True, slots=True)
+class AbortStagedMessages(Command):
+    """1012 ABORT_STAGED_MESSAGES: str8 producer_id; u64 batch_id; u64 run_id; u8 one_handle
+    (0/1); u32 task_id; u64 attempt_id. OK: empty.
+
+    Drops every staged handle of the batch and, when ``run_id`` is not 0, fences that run: its
+    later stage calls are dropped (outcome ABORTED). With ``one_handle`` only the handle
+    (batch, task_id, attempt_id) is dropped -- what a failing task attempt does to clean up
+    after itself. Aborting a committed or unknown batch or handle does nothing. Permission: as
+    SEND_MESSAGES on every topic staged to.
+    """
+
+    CODE = 1012
+    NAME = "abort_staged_messages"
+    LAYOUT = (STR8, U64, U64, STRICT_BOOL, U32, U64)
+    producer_id: str
+    batch_id: int
+    run_id: int = 0
+    one_handle: bool = False
+    task_id: int = 0
+    attempt_id: int = 0
+
+    def __post_init__(self) -> None:
+        _check_producer_id(self.producer_id)
+
+
+@dataclass(frozen=True, slots=True)
+class GetProducerState(Command):
+    """1013 GET_PRODUCER_STATE: str8 producer_id. OK: ProducerState (an unknown producer has
+    no committed batch and nothing staged). Needs a login only."""
+
+    CODE = 1013
+    NAME = "get_producer_state"
+    LAYOUT = (STR8,)
+    producer_id: str
+
+    def __post_init__(self) -> None:
+        _check_producer_id(self.producer_id)
+
+    decode_response = staticmethod(single_response(ProducerState.decode))

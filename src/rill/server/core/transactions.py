@@ -1,0 +1,300 @@
+"""Staged appends (rill extension, codes 1010-1013): stage, commit atomically, abort, inspect.
+
+Owns: each producer's last committed batch and its staged handles (batch -> (task, attempt) ->
+StagedFile), and the commit protocol that makes exactly-once sinks possible:
+
+1. STAGE validates a region, picks its partition and appends it to the handle's staged file
+   (durable per policy before the reply). Staged messages are invisible to readers.
+2. COMMIT checks the named handles, resolves and authorizes every target partition, then, with
+   no ``await`` until the end of step 3 (so no other request can touch those partitions):
+   builds a plan (handles in order + each target partition's next offset), *decides* it in
+   the journal in one SQLite transaction together with "batch N is the producer's last
+   committed batch",
+3. applies the plan (one append per staged region), *finishes* it in the journal, and drops
+   every staged handle of batches <= N (including attempts the commit did not name).
+4. A commit of a batch <= the last committed one is a replay and appends nothing.
+
+At start, plans decided and not finished (a crash in step 3) are applied again: for each
+partition, the messages already beyond the recorded next offset are skipped, so a plan lands
+exactly once. Invariant: a batch is either wholly visible (decided) or wholly absent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Callable
+
+from rill import errors
+from rill.protocol.commands.transactions import (
+    AbortStagedMessages,
+    CommitStagedMessages,
+    GetProducerState,
+    StageMessages,
+)
+from rill.protocol.primitives import MAX_TOPIC_SIZE_UNLIMITED, Partitioning
+from rill.protocol.responses.transactions import (
+    CommitOutcome,
+    CommitResult,
+    ProducerState,
+    StageOutcome,
+    StageResult,
+)
+from rill.server.core.model import Partition, Session, Topic
+from rill.server.core.state import CoreState
+from rill.server.metrics import record_appended
+from rill.server.storage.records import skip_send_messages, validate_send_region
+from rill.server.storage.staging import StagedFile, StagingArea
+from rill.server.storage.transaction_journal import TransactionJournal
+
+log = logging.getLogger(__name__)
+
+PartitionKey = tuple[int, int, int]  # stream id, topic id, partition id
+
+
+@dataclass(eq=False)
+class Producer:
+    last_committed: int | None = None
+    staged: dict[int, dict[tuple[int, int], StagedFile]] = field(default_factory=dict)
+    # decided batches whose application failed (I/O error): kept for the replay at start
+    unfinished: set[int] = field(default_factory=set)
+    # (batch, run) pairs aborted: late stage calls of their task attempts are dropped
+    fenced: set[tuple[int, int]] = field(default_factory=set)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def is_committed(self, batch_id: int) -> bool:
+        return self.last_committed is not None and batch_id <= self.last_committed
+
+
+class TransactionService:
+    def __init__(
+        self, state: CoreState, choose_partition: Callable[[Topic, Partitioning], Partition]
+    ) -> None:
+        self.state = state
+        self.choose_partition = choose_partition
+        self.staging = StagingArea(state.paths, state.durability)
+        self.journal = TransactionJournal(
+            state.paths.transactions_db, synchronous_full=state.durability.policy.value == "always"
+        )
+        self.producers: dict[str, Producer] = {}
+
+    # -- commands --------------------------------------------------------------------------
+
+    async def stage_messages(self, session: Session, command: StageMessages) -> StageResult:
+        state = self.state
+        topic = state.find_topic(command.stream_id, command.topic_id)
+        state.authorize(session, "stage_messages", topic.stream_id, topic.id)
+        partition = self.choose_partition(topic, command.partitioning)
+        producer = self.producers.setdefault(command.producer_id, Producer())
+        if producer.is_committed(command.batch_id):
+            return StageResult(StageOutcome.ALREADY_COMMITTED, 0, 0)
+        if (command.batch_id, command.run_id) in producer.fenced:
+            return StageResult(StageOutcome.ABORTED, 0, 0)
+        count = validate_send_region(command.messages)
+        handles = producer.staged.setdefault(command.batch_id, {})
+        key = (command.task_id, command.attempt_id)
+        staged = handles.get(key)
+        if staged is None:
+            staged = handles[key] = self.staging.create(command.producer_id, command.batch_id, *key)
+        staged.append(topic.stream_id, topic.id, partition.id, count, command.messages)
+        await staged.wait_durable()
+        return StageResult(StageOutcome.STAGED, partition.id, staged.messages_count)
+
+    async def commit_staged_messages(
+        self, session: Session, command: CommitStagedMessages
+    ) -> CommitResult:
+        producer_id, batch_id = command.producer_id, command.batch_id
+        producer = self.producers.setdefault(producer_id, Producer())
+        async with producer.lock:
+            if producer.is_committed(batch_id):
+                self._drop_through(producer, batch_id)
+                return CommitResult(CommitOutcome.ALREADY_COMMITTED, 0)
+            chosen = self._chosen_handles(producer, command)
+            targets = self._targets(session, chosen, "commit_staged_messages")
+            for partition in targets.values():
+                topic = self.state.streams[partition.stream_id].topics[partition.topic_id]
+                if (topic.max_topic_size != MAX_TOPIC_SIZE_UNLIMITED
+                        and topic.size_bytes >= topic.max_topic_size):
+                    raise errors.TopicFull(topic.id, topic.stream_id)
+            # no await from here on: nothing else can append to the targets in between
+            plan = {
+                "handles": [[staged.task_id, staged.attempt_id] for staged in chosen],
+                "partitions": [[*key, partition.log.next_offset]
+                               for key, partition in targets.items()],
+            }
+            self.journal.decide(producer_id, batch_id, plan, self.state.clock())
+            producer.last_committed = batch_id
+            try:
+                appended = self._apply(chosen, targets, skips={})
+            except BaseException:
+                producer.unfinished.add(batch_id)
+                raise
+            self.journal.finish(producer_id, batch_id)
+            self._drop_through(producer, batch_id)
+        for partition in targets.values():
+            await partition.log.wait_durable()
+        return CommitResult(CommitOutcome.COMMITTED, appended)
+
+    async def abort_staged_messages(self, session: Session, command: AbortStagedMessages) -> None:
+        producer = self.producers.get(command.producer_id)
+        if producer is None:
+            return
+        async with producer.lock:
+            handles = producer.staged.get(command.batch_id, {})
+            if command.one_handle:
+                key = (command.task_id, command.attempt_id)
+                handles = {key: handles[key]} if key in handles else {}
+            topics = {(entry.stream_id, entry.topic_id)
+                      for staged in handles.values() for entry in staged.entries}
+            for stream_id, topic_id in sorted(topics):
+                self.state.authorize(session, "abort_staged_messages", stream_id, topic_id)
+            batch = producer.staged.get(command.batch_id, {})
+            for key, staged in list(handles.items()):
+                del batch[key]
+                staged.delete()
+            if not batch:
+                producer.staged.pop(command.batch_id, None)
+            if command.run_id and not command.one_handle and not producer.is_committed(
+                    command.batch_id):
+                producer.fenced.add((command.batch_id, command.run_id))
+
+    def get_producer_state(self, session: Session, command: GetProducerState) -> ProducerState:
+        producer = self.producers.get(command.producer_id)
+        if producer is None:
+            return ProducerState(False, 0, 0, 0)
+        files = [staged for handles in producer.staged.values() for staged in handles.values()]
+        return ProducerState(
+            producer.last_committed is not None, producer.last_committed or 0, len(files),
+            sum(staged.messages_count for staged in files),
+        )
+
+    # -- the commit steps ------------------------------------------------------------------
+
+    @staticmethod
+    def _chosen_handles(producer: Producer, command: CommitStagedMessages) -> list[StagedFile]:
+        handles = producer.staged.get(command.batch_id, {})
+        chosen = []
+        for named in command.handles:
+            staged = handles.get((named.task_id, named.attempt_id))
+            label = (command.producer_id, command.batch_id, named.task_id, named.attempt_id)
+            if staged is None:
+                if named.messages_count:
+                    raise errors.StagedMessagesNotFound(*label)
+                continue
+            if staged.messages_count != named.messages_count:
+                raise errors.StagedMessagesCountMismatch(
+                    *label, staged.messages_count, named.messages_count
+                )
+            chosen.append(staged)
+        return chosen
+
+    def _targets(
+        self, session: Session, chosen: list[StagedFile], command: str
+    ) -> dict[PartitionKey, Partition]:
+        """Every partition the handles append to (first-use order), authorized for ``session``."""
+        targets: dict[PartitionKey, Partition] = {}
+        for staged in chosen:
+            for entry in staged.entries:
+                key = (entry.stream_id, entry.topic_id, entry.partition_id)
+                if key in targets:
+                    continue
+                stream = self.state.streams.get(entry.stream_id)
+                topic = stream.topics.get(entry.topic_id) if stream else None
+                if topic is None:
+                    raise errors.TopicIdNotFound(entry.topic_id, entry.stream_id)
+                self.state.authorize(session, command, topic.stream_id, topic.id)
+                targets[key] = self.state.find_partition(topic, entry.partition_id)
+        return targets
+
+    def _apply(
+        self, chosen: list[StagedFile], targets: dict[PartitionKey, Partition],
+        skips: dict[PartitionKey, int],
+    ) -> int:
+        """Append the handles' regions in order, skipping ``skips[key]`` leading messages of
+        each partition (those a crashed earlier application already wrote)."""
+        appended = 0
+        for staged in chosen:
+            for entry in staged.entries:
+                key = (entry.stream_id, entry.topic_id, entry.partition_id)
+                partition = targets.get(key)
+                if partition is None:
+                    continue
+                region: bytes | memoryview = staged.read_region(entry)
+                count = entry.count
+                skip = skips.get(key, 0)
+                if skip:
+                    skipped = min(skip, count)
+                    skips[key] = skip - skipped
+                    count -= skipped
+                    if not count:
+                        continue
+                    region = memoryview(region)[skip_send_messages(region, skipped):]
+                partition.log.append(region, self.state.clock())
+                record_appended(partition.log)
+                appended += count
+        return appended
+
+    def _drop_through(self, producer: Producer, batch_id: int) -> None:
+        """Delete the staged files of every batch <= ``batch_id`` (committed or superseded)."""
+        producer.fenced = {fence for fence in producer.fenced if fence[0] > batch_id}
+        done = [batch for batch in producer.staged
+                if batch <= batch_id and batch not in producer.unfinished]
+        for batch in done:
+            for staged in producer.staged.pop(batch).values():
+                staged.delete()
+
+    # -- start and stop --------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Load producers and staged files, finish commits a crash interrupted, drop leftovers."""
+        for producer_id, batch_id in self.journal.load_producers().items():
+            self.producers[producer_id] = Producer(last_committed=batch_id)
+        for staged in self.staging.load_all():
+            producer = self.producers.setdefault(staged.producer_id, Producer())
+            handles = producer.staged.setdefault(staged.batch_id, {})
+            handles[(staged.task_id, staged.attempt_id)] = staged
+        touched: dict[PartitionKey, Partition] = {}
+        for pending in self.journal.load_pending():
+            touched.update(self._replay(pending.producer_id, pending.batch_id, pending.plan))
+            self.journal.finish(pending.producer_id, pending.batch_id)
+        for producer in self.producers.values():
+            if producer.last_committed is not None:
+                self._drop_through(producer, producer.last_committed)
+        for partition in touched.values():
+            await partition.log.wait_durable()
+
+    def _replay(self, producer_id: str, batch_id: int, plan: dict) -> dict[PartitionKey, Partition]:
+        handles = self.producers.setdefault(producer_id, Producer()).staged.get(batch_id, {})
+        chosen = []
+        for task_id, attempt_id in plan["handles"]:
+            staged = handles.get((task_id, attempt_id))
+            if staged is None:
+                log.error("commit %s/%d: staged handle %d/%d is missing; its messages are lost",
+                          producer_id, batch_id, task_id, attempt_id)
+                continue
+            chosen.append(staged)
+        targets: dict[PartitionKey, Partition] = {}
+        skips: dict[PartitionKey, int] = {}
+        for stream_id, topic_id, partition_id, base in plan["partitions"]:
+            stream = self.state.streams.get(stream_id)
+            topic = stream.topics.get(topic_id) if stream else None
+            partition = topic.partitions.get(partition_id) if topic else None
+            if partition is None:
+                log.warning("commit %s/%d: partition %d/%d/%d is gone; skipped",
+                            producer_id, batch_id, stream_id, topic_id, partition_id)
+                continue
+            key = (stream_id, topic_id, partition_id)
+            targets[key] = partition
+            skips[key] = max(partition.log.next_offset - base, 0)
+        appended = self._apply(chosen, targets, skips)
+        log.warning("finished the interrupted commit of producer %s batch %d: %d messages",
+                    producer_id, batch_id, appended)
+        return targets
+
+    def close(self) -> None:
+        for producer in self.producers.values():
+            for handles in producer.staged.values():
+                for staged in handles.values():
+                    staged.close()
+        self.journal.close()

@@ -1,0 +1,181 @@
+"""Staged appends on disk: one file per (producer, batch, task, attempt) under ``staging/``.
+
+File layout (little-endian)::
+
+    header   b"RILLSTG1" | u8 producer_id length | producer_id UTF-8 | u64 batch_id |
+             u32 task_id | u64 attempt_id
+    entries  back to back, one per stage call:
+             u32 region_length | u32 stream_id | u32 topic_id | u32 partition_id |
+             u32 messages_count | u32 crc32(region) | region (SEND layout, already validated)
+
+Owns: creating, appending to, reading, loading and deleting these files. Invariants: an entry
+is one positioned write at the end of the file, made durable per the fsync policy before the
+stage call is acknowledged; on load, a torn or corrupt tail (an unacknowledged stage call cut
+by a crash) is cut off at the last whole entry, and a file with a bad header is removed. The
+file is the only record of staged data; memory only remembers where the entries are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from rill.server.storage.durability import Durability
+from rill.server.storage.paths import STAGED_SUFFIX, DataPaths
+from rill.server.storage.records import crc32
+from rill.server.storage.segment import read_all_at, write_all_at
+
+log = logging.getLogger(__name__)
+
+MAGIC = b"RILLSTG1"
+_HEADER_TAIL = struct.Struct("<QIQ")  # batch_id, task_id, attempt_id
+_ENTRY_HEAD = struct.Struct("<IIIIII")  # length, stream, topic, partition, count, crc32
+
+
+def producer_key(producer_id: str) -> str:
+    """A fixed-length, file-name-safe key for any producer id."""
+    return hashlib.sha256(producer_id.encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class StagedEntry:
+    """One stage call: ``count`` messages for one partition, at ``position`` in the file."""
+
+    stream_id: int
+    topic_id: int
+    partition_id: int
+    count: int
+    position: int  # of the region
+    length: int
+
+
+class StagedFile:
+    """The staged messages of one task attempt; append-only until committed or aborted."""
+
+    def __init__(self, path: Path, producer_id: str, batch_id: int, task_id: int,
+                 attempt_id: int, durability: Durability) -> None:
+        self.path = path
+        self.producer_id = producer_id
+        self.batch_id = batch_id
+        self.task_id = task_id
+        self.attempt_id = attempt_id
+        self.entries: list[StagedEntry] = []
+        self.size = 0
+        self._durability = durability
+        self._descriptor: int | None = None
+
+    @property
+    def messages_count(self) -> int:
+        return sum(entry.count for entry in self.entries)
+
+    def _header(self) -> bytes:
+        producer = self.producer_id.encode("utf-8")
+        tail = _HEADER_TAIL.pack(self.batch_id, self.task_id, self.attempt_id)
+        return MAGIC + bytes((len(producer),)) + producer + tail
+
+    def _open(self) -> int:
+        if self._descriptor is None:
+            self._descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        return self._descriptor
+
+    def append(self, stream_id: int, topic_id: int, partition_id: int, count: int,
+               region: bytes | memoryview) -> None:
+        """Write one entry at the end of the file (the header first if the file is new)."""
+        descriptor = self._open()
+        head = b"" if self.size else self._header()
+        entry_head = _ENTRY_HEAD.pack(len(region), stream_id, topic_id, partition_id, count,
+                                      crc32(region))
+        position = self.size + len(head) + len(entry_head)
+        try:
+            write_all_at(descriptor, head + entry_head, self.size)
+            write_all_at(descriptor, region, position)
+        except OSError:
+            os.ftruncate(descriptor, self.size)
+            raise
+        self._durability.mark_dirty(descriptor)
+        self.entries.append(StagedEntry(stream_id, topic_id, partition_id, count, position,
+                                        len(region)))
+        self.size = position + len(region)
+
+    async def wait_durable(self) -> None:
+        if self._descriptor is not None:
+            await self._durability.wait_durable(self._descriptor)
+
+    def read_region(self, entry: StagedEntry) -> bytes:
+        descriptor = self._open()
+        return read_all_at(descriptor, entry.length, entry.position)
+
+    def close(self) -> None:
+        if self._descriptor is not None:
+            descriptor, self._descriptor = self._descriptor, None
+            self._durability.close_file(descriptor)
+
+    def delete(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def load(cls, path: Path, durability: Durability) -> StagedFile | None:
+        """Read a staged file back, cutting a torn tail; None (and the file removed) if its
+        header is unreadable."""
+        data = path.read_bytes()
+        header_end = len(MAGIC) + 1
+        producer_end = header_end + (data[len(MAGIC)] if len(data) > len(MAGIC) else 0)
+        if data[: len(MAGIC)] != MAGIC or len(data) < producer_end + _HEADER_TAIL.size:
+            log.warning("removing staged file with a bad header: %s", path)
+            path.unlink(missing_ok=True)
+            return None
+        producer_id = data[header_end:producer_end].decode("utf-8", "replace")
+        batch_id, task_id, attempt_id = _HEADER_TAIL.unpack_from(data, producer_end)
+        staged = cls(path, producer_id, batch_id, task_id, attempt_id, durability)
+        position = producer_end + _HEADER_TAIL.size
+        while position + _ENTRY_HEAD.size <= len(data):
+            length, stream, topic, partition, count, checksum = _ENTRY_HEAD.unpack_from(
+                data, position)
+            start = position + _ENTRY_HEAD.size
+            if start + length > len(data) or crc32(data[start : start + length]) != checksum:
+                break
+            staged.entries.append(StagedEntry(stream, topic, partition, count, start, length))
+            position = start + length
+        if position != len(data):
+            log.warning("cutting the torn tail of staged file %s at byte %d", path, position)
+            os.truncate(path, position)
+        staged.size = position
+        return staged
+
+
+class StagingArea:
+    """The ``staging/`` directory: builds, and at start finds, every StagedFile."""
+
+    def __init__(self, paths: DataPaths, durability: Durability) -> None:
+        self.paths = paths
+        self.durability = durability
+
+    def create(self, producer_id: str, batch_id: int, task_id: int, attempt_id: int) -> StagedFile:
+        directory = self.paths.staging_dir
+        if not directory.is_dir():
+            directory.mkdir(parents=True, exist_ok=True)
+            self.durability.sync_directory(directory.parent)
+        path = self.paths.staged_file(producer_key(producer_id), batch_id, task_id, attempt_id)
+        path.unlink(missing_ok=True)  # a leftover of the same handle is never appended to
+        staged = StagedFile(path, producer_id, batch_id, task_id, attempt_id, self.durability)
+        staged._open()
+        self.durability.sync_directory(directory)
+        return staged
+
+    def load_all(self) -> list[StagedFile]:
+        directory = self.paths.staging_dir
+        if not directory.is_dir():
+            return []
+        found = []
+        for path in sorted(directory.iterdir()):
+            if path.suffix == STAGED_SUFFIX:
+                staged = StagedFile.load(path, self.durability)
+                if staged is not None:
+                    found.append(staged)
+        return found

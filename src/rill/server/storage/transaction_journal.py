@@ -1,0 +1,104 @@
+"""The journal of staged-append commits, in SQLite (WAL), beside the metadata store.
+
+Owns: two tables. ``producers`` keeps each producer's last committed batch; ``pending_commits``
+keeps the plan of every commit that was decided and not yet known to be fully applied. A
+commit is *decided* by one transaction that writes both (so "batch N is committed" and "here
+is what N appends" become durable together, or not at all), then applied to the partition
+logs, then *finished* by deleting its pending row. At start, every pending plan is applied
+again idempotently (the plan records each partition's next offset before the commit, so the
+part that already reached the log is skipped). Durability follows the fsync policy as the
+metadata store does (``synchronous=FULL`` under ``always``, ``NORMAL`` otherwise).
+
+It is its own database file rather than tables in ``metadata.sqlite3``: a commit's atomicity
+needs one transaction in one database, and nothing here refers to the metadata rows.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS producers (
+    producer_id TEXT PRIMARY KEY,
+    last_committed_batch INTEGER NOT NULL,
+    committed_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS pending_commits (
+    producer_id TEXT NOT NULL,
+    batch_id INTEGER NOT NULL,
+    plan TEXT NOT NULL,
+    PRIMARY KEY (producer_id, batch_id)
+);
+"""
+
+
+def _to_sql(value: int) -> int:
+    """A u64 as SQLite's signed 64-bit INTEGER (and back with ``_from_sql``)."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _from_sql(value: int) -> int:
+    return value + (1 << 64) if value < 0 else value
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCommit:
+    producer_id: str
+    batch_id: int
+    plan: dict[str, Any]
+
+
+class TransactionJournal:
+    """One SQLite connection, used from the event loop thread only; one transaction per method."""
+
+    def __init__(self, path: Path, synchronous_full: bool) -> None:
+        self.path = path
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(f"PRAGMA synchronous={'FULL' if synchronous_full else 'NORMAL'}")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def load_producers(self) -> dict[str, int]:
+        rows = self._db.execute("SELECT producer_id, last_committed_batch FROM producers")
+        return {producer: _from_sql(batch) for producer, batch in rows}
+
+    def load_pending(self) -> list[PendingCommit]:
+        rows = self._db.execute(
+            "SELECT producer_id, batch_id, plan FROM pending_commits ORDER BY producer_id, batch_id"
+        )
+        return [PendingCommit(p, _from_sql(b), json.loads(plan)) for p, b, plan in rows]
+
+    def decide(self, producer_id: str, batch_id: int, plan: dict[str, Any], now_us: int) -> None:
+        """Make the commit of ``batch_id`` durable: last committed batch and plan together."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute(
+                "INSERT INTO producers(producer_id, last_committed_batch, committed_at)"
+                " VALUES (?, ?, ?) ON CONFLICT(producer_id) DO UPDATE SET"
+                " last_committed_batch = excluded.last_committed_batch,"
+                " committed_at = excluded.committed_at",
+                (producer_id, _to_sql(batch_id), now_us),
+            )
+            self._db.execute(
+                "INSERT OR REPLACE INTO pending_commits(producer_id, batch_id, plan)"
+                " VALUES (?, ?, ?)",
+                (producer_id, _to_sql(batch_id), json.dumps(plan, separators=(",", ":"))),
+            )
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def finish(self, producer_id: str, batch_id: int) -> None:
+        """The commit's plan is fully applied: forget it."""
+        self._db.execute(
+            "DELETE FROM pending_commits WHERE producer_id = ? AND batch_id = ?",
+            (producer_id, _to_sql(batch_id)),
+        )

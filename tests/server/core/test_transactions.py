@@ -1,0 +1,236 @@
+"""Staged appends (rill extension 1010-1013) through a real server, and the crash replay of a
+decided commit inside one process."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from rill import errors
+from rill.client import Client, Message, Permissions
+from rill.protocol.commands.streams import CreateStream
+from rill.protocol.commands.topics import CreateTopic
+from rill.protocol.commands.transactions import (
+    CommitStagedMessages,
+    GetProducerState,
+    StageMessages,
+)
+from rill.protocol.commands.users import LoginUser
+from rill.protocol.messages import iter_polled_messages
+from rill.protocol.permissions import GlobalPermissions
+from rill.protocol.primitives import CompressionAlgorithm, Identifier, Partitioning, Transport
+from rill.protocol.responses.transactions import CommitOutcome, StagedHandle, StageOutcome
+from rill.server.config import ServerConfig
+from rill.server.core.core import Core
+from rill.server.storage.partition_log import PartitionLog
+
+
+@pytest.fixture
+def client(rill_server):
+    with Client(rill_server.address) as client:
+        client.login_user("iggy", "iggy")
+        client.create_stream("s", stream_id=1)
+        client.create_topic(1, "t", partitions_count=2)
+        yield client
+
+
+def payloads(client, partition_id: int) -> list[bytes]:
+    found = client.poll_messages_columnar(1, "t", partition_id, 0, 1000)
+    return [message.payload for message in found.messages]
+
+
+def test_staged_messages_are_invisible_until_the_commit(client) -> None:
+    first = client.stage_messages("q", 0, 0, 11, 1, "t", [b"a", b"b"], partitioning=1)
+    assert (first.outcome, first.partition_id, first.staged_messages) == (StageOutcome.STAGED, 1, 2)
+    client.stage_messages("q", 0, 0, 11, 1, "t", [Message(b"c", id=7)], partitioning=2)
+    client.stage_messages("q", 0, 1, 12, "s", 1, [b"d"], partitioning=1)
+    assert payloads(client, 1) == [] and payloads(client, 2) == []
+    state = client.get_producer_state("q")
+    assert (state.last_batch, state.staged_handles, state.staged_messages) == (None, 2, 4)
+    result = client.commit_staged_messages("q", 0, [(0, 11, 3), (1, 12, 1)])
+    assert (result.outcome, result.messages_count) == (CommitOutcome.COMMITTED, 4)
+    assert payloads(client, 1) == [b"a", b"b", b"d"] and payloads(client, 2) == [b"c"]
+    assert client.poll_messages_columnar(1, "t", 2, 0, 1).messages[0].id == 7
+    state = client.get_producer_state("q")
+    assert (state.last_batch, state.staged_handles) == (0, 0)
+
+
+def test_a_replayed_batch_appends_nothing(client) -> None:
+    client.stage_messages("q", 5, 0, 1, 1, "t", [b"x"], partitioning=1)
+    assert client.commit_staged_messages("q", 5, [(0, 1, 1)]).outcome == CommitOutcome.COMMITTED
+    # the replay stages again (a new attempt) and commits again: both are no-ops
+    again = client.stage_messages("q", 5, 0, 2, 1, "t", [b"x"], partitioning=1)
+    assert again.outcome == StageOutcome.ALREADY_COMMITTED
+    replay = client.commit_staged_messages("q", 5, [(0, 2, 1)])
+    assert (replay.outcome, replay.messages_count) == (CommitOutcome.ALREADY_COMMITTED, 0)
+    older = client.commit_staged_messages("q", 3, [])
+    assert older.outcome == CommitOutcome.ALREADY_COMMITTED
+    assert payloads(client, 1) == [b"x"]
+    assert client.get_producer_state("q").staged_handles == 0
+
+
+def test_attempts_a_commit_does_not_name_are_dropped(client) -> None:
+    client.stage_messages("q", 1, 0, 100, 1, "t", [b"failed attempt"], partitioning=1)
+    client.stage_messages("q", 1, 0, 101, 1, "t", [b"retry"], partitioning=1)
+    client.commit_staged_messages("q", 1, [(0, 101, 1)])
+    assert payloads(client, 1) == [b"retry"]
+    assert client.get_producer_state("q").staged_handles == 0
+
+
+def test_abort_leaves_nothing(client) -> None:
+    client.stage_messages("q", 2, 0, 1, 1, "t", [b"a"], partitioning=1)
+    client.stage_messages("q", 2, 1, 1, 1, "t", [b"b"], partitioning=2)
+    client.stage_messages("q", 3, 0, 1, 1, "t", [b"next batch"], partitioning=2)
+    client.abort_staged_messages("q", 2)
+    state = client.get_producer_state("q")
+    assert (state.last_batch, state.staged_handles, state.staged_messages) == (None, 1, 1)
+    with pytest.raises(errors.StagedMessagesNotFound):  # the aborted handles are gone
+        client.commit_staged_messages("q", 2, [(0, 1, 1)])
+    client.abort_staged_messages("unknown producer", 1)  # nothing to do, no error
+    client.stage_messages("q", 4, 0, 1, 1, "t", [b"failed attempt"], partitioning=1)
+    client.stage_messages("q", 4, 1, 1, 1, "t", [b"good task"], partitioning=1)
+    client.abort_staged_messages("q", 4, task_id=0, attempt_id=1)  # one handle only
+    assert client.commit_staged_messages("q", 4, [(1, 1, 1)]).messages_count == 1
+    assert payloads(client, 1) == [b"good task"]
+
+
+def test_an_aborted_run_stages_nothing_more_but_a_new_run_does(client) -> None:
+    client.stage_messages("q", 6, 0, 1, 1, "t", [b"run 7"], partitioning=1, run_id=7)
+    client.abort_staged_messages("q", 6, run_id=7)
+    late = client.stage_messages("q", 6, 1, 1, 1, "t", [b"zombie"], partitioning=1, run_id=7)
+    assert late.outcome == StageOutcome.ABORTED
+    assert client.get_producer_state("q").staged_handles == 0
+    replay = client.stage_messages("q", 6, 0, 2, 1, "t", [b"run 8"], partitioning=1, run_id=8)
+    assert replay.outcome == StageOutcome.STAGED
+    client.commit_staged_messages("q", 6, [(0, 2, 1)])
+    assert payloads(client, 1) == [b"run 8"]
+    assert payloads(client, 2) == []
+
+
+def test_a_commit_with_a_wrong_count_or_missing_handle_fails_whole(client) -> None:
+    client.stage_messages("q", 1, 0, 1, 1, "t", [b"a", b"b"], partitioning=1)
+    with pytest.raises(errors.StagedMessagesCountMismatch) as caught:
+        client.commit_staged_messages("q", 1, [(0, 1, 3)])
+    assert caught.value.code == 11001
+    with pytest.raises(errors.StagedMessagesNotFound):
+        client.commit_staged_messages("q", 1, [(0, 1, 2), (1, 1, 5)])
+    assert payloads(client, 1) == [] and client.get_producer_state("q").last_batch is None
+    # a task that staged nothing names a count of 0 and needs no handle
+    assert client.commit_staged_messages("q", 1, [(0, 1, 2), (1, 1, 0)]).messages_count == 2
+
+
+def test_bad_stages_are_refused_at_stage_time(client) -> None:
+    with pytest.raises(errors.InvalidCommand):  # a payload_length of 0
+        client.stage_messages("q", 1, 0, 1, 1, "t", bytes(24), partitioning=1)
+    with pytest.raises(errors.PartitionNotFound):
+        client.stage_messages("q", 1, 0, 1, 1, "t", [b"a"], partitioning=9)
+    with pytest.raises(errors.TopicNameNotFound):
+        client.stage_messages("q", 1, 0, 1, 1, "nope", [b"a"])
+    assert client.get_producer_state("q").staged_handles == 0
+
+
+def test_keyed_and_balanced_stages_pick_partitions_like_send(client) -> None:
+    key = client.stage_messages("q", 1, 0, 1, 1, "t", [b"a"],
+                                partitioning=Partitioning.messages_key(b"hello"))
+    client.send_messages(1, "t", [b"sent"], partitioning=Partitioning.messages_key(b"hello"))
+    assert payloads(client, key.partition_id) == [b"sent"]
+    balanced = {client.stage_messages("q", 1, 0, 1, 1, "t", [b"b"]).partition_id
+                for _ in range(4)}
+    assert balanced == {1, 2}
+
+
+def test_permissions_follow_send(rill_server, client) -> None:
+    client.create_user("reader", "secret-1",
+                       permissions=Permissions(GlobalPermissions(poll_messages=True), None))
+    with Client(rill_server.address) as reader:
+        reader.login_user("reader", "secret-1")
+        assert reader.poll_messages_columnar(1, "t", 1, 0, 10).count == 0
+        with pytest.raises(errors.Unauthorized):
+            reader.stage_messages("q", 1, 0, 1, 1, "t", [b"a"], partitioning=1)
+        client.stage_messages("q", 1, 0, 1, 1, "t", [b"a"], partitioning=1)
+        with pytest.raises(errors.Unauthorized):
+            reader.commit_staged_messages("q", 1, [(0, 1, 1)])
+        with pytest.raises(errors.Unauthorized):
+            reader.abort_staged_messages("q", 1)
+        assert reader.get_producer_state("q").staged_messages == 1
+
+
+def test_staged_data_and_commits_survive_restarts(rill_server, client) -> None:
+    client.stage_messages("q", 1, 0, 1, 1, "t", [b"one"], partitioning=1)
+    client.commit_staged_messages("q", 1, [(0, 1, 1)])
+    client.stage_messages("q", 2, 0, 1, 1, "t", [b"two", b"three"], partitioning=1)
+    rill_server.kill()
+    rill_server.start()
+    with Client(rill_server.address) as again:
+        again.login_user("iggy", "iggy")
+        state = again.get_producer_state("q")
+        assert (state.last_batch, state.staged_handles, state.staged_messages) == (1, 1, 2)
+        assert payloads(again, 1) == [b"one"]
+        again.commit_staged_messages("q", 2, [(0, 1, 2)])
+        assert payloads(again, 1) == [b"one", b"two", b"three"]
+    rill_server.restart()  # a clean stop and start
+    with Client(rill_server.address) as again:
+        again.login_user("iggy", "iggy")
+        assert again.get_producer_state("q").last_batch == 2
+        assert payloads(again, 1) == [b"one", b"two", b"three"]
+
+
+# ---------------------------------------------------------------- crash inside a commit
+
+
+def test_a_commit_interrupted_after_its_decision_is_finished_exactly_once(tmp_path, monkeypatch):
+    """The second region's append fails after the decision: the batch counts as committed,
+    and the next start appends exactly what is missing (the first region is not repeated)."""
+
+    async def run_core(scenario) -> None:
+        config = ServerConfig()
+        config.system.path = str(tmp_path / "data")
+        core = Core(config)
+        await core.start()
+        try:
+            session = core.connect("127.0.0.1:1", Transport.TCP)
+            await core.execute(session, LoginUser("iggy", "iggy"))
+            await scenario(core, session)
+        finally:
+            await core.stop()
+
+    def region(*payloads: bytes):
+        return StageMessages.of("p", 4, 0, 0, 1, 1, 1, Partitioning.partition_id(1),
+                                [Message(p) for p in payloads])
+
+    async def crash(core: Core, session) -> None:
+        await core.execute(session, CreateStream(1, "s"))
+        await core.execute(session, CreateTopic(Identifier(1), 1, 1, CompressionAlgorithm.NONE,
+                                                0, 0, 0, "t"))
+        await core.execute(session, region(b"a", b"b"))
+        await core.execute(session, region(b"c"))
+        real_append = PartitionLog.append
+        calls = []
+
+        def failing_append(log, raw, now_us):
+            calls.append(1)
+            if len(calls) == 2:
+                raise OSError("disk went away")
+            return real_append(log, raw, now_us)
+
+        monkeypatch.setattr(PartitionLog, "append", failing_append)
+        with pytest.raises(OSError):
+            await core.execute(session, CommitStagedMessages("p", 4, (StagedHandle(0, 1, 3),)))
+        monkeypatch.setattr(PartitionLog, "append", real_append)
+        log = core.state.streams[1].topics[1].partitions[1].log
+        assert log.next_offset == 2  # the first region landed, the second did not
+        state = await core.execute(session, GetProducerState("p"))
+        assert state.last_batch == 4  # decided: a replay of batch 4 must append nothing
+
+    async def restarted(core: Core, session) -> None:
+        log = core.state.streams[1].topics[1].partitions[1].log
+        found = log.read_columnar(0, 10, 1 << 20)
+        assert [m.payload for m in iter_polled_messages(found.records, found.count)] == [
+            b"a", b"b", b"c"]
+        state = await core.execute(session, GetProducerState("p"))
+        assert (state.last_batch, state.staged_handles) == (4, 0)
+        assert core.transactions.journal.load_pending() == []
+
+    asyncio.run(run_core(crash))
+    asyncio.run(run_core(restarted))

@@ -1,0 +1,28 @@
+"""Helpers of the HTTP API tests (imported by the tests and by conftest.py)."""
+
+from __future__ import annotations
+
+import itertools
+
+import httpx
+
+_names = itertools.count()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{next(_names)}"
+
+
+def bearer(base_url: str, username: str = "iggy", password: str = "iggy") -> dict[str, str]:
+    """Log in; the Authorization header for the token."""
+    answer = httpx.post(f"{base_url}/users/login", json={"username": username, "password": password})
+    assert answer.status_code == 200, answer.text
+    return {"Authorization": f"Bearer {answer.json()['access_token']['token']}"}
+
+
+def error_of(response: httpx.Response) -> tuple[int, str]:
+    """(status, code) of an error answer, checking the body has the four fields."""
+    body = response.json()
+    assert set(body) == {"id", "code", "reason", "field"}, body
+    assert isinstance(body["reason"], str) and body["reason"]
+    return response.status_code, body["code"]

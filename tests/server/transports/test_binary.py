@@ -1,0 +1,223 @@
+"""The transport-neutral connection loop (transports/binary.py) through a fake link and a real
+core: session lifecycle, order, tags, refusal, closing statuses, both kinds of back-pressure."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+from rill.protocol.commands.streams import CreateStream, GetStreams
+from rill.protocol.commands.users import LoginUser
+from rill.protocol.primitives import Transport
+from rill.server.config import ServerConfig
+from rill.server.core.core import Core
+from rill.server.transports.binary import BinaryConnection
+
+OK_EMPTY = bytes(8)
+
+
+class FakeLink:
+    """Records what the loop asks of a link."""
+
+    def __init__(self) -> None:
+        self.replies: list[tuple[object, bytes]] = []
+        self.closed = 0
+        self.paused = 0
+        self.resumed = 0
+        self.fail_on_send = False
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+
+    def send_reply(self, tag, parts) -> None:
+        if self.fail_on_send:
+            raise RuntimeError("the link broke")
+        self.replies.append((tag, b"".join(bytes(part) for part in parts)))
+        for count, waiter in list(self._waiters):
+            if len(self.replies) >= count and not waiter.done():
+                waiter.set_result(None)
+
+    def close_link(self) -> None:
+        self.closed += 1
+
+    def pause_reading(self) -> None:
+        self.paused += 1
+
+    def resume_reading(self) -> None:
+        self.resumed += 1
+
+    async def replies_count(self, count: int) -> list[tuple[object, bytes]]:
+        if len(self.replies) < count:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append((count, waiter))
+            await asyncio.wait_for(waiter, 20)
+        return self.replies
+
+
+def run_with_core(tmp_path, scenario) -> None:
+    async def main() -> None:
+        config = ServerConfig()
+        config.system.path = str(tmp_path / "data")
+        core = Core(config)
+        await core.start()
+        try:
+            await scenario(core)
+        finally:
+            await core.stop()
+
+    asyncio.run(main())
+
+
+def payload(command) -> memoryview:
+    return memoryview(command.encode())
+
+
+async def settle(connection: BinaryConnection) -> None:
+    """Let the worker run until it waits for more work (no clock involved)."""
+    for _ in range(50):
+        await asyncio.sleep(0)
+
+
+async def finished(connection: BinaryConnection) -> None:
+    await asyncio.wait_for(asyncio.shield(connection.worker), 20)
+
+
+def test_session_is_registered_and_removed(tmp_path):
+    async def scenario(core: Core) -> None:
+        link = FakeLink()
+        connection = BinaryConnection(core, link, "10.1.2.3:4567", Transport.QUIC)
+        session = connection.session
+        assert core.sessions[session.client_id] is session
+        assert (session.address, session.transport) == ("10.1.2.3:4567", Transport.QUIC)
+        connection.close()
+        connection.close()  # idempotent
+        assert session.client_id not in core.sessions
+        await finished(connection)
+
+    run_with_core(tmp_path, scenario)
+
+
+def test_replies_come_in_submission_order_with_their_tags(tmp_path):
+    async def scenario(core: Core) -> None:
+        link = FakeLink()
+        connection = BinaryConnection(core, link, "127.0.0.1:1", Transport.TCP)
+        connection.submit(1, memoryview(b""), "first")
+        connection.submit(LoginUser.CODE, payload(LoginUser("iggy", "iggy")), 8)
+        connection.submit(CreateStream.CODE, payload(CreateStream(5, "orders")), None)
+        connection.submit(GetStreams.CODE, memoryview(b""), ("stream", 12))
+        replies = await link.replies_count(4)
+        assert [tag for tag, _ in replies] == ["first", 8, None, ("stream", 12)]
+        assert replies[0][1] == OK_EMPTY
+        assert replies[1][1] == struct.pack("<III", 0, 4, 1)  # logged in as user 1
+        assert struct.unpack_from("<I", replies[2][1])[0] == 0
+        status, length = struct.unpack_from("<II", replies[3][1])
+        assert status == 0 and length == len(replies[3][1]) - 8 > 0
+        assert link.closed == 0
+        connection.close()
+
+    run_with_core(tmp_path, scenario)
+
+
+def test_undecodable_request_gets_status_3_and_serving_goes_on(tmp_path):
+    async def scenario(core: Core) -> None:
+        link = FakeLink()
+        connection = BinaryConnection(core, link, "127.0.0.1:2", Transport.TCP)
+        connection.submit(1, memoryview(b"unexpected"), "bad")
+        connection.submit(1, memoryview(b""), "good")
+        replies = await link.replies_count(2)
+        assert replies == [("bad", struct.pack("<II", 3, 0)), ("good", OK_EMPTY)]
+        assert link.closed == 0
+        connection.close()
+
+    run_with_core(tmp_path, scenario)
+
+
+def test_refusal_is_answered_after_the_queued_requests_then_the_link_closes(tmp_path):
+    async def scenario(core: Core) -> None:
+        link = FakeLink()
+        connection = BinaryConnection(core, link, "127.0.0.1:3", Transport.TCP)
+        connection.submit(1, memoryview(b""), "a")
+        connection.submit(1, memoryview(b""), "b")
+        connection.refuse(4029, "refused")
+        connection.submit(1, memoryview(b""), "never")
+        replies = await link.replies_count(3)
+        await finished(connection)
+        assert replies == [("a", OK_EMPTY), ("b", OK_EMPTY), ("refused", struct.pack("<II", 4029, 0))]
+        assert link.closed == 1
+        connection.close()
+
+    run_with_core(tmp_path, scenario)
+
+
+def test_a_stale_session_is_answered_30_and_the_link_closes(tmp_path):
+    async def scenario(core: Core) -> None:
+        link = FakeLink()
+        connection = BinaryConnection(core, link, "127.0.0.1:4", Transport.TCP)
+        del core.sessions[connection.session.client_id]  # what the heartbeat verifier does
+        connection.submit(1, memoryview(b""), "late")
+        replies = await link.replies_count(1)
+        await finished(connection)
+        assert replies == [("late", struct.pack("<II", 30, 0))]
+        assert link.closed == 1
+        connection.close()
+
+    run_with_core(tmp_path, scenario)
+
+
+def test_nothing_is_delivered_after_close(tmp_path):
+    async def scenario(core: Core) -> None:
+        link = FakeLink()
+        connection = BinaryConnection(core, link, "127.0.0.1:5", Transport.TCP)
+        connection.submit(1, memoryview(b""), "dropped")
+        connection.close()
+        await finished(connection)
+        assert link.replies == [] and link.closed == 0
+
+    run_with_core(tmp_path, scenario)
+
+
+def test_reading_pauses_above_the_queued_limit_and_resumes_at_half(tmp_path):
+    async def scenario(core: Core) -> None:
+        link = FakeLink()
+        connection = BinaryConnection(core, link, "127.0.0.1:6", Transport.TCP, max_queued_bytes=100)
+        for index in range(4):  # 4 x 40 bytes: over the limit after the third
+            connection.submit(1, memoryview(bytes(40)), index)
+        assert link.paused == 1 and link.resumed == 0
+        replies = await link.replies_count(4)
+        assert [tag for tag, _ in replies] == [0, 1, 2, 3]
+        assert all(reply == struct.pack("<II", 3, 0) for _, reply in replies)  # PING takes no payload
+        assert link.paused == 1 and link.resumed == 1
+        assert connection.queued_bytes == 0
+        connection.close()
+
+    run_with_core(tmp_path, scenario)
+
+
+def test_paused_writing_holds_the_next_request_until_resumed(tmp_path):
+    async def scenario(core: Core) -> None:
+        link = FakeLink()
+        connection = BinaryConnection(core, link, "127.0.0.1:7", Transport.TCP)
+        connection.pause_writing()
+        connection.submit(1, memoryview(b""), "first")
+        connection.submit(1, memoryview(b""), "second")
+        await link.replies_count(1)
+        await settle(connection)
+        assert [tag for tag, _ in link.replies] == ["first"]
+        connection.resume_writing()
+        replies = await link.replies_count(2)
+        assert [tag for tag, _ in replies] == ["first", "second"]
+        connection.close()
+
+    run_with_core(tmp_path, scenario)
+
+
+def test_a_failing_link_is_closed_and_the_session_ends_with_it(tmp_path):
+    async def scenario(core: Core) -> None:
+        link = FakeLink()
+        link.fail_on_send = True
+        connection = BinaryConnection(core, link, "127.0.0.1:8", Transport.TCP)
+        connection.submit(1, memoryview(b""), "boom")
+        await finished(connection)
+        assert link.closed == 1
+        connection.close()  # what the link does once it is closed
+        assert connection.session.client_id not in core.sessions
+
+    run_with_core(tmp_path, scenario)

@@ -1,0 +1,142 @@
+"""Writing DataFrames to rill with a local Spark (``local[2,3]``: tasks are retried): round
+trips, task retries and aborts with both sink modes, and a replayed streaming batch."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.errors import PySparkException
+from pyspark.sql import functions as F
+
+from rill.client import Message
+
+ROWS = 3000
+
+
+def source_frame(spark, rows: int = ROWS, parts: int = 2):
+    """``rows`` distinct 100-byte values ("xx...x17"), in ``parts`` partitions."""
+    return spark.range(0, rows, 1, parts).select(
+        F.lpad(F.col("id").cast("string"), 100, "x").cast("binary").alias("value"))
+
+
+def payloads(spark, options, topic: str) -> list[bytes]:
+    df = spark.read.format("rill").options(**{**options, "topic": topic}).load()
+    return [row.value for row in df.select("value").collect()]
+
+
+def write(df, options, topic: str, **extra):
+    df.write.format("rill").options(**options, topic=topic, **extra).mode("append").save()
+
+
+def test_round_trip_with_keys_headers_and_ids(spark, admin, stream, options) -> None:
+    admin.create_topic(stream, "in", partitions_count=2)
+    admin.create_topic(stream, "out", partitions_count=3)
+    df = spark.createDataFrame(
+        [(b"v1", "k1", {"h": b"x"}, bytes(range(16))), (b"v2", None, None, None),
+         (b"v3", "k1", None, None)],
+        "value BINARY, key STRING, headers MAP<STRING, BINARY>, id BINARY")
+    write(df, options, "out")
+    back = spark.read.format("rill").options(**options, topic="out").load()
+    rows = {row.value: row for row in back.collect()}
+    assert set(rows) == {b"v1", b"v2", b"v3"}
+    assert rows[b"v1"].key == b"k1" and rows[b"v1"].headers == {"h": b"x"}
+    assert rows[b"v1"].id == bytes(range(16)) and rows[b"v2"].key is None
+    assert rows[b"v1"].partition == rows[b"v3"].partition  # same key, same partition
+    # topic to topic: a read DataFrame can be written back as it is
+    admin.send_messages(stream, "in", [Message(b"copied")], partitioning=2)
+    write(spark.read.format("rill").options(**options, topic="in").load(), options, "out")
+    assert sorted(payloads(spark, options, "out")) == [b"copied", b"v1", b"v2", b"v3"]
+
+
+def test_exactly_once_batch_write_is_idempotent_per_producer(spark, admin, stream, options):
+    admin.create_topic(stream, "out", partitions_count=2)
+    df = source_frame(spark)
+    write(df, options, "out", sinkMode="exactlyOnce", producerId="nightly-job")
+    write(df, options, "out", sinkMode="exactlyOnce", producerId="nightly-job")  # a re-run
+    values = payloads(spark, options, "out")
+    assert len(values) == ROWS and len(set(values)) == ROWS
+    state = admin.get_producer_state("nightly-job")
+    assert (state.last_batch, state.staged_handles) == (0, 0)
+
+
+def flaky(df, fail_always: bool):
+    """``df`` whose task 0 dies at row 1450, after the sink got its first 1000 rows (100 KB:
+    more than the 64 KB Spark buffers before it flushes rows to a Python writer), on the first
+    attempt only unless ``fail_always``. A plain Python UDF: no pandas needed."""
+
+    @F.udf("binary")
+    def check(value):
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if value.lstrip(b"x") == b"1450" and (fail_always or context.attemptNumber() == 0):
+            raise RuntimeError("injected task failure")
+        return value
+
+    return df.select(check("value").alias("value"))
+
+
+def test_a_task_retry_leaves_no_duplicate_with_the_exactly_once_sink(
+        spark, admin, stream, options) -> None:
+    admin.create_topic(stream, "direct", partitions_count=1)
+    admin.create_topic(stream, "exact", partitions_count=1)
+    df = flaky(source_frame(spark), fail_always=False)
+    write(df, options, "direct")  # atLeastOnce: the failed attempt's rows stay
+    write(df, options, "exact", sinkMode="exactlyOnce")
+    direct = payloads(spark, options, "direct")
+    assert len(set(direct)) == ROWS and len(direct) > ROWS
+    exact = payloads(spark, options, "exact")
+    assert len(exact) == ROWS and len(set(exact)) == ROWS
+
+
+def test_an_aborted_job_leaves_nothing(spark, admin, stream, options) -> None:
+    admin.create_topic(stream, "exact", partitions_count=2)
+    df = flaky(source_frame(spark), fail_always=True)
+    with pytest.raises(PySparkException, match="injected task failure"):
+        write(df, options, "exact", sinkMode="exactlyOnce", producerId="doomed")
+    assert payloads(spark, options, "exact") == []
+    state = admin.get_producer_state("doomed")
+    assert (state.last_batch, state.staged_handles, state.staged_messages) == (None, 0, 0)
+
+
+def test_wrong_column_types_and_overwrite_fail_clearly(spark, admin, stream, options) -> None:
+    admin.create_topic(stream, "out", partitions_count=1)
+    with pytest.raises(PySparkException, match="column 'value' must be BINARY or STRING"):
+        write(spark.range(3).select(F.col("id").alias("value")), options, "out")
+    with pytest.raises(PySparkException, match="append-only"):
+        source_frame(spark, 3).write.format("rill").options(**options, topic="out") \
+            .mode("overwrite").save()
+    with pytest.raises(PySparkException, match="topic 'missing'"):
+        write(source_frame(spark, 3), options, "missing")
+
+
+def stream_copy(spark, options, checkpoint, **extra):
+    query = (spark.readStream.format("rill")
+             .options(**options, topic="in", startingOffsets="earliest",
+                      maxOffsetsPerTrigger="500").load()
+             .select("value", "key")
+             .writeStream.format("rill").options(**options, topic="out", **extra)
+             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    return query
+
+
+def test_a_replayed_streaming_batch_is_a_no_op(spark, admin, stream, options, tmp_path):
+    admin.create_topic(stream, "in", partitions_count=2)
+    admin.create_topic(stream, "out", partitions_count=2)
+    for partition in (1, 2):
+        admin.send_messages(stream, "in", [f"{partition}-{i}".encode() for i in range(600)],
+                            partitioning=partition)
+    checkpoint = tmp_path / "checkpoint"
+    query = stream_copy(spark, options, checkpoint, sinkMode="exactlyOnce")
+    assert len(payloads(spark, options, "out")) == 1200
+    # forget that the last batch was committed: Spark replays it at the next start, and the
+    # sink must append nothing (the server recorded the batch with the data)
+    last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    (checkpoint / "commits" / str(last)).unlink()
+    (checkpoint / "commits" / f".{last}.crc").unlink(missing_ok=True)
+    admin.send_messages(stream, "in", [b"late"], partitioning=1)
+    stream_copy(spark, options, checkpoint, sinkMode="exactlyOnce")
+    values = payloads(spark, options, "out")
+    assert len(values) == 1201 and len(set(values)) == 1201
+    state = admin.get_producer_state(query.id)
+    assert state.has_committed and state.staged_handles == 0
