@@ -18,6 +18,9 @@ Owns: ``WriteSpec`` (the validated input schema) and ``encode_batch``.
 
 from __future__ import annotations
 
+import sys
+import time
+from array import array
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -37,6 +40,7 @@ from pyspark.sql.types import (
 
 from rill.protocol.headers import HeaderKind, HeaderValue, encode_header_map
 from rill.protocol.primitives import Partitioning
+from rill.protocol.stored import crc32, uuid7_block
 
 from pyspark_rill.options import RillOptionError, WriteOptions
 from pyspark_rill.schema import KEY_HEADER
@@ -87,8 +91,9 @@ class Request:
     stream: str
     topic: str
     partitioning: Partitioning
-    region: memoryview
+    region: memoryview  # a SEND region, or records in the stored layout
     count: int
+    positions: bytes | None = None  # with stored records: where each starts
 
 
 def _binary(batch: pa.RecordBatch, name: str) -> pa.Array:
@@ -97,8 +102,11 @@ def _binary(batch: pa.RecordBatch, name: str) -> pa.Array:
 
 
 def encode_batch(batch: pa.RecordBatch, spec: WriteSpec, options: WriteOptions,
-                 partitions_count: Callable[[str, str], int], max_bytes: int) -> Iterator[Request]:
-    """The requests that write ``batch``: grouped by target, then by partition choice."""
+                 partitions_count: Callable[[str, str], int], max_bytes: int,
+                 stored: bool = False) -> Iterator[Request]:
+    """The requests that write ``batch``: grouped by target, then by partition choice; SEND
+    regions, or with ``stored`` records in the stored layout (for STAGE_MESSAGES)."""
+    build = _stored_records if stored else _region
     if batch.num_rows == 0:
         return
     value = batch.column("value")
@@ -108,7 +116,7 @@ def encode_batch(batch: pa.RecordBatch, spec: WriteSpec, options: WriteOptions,
     for (stream, topic), rows in _by_target(batch, spec, options):
         for partitioning, part in _by_partition(rows, spec, partitions_count(stream, topic)):
             for chunk in _chunks(part, max_bytes):
-                yield Request(stream, topic, partitioning, *_region(chunk, spec))
+                yield Request(stream, topic, partitioning, *build(chunk, spec))
 
 
 def _by_target(batch: pa.RecordBatch, spec: WriteSpec, options: WriteOptions):
@@ -175,26 +183,75 @@ def _u32_binary(lengths: pa.Array) -> pa.Array:
     return four.cast(pa.binary())
 
 
-def _region(rows: pa.RecordBatch, spec: WriteSpec) -> tuple[memoryview, int]:
+def _ids(rows: pa.RecordBatch, spec: WriteSpec, generate: bool) -> pa.Array | pa.Scalar:
+    """The id column: the ``id`` column (16 bytes each); where it is null or absent, zeros
+    (the server assigns UUIDv7s) or, with ``generate``, UUIDv7s made here."""
     count = rows.num_rows
-    value = _binary(rows, "value")
-    if "id" in spec.columns:
-        ids = pc.fill_null(rows.column("id"), pa.scalar(bytes(16), pa.binary()))
-        if pc.min(pc.binary_length(ids)).as_py() != 16 or pc.max(pc.binary_length(ids)).as_py() != 16:
+    given = rows.column("id") if "id" in spec.columns else None
+    if given is not None:
+        lengths = pc.binary_length(given)
+        if pc.min(lengths).as_py() not in (16, None) or pc.max(lengths).as_py() not in (16, None):
             raise RillOptionError("column 'id' must hold 16-byte values (or null)")
-    else:
-        ids = pa.scalar(bytes(16), pa.binary())
+        if not given.null_count:
+            return given
+    if not generate:
+        zero = pa.scalar(bytes(16), pa.binary())
+        return zero if given is None else pc.fill_null(given, zero)
+    block = uuid7_block(count, time.time_ns() // 1_000_000)
+    fresh = pa.Array.from_buffers(pa.binary(16), count, [None, pa.py_buffer(block)]).cast(
+        pa.binary())
+    return fresh if given is None else pc.if_else(pc.is_null(given), fresh, given)
+
+
+def _headers(rows: pa.RecordBatch, spec: WriteSpec) -> tuple[pa.Array | pa.Scalar, ...]:
+    """(headers_length, headers) columns, or constant scalars when no row has any."""
     if "headers" in spec.columns or "key" in spec.columns:
         headers = pa.array(_header_maps(rows, spec), pa.binary())
-        header_lengths = _u32_binary(pc.binary_length(headers))
-    else:
-        headers, header_lengths = pa.scalar(b"", pa.binary()), pa.scalar(bytes(4), pa.binary())
-    joined = pc.binary_join_element_wise(ids, header_lengths, headers,
-                                         _u32_binary(pc.binary_length(value)), value, b"")
+        return _u32_binary(pc.binary_length(headers)), headers
+    return pa.scalar(bytes(4), pa.binary()), pa.scalar(b"", pa.binary())
+
+
+def _joined(joined: pa.Array) -> tuple[memoryview, bytes]:
+    """The data of a binary column as one buffer, and its row starts (u32, from 0)."""
+    count = len(joined)
     offsets = pa.Array.from_buffers(pa.int32(), count + 1, [None, joined.buffers()[1]],
                                     offset=joined.offset)
     start, end = offsets[0].as_py(), offsets[count].as_py()
-    return memoryview(joined.buffers()[2])[start:end], count
+    if start:
+        offsets = pc.subtract(offsets, pa.scalar(start, pa.int32()))
+    starts = offsets.buffers()[1][offsets.offset * 4 : (offsets.offset + count) * 4]
+    return memoryview(joined.buffers()[2])[start:end], starts.to_pybytes()
+
+
+def _region(rows: pa.RecordBatch, spec: WriteSpec) -> tuple[memoryview, int]:
+    """A SEND region: id | headers_length | headers | payload_length | payload."""
+    value = _binary(rows, "value")
+    header_lengths, headers = _headers(rows, spec)
+    joined = pc.binary_join_element_wise(_ids(rows, spec, generate=False), header_lengths,
+                                         headers, _u32_binary(pc.binary_length(value)), value,
+                                         b"")
+    return _joined(joined)[0], rows.num_rows
+
+
+_STORED_HEAD = pa.scalar(bytes(8) + b"\x01" + bytes(8), pa.binary())  # offset, state, timestamp
+
+
+def _stored_records(rows: pa.RecordBatch, spec: WriteSpec) -> tuple[memoryview, int, bytes]:
+    """Records in the stored layout (``rill.protocol.stored``): the per-message work of an
+    append -- ids and checksums -- done here, in the Spark task, rather than on the server.
+    Only the checksums take a per-row call (one C call each)."""
+    value = _binary(rows, "value")
+    checksums = array("I", map(crc32, value.to_pylist()))
+    if sys.byteorder != "little":
+        checksums.byteswap()
+    checksum_column = pa.Array.from_buffers(pa.binary(4), rows.num_rows,
+                                            [None, pa.py_buffer(checksums.tobytes())])
+    header_lengths, headers = _headers(rows, spec)
+    joined = pc.binary_join_element_wise(
+        _STORED_HEAD, _ids(rows, spec, generate=True), checksum_column.cast(pa.binary()),
+        header_lengths, headers, _u32_binary(pc.binary_length(value)), value, b"")
+    records, starts = _joined(joined)
+    return records, rows.num_rows, starts
 
 
 def _header_maps(rows: pa.RecordBatch, spec: WriteSpec) -> list[bytes]:

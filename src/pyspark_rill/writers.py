@@ -88,13 +88,14 @@ def _write(options: WriteOptions, spec: WriteSpec, batches: Iterator[pa.RecordBa
             if done:
                 continue
             for request in encode_batch(batch, spec, options, partitions_count,
-                                        options.max_request_bytes):
+                                        options.max_request_bytes, stored=producer_id is not None):
                 if producer_id is None:
                     call = api.send_messages_raw(request.stream, request.topic,
                                                  request.partitioning, request.region)
                 else:
                     call = api.stage_messages(producer_id, batch_id, task_id, attempt_id,
-                                              request.stream, request.topic, request.region,
+                                              request.stream, request.topic,
+                                              (request.positions, request.region),
                                               request.partitioning, run_id)
                 in_flight.append((request.count, client.submit(call)))
                 while len(in_flight) >= _IN_FLIGHT:

@@ -409,8 +409,8 @@ CALLS = [
     ("leave_consumer_group", (1, "orders", 3), groups.LeaveConsumerGroup(S, T, G)),
     # rill extensions
     ("poll_messages_columnar", (1, "orders", 2, 10, 100), PollMessagesColumnar(S, T, 2, 10, 100, 0)),
-    ("stage_messages", ("q", 4, 1, 9, 1, "orders", [b"a"], 2),
-     StageMessages.of("q", 4, 0, 1, 9, S, T, Partitioning.partition_id(2), [b"a"])),
+    ("stage_messages", ("q", 4, 1, 9, 1, "orders", [Message(b"a", id=5)], 2),
+     StageMessages.of("q", 4, 0, 1, 9, S, T, Partitioning.partition_id(2), [Message(b"a", id=5)])),
     ("commit_staged_messages", ("q", 4, [(1, 9, 1)]),
      CommitStagedMessages("q", 4, (StagedHandle(1, 9, 1),))),
     ("abort_staged_messages", ("q", 4), AbortStagedMessages("q", 4)),

@@ -196,7 +196,7 @@ COMMAND_SAMPLES = [
     PollMessagesColumnar(S1, ORDERS, 2, 1000, 65536, 16 << 20),
     PollMessagesColumnar(Identifier("events"), S1, 1, 0, 0),
     StageMessages.of("query-1", 7, 42, 3, 2**63 + 5, S1, ORDERS, Partitioning.partition_id(2),
-                     [b"staged", Message(b"two", id=99)]),
+                     [Message(b"staged", id=98), Message(b"two", id=99)]),
     StageMessages.of("q", 0, 0, 0, 0, "events", 2, Partitioning.messages_key(b"k"), []),
     CommitStagedMessages("query-1", 7, (StagedHandle(3, 2**63 + 5, 2), StagedHandle(0, 1, 0))),
     CommitStagedMessages("job", 0, ()),

@@ -144,8 +144,13 @@ def test_command_shape(command: Command) -> None:
 # ---------------------------------------------------------------- truncation and trailing bytes
 
 
+def _region(command: SendMessages | StageMessages) -> bytes | memoryview:
+    """The free-form tail: SEND's message region, STAGE's records."""
+    return command.messages if isinstance(command, SendMessages) else command.records
+
+
 def _send_header_length(command: SendMessages | StageMessages) -> int:
-    return len(command.encode()) - len(command.messages)
+    return len(command.encode()) - len(_region(command))
 
 
 def _login_boundaries(command: LoginUser) -> dict[int, LoginUser]:
@@ -166,7 +171,7 @@ def test_every_truncated_prefix(command: Command) -> None:
         prefix = payload[:length]
         if isinstance(command, (SendMessages, StageMessages)) and length >= _send_header_length(command):
             decoded = cls.decode(prefix)  # the message region is free-form for the decoder
-            assert bytes(decoded.messages) == bytes(command.messages)[: length - _send_header_length(command)]
+            assert bytes(_region(decoded)) == bytes(_region(command))[: length - _send_header_length(command)]
         elif isinstance(command, LoginUser) and length in _login_boundaries(command):
             assert cls.decode(prefix) == _login_boundaries(command)[length]
         else:
@@ -178,7 +183,7 @@ def test_every_truncated_prefix(command: Command) -> None:
 def test_trailing_bytes(command: Command) -> None:
     payload = command.encode() + b"\x00"
     if isinstance(command, (SendMessages, StageMessages)):  # the message region runs to the end
-        assert bytes(type(command).decode(payload).messages) == bytes(command.messages) + b"\x00"
+        assert bytes(_region(type(command).decode(payload))) == bytes(_region(command)) + b"\x00"
     else:
         with pytest.raises(DecodeError):
             type(command).decode(payload)

@@ -7,6 +7,7 @@ and test_responses.py (the samples include the extensions); this module pins the
 from __future__ import annotations
 
 import struct
+import zlib
 
 import pytest
 
@@ -19,7 +20,9 @@ from rill.protocol.commands.transactions import (
     GetProducerState,
     StageMessages,
 )
-from rill.protocol.messages import POLLED_FIXED, Message
+from rill.protocol.headers import HeaderValue
+from rill.protocol.messages import POLLED_FIXED, Message, iter_polled_messages
+from rill.protocol.stored import encode_stored_records
 from rill.protocol.primitives import Identifier, Partitioning
 from rill.protocol.responses.columnar import ColumnarMessages
 from rill.protocol.responses.transactions import (
@@ -88,17 +91,31 @@ def test_columnar_reply_rejects_boundaries_that_disagree_with_the_region() -> No
 
 
 def test_stage_messages_bytes_and_zero_copy_parts() -> None:
-    command = StageMessages.of("p", 3, 9, 1, 2, 1, 1, Partitioning.partition_id(2), [b"hi"])
+    command = StageMessages.of("p", 3, 9, 1, 2, 1, 1, Partitioning.partition_id(2),
+                               [Message(b"hi", id=5)])
     head = _hex(
         "01 70  03 00 00 00 00 00 00 00  09 00 00 00 00 00 00 00"
         "01 00 00 00  02 00 00 00 00 00 00 00"
         "01 04 01 00 00 00  01 04 01 00 00 00  02 04 02 00 00 00"
+        "01 00 00 00  00 00 00 00"  # one position: 0
     )
-    region = bytes(16) + _hex("00 00 00 00  02 00 00 00") + b"hi"
-    assert command.encode() == head + region
-    assert command.encode_parts() == (head, region)
-    decoded = StageMessages.decode(head + region)
-    assert decoded == command and bytes(decoded.messages) == region
+    record = (bytes(8) + b"\x01" + bytes(8) + (5).to_bytes(16, "little")
+              + zlib.crc32(b"hi").to_bytes(4, "little") + bytes(4) + _hex("02 00 00 00") + b"hi")
+    assert command.encode() == head + record
+    assert command.encode_parts() == (head, record)
+    decoded = StageMessages.decode(head + record)
+    assert decoded == command and bytes(decoded.records) == record
+
+
+def test_stored_records_get_ids_checksums_and_positions() -> None:
+    positions, records = encode_stored_records(
+        [b"a", Message(b"bc", id=7, headers={"k": HeaderValue.string("v")})], unix_ms=1234)
+    assert struct.unpack("<2I", positions) == (0, 46)
+    first, second = iter_polled_messages(records, 2)
+    assert first.payload == b"a" and first.checksum == zlib.crc32(b"a")
+    assert int.from_bytes(first.id_bytes[:6], "big") == 1234  # a UUIDv7 for unix_ms
+    assert (first.id_bytes[6] >> 4, first.id_bytes[8] >> 6) == (7, 2)
+    assert (second.id, second.headers) == (7, {"k": HeaderValue.string("v")})
 
 
 def test_commit_abort_and_state_bytes() -> None:
@@ -149,4 +166,4 @@ def test_reply_bytes() -> None:
 def test_stage_messages_of_builds_the_send_region() -> None:
     command = StageMessages.of("p", 0, 0, 0, 0, "s", "t", Partitioning.balanced(),
                                [Message(b"x", id=5)])
-    assert bytes(command.messages)[:16] == (5).to_bytes(16, "little")
+    assert bytes(command.records)[17:33] == (5).to_bytes(16, "little")

@@ -17,7 +17,9 @@ from pyspark.sql.types import (
 
 from rill.protocol.headers import decode_header_map
 from rill.protocol.primitives import Partitioning, PartitioningKind
-from rill.server.storage.records import validate_send_region
+from rill.protocol.messages import iter_polled_messages
+from rill.server.storage.records import stamp_batch
+from rill.server.storage.staged_records import check_stored_records
 
 from pyspark_rill.arrow_write import check_schema, encode_batch
 from pyspark_rill.options import RillOptionError, WriteOptions
@@ -73,8 +75,26 @@ def test_plain_values_make_a_valid_region() -> None:
     batch = pa.RecordBatch.from_pydict({"value": [b"one", b"two" * 50], "offset": [1, 2]})
     [request] = encode_batch(batch, spec, OPTIONS, lambda s, t: 3, 1 << 20)
     assert request.partitioning == Partitioning.balanced() and request.count == 2
-    assert validate_send_region(request.region) == 2
+    assert stamp_batch(request.region, 0, 1, 0, 0).count == 2  # what the server checks
     assert messages(request.region) == [(bytes(16), b"one", {}), (bytes(16), b"two" * 50, {})]
+
+
+@pytest.mark.parametrize("values", [[b"same", b"size"], [b"one", b"two" * 50, b"3"]])
+def test_stored_records_for_staging_pass_the_server_checks(values) -> None:
+    spec = check_schema(schema(value=BinaryType(), headers=MapType(StringType(), BinaryType()),
+                               id=BinaryType()), OPTIONS)
+    batch = pa.RecordBatch.from_pydict({
+        "value": values, "id": [bytes(range(16))] + [None] * (len(values) - 1),
+        "headers": pa.array([None, [("h", b"x")]] + [None] * (len(values) - 2),
+                            pa.map_(pa.string(), pa.binary()))})
+    [request] = encode_batch(batch, spec, OPTIONS, lambda s, t: 1, 1 << 20, stored=True)
+    starts = check_stored_records(bytes(request.region), request.positions)
+    assert len(starts) == request.count == len(values)
+    stored = list(iter_polled_messages(request.region, len(values)))
+    assert [m.payload for m in stored] == values
+    assert stored[0].id_bytes == bytes(range(16))
+    assert all(m.id_bytes[6] >> 4 == 7 for m in stored[1:])  # UUIDv7s made by the writer
+    assert {k: v.value for k, v in stored[1].headers.items()} == {"h": b"x"}
 
 
 def test_keys_ids_headers_and_explicit_partitions() -> None:

@@ -7,6 +7,7 @@ command's ``NAME``. These commands are rill's own: an Iggy server answers them w
 
 from __future__ import annotations
 
+import time
 from typing import Any, Iterable
 
 from rill.protocol.commands.base import Command
@@ -17,9 +18,10 @@ from rill.protocol.commands.transactions import (
     GetProducerState,
     StageMessages,
 )
-from rill.protocol.messages import Message, encode_messages
+from rill.protocol.messages import Message
 from rill.protocol.primitives import Identifier, Partitioning
 from rill.protocol.responses.columnar import ColumnarMessages
+from rill.protocol.stored import encode_stored_records
 from rill.protocol.responses.transactions import (
     CommitResult,
     ProducerState,
@@ -58,28 +60,29 @@ class ExtensionMethods:
         attempt_id: int,
         stream_id: Id,
         topic_id: Id,
-        messages: Iterable[Message | bytes] | bytes | bytearray | memoryview,
+        messages: Iterable[Message | bytes | str] | tuple[bytes | memoryview, bytes | memoryview],
         partitioning: Partitioning | int | None = None,
         run_id: int = 0,
     ) -> StageResult:
         """Stage messages (invisible until committed) under the handle (producer, batch, task,
-        attempt) (rill extension 1010). ``messages`` is Message/bytes items or a pre-encoded
-        SEND region; ``partitioning`` defaults to balanced, an int is a partition id;
-        ``run_id`` names this execution of the batch (an aborted run stages nothing more)."""
-        if isinstance(messages, (bytes, bytearray, memoryview)):
-            region: bytes | memoryview = messages if isinstance(messages, bytes) else memoryview(messages)
+        attempt) (rill extension 1010). ``messages`` is Message/bytes/str items, or a pair
+        ``(positions, records)`` already in the stored layout (``rill.protocol.stored``);
+        ``partitioning`` defaults to balanced, an int is a partition id; ``run_id`` names this
+        execution of the batch (an aborted run stages nothing more)."""
+        if isinstance(messages, tuple) and len(messages) == 2 and isinstance(
+                messages[0], (bytes, memoryview)):
+            positions, records = messages
         else:
-            region = encode_messages(
-                message.encode("utf-8") if isinstance(message, str) else message
-                for message in messages
-            )
+            positions, records = encode_stored_records(
+                (message.encode("utf-8") if isinstance(message, str) else message
+                 for message in messages), time.time_ns() // 1_000_000)
         if partitioning is None:
             partitioning = Partitioning.balanced()
         elif isinstance(partitioning, int):
             partitioning = Partitioning.partition_id(partitioning)
         return await self.execute(StageMessages(
             producer_id, batch_id, run_id, task_id, attempt_id, Identifier.of(stream_id),
-            Identifier.of(topic_id), partitioning, region,
+            Identifier.of(topic_id), partitioning, positions, records,
         ))
 
     async def commit_staged_messages(

@@ -15,6 +15,7 @@ from rill import errors
 from rill.protocol.codes import decode_command
 from rill.protocol.framing import RESPONSE_HEADER
 from rill.protocol.responses.base import Record, encode_records
+from rill.protocol.responses.columnar import ColumnarMessages
 from rill.protocol.responses.messages import PolledMessages
 from rill.server.core.core import Core
 from rill.server.core.model import Session
@@ -48,6 +49,10 @@ def encode_result(result: object) -> list[bytes | bytearray | memoryview]:
         return [RESPONSE_HEADER.pack(0, len(prefix) + len(result.raw)) + prefix, result.raw]
     if isinstance(result, (bytes, bytearray, memoryview)):
         return [RESPONSE_HEADER.pack(0, len(result)), result]
+    if isinstance(result, ColumnarMessages):  # rill extension: the records region as is
+        *columns, records = result.parts()
+        head = b"".join(columns)
+        return [RESPONSE_HEADER.pack(0, len(head) + len(records)) + head, records]
     if isinstance(result, Record):
         payload = result.to_bytes()
     elif isinstance(result, (list, tuple)):

@@ -19,6 +19,7 @@ from rill.protocol.commands.transactions import (
 from rill.protocol.commands.users import LoginUser
 from rill.protocol.messages import iter_polled_messages
 from rill.protocol.permissions import GlobalPermissions
+from rill.protocol.stored import encode_stored_records
 from rill.protocol.primitives import CompressionAlgorithm, Identifier, Partitioning, Transport
 from rill.protocol.responses.transactions import CommitOutcome, StagedHandle, StageOutcome
 from rill.server.config import ServerConfig
@@ -121,8 +122,17 @@ def test_a_commit_with_a_wrong_count_or_missing_handle_fails_whole(client) -> No
 
 
 def test_bad_stages_are_refused_at_stage_time(client) -> None:
-    with pytest.raises(errors.InvalidCommand):  # a payload_length of 0
-        client.stage_messages("q", 1, 0, 1, 1, "t", bytes(24), partitioning=1)
+    positions, records = encode_stored_records([b"abc", b"def"], unix_ms=1)
+    for bad in (
+        (positions, records[:-1]),  # the last record is cut
+        (positions[:4], records),  # positions disagree with the records
+        (positions, records[:-1] + b"X"),  # a checksum does not match
+        (bytes(4), bytes(46)),  # a payload_length of 0
+    ):
+        with pytest.raises(errors.InvalidCommand):
+            client.stage_messages("q", 1, 0, 1, 1, "t", bad, partitioning=1)
+    with pytest.raises(errors.InvalidMessagesCount):
+        client.stage_messages("q", 1, 0, 1, 1, "t", (b"", b""), partitioning=1)
     with pytest.raises(errors.PartitionNotFound):
         client.stage_messages("q", 1, 0, 1, 1, "t", [b"a"], partitioning=9)
     with pytest.raises(errors.TopicNameNotFound):
@@ -205,19 +215,19 @@ def test_a_commit_interrupted_after_its_decision_is_finished_exactly_once(tmp_pa
                                                 0, 0, 0, "t"))
         await core.execute(session, region(b"a", b"b"))
         await core.execute(session, region(b"c"))
-        real_append = PartitionLog.append
+        real_append = PartitionLog.append_stamped
         calls = []
 
-        def failing_append(log, raw, now_us):
+        def failing_append(log, records, positions, now_us):
             calls.append(1)
             if len(calls) == 2:
                 raise OSError("disk went away")
-            return real_append(log, raw, now_us)
+            return real_append(log, records, positions, now_us)
 
-        monkeypatch.setattr(PartitionLog, "append", failing_append)
+        monkeypatch.setattr(PartitionLog, "append_stamped", failing_append)
         with pytest.raises(OSError):
             await core.execute(session, CommitStagedMessages("p", 4, (StagedHandle(0, 1, 3),)))
-        monkeypatch.setattr(PartitionLog, "append", real_append)
+        monkeypatch.setattr(PartitionLog, "append_stamped", real_append)
         log = core.state.streams[1].topics[1].partitions[1].log
         assert log.next_offset == 2  # the first region landed, the second did not
         state = await core.execute(session, GetProducerState("p"))
@@ -234,3 +244,36 @@ def test_a_commit_interrupted_after_its_decision_is_finished_exactly_once(tmp_pa
 
     asyncio.run(run_core(crash))
     asyncio.run(run_core(restarted))
+
+
+def test_a_replay_skips_the_part_of_a_region_already_in_the_log(tmp_path) -> None:
+    """A torn write can leave part of a staged region in the log; the replay appends the
+    rest only (records after the recorded next offset)."""
+
+    async def scenario() -> None:
+        config = ServerConfig()
+        config.system.path = str(tmp_path / "data")
+        core = Core(config)
+        await core.start()
+        try:
+            session = core.connect("127.0.0.1:1", Transport.TCP)
+            await core.execute(session, LoginUser("iggy", "iggy"))
+            await core.execute(session, CreateStream(1, "s"))
+            await core.execute(session, CreateTopic(Identifier(1), 1, 1,
+                                                    CompressionAlgorithm.NONE, 0, 0, 0, "t"))
+            await core.execute(session, StageMessages.of(
+                "p", 1, 0, 0, 1, 1, 1, Partitioning.partition_id(1),
+                [Message(b"one"), Message(b"two, longer"), Message(b"three")]))
+            service = core.transactions
+            staged = list(service.producers["p"].staged[1].values())
+            partition = core.state.streams[1].topics[1].partitions[1]
+            appended = service._apply(staged, {(1, 1, 1): partition}, skips={(1, 1, 1): 1})
+            found = partition.log.read_columnar(0, 10, 1 << 20)
+            assert appended == 2
+            assert [m.payload for m in iter_polled_messages(found.records, found.count)] == [
+                b"two, longer", b"three"]
+            assert [m.offset for m in iter_polled_messages(found.records, found.count)] == [0, 1]
+        finally:
+            await core.stop()
+
+    asyncio.run(scenario())

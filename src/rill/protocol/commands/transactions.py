@@ -15,8 +15,9 @@ from typing import Iterable
 
 from rill.protocol.buffer import DecodeError, Reader, Writer
 from rill.protocol.commands.base import STR8, STRICT_BOOL, U32, U64, Command, single_response
-from rill.protocol.messages import Message, encode_messages
+from rill.protocol.messages import Message
 from rill.protocol.primitives import Identifier, Partitioning
+from rill.protocol.stored import encode_stored_records
 from rill.protocol.responses.transactions import (
     CommitResult,
     ProducerState,
@@ -33,15 +34,19 @@ def _check_producer_id(producer_id: str) -> None:
 @dataclass(frozen=True, slots=True)
 class StageMessages(Command):
     """1010 STAGE_MESSAGES: str8 producer_id; u64 batch_id; u64 run_id; u32 task_id;
-    u64 attempt_id; ident stream_id; ident topic_id; partitioning; then messages in SEND layout
-    until the end of the payload. OK: StageResult. Permission: as SEND_MESSAGES on the topic.
+    u64 attempt_id; ident stream_id; ident topic_id; partitioning; u32 count; count x u32
+    positions; then ``count`` records in the stored layout (``rill.protocol.stored``) until the
+    end of the payload, record i starting at byte ``positions[i]`` of them (the first at 0).
+    OK: StageResult. Permission: as SEND_MESSAGES on the topic.
 
-    The partition is chosen now (as SEND would); the messages are validated now (a bad message
-    fails this call, never the commit) and kept durably, per the fsync policy, until the batch
-    is committed or aborted. A batch already committed drops them (outcome ALREADY_COMMITTED),
-    and so does a run that was aborted (outcome ABORTED): ``run_id`` names one execution of a
-    batch (a job, a micro-batch run), so that late calls of its failed task attempts cannot
-    stage anything after its abort, while a later run of the same batch (a replay) can.
+    The writer builds the records (ids, checksums: the per-message work), the server checks
+    them (layout, checksums, SEND's limits: 4009, 4017, 4022, else status 3), so a bad message
+    fails this call, never the commit. The partition is chosen now, as SEND would. The records
+    are kept durably, per the fsync policy, until the batch is committed or aborted; offsets
+    and timestamps are written at commit. A batch already committed drops them (outcome
+    ALREADY_COMMITTED), and so does a run that was aborted (outcome ABORTED): ``run_id`` names
+    one execution of a batch (a job, a micro-batch run), so that late calls of its failed task
+    attempts cannot stage anything after its abort, while a later run (a replay) can.
     """
 
     CODE = 1010
@@ -54,7 +59,8 @@ class StageMessages(Command):
     stream_id: Identifier
     topic_id: Identifier
     partitioning: Partitioning
-    messages: bytes | memoryview
+    positions: bytes | memoryview
+    records: bytes | memoryview
 
     def __post_init__(self) -> None:
         _check_producer_id(self.producer_id)
@@ -71,9 +77,12 @@ class StageMessages(Command):
         topic_id: int | str | Identifier,
         partitioning: Partitioning,
         messages: Iterable[Message | bytes],
+        unix_ms: int = 0,
     ) -> StageMessages:
+        """From Message values; messages with id 0 get UUIDv7s for ``unix_ms``."""
+        positions, records = encode_stored_records(messages, unix_ms)
         return cls(producer_id, batch_id, run_id, task_id, attempt_id, Identifier.of(stream_id),
-                   Identifier.of(topic_id), partitioning, encode_messages(messages))
+                   Identifier.of(topic_id), partitioning, positions, records)
 
     def encode_head(self) -> bytes:
         writer = Writer()
@@ -82,14 +91,15 @@ class StageMessages(Command):
         self.stream_id.encode(writer)
         self.topic_id.encode(writer)
         self.partitioning.encode(writer)
+        writer.u32(len(self.positions) // 4).raw(self.positions)
         return writer.getvalue()
 
     def encode(self) -> bytes:
-        return self.encode_head() + bytes(self.messages)
+        return self.encode_head() + bytes(self.records)
 
     def encode_parts(self) -> tuple[bytes, bytes | memoryview]:
-        """Head and message region as two buffers, so a big region is sent without a copy."""
-        return (self.encode_head(), self.messages)
+        """Head and records as two buffers, so that big records are sent without a copy."""
+        return (self.encode_head(), self.records)
 
     @classmethod
     def decode(cls, payload: bytes | bytearray | memoryview) -> StageMessages:
@@ -100,9 +110,10 @@ class StageMessages(Command):
         stream_id = Identifier.decode(reader)
         topic_id = Identifier.decode(reader)
         partitioning = Partitioning.decode(reader)
+        positions = reader.view(4 * reader.u32())
         try:
             return cls(producer_id, batch_id, run_id, task_id, attempt_id, stream_id, topic_id,
-                       partitioning, reader.rest())
+                       partitioning, positions, reader.rest())
         except ValueError as error:
             raise DecodeError(str(error)) from None
 

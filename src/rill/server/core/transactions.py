@@ -3,14 +3,18 @@
 Owns: each producer's last committed batch and its staged handles (batch -> (task, attempt) ->
 StagedFile), and the commit protocol that makes exactly-once sinks possible:
 
-1. STAGE validates a region, picks its partition and appends it to the handle's staged file
-   (durable per policy before the reply). Staged messages are invisible to readers.
+1. STAGE picks the partition as SEND would, checks the records the writer built in the
+   stored layout (the per-message work -- ids, checksums, layout -- is the writer's, so many
+   writers share it; the server checks layout, checksums and SEND's limits) and appends them
+   to the handle's staged file (durable per policy before the reply). Staged messages are
+   invisible to readers.
 2. COMMIT checks the named handles, resolves and authorizes every target partition, then, with
    no ``await`` until the end of step 3 (so no other request can touch those partitions):
    builds a plan (handles in order + each target partition's next offset), *decides* it in
    the journal in one SQLite transaction together with "batch N is the producer's last
    committed batch",
-3. applies the plan (one append per staged region), *finishes* it in the journal, and drops
+3. applies the plan (one append per staged region, which only writes offsets and the commit
+   timestamp into the stamped records), *finishes* it in the journal, and drops
    every staged handle of batches <= N (including attempts the commit did not name).
 4. A commit of a batch <= the last committed one is a replay and appends nothing.
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from array import array
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -44,7 +49,7 @@ from rill.protocol.responses.transactions import (
 from rill.server.core.model import Partition, Session, Topic
 from rill.server.core.state import CoreState
 from rill.server.metrics import record_appended
-from rill.server.storage.records import skip_send_messages, validate_send_region
+from rill.server.storage.staged_records import check_stored_records
 from rill.server.storage.staging import StagedFile, StagingArea
 from rill.server.storage.transaction_journal import TransactionJournal
 
@@ -91,13 +96,14 @@ class TransactionService:
             return StageResult(StageOutcome.ALREADY_COMMITTED, 0, 0)
         if (command.batch_id, command.run_id) in producer.fenced:
             return StageResult(StageOutcome.ABORTED, 0, 0)
-        count = validate_send_region(command.messages)
+        records = bytes(command.records)
+        check_stored_records(records, command.positions)
         handles = producer.staged.setdefault(command.batch_id, {})
         key = (command.task_id, command.attempt_id)
         staged = handles.get(key)
         if staged is None:
             staged = handles[key] = self.staging.create(command.producer_id, command.batch_id, *key)
-        staged.append(topic.stream_id, topic.id, partition.id, count, command.messages)
+        staged.append(topic.stream_id, topic.id, partition.id, bytes(command.positions), records)
         await staged.wait_durable()
         return StageResult(StageOutcome.STAGED, partition.id, staged.messages_count)
 
@@ -220,7 +226,7 @@ class TransactionService:
                 partition = targets.get(key)
                 if partition is None:
                     continue
-                region: bytes | memoryview = staged.read_region(entry)
+                records, positions = staged.read_entry(entry)
                 count = entry.count
                 skip = skips.get(key, 0)
                 if skip:
@@ -229,8 +235,10 @@ class TransactionService:
                     count -= skipped
                     if not count:
                         continue
-                    region = memoryview(region)[skip_send_messages(region, skipped):]
-                partition.log.append(region, self.state.clock())
+                    start = positions[skipped]
+                    records = records[start:]
+                    positions = array("I", (p - start for p in positions[skipped:]))
+                partition.log.append_stamped(records, positions, self.state.clock())
                 record_appended(partition.log)
                 appended += count
         return appended

@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from array import array
 from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -37,7 +38,13 @@ from pathlib import Path
 from rill.errors import CannotAppendMessage, CannotCreatePartitionDirectory
 from rill.server.storage.columnar import ColumnarRange, read_segment_columns
 from rill.server.storage.durability import Durability
-from rill.server.storage.records import MAX_POSITION, RECORD_GROWTH, stamp_batch
+from rill.server.storage.records import (
+    MAX_POSITION,
+    RECORD_GROWTH,
+    build_index_entries,
+    stamp_batch,
+)
+from rill.server.storage.staged_records import restamp_records, uniform_positions
 from rill.server.storage.recovery import recover_segments
 from rill.server.storage.segment import Segment
 
@@ -157,27 +164,55 @@ class PartitionLog:
     # ------------------------------------------------------------------ appending
     def append(self, raw_messages: bytes | bytearray | memoryview, now_us: int) -> tuple[int, int]:
         """Validate, stamp and write a SEND message region; returns (first, last) offsets."""
+        worst_size = len(raw_messages) + RECORD_GROWTH * (
+            len(raw_messages) // _SMALLEST_SEND_MESSAGE + 1
+        )
+        active = self._segment_for(worst_size)
+        timestamp = now_us if now_us > self._last_timestamp else self._last_timestamp
+        batch = stamp_batch(
+            raw_messages, active.next_offset, timestamp, active.size_bytes, active.start_offset
+        )
+        self._write(active, batch.records, batch.index_entries, timestamp)
+        return batch.first_offset, batch.last_offset
+
+    def append_stamped(self, records: bytearray, positions: array, now_us: int) -> tuple[int, int]:
+        """Write records already in stored layout, as ``stamp_batch`` made them for base offset
+        0 and base position 0 (``positions``: where each starts), after stamping their real
+        offsets and timestamp in place (staged appends: the per-message work was done when
+        they were staged). Returns (first, last) offsets."""
+        active = self._segment_for(len(records))
+        timestamp = now_us if now_us > self._last_timestamp else self._last_timestamp
+        first = active.next_offset
+        restamp_records(records, positions, first, timestamp)
+        relative = first - active.start_offset
+        base = active.size_bytes
+        index_entries = build_index_entries(
+            range(relative, relative + len(positions)),
+            uniform_positions(positions, len(records), base) or [p + base for p in positions],
+            timestamp,
+        )
+        self._write(active, records, index_entries, timestamp)
+        return first, first + len(positions) - 1
+
+    def _segment_for(self, size: int) -> Segment:
+        """The active segment, sealed first if ``size`` more bytes could overflow u32 positions."""
         if self._closed:
             raise CannotAppendMessage(
                 reason=f"Cannot append message: partition log {self.directory} is closed"
             )
         active = self._writable_segment()
-        worst_size = len(raw_messages) + RECORD_GROWTH * (
-            len(raw_messages) // _SMALLEST_SEND_MESSAGE + 1
-        )
-        if active.messages_count and active.size_bytes + worst_size > MAX_POSITION:
+        if active.messages_count and active.size_bytes + size > MAX_POSITION:
             self._seal_active()  # keep every position within u32
             active = self._writable_segment()
-        timestamp = now_us if now_us > self._last_timestamp else self._last_timestamp
-        batch = stamp_batch(
-            raw_messages, active.next_offset, timestamp, active.size_bytes, active.start_offset
-        )
-        active.append(batch.records, batch.index_entries, timestamp, timestamp)
+        return active
+
+    def _write(self, active: Segment, records: bytes | bytearray, index_entries: bytearray,
+               timestamp: int) -> None:
+        active.append(records, index_entries, timestamp, timestamp)
         self._durability.mark_dirty(active.log_descriptor)
         self._last_timestamp = timestamp
         if active.size_bytes >= self.settings.segment_size:
             self._seal_active()
-        return batch.first_offset, batch.last_offset
 
     async def wait_durable(self) -> None:
         """Return once appended data is durable as the durability policy requires."""

@@ -29,7 +29,6 @@ mid-pass; the partial work is simply dropped, since nothing has been written yet
 
 from __future__ import annotations
 
-import os
 import struct
 import sys
 from array import array
@@ -39,10 +38,7 @@ from rill.errors import InvalidMessagesCount, TooBigHeadersPayload, TooBigMessag
 from rill.protocol.buffer import DecodeError
 from rill.protocol.headers import decode_header_map, header_values_size
 
-try:  # ISA-L's CRC-32 is the same function as zlib's, 3x faster on 1 KB payloads; optional
-    from isal.isal_zlib import crc32
-except ImportError:  # pragma: no cover - depends on the environment
-    from zlib import crc32
+from rill.protocol.stored import crc32, uuid7_block  # noqa: F401 (both used here; re-exported)
 
 MAX_PAYLOAD_BYTES = 10_000_000  # sum of payloads in one SEND (4022)
 MAX_HEADERS_BYTES = 100_000  # sum of header value bytes in one SEND (4017)
@@ -68,8 +64,6 @@ INDEX_ENTRY = struct.Struct("<IIQ")  # relative_offset, position, timestamp
 
 _ZERO_ID = bytes(16)
 _LITTLE_ENDIAN_HOST = sys.byteorder == "little"
-_VERSION_7 = bytes((byte & 0x0F) | 0x70 for byte in range(256))
-_VARIANT_RFC = bytes((byte & 0x3F) | 0x80 for byte in range(256))
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,20 +88,6 @@ class ScanResult:
     first_timestamp: int | None
     last_timestamp: int | None
     stop_reason: str | None  # None when the scan reached the end of the data cleanly
-
-
-def uuid7_block(count: int, unix_ms: int) -> bytes:
-    """``count`` UUIDv7s back to back (16 bytes each), from one ``os.urandom`` call."""
-    random_bytes = os.urandom(10 * count)
-    block = bytearray(16 * count)
-    milliseconds = (unix_ms & 0xFFFF_FFFF_FFFF).to_bytes(6, "big")
-    for byte_index in range(6):  # column-wise fills: C speed, no per-UUID objects
-        block[byte_index::16] = milliseconds[byte_index : byte_index + 1] * count
-    for byte_index in range(10):
-        block[6 + byte_index :: 16] = random_bytes[byte_index::10]
-    block[6::16] = block[6::16].translate(_VERSION_7)
-    block[8::16] = block[8::16].translate(_VARIANT_RFC)
-    return bytes(block)
 
 
 def stamp_batch(
@@ -201,59 +181,6 @@ def stamp_batch(
     return StampedBatch(
         b"".join(pieces), index_entries, count, base_offset, offset - 1, timestamp_us
     )
-
-
-def validate_send_region(raw: bytes | bytearray | memoryview) -> int:
-    """Check a SEND message region exactly as ``stamp_batch`` will, without stamping it.
-
-    Returns the number of messages; raises the errors ``stamp_batch`` raises. Used where a
-    region is accepted now and appended later (staged appends), so that the append cannot
-    fail on the region's content. Walks message boundaries only (several times faster than a
-    stamp, which also computes checksums and builds records).
-    """
-    view = memoryview(raw)
-    if view.format != "B" or view.ndim != 1:
-        view = view.cast("B")
-    end = len(view)
-    read_u32 = _U32.unpack_from
-    count = payload_total = headers_total = 0
-    position = 0
-    try:
-        while position < end:
-            headers_length = read_u32(view, position + 16)[0]
-            payload_position = position + 24 + headers_length
-            if headers_length:
-                if payload_position - 4 > end:
-                    raise DecodeError(f"message {count}: headers overrun the region")
-                headers_total += header_values_size(
-                    view[position + SEND_PREFIX_SIZE : payload_position - 4]
-                )
-            payload_length = read_u32(view, payload_position - 4)[0]
-            position = payload_position + payload_length
-            if not payload_length or position > end:
-                raise DecodeError(f"message {count}: invalid payload_length {payload_length}")
-            payload_total += payload_length
-            count += 1
-    except struct.error:
-        raise DecodeError(f"message {count}: truncated at byte {position} of {end}") from None
-    if count == 0:
-        raise InvalidMessagesCount()
-    if headers_total > MAX_HEADERS_BYTES:
-        raise TooBigHeadersPayload()
-    if payload_total > MAX_PAYLOAD_BYTES:
-        raise TooBigMessagePayload()
-    return count
-
-
-def skip_send_messages(raw: bytes | bytearray | memoryview, count: int) -> int:
-    """Byte position after the first ``count`` messages of a valid SEND region."""
-    read_u32 = _U32.unpack_from
-    position = 0
-    for _ in range(count):
-        headers_length = read_u32(raw, position + 16)[0]
-        payload_position = position + 24 + headers_length
-        position = payload_position + read_u32(raw, payload_position - 4)[0]
-    return position
 
 
 def build_index_entries(

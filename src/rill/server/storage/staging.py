@@ -5,10 +5,15 @@ File layout (little-endian)::
     header   b"RILLSTG1" | u8 producer_id length | producer_id UTF-8 | u64 batch_id |
              u32 task_id | u64 attempt_id
     entries  back to back, one per stage call:
-             u32 region_length | u32 stream_id | u32 topic_id | u32 partition_id |
-             u32 messages_count | u32 crc32(region) | region (SEND layout, already validated)
+             u32 records_length | u32 stream_id | u32 topic_id | u32 partition_id |
+             u32 messages_count | u32 crc32(positions + records) |
+             positions (messages_count x u32: where each record starts) |
+             records (stored layout, stamped for offset 0 at position 0: see
+             ``PartitionLog.append_stamped``, which only re-stamps offsets and timestamp)
 
-Owns: creating, appending to, reading, loading and deleting these files. Invariants: an entry
+Owns: creating, appending to, reading, loading and deleting these files, and a bounded memory
+cache of recent entries (a commit that follows its stage calls reads them from memory, which
+is the common case; the file stays the truth). Invariants: an entry
 is one positioned write at the end of the file, made durable per the fsync policy before the
 stage call is acknowledged; on load, a torn or corrupt tail (an unacknowledged stage call cut
 by a crash) is cut off at the last whole entry, and a file with a bad header is removed. The
@@ -21,6 +26,8 @@ import hashlib
 import logging
 import os
 import struct
+import sys
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +40,7 @@ log = logging.getLogger(__name__)
 
 MAGIC = b"RILLSTG1"
 _HEADER_TAIL = struct.Struct("<QIQ")  # batch_id, task_id, attempt_id
-_ENTRY_HEAD = struct.Struct("<IIIIII")  # length, stream, topic, partition, count, crc32
+_ENTRY_HEAD = struct.Struct("<IIIIII")  # records length, stream, topic, partition, count, crc
 
 
 def producer_key(producer_id: str) -> str:
@@ -43,21 +50,40 @@ def producer_key(producer_id: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class StagedEntry:
-    """One stage call: ``count`` messages for one partition, at ``position`` in the file."""
+    """One stage call: ``count`` records for one partition; its positions column starts at
+    ``position`` in the file, followed by ``length`` bytes of records."""
 
     stream_id: int
     topic_id: int
     partition_id: int
     count: int
-    position: int  # of the region
+    position: int
     length: int
+
+
+class CacheBudget:
+    """Bytes of staged entries that may be kept in memory as well, for all files together, so
+    that a commit soon after its stage calls need not read them back from disk."""
+
+    def __init__(self, limit: int) -> None:
+        self.available = limit
+
+    def take(self, size: int) -> bool:
+        if size > self.available:
+            return False
+        self.available -= size
+        return True
+
+    def give(self, size: int) -> None:
+        self.available += size
 
 
 class StagedFile:
     """The staged messages of one task attempt; append-only until committed or aborted."""
 
     def __init__(self, path: Path, producer_id: str, batch_id: int, task_id: int,
-                 attempt_id: int, durability: Durability) -> None:
+                 attempt_id: int, durability: Durability, budget: CacheBudget | None = None
+                 ) -> None:
         self.path = path
         self.producer_id = producer_id
         self.batch_id = batch_id
@@ -67,6 +93,8 @@ class StagedFile:
         self.size = 0
         self._durability = durability
         self._descriptor: int | None = None
+        self._budget = budget
+        self._cached: dict[int, tuple[bytes, bytes]] = {}  # entry position -> its two parts
 
     @property
     def messages_count(self) -> int:
@@ -82,34 +110,54 @@ class StagedFile:
             self._descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         return self._descriptor
 
-    def append(self, stream_id: int, topic_id: int, partition_id: int, count: int,
-               region: bytes | memoryview) -> None:
+    def append(self, stream_id: int, topic_id: int, partition_id: int, positions: bytes,
+               records: bytes) -> None:
         """Write one entry at the end of the file (the header first if the file is new)."""
         descriptor = self._open()
         head = b"" if self.size else self._header()
-        entry_head = _ENTRY_HEAD.pack(len(region), stream_id, topic_id, partition_id, count,
-                                      crc32(region))
+        count = len(positions) // 4
+        checksum = crc32(records, crc32(positions))
+        entry_head = _ENTRY_HEAD.pack(len(records), stream_id, topic_id, partition_id, count,
+                                      checksum)
         position = self.size + len(head) + len(entry_head)
         try:
-            write_all_at(descriptor, head + entry_head, self.size)
-            write_all_at(descriptor, region, position)
+            write_all_at(descriptor, head + entry_head + positions, self.size)
+            write_all_at(descriptor, records, position + len(positions))
         except OSError:
             os.ftruncate(descriptor, self.size)
             raise
         self._durability.mark_dirty(descriptor)
         self.entries.append(StagedEntry(stream_id, topic_id, partition_id, count, position,
-                                        len(region)))
-        self.size = position + len(region)
+                                        len(records)))
+        self.size = position + len(positions) + len(records)
+        if self._budget is not None and self._budget.take(len(records)):
+            self._cached[position] = (positions, records)
 
     async def wait_durable(self) -> None:
         if self._descriptor is not None:
             await self._durability.wait_durable(self._descriptor)
 
-    def read_region(self, entry: StagedEntry) -> bytes:
-        descriptor = self._open()
-        return read_all_at(descriptor, entry.length, entry.position)
+    def read_entry(self, entry: StagedEntry) -> tuple[bytearray, array]:
+        """(records, positions) of one entry, from memory if it is still cached (and then no
+        longer), else from the file; the records are a fresh copy (stamped in place)."""
+        cached = self._cached.pop(entry.position, None)
+        if cached is not None:
+            self._budget.give(len(cached[1]))  # type: ignore[union-attr]
+            head, body = cached
+        else:
+            data = memoryview(read_all_at(self._open(), 4 * entry.count + entry.length,
+                                          entry.position))
+            head, body = data[: 4 * entry.count], data[4 * entry.count :]
+        positions = array("I")
+        positions.frombytes(head)
+        if sys.byteorder != "little":
+            positions.byteswap()
+        return bytearray(body), positions
 
     def close(self) -> None:
+        for _, records in self._cached.values():
+            self._budget.give(len(records))  # type: ignore[union-attr]
+        self._cached.clear()
         if self._descriptor is not None:
             descriptor, self._descriptor = self._descriptor, None
             self._durability.close_file(descriptor)
@@ -138,10 +186,11 @@ class StagedFile:
             length, stream, topic, partition, count, checksum = _ENTRY_HEAD.unpack_from(
                 data, position)
             start = position + _ENTRY_HEAD.size
-            if start + length > len(data) or crc32(data[start : start + length]) != checksum:
+            stop = start + 4 * count + length
+            if stop > len(data) or crc32(data[start:stop]) != checksum:
                 break
             staged.entries.append(StagedEntry(stream, topic, partition, count, start, length))
-            position = start + length
+            position = stop
         if position != len(data):
             log.warning("cutting the torn tail of staged file %s at byte %d", path, position)
             os.truncate(path, position)
@@ -152,9 +201,11 @@ class StagedFile:
 class StagingArea:
     """The ``staging/`` directory: builds, and at start finds, every StagedFile."""
 
-    def __init__(self, paths: DataPaths, durability: Durability) -> None:
+    def __init__(self, paths: DataPaths, durability: Durability,
+                 cache_bytes: int = 256 * 1024 * 1024) -> None:
         self.paths = paths
         self.durability = durability
+        self.budget = CacheBudget(cache_bytes)
 
     def create(self, producer_id: str, batch_id: int, task_id: int, attempt_id: int) -> StagedFile:
         directory = self.paths.staging_dir
@@ -163,7 +214,8 @@ class StagingArea:
             self.durability.sync_directory(directory.parent)
         path = self.paths.staged_file(producer_key(producer_id), batch_id, task_id, attempt_id)
         path.unlink(missing_ok=True)  # a leftover of the same handle is never appended to
-        staged = StagedFile(path, producer_id, batch_id, task_id, attempt_id, self.durability)
+        staged = StagedFile(path, producer_id, batch_id, task_id, attempt_id, self.durability,
+                            self.budget)
         staged._open()
         self.durability.sync_directory(directory)
         return staged

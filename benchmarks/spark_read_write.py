@@ -1,0 +1,143 @@
+"""Spark connector throughput, side by side with Parquet in the same run.
+
+Starts a rill server (fsync interval) in a temporary directory and a local Spark
+(``--master``, default local[2]), sends ``--rows`` messages of ``--size`` bytes to a topic of
+2 partitions, then measures, ``--runs`` times each:
+
+* read:  rill topic -> DataFrame -> Spark's ``noop`` sink, and the same rows from Parquet;
+* write: a cached DataFrame of the same rows -> a rill topic with ``sinkMode=exactlyOnce``,
+  and -> Parquet.
+
+Prints rows/s per run, the medians and the rill/Parquet ratios. Both sides pay the same
+Spark job overhead; the wall time of each job is measured from the driver.
+
+    python benchmarks/spark_read_write.py [--rows 1000000] [--size 100] [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import Future
+
+from rill.client import Client, Message, Partitioning
+from rill.protocol.messages import encode_messages
+
+
+def start_server(data_dir: str) -> tuple[subprocess.Popen[str], str]:
+    env = dict(os.environ, RILL_SYSTEM_FSYNC="interval", RILL_LOGGING_LEVEL="warning")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rill", "serve", "--data-dir", data_dir, "--tcp-address",
+         "127.0.0.1:0", "--quic-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, text=True, env=env)
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.startswith("rill listening on tcp "):
+            return process, line.split()[-1]
+    raise RuntimeError("server did not start")
+
+
+def fill(client: Client, rows: int, size: int) -> None:
+    """``rows`` distinct messages of ``size`` bytes, half in each partition."""
+    client.create_stream("bench")
+    client.create_topic("bench", "source", partitions_count=2)
+    batch = 10_000
+    pending: list[Future] = []
+    for start in range(0, rows, batch):
+        count = min(batch, rows - start)
+        region = encode_messages(
+            Message(f"{start + i:0{size}d}".encode()[:size]) for i in range(count))
+        pending.append(client.submit(client.async_client.send_messages_raw(
+            "bench", "source", Partitioning.partition_id(start // batch % 2 + 1), region)))
+        if len(pending) > 8:
+            pending.pop(0).result()
+    for future in pending:
+        future.result()
+
+
+def timed(action) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    with tempfile.TemporaryDirectory(prefix="rill-spark-bench-") as work:
+        server, address = start_server(os.path.join(work, "data"))
+        try:
+            with Client(address) as client:
+                client.login_user("iggy", "iggy")
+                started = time.perf_counter()
+                fill(client, args.rows, args.size)
+                print(f"sent {args.rows} messages of {args.size} B in "
+                      f"{time.perf_counter() - started:.1f} s")
+                spark = (SparkSession.builder.master(args.master).appName("rill-spark-bench")
+                         .config("spark.ui.enabled", "false")
+                         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+                spark.sparkContext.setLogLevel("ERROR")
+                options = {"servers": address, "username": "iggy", "password": "iggy",
+                           "stream": "bench"}
+                results = run(spark, client, options, work, args)
+                spark.stop()
+        finally:
+            server.terminate()
+            server.wait(30)
+    report(results, args.rows)
+
+
+def run(spark, client: Client, options: dict, work: str, args) -> dict[str, list[float]]:
+    source = spark.read.format("rill").options(**options, topic="source")
+    parquet_path = os.path.join(work, "rows.parquet")
+    source.load().select("value").write.mode("overwrite").parquet(parquet_path)  # warm-up too
+    frame = spark.read.parquet(parquet_path).cache()
+    assert frame.count() == args.rows
+    results: dict[str, list[float]] = {name: [] for name in (
+        "read rill -> noop", "read parquet -> noop", "write -> rill exactlyOnce",
+        "write -> parquet")}
+    for number in range(args.runs):
+        results["read rill -> noop"].append(timed(
+            lambda: source.load().write.format("noop").mode("overwrite").save()))
+        results["read parquet -> noop"].append(timed(
+            lambda: spark.read.parquet(parquet_path).write.format("noop").mode("overwrite").save()))
+        topic = f"sink{number}"
+        client.create_topic("bench", topic, partitions_count=2)
+        results["write -> rill exactlyOnce"].append(timed(
+            lambda: frame.write.format("rill").options(**options, topic=topic,
+                                                       sinkMode="exactlyOnce")
+            .mode("append").save()))
+        assert client.get_topic("bench", topic).topic.messages_count == args.rows
+        client.delete_topic("bench", topic)
+        results["write -> parquet"].append(timed(
+            lambda: frame.write.mode("overwrite").parquet(os.path.join(work, "out.parquet"))))
+        print(f"run {number + 1}: " + ", ".join(
+            f"{name} {args.rows / seconds[-1] / 1e6:.2f}M rows/s"
+            for name, seconds in results.items()), flush=True)
+    return results
+
+
+def report(results: dict[str, list[float]], rows: int) -> None:
+    median = {name: rows / statistics.median(seconds) for name, seconds in results.items()}
+    print("\nmedian rows/s:")
+    for name, rate in median.items():
+        print(f"  {name:28s} {rate / 1e6:6.2f}M rows/s")
+    print(f"  read  rill/parquet ratio     {median['read rill -> noop'] / median['read parquet -> noop']:.2f}")
+    print(f"  write rill/parquet ratio     "
+          f"{median['write -> rill exactlyOnce'] / median['write -> parquet']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
