@@ -8,7 +8,7 @@ command's ``NAME``. These commands are rill's own: an Iggy server answers them w
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable
+from typing import Any, Awaitable, Callable, Iterable
 
 from rill.protocol.commands.base import Command
 from rill.protocol.commands.columnar import PollMessagesColumnar
@@ -33,8 +33,10 @@ Id = int | str | Identifier
 
 
 class ExtensionMethods:
-    async def execute(self, command: Command) -> Any:  # pragma: no cover - abstract
-        raise NotImplementedError
+    """rill's extension commands (docs/extensions.md); the class that mixes this in
+    (AsyncClient) provides ``execute``, the one path every command takes."""
+
+    execute: Callable[[Command], Awaitable[Any]]
 
     async def poll_messages_columnar(
         self,

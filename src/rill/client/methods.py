@@ -94,8 +94,7 @@ class CommandMethods(ExtensionMethods):
     """The 44 command methods (+ ``send_messages_raw``), and rill's extension commands from
     ``ExtensionMethods``; subclasses provide ``execute``."""
 
-    async def execute(self, command: Command) -> Any:  # pragma: no cover - abstract
-        raise NotImplementedError
+    # ``execute`` comes from ExtensionMethods' declaration; AsyncClient defines it.
 
     # --- system --------------------------------------------------------------------------------
 
