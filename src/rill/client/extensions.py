@@ -21,13 +21,13 @@ from rill.protocol.commands.transactions import (
 from rill.protocol.messages import Message
 from rill.protocol.primitives import Identifier, Partitioning
 from rill.protocol.responses.columnar import ColumnarMessages
-from rill.protocol.stored import encode_stored_records
 from rill.protocol.responses.transactions import (
     CommitResult,
     ProducerState,
     StagedHandle,
     StageResult,
 )
+from rill.protocol.stored import encode_stored_records
 
 Id = int | str | Identifier
 

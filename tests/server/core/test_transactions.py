@@ -102,6 +102,9 @@ def test_an_aborted_run_stages_nothing_more_but_a_new_run_does(client) -> None:
     late = client.stage_messages("q", 6, 1, 1, 1, "t", [b"zombie"], partitioning=1, run_id=7)
     assert late.outcome == StageOutcome.ABORTED
     assert client.get_producer_state("q").staged_handles == 0
+    client.abort_staged_messages("new producer", 1, run_id=3)  # before any of its stages
+    early = client.stage_messages("new producer", 1, 0, 1, 1, "t", [b"late"], run_id=3)
+    assert early.outcome == StageOutcome.ABORTED
     replay = client.stage_messages("q", 6, 0, 2, 1, "t", [b"run 8"], partitioning=1, run_id=8)
     assert replay.outcome == StageOutcome.STAGED
     client.commit_staged_messages("q", 6, [(0, 2, 1)])
@@ -189,30 +192,38 @@ def test_staged_data_and_commits_survive_restarts(rill_server, client) -> None:
 # ---------------------------------------------------------------- crash inside a commit
 
 
-def test_a_commit_interrupted_after_its_decision_is_finished_exactly_once(tmp_path, monkeypatch):
-    """The second region's append fails after the decision: the batch counts as committed,
-    and the next start appends exactly what is missing (the first region is not repeated)."""
+def run_core(data_dir, scenario) -> None:
+    """Run ``scenario(core, session)`` on an in-process Core with stream 1 / topic 1 (one
+    partition) and a logged-in root session, then stop the Core."""
 
-    async def run_core(scenario) -> None:
+    async def main() -> None:
         config = ServerConfig()
-        config.system.path = str(tmp_path / "data")
+        config.system.path = str(data_dir)
         core = Core(config)
         await core.start()
         try:
             session = core.connect("127.0.0.1:1", Transport.TCP)
             await core.execute(session, LoginUser("iggy", "iggy"))
+            if 1 not in core.state.streams:
+                await core.execute(session, CreateStream(1, "s"))
+                await core.execute(session, CreateTopic(
+                    Identifier(1), 1, 1, CompressionAlgorithm.NONE, 0, 0, 0, "t"))
             await scenario(core, session)
         finally:
             await core.stop()
+
+    asyncio.run(main())
+
+
+def test_a_commit_interrupted_after_its_decision_is_finished_exactly_once(tmp_path, monkeypatch):
+    """The second region's append fails after the decision: the batch counts as committed,
+    and the next start appends exactly what is missing (the first region is not repeated)."""
 
     def region(*payloads: bytes):
         return StageMessages.of("p", 4, 0, 0, 1, 1, 1, Partitioning.partition_id(1),
                                 [Message(p) for p in payloads])
 
     async def crash(core: Core, session) -> None:
-        await core.execute(session, CreateStream(1, "s"))
-        await core.execute(session, CreateTopic(Identifier(1), 1, 1, CompressionAlgorithm.NONE,
-                                                0, 0, 0, "t"))
         await core.execute(session, region(b"a", b"b"))
         await core.execute(session, region(b"c"))
         real_append = PartitionLog.append_stamped
@@ -242,38 +253,25 @@ def test_a_commit_interrupted_after_its_decision_is_finished_exactly_once(tmp_pa
         assert (state.last_batch, state.staged_handles) == (4, 0)
         assert core.transactions.journal.load_pending() == []
 
-    asyncio.run(run_core(crash))
-    asyncio.run(run_core(restarted))
+    run_core(tmp_path / "data", crash)
+    run_core(tmp_path / "data", restarted)
 
 
 def test_a_replay_skips_the_part_of_a_region_already_in_the_log(tmp_path) -> None:
     """A torn write can leave part of a staged region in the log; the replay appends the
     rest only (records after the recorded next offset)."""
 
-    async def scenario() -> None:
-        config = ServerConfig()
-        config.system.path = str(tmp_path / "data")
-        core = Core(config)
-        await core.start()
-        try:
-            session = core.connect("127.0.0.1:1", Transport.TCP)
-            await core.execute(session, LoginUser("iggy", "iggy"))
-            await core.execute(session, CreateStream(1, "s"))
-            await core.execute(session, CreateTopic(Identifier(1), 1, 1,
-                                                    CompressionAlgorithm.NONE, 0, 0, 0, "t"))
-            await core.execute(session, StageMessages.of(
-                "p", 1, 0, 0, 1, 1, 1, Partitioning.partition_id(1),
-                [Message(b"one"), Message(b"two, longer"), Message(b"three")]))
-            service = core.transactions
-            staged = list(service.producers["p"].staged[1].values())
-            partition = core.state.streams[1].topics[1].partitions[1]
-            appended = service._apply(staged, {(1, 1, 1): partition}, skips={(1, 1, 1): 1})
-            found = partition.log.read_columnar(0, 10, 1 << 20)
-            assert appended == 2
-            assert [m.payload for m in iter_polled_messages(found.records, found.count)] == [
-                b"two, longer", b"three"]
-            assert [m.offset for m in iter_polled_messages(found.records, found.count)] == [0, 1]
-        finally:
-            await core.stop()
+    async def scenario(core: Core, session) -> None:
+        await core.execute(session, StageMessages.of(
+            "p", 1, 0, 0, 1, 1, 1, Partitioning.partition_id(1),
+            [Message(b"one"), Message(b"two, longer"), Message(b"three")]))
+        service = core.transactions
+        staged = list(service.producers["p"].staged[1].values())
+        partition = core.state.streams[1].topics[1].partitions[1]
+        appended = service._apply(staged, {(1, 1, 1): partition}, skips={(1, 1, 1): 1})
+        found = partition.log.read_columnar(0, 10, 1 << 20)
+        messages = list(iter_polled_messages(found.records, found.count))
+        assert appended == 2
+        assert [(m.offset, m.payload) for m in messages] == [(0, b"two, longer"), (1, b"three")]
 
-    asyncio.run(scenario())
+    run_core(tmp_path / "data", scenario)

@@ -145,7 +145,10 @@ class TransactionService:
     async def abort_staged_messages(self, session: Session, command: AbortStagedMessages) -> None:
         producer = self.producers.get(command.producer_id)
         if producer is None:
-            return
+            if command.one_handle or not command.run_id:
+                return  # nothing staged, nothing to fence
+            # fence the run even though none of its stage calls has arrived yet
+            producer = self.producers.setdefault(command.producer_id, Producer())
         async with producer.lock:
             handles = producer.staged.get(command.batch_id, {})
             if command.one_handle:
