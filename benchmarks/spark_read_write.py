@@ -6,12 +6,16 @@ Starts a rill server (fsync interval) in a temporary directory and a local Spark
 
 * read:  rill topic -> DataFrame -> Spark's ``noop`` sink, and the same rows from Parquet;
 * write: a cached DataFrame of the same rows -> a rill topic with ``sinkMode=exactlyOnce``,
-  and -> Parquet.
+  and -> Parquet;
+* with ``--ceiling``, also the Python data source ceiling: a data source that yields
+  ready-made Arrow batches of rill's read schema (same rows, same batch size, 2 partitions,
+  no I/O, no conversion) -> ``noop``, i.e. what Spark itself spends taking Arrow batches in
+  from a Python data source; rill's read can approach it, not beat it.
 
 Prints rows/s per run, the medians and the rill/Parquet ratios. Both sides pay the same
 Spark job overhead; the wall time of each job is measured from the driver.
 
-    python benchmarks/spark_read_write.py [--rows 1000000] [--size 100] [--runs 5]
+    python benchmarks/spark_read_write.py [--rows 1000000] [--size 100] [--runs 5] [--ceiling]
 """
 
 from __future__ import annotations
@@ -27,6 +31,57 @@ from concurrent.futures import Future
 
 from rill.client import Client, Message, Partitioning
 from rill.protocol.messages import encode_messages
+
+CEILING_BATCH_ROWS = 32768  # the connector's default fetchMaxMessages
+
+
+def ceiling_source():
+    """The ceiling data source (defined here, so cloudpickle ships it to the workers)."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class CeilingReader(DataSourceReader):
+        def __init__(self, rows: int, size: int) -> None:
+            self.rows, self.size = rows, size
+
+        def partitions(self):
+            return [InputPartition(0), InputPartition(1)]
+
+        def read(self, partition):
+            import pyarrow as pa
+            from pyspark_rill.schema import arrow_schema
+
+            count = CEILING_BATCH_ROWS
+            columns = [
+                pa.repeat(pa.scalar("bench"), count), pa.repeat(pa.scalar("source"), count),
+                pa.repeat(pa.scalar(1, pa.int32()), count), pa.array(range(count), pa.int64()),
+                pa.Array.from_buffers(pa.binary(16), count, [None, pa.py_buffer(
+                    bytes(16 * count))]).cast(pa.binary()),
+                pa.array(range(count), pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+                pa.nulls(count, pa.binary()),
+                pa.Array.from_buffers(pa.binary(self.size), count, [None, pa.py_buffer(
+                    b"x" * (self.size * count))]).cast(pa.binary()),
+                pa.nulls(count, pa.map_(pa.string(), pa.binary())),
+            ]
+            batch = pa.RecordBatch.from_arrays(columns, schema=arrow_schema(False))
+            left = self.rows // 2 + (self.rows % 2 if partition.value == 0 else 0)
+            while left > 0:
+                yield batch if left >= count else batch.slice(0, left)
+                left -= count
+
+    class CeilingSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "rill_ceiling"
+
+        def schema(self) -> str:
+            from pyspark_rill.schema import read_ddl
+
+            return read_ddl(False)
+
+        def reader(self, schema):
+            return CeilingReader(int(self.options["rows"]), int(self.options["size"]))
+
+    return CeilingSource
 
 
 def start_server(data_dir: str) -> tuple[subprocess.Popen[str], str]:
@@ -72,6 +127,8 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--ceiling", action="store_true",
+                        help="also measure the Python data source ceiling (see above)")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -108,9 +165,17 @@ def run(spark, client: Client, options: dict, work: str, args) -> dict[str, list
     results: dict[str, list[float]] = {name: [] for name in (
         "read rill -> noop", "read parquet -> noop", "write -> rill exactlyOnce",
         "write -> parquet")}
+    if args.ceiling:
+        spark.dataSource.register(ceiling_source())
+        ceiling = spark.read.format("rill_ceiling").options(rows=args.rows, size=args.size)
+        ceiling.load().write.format("noop").mode("overwrite").save()  # warm-up
+        results["read ceiling -> noop"] = []
     for number in range(args.runs):
         results["read rill -> noop"].append(timed(
             lambda: source.load().write.format("noop").mode("overwrite").save()))
+        if args.ceiling:
+            results["read ceiling -> noop"].append(timed(
+                lambda: ceiling.load().write.format("noop").mode("overwrite").save()))
         results["read parquet -> noop"].append(timed(
             lambda: spark.read.parquet(parquet_path).write.format("noop").mode("overwrite").save()))
         topic = f"sink{number}"
@@ -137,6 +202,9 @@ def report(results: dict[str, list[float]], rows: int) -> None:
     print(f"  read  rill/parquet ratio     {median['read rill -> noop'] / median['read parquet -> noop']:.2f}")
     print(f"  write rill/parquet ratio     "
           f"{median['write -> rill exactlyOnce'] / median['write -> parquet']:.2f}")
+    if "read ceiling -> noop" in median:
+        print(f"  read  rill/ceiling ratio     "
+              f"{median['read rill -> noop'] / median['read ceiling -> noop']:.2f}")
 
 
 if __name__ == "__main__":

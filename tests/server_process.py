@@ -14,6 +14,8 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 STARTUP_TIMEOUT = 30.0
@@ -113,3 +115,15 @@ class RillProcess:
 
     def is_running(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+
+@contextmanager
+def session(server, username: str | None = "iggy", password: str = "iggy") -> Iterator:
+    """A blocking client connected to ``server`` (anything with ``.address``), logged in as
+    ``username`` unless it is None, closed on exit."""
+    from rill.client import Client
+
+    with Client(server.address, reconnect=False) as client:
+        if username is not None:
+            client.login_user(username, password)
+        yield client

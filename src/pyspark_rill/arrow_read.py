@@ -4,9 +4,12 @@ A columnar reply carries the records region of one contiguous offset range, its 
 boundaries and its timestamps (see docs/extensions.md). With the boundaries as the offsets of
 an Arrow ``BinaryArray`` over the region (zero-copy), every fixed-place field is one vectorised
 ``binary_slice``: id at bytes 17..33 of a record, headers_length at 37..41, and -- when no
-record of the batch has headers, the common case -- the payload from byte 45. Timestamps are
-the reply's column as is. Only batches that carry headers take a per-record Python path (the
-header maps must be parsed anyway).
+record of the batch has headers, the common case -- the payload from byte 45. When all records
+of a reply have one size (payloads of one size, no headers: the common case again), the region
+is viewed as a fixed-size binary column instead, whose slices are cheaper still and become
+``binary`` columns without a copy. Timestamps are the reply's column as is; offsets, stream,
+topic and partition are slices of cached columns. Only batches that carry headers take a
+per-record Python path (the header maps must be parsed anyway).
 
 Owns: ``to_record_batch`` and ``read_range`` (the pipelined fetch loop of one partition range,
 with the data-loss check). Invariant: batches match ``schema.arrow_schema`` exactly.
@@ -55,22 +58,31 @@ def _u32(buffer: pa.Buffer, count: int) -> pa.Array:
 def to_record_batch(reply: ColumnarMessages, spec: RangeSpec, typed_headers: bool) -> pa.RecordBatch:
     count = reply.count
     boundaries = _u32(pa.py_buffer(reply.boundaries), count + 1)
-    offsets = pc.subtract(boundaries, pa.scalar(reply.base_position, pa.uint32())).cast(pa.int32())
-    records = pa.Array.from_buffers(
-        pa.binary(), count, [None, offsets.buffers()[1], pa.py_buffer(reply.records)])
-    header_lengths = _u32(pc.binary_slice(records, 37, 41).buffers()[2], count)
+    region = pa.py_buffer(reply.records)
+    size = _uniform_size(boundaries, count)
+    if size:  # records of one size (the common case): a zero-copy fixed-size view of them
+        fixed = pa.Array.from_buffers(pa.binary(size), count, [None, region])
+        header_lengths = _u32(pc.binary_slice(fixed, 37, 41).buffers()[1], count)
+        ids = _to_binary(pc.binary_slice(fixed, 17, 33), 16)
+    else:
+        offsets = pc.subtract(boundaries, pa.scalar(reply.base_position, pa.uint32())).cast(
+            pa.int32())
+        records = pa.Array.from_buffers(pa.binary(), count, [None, offsets.buffers()[1], region])
+        header_lengths = _u32(pc.binary_slice(records, 37, 41).buffers()[2], count)
+        ids = pc.binary_slice(records, 17, 33)
     if pc.max(header_lengths).as_py():
         values, keys, headers = _with_headers(reply, typed_headers)
     else:
-        values = pc.binary_slice(records, 45, _REST)
-        keys = pa.nulls(count, pa.binary())
-        headers = pa.nulls(count, headers_type(typed_headers))
+        values = (_to_binary(pc.binary_slice(fixed, 45, size), size - 45) if size
+                  else pc.binary_slice(records, 45, _REST))
+        keys = _nulls(count, pa.binary())
+        headers = _nulls(count, headers_type(typed_headers))
     columns = [
-        pa.repeat(pa.scalar(spec.stream, pa.string()), count),
-        pa.repeat(pa.scalar(spec.topic, pa.string()), count),
-        pa.repeat(pa.scalar(spec.partition, pa.int32()), count),
+        _constant(spec.stream, pa.string(), count),
+        _constant(spec.topic, pa.string(), count),
+        _constant(spec.partition, pa.int32(), count),
         pc.add(_arange(count), pa.scalar(reply.base_offset, pa.int64())),
-        pc.binary_slice(records, 17, 33),
+        ids,
         pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), count,
                               [None, pa.py_buffer(reply.timestamps)]),
         keys,
@@ -78,6 +90,21 @@ def to_record_batch(reply: ColumnarMessages, spec: RangeSpec, typed_headers: boo
         headers,
     ]
     return pa.RecordBatch.from_arrays(columns, schema=arrow_schema(typed_headers))
+
+
+def _uniform_size(boundaries: pa.Array, count: int) -> int:
+    """The size of every record when all have one size (and carry a payload), else 0."""
+    if count == 0:
+        return 0
+    first, second = boundaries[0].as_py(), boundaries[1].as_py()
+    size = second - first
+    if size <= 45 or boundaries[count].as_py() - first != size * count:
+        return 0
+    if count > 1:
+        smallest, largest = pc.min_max(pc.pairwise_diff(boundaries.slice(1))).values()
+        if smallest.as_py() != size or largest.as_py() != size:
+            return 0
+    return size
 
 
 _arange_cache = pa.array([], pa.int64())
@@ -91,6 +118,34 @@ def _arange(count: int) -> pa.Array:
         _arange_cache = pc.subtract(
             pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), size)), 1)
     return _arange_cache.slice(0, count)
+
+
+def _to_binary(fixed: pa.Array, width: int) -> pa.Array:
+    """A compact fixed-size binary column as a ``binary`` column, zero-copy (its offsets are
+    0, width, 2 * width, ...)."""
+    count = len(fixed)
+    offsets = pc.multiply(_arange(count + 1), pa.scalar(width, pa.int64())).cast(pa.int32())
+    return pa.Array.from_buffers(pa.binary(), count, [None, offsets.buffers()[1],
+                                                      fixed.buffers()[1]])
+
+
+_CONSTANTS_KEPT = 64
+_constants: dict[tuple, pa.Array] = {}
+
+
+def _constant(value, kind: pa.DataType, count: int) -> pa.Array:
+    """``count`` times ``value``: slices of a cached column (one per value seen lately)."""
+    key = (value, str(kind))
+    column = _constants.get(key)
+    if column is None or len(column) < count:
+        if len(_constants) >= _CONSTANTS_KEPT:
+            _constants.clear()
+        column = _constants[key] = pa.repeat(pa.scalar(value, kind), max(count, 65536))
+    return column.slice(0, count)
+
+
+def _nulls(count: int, kind: pa.DataType) -> pa.Array:
+    return _constant(None, kind, count)
 
 
 def _with_headers(reply: ColumnarMessages, typed: bool) -> tuple[pa.Array, pa.Array, pa.Array]:

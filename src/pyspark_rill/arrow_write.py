@@ -38,7 +38,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from rill.protocol.headers import HeaderKind, HeaderValue, encode_header_map
+from rill.protocol.headers import MAX_HEADER_PART, HeaderKind, HeaderValue, encode_header_map
 from rill.protocol.primitives import Partitioning
 from rill.protocol.stored import crc32, uuid7_block
 
@@ -160,10 +160,16 @@ def _by_partition(rows: pa.RecordBatch, spec: WriteSpec, count: int):
         yield Partitioning.partition_id(partition), rows.filter(pc.equal(targets, partition))
 
 
+_ROW_OVERHEAD = 64  # request bytes a message takes besides its payload (and headers)
+
+
 def _chunks(rows: pa.RecordBatch, max_bytes: int) -> Iterator[pa.RecordBatch]:
-    """Slices whose payloads stay within ``max_bytes`` (and the server's hard limit)."""
-    total = pc.sum(pc.binary_length(rows.column("value"))).as_py()
-    if total <= max_bytes:
+    """Slices whose requests stay within about ``max_bytes`` (payloads plus ~64 bytes a
+    message, so that many tiny messages cannot make an oversized frame) and whose payloads
+    stay within the server's hard limit."""
+    payload = pc.sum(pc.binary_length(rows.column("value"))).as_py()
+    total = payload + _ROW_OVERHEAD * rows.num_rows
+    if total <= max_bytes and payload <= _HARD_LIMIT:
         yield rows
         return
     step = max(1, rows.num_rows * max_bytes // total)
@@ -266,12 +272,50 @@ def _header_maps(rows: pa.RecordBatch, spec: WriteSpec) -> list[bytes]:
             if item is None:
                 continue
             if spec.typed_headers:
-                headers[name] = HeaderValue(HeaderKind[item["kind"].upper()], item["value"])
+                headers[name] = _typed_header(name, item)
             elif isinstance(item, str):
                 headers[name] = HeaderValue.string(item)
             else:
                 headers[name] = HeaderValue.raw(item)
+            _check_header_sizes(name, headers[name])
         if key:
             headers[KEY_HEADER] = HeaderValue.raw(key)
         encoded.append(encode_header_map(headers))
     return encoded
+
+
+_KINDS = {kind.name.lower(): kind for kind in HeaderKind}
+_FIXED_SIZES = {HeaderKind.BOOL: 1, HeaderKind.INT8: 1, HeaderKind.INT16: 2, HeaderKind.INT32: 4,
+                HeaderKind.INT64: 8, HeaderKind.INT128: 16, HeaderKind.UINT8: 1,
+                HeaderKind.UINT16: 2, HeaderKind.UINT32: 4, HeaderKind.UINT64: 8,
+                HeaderKind.UINT128: 16, HeaderKind.FLOAT32: 4, HeaderKind.FLOAT64: 8}
+
+
+def _typed_header(name: str, item: dict) -> HeaderValue:
+    """One entry of a typed headers column (``STRUCT<kind, value>``), checked: a kind rill
+    knows, a value, and the byte size that kind has."""
+    kind_name, value = item.get("kind"), item.get("value")
+    kind = _KINDS.get(kind_name.strip().lower()) if isinstance(kind_name, str) else None
+    if kind is None:
+        raise RillOptionError(
+            f"column 'headers': header {name!r} has kind {kind_name!r}; the kinds are "
+            + ", ".join(_KINDS))
+    if value is None:
+        raise RillOptionError(f"column 'headers': header {name!r} (kind {kind.name.lower()}) "
+                              "has a null value")
+    value = value.encode("utf-8") if isinstance(value, str) else bytes(value)
+    size = _FIXED_SIZES.get(kind)
+    if size is not None and len(value) != size:
+        raise RillOptionError(
+            f"column 'headers': header {name!r} of kind {kind.name.lower()} must hold "
+            f"{size} byte(s) (little-endian), got {len(value)}")
+    return HeaderValue(kind, value)
+
+
+def _check_header_sizes(name: str, header: HeaderValue) -> None:
+    if not 1 <= len(name.encode("utf-8")) <= MAX_HEADER_PART:
+        raise RillOptionError(f"column 'headers': header name {name!r} must be 1 to "
+                              f"{MAX_HEADER_PART} bytes")
+    if not 1 <= len(header.value) <= MAX_HEADER_PART:
+        raise RillOptionError(f"column 'headers': the value of header {name!r} must be 1 to "
+                              f"{MAX_HEADER_PART} bytes, got {len(header.value)}")

@@ -44,34 +44,43 @@ def connect(options: ConnectionOptions) -> Client:
 
 
 def _open(options: ConnectionOptions) -> Client:
+    """A logged-in client of the first server of the 'servers' list that answers."""
     if options.transport != "tcp":
         importlib.import_module(f"rill.client.{options.transport}")  # registers the transport
-    client = Client(
-        options.servers, transport=options.transport, max_reconnect_attempts=3,
-        reconnect_interval=0.5, connect_timeout=5.0, timeout=300.0,
-    )
+    failures = []
+    for address in options.servers.split(","):
+        client = Client(
+            address, transport=options.transport, max_reconnect_attempts=3,
+            reconnect_interval=0.5, connect_timeout=5.0, timeout=300.0,
+        )
+        try:
+            client.connect()
+        except errors.CannotEstablishConnection as error:
+            client.close()
+            failures.append(error.reason)
+            continue
+        _login(client, options)
+        return client
+    raise RillConnectionError(
+        f"option 'servers': cannot reach a rill server at {options.servers} over "
+        f"{options.transport}: " + "; ".join(failures))
+
+
+def _login(client: Client, options: ConnectionOptions) -> None:
     try:
-        client.connect()
         if options.token is not None:
             client.login_with_personal_access_token(options.token)
         else:
             client.login_user(options.username, options.password)
-    except errors.CannotEstablishConnection as error:
-        client.close()
-        raise RillConnectionError(
-            f"option 'servers': cannot reach a rill server at {options.servers} over "
-            f"{options.transport}: {error.reason}"
-        ) from None
     except (errors.InvalidCredentials, errors.InvalidPersonalAccessToken,
             errors.PersonalAccessTokenExpired, errors.UserInactive) as error:
         client.close()
         raise RillOptionError(
             f"options 'username'/'password' or 'token': the server refused the login: {error}"
         ) from None
-    except errors.RillError:
+    except BaseException:
         client.close()
         raise
-    return client
 
 
 def close_all() -> None:

@@ -83,6 +83,20 @@ def _choice(options: Mapping[str, str], name: str, choices: tuple[str, ...], def
     return text.lower()
 
 
+def parse_servers(text: str) -> list[str]:
+    """``host:port`` or a comma-separated list of them (tried in order when connecting)."""
+    servers = [server.strip() for server in text.split(",") if server.strip()]
+    for server in servers:
+        host, _, port = server.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise RillOptionError(
+                f"option 'servers' must be host:port or a comma-separated list of them, got "
+                f"{text!r}")
+    if not servers:
+        raise RillOptionError("option 'servers' is empty")
+    return servers
+
+
 @dataclass(frozen=True)
 class ConnectionOptions:
     servers: str
@@ -93,10 +107,7 @@ class ConnectionOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ConnectionOptions:
-        servers = (_get(options, "servers") or "127.0.0.1:8090").strip()
-        host, _, port = servers.rpartition(":")
-        if not host or not port.isdigit():
-            raise RillOptionError(f"option 'servers' must be host:port, got {servers!r}")
+        servers = ",".join(parse_servers(_get(options, "servers") or "127.0.0.1:8090"))
         transport = (_get(options, "transport") or "tcp").strip().lower()
         if transport not in TRANSPORTS:
             raise RillOptionError(
@@ -227,7 +238,7 @@ class ReadOptions:
             maximum, minimum, _boolean(options, "failOnDataLoss", True),
             _choice(options, "headersFormat", HEADER_FORMATS, "binary") == "typed",
             _positive_int(options, "minPartitions", None),
-            _positive_int(options, "fetchMaxMessages", 65536) or 65536,
+            _positive_int(options, "fetchMaxMessages", 32768) or 32768,
             _positive_int(options, "fetchMaxBytes", 16 << 20) or 16 << 20,
             _get(options, "consumerName"),
         )

@@ -17,6 +17,8 @@ by hand because ``StructType.fromDDL`` needs a SparkContext, which Python worker
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import pyarrow as pa
 
 KEY_HEADER = "rill.key"
@@ -36,10 +38,12 @@ def read_ddl(typed_headers: bool) -> str:
     return TYPED_HEADERS_DDL if typed_headers else BINARY_HEADERS_DDL
 
 
+@lru_cache(maxsize=None)
 def headers_type(typed_headers: bool) -> pa.MapType:
     return pa.map_(pa.string(), TYPED_HEADER_VALUE if typed_headers else pa.binary())
 
 
+@lru_cache(maxsize=None)
 def arrow_schema(typed_headers: bool) -> pa.Schema:
     return pa.schema([
         pa.field("stream", pa.string(), nullable=False),

@@ -3,7 +3,6 @@ kill -9: logins, statuses, tokens and rights behave exactly as before the restar
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 
 import pytest
 
@@ -15,6 +14,7 @@ from rill.protocol.permissions import (
     StreamPermissions,
     TopicPermissions,
 )
+from server_process import session
 
 ENV = {
     "RILL_ROOT_PASSWORD_HASH_COST": "4",
@@ -28,14 +28,6 @@ WRITER = Permissions(
     GlobalPermissions(),
     {1: StreamPermissions(topics={1: TopicPermissions(send_messages=True)})},
 )
-
-
-@contextmanager
-def session(server, username: str | None = "iggy", password: str = "iggy"):
-    with Client(server.address, reconnect=False) as client:
-        if username is not None:
-            client.login_user(username, password)
-        yield client
 
 
 def populate(server) -> dict[str, object]:

@@ -3,6 +3,8 @@ and the fetch loop's gaps and data-loss checks, against the session's rill serve
 
 from __future__ import annotations
 
+import struct
+
 import pyarrow as pa
 import pytest
 
@@ -91,3 +93,28 @@ def test_data_loss_is_reported_or_skipped(admin, stream, client) -> None:
     assert list(read_range(client, spec, False, 100, 1 << 20, fail_on_data_loss=False)) == []
     fresh = RangeSpec(stream, "t", 1, 0, 0, from_earliest=True)
     assert list(read_range(client, fresh, False, 100, 1 << 20, True)) == []
+
+
+def test_records_of_one_size_take_the_fixed_size_path(admin, stream, client) -> None:
+    admin.create_topic(stream, "t", partitions_count=1)
+    admin.send_messages(stream, "t", [Message(b"%05d" % i, id=i + 1) for i in range(5)],
+                        partitioning=1)
+    reply = client.poll_messages_columnar(stream, "t", 1, 0, 10)
+    batch = to_record_batch(reply, RangeSpec(stream, "t", 1, 0, 5), typed_headers=False)
+    assert batch.schema == arrow_schema(False)
+    assert batch.column("value").to_pylist() == [b"%05d" % i for i in range(5)]
+    assert batch.column("id").to_pylist() == [(i + 1).to_bytes(16, "little") for i in range(5)]
+    assert batch.column("offset").to_pylist() == list(range(5))
+    assert batch.column("key").null_count == 5 and batch.column("headers").null_count == 5
+    tail = batch.slice(3)  # what a reply cut to its range gives Spark
+    assert tail.column("value").to_pylist() == [b"00003", b"00004"]
+    # records of one size where one carries headers: the per-record path
+    admin.create_topic(stream, "mixed", partitions_count=1)
+    with_header = Message(b"abc", headers={"k": HeaderValue.raw(b"v")})  # 4+1+1+4+1 = 11 B
+    admin.send_messages(stream, "mixed", [with_header, b"x" * 14], partitioning=1)
+    reply = client.poll_messages_columnar(stream, "mixed", 1, 0, 10)
+    first, second, end = struct.unpack_from("<3I", reply.boundaries)
+    assert second - first == end - second  # really one size
+    rows = to_record_batch(reply, RangeSpec(stream, "mixed", 1, 0, 2), False).to_pylist()
+    assert [(r["value"], r["headers"]) for r in rows] == [(b"abc", [("k", b"v")]),
+                                                          (b"x" * 14, None)]

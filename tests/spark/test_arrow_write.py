@@ -128,7 +128,8 @@ def test_big_batches_are_split_and_bad_values_refused() -> None:
     spec = check_schema(schema(value=BinaryType()), OPTIONS)
     batch = pa.RecordBatch.from_pydict({"value": [b"x" * 1000] * 100})
     requests = list(encode_batch(batch, spec, OPTIONS, lambda s, t: 1, 10_000))
-    assert len(requests) == 10 and sum(r.count for r in requests) == 100
+    assert len(requests) == 12 and sum(r.count for r in requests) == 100  # 9 a request
+    assert all(len(r.region) <= 10_000 for r in requests)
     for bad in ([b"ok", b""], [b"ok", None]):
         with pytest.raises(RillOptionError, match="column 'value'"):
             list(encode_batch(pa.RecordBatch.from_pydict({"value": pa.array(bad, pa.binary())}),
@@ -137,3 +138,51 @@ def test_big_batches_are_split_and_bad_values_refused() -> None:
     with pytest.raises(RillOptionError, match="column 'id'"):
         list(encode_batch(pa.RecordBatch.from_pydict({"value": [b"a"], "id": [b"short"]}),
                           ids, OPTIONS, lambda s, t: 1, 1 << 20))
+
+
+TYPED = MapType(StringType(), StructType([StructField("kind", StringType()),
+                                          StructField("value", BinaryType())]))
+
+
+def typed_batch(*entries) -> pa.RecordBatch:
+    kind = pa.map_(pa.string(), pa.struct([("kind", pa.string()), ("value", pa.binary())]))
+    return pa.RecordBatch.from_pydict({
+        "value": pa.array([b"v"] * len(entries), pa.binary()),
+        "headers": pa.array([[entry] for entry in entries], kind)})
+
+
+def test_typed_headers_are_encoded_with_their_kind() -> None:
+    spec = check_schema(schema(value=BinaryType(), headers=TYPED), OPTIONS)
+    assert spec.typed_headers
+    batch = typed_batch(("n", {"kind": "int32", "value": (5).to_bytes(4, "little")}),
+                        ("s", {"kind": "STRING", "value": b"text"}))
+    [request] = encode_batch(batch, spec, OPTIONS, lambda s, t: 1, 1 << 20)
+    region = bytes(request.region)
+    first_length = int.from_bytes(region[16:20], "little")
+    first = decode_header_map(region[20:20 + first_length])
+    assert (first["n"].kind.name, first["n"].value) == ("INT32", (5).to_bytes(4, "little"))
+    assert [m[2] for m in messages(request.region)] == [{"n": (5).to_bytes(4, "little")},
+                                                       {"s": b"text"}]
+
+
+@pytest.mark.parametrize("entry, message", [
+    (("trace", {"kind": "uuid", "value": b"x"}),
+     "column 'headers': header 'trace' has kind 'uuid'; the kinds are raw, string, bool, int8"),
+    (("trace", {"kind": None, "value": b"x"}), "column 'headers': header 'trace' has kind None"),
+    (("n", {"kind": "int32", "value": b"abc"}),
+     "column 'headers': header 'n' of kind int32 must hold 4 byte"),
+    (("n", {"kind": "raw", "value": None}), "column 'headers': header 'n' .* null value"),
+    (("n", {"kind": "raw", "value": b"x" * 256}), "column 'headers': the value of header 'n'"),
+])
+def test_bad_typed_headers_name_the_column_the_header_and_the_kinds(entry, message) -> None:
+    spec = check_schema(schema(value=BinaryType(), headers=TYPED), OPTIONS)
+    with pytest.raises(RillOptionError, match=message):
+        list(encode_batch(typed_batch(entry), spec, OPTIONS, lambda s, t: 1, 1 << 20))
+
+
+def test_many_tiny_messages_are_split_by_request_size_not_only_payload() -> None:
+    spec = check_schema(schema(value=BinaryType()), OPTIONS)
+    batch = pa.RecordBatch.from_pydict({"value": pa.array([b"x"] * 100_000, pa.binary())})
+    requests = list(encode_batch(batch, spec, OPTIONS, lambda s, t: 1, 1 << 20, stored=True))
+    assert sum(r.count for r in requests) == 100_000 and len(requests) > 1
+    assert max(len(r.region) + len(r.positions) for r in requests) <= 1 << 20

@@ -49,6 +49,8 @@ def test_topics_json_offsets_and_timestamps() -> None:
     ({"failondataloss": "maybe"}, "failOnDataLoss"),
     ({"headersformat": "json"}, "headersFormat"),
     ({"servers": "nowhere"}, "servers"),
+    ({"servers": "127.0.0.1:8090,nowhere:x"}, "servers"),
+    ({"servers": " , "}, "servers"),
     ({"transport": "http"}, "transport"),
     ({"startingtimestamp": "yesterday"}, "startingTimestamp"),
     ({"stream": ""}, "stream"),
@@ -89,3 +91,8 @@ def test_spark_options_are_known() -> None:
     check_known({"path": "x", "checkpointlocation": "/tmp/c"})
     with pytest.raises(RillOptionError, match="unknown option 'startingoffset'"):
         check_known({"startingoffset": "earliest"})
+
+
+def test_servers_may_be_a_list() -> None:
+    parsed = ReadOptions.parse(lowered(servers=" 10.0.0.1:8090, 10.0.0.2:8090 "), streaming=False)
+    assert parsed.connection.servers == "10.0.0.1:8090,10.0.0.2:8090"

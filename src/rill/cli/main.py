@@ -21,6 +21,7 @@ from typing import Optional
 import typer
 
 from rill.cli import (
+    bench,
     clients,
     consumer_groups,
     consumer_offsets,
@@ -91,6 +92,7 @@ for _group in (streams, topics, partitions, messages, consumer_groups, consumer_
 del _group
 system.register(app)
 login.register(app)
+app.add_typer(bench.app)  # rill bench ...
 
 
 @app.command(

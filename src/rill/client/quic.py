@@ -36,6 +36,7 @@ from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import QuicConnection
 
 from rill import errors
+from rill.quic_tuning import widen_socket_buffers, widen_windows
 from rill.client.transport import Payload, Transport, parse_address, payload_parts, register_transport
 
 DEFAULT_QUIC_PORT = 8080
@@ -230,7 +231,7 @@ class QuicTransport(Transport):
                 configuration.load_verify_locations(cafile=self.ca_file)
         else:
             configuration.verify_mode = ssl_module.CERT_NONE
-        return configuration
+        return widen_windows(configuration, self.host)
 
     async def connect(self) -> None:
         if self.is_connected:
@@ -244,6 +245,7 @@ class QuicTransport(Transport):
         transport, protocol = await loop.create_datagram_endpoint(
             lambda: _ClientProtocol(connection, max_size), remote_addr=remote, family=family,
         )
+        widen_socket_buffers(transport)
         try:
             protocol.connect(remote)
             await asyncio.wait_for(asyncio.shield(protocol.handshake), self.connect_timeout)

@@ -117,6 +117,16 @@ class PersonalAccessTokenConfig:
 
 
 @dataclass
+class TransactionsConfig:
+    """Staged appends (rill extension 1010-1013, docs/extensions.md)."""
+
+    # a batch's staged data left this long after its last stage call, neither committed nor
+    # aborted, is dropped (after a restart, a staged file's modification time counts)
+    staged_expiry: float = _duration("1 h")
+    cleaner_interval: float = _duration("1 m")  # how often expired staged data is dropped
+
+
+@dataclass
 class HeartbeatConfig:
     """Drop clients that sent nothing (not even PING) for 1.2 x interval (off by default)."""
 
@@ -233,6 +243,7 @@ class ServerConfig:
         default_factory=PersonalAccessTokenConfig
     )
     heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
+    transactions: TransactionsConfig = field(default_factory=TransactionsConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 
     @property

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import sqlite3
 import time
-from contextlib import contextmanager
 
 import pytest
 from blake3 import blake3
@@ -30,6 +29,7 @@ from rill.server.core.tokens import PersonalAccessTokenService
 from rill.server.core.users import UserService
 from rill.server.storage.metadata import MetadataStore
 from rill.server.storage.paths import DataPaths
+from server_process import session
 
 BASE_ENV = {
     "RILL_ROOT_PASSWORD_HASH_COST": "4",
@@ -41,20 +41,6 @@ HOUR_US = 3_600_000_000
 @pytest.fixture
 def server(rill_factory):
     return rill_factory(BASE_ENV).start()
-
-
-@contextmanager
-def session(server, username: str | None = "iggy", password: str = "iggy"):
-    with Client(server.address, reconnect=False) as client:
-        if username is not None:
-            client.login_user(username, password)
-        yield client
-
-
-@pytest.fixture
-def root(server):
-    with session(server) as client:
-        yield client
 
 
 def now_us() -> int:

@@ -4,14 +4,17 @@ decided commit inside one process."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 
 import pytest
 
 from rill import errors
 from rill.client import Client, Message, Permissions
+from rill.protocol.commands.messages import SendMessages
 from rill.protocol.commands.streams import CreateStream
 from rill.protocol.commands.topics import CreateTopic
 from rill.protocol.commands.transactions import (
+    AbortStagedMessages,
     CommitStagedMessages,
     GetProducerState,
     StageMessages,
@@ -22,8 +25,9 @@ from rill.protocol.permissions import GlobalPermissions
 from rill.protocol.stored import encode_stored_records
 from rill.protocol.primitives import CompressionAlgorithm, Identifier, Partitioning, Transport
 from rill.protocol.responses.transactions import CommitOutcome, StagedHandle, StageOutcome
-from rill.server.config import ServerConfig
+from rill.server.config import ServerConfig, load_config
 from rill.server.core.core import Core
+from rill.server.storage.paths import DataPaths
 from rill.server.storage.partition_log import PartitionLog
 
 
@@ -192,13 +196,16 @@ def test_staged_data_and_commits_survive_restarts(rill_server, client) -> None:
 # ---------------------------------------------------------------- crash inside a commit
 
 
-def run_core(data_dir, scenario) -> None:
+def run_core(data_dir, scenario, configure=None) -> None:
     """Run ``scenario(core, session)`` on an in-process Core with stream 1 / topic 1 (one
-    partition) and a logged-in root session, then stop the Core."""
+    partition) and a logged-in root session, then stop the Core; ``configure(config)`` may
+    change the configuration first."""
 
     async def main() -> None:
         config = ServerConfig()
         config.system.path = str(data_dir)
+        if configure is not None:
+            configure(config)
         core = Core(config)
         await core.start()
         try:
@@ -275,3 +282,155 @@ def test_a_replay_skips_the_part_of_a_region_already_in_the_log(tmp_path) -> Non
         assert [(m.offset, m.payload) for m in messages] == [(0, b"two, longer"), (1, b"three")]
 
     run_core(tmp_path / "data", scenario)
+
+
+# ---------------------------------------------------------------- fences across restarts
+
+
+def fences_in_journal(data_dir) -> list[tuple]:
+    with sqlite3.connect(DataPaths(data_dir).transactions_db) as db:
+        return sorted(db.execute("SELECT producer_id, batch_id, run_id FROM fences"))
+
+
+def test_a_fenced_run_stays_fenced_across_restarts_and_crashes(rill_server, client) -> None:
+    client.stage_messages("q", 6, 0, 1, 1, "t", [b"run 7"], partitioning=1, run_id=7)
+    client.abort_staged_messages("q", 6, run_id=7)
+    client.abort_staged_messages("early", 2, run_id=9)  # fenced before any stage call
+    assert fences_in_journal(rill_server.data_dir) == [("early", 2, 9), ("q", 6, 7)]
+    for restart in (rill_server.restart, lambda: (rill_server.kill(), rill_server.start())):
+        restart()
+        with Client(rill_server.address) as again:
+            again.login_user("iggy", "iggy")
+            late = again.stage_messages("q", 6, 1, 1, 1, "t", [b"zombie"], partitioning=1,
+                                        run_id=7)
+            assert late.outcome == StageOutcome.ABORTED
+            early = again.stage_messages("early", 2, 0, 1, 1, "t", [b"late"], run_id=9)
+            assert early.outcome == StageOutcome.ABORTED
+            assert again.get_producer_state("q").staged_handles == 0
+    with Client(rill_server.address) as again:
+        again.login_user("iggy", "iggy")
+        # a later run of the batch commits; the batch's fences are no longer needed
+        again.stage_messages("q", 6, 0, 2, 1, "t", [b"run 8"], partitioning=1, run_id=8)
+        again.commit_staged_messages("q", 6, [(0, 2, 1)])
+        assert payloads(again, 1) == [b"run 8"]
+    assert fences_in_journal(rill_server.data_dir) == [("early", 2, 9)]
+
+
+# ---------------------------------------------------------------- topic size limits
+
+
+def test_a_commit_that_would_overflow_the_topic_fails_whole(tmp_path) -> None:
+    def configure(config: ServerConfig) -> None:
+        config.system.segment.size = 1000  # a max topic size may not be below it
+
+    def staged(batch: int, task: int, partition: int, payload: bytes, count: int):
+        return StageMessages.of("q", batch, 0, task, 1, 1, 2, Partitioning.partition_id(partition),
+                                [Message(payload)] * count)
+
+    def commit(batch: int, *handles: tuple[int, int]):
+        return CommitStagedMessages("q", batch, tuple(StagedHandle(t, 1, n) for t, n in handles))
+
+    async def scenario(core: Core, session) -> None:
+        # 100-byte payloads are 145-byte records: 10 fit in 1500 bytes, 11 do not
+        await core.execute(session, CreateTopic(
+            Identifier(1), 2, 2, CompressionAlgorithm.NONE, 0, 1500, 0, "small"))
+        topic = core.state.streams[1].topics[2]
+        await core.execute(session, staged(1, 0, 1, b"x" * 100, 6))
+        await core.execute(session, staged(1, 1, 2, b"y" * 100, 5))
+        with pytest.raises(errors.TopicFull):
+            await core.execute(session, commit(1, (0, 6), (1, 5)))
+        state = await core.execute(session, GetProducerState("q"))
+        assert (state.last_batch, state.staged_messages) == (None, 11)  # nothing dropped
+        assert topic.messages_count == 0  # nothing appended
+        await core.execute(session, AbortStagedMessages("q", 1, 0, True, 1, 1))
+        assert (await core.execute(session, commit(1, (0, 6)))).messages_count == 6
+        await core.execute(session, staged(2, 0, 2, b"z" * 100, 4))
+        assert (await core.execute(session, commit(2, (0, 4)))).messages_count == 4
+        assert topic.size_bytes == 1450
+        await core.execute(session, SendMessages.of(1, 2, Partitioning.partition_id(1),
+                                                    [Message(b"w" * 100)]))  # SEND: not full yet
+        with pytest.raises(errors.TopicFull):  # now full: refused already at stage time
+            await core.execute(session, staged(3, 0, 1, b"v", 1))
+
+    run_core(tmp_path / "data", scenario, configure)
+
+
+# ---------------------------------------------------------------- expiry of staged data
+
+
+def stage(producer: str, batch: int, task: int, payload: bytes) -> StageMessages:
+    return StageMessages.of(producer, batch, 0, task, 1, 1, 1, Partitioning.partition_id(1),
+                            [Message(payload)])
+
+
+def test_the_expiry_is_a_config_key_with_an_environment_override() -> None:
+    assert ServerConfig().transactions.staged_expiry == 3600
+    config = load_config(environ={"RILL_TRANSACTIONS_STAGED_EXPIRY": "90 s",
+                                  "RILL_TRANSACTIONS_CLEANER_INTERVAL": "none"})
+    assert (config.transactions.staged_expiry, config.transactions.cleaner_interval) == (
+        90, float("inf"))
+
+
+def test_staged_batches_idle_for_the_expiry_are_dropped(tmp_path) -> None:
+    def configure(config: ServerConfig) -> None:
+        config.transactions.staged_expiry = 10.0
+        config.transactions.cleaner_interval = float("inf")  # expire() is called by hand
+
+    async def scenario(core: Core, session) -> None:
+        service = core.transactions
+        staging = core.state.paths.staging_dir
+        await core.execute(session, stage("old", 1, 0, b"a"))
+        await core.execute(session, stage("old", 1, 1, b"b"))
+        await core.execute(session, stage("busy", 1, 0, b"c"))
+        await core.execute(session, stage("busy", 2, 0, b"d"))
+        await core.execute(session, AbortStagedMessages("gone", 5, run_id=3))
+        now = core.state.clock()
+        for staged in service.producers["old"].staged[1].values():
+            staged.last_active_us = now - 11_000_000  # both handles idle for 11 s
+        service.producers["busy"].staged[1][(0, 1)].last_active_us = now - 11_000_000
+        service.producers["busy"].staged[2][(0, 1)].last_active_us = now - 5_000_000
+        assert service.expire(now) == (2 + 1, 0)
+        assert "old" not in service.producers  # nothing left to remember
+        assert sorted(service.producers["busy"].staged) == [2]
+        assert len(list(staging.iterdir())) == 1
+        # the late commit of an expired batch fails and shows nothing
+        with pytest.raises(errors.StagedMessagesNotFound):
+            await core.execute(session, CommitStagedMessages(
+                "old", 1, (StagedHandle(0, 1, 1), StagedHandle(1, 1, 1))))
+        assert core.state.streams[1].topics[1].partitions[1].log.next_offset == 0
+        # fences expire too, in memory and in the journal
+        assert service.expire(now + 10_000_000) == (1, 1)
+        assert service.journal.load_fences() == [] and service.producers == {}
+
+    run_core(tmp_path / "data", scenario, configure)
+
+
+def test_the_background_cleaner_drops_expired_staged_data(tmp_path) -> None:
+    def configure(config: ServerConfig) -> None:
+        config.transactions.staged_expiry = 0.05
+        config.transactions.cleaner_interval = 0.02
+
+    async def scenario(core: Core, session) -> None:
+        await core.execute(session, stage("abandoned", 1, 0, b"a"))
+        for _ in range(1000):  # bounded wait (up to 20 s) for the cleaner to run
+            if "abandoned" not in core.transactions.producers:
+                break
+            await asyncio.sleep(0.02)
+        assert "abandoned" not in core.transactions.producers
+        assert list(core.state.paths.staging_dir.iterdir()) == []
+
+    run_core(tmp_path / "data", scenario, configure)
+
+
+def test_after_a_restart_expiry_counts_from_the_staged_file_time(tmp_path) -> None:
+    async def first(core: Core, session) -> None:
+        await core.execute(session, stage("p", 1, 0, b"a"))
+
+    async def second(core: Core, session) -> None:
+        [staged] = core.transactions.producers["p"].staged[1].values()
+        assert staged.last_active_us == staged.path.stat().st_mtime_ns // 1000
+        assert core.transactions.expire(staged.last_active_us + 3_599_000_000) == (0, 0)
+        assert core.transactions.expire(staged.last_active_us + 3_600_000_000) == (1, 0)
+
+    run_core(tmp_path / "data", first)
+    run_core(tmp_path / "data", second)

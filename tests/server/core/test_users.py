@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from contextlib import contextmanager
 
 import pytest
 
@@ -23,6 +22,7 @@ from rill.server.core.state import CoreState
 from rill.server.core.users import UserService
 from rill.server.storage.metadata import MetadataStore
 from rill.server.storage.paths import DataPaths
+from server_process import session
 
 FAST_HASHES = {"RILL_ROOT_PASSWORD_HASH_COST": "4"}
 
@@ -30,20 +30,6 @@ FAST_HASHES = {"RILL_ROOT_PASSWORD_HASH_COST": "4"}
 @pytest.fixture
 def server(rill_factory):
     return rill_factory(FAST_HASHES).start()
-
-
-@contextmanager
-def session(server, username: str | None = "iggy", password: str = "iggy"):
-    with Client(server.address, reconnect=False) as client:
-        if username is not None:
-            client.login_user(username, password)
-        yield client
-
-
-@pytest.fixture
-def root(server):
-    with session(server) as client:
-        yield client
 
 
 def readers() -> Permissions:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
 from rill.errors import CannotSyncFile
+from rill.server.storage import durability as durability_module
 from rill.server.storage.durability import Durability, FsyncPolicy
 
 
@@ -255,8 +257,38 @@ def test_a_waiter_on_a_file_held_by_a_flush_waits_for_a_sync_after_it(tmp_path: 
         while not durability.sync_in_progress:
             await asyncio.sleep(0)
         await durability.wait_durable(descriptor)  # not dirty, but the flush still holds it
-        assert flush.done()
-        assert durability.fsync_calls == 2
+        # the waiter got a sync of its own, started after it came (rounds run in parallel
+        # threads, so it may even end before the flush's)
+        await flush
+        assert durability.fsync_calls == 2 and durability.sync_rounds == 2
         durability.close_file(descriptor)
 
     asyncio.run(scenario())
+
+
+@pytest.mark.skipif(durability_module.FSYNC_THREADS < 2, reason="RILL_FSYNC_THREADS=1")
+def test_the_files_of_a_round_are_synced_in_parallel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two fsyncs of one round meet at a barrier: done one after the other, they never would."""
+    barrier = threading.Barrier(2, timeout=10)
+    real_fsync = os.fsync
+
+    def meeting_fsync(descriptor: int) -> None:
+        barrier.wait()
+        real_fsync(descriptor)
+
+    async def scenario() -> None:
+        durability = Durability(FsyncPolicy.ALWAYS)
+        first, second = open_written(tmp_path / "a"), open_written(tmp_path / "b")
+        durability.mark_dirty(first)
+        durability.mark_dirty(second)
+        monkeypatch.setattr(os, "fsync", meeting_fsync)
+        await asyncio.gather(durability.wait_durable(first), durability.wait_durable(second))
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        assert durability.sync_rounds == 1 and durability.fsync_calls == 2
+        durability.close_file(first)
+        durability.close_file(second)
+        await durability.stop()
+
+    asyncio.run(asyncio.wait_for(scenario(), 20))

@@ -2,7 +2,8 @@
 auto-commit) and flush (wire §3.4, §6.3-§6.5).
 
 The hot paths hand raw bytes through: SEND's message region goes to the partition log, which
-validates and stamps it in one pass; POLL answers with the log's bytes as they are on disk.
+validates and stamps it in one pass (in a worker thread for large batches, so the event loop
+serves other connections meanwhile); POLL answers with the log's bytes as they are on disk.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ class MessageService:
         if topic.max_topic_size != MAX_TOPIC_SIZE_UNLIMITED and topic.size_bytes >= topic.max_topic_size:
             raise errors.TopicFull(topic.id, topic.stream_id)
         if self.deduplicator is None:
-            partition.log.append(command.messages, state.clock())
+            # large batches are stamped and written in a worker thread (storage.partition_log)
+            await partition.log.append_async(command.messages, state.clock())
         else:
             self.deduplicator.append(partition, command.messages, state.clock())
         record_appended(partition.log)

@@ -21,6 +21,18 @@ StagedFile), and the commit protocol that makes exactly-once sinks possible:
 At start, plans decided and not finished (a crash in step 3) are applied again: for each
 partition, the messages already beyond the recorded next offset are skipped, so a plan lands
 exactly once. Invariant: a batch is either wholly visible (decided) or wholly absent.
+
+Also owned here: the fences of aborted runs (kept in the journal, so a restart keeps them) and
+the expiry of abandoned staged data (``[transactions] staged_expiry``): a background cleaner
+drops the staged handles of every batch that nobody staged to for that long, and fences as
+old. A late commit of an expired batch then fails (handle not found or count mismatch) and
+shows nothing; the expiry must be longer than the longest batch a writer runs.
+
+Limits checked: at stage time, what SEND checks (``check_stored_records``) and that the topic
+is not already full (as SEND: size >= max_topic_size); at commit time, for each topic, that
+its size plus the bytes the commit appends to it stays within max_topic_size (else TopicFull,
+nothing appended, nothing dropped). Commits do not go through message deduplication: the
+batch record is what makes a replay a no-op (see docs/extensions.md).
 """
 
 from __future__ import annotations
@@ -46,6 +58,7 @@ from rill.protocol.responses.transactions import (
     StageOutcome,
     StageResult,
 )
+from rill.server.config import NEVER
 from rill.server.core.model import Partition, Session, Topic
 from rill.server.core.state import CoreState
 from rill.server.metrics import record_appended
@@ -64,8 +77,8 @@ class Producer:
     staged: dict[int, dict[tuple[int, int], StagedFile]] = field(default_factory=dict)
     # decided batches whose application failed (I/O error): kept for the replay at start
     unfinished: set[int] = field(default_factory=set)
-    # (batch, run) pairs aborted: late stage calls of their task attempts are dropped
-    fenced: set[tuple[int, int]] = field(default_factory=set)
+    # (batch, run) aborted -> when (µs): late stage calls of their task attempts are dropped
+    fenced: dict[tuple[int, int], int] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def is_committed(self, batch_id: int) -> bool:
@@ -83,6 +96,7 @@ class TransactionService:
             state.paths.transactions_db, synchronous_full=state.durability.policy.value == "always"
         )
         self.producers: dict[str, Producer] = {}
+        self._cleaner: asyncio.Task[None] | None = None
 
     # -- commands --------------------------------------------------------------------------
 
@@ -96,6 +110,7 @@ class TransactionService:
             return StageResult(StageOutcome.ALREADY_COMMITTED, 0, 0)
         if (command.batch_id, command.run_id) in producer.fenced:
             return StageResult(StageOutcome.ABORTED, 0, 0)
+        _check_not_full(topic, 0)
         records = bytes(command.records)
         check_stored_records(records, command.positions)
         handles = producer.staged.setdefault(command.batch_id, {})
@@ -104,6 +119,7 @@ class TransactionService:
         if staged is None:
             staged = handles[key] = self.staging.create(command.producer_id, command.batch_id, *key)
         staged.append(topic.stream_id, topic.id, partition.id, bytes(command.positions), records)
+        staged.last_active_us = self.state.clock()
         await staged.wait_durable()
         return StageResult(StageOutcome.STAGED, partition.id, staged.messages_count)
 
@@ -114,15 +130,11 @@ class TransactionService:
         producer = self.producers.setdefault(producer_id, Producer())
         async with producer.lock:
             if producer.is_committed(batch_id):
-                self._drop_through(producer, batch_id)
+                self._drop_through(producer_id, producer, batch_id)
                 return CommitResult(CommitOutcome.ALREADY_COMMITTED, 0)
             chosen = self._chosen_handles(producer, command)
             targets = self._targets(session, chosen, "commit_staged_messages")
-            for partition in targets.values():
-                topic = self.state.streams[partition.stream_id].topics[partition.topic_id]
-                if (topic.max_topic_size != MAX_TOPIC_SIZE_UNLIMITED
-                        and topic.size_bytes >= topic.max_topic_size):
-                    raise errors.TopicFull(topic.id, topic.stream_id)
+            self._check_topic_sizes(chosen)
             # no await from here on: nothing else can append to the targets in between
             plan = {
                 "handles": [[staged.task_id, staged.attempt_id] for staged in chosen],
@@ -137,7 +149,7 @@ class TransactionService:
                 producer.unfinished.add(batch_id)
                 raise
             self.journal.finish(producer_id, batch_id)
-            self._drop_through(producer, batch_id)
+            self._drop_through(producer_id, producer, batch_id)
         for partition in targets.values():
             await partition.log.wait_durable()
         return CommitResult(CommitOutcome.COMMITTED, appended)
@@ -166,7 +178,9 @@ class TransactionService:
                 producer.staged.pop(command.batch_id, None)
             if command.run_id and not command.one_handle and not producer.is_committed(
                     command.batch_id):
-                producer.fenced.add((command.batch_id, command.run_id))
+                now = self.state.clock()
+                self.journal.fence(command.producer_id, command.batch_id, command.run_id, now)
+                producer.fenced[command.batch_id, command.run_id] = now
 
     def get_producer_state(self, session: Session, command: GetProducerState) -> ProducerState:
         producer = self.producers.get(command.producer_id)
@@ -246,9 +260,26 @@ class TransactionService:
                 appended += count
         return appended
 
-    def _drop_through(self, producer: Producer, batch_id: int) -> None:
-        """Delete the staged files of every batch <= ``batch_id`` (committed or superseded)."""
-        producer.fenced = {fence for fence in producer.fenced if fence[0] > batch_id}
+    def _check_topic_sizes(self, chosen: list[StagedFile]) -> None:
+        """TopicFull unless every topic has room for what the commit appends to it."""
+        adding: dict[tuple[int, int], int] = {}
+        for staged in chosen:
+            for key, size in staged.records_bytes_by_topic().items():
+                adding[key] = adding.get(key, 0) + size
+        for (stream_id, topic_id), size in adding.items():
+            stream = self.state.streams.get(stream_id)
+            topic = stream.topics.get(topic_id) if stream else None
+            if topic is not None:
+                _check_not_full(topic, size)
+
+    def _drop_through(self, producer_id: str, producer: Producer, batch_id: int) -> None:
+        """Delete the staged files of every batch <= ``batch_id`` (committed or superseded),
+        and the fences of those batches."""
+        done_fences = [fence for fence in producer.fenced if fence[0] <= batch_id]
+        if done_fences:
+            self.journal.drop_fences(producer_id, done_fences)
+            for fence in done_fences:
+                del producer.fenced[fence]
         done = [batch for batch in producer.staged
                 if batch <= batch_id and batch not in producer.unfinished]
         for batch in done:
@@ -269,11 +300,63 @@ class TransactionService:
         for pending in self.journal.load_pending():
             touched.update(self._replay(pending.producer_id, pending.batch_id, pending.plan))
             self.journal.finish(pending.producer_id, pending.batch_id)
-        for producer in self.producers.values():
+        for fence in self.journal.load_fences():
+            producer = self.producers.setdefault(fence.producer_id, Producer())
+            producer.fenced[fence.batch_id, fence.run_id] = fence.fenced_at
+        for producer_id, producer in self.producers.items():
             if producer.last_committed is not None:
-                self._drop_through(producer, producer.last_committed)
+                self._drop_through(producer_id, producer, producer.last_committed)
         for partition in touched.values():
             await partition.log.wait_durable()
+        settings = self.state.config.transactions
+        if 0 < settings.cleaner_interval < NEVER and 0 < settings.staged_expiry < NEVER:
+            self._cleaner = asyncio.create_task(self.run_cleaner(settings.cleaner_interval))
+
+    # -- expiry ----------------------------------------------------------------------------
+
+    async def run_cleaner(self, interval: float) -> None:
+        """Every ``interval`` seconds, drop what ``[transactions] staged_expiry`` expired."""
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.expire(self.state.clock())
+            except Exception:  # a failed delete changed nothing durable; try again next round
+                log.exception("dropping expired staged messages failed")
+
+    def expire(self, now_us: int) -> tuple[int, int]:
+        """Drop every batch whose handles were all last staged to ``staged_expiry`` or more
+        before ``now_us`` (decided batches waiting for their replay excepted), and fences as
+        old; returns (handles, fences) dropped. Runs without ``await``: no command can be
+        halfway through the same producer meanwhile."""
+        expiry = self.state.config.transactions.staged_expiry
+        if not 0 < expiry < NEVER:
+            return 0, 0
+        oldest = now_us - int(expiry * 1_000_000)
+        handles = fences = 0
+        for producer_id, producer in list(self.producers.items()):
+            if producer.lock.locked():
+                continue  # a commit or abort is waiting on this producer: next round
+            for batch_id, staged_files in list(producer.staged.items()):
+                if batch_id in producer.unfinished:
+                    continue
+                if max(staged.last_active_us for staged in staged_files.values()) > oldest:
+                    continue
+                del producer.staged[batch_id]
+                for staged in staged_files.values():
+                    staged.delete()
+                handles += len(staged_files)
+                log.warning("producer %s batch %d: dropped %d staged handle(s) unused for %s s "
+                            "([transactions] staged_expiry)", producer_id, batch_id,
+                            len(staged_files), expiry)
+            old_fences = [fence for fence, at in producer.fenced.items() if at <= oldest]
+            if old_fences:
+                self.journal.drop_fences(producer_id, old_fences)
+                for fence in old_fences:
+                    del producer.fenced[fence]
+                fences += len(old_fences)
+            if producer.last_committed is None and not producer.staged and not producer.fenced:
+                del self.producers[producer_id]  # nothing left to remember
+        return handles, fences
 
     def _replay(self, producer_id: str, batch_id: int, plan: dict) -> dict[PartitionKey, Partition]:
         handles = self.producers.setdefault(producer_id, Producer()).staged.get(batch_id, {})
@@ -304,8 +387,21 @@ class TransactionService:
         return targets
 
     def close(self) -> None:
+        if self._cleaner is not None:
+            self._cleaner.cancel()
+            self._cleaner = None
         for producer in self.producers.values():
             for handles in producer.staged.values():
                 for staged in handles.values():
                     staged.close()
         self.journal.close()
+
+
+def _check_not_full(topic: Topic, adding: int) -> None:
+    """TopicFull when ``topic`` is full (``adding`` 0: at or over its max size, as SEND
+    checks) or would exceed its max size with ``adding`` more bytes."""
+    if topic.max_topic_size == MAX_TOPIC_SIZE_UNLIMITED:
+        return
+    size = topic.size_bytes
+    if size >= topic.max_topic_size or size + adding > topic.max_topic_size:
+        raise errors.TopicFull(topic.id, topic.stream_id)

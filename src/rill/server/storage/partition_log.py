@@ -14,6 +14,15 @@ Invariants:
     index from its log after an unclean stop. A segment is synced when sealed (unless NEVER).
   * Rollover: after a write, a segment of ``segment_size`` bytes or more is sealed and the next
     segment starts at the next offset (the limit is soft: it can be exceeded by one batch).
+  * Appends off the event loop (``append_async``): a large batch, while other partitions are
+    being appended to, is stamped and written by a worker thread (the C stamper and ``pwrite``
+    release the GIL, so the event loop keeps serving other connections meanwhile), then
+    published on the event loop: reads only ever see published batches. At most one append is
+    in flight per log; every other mutation (``append``, ``append_stamped``, retention, purge,
+    close, destroy) first settles it (waiting for the worker if it still runs, then
+    publishing), so offsets, positions and descriptors never change under a worker. Other
+    batches are appended inline, where a thread hop would cost more than it frees
+    (``_use_thread``).
 
 Size accounting: ``size_bytes`` is the sum of the ``.log`` sizes (records in poll layout, 45
 bytes of overhead per message). It does not match Iggy's §6.7 formula byte for byte (Iggy adds
@@ -26,10 +35,13 @@ bytes of overhead per message). It does not match Iggy's §6.7 formula byte for 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import shutil
+import time
 from array import array
+from concurrent.futures import Future, ThreadPoolExecutor
 from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -39,8 +51,10 @@ from rill.errors import CannotAppendMessage, CannotCreatePartitionDirectory
 from rill.server.storage.columnar import ColumnarRange, read_segment_columns
 from rill.server.storage.durability import Durability
 from rill.server.storage.records import (
+    ACCELERATED,
     MAX_POSITION,
     RECORD_GROWTH,
+    StampedBatch,
     build_index_entries,
     stamp_batch,
 )
@@ -51,6 +65,68 @@ from rill.server.storage.segment import Segment
 logger = logging.getLogger(__name__)
 
 _SMALLEST_SEND_MESSAGE = 16 + 4 + 4 + 1  # id, headers_length, payload_length, one payload byte
+
+# When ``append_async`` hands an append to a worker thread. The hop costs CPU (a wake-up, the
+# GIL changing hands, the batch moving to another core's cache: about +0.2 CPU s/GB on the
+# 2-core machine of docs/performance-notes-server.md), so it pays only when the event loop has
+# other work meanwhile. "auto": batches of ``APPEND_THREAD_MIN_BYTES`` or more while another
+# partition log was appended to within ``APPEND_CONCURRENCY_WINDOW`` seconds (one producer:
+# always inline; several, to several partitions: large batches in threads). "always": every
+# batch of ``APPEND_THREAD_MIN_BYTES`` or more. "never": all inline. Only with the C stamper,
+# which releases the GIL (the Python one would hold it). The environment variables are for
+# benchmarks (benchmarks/send_scaling.py compares the modes).
+APPEND_THREAD_MODE = os.environ.get("RILL_APPEND_THREAD_MODE", "auto" if ACCELERATED else "never")
+APPEND_THREAD_MIN_BYTES = int(os.environ.get("RILL_APPEND_THREAD_MIN_BYTES", 512 * 1024))
+APPEND_CONCURRENCY_WINDOW = 0.01
+APPEND_THREADS = 4  # shared by every partition log; a log has at most one append in flight
+_executor: ThreadPoolExecutor | None = None
+_last_appended: int | None = None  # id() of the partition log ``append_async`` saw last ...
+_last_appended_at = 0.0  # ... and when (time.monotonic)
+
+
+def _append_executor() -> ThreadPoolExecutor:
+    global _executor
+    if _executor is None:
+        _executor = ThreadPoolExecutor(APPEND_THREADS, thread_name_prefix="rill-append")
+    return _executor
+
+
+def _use_thread(log: PartitionLog, size: int) -> bool:
+    """Whether ``append_async`` should append ``size`` bytes to ``log`` in a worker thread."""
+    global _last_appended, _last_appended_at
+    now = time.monotonic()
+    others = (
+        _last_appended not in (None, id(log))
+        and now - _last_appended_at < APPEND_CONCURRENCY_WINDOW
+    )
+    _last_appended, _last_appended_at = id(log), now
+    if APPEND_THREAD_MODE == "never" or size < APPEND_THREAD_MIN_BYTES:
+        return False
+    return APPEND_THREAD_MODE == "always" or others
+
+
+def _stamp_and_write(segment: Segment, raw_messages: bytes | bytearray | memoryview,
+                     timestamp: int) -> StampedBatch:
+    """Runs in a worker thread: the whole per-byte part of an append (stamp, both writes)."""
+    batch = stamp_batch(
+        raw_messages, segment.next_offset, timestamp, segment.size_bytes, segment.start_offset
+    )
+    segment.write(batch.records, batch.index_entries)
+    return batch
+
+
+class _PendingAppend:
+    """An append whose stamping and writes run in a worker thread, not yet published."""
+
+    __slots__ = ("segment", "timestamp", "work", "finished", "offsets", "error")
+
+    def __init__(self, segment: Segment, timestamp: int, work: Future[StampedBatch]) -> None:
+        self.segment = segment
+        self.timestamp = timestamp
+        self.work = work
+        self.finished = asyncio.wrap_future(work)  # resolves on the event loop
+        self.offsets: tuple[int, int] | None = None
+        self.error: BaseException | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +160,7 @@ class PartitionLog:
         self._readers: OrderedDict[int, Segment] = OrderedDict()
         self._last_timestamp = max((s.last_timestamp or 0 for s in segments), default=0)
         self._closed = False
+        self._pending: _PendingAppend | None = None
 
     @classmethod
     def open(
@@ -164,22 +241,68 @@ class PartitionLog:
     # ------------------------------------------------------------------ appending
     def append(self, raw_messages: bytes | bytearray | memoryview, now_us: int) -> tuple[int, int]:
         """Validate, stamp and write a SEND message region; returns (first, last) offsets."""
-        worst_size = len(raw_messages) + RECORD_GROWTH * (
-            len(raw_messages) // _SMALLEST_SEND_MESSAGE + 1
-        )
-        active = self._segment_for(worst_size)
-        timestamp = now_us if now_us > self._last_timestamp else self._last_timestamp
+        self._settle()
+        active, timestamp = self._prepare(raw_messages, now_us)
         batch = stamp_batch(
             raw_messages, active.next_offset, timestamp, active.size_bytes, active.start_offset
         )
         self._write(active, batch.records, batch.index_entries, timestamp)
         return batch.first_offset, batch.last_offset
 
+    async def append_async(
+        self, raw_messages: bytes | bytearray | memoryview, now_us: int
+    ) -> tuple[int, int]:
+        """``append`` for the event loop: a large region is stamped and written in a worker
+        thread while the loop serves others, then published here. Same result, same errors."""
+        while self._pending is not None:  # one in flight per log; waiters go in arrival order
+            await asyncio.wait({self._pending.finished})
+            self._settle()
+        if not _use_thread(self, len(raw_messages)):
+            return self.append(raw_messages, now_us)
+        active, timestamp = self._prepare(raw_messages, now_us)
+        work = _append_executor().submit(_stamp_and_write, active, raw_messages, timestamp)
+        pending = self._pending = _PendingAppend(active, timestamp, work)
+        # publish as soon as the worker is done, even if this coroutine is cancelled meanwhile
+        pending.finished.add_done_callback(lambda _: self._settle(pending))
+        await asyncio.wait({pending.finished})
+        self._settle(pending)
+        if pending.error is not None:
+            raise pending.error
+        assert pending.offsets is not None
+        return pending.offsets
+
+    def _settle(self, pending: _PendingAppend | None = None) -> None:
+        """Finish the append in flight (``pending`` only, if given): wait for its worker (this
+        blocks only when a synchronous caller comes while it runs), then publish it. Its
+        outcome is kept on it for the coroutine that started it."""
+        if self._pending is None or (pending is not None and self._pending is not pending):
+            return
+        pending, self._pending = self._pending, None
+        try:
+            batch = pending.work.result()
+            self._write(pending.segment, batch.records, batch.index_entries, pending.timestamp,
+                        written=True)
+        except BaseException as error:  # noqa: BLE001 - handed to the appending coroutine
+            pending.error = error
+        else:
+            pending.offsets = (batch.first_offset, batch.last_offset)
+
+    def _prepare(self, raw_messages: bytes | bytearray | memoryview, now_us: int
+                 ) -> tuple[Segment, int]:
+        """The segment a region goes to, and the timestamp its messages get."""
+        worst_size = len(raw_messages) + RECORD_GROWTH * (
+            len(raw_messages) // _SMALLEST_SEND_MESSAGE + 1
+        )
+        active = self._segment_for(worst_size)
+        timestamp = now_us if now_us > self._last_timestamp else self._last_timestamp
+        return active, timestamp
+
     def append_stamped(self, records: bytearray, positions: array, now_us: int) -> tuple[int, int]:
         """Write records already in stored layout, as ``stamp_batch`` made them for base offset
         0 and base position 0 (``positions``: where each starts), after stamping their real
         offsets and timestamp in place (staged appends: the per-message work was done when
         they were staged). Returns (first, last) offsets."""
+        self._settle()
         active = self._segment_for(len(records))
         timestamp = now_us if now_us > self._last_timestamp else self._last_timestamp
         first = active.next_offset
@@ -207,8 +330,12 @@ class PartitionLog:
         return active
 
     def _write(self, active: Segment, records: bytes | bytearray, index_entries: bytearray,
-               timestamp: int) -> None:
-        active.append(records, index_entries, timestamp, timestamp)
+               timestamp: int, written: bool = False) -> None:
+        """Write (unless a worker already did: ``written``) and publish one stamped batch."""
+        if written:
+            active.publish(len(records), index_entries, timestamp, timestamp)
+        else:
+            active.append(records, index_entries, timestamp, timestamp)
         self._durability.mark_dirty(active.log_descriptor)
         self._last_timestamp = timestamp
         if active.size_bytes >= self.settings.segment_size:
@@ -314,6 +441,7 @@ class PartitionLog:
     # ------------------------------------------------------------------ retention
     def delete_expired_segments(self, now_us: int, expiry_us: int) -> int:
         """Delete sealed segments whose last message timestamp + expiry <= now; returns how many."""
+        self._settle()
         deleted = 0
         while len(self._segments) > 1 and self._segments[0].sealed:
             oldest = self._segments[0]
@@ -330,6 +458,7 @@ class PartitionLog:
 
     def delete_oldest_segment(self) -> bool:
         """Delete the oldest segment if it is sealed; returns whether one was deleted."""
+        self._settle()
         if len(self._segments) < 2 or not self._segments[0].sealed:
             return False
         self._delete_oldest()
@@ -344,6 +473,7 @@ class PartitionLog:
 
     def purge(self) -> None:
         """Delete every segment (oldest first) and start again, empty, at offset 0."""
+        self._settle()
         while self._segments:
             self._delete_oldest()
         self._last_timestamp = 0
@@ -352,6 +482,7 @@ class PartitionLog:
     # ------------------------------------------------------------------ closing
     def close(self) -> None:
         """Sync (per policy) and close every file. The log cannot be used afterwards."""
+        self._settle()
         if self._closed:
             return
         self._closed = True
@@ -367,6 +498,7 @@ class PartitionLog:
 
     def destroy(self) -> None:
         """Close the log and remove its directory tree."""
+        self._settle()
         if not self._closed:
             self._closed = True
             for segment in self._segments:

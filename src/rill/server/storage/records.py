@@ -20,15 +20,25 @@ the whole batch before returning anything, so a rejected batch writes nothing; c
 ``crc32(payload)`` (§6.11); an all-zero id becomes a fresh UUIDv7 (16 UUID bytes in canonical
 order); every message of a batch gets the same timestamp.
 
-Performance: one pass; per message it makes only what CPython needs to call C (struct results,
-zero-copy buffer slices): one ``struct`` call packs the fixed record prefix, ``crc32`` runs over a
-slice of the payload, and the variable part is left in place for one final ``bytes.join`` (a single
-exact allocation, one copy). Index entries are filled column-wise from arrays. Errors raise
-mid-pass; the partial work is simply dropped, since nothing has been written yet.
+Two implementations of ``stamp_batch``: ``stamp_batch_python`` below is the reference (and the
+fallback), ``_stamp.c`` its C twin, used when it was built and ``RILL_PURE_PYTHON`` is not ``1``
+(``ACCELERATED`` tells which runs). The twin gives the same bytes and accepts exactly the same
+regions (``tests/server/storage/test_stamp_accelerator.py`` holds them to it); it releases the
+GIL while it loops, so stamping can run in a worker thread beside the event loop. On a rejected
+region it reports a status: the limit errors are raised here, and for a malformed region the
+reference runs again to raise its DecodeError with the exact message (rejections are rare).
+
+Performance of the reference: one pass; per message it makes only what CPython needs to call C
+(struct results, zero-copy buffer slices): one ``struct`` call packs the fixed record prefix,
+``crc32`` runs over a slice of the payload, and the variable part is left in place for one final
+``bytes.join`` (a single exact allocation, one copy). Index entries are filled column-wise from
+arrays. Errors raise mid-pass; the partial work is simply dropped, since nothing has been
+written yet.
 """
 
 from __future__ import annotations
 
+import os
 import struct
 import sys
 from array import array
@@ -90,7 +100,7 @@ class ScanResult:
     stop_reason: str | None  # None when the scan reached the end of the data cleanly
 
 
-def stamp_batch(
+def stamp_batch_python(
     raw: bytes | bytearray | memoryview,
     base_offset: int,
     timestamp_us: int,
@@ -173,7 +183,7 @@ def stamp_batch(
     if payload_total > MAX_PAYLOAD_BYTES:
         raise TooBigMessagePayload()
     if record_position > MAX_POSITION + 1:
-        raise ValueError("batch does not fit the u32 positions of this segment")
+        raise _position_overflow()
     relative_start = base_offset - segment_start
     index_entries = build_index_entries(
         range(relative_start, relative_start + count), record_positions, timestamp_us
@@ -181,6 +191,64 @@ def stamp_batch(
     return StampedBatch(
         b"".join(pieces), index_entries, count, base_offset, offset - 1, timestamp_us
     )
+
+
+def _load_accelerator():  # type: ignore[no-untyped-def]
+    """The C twin, or None when it is not built, disabled, or disagrees on a limit."""
+    if os.environ.get("RILL_PURE_PYTHON") == "1":
+        return None
+    try:
+        from rill.server.storage import _stamp
+    except ImportError:
+        return None
+    if (_stamp.MAX_PAYLOAD_BYTES, _stamp.MAX_HEADERS_BYTES, _stamp.MAX_POSITION,
+            _stamp.RECORD_GROWTH) != (MAX_PAYLOAD_BYTES, MAX_HEADERS_BYTES, MAX_POSITION,
+                                      RECORD_GROWTH):
+        return None  # built from an older source: never run a twin with other limits
+    return _stamp
+
+
+_accelerator = _load_accelerator()
+ACCELERATED = _accelerator is not None
+
+
+def stamp_batch_accelerated(
+    raw: bytes | bytearray | memoryview,
+    base_offset: int,
+    timestamp_us: int,
+    base_position: int,
+    segment_start: int,
+) -> StampedBatch:
+    """``stamp_batch_python`` done by the C twin (which must be built); same result, same errors."""
+    found = _accelerator.stamp(raw, base_offset, timestamp_us, base_position, segment_start,
+                               uuid7_block)
+    if type(found) is tuple:
+        records, index_entries, count = found
+        return StampedBatch(records, index_entries, count, base_offset, base_offset + count - 1,
+                            timestamp_us)
+    error = _STATUS_ERRORS.get(found)
+    if error is not None:
+        raise error()
+    # malformed, or outside what the twin handles: the reference raises the exact error
+    return stamp_batch_python(raw, base_offset, timestamp_us, base_position, segment_start)
+
+
+def _position_overflow() -> ValueError:
+    return ValueError("batch does not fit the u32 positions of this segment")
+
+
+_STATUS_ERRORS = (
+    {
+        _accelerator.STATUS_NO_MESSAGES: InvalidMessagesCount,
+        _accelerator.STATUS_HEADERS_TOO_BIG: TooBigHeadersPayload,
+        _accelerator.STATUS_PAYLOAD_TOO_BIG: TooBigMessagePayload,
+        _accelerator.STATUS_POSITION_OVERFLOW: _position_overflow,
+    }
+    if ACCELERATED
+    else {}
+)
+
+stamp_batch = stamp_batch_accelerated if ACCELERATED else stamp_batch_python
 
 
 def build_index_entries(

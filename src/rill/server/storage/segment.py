@@ -10,7 +10,9 @@ Invariants:
     bytearray with spare capacity; the mirror is replaced, never resized in place, when it grows,
     so short-lived views of it can never block an append.
   * An append is one positioned write of the log bytes and one of the index bytes; if either
-    fails, both files are cut back to their previous size and the segment is unchanged.
+    fails, both files are cut back to their previous size and the segment is unchanged. It comes
+    in two halves, ``write`` (files; may run in a worker thread) then ``publish`` (memory, on
+    the event loop): reads only ever see published batches.
   * A sealed segment holds no descriptor until read; the partition log keeps few of them open.
     Its index is memory-mapped on first use.
   * A corrupt segment is never served: every read raises ``CannotReadMessage`` with the reason.
@@ -177,6 +179,16 @@ class Segment:
         last_timestamp: int,
     ) -> None:
         """Write one stamped batch: one write to the log, one to the index."""
+        self.write(records, index_entries)
+        self.publish(len(records), index_entries, first_timestamp, last_timestamp)
+
+    def write(self, records: bytes | bytearray, index_entries: bytes | bytearray) -> None:
+        """The file half of ``append``: write a batch after the published end of both files.
+
+        Readers only see what ``publish`` made visible, so this half may run in a worker thread
+        while the event loop serves reads, provided nothing else writes to, publishes on or
+        closes this segment meanwhile (the partition log keeps one append in flight).
+        """
         if self.sealed or self._index_mirror is None:
             raise RuntimeError(f"segment {self.log_path} is sealed")
         assert self._log_descriptor is not None and self._index_descriptor is not None
@@ -196,6 +208,18 @@ class Segment:
             raise CannotSaveMessagesToSegment(
                 reason=f"Cannot save messages to segment {self.log_path}: {error}"
             ) from error
+
+    def publish(
+        self,
+        records_size: int,
+        index_entries: bytes | bytearray,
+        first_timestamp: int,
+        last_timestamp: int,
+    ) -> None:
+        """The memory half of ``append`` (event loop): make a batch ``write`` wrote readable."""
+        if self.sealed or self._index_mirror is None:
+            raise RuntimeError(f"segment {self.log_path} is sealed")
+        index_length = self.messages_count * INDEX_ENTRY_SIZE
         needed = index_length + len(index_entries)
         mirror = self._index_mirror
         if needed > len(mirror):
@@ -206,7 +230,7 @@ class Segment:
         if self.messages_count == 0:
             self.first_timestamp = first_timestamp
         self.messages_count += len(index_entries) // INDEX_ENTRY_SIZE
-        self.size_bytes += len(records)
+        self.size_bytes += records_size
         self.last_timestamp = last_timestamp
 
     def seal(self) -> None:

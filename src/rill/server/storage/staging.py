@@ -95,10 +95,22 @@ class StagedFile:
         self._descriptor: int | None = None
         self._budget = budget
         self._cached: dict[int, tuple[bytes, bytes]] = {}  # entry position -> its two parts
+        # µs: when the handle was last staged to (its expiry counts from there); set by the
+        # owner on create and append, and from the file's modification time on load
+        self.last_active_us = 0
 
     @property
     def messages_count(self) -> int:
         return sum(entry.count for entry in self.entries)
+
+    def records_bytes_by_topic(self) -> dict[tuple[int, int], int]:
+        """(stream id, topic id) -> bytes of records staged for it: what a commit adds to the
+        topic's size (the stored layout is the log's)."""
+        sizes: dict[tuple[int, int], int] = {}
+        for entry in self.entries:
+            key = (entry.stream_id, entry.topic_id)
+            sizes[key] = sizes.get(key, 0) + entry.length
+        return sizes
 
     def _header(self) -> bytes:
         producer = self.producer_id.encode("utf-8")
@@ -195,6 +207,7 @@ class StagedFile:
             log.warning("cutting the torn tail of staged file %s at byte %d", path, position)
             os.truncate(path, position)
         staged.size = position
+        staged.last_active_us = path.stat().st_mtime_ns // 1000
         return staged
 
 

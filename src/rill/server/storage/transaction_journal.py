@@ -1,7 +1,10 @@
 """The journal of staged-append commits, in SQLite (WAL), beside the metadata store.
 
-Owns: two tables. ``producers`` keeps each producer's last committed batch; ``pending_commits``
-keeps the plan of every commit that was decided and not yet known to be fully applied. A
+Owns: three tables. ``producers`` keeps each producer's last committed batch; ``pending_commits``
+keeps the plan of every commit that was decided and not yet known to be fully applied;
+``fences`` keeps the aborted runs ``(producer, batch, run)`` whose late stage calls must be
+dropped, so that a restart keeps rejecting them (a fence goes when its batch is committed, or
+expires with the staged data). A
 commit is *decided* by one transaction that writes both (so "batch N is committed" and "here
 is what N appends" become durable together, or not at all), then applied to the partition
 logs, then *finished* by deleting its pending row. At start, every pending plan is applied
@@ -33,6 +36,13 @@ CREATE TABLE IF NOT EXISTS pending_commits (
     plan TEXT NOT NULL,
     PRIMARY KEY (producer_id, batch_id)
 );
+CREATE TABLE IF NOT EXISTS fences (
+    producer_id TEXT NOT NULL,
+    batch_id INTEGER NOT NULL,
+    run_id INTEGER NOT NULL,
+    fenced_at INTEGER NOT NULL,
+    PRIMARY KEY (producer_id, batch_id, run_id)
+);
 """
 
 
@@ -43,6 +53,14 @@ def _to_sql(value: int) -> int:
 
 def _from_sql(value: int) -> int:
     return value + (1 << 64) if value < 0 else value
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    producer_id: str
+    batch_id: int
+    run_id: int
+    fenced_at: int  # µs
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,3 +120,30 @@ class TransactionJournal:
             "DELETE FROM pending_commits WHERE producer_id = ? AND batch_id = ?",
             (producer_id, _to_sql(batch_id)),
         )
+
+    def fence(self, producer_id: str, batch_id: int, run_id: int, now_us: int) -> None:
+        """Remember that run ``run_id`` of ``batch_id`` was aborted (durable on return)."""
+        self._db.execute(
+            "INSERT OR REPLACE INTO fences(producer_id, batch_id, run_id, fenced_at)"
+            " VALUES (?, ?, ?, ?)",
+            (producer_id, _to_sql(batch_id), _to_sql(run_id), now_us),
+        )
+
+    def load_fences(self) -> list[Fence]:
+        rows = self._db.execute("SELECT producer_id, batch_id, run_id, fenced_at FROM fences")
+        return [Fence(p, _from_sql(b), _from_sql(r), at) for p, b, r, at in rows]
+
+    def drop_fences(self, producer_id: str, fences: list[tuple[int, int]]) -> None:
+        """Forget the fences ``(batch_id, run_id)`` of a producer, in one transaction."""
+        if not fences:
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.executemany(
+                "DELETE FROM fences WHERE producer_id = ? AND batch_id = ? AND run_id = ?",
+                [(producer_id, _to_sql(batch), _to_sql(run)) for batch, run in fences],
+            )
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")

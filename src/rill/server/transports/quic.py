@@ -51,6 +51,7 @@ from aioquic.quic.configuration import QuicConfiguration
 
 from rill import errors
 from rill.protocol.primitives import Transport
+from rill.quic_tuning import widen_socket_buffers, widen_windows
 from rill.server.config import NEVER, QuicConfig, split_address
 from rill.server.core.core import Core
 from rill.server.handlers import error_reply
@@ -249,7 +250,7 @@ class QuicListener:
             idle_timeout=idle if 0 < idle < NEVER else LONGEST_IDLE_TIMEOUT,
         )
         configuration.load_cert_chain(self.certificate, self.key)
-        return configuration
+        return widen_windows(configuration, split_address(self.config.address, "quic.address")[0])
 
     def _create_session(self, quic: Any, stream_handler: Any = None) -> QuicSession:
         # aioquic has no setting for the peer's stream limit; it lives on this Limit object, is
@@ -273,6 +274,7 @@ class QuicListener:
             lambda: QuicServer(configuration=configuration, create_protocol=self._create_session),
             local_addr=(host, port),
         )
+        widen_socket_buffers(transport)
         self.server = protocol
         bound = transport.get_extra_info("sockname")
         return bound[0], bound[1]

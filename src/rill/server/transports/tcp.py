@@ -126,14 +126,16 @@ class TcpConnection(asyncio.BufferedProtocol):
             payload_start = self.start + REQUEST_HEADER_SIZE
             available = self.end - payload_start
             if available >= payload_size:
-                payload = bytes(buffer[payload_start : payload_start + payload_size])
+                with memoryview(buffer) as view:  # one copy (a bytearray slice would add one)
+                    payload = bytes(view[payload_start : payload_start + payload_size])
                 self.start = payload_start + payload_size
                 self.connection.submit(code, memoryview(payload))
                 continue
             if payload_size > len(buffer) - REQUEST_HEADER_SIZE:
                 # too big for the shared buffer: give it its own, filled in place by the socket
                 self.large = bytearray(payload_size)
-                self.large[:available] = buffer[payload_start : self.end]
+                with memoryview(buffer) as view:
+                    self.large[:available] = view[payload_start : self.end]
                 self.large_filled = available
                 self.large_code = code
                 self.start = self.end = 0

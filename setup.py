@@ -1,0 +1,23 @@
+"""Build of rill's one C extension; everything else about the package is in pyproject.toml.
+
+``rill.server.storage._stamp`` is the C twin of ``records.stamp_batch_python`` (the send hot
+loop). It is optional: when it cannot be compiled (no C compiler, an unusual platform) the
+install still succeeds and rill runs the pure-Python reference (``records.ACCELERATED`` tells).
+"""
+
+import sys
+
+from setuptools import Extension, setup
+
+compile_args = [] if sys.platform == "win32" else ["-O3", "-std=c11"]
+
+setup(
+    ext_modules=[
+        Extension(
+            "rill.server.storage._stamp",
+            sources=["src/rill/server/storage/_stamp.c"],
+            extra_compile_args=compile_args,
+            optional=True,
+        )
+    ]
+)

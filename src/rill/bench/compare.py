@@ -1,0 +1,337 @@
+"""``rill bench compare``: rill side by side with NATS JetStream, Redis Streams and the limit.
+
+Owns: ``run_compare`` (one workload — ``messages`` of ``message_size`` bytes in batches of
+``batch``, one partition — for each fsync mode against each target, one after the other, each
+server started, used and stopped here on 127.0.0.1), the comparison table (publish and consume
+msg/s, MB/s, p99 of the batch round trips, and rill's ratio to the row), its rich rendering,
+and writing the JSON and HTML reports.
+
+Targets: ``rill`` (``RillServer`` + the ``send`` then ``poll`` scenarios against it),
+``nats``, ``redis`` and ``limit`` (``rill.bench.peers``). A target that cannot be found or
+started becomes a row "not available: <reason>", one that breaks mid-run a row "failed:
+<error>": never silently dropped. Ratios are always rill ÷ target on the same fsync mode; the
+limit row shows it as "rill = x of limit" (a fraction: how close rill gets to the machine's
+limit for a Python server).
+
+Report: ``new_report`` with every run as a scenario entry (``target`` = the peer, ``fsync`` and
+``phase`` = publish/consume added), one ``tables`` entry (the table printed), and
+``comparison``: the same rows as structured data.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from rill.bench.peers import (
+    FSYNC_MODES,
+    Peer,
+    PeerUnavailable,
+    Workload,
+    peer_classes,
+    run_async,
+)
+from rill.bench.report_html import write_html
+from rill.bench.results import new_report, scenario_report, write_json
+
+TARGETS = ("rill", "nats", "redis", "limit")
+COLUMNS = [
+    "target", "fsync", "client",
+    "publish msg/s", "publish MB/s", "publish p99 ms",
+    "consume msg/s", "consume MB/s", "consume p99 ms",
+    "rill ÷ target (publish)", "rill ÷ target (consume)",
+]
+CLIENTS = {
+    "rill": "rill SDK (send, poll)",
+    "nats": "nats-py: publish_async × batch, pull fetch(batch)",
+    "redis": "redis-py + hiredis: XADD pipeline, XRANGE COUNT",
+    "limit": "raw SEND frames → append / sendfile",
+}
+JSON_NAME = "compare.json"
+HTML_NAME = "compare.html"
+
+Progress = Callable[[str], None]
+
+
+class CompareError(ValueError):
+    """Options ``run_compare`` cannot run; the message is one line for the person."""
+
+
+def check_options(
+    messages: int, message_size: int, batch: int, fsync_modes: tuple[str, ...] | list[str],
+    peers: tuple[str, ...] | list[str],
+) -> None:
+    for name, value in (("messages", messages), ("message size", message_size), ("batch", batch)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise CompareError(f"{name} must be a positive whole number (got {value!r})")
+    if messages % batch and messages > batch:
+        raise CompareError(f"messages ({messages}) must be a multiple of batch ({batch})")
+    if not fsync_modes:
+        raise CompareError("give at least one fsync mode")
+    for mode in fsync_modes:
+        if mode not in FSYNC_MODES:
+            raise CompareError(f"unknown fsync mode {mode!r} (known: {', '.join(FSYNC_MODES)})")
+    if not peers:
+        raise CompareError("give at least one target")
+    for peer in peers:
+        if peer not in TARGETS:
+            raise CompareError(f"unknown target {peer!r} (known: {', '.join(TARGETS)})")
+
+
+# --- running one target -----------------------------------------------------------------------
+
+
+def _run_rill(workload: Workload, workdir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """rill's publish and consume scenarios against one server it starts with this fsync."""
+    try:
+        from rill.bench.options import BenchOptions
+        from rill.bench.scenarios import run_scenario
+        from rill.bench.server import RillServer
+    except ImportError as error:
+        raise PeerUnavailable(f"rill's benchmark scenarios are missing ({error})") from error
+    batch = min(workload.batch, workload.messages)
+    try:
+        server = RillServer(data_dir=workdir / "data", fsync=workload.fsync, transports=("tcp",))
+        server.start()
+    except Exception as error:  # ServerStartError and friends
+        raise PeerUnavailable(f"rill server did not start: {error}") from error
+    try:
+        options = BenchOptions(
+            producers=1, consumers=1, streams=1, partitions=1, consumer_groups=1,
+            messages_per_batch=batch, message_size=workload.message_size,
+            batches=math.ceil(workload.messages / batch), transport="tcp",
+            server_address=server.addresses["tcp"], fsync=workload.fsync,
+            cleanup=False, progress=False,
+        )
+        publish = run_scenario("send", options)
+        consume = run_scenario("poll", options)
+        return publish, consume
+    finally:
+        server.stop()
+
+
+def _run_peer(peer: Peer, workdir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    peer.start(workdir)
+    try:
+        producer = run_async(peer.publish)
+        consumer = run_async(peer.consume)
+        options = {**peer.workload.to_dict(), **peer.describe()}
+    finally:
+        peer.stop()
+    return (
+        scenario_report("send", options, [producer], target=peer.name),
+        scenario_report("poll", options, [consumer], target=peer.name),
+    )
+
+
+def run_target(target: str, workload: Workload, workdir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(publish scenario, consume scenario) of one target; PeerUnavailable when it cannot run."""
+    if target == "rill":
+        return _run_rill(workload, workdir)
+    return _run_peer(peer_classes()[target](workload), workdir)
+
+
+# --- the table --------------------------------------------------------------------------------
+
+
+def _figures(scenario: dict[str, Any], kind: str, message_size: int) -> dict[str, Any] | None:
+    """The row's figures. MB/s counts payload bytes for every target alike (rill's own reports
+    count the bytes of the encoded messages: kept as ``reported_mb_per_s``)."""
+    overall = scenario.get("overall", {}).get(kind)
+    if not overall:
+        return None
+    return {
+        "messages": overall["messages"],
+        "seconds": overall["seconds"],
+        "msg_per_s": overall["msg_per_s"],
+        "mb_per_s": round(overall["msg_per_s"] * message_size / 1e6, 3),
+        "reported_mb_per_s": overall["mb_per_s"],
+        "p99_ms": overall["latency_ms"]["p99"],
+    }
+
+
+def _ratio(rill: dict[str, Any] | None, other: dict[str, Any] | None) -> float | None:
+    if not rill or not other or not other["msg_per_s"]:
+        return None
+    return round(rill["msg_per_s"] / other["msg_per_s"], 3)
+
+
+def _ratio_text(target: str, ratio: float | None) -> str:
+    if target == "rill":
+        return "—"
+    if ratio is None:
+        return "n/a"
+    return f"rill = {ratio:.2f} of limit" if target == "limit" else f"{ratio:.2f}×"
+
+
+def _add_ratios(comparison: list[dict[str, Any]]) -> None:
+    rill_rows = {row["fsync"]: row for row in comparison if row["target"] == "rill" and row["status"] == "ok"}
+    for row in comparison:
+        rill = rill_rows.get(row["fsync"])
+        ok = row["status"] == "ok" and rill is not None and row["target"] != "rill"
+        row["rill_ratio"] = {
+            "publish": _ratio(rill["publish"], row["publish"]) if ok else None,
+            "consume": _ratio(rill["consume"], row["consume"]) if ok else None,
+        }
+
+
+def comparison_table(comparison: list[dict[str, Any]], workload: dict[str, Any]) -> dict[str, Any]:
+    rows: list[list[Any]] = []
+    for row in comparison:
+        head = [row["target"], row["fsync"], CLIENTS[row["target"]]]
+        if row["status"] != "ok":
+            rows.append(head + [f"{row['status']}: {row['reason']}"] + ["—"] * (len(COLUMNS) - 4))
+            continue
+        cells = head
+        for phase in ("publish", "consume"):
+            figures = row[phase]
+            cells += [round(figures["msg_per_s"]), round(figures["mb_per_s"], 1), figures["p99_ms"]]
+        ratios = row["rill_ratio"]
+        cells += [_ratio_text(row["target"], ratios[phase]) for phase in ("publish", "consume")]
+        rows.append(cells)
+    size = workload["message_size"]
+    return {
+        "title": "rill vs NATS JetStream vs Redis Streams vs the limit",
+        "columns": COLUMNS,
+        "rows": rows,
+        "notes": [
+            f"{workload['messages']:,} messages of {size:,} bytes in batches (pipelines) of "
+            f"{workload['batch']:,}, one partition / stream, client and server on 127.0.0.1; "
+            "each server started fresh for its row, one at a time.",
+            "fsync interval = every second (rill interval, NATS sync_interval 1s, Redis "
+            "appendfsync everysec, limit 1 s); always = before every acknowledgement (NATS "
+            "sync_interval always, Redis appendfsync always).",
+            "msg/s and MB/s (10^6 bytes of payload) over the whole run; p99 of the batch round "
+            "trips (one send / pipeline / publish_async batch, one poll / XRANGE / fetch).",
+            "clients (Python, uvloop): "
+            + "; ".join(f"{name}: {text}" for name, text in CLIENTS.items()) + ".",
+            "rill ÷ target compares msg/s on the same fsync mode; for the limit row it is rill "
+            "as a fraction of a minimal Python server that only appends frames to a file "
+            "(and streams the file back) with no per-message work.",
+        ],
+    }
+
+
+# --- the run ----------------------------------------------------------------------------------
+
+
+def run_compare(
+    messages: int,
+    message_size: int = 1000,
+    batch: int = 1000,
+    fsync_modes: tuple[str, ...] | list[str] = ("interval", "always"),
+    peers: tuple[str, ...] | list[str] = TARGETS,
+    progress: bool = True,
+    output_dir: str | Path | None = None,
+    console: Any = None,
+) -> dict[str, Any]:
+    """Run the workload against every target for every fsync mode; print the table (rich) and,
+    with ``output_dir``, write ``compare.json`` and ``compare.html`` there. Returns the report."""
+    fsync_modes, peers = tuple(fsync_modes), tuple(dict.fromkeys(peers))
+    check_options(messages, message_size, batch, fsync_modes, peers)
+    batch = min(batch, messages)
+    say = _progress(console, progress)
+    report = new_report("rill bench compare")
+    report["workload"] = {"messages": messages, "message_size": message_size, "batch": batch,
+                          "fsync_modes": list(fsync_modes), "targets": list(peers)}
+    comparison: list[dict[str, Any]] = []
+    for fsync in fsync_modes:
+        workload = Workload(messages, message_size, batch, fsync)
+        for target in peers:
+            say(f"{target} (fsync {fsync}): {messages:,} × {message_size:,} B ...")
+            comparison.append(_measure(target, workload, report, say))
+    _add_ratios(comparison)
+    report["comparison"] = comparison
+    report["tables"].append(comparison_table(comparison, report["workload"]))
+    print_table(report, console)
+    if output_dir is not None:
+        paths = write_reports(report, output_dir)
+        say(f"reports: {paths[0]} and {paths[1]}")
+    return report
+
+
+def _measure(target: str, workload: Workload, report: dict[str, Any], say: Progress) -> dict[str, Any]:
+    row: dict[str, Any] = {"target": target, "fsync": workload.fsync, "client": CLIENTS[target],
+                           "status": "ok", "reason": None, "publish": None, "consume": None}
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix=f"rill-compare-{target}-") as workdir:
+        try:
+            publish, consume = run_target(target, workload, Path(workdir))
+        except PeerUnavailable as unavailable:
+            row.update(status="not available", reason=unavailable.reason)
+        except Exception as error:  # a peer that broke mid-run is a row too, never dropped
+            row.update(status="failed", reason=f"{type(error).__name__}: {error}")
+    if row["status"] != "ok":
+        say(f"  {target}: {row['status']}: {row['reason']}")
+        return row
+    for phase, scenario in (("publish", publish), ("consume", consume)):
+        scenario["target"] = target
+        scenario["fsync"] = workload.fsync
+        scenario["phase"] = phase
+        scenario["label"] = f"{target} · fsync {workload.fsync} · {phase}"
+        report["scenarios"].append(scenario)
+    row["publish"] = _figures(publish, "producers", workload.message_size)
+    row["consume"] = _figures(consume, "consumers", workload.message_size)
+    if row["publish"] is None or row["consume"] is None:
+        row.update(status="failed", reason="the run reported no producer or consumer figures")
+    else:
+        say(f"  {target}: publish {row['publish']['msg_per_s']:,.0f} msg/s, consume "
+            f"{row['consume']['msg_per_s']:,.0f} msg/s ({time.perf_counter() - started:.1f} s)")
+    return row
+
+
+def _progress(console: Any, enabled: bool) -> Progress:
+    if not enabled:
+        return lambda line: None
+    from rich.console import Console
+
+    err = Console(stderr=True) if console is None else console
+
+    def say(line: str) -> None:
+        err.print(line, highlight=False, markup=False)
+
+    return say
+
+
+def print_table(report: dict[str, Any], console: Any = None) -> None:
+    """The report's tables with rich (the client column is left to the notes: too wide)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console(width=None if Console().is_terminal else 200)
+    for spec in report["tables"]:
+        table = Table(title=spec["title"], title_justify="left")
+        shown = [index for index, column in enumerate(spec["columns"]) if column != "client"]
+        for index in shown:
+            column = spec["columns"][index]
+            if index < 2:
+                table.add_column(column, no_wrap=True)
+            elif column == "publish msg/s":  # also carries "not available: <reason>"
+                table.add_column(column, justify="right", overflow="fold", max_width=44)
+            else:
+                table.add_column(column, justify="right", overflow="fold")
+        for row in spec["rows"]:
+            table.add_row(*[_cell(row[index]) for index in shown])
+        console.print(table)
+        for note in spec.get("notes", []):
+            console.print(f"  {note}", highlight=False, markup=False)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.1f}" if value >= 100 else f"{value:,.3g}" if value < 1 else f"{value:,.2f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def write_reports(report: dict[str, Any], output_dir: str | Path) -> tuple[Path, Path]:
+    """``compare.json`` and ``compare.html`` in ``output_dir`` (created when missing)."""
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    json_path = write_json(report, output_dir / JSON_NAME)
+    html_path = write_html(report, output_dir / HTML_NAME)
+    return json_path, html_path

@@ -1,0 +1,184 @@
+"""Peers for ``rill bench compare``: other servers run side by side with rill on one workload.
+
+Owns: the one small interface every peer driver implements (``Peer``), the workload they all
+run (``Workload``), ``PeerUnavailable`` (a peer that cannot be found or started: ``compare``
+reports it as a row, never drops it), and the helpers the drivers share (free ports, waiting
+for a port, stopping a child process, uvloop).
+
+A peer's life: ``start(workdir)`` launches its server on 127.0.0.1 (a child process of ours,
+its files under ``workdir``) with the workload's fsync policy; ``publish()`` sends every
+message in batches (pipelines) and returns the producer's ``ActorResult``; ``consume()`` reads
+every message back in batches and returns the consumer's; ``stop()`` ends the server. Every
+batch round trip is recorded with ``rill.bench.results.Recorder``, so each row of the table has
+the same figures (throughput over the whole run, p99 of the batch round trips). Clients run in
+this process on uvloop; servers always run in their own processes.
+
+Fairness rules kept by every driver: the same message count and size, payload bytes counted
+as the message's bytes (MB = 10**6), batches of ``Workload.batch``, one stream/partition.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Awaitable, Callable, TypeVar
+
+from rill.bench.results import ActorResult
+
+FSYNC_MODES = ("interval", "always")
+T = TypeVar("T")
+
+
+class PeerUnavailable(Exception):
+    """The peer cannot be installed, found or started here; ``reason`` says why."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """What every target runs: ``messages`` of ``message_size`` bytes in batches of ``batch``,
+    fsync ``interval`` (every second) or ``always`` (before each acknowledgement)."""
+
+    messages: int = 100_000
+    message_size: int = 1000
+    batch: int = 1000
+    fsync: str = "interval"
+
+    def __post_init__(self) -> None:
+        if self.messages < 1 or self.message_size < 1 or self.batch < 1:
+            raise ValueError("messages, message_size and batch must be positive")
+        if self.fsync not in FSYNC_MODES:
+            raise ValueError(f"fsync must be one of {', '.join(FSYNC_MODES)}, not {self.fsync!r}")
+
+    def batch_sizes(self) -> list[int]:
+        """Messages per batch, in order (the last one may be short)."""
+        full, rest = divmod(self.messages, self.batch)
+        return [self.batch] * full + ([rest] if rest else [])
+
+    def payloads(self) -> list[bytes]:
+        """One batch of distinct random payloads, reused for every batch by every peer."""
+        return [os.urandom(self.message_size) for _ in range(min(self.batch, self.messages))]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Peer(abc.ABC):
+    """One peer server plus its client. Subclasses set ``name`` and ``client``."""
+
+    name = "peer"
+    client = ""  # which client library drives it, for the report
+
+    def __init__(self, workload: Workload):
+        self.workload = workload
+        self.process: subprocess.Popen[bytes] | None = None
+        self.workdir: Path | None = None
+        self.port = 0
+
+    @abc.abstractmethod
+    def start(self, workdir: Path) -> None:
+        """Start the server (raise PeerUnavailable when it cannot be found or started)."""
+
+    @abc.abstractmethod
+    async def publish(self) -> ActorResult:
+        """Send every message of the workload; one recorded round trip per batch."""
+
+    @abc.abstractmethod
+    async def consume(self) -> ActorResult:
+        """Read every published message back; one recorded round trip per batch."""
+
+    def describe(self) -> dict[str, Any]:
+        """The server's settings for the report (and tests)."""
+        return {"peer": self.name, "client": self.client, "port": self.port}
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop_process(self.process)
+            self.process = None
+
+    def __enter__(self) -> Peer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+# --- helpers shared by the drivers ------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A port that was free on 127.0.0.1 a moment ago (for servers that cannot take port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_for_port(
+    port: int, process: subprocess.Popen[bytes], timeout: float = 20.0, log: Path | None = None
+) -> None:
+    """Wait until 127.0.0.1:``port`` accepts connections; PeerUnavailable if the process dies
+    or the time runs out (with the tail of its log, when there is one)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            raise PeerUnavailable(f"exited with status {process.returncode} on start{_tail(log)}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                stop_process(process)
+                raise PeerUnavailable(
+                    f"did not listen on port {port} within {timeout:g} s{_tail(log)}"
+                ) from None
+            time.sleep(0.05)
+
+
+def _tail(log: Path | None) -> str:
+    if log is None or not log.exists():
+        return ""
+    lines = log.read_text(errors="replace").strip().splitlines()[-3:]
+    return (": " + " | ".join(lines)) if lines else ""
+
+
+def stop_process(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL after ``timeout``; always reaps the child."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    for stream in (process.stdout, process.stderr, process.stdin):
+        if stream is not None:
+            stream.close()
+
+
+def run_async(factory: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine on a fresh uvloop event loop (asyncio's own when uvloop is missing)."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        return asyncio.run(factory())  # type: ignore[arg-type]
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(factory())  # type: ignore[arg-type]
+
+
+def peer_classes() -> dict[str, type[Peer]]:
+    """The peer drivers by name (imported lazily: their client libraries are optional)."""
+    from rill.bench.peers.limit import LimitPeer
+    from rill.bench.peers.nats import NatsPeer
+    from rill.bench.peers.redis import RedisPeer
+
+    return {"nats": NatsPeer, "redis": RedisPeer, "limit": LimitPeer}

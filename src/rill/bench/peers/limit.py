@@ -1,0 +1,249 @@
+"""The **limit** row of ``rill bench compare``: what this machine allows a Python server to do.
+
+Owns: a minimal server (run as ``python -m rill.bench.peers.limit``) and its driver
+``LimitPeer``. The server reads Iggy-framed requests (``[length u32][code u32][payload]``) and
+
+* for any code but POLL appends the payload to one file with a single ``os.write`` and answers
+  8 zero bytes (status 0, length 0) — after an ``fsync`` for ``--fsync always``, while a
+  background thread fsyncs the file once a second for ``--fsync interval``;
+* for POLL (code 100, payload ``u32 nbytes``) streams the next ``nbytes`` of that file back to
+  this connection with ``sendfile`` (status 0, length, bytes).
+
+It does no per-message work at all (it never looks inside a payload), so the figures are the
+cost of framing, syscalls, the disk and the client: an upper bound for rill, which does the
+same I/O plus the real work. Blocking sockets, one thread per connection, ``recv_into`` one
+preallocated buffer with ``MSG_WAITALL``: the GIL is released for every syscall.
+
+The driver sends exactly the SEND frames rill gets (the same pre-encoded message region,
+stream/topic identifiers and partitioning) through rill's own SDK transport
+(``rill.client.tcp.TcpTransport``), so rill's fraction of this row isolates the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from rill.bench.peers import Peer, PeerUnavailable, Workload, stop_process
+from rill.bench.results import ActorResult, Recorder
+
+POLL_CODE = 100
+SEND_CODE = 101
+_HEADER = struct.Struct("<II")  # request: length (4 + payload), code; response: status, length
+_U32 = struct.Struct("<I")
+_OK_EMPTY = bytes(8)
+_INITIAL_BUFFER = 2 * 1024 * 1024
+SYNC_INTERVAL_SECONDS = 1.0
+READY_LINE = "LIMIT LISTENING"
+
+
+# --- the server ---------------------------------------------------------------------------------
+
+
+def _recv_exactly(connection: socket.socket, view: memoryview, size: int) -> bool:
+    """Fill ``view[:size]``; False on a clean end of stream before the first byte."""
+    got = 0
+    while got < size:
+        count = connection.recv_into(view[got:size], size - got, socket.MSG_WAITALL)
+        if count == 0:
+            if got:
+                raise ConnectionError("connection closed inside a frame")
+            return False
+        got += count
+    return True
+
+
+class LimitServer:
+    """The minimal append/stream-back server over one file (see the module docstring)."""
+
+    def __init__(self, path: Path, fsync: str):
+        self.path = path
+        self.always = fsync == "always"
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.read_fd = os.open(path, os.O_RDONLY)
+        self.dirty = False
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+
+    def serve_forever(self) -> None:
+        if not self.always:
+            threading.Thread(target=self._sync_every_second, daemon=True).start()
+        while True:
+            connection, _ = self.listener.accept()
+            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
+
+    def _sync_every_second(self) -> None:
+        while True:
+            time.sleep(SYNC_INTERVAL_SECONDS)
+            if self.dirty:
+                self.dirty = False
+                os.fsync(self.fd)
+
+    def _serve(self, connection: socket.socket) -> None:
+        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        header = bytearray(8)
+        header_view = memoryview(header)
+        buffer = bytearray(_INITIAL_BUFFER)
+        view = memoryview(buffer)
+        fd, read_fd, always = self.fd, self.read_fd, self.always
+        read_position = 0
+        try:
+            while _recv_exactly(connection, header_view, 8):
+                length, code = _HEADER.unpack_from(header)
+                size = length - 4
+                if size > len(buffer):
+                    buffer = bytearray(size)
+                    view = memoryview(buffer)
+                if size and not _recv_exactly(connection, view, size):
+                    raise ConnectionError("connection closed inside a frame")
+                if code == POLL_CODE:
+                    wanted = _U32.unpack_from(buffer)[0]
+                    available = max(0, min(wanted, os.fstat(read_fd).st_size - read_position))
+                    connection.send(_HEADER.pack(0, available), socket.MSG_MORE)
+                    sent = 0
+                    while sent < available:
+                        sent += os.sendfile(
+                            connection.fileno(), read_fd, read_position + sent, available - sent
+                        )
+                    read_position += available
+                    continue
+                written = 0
+                while written < size:
+                    written += os.write(fd, view[written:size])
+                if always:
+                    os.fsync(fd)
+                else:
+                    self.dirty = True
+                connection.sendall(_OK_EMPTY)
+        except OSError:
+            pass
+        finally:
+            connection.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="rill bench compare: the limit server")
+    parser.add_argument("--file", type=Path, required=True, help="the file to append to")
+    parser.add_argument("--fsync", choices=("interval", "always"), default="interval")
+    args = parser.parse_args(argv)
+    server = LimitServer(args.file, args.fsync)
+    print(f"{READY_LINE} {server.port}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+# --- the driver -------------------------------------------------------------------------------
+
+
+def send_frame_payload(payloads: list[bytes]) -> bytes:
+    """The SEND payload rill gets for these payloads: stream 1, topic 1, partition 1, region."""
+    from rill.protocol.commands.messages import SendMessages
+    from rill.protocol.primitives import Identifier, Partitioning
+
+    return SendMessages.of(
+        Identifier.of(1), Identifier.of(1), Partitioning.partition_id(1), payloads
+    ).encode()
+
+
+class LimitPeer(Peer):
+    name = "limit"
+    client = "rill SDK TcpTransport (raw frames)"
+
+    def __init__(self, workload: Workload, python: str | None = None):
+        super().__init__(workload)
+        self.python = python or sys.executable  # the interpreter that runs the limit server
+        self.file: Path | None = None
+        self._sent: list[tuple[int, int]] = []  # (messages, payload bytes) per acknowledged frame
+
+    def start(self, workdir: Path) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir = workdir
+        self.file = workdir / "limit.log"
+        self.file.unlink(missing_ok=True)
+        command = [
+            self.python, "-m", "rill.bench.peers.limit",
+            "--file", str(self.file), "--fsync", self.workload.fsync,
+        ]
+        log = workdir / "limit-server.log"
+        try:
+            with log.open("wb") as errors:
+                process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors)
+        except OSError as error:
+            raise PeerUnavailable(f"cannot run {self.python}: {error}") from error
+        self.process = process
+        line = process.stdout.readline().decode(errors="replace").strip() if process.stdout else ""
+        if not line.startswith(READY_LINE):
+            stop_process(process)
+            self.process = None
+            detail = line or " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
+            raise PeerUnavailable(f"limit server did not start: {detail}")
+        self.port = int(line.split()[-1])
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "fsync": self.workload.fsync, "file": str(self.file)}
+
+    async def _connect(self) -> Any:
+        from rill.client.tcp import TcpTransport
+
+        transport = TcpTransport(f"127.0.0.1:{self.port}")
+        await transport.connect()
+        return transport
+
+    async def publish(self) -> ActorResult:
+        workload = self.workload
+        payloads = workload.payloads()
+        frames: dict[int, bytes] = {}
+        for count in set(workload.batch_sizes()):
+            frames[count] = send_frame_payload(payloads[:count])
+        transport = await self._connect()
+        recorder = Recorder("limit-producer", "producer")
+        perf_counter = time.perf_counter
+        size = workload.message_size
+        self._sent = []
+        try:
+            recorder.start()
+            for count in workload.batch_sizes():
+                frame = frames[count]
+                started = perf_counter()
+                await transport.request(SEND_CODE, frame)
+                recorder.record(perf_counter() - started, count, count * size)
+                self._sent.append((count, len(frame)))
+            return recorder.finish()
+        finally:
+            await transport.close()
+
+    async def consume(self) -> ActorResult:
+        if not self._sent:
+            raise RuntimeError("limit: consume() needs a publish() first")
+        transport = await self._connect()
+        recorder = Recorder("limit-consumer", "consumer")
+        perf_counter = time.perf_counter
+        size = self.workload.message_size
+        try:
+            recorder.start()
+            for count, nbytes in self._sent:
+                started = perf_counter()
+                region = await transport.request(POLL_CODE, _U32.pack(nbytes))
+                if len(region) != nbytes:
+                    raise RuntimeError(f"limit: streamed back {len(region)} of {nbytes} bytes")
+                recorder.record(perf_counter() - started, count, count * size)
+            return recorder.finish()
+        finally:
+            await transport.close()
+
+
+if __name__ == "__main__":
+    main()

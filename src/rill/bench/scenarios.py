@@ -1,0 +1,136 @@
+"""The four scenarios of ``rill bench``: ``send``, ``poll``, ``send-and-poll``, ``consumer-group-poll``.
+
+Owns: ``run_scenario(name, options)`` -- validate the options, start a server (``RillServer``)
+unless ``server_address`` names one, prepare the streams (``rill.bench.setup``), run the actors
+(``rill.bench.runner``), delete the bench streams of an existing server when ``cleanup`` says
+so, and return the JSON-ready ``results.scenario_report``. ``actor_specs`` turns options into
+the actors of a scenario, following the layout of ``rill.bench.options``.
+
+What the scenarios do (iggy-bench's, wire reference §10.1):
+
+* ``send``: the producers send ``batches`` (or for ``duration``) batches to their streams.
+* ``poll``: the consumers read their partitions by offset, ``count = messages_per_batch``, no
+  commit; data is seeded first (untimed) when the streams do not hold enough.
+* ``send-and-poll``: both at once; consumers read what the producers write.
+* ``consumer-group-poll``: groups ``cg-1..G`` are (re)created, members join and poll without a
+  partition id; each group reads ``members × batches × messages_per_batch`` messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from rill.bench import options as layout
+from rill.bench import setup
+from rill.bench.actors import ActorSpec
+from rill.bench.options import BenchOptions, validate
+from rill.bench.results import scenario_report
+from rill.bench.runner import run_actors
+from rill.bench.server import RillServer
+
+
+def run_scenario(name: str, options: BenchOptions) -> dict[str, Any]:
+    """Run one scenario; the result is ``results.scenario_report(...)`` (JSON-ready)."""
+    validate(name, options)
+    if options.server_address is None:
+        with RillServer(fsync=options.fsync, transports=(options.transport,)) as server:
+            return run_on(name, options, server.addresses[options.transport], server.describe(),
+                          cleanup=False)
+    return run_on(name, options, options.server_address, f"existing server {options.server_address}",
+                  cleanup=options.cleanup)
+
+
+def run_on(name: str, options: BenchOptions, address: str, server_label: str,
+           cleanup: bool) -> dict[str, Any]:
+    """Run ``name`` against the server at ``address`` (options already validated)."""
+    seeded = _in_loop(_prepare(name, options, address))
+    try:
+        actors = run_actors(
+            actor_specs(name, options, address), title=name, duration=options.duration,
+            progress=options.progress,
+        )
+    finally:
+        if cleanup:
+            _in_loop(_cleanup(options, address))
+    report_options = options.report_options()
+    report_options.update(server=server_label, address=address, seeded_messages=seeded)
+    return scenario_report(name, report_options, actors, target=options.target)
+
+
+def actor_specs(name: str, options: BenchOptions, address: str) -> list[ActorSpec]:
+    """The producers then the consumers of scenario ``name``; slots number them from 0."""
+    producers, consumers = layout.actors_of(name, options)
+    by_duration = options.duration is not None
+    common: dict[str, Any] = {
+        "address": address, "transport": options.transport, "username": options.username,
+        "password": options.password, "messages_per_batch": options.messages_per_batch,
+        "message_size": options.message_size, "batches": None if by_duration else options.batches,
+        "duration": options.duration, "warmup": options.warmup,
+        "request_timeout": options.request_timeout,
+    }
+    partition = layout.producer_partition(options)
+    specs = [
+        ActorSpec(slot=index, name=f"producer-{index + 1}", kind="producer", role="producer",
+                  stream_id=layout.actor_stream(options, index),
+                  partitions=() if partition is None else (partition,), **common)
+        for index in range(producers)
+    ]
+    per_reader = setup.seed_messages_per_reader(options)
+    for index in range(consumers):
+        slot = producers + index
+        name_of = f"consumer-{index + 1}"
+        if name == "consumer-group-poll":
+            group_id = layout.consumer_group_of(options, index)
+            members = layout.group_members(options, group_id)
+            specs.append(ActorSpec(
+                slot=slot, name=name_of, kind="consumer", role="group-consumer",
+                stream_id=layout.group_stream(options, group_id), partitions=(), group_id=group_id,
+                group_slots=tuple(producers + member for member in members),
+                group_target=per_reader * len(members), **common,
+            ))
+        else:
+            specs.append(ActorSpec(
+                slot=slot, name=name_of, kind="consumer", role="consumer",
+                stream_id=layout.actor_stream(options, index),
+                partitions=tuple(layout.consumer_partitions(options, index, consumers)),
+                consumer_id=index + 1, rewind=name == "poll" and by_duration, **common,
+            ))
+    return specs
+
+
+# --- the parent's own client ---------------------------------------------------------------------
+
+
+def _in_loop(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+async def _client(options: BenchOptions, address: str) -> Any:
+    from rill.client import AsyncClient
+
+    client = AsyncClient(address, transport=options.transport, reconnect=False,
+                         timeout=options.request_timeout, max_reconnect_attempts=1)
+    await client.connect()
+    try:
+        await client.login_user(options.username, options.password)
+    except BaseException:
+        await client.close()
+        raise
+    return client
+
+
+async def _prepare(name: str, options: BenchOptions, address: str) -> int:
+    client = await _client(options, address)
+    try:
+        return await setup.prepare(client, name, options)
+    finally:
+        await client.close()
+
+
+async def _cleanup(options: BenchOptions, address: str) -> None:
+    client = await _client(options, address)
+    try:
+        await setup.cleanup(client, options)
+    finally:
+        await client.close()

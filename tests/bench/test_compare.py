@@ -1,0 +1,185 @@
+"""``rill bench compare`` end to end at tiny sizes with the real peers: the JSON report's
+fields, the HTML report, the "not available" rows, and the command line. No timing asserts."""
+
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from rill.bench.compare import COLUMNS, CompareError, run_compare
+from rill.cli.bench_compare import compare_command, register
+
+MESSAGES = 2000
+SIZE = 1000
+RILL = Path(sys.executable).with_name("rill")
+
+
+
+def _check_figures(figures: dict, messages: int = MESSAGES) -> None:
+    assert figures["messages"] == messages
+    assert figures["msg_per_s"] > 0 and figures["mb_per_s"] > 0 and figures["p99_ms"] > 0
+    assert figures["mb_per_s"] == pytest.approx(figures["msg_per_s"] * SIZE / 1e6, rel=1e-3)
+
+
+def test_compare_all_targets_both_fsync_modes(tmp_path):
+    report = run_compare(MESSAGES, SIZE, 1000, progress=False, output_dir=tmp_path)
+
+    saved = json.loads((tmp_path / "compare.json").read_text())
+    html = (tmp_path / "compare.html").read_text()
+    assert saved["comparison"] == report["comparison"]
+    assert "rill vs NATS JetStream" in html and "not available" not in html
+
+    assert report["workload"] == {"messages": MESSAGES, "message_size": SIZE, "batch": 1000,
+                                  "fsync_modes": ["interval", "always"],
+                                  "targets": ["rill", "nats", "redis", "limit"]}
+    rows = report["comparison"]
+    assert [(row["target"], row["fsync"]) for row in rows] == [
+        (target, fsync) for fsync in ("interval", "always") for target in ("rill", "nats", "redis", "limit")
+    ]
+    for row in rows:
+        assert row["status"] == "ok", row
+        _check_figures(row["publish"])
+        _check_figures(row["consume"])
+        ratios = row["rill_ratio"]
+        if row["target"] == "rill":
+            assert ratios == {"publish": None, "consume": None}
+        else:
+            assert ratios["publish"] > 0 and ratios["consume"] > 0
+
+    # every run is a scenario entry naming its target, fsync mode and phase
+    scenarios = {(entry["target"], entry["fsync"], entry["phase"]): entry for entry in report["scenarios"]}
+    assert len(scenarios) == 16
+    for (_, _, phase), entry in scenarios.items():
+        kind = "producers" if phase == "publish" else "consumers"
+        assert entry["scenario"] == ("send" if phase == "publish" else "poll")
+        overall = entry["overall"][kind]
+        assert overall["messages"] == MESSAGES
+        assert set(overall["latency_ms"]) >= {"p50", "p90", "p99", "p999", "avg", "max"}
+
+    (table,) = report["tables"]
+    assert table["columns"] == COLUMNS and len(table["rows"]) == 8 and table["notes"]
+    limit_rows = [row for row in table["rows"] if row[0] == "limit"]
+    assert all(row[-2].startswith("rill = ") and row[-2].endswith(" of limit") for row in limit_rows)
+    peer_rows = [row for row in table["rows"] if row[0] in ("nats", "redis")]
+    assert all(row[-1].endswith("×") for row in peer_rows)
+
+
+def test_unavailable_peer_is_a_row_not_a_gap(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RILL_NATS_SERVER", str(tmp_path / "missing" / "nats-server"))
+    report = run_compare(
+        MESSAGES, SIZE, 1000, fsync_modes=("interval",), peers=("nats", "limit"),
+        progress=False, output_dir=tmp_path / "out",
+    )
+    nats, limit = report["comparison"]
+    assert nats["status"] == "not available"
+    assert "nats-server binary not found" in nats["reason"]
+    assert nats["publish"] is None and nats["consume"] is None
+    assert limit["status"] == "ok"
+    assert limit["rill_ratio"] == {"publish": None, "consume": None}  # rill was not run
+    row = report["tables"][0]["rows"][0]
+    assert row[:2] == ["nats", "interval"] and row[3].startswith("not available: ")
+    assert len(row) == len(COLUMNS)
+    assert [entry["target"] for entry in report["scenarios"]] == ["limit", "limit"]
+    assert "not available" in capsys.readouterr().out  # printed in the table
+    assert "not available" in (tmp_path / "out" / "compare.html").read_text()
+
+
+def test_a_peer_that_breaks_mid_run_is_a_failed_row(tmp_path, monkeypatch):
+    async def broken(self):
+        raise RuntimeError("lost the connection")
+
+    monkeypatch.setattr("rill.bench.peers.limit.LimitPeer.consume", broken)
+    report = run_compare(100, 10, 10, fsync_modes=("always",), peers=("limit",), progress=False)
+    (row,) = report["comparison"]
+    assert row["status"] == "failed" and "lost the connection" in row["reason"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"messages": 0}, "messages must be a positive"),
+        ({"messages": 1500}, "multiple of batch"),
+        ({"fsync_modes": ("sometimes",)}, "unknown fsync mode"),
+        ({"peers": ("rill", "kafka")}, "unknown target"),
+    ],
+)
+def test_bad_options_are_refused(arguments, message):
+    with pytest.raises(CompareError, match=message):
+        run_compare(**{"messages": 2000, "progress": False, **arguments})
+
+
+# --- the command line -------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1)
+def _rill_bench_compare_registered() -> bool:
+    if not RILL.exists():
+        return False
+    answer = subprocess.run([str(RILL), "bench", "compare", "--help"], capture_output=True, text=True)
+    return answer.returncode == 0
+
+
+def _local_app() -> typer.Typer:
+    app = typer.Typer()
+    bench = typer.Typer()
+    register(bench)
+    app.add_typer(bench, name="bench")
+    return app
+
+
+def _run_cli(arguments: list[str], cwd: Path) -> tuple[int, str, str]:
+    """``rill bench compare ...`` as a subprocess when the CLI has it, else on a local app."""
+    if _rill_bench_compare_registered():
+        answer = subprocess.run([str(RILL), "bench", "compare", *arguments], capture_output=True,
+                                text=True, cwd=cwd, timeout=120)
+        return answer.returncode, answer.stdout, answer.stderr
+    result = CliRunner().invoke(_local_app(), ["bench", "compare", *arguments])
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, getattr(result, "stderr", "")
+
+
+def test_cli_compare_smoke(tmp_path):
+    code, out, _ = _run_cli(
+        ["--messages", "2000", "--fsync", "interval", "--peers", "rill,limit",
+         "--output-dir", str(tmp_path / "reports"), "--no-progress"],
+        tmp_path,
+    )
+    assert code == 0, out
+    assert "rill ÷ target" in out and "of limit" in out
+    report = json.loads((tmp_path / "reports" / "compare.json").read_text())
+    assert [row["target"] for row in report["comparison"]] == ["rill", "limit"]
+    assert all(row["status"] == "ok" for row in report["comparison"])
+    assert (tmp_path / "reports" / "compare.html").exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "flag"),
+    [
+        (["--messages", "1500"], "--messages"),
+        (["--fsync", "sometimes"], "--fsync"),
+        (["--peers", "rill,kafka"], "--peers"),
+        (["--batch", "0"], "--batch"),
+    ],
+)
+def test_cli_bad_options_exit_2_with_one_line(tmp_path, arguments, flag):
+    code, out, err = _run_cli(arguments + ["--output-dir", str(tmp_path)], tmp_path)
+    assert code == 2
+    lines = [line for line in (err or out).splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and flag in lines[0]
+    assert not (tmp_path / "compare.json").exists()
+
+
+def test_command_signature_matches_the_brief():
+    import inspect
+
+    parameters = inspect.signature(compare_command).parameters
+    assert list(parameters) == ["messages", "message_size", "batch", "fsync", "peers",
+                                "output_dir", "no_progress"]
