@@ -259,5 +259,6 @@ def new_report(title: str) -> dict[str, Any]:
 def write_json(report: dict[str, Any], path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2) + "\n")
+    # compact: timelines are long arrays of numbers (jq or any JSON viewer pretty-prints)
+    path.write_text(json.dumps(report, separators=(",", ":")) + "\n")
     return path
