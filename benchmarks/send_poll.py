@@ -34,10 +34,10 @@ VARIANTS: dict[str, dict[str, str]] = {
     "default": {},
     "pure-python": {"RILL_PURE_PYTHON": "1"},  # the reference stamp_batch, no C twin
     "accelerated": {"RILL_PURE_PYTHON": "0"},
-    "inline-appends": {"RILL_APPEND_THREAD_MODE": "never"},  # every append on the event loop
+    "inline-appends": {"RILL_SYSTEM_APPEND_THREADS": "never"},  # every append on the event loop
     # every append of 64 KiB or more in a worker thread
-    "threaded-appends": {"RILL_APPEND_THREAD_MODE": "always",
-                         "RILL_APPEND_THREAD_MIN_BYTES": "65536"},
+    "threaded-appends": {"RILL_SYSTEM_APPEND_THREADS": "always",
+                         "RILL_SYSTEM_APPEND_THREAD_MIN_SIZE": "65536"},
 }
 
 

@@ -50,6 +50,15 @@ def test_file_then_environment(tmp_path):
     assert config.root.password == "secret"
 
 
+def test_append_threads_and_fsync_threads_come_from_the_environment():
+    config = load_config(environ={"RILL_SYSTEM_APPEND_THREADS": "never",
+                                  "RILL_SYSTEM_APPEND_THREAD_MIN_SIZE": "64 KiB",
+                                  "RILL_SYSTEM_FSYNC_THREADS": "1"})
+    assert config.system.append_threads == "never"
+    assert config.system.append_thread_min_size == 64 * 1024
+    assert config.system.fsync_threads == 1
+
+
 @pytest.mark.parametrize(
     "environ, message",
     [
@@ -60,6 +69,8 @@ def test_file_then_environment(tmp_path):
         ({"RILL_TCP_TLS_ENABLED": "true"}, "tcp.tls"),
         ({"RILL_QUIC_ADDRESS": "8080"}, "quic.address"),
         ({"RILL_QUIC_CERTIFICATE_SELF_SIGNED": "false"}, "quic.certificate"),
+        ({"RILL_SYSTEM_APPEND_THREADS": "sometimes"}, "system.append_threads"),
+        ({"RILL_SYSTEM_FSYNC_THREADS": "0"}, "system.fsync_threads"),
     ],
 )
 def test_bad_values_name_the_key(environ, message):

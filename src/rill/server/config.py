@@ -103,6 +103,13 @@ class SystemConfig:
     path: str = "local_data"
     fsync: str = FsyncPolicy.INTERVAL.value  # never | interval | always
     fsync_interval: float = _duration("1 s")
+    # fsyncs of one group-commit round run in up to this many threads at once (1 = serially)
+    fsync_threads: int = 8
+    # appends in worker threads (the C stamper releases the GIL): "auto" = batches of at least
+    # append_thread_min_size while other partitions are being written, "always" = every batch of
+    # at least that size, "never" = all on the event loop (docs/performance.md, section 2)
+    append_threads: str = "auto"
+    append_thread_min_size: int = _size("512 KiB")
     segment: SegmentConfig = field(default_factory=SegmentConfig)
     topic: TopicConfig = field(default_factory=TopicConfig)
     message_deduplication: MessageDeduplicationConfig = field(
@@ -314,6 +321,13 @@ def _validate(config: ServerConfig) -> None:
         raise ConfigError(
             f"system.fsync: {config.system.fsync!r} is not one of never, interval, always"
         ) from None
+    if config.system.append_threads not in ("auto", "always", "never"):
+        raise ConfigError(
+            f"system.append_threads: {config.system.append_threads!r} is not one of auto, "
+            "always, never"
+        )
+    if config.system.fsync_threads < 1:
+        raise ConfigError("system.fsync_threads: must be at least 1")
     if config.system.segment.size <= 0:
         raise ConfigError("system.segment.size: must be positive")
     if config.tcp.max_frame_size < 8:

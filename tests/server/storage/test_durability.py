@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from rill.errors import CannotSyncFile
-from rill.server.storage import durability as durability_module
 from rill.server.storage.durability import Durability, FsyncPolicy
 
 
@@ -266,7 +265,6 @@ def test_a_waiter_on_a_file_held_by_a_flush_waits_for_a_sync_after_it(tmp_path: 
     asyncio.run(scenario())
 
 
-@pytest.mark.skipif(durability_module.FSYNC_THREADS < 2, reason="RILL_FSYNC_THREADS=1")
 def test_the_files_of_a_round_are_synced_in_parallel(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -279,7 +277,7 @@ def test_the_files_of_a_round_are_synced_in_parallel(
         real_fsync(descriptor)
 
     async def scenario() -> None:
-        durability = Durability(FsyncPolicy.ALWAYS)
+        durability = Durability(FsyncPolicy.ALWAYS, threads=2)
         first, second = open_written(tmp_path / "a"), open_written(tmp_path / "b")
         durability.mark_dirty(first)
         durability.mark_dirty(second)

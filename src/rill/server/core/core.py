@@ -40,6 +40,7 @@ from rill.server.core.transactions import TransactionService
 from rill.server.core.users import UserService
 from rill.server.storage.directories import remove_stray_directories
 from rill.server.storage.durability import Durability
+from rill.server.storage.partition_log import configure_append_threads
 from rill.server.storage.metadata import MetadataStore
 from rill.server.storage.paths import DataPaths
 
@@ -59,12 +60,14 @@ class Core:
         paths = DataPaths(config.data_path)
         paths.root.mkdir(parents=True, exist_ok=True)
         self._first_start = not paths.metadata_db.exists()
+        configure_append_threads(config.system.append_threads, config.system.append_thread_min_size)
         policy = config.fsync_policy
         self.state = CoreState(
             config=config,
             paths=paths,
             store=MetadataStore(paths.metadata_db, synchronous_full=policy.value == "always"),
-            durability=Durability(policy, config.system.fsync_interval),
+            durability=Durability(policy, config.system.fsync_interval,
+                                  config.system.fsync_threads),
             permissioner=Permissioner(),
         )
         state = self.state

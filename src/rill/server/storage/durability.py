@@ -8,7 +8,7 @@ Policies:
                  rounds (group commit): a round takes every dirty file, syncs them in worker
                  threads so the event loop keeps serving, then resolves every waiter that joined
                  before the round began; waiters arriving during a round join the next one.
-                 The files of a round are synced in parallel (up to ``FSYNC_THREADS`` at once):
+                 The files of a round are synced in parallel (up to ``threads`` at once):
                  the file system can commit concurrent fsyncs together (8 files synced from 8
                  threads took a third of the time of one after the other, on ext4), so a round
                  of many partitions costs less than one fsync per partition.
@@ -37,9 +37,9 @@ from rill.errors import CannotSyncFile
 
 logger = logging.getLogger(__name__)
 
-# fsyncs of one round that run at once (one file each); 1 syncs the files of a round one after
-# the other in a single thread. The environment variable is for benchmarks.
-FSYNC_THREADS = max(1, int(os.environ.get("RILL_FSYNC_THREADS", 8)))
+# fsyncs of one round that run at once (one file each) unless told otherwise
+# ([system] fsync_threads); 1 syncs the files of a round one after the other in one thread.
+FSYNC_THREADS = 8
 
 
 class FsyncPolicy(str, Enum):
@@ -62,11 +62,17 @@ def _sync_each(descriptors: list[int]) -> dict[int, OSError]:
 class Durability:
     """Tracks written ("dirty") file descriptors and makes them durable according to the policy."""
 
-    def __init__(self, policy: FsyncPolicy | str, interval_seconds: float = 1.0) -> None:
+    def __init__(
+        self, policy: FsyncPolicy | str, interval_seconds: float = 1.0,
+        threads: int = FSYNC_THREADS,
+    ) -> None:
         self.policy = FsyncPolicy(policy)
         if interval_seconds <= 0:
             raise ValueError("interval_seconds must be positive")
+        if threads < 1:
+            raise ValueError("threads must be at least 1")
         self.interval_seconds = interval_seconds
+        self.threads = threads
         # worker-thread rounds that synced something (group commits, interval passes, flushes)
         self.sync_rounds = 0
         self.fsync_calls = 0  # descriptors synced by rounds, sync_now and stop
@@ -174,10 +180,10 @@ class Durability:
             return {}
         loop = asyncio.get_running_loop()
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(FSYNC_THREADS, thread_name_prefix="rill-fsync")
+            self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="rill-fsync")
         for descriptor in descriptors:
             self._in_flight[descriptor] = self._in_flight.get(descriptor, 0) + 1
-        width = min(len(descriptors), FSYNC_THREADS)
+        width = min(len(descriptors), self.threads)
         thread_futures = [
             loop.run_in_executor(self._executor, _sync_each, descriptors[start::width])
             for start in range(width)

@@ -68,20 +68,30 @@ _SMALLEST_SEND_MESSAGE = 16 + 4 + 4 + 1  # id, headers_length, payload_length, o
 
 # When ``append_async`` hands an append to a worker thread. The hop costs CPU (a wake-up, the
 # GIL changing hands, the batch moving to another core's cache: about +0.2 CPU s/GB on the
-# 2-core machine of docs/performance-notes-server.md), so it pays only when the event loop has
+# 2-core machine of docs/performance.md), so it pays only when the event loop has
 # other work meanwhile. "auto": batches of ``APPEND_THREAD_MIN_BYTES`` or more while another
 # partition log was appended to within ``APPEND_CONCURRENCY_WINDOW`` seconds (one producer:
 # always inline; several, to several partitions: large batches in threads). "always": every
 # batch of ``APPEND_THREAD_MIN_BYTES`` or more. "never": all inline. Only with the C stamper,
-# which releases the GIL (the Python one would hold it). The environment variables are for
-# benchmarks (benchmarks/send_scaling.py compares the modes).
-APPEND_THREAD_MODE = os.environ.get("RILL_APPEND_THREAD_MODE", "auto" if ACCELERATED else "never")
-APPEND_THREAD_MIN_BYTES = int(os.environ.get("RILL_APPEND_THREAD_MIN_BYTES", 512 * 1024))
+# which releases the GIL (the Python one would hold it). The server sets both from
+# ``[system] append_threads`` / ``append_thread_min_size`` (``configure_append_threads``).
+APPEND_THREAD_MODE = "auto" if ACCELERATED else "never"
+APPEND_THREAD_MIN_BYTES = 512 * 1024
 APPEND_CONCURRENCY_WINDOW = 0.01
 APPEND_THREADS = 4  # shared by every partition log; a log has at most one append in flight
 _executor: ThreadPoolExecutor | None = None
 _last_appended: int | None = None  # id() of the partition log ``append_async`` saw last ...
 _last_appended_at = 0.0  # ... and when (time.monotonic)
+
+
+def configure_append_threads(mode: str, min_bytes: int) -> None:
+    """Set the rule of ``append_async`` (mode auto | always | never); without the C stamper
+    every append stays on the event loop whatever the mode."""
+    global APPEND_THREAD_MODE, APPEND_THREAD_MIN_BYTES
+    if mode not in ("auto", "always", "never"):
+        raise ValueError(f"unknown append thread mode {mode!r}")
+    APPEND_THREAD_MODE = mode if ACCELERATED else "never"
+    APPEND_THREAD_MIN_BYTES = min_bytes
 
 
 def _append_executor() -> ThreadPoolExecutor:
