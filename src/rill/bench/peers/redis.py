@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rill.bench.peers import Peer, PeerUnavailable, Workload, free_port, wait_for_port
+from rill.bench.peers import Peer, PeerUnavailable, Workload, wait_for_port
 from rill.bench.results import ActorResult, Recorder
 
 STREAM_KEY = b"rillbench"
@@ -50,22 +50,10 @@ class RedisPeer(Peer):
         self.arguments: list[str] = []
 
     def start(self, workdir: Path) -> None:
-        try:
-            import redis  # noqa: F401
-        except ImportError as error:
-            raise PeerUnavailable(
-                f"redis-py is not installed ({error}); pip install 'rill[bench]'"
-            ) from None
-        binary = self.binary or find_redis_server()
-        if binary is None or not os.access(binary, os.X_OK):
-            raise PeerUnavailable(
-                f"redis-server binary not found ({binary or 'not on PATH'}); "
-                "apt-get install redis-server"
-            )
-        self.binary = binary
-        workdir.mkdir(parents=True, exist_ok=True)
-        self.workdir = workdir
-        self.port = free_port()
+        binary = self.binary = self._prepare(
+            workdir, "redis", "redis-py", self.binary or find_redis_server(),
+            "redis-server binary not found ({binary}); apt-get install redis-server",
+        )
         log = workdir / "redis-server.log"
         self.arguments = [
             "--port", str(self.port),
