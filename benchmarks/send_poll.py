@@ -22,10 +22,10 @@ import asyncio
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 
+from rill.bench.server import RillServer
 from rill.client import AsyncClient, Partitioning, PollingStrategy
 from rill.protocol.messages import Message, encode_messages
 
@@ -43,19 +43,10 @@ VARIANTS: dict[str, dict[str, str]] = {
 
 def start_server(data_dir: str, fsync: str, extra_env: dict[str, str] | None = None
                  ) -> tuple[subprocess.Popen[str], str]:
-    env = dict(os.environ, RILL_SYSTEM_FSYNC=fsync, RILL_LOGGING_LEVEL="warning")
-    env.update(extra_env or {})
-    process = subprocess.Popen(
-        [sys.executable, "-m", "rill", "serve", "--data-dir", data_dir,
-         "--tcp-address", "127.0.0.1:0", "--quic-address", "127.0.0.1:0",
-         "--http-address", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, text=True, env=env,
-    )
-    assert process.stdout is not None
-    for line in process.stdout:
-        if line.startswith("rill listening on tcp "):
-            return process, line.split()[-1]
-    raise RuntimeError("server did not start")
+    """A TCP-only server (``rill.bench.server.RillServer``); the caller terminates its process."""
+    server = RillServer(data_dir, fsync, env=extra_env).start()
+    assert server.process is not None
+    return server.process, server.addresses["tcp"]
 
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
