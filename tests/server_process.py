@@ -22,10 +22,12 @@ STARTUP_TIMEOUT = 30.0
 
 
 class RillProcess:
-    def __init__(self, data_dir: Path, env: dict[str, str] | None = None, config: Path | None = None):
+    def __init__(self, data_dir: Path, env: dict[str, str] | None = None, config: Path | None = None,
+                 args: list[str] | None = None):
         self.data_dir = Path(data_dir)
         self.extra_env = dict(env or {})
         self.config = config
+        self.args = list(args or [])  # more `rill serve` options
         self.process: subprocess.Popen[str] | None = None
         self.tcp_address: tuple[str, int] | None = None
         self.http_address: tuple[str, int] | None = None
@@ -56,6 +58,7 @@ class RillProcess:
                    "--quic-address", f"127.0.0.1:{quic_port}"]
         if self.config is not None:
             command += ["--config", str(self.config)]
+        command += self.args
         self.process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
         )

@@ -96,8 +96,10 @@ app.add_typer(bench.app)  # rill bench ...
 
 
 @app.command(
-    epilog="Examples:\n\n  rill serve\n\n  rill serve --data-dir /var/lib/rill --tcp-address 0.0.0.0:8090\n\n"
-    "  RILL_SYSTEM_FSYNC=always rill serve --config config/server.toml"
+    epilog="Examples:\n\n  rill serve\n\n  rill serve --data-dir /var/lib/rill --tcp-address 127.0.0.1:8090\n\n"
+    "  RILL_SYSTEM_FSYNC=always rill serve --config config/server.toml\n\n"
+    "Listening on an address other than loopback is refused while the root user has the "
+    "default password: change it first (rill user change-password)."
 )
 def serve(
     config: Optional[Path] = typer.Option(None, "--config", help="TOML configuration file."),
@@ -112,6 +114,13 @@ def serve(
     ),
     http_address: Optional[str] = typer.Option(
         None, "--http-address", help="HOST:PORT for the HTTP JSON API (default 127.0.0.1:3000)."
+    ),
+    recover_metadata: bool = typer.Option(
+        False, "--recover-metadata",
+        help="Start although the metadata store is damaged or lost its users: move a damaged "
+        "store aside, rebuild streams, topics and partitions from the data directory and "
+        "create the root user from the [root] settings. Users, tokens, consumer groups and "
+        "offsets cannot be rebuilt.",
     ),
 ) -> None:
     """Run the server on the embedded defaults, a TOML file and RILL_* overrides."""
@@ -134,7 +143,7 @@ def serve(
     except ConfigError as error:
         typer.echo(f"rill: {error}", err=True)
         raise typer.Exit(2)
-    run(settings)
+    run(settings, recover_metadata)
 
 
 if __name__ == "__main__":

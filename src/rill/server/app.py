@@ -4,34 +4,82 @@ Owns: the process-level lifecycle. On start it prints one line per listener
 (``rill listening on tcp 127.0.0.1:8090``, ``rill listening on quic 127.0.0.1:8080`` (UDP),
 ``rill listening on http 127.0.0.1:3000``) so
 scripts and tests can find a port chosen by the operating system (port 0).
+
+Refusals: a start that cannot be made safely ends with one line on stderr and exit code 1
+(``StartupRefused``: a damaged or emptied metadata store, a listener on a non-loopback address
+while the root user still has the default password, ...). The process creates its files
+private to its user (umask 077).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
+import os
 import signal
+import socket
 import sys
 
+from rill.errors import RillError
 from rill.server.config import ServerConfig, split_address
 from rill.server.core.core import Core
+from rill.server.core.reconciliation import StartupRefused
 from rill.server.transports.certificates import server_ssl_context
 from rill.server.transports.tcp import TcpListener
 
 log = logging.getLogger("rill")
 
 
+def is_loopback(host: str) -> bool:
+    """Whether every address ``host`` names is a loopback address (unresolvable: no)."""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(info[4][0]).is_loopback for info in infos)
+
+
 class Server:
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, recover_metadata: bool = False) -> None:
         self.config = config
-        self.core = Core(config)
+        self.core = Core(config, recover_metadata)
         self.tcp: TcpListener | None = None
         self.quic = None  # QuicListener, imported only when QUIC is enabled (aioquic)
         self.http = None  # HttpListener, imported only when HTTP is enabled
         self.addresses: dict[str, tuple[str, int]] = {}
 
+    def exposed_listeners(self) -> list[str]:
+        """The enabled listeners whose address is not loopback, as "name HOST:PORT"."""
+        config = self.config
+        listeners = (("tcp", config.tcp), ("quic", config.quic), ("http", config.http))
+        return [
+            f"{name} {section.address}" for name, section in listeners
+            if section.enabled and not is_loopback(split_address(section.address)[0])
+        ]
+
+    def _refuse_default_password(self) -> None:
+        exposed = self.exposed_listeners()
+        if (exposed and not self.config.root.allow_default_password
+                and self.core.users.root_has_default_password()):
+            raise StartupRefused(
+                f"refusing to listen on {', '.join(exposed)}: the root user still has the "
+                f"default password. Change it first (rill user change-password), or set "
+                f"[root] allow_default_password = true (RILL_ROOT_ALLOW_DEFAULT_PASSWORD=true) "
+                f"to start anyway"
+            )
+
     async def start(self) -> None:
         await self.core.start()
+        try:
+            self._refuse_default_password()
+        except StartupRefused:
+            await self.core.stop()
+            raise
         http = self.config.http
         if http.enabled and http.metrics.enabled:
             from rill.server.metrics import METRICS
@@ -72,8 +120,8 @@ def install_event_loop_policy() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-async def serve(config: ServerConfig) -> None:
-    server = Server(config)
+async def serve(config: ServerConfig, recover_metadata: bool = False) -> None:
+    server = Server(config, recover_metadata)
     await server.start()
     for name, (host, port) in server.addresses.items():
         print(f"rill listening on {name} {host}:{port}", flush=True)
@@ -89,11 +137,17 @@ async def serve(config: ServerConfig) -> None:
         print("rill stopped", flush=True)
 
 
-def run(config: ServerConfig) -> None:
+def run(config: ServerConfig, recover_metadata: bool = False) -> None:
+    """Run the server until SIGINT/SIGTERM; a refused start is one line on stderr, exit 1."""
     logging.basicConfig(
         level=config.logging.level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    os.umask(0o077)  # data files, logs and secrets readable by the server's user only
     install_event_loop_policy()
-    asyncio.run(serve(config))
+    try:
+        asyncio.run(serve(config, recover_metadata))
+    except (StartupRefused, RillError) as error:
+        print(f"rill: cannot start: {error}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None

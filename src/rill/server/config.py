@@ -110,6 +110,8 @@ class SystemConfig:
     # at least that size, "never" = all on the event loop (docs/performance.md, section 2)
     append_threads: str = "auto"
     append_thread_min_size: int = _size("512 KiB")
+    # space kept free for the metadata store so that deletions work on a full disk (0 = none)
+    metadata_reserve: int = _size("4 MiB")
     segment: SegmentConfig = field(default_factory=SegmentConfig)
     topic: TopicConfig = field(default_factory=TopicConfig)
     message_deduplication: MessageDeduplicationConfig = field(
@@ -229,8 +231,11 @@ class RootConfig:
     """The root user created at first start (id 1, every permission)."""
 
     username: str = "iggy"
-    password: str = "iggy"
+    password: str = "iggy"  # users.DEFAULT_ROOT_PASSWORD
     password_hash_cost: int = 10  # bcrypt cost for every user's password
+    # a listener on an address other than loopback is refused while the root user still has
+    # the default password, unless this is true
+    allow_default_password: bool = False
 
 
 @dataclass

@@ -354,7 +354,7 @@ def test_a_failed_store_write_changes_nothing(tmp_path):
     state = CoreState(config, DataPaths(tmp_path), store, durability=None,
                       permissioner=Permissioner())
     users = UserService(state)
-    users.load()
+    users.load(create_root=True)
     root = Session(1, "127.0.0.1:1", Transport.TCP, user_id=1)
     other = Session(2, "127.0.0.1:2", Transport.TCP)
     users.live_sessions = lambda: [root, other]

@@ -1,9 +1,13 @@
 """The Core: builds the services over one shared state, loads it at start, closes it at stop.
 
-Owns: start-up (metadata -> model, partition logs with recovery, root user, stray files),
-sessions (one per connection), the table command name -> service method that every transport
-dispatches through, background tasks, and the clean-shutdown marker that tells the next
-start whether the tails of the logs need checksum verification.
+Owns: start-up (the metadata store opened and reconciled with the data directory — see
+``core.reconciliation`` —, metadata -> model, partition logs with recovery, the root user at
+the first start), sessions (one per connection), the table command name -> service method that
+every transport dispatches through, background tasks (retention, token cleaner, heartbeat,
+metadata checkpoints under ``fsync = interval``), and the clean-shutdown marker that tells the
+next start whether the tails of the logs need checksum verification.
+
+The data directory is private to the server's user (0700), and so is every file in it (0600).
 """
 
 from __future__ import annotations
@@ -29,6 +33,12 @@ from rill.server.core.consumer_offsets import ConsumerOffsetService
 from rill.server.core.messages import MessageService
 from rill.server.core.model import Session, Stream, Topic
 from rill.server.core.partitions import PartitionService
+from rill.server.core.reconciliation import (
+    open_store,
+    reconcile,
+    root_user_needed,
+    write_identity,
+)
 from rill.server.core.retention import run_retention
 from rill.server.core.snapshot import SnapshotService
 from rill.server.core.state import CoreState
@@ -38,11 +48,11 @@ from rill.server.core.tokens import PersonalAccessTokenService
 from rill.server.core.topics import TopicService
 from rill.server.core.transactions import TransactionService
 from rill.server.core.users import UserService
-from rill.server.storage.directories import remove_stray_directories
-from rill.server.storage.durability import Durability
+from rill.server.storage.directories import DIRECTORY_MODE, make_directory
+from rill.server.storage.durability import Durability, FsyncPolicy
 from rill.server.storage.partition_log import configure_append_threads
-from rill.server.storage.metadata import MetadataStore
 from rill.server.storage.paths import DataPaths
+from rill.server.storage.reserve import SpaceReserve
 
 log = logging.getLogger(__name__)
 
@@ -55,17 +65,27 @@ PUBLIC_COMMANDS = frozenset(
 
 
 class Core:
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, recover_metadata: bool = False) -> None:
+        """Open the data directory and its metadata store; raises ``StartupRefused`` when the
+        store is damaged or lost its users (``recover_metadata`` rebuilds what it can)."""
         self.config = config
         paths = DataPaths(config.data_path)
-        paths.root.mkdir(parents=True, exist_ok=True)
+        make_directory(paths.root)
+        paths.root.chmod(DIRECTORY_MODE)
         self._first_start = not paths.metadata_db.exists()
         configure_append_threads(config.system.append_threads, config.system.append_thread_min_size)
         policy = config.fsync_policy
+        reserve = SpaceReserve(paths.metadata_reserve, config.system.metadata_reserve)
+        store = open_store(paths, policy is FsyncPolicy.ALWAYS, reserve, recover_metadata)
+        try:
+            self._create_root = root_user_needed(paths, store, recover_metadata)
+        except BaseException:
+            store.close()
+            raise
         self.state = CoreState(
             config=config,
             paths=paths,
-            store=MetadataStore(paths.metadata_db, synchronous_full=policy.value == "always"),
+            store=store,
             durability=Durability(policy, config.system.fsync_interval,
                                   config.system.fsync_threads),
             permissioner=Permissioner(),
@@ -162,10 +182,16 @@ class Core:
         state.clean_start = marker.exists()
         if not state.clean_start and not self._first_start:
             log.warning("previous run did not stop cleanly: verifying the tails of the logs")
+        reconcile(state.paths, state.store, state.durability, state.clock())
         self._load()
+        write_identity(state.paths, state.clock())
         await self.transactions.start()  # finishes commits a crash interrupted
         marker.unlink(missing_ok=True)
         await state.durability.start()
+        state.space_freed()  # the metadata reserve: taken at the first start, or again
+        if state.durability.policy is FsyncPolicy.INTERVAL:
+            self._tasks.append(asyncio.create_task(
+                _checkpoint_metadata(state, state.durability.interval_seconds)))
         retention = self.config.retention
         if retention.cleaner_enabled:
             self._tasks.append(asyncio.create_task(run_retention(state, retention.interval)))
@@ -179,7 +205,7 @@ class Core:
     def _load(self) -> None:
         state = self.state
         store = state.store
-        self.users.load()
+        self.users.load(create_root=self._create_root)
         self.tokens.load()
         for row in store.load_streams():
             state.streams[row.id] = Stream(row.id, row.name, row.created_at)
@@ -188,15 +214,11 @@ class Core:
                 row.stream_id, row.id, row.name, row.created_at, row.compression_algorithm,
                 row.message_expiry, row.max_topic_size, row.replication_factor,
             )
-        known: dict[int, dict[int, set[int]]] = {
-            sid: {tid: set() for tid in stream.topics} for sid, stream in state.streams.items()
-        }
         for row in store.load_partitions():
             topic = state.streams[row.stream_id].topics[row.topic_id]
             topic.partitions[row.id] = state.open_partition(
                 row.stream_id, row.topic_id, row.id, row.created_at
             )
-            known[row.stream_id][row.topic_id].add(row.id)
         for offset in store.load_offsets():
             stream = state.streams.get(offset.stream_id)
             topic = stream.topics.get(offset.topic_id) if stream else None
@@ -204,7 +226,6 @@ class Core:
             if partition is not None:
                 partition.offsets[(offset.consumer_kind, offset.consumer_id)] = offset.stored_offset
         self.consumer_groups.load()
-        remove_stray_directories(state.paths, known)
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -227,3 +248,14 @@ class Core:
 
     def spawn(self, coroutine: Awaitable[None]) -> None:
         self._tasks.append(asyncio.ensure_future(coroutine))
+
+
+async def _checkpoint_metadata(state: CoreState, interval_seconds: float) -> None:
+    """Under ``fsync = interval`` the metadata store syncs only at checkpoints: one every
+    interval bounds what a power loss can take to the last interval, as for the logs."""
+    while True:
+        await asyncio.sleep(interval_seconds)
+        try:
+            await asyncio.to_thread(state.store.checkpoint)
+        except Exception:  # noqa: BLE001 - keep checkpointing; the next pass retries
+            log.exception("metadata checkpoint failed")

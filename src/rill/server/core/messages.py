@@ -4,10 +4,15 @@ auto-commit) and flush (wire §3.4, §6.3-§6.5).
 The hot paths hand raw bytes through: SEND's message region goes to the partition log, which
 validates and stamps it in one pass (in a worker thread for large batches, so the event loop
 serves other connections meanwhile); POLL answers with the log's bytes as they are on disk.
+
+Write failures (a full disk, an I/O error) are logged once when they start and once when writes
+succeed again, not at every failed SEND. While the metadata space reserve is released (the disk
+was full), a SEND may not take the last bytes the reserve left: they are kept for metadata.
 """
 
 from __future__ import annotations
 
+import logging
 import struct
 
 import xxhash
@@ -24,6 +29,32 @@ from rill.server.core.state import CoreState
 from rill.server.metrics import record_appended
 
 _U32 = struct.Struct("<I")
+log = logging.getLogger(__name__)
+
+# what a failed append or fsync raises (also creating the next segment at a rollover)
+WRITE_FAILURES = (
+    errors.CannotSaveMessagesToSegment,
+    errors.CannotSyncFile,
+    errors.CannotCreateSegmentLogFile,
+    errors.CannotCreateSegmentIndexFile,
+)
+
+
+class WriteFailures:
+    """Logs the first failure of a run of failed writes, and the first success after it."""
+
+    def __init__(self) -> None:
+        self.count = 0  # failures since the last success
+
+    def failed(self, error: errors.RillError) -> None:
+        if not self.count:
+            log.error("writing messages fails: %s (further failures are counted, not logged)",
+                      error.reason)
+        self.count += 1
+
+    def recovered(self) -> None:
+        log.warning("writing messages works again, after %d failed attempt(s)", self.count)
+        self.count = 0
 
 
 def partition_for_key(key: bytes, partitions_count: int) -> int:
@@ -40,6 +71,7 @@ class MessageService:
         self.deduplicator = MessageDeduplicator.from_config(
             state.config.system.message_deduplication
         )
+        self.write_failures = WriteFailures()
 
     # -- send ------------------------------------------------------------------------------
 
@@ -66,13 +98,24 @@ class MessageService:
         partition = self.choose_partition(topic, command.partitioning)
         if topic.max_topic_size != MAX_TOPIC_SIZE_UNLIMITED and topic.size_bytes >= topic.max_topic_size:
             raise errors.TopicFull(topic.id, topic.stream_id)
-        if self.deduplicator is None:
-            # large batches are stamped and written in a worker thread (storage.partition_log)
-            await partition.log.append_async(command.messages, state.clock())
-        else:
-            self.deduplicator.append(partition, command.messages, state.clock())
-        record_appended(partition.log)
-        await partition.log.wait_durable()
+        try:
+            reserve = state.store.reserve
+            if reserve is not None and not reserve.room_for_data():
+                raise errors.CannotSaveMessagesToSegment(reason=(
+                    "Cannot save messages to segment: the disk is full (its last "
+                    f"{reserve.size} bytes are kept for metadata, so deletions still work)"))
+            if self.deduplicator is None:
+                # large batches are stamped and written in a worker thread (storage.partition_log)
+                await partition.log.append_async(command.messages, state.clock())
+            else:
+                self.deduplicator.append(partition, command.messages, state.clock())
+            record_appended(partition.log)
+            await partition.log.wait_durable()
+        except WRITE_FAILURES as error:
+            self.write_failures.failed(error)
+            raise
+        if self.write_failures.count:
+            self.write_failures.recovered()
 
     # -- poll ------------------------------------------------------------------------------
 

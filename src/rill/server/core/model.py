@@ -2,7 +2,8 @@
 
 Owns: the shapes the services mutate. The metadata store is the durable truth for names and
 settings; each Partition owns its PartitionLog (the files). Invariant: ids in the dicts match
-the ``id`` fields; topics' partitions are always 1..N.
+the ``id`` fields; topics' partitions are always 1..N; streams and topics are renamed only
+through their Registry.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from rill.protocol.primitives import Transport
+from rill.server.core.registry import Registry
 from rill.server.storage.partition_log import PartitionLog
 
 
@@ -74,7 +76,7 @@ class Stream:
     id: int
     name: str
     created_at: int
-    topics: dict[int, Topic] = field(default_factory=dict)
+    topics: Registry = field(default_factory=Registry)  # id -> Topic, also by name
 
     @property
     def size_bytes(self) -> int:

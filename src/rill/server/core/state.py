@@ -16,6 +16,7 @@ from rill.protocol.primitives import Identifier
 from rill.server.auth.permissioner import Permissioner
 from rill.server.config import ServerConfig
 from rill.server.core.model import Partition, Session, Stream, Topic
+from rill.server.core.registry import Registry
 from rill.server.storage.durability import Durability
 from rill.server.storage.metadata import MetadataStore
 from rill.server.storage.partition_log import LogSettings, PartitionLog
@@ -34,7 +35,7 @@ class CoreState:
     durability: Durability
     permissioner: Permissioner
     clock: Callable[[], int] = now_microseconds
-    streams: dict[int, Stream] = field(default_factory=dict)
+    streams: Registry = field(default_factory=Registry)  # id -> Stream, also by name
     clean_start: bool = True
 
     # -- gates -----------------------------------------------------------------------------
@@ -60,10 +61,10 @@ class CoreState:
             if stream is None:
                 raise errors.StreamIdNotFound(value, field="stream_id")
             return stream
-        for stream in self.streams.values():
-            if stream.name == value:
-                return stream
-        raise errors.StreamNameNotFound(value, field="stream_id")
+        stream = self.streams.named(value)
+        if stream is None:
+            raise errors.StreamNameNotFound(value, field="stream_id")
+        return stream
 
     def find_topic(self, stream_id: Identifier, topic_id: Identifier) -> Topic:
         stream = self.find_stream(stream_id)
@@ -73,10 +74,10 @@ class CoreState:
             if topic is None:
                 raise errors.TopicIdNotFound(value, stream.id, field="topic_id")
             return topic
-        for topic in stream.topics.values():
-            if topic.name == value:
-                return topic
-        raise errors.TopicNameNotFound(value, stream.id, field="topic_id")
+        topic = stream.topics.named(value)
+        if topic is None:
+            raise errors.TopicNameNotFound(value, stream.id, field="topic_id")
+        return topic
 
     @staticmethod
     def find_partition(topic: Topic, partition_id: int) -> Partition:
@@ -93,11 +94,19 @@ class CoreState:
 
     @staticmethod
     def lowest_free_id(used: dict[int, object] | set[int]) -> int:
-        """Auto-assigned ids take the lowest free id from 1 (freed low ids are reused)."""
+        """The lowest free id from 1 in a small collection (consumer groups of a topic; streams
+        and topics use their Registry's)."""
         candidate = 1
         while candidate in used:
             candidate += 1
         return candidate
+
+    # -- disk space ------------------------------------------------------------------------
+
+    def space_freed(self) -> None:
+        """Files were deleted: take the metadata space reserve again if it was released."""
+        if self.store.reserve is not None:
+            self.store.reserve.take()
 
     # -- partition files -------------------------------------------------------------------
 

@@ -1,6 +1,15 @@
-"""Streams: get, list, create, update, delete, purge (wire §3.6)."""
+"""Streams: get, list, create, update, delete, purge (wire §3.6).
+
+Files and metadata change in an order that a failure or a crash cannot turn into a half-made
+or resurrected stream (see ``storage.directories``): create writes the stream's directory and
+manifest, then commits the row (a failed commit removes the directory); delete renames the
+directory to its tombstone, commits, then removes the tombstone (a failed commit renames it
+back).
+"""
 
 from __future__ import annotations
+
+import logging
 
 from rill import errors
 from rill.protocol.commands.streams import (
@@ -17,9 +26,15 @@ from rill.server.core.model import Session, Stream
 from rill.server.core.names import validate_name
 from rill.server.core.state import CoreState
 from rill.server.core.views import stream_details, stream_record
-from rill.server.storage.directories import remove_stream_files
+from rill.server.core.partitions import (
+    remove_tombstones,
+    restore_directories,
+    retire_directories,
+)
+from rill.server.storage.directories import remove_tree, write_manifest
 from rill.server.storage.metadata import StreamRow
 
+log = logging.getLogger(__name__)
 
 class StreamService:
     def __init__(self, state: CoreState) -> None:
@@ -39,14 +54,24 @@ class StreamService:
         state = self.state
         state.authorize(session, "create_stream")
         name = validate_name(command.name, errors.InvalidStreamName)
-        if any(stream.name == name for stream in state.streams.values()):
+        if state.streams.named(name) is not None:
             raise errors.StreamNameAlreadyExists(name, field="name")
-        stream_id = command.stream_id or state.lowest_free_id(state.streams)
+        stream_id = command.stream_id or state.streams.lowest_free_id()
         if stream_id in state.streams:
             raise errors.StreamIdAlreadyExists(stream_id, field="stream_id")
-        stream = Stream(stream_id, name, state.clock())
-        state.store.create_stream(StreamRow(stream.id, stream.name, stream.created_at))
-        state.streams[stream.id] = stream
+        row = StreamRow(stream_id, name, state.clock())
+        directory = state.paths.stream_dir(stream_id)
+        try:
+            write_manifest(state.paths.stream_manifest(stream_id), row, state.durability)
+        except OSError as error:
+            remove_tree(directory)
+            raise errors.CannotCreateStreamDirectory(stream_id, directory) from error
+        try:
+            state.store.create_stream(row)
+        except BaseException:
+            remove_tree(directory)
+            raise
+        stream = state.streams[stream_id] = Stream(row.id, row.name, row.created_at)
         return stream_details(stream)
 
     def update_stream(self, session: Session, command: UpdateStream) -> None:
@@ -56,22 +81,41 @@ class StreamService:
         name = validate_name(command.name, errors.InvalidStreamName)
         if name == stream.name:
             return
-        if any(other.name == name for other in state.streams.values()):
+        if state.streams.named(name) is not None:
             raise errors.StreamNameAlreadyExists(name, field="name")
         state.store.update_stream(stream.id, name)
-        stream.name = name
+        state.streams.rename(stream.id, name)
+        self._write_manifest(stream)
+
+    def _write_manifest(self, stream: Stream) -> None:
+        """The manifest follows the store (a failure is logged: the store is the truth, and
+        the next start writes the manifest again)."""
+        state = self.state
+        try:
+            write_manifest(state.paths.stream_manifest(stream.id),
+                           StreamRow(stream.id, stream.name, stream.created_at), state.durability)
+        except OSError:
+            log.exception("cannot write the manifest of stream %d", stream.id)
 
     def delete_stream(self, session: Session, command: DeleteStream) -> None:
         state = self.state
         stream = state.find_stream(command.stream_id)
         state.authorize(session, "delete_stream", stream.id)
-        state.store.delete_stream(stream.id)
+        try:
+            tombstones = retire_directories(state, [state.paths.stream_dir(stream.id)])
+        except OSError as error:
+            raise errors.CannotDeleteStreamDirectory(stream.id) from error
+        try:
+            state.store.delete_stream(stream.id)
+        except BaseException:
+            restore_directories(state, tombstones)
+            raise
         del state.streams[stream.id]
         self.on_stream_deleted(stream)
         for topic in stream.topics.values():
             for partition in topic.partitions.values():
                 partition.log.destroy()
-        remove_stream_files(state.paths, stream.id)
+        remove_tombstones(state, tombstones)
 
     def purge_stream(self, session: Session, command: PurgeStream) -> None:
         state = self.state
@@ -82,3 +126,4 @@ class StreamService:
             for partition in topic.partitions.values():
                 partition.log.purge()
                 partition.offsets.clear()
+        state.space_freed()

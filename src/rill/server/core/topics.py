@@ -1,7 +1,13 @@
 """Topics: get, list, create, update, delete, purge (wire §3.7), with the server defaults for
-expiry and maximum size resolved at create/update time."""
+expiry and maximum size resolved at create/update time.
+
+Files and metadata change in the order ``core.partitions`` and ``storage.directories``
+describe: a failed create leaves nothing behind, a crash never resurrects a deleted topic.
+"""
 
 from __future__ import annotations
+
+import logging
 
 from rill import errors
 from rill.protocol.commands.topics import (
@@ -23,11 +29,26 @@ from rill.protocol.responses.topics import TopicDetails
 from rill.server.config import NEVER
 from rill.server.core.model import Session, Topic
 from rill.server.core.names import validate_name
-from rill.server.core.partitions import MAX_PARTITIONS_PER_REQUEST, add_partitions
+from rill.server.core.partitions import (
+    MAX_PARTITIONS_PER_REQUEST,
+    add_partitions,
+    remove_tombstones,
+    restore_directories,
+    retire_directories,
+)
 from rill.server.core.state import CoreState
 from rill.server.core.views import topic_details, topic_record
-from rill.server.storage.directories import remove_topic_files
+from rill.server.storage.directories import write_manifest
 from rill.server.storage.metadata import TopicRow
+
+log = logging.getLogger(__name__)
+
+
+def topic_row(topic: Topic) -> TopicRow:
+    return TopicRow(
+        topic.stream_id, topic.id, topic.name, topic.created_at, topic.compression_algorithm,
+        topic.message_expiry, topic.max_topic_size, topic.replication_factor,
+    )
 
 
 class TopicService:
@@ -67,9 +88,9 @@ class TopicService:
         name = validate_name(command.name, errors.InvalidTopicName)
         if command.partitions_count > MAX_PARTITIONS_PER_REQUEST:
             raise errors.TooManyPartitions(field="partitions_count")
-        if any(topic.name == name for topic in stream.topics.values()):
+        if stream.topics.named(name) is not None:
             raise errors.TopicNameAlreadyExists(name, stream.id, field="name")
-        topic_id = command.topic_id or state.lowest_free_id(stream.topics)
+        topic_id = command.topic_id or stream.topics.lowest_free_id()
         if topic_id in stream.topics:
             raise errors.TopicIdAlreadyExists(topic_id, stream.id, field="topic_id")
         topic = Topic(
@@ -82,12 +103,7 @@ class TopicService:
             max_topic_size=self._resolve_max_size(command.max_topic_size),
             replication_factor=command.replication_factor or 1,
         )
-        row = TopicRow(
-            topic.stream_id, topic.id, topic.name, topic.created_at,
-            topic.compression_algorithm, topic.message_expiry, topic.max_topic_size,
-            topic.replication_factor,
-        )
-        add_partitions(state, topic, command.partitions_count, row)
+        add_partitions(state, topic, command.partitions_count, topic_row(topic))
         stream.topics[topic.id] = topic
         return topic_details(topic)
 
@@ -97,7 +113,7 @@ class TopicService:
         state.authorize(session, "update_topic", topic.stream_id, topic.id)
         name = validate_name(command.name, errors.InvalidTopicName)
         stream = state.streams[topic.stream_id]
-        if any(other.name == name and other is not topic for other in stream.topics.values()):
+        if stream.topics.named(name) not in (None, topic):
             raise errors.TopicNameAlreadyExists(name, stream.id, field="name")
         expiry = self._resolve_expiry(command.message_expiry)
         max_size = self._resolve_max_size(command.max_topic_size)
@@ -108,22 +124,38 @@ class TopicService:
                 int(command.compression_algorithm), expiry, max_size, replication,
             )
         )
-        topic.name = name
+        stream.topics.rename(topic.id, name)
         topic.compression_algorithm = int(command.compression_algorithm)
         topic.message_expiry = expiry
         topic.max_topic_size = max_size
         topic.replication_factor = replication
+        try:  # the store is the truth; a start writes a missing manifest again
+            write_manifest(state.paths.topic_manifest(topic.stream_id, topic.id), topic_row(topic),
+                           state.durability)
+        except OSError:
+            log.exception("cannot write the manifest of topic %d of stream %d", topic.id,
+                          topic.stream_id)
 
     def delete_topic(self, session: Session, command: DeleteTopic) -> None:
         state = self.state
         topic = state.find_topic(command.stream_id, command.topic_id)
         state.authorize(session, "delete_topic", topic.stream_id, topic.id)
-        state.store.delete_topic(topic.stream_id, topic.id)
+        try:
+            tombstones = retire_directories(state, [state.paths.topic_dir(topic.stream_id, topic.id)])
+        except OSError as error:
+            raise errors.CannotDeleteTopicDirectory(
+                topic.id, topic.stream_id, state.paths.topic_dir(topic.stream_id, topic.id)
+            ) from error
+        try:
+            state.store.delete_topic(topic.stream_id, topic.id)
+        except BaseException:
+            restore_directories(state, tombstones)
+            raise
         del state.streams[topic.stream_id].topics[topic.id]
         self.on_topic_deleted(topic)
         for partition in topic.partitions.values():
             partition.log.destroy()
-        remove_topic_files(state.paths, topic.stream_id, topic.id)
+        remove_tombstones(state, tombstones)
 
     def purge_topic(self, session: Session, command: PurgeTopic) -> None:
         state = self.state
@@ -133,3 +165,4 @@ class TopicService:
         for partition in topic.partitions.values():
             partition.log.purge()
             partition.offsets.clear()
+        state.space_freed()

@@ -34,13 +34,19 @@ from rill.protocol.commands.users import (
 from rill.protocol.permissions import Permissions
 from rill.protocol.primitives import Identifier, UserStatus
 from rill.protocol.responses.users import IdentityInfo, UserInfo, UserInfoDetails
-from rill.server.auth.passwords import hash_password, hash_password_async, verify_password_async
+from rill.server.auth.passwords import (
+    hash_password,
+    hash_password_async,
+    verify_password,
+    verify_password_async,
+)
 from rill.server.core.model import Session
 from rill.server.core.names import validate_name
 from rill.server.core.state import CoreState
 from rill.server.storage.metadata import UserRow
 
 ROOT_USER_ID = 1
+DEFAULT_ROOT_PASSWORD = "iggy"  # what [root] password defaults to, and every Iggy guide uses
 USERNAME_LENGTH = (3, 50)  # wire §2.8, error 43
 PASSWORD_LENGTH = (3, 100)  # UTF-8 bytes, wire §2.8, error 44
 
@@ -107,12 +113,14 @@ class UserService:
 
     # -- loading ---------------------------------------------------------------------------
 
-    def load(self) -> None:
+    def load(self, create_root: bool = False) -> None:
+        """Load the users; ``create_root`` (decided by ``core.reconciliation``: the first start,
+        or an explicit recovery) creates the root user from the [root] settings first."""
+        if create_root:
+            self._create_root()
         for row in self.state.store.load_users():
             self._remember(user_from_row(row))
-        if not self.users:
-            self._create_root()
-        self._next_id = max(self.users) + 1
+        self._next_id = max(self.users, default=ROOT_USER_ID) + 1
         # unknown usernames are checked against a hash of the same cost (timing hides names)
         self._dummy_hash = hash_password("rill-no-such-user", cost=self._cost)
 
@@ -131,7 +139,12 @@ class UserService:
             created_at=self.state.clock(),
         )
         self.state.store.create_user(user_row(user))
-        self._remember(user)
+
+    def root_has_default_password(self) -> bool:
+        """Whether the root user can still log in with the default password (one bcrypt check;
+        the start refuses non-loopback listeners then)."""
+        root = self.users.get(ROOT_USER_ID)
+        return root is not None and verify_password(DEFAULT_ROOT_PASSWORD, root.password_hash)
 
     # -- lookups ---------------------------------------------------------------------------
 

@@ -3,17 +3,27 @@
 Owns: the schema and every SQL statement of the server. Each public method is one transaction,
 so a crash (even kill -9) leaves either the whole change or none of it. Durability follows the
 server's fsync policy: ``synchronous=FULL`` under ``always`` (every commit is on disk before it
-returns), ``NORMAL`` otherwise (in WAL mode a commit survives a process crash; only a power loss
-may roll back the last commits). Invariant: callers write here *before* they change the
+returns), ``NORMAL`` otherwise (in WAL mode a commit survives a process crash; a power loss
+may roll back what was committed since the last checkpoint, so under ``interval`` the Core calls
+``checkpoint`` every interval). Invariant: callers write here *before* they change the
 in-memory model, so memory never holds what the store does not.
+
+A full disk: a write that finds no room releases the space reserve (``storage.reserve``) and is
+tried once more, so deletions, which free space, work at 0 bytes free; if it still fails it
+raises ``CannotWriteToFile`` (10006). A store that SQLite cannot read, or whose integrity check
+fails, raises ``MetadataStoreDamaged`` at open; nothing is changed in it.
 """
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator, TypeVar
+
+from rill.errors import CannotWriteToFile
+from rill.server.storage.reserve import SpaceReserve
 
 SCHEMA_VERSION = 1
 
@@ -161,26 +171,106 @@ class UserRow:
     created_at: int
 
 
-class MetadataStore:
-    """One SQLite connection used from the event loop thread only."""
+class MetadataStoreDamaged(Exception):
+    """The metadata store cannot be read, or its integrity check fails."""
 
-    def __init__(self, path: Path, synchronous_full: bool) -> None:
+    def __init__(self, path: Path, detail: str) -> None:
+        super().__init__(f"metadata store {path} is damaged: {detail}")
         self.path = path
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.detail = detail
+
+
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def _writes(method: Method) -> Method:
+    """Run a store method as one transaction (see ``MetadataStore._write``)."""
+
+    @functools.wraps(method)
+    def write(self: MetadataStore, *args: Any, **kwargs: Any) -> Any:
+        return self._write(method, args, kwargs)
+
+    return write  # type: ignore[return-value]
+
+
+class MetadataStore:
+    """One SQLite connection used from the event loop thread (plus one for checkpoints)."""
+
+    def __init__(
+        self, path: Path, synchronous_full: bool, reserve: SpaceReserve | None = None
+    ) -> None:
+        self.path = path
+        self.reserve = reserve
+        self._synchronous_full = synchronous_full
+        self._changed = False  # committed since the last checkpoint
+        self._checkpointer: sqlite3.Connection | None = None
+        try:
+            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as error:
+            raise MetadataStoreDamaged(path, str(error)) from error
+        try:
+            self._open()
+        except sqlite3.DatabaseError as error:
+            self._db.close()
+            if isinstance(error, sqlite3.OperationalError) and _is_full(error):
+                raise CannotWriteToFile(
+                    reason=f"Cannot write to file: metadata store {path}: the disk is full"
+                ) from error
+            raise MetadataStoreDamaged(path, str(error)) from error
+
+    def _open(self) -> None:
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(f"PRAGMA synchronous={'FULL' if synchronous_full else 'NORMAL'}")
+        self._db.execute(f"PRAGMA synchronous={'FULL' if self._synchronous_full else 'NORMAL'}")
         self._db.execute("PRAGMA foreign_keys=ON")
-        with self._transaction():
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    self._db.execute(statement)
-            self._db.execute(
-                "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
-                (str(SCHEMA_VERSION),),
-            )
+        problems = [row[0] for row in self._db.execute("PRAGMA quick_check")]
+        if problems != ["ok"]:
+            raise sqlite3.DatabaseError("; ".join(problems[:5]))
+        self._create_schema()
+
+    @_writes
+    def _create_schema(self) -> None:
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                self._db.execute(statement)
+        self._db.execute(
+            "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
+            (str(SCHEMA_VERSION),),
+        )
 
     def close(self) -> None:
         self._db.close()
+        if self._checkpointer is not None:
+            self._checkpointer.close()
+
+    def checkpoint(self) -> None:
+        """Make every committed change durable now: sync the write-ahead log, copy it into the
+        database, sync that. Under synchronous=NORMAL a commit is durable only after this.
+        Blocking; may run in a worker thread (it has its own connection)."""
+        if not self._changed:
+            return
+        self._changed = False
+        if self._checkpointer is None:
+            self._checkpointer = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False
+            )
+        self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    def _write(self, method: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        """One transaction; on a full disk, release the reserve and try once more."""
+        for attempt in (1, 2):
+            try:
+                with self._transaction():
+                    result = method(self, *args, **kwargs)
+            except sqlite3.OperationalError as error:
+                if not _is_full(error):
+                    raise
+                if attempt == 1 and self.reserve is not None and self.reserve.release():
+                    continue
+                raise CannotWriteToFile(
+                    reason=f"Cannot write to file: metadata store {self.path}: the disk is full"
+                ) from error
+            self._changed = True
+            return result
 
     def _transaction(self) -> "_Transaction":
         return _Transaction(self._db)
@@ -239,64 +329,64 @@ class MetadataStore:
 
     # -- streams ---------------------------------------------------------------------------
 
+    @_writes
     def create_stream(self, row: StreamRow) -> None:
-        with self._transaction():
-            self._db.execute(
-                "INSERT INTO streams(id, name, created_at) VALUES (?, ?, ?)",
-                (row.id, row.name, row.created_at),
-            )
+        self._db.execute(
+            "INSERT INTO streams(id, name, created_at) VALUES (?, ?, ?)",
+            (row.id, row.name, row.created_at),
+        )
 
+    @_writes
     def update_stream(self, stream_id: int, name: str) -> None:
-        with self._transaction():
-            self._db.execute("UPDATE streams SET name = ? WHERE id = ?", (name, stream_id))
+        self._db.execute("UPDATE streams SET name = ? WHERE id = ?", (name, stream_id))
 
+    @_writes
     def delete_stream(self, stream_id: int) -> None:
-        with self._transaction():
-            self._db.execute("DELETE FROM streams WHERE id = ?", (stream_id,))
+        self._db.execute("DELETE FROM streams WHERE id = ?", (stream_id,))
 
+    @_writes
     def purge_stream(self, stream_id: int) -> None:
-        with self._transaction():
-            self._db.execute("DELETE FROM consumer_offsets WHERE stream_id = ?", (stream_id,))
+        self._db.execute("DELETE FROM consumer_offsets WHERE stream_id = ?", (stream_id,))
 
     # -- topics ----------------------------------------------------------------------------
 
+    @_writes
     def create_topic(self, row: TopicRow, partitions: list[PartitionRow]) -> None:
-        with self._transaction():
-            self._db.execute(
-                "INSERT INTO topics(stream_id, id, name, created_at, compression_algorithm,"
-                " message_expiry, max_topic_size, replication_factor)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    row.stream_id, row.id, row.name, row.created_at, row.compression_algorithm,
-                    _to_sql(row.message_expiry), _to_sql(row.max_topic_size),
-                    row.replication_factor,
-                ),
-            )
-            self._insert_partitions(partitions)
+        self._db.execute(
+            "INSERT INTO topics(stream_id, id, name, created_at, compression_algorithm,"
+            " message_expiry, max_topic_size, replication_factor)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                row.stream_id, row.id, row.name, row.created_at, row.compression_algorithm,
+                _to_sql(row.message_expiry), _to_sql(row.max_topic_size),
+                row.replication_factor,
+            ),
+        )
+        self._insert_partitions(partitions)
 
+    @_writes
     def update_topic(self, row: TopicRow) -> None:
-        with self._transaction():
-            self._db.execute(
-                "UPDATE topics SET name = ?, compression_algorithm = ?, message_expiry = ?,"
-                " max_topic_size = ?, replication_factor = ? WHERE stream_id = ? AND id = ?",
-                (
-                    row.name, row.compression_algorithm, _to_sql(row.message_expiry),
-                    _to_sql(row.max_topic_size), row.replication_factor, row.stream_id, row.id,
-                ),
-            )
+        self._db.execute(
+            "UPDATE topics SET name = ?, compression_algorithm = ?, message_expiry = ?,"
+            " max_topic_size = ?, replication_factor = ? WHERE stream_id = ? AND id = ?",
+            (
+                row.name, row.compression_algorithm, _to_sql(row.message_expiry),
+                _to_sql(row.max_topic_size), row.replication_factor, row.stream_id, row.id,
+            ),
+        )
 
+    @_writes
     def delete_topic(self, stream_id: int, topic_id: int) -> None:
-        with self._transaction():
-            self._db.execute(
-                "DELETE FROM topics WHERE stream_id = ? AND id = ?", (stream_id, topic_id)
-            )
+        self._db.execute(
+            "DELETE FROM topics WHERE stream_id = ? AND id = ?", (stream_id, topic_id)
+        )
 
+    @_writes
     def purge_topic(self, stream_id: int, topic_id: int) -> None:
-        with self._transaction():
-            self._db.execute(
-                "DELETE FROM consumer_offsets WHERE stream_id = ? AND topic_id = ?",
-                (stream_id, topic_id),
-            )
+        self._db.execute(
+            "DELETE FROM consumer_offsets WHERE stream_id = ? AND topic_id = ?",
+            (stream_id, topic_id),
+        )
 
     # -- partitions ------------------------------------------------------------------------
 
@@ -306,38 +396,38 @@ class MetadataStore:
             [(p.stream_id, p.topic_id, p.id, p.created_at) for p in partitions],
         )
 
+    @_writes
     def create_partitions(self, partitions: list[PartitionRow]) -> None:
-        with self._transaction():
-            self._insert_partitions(partitions)
+        self._insert_partitions(partitions)
 
+    @_writes
     def delete_partitions(self, stream_id: int, topic_id: int, partition_ids: list[int]) -> None:
-        with self._transaction():
-            self._db.executemany(
-                "DELETE FROM partitions WHERE stream_id = ? AND topic_id = ? AND id = ?",
-                [(stream_id, topic_id, pid) for pid in partition_ids],
-            )
+        self._db.executemany(
+            "DELETE FROM partitions WHERE stream_id = ? AND topic_id = ? AND id = ?",
+            [(stream_id, topic_id, pid) for pid in partition_ids],
+        )
 
     # -- consumer offsets ------------------------------------------------------------------
 
+    @_writes
     def store_offset(self, row: OffsetRow) -> None:
-        with self._transaction():
-            self._db.execute(
-                "INSERT INTO consumer_offsets(stream_id, topic_id, partition_id, consumer_kind,"
-                " consumer_id, stored_offset) VALUES (?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT(stream_id, topic_id, partition_id, consumer_kind, consumer_id)"
-                " DO UPDATE SET stored_offset = excluded.stored_offset",
-                (
-                    row.stream_id, row.topic_id, row.partition_id, row.consumer_kind,
-                    row.consumer_id, _to_sql(row.stored_offset),
-                ),
-            )
+        self._db.execute(
+            "INSERT INTO consumer_offsets(stream_id, topic_id, partition_id, consumer_kind,"
+            " consumer_id, stored_offset) VALUES (?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT(stream_id, topic_id, partition_id, consumer_kind, consumer_id)"
+            " DO UPDATE SET stored_offset = excluded.stored_offset",
+            (
+                row.stream_id, row.topic_id, row.partition_id, row.consumer_kind,
+                row.consumer_id, _to_sql(row.stored_offset),
+            ),
+        )
 
+    @_writes
     def delete_consumer_offsets(
         self, stream_id: int, topic_id: int, consumer_kind: int, consumer_id: int
     ) -> None:
         """Every partition's offset of one consumer (used when a consumer group is deleted)."""
-        with self._transaction():
-            self._delete_consumer_offsets(stream_id, topic_id, consumer_kind, consumer_id)
+        self._delete_consumer_offsets(stream_id, topic_id, consumer_kind, consumer_id)
 
     def _delete_consumer_offsets(
         self, stream_id: int, topic_id: int, consumer_kind: int, consumer_id: int
@@ -350,103 +440,103 @@ class MetadataStore:
 
     # -- consumer groups -------------------------------------------------------------------
 
+    @_writes
     def create_consumer_group(self, row: ConsumerGroupRow) -> None:
-        with self._transaction():
-            self._db.execute(
-                "INSERT INTO consumer_groups(stream_id, topic_id, id, name) VALUES (?, ?, ?, ?)",
-                (row.stream_id, row.topic_id, row.id, row.name),
-            )
+        self._db.execute(
+            "INSERT INTO consumer_groups(stream_id, topic_id, id, name) VALUES (?, ?, ?, ?)",
+            (row.stream_id, row.topic_id, row.id, row.name),
+        )
 
+    @_writes
     def delete_consumer_group(
         self, stream_id: int, topic_id: int, group_id: int, group_consumer_kind: int
     ) -> None:
         """The group and its stored offsets, in one transaction."""
-        with self._transaction():
-            self._db.execute(
-                "DELETE FROM consumer_groups WHERE stream_id = ? AND topic_id = ? AND id = ?",
-                (stream_id, topic_id, group_id),
-            )
-            self._delete_consumer_offsets(stream_id, topic_id, group_consumer_kind, group_id)
+        self._db.execute(
+            "DELETE FROM consumer_groups WHERE stream_id = ? AND topic_id = ? AND id = ?",
+            (stream_id, topic_id, group_id),
+        )
+        self._delete_consumer_offsets(stream_id, topic_id, group_consumer_kind, group_id)
 
     # -- users -----------------------------------------------------------------------------
 
+    @_writes
     def create_user(self, row: UserRow) -> None:
-        with self._transaction():
-            self._db.execute(
-                "INSERT INTO users(id, username, password_hash, status, permissions, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (row.id, row.username, row.password_hash, row.status, row.permissions,
-                 row.created_at),
-            )
+        self._db.execute(
+            "INSERT INTO users(id, username, password_hash, status, permissions, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (row.id, row.username, row.password_hash, row.status, row.permissions,
+             row.created_at),
+        )
 
+    @_writes
     def update_user(self, user_id: int, username: str, status: int) -> None:
-        with self._transaction():
-            self._db.execute(
-                "UPDATE users SET username = ?, status = ? WHERE id = ?",
-                (username, status, user_id),
-            )
+        self._db.execute(
+            "UPDATE users SET username = ?, status = ? WHERE id = ?",
+            (username, status, user_id),
+        )
 
+    @_writes
     def update_permissions(self, user_id: int, permissions: bytes | None) -> None:
-        with self._transaction():
-            self._db.execute(
-                "UPDATE users SET permissions = ? WHERE id = ?", (permissions, user_id)
-            )
+        self._db.execute(
+            "UPDATE users SET permissions = ? WHERE id = ?", (permissions, user_id)
+        )
 
+    @_writes
     def change_password(self, user_id: int, password_hash: str) -> None:
-        with self._transaction():
-            self._db.execute(
-                "UPDATE users SET password_hash = ? WHERE id = ?", (password_hash, user_id)
-            )
+        self._db.execute(
+            "UPDATE users SET password_hash = ? WHERE id = ?", (password_hash, user_id)
+        )
 
+    @_writes
     def delete_user(self, user_id: int) -> None:
         """The user and (by cascade) its personal access tokens."""
-        with self._transaction():
-            self._db.execute("DELETE FROM users WHERE id = ?", (user_id,))
+        self._db.execute("DELETE FROM users WHERE id = ?", (user_id,))
 
     # -- revoked HTTP access tokens (JWT ids) ------------------------------------------------
 
+    @_writes
     def revoke_access_token(self, token_id: str, expiry_at: int) -> None:
         """Remember a revoked JWT id until it would have expired anyway (unix seconds)."""
-        with self._transaction():
-            self._db.execute(
-                "INSERT OR REPLACE INTO revoked_access_tokens(token_id, expiry_at) VALUES (?, ?)",
-                (token_id, expiry_at),
-            )
+        self._db.execute(
+            "INSERT OR REPLACE INTO revoked_access_tokens(token_id, expiry_at) VALUES (?, ?)",
+            (token_id, expiry_at),
+        )
 
     def load_revoked_access_tokens(self) -> dict[str, int]:
         rows = self._db.execute("SELECT token_id, expiry_at FROM revoked_access_tokens")
         return dict(rows.fetchall())
 
+    @_writes
     def delete_expired_revocations(self, now_seconds: int) -> None:
-        with self._transaction():
-            self._db.execute(
-                "DELETE FROM revoked_access_tokens WHERE expiry_at <= ?", (now_seconds,)
-            )
+        self._db.execute(
+            "DELETE FROM revoked_access_tokens WHERE expiry_at <= ?", (now_seconds,)
+        )
 
     # -- personal access tokens ------------------------------------------------------------
 
+    @_writes
     def create_personal_access_token(self, row: PersonalAccessTokenRow) -> None:
-        with self._transaction():
-            self._db.execute(
-                "INSERT INTO personal_access_tokens(user_id, name, token_hash, expiry_at)"
-                " VALUES (?, ?, ?, ?)",
-                (row.user_id, row.name, row.token_hash, _to_sql(row.expiry_at)),
-            )
+        self._db.execute(
+            "INSERT INTO personal_access_tokens(user_id, name, token_hash, expiry_at)"
+            " VALUES (?, ?, ?, ?)",
+            (row.user_id, row.name, row.token_hash, _to_sql(row.expiry_at)),
+        )
 
+    @_writes
     def delete_personal_access_token(self, user_id: int, name: str) -> None:
-        with self._transaction():
-            self._db.execute(
-                "DELETE FROM personal_access_tokens WHERE user_id = ? AND name = ?",
-                (user_id, name),
-            )
+        self._db.execute(
+            "DELETE FROM personal_access_tokens WHERE user_id = ? AND name = ?",
+            (user_id, name),
+        )
 
+    @_writes
     def delete_personal_access_tokens(self, hashes: list[str]) -> None:
         """Several tokens at once (the expired-token cleaner)."""
-        with self._transaction():
-            self._db.executemany(
-                "DELETE FROM personal_access_tokens WHERE token_hash = ?",
-                [(token_hash,) for token_hash in hashes],
-            )
+        self._db.executemany(
+            "DELETE FROM personal_access_tokens WHERE token_hash = ?",
+            [(token_hash,) for token_hash in hashes],
+        )
 
 
 class _Transaction:
@@ -459,4 +549,19 @@ class _Transaction:
         self._db.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, exc_type, exc, traceback) -> None:
-        self._db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        if exc_type is None:
+            try:
+                self._db.execute("COMMIT")
+                return
+            except BaseException:
+                self._rollback()
+                raise
+        self._rollback()
+
+    def _rollback(self) -> None:
+        if self._db.in_transaction:  # SQLite may have rolled back already (a full disk)
+            self._db.execute("ROLLBACK")
+
+
+def _is_full(error: sqlite3.OperationalError) -> bool:
+    return getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL

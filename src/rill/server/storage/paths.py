@@ -2,16 +2,22 @@
 
 Layout (wire reference §7.1, with SQLite in place of Iggy's state log)::
 
-    <root>/
+    <root>/                            mode 0700; every file rill creates is 0600
+      rill.json                        identity: written once when the directory is initialised
       metadata.sqlite3                 streams, topics, partitions, groups, users, offsets
+      metadata.reserve                 space kept free for metadata writes on a full disk
       clean_shutdown                   present only after an orderly stop
+      quarantine/<UTC time>/...        directories found at start that nothing explains (kept)
       logs/                            server logs
       runtime/                         recreated at every start
       transactions.sqlite3             staged-append journal: producers' last committed batch
       staging/<producer>-<batch>-<task>-<attempt>.staged   staged appends not yet committed
+      streams/<stream_id>/stream.json  the stream's manifest (id, name, created_at)
+      streams/<stream_id>/topics/<topic_id>/topic.json   the topic's manifest (its settings)
       streams/<stream_id>/topics/<topic_id>/partitions/<partition_id>/
         00000000000000000000.log       segment records, named by first offset (20 digits)
         00000000000000000000.index     16 bytes per message
+      <any of those directories>.deleting   a directory being deleted (see storage.directories)
 
 Invariant: a segment file name is its start offset as exactly 20 decimal digits followed by
 ``.log`` or ``.index``; ``parse_segment_file_name`` is the inverse of the two builders.
@@ -25,6 +31,9 @@ from pathlib import Path
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 STAGED_SUFFIX = ".staged"
+STREAM_MANIFEST = "stream.json"
+TOPIC_MANIFEST = "topic.json"
+TOMBSTONE_SUFFIX = ".deleting"
 OFFSET_DIGITS = 20
 
 
@@ -39,6 +48,19 @@ class DataPaths:
     @property
     def metadata_db(self) -> Path:
         return self.root / "metadata.sqlite3"
+
+    @property
+    def identity(self) -> Path:
+        """Written once, when the data directory is initialised (first start)."""
+        return self.root / "rill.json"
+
+    @property
+    def metadata_reserve(self) -> Path:
+        return self.root / "metadata.reserve"
+
+    @property
+    def quarantine_dir(self) -> Path:
+        return self.root / "quarantine"
 
     @property
     def clean_shutdown_marker(self) -> Path:
@@ -91,11 +113,28 @@ class DataPaths:
     def stream_dir(self, stream_id: int) -> Path:
         return self.streams_dir / str(int(stream_id))
 
+    def stream_manifest(self, stream_id: int) -> Path:
+        return self.stream_dir(stream_id) / STREAM_MANIFEST
+
+    def topics_dir(self, stream_id: int) -> Path:
+        return self.stream_dir(stream_id) / "topics"
+
     def topic_dir(self, stream_id: int, topic_id: int) -> Path:
-        return self.stream_dir(stream_id) / "topics" / str(int(topic_id))
+        return self.topics_dir(stream_id) / str(int(topic_id))
+
+    def topic_manifest(self, stream_id: int, topic_id: int) -> Path:
+        return self.topic_dir(stream_id, topic_id) / TOPIC_MANIFEST
+
+    def partitions_dir(self, stream_id: int, topic_id: int) -> Path:
+        return self.topic_dir(stream_id, topic_id) / "partitions"
 
     def partition_dir(self, stream_id: int, topic_id: int, partition_id: int) -> Path:
-        return self.topic_dir(stream_id, topic_id) / "partitions" / str(int(partition_id))
+        return self.partitions_dir(stream_id, topic_id) / str(int(partition_id))
+
+    @staticmethod
+    def tombstone(directory: Path) -> Path:
+        """The name a directory takes while it is being deleted."""
+        return directory.with_name(directory.name + TOMBSTONE_SUFFIX)
 
     @staticmethod
     def segment_log(partition_dir: str | os.PathLike[str], start_offset: int) -> Path:
