@@ -73,9 +73,10 @@ SEND = Grant(("send_messages",), ("send_messages", "manage_stream", "manage_topi
              ("send_messages", "manage_topic"))
 
 EXPECTED: dict[str, Grant] = {
-    "ping": ANYONE, "get_stats": ANYONE, "login_user": ANYONE, "logout_user": ANYONE,
+    "ping": ANYONE, "login_user": ANYONE, "logout_user": ANYONE,
     "login_with_personal_access_token": ANYONE,
-    "get_snapshot": LOGGED_IN, "get_personal_access_tokens": LOGGED_IN,
+    "get_stats": LOGGED_IN, "get_personal_access_tokens": LOGGED_IN,
+    "get_snapshot": SERVER_INFO,
     "create_personal_access_token": LOGGED_IN, "delete_personal_access_token": LOGGED_IN,
     "get_me": SERVER_INFO, "get_client": SERVER_INFO, "get_clients": SERVER_INFO,
     "get_user": READ_USERS, "get_users": READ_USERS,  # get_user of someone else

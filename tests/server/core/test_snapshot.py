@@ -6,12 +6,15 @@ import io
 import os
 import socket
 import struct
+import subprocess
+import sys
 import zipfile
 
 import pytest
 
 from rill import errors
 from rill.client import Client
+from rill.protocol.permissions import GlobalPermissions, Permissions
 from rill.protocol.primitives import SnapshotCompression, SnapshotType
 from rill.server.core.snapshot import COMPRESSION_METHODS, build_snapshot
 
@@ -154,16 +157,38 @@ def test_snapshot_includes_server_logs_from_the_data_directory(rill_factory, tmp
         assert archive.read("server_logs.txt") == b"a line from the server log\n"
 
 
-def test_snapshot_needs_a_login_but_no_permission(rill_server):
+def test_snapshot_needs_the_server_read_permission(rill_server):
     with Client(rill_server.address) as client:
         with pytest.raises(errors.Unauthenticated):
             client.get_snapshot(SnapshotCompression.STORED, [SnapshotType.TEST])
         client.login_user("iggy", "iggy")
         client.create_user("nobody", "secret-1")
+        client.create_user("operator", "secret-2",
+                           permissions=Permissions(GlobalPermissions(read_servers=True)))
     with Client(rill_server.address) as plain:
         plain.login_user("nobody", "secret-1")
-        data = plain.get_snapshot(SnapshotCompression.STORED, [SnapshotType.TEST])
+        with pytest.raises(errors.Unauthorized):
+            plain.get_snapshot(SnapshotCompression.STORED, [SnapshotType.PROCESS_LIST])
+    with Client(rill_server.address) as operator:
+        operator.login_user("operator", "secret-2")
+        data = operator.get_snapshot(SnapshotCompression.STORED, [SnapshotType.TEST])
         assert open_zip(data).read("test.txt") == b"test"
+
+
+def test_the_process_list_shows_no_other_process_command_line(tmp_path):
+    secret = "--password=hunter2-" + os.urandom(4).hex()
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", secret])
+    try:
+        data = build_snapshot(SnapshotCompression.STORED, [SnapshotType.PROCESS_LIST], tmp_path,
+                              tmp_path / "logs")
+    finally:
+        bystander.kill()
+        bystander.wait()
+    processes = open_zip(data).read("process_list.txt").decode()
+    assert f" {bystander.pid} " in processes  # listed, by name only
+    assert secret not in processes
+    own = next(line for line in processes.splitlines() if f" {os.getpid()} " in line)
+    assert "pytest" in own or "python" in own  # the server's own command line stays
 
 
 def test_unknown_compression_or_type_bytes_are_status_3(rill_server):

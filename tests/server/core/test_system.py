@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from rill import errors
 from rill.client import Client, Message
 from rill.server.core.system import CpuSampler
 
@@ -27,14 +28,18 @@ def wait_until(predicate, timeout=20.0, interval=0.05, message="condition not re
 @pytest.fixture
 def client(rill_server):
     with Client(rill_server.address) as client:
+        client.login_user("iggy", "iggy")
         yield client
 
 
-def test_ping_needs_no_login(client):
-    assert client.ping() is None
+def test_ping_needs_no_login_and_stats_do(rill_server):
+    with Client(rill_server.address) as stranger:
+        assert stranger.ping() is None
+        with pytest.raises(errors.Unauthenticated):  # it names the host, its OS and memory
+            stranger.get_stats()
 
 
-def test_stats_need_no_login_and_describe_the_server_process(rill_server, client):
+def test_stats_describe_the_server_process(rill_server, client):
     stats = client.get_stats()
     assert stats.process_id == rill_server.process.pid
     server = psutil.Process(rill_server.process.pid)

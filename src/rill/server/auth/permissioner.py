@@ -2,8 +2,8 @@
 
 Owns: the table command name -> rule, and the decision allow/deny for a user. A rule lists the
 global flags, stream-level flags and topic-level flags that each grant it; a user without a
-permissions object has no rights beyond what needs no rule (login, ping, stats, own user and
-own tokens). Invariant: every command the core serves has an entry here or is listed in
+permissions object has no rights beyond what needs no rule (login, ping, stats once logged in,
+own user and own tokens). Invariant: every command the core serves has an entry here or is listed in
 ``NO_PERMISSION_NEEDED``; a missing stream/topic map simply means "no rights at that level".
 """
 
@@ -50,6 +50,7 @@ MESSAGES_SEND = Rule(
 # command name -> rule. get_user and change_password on oneself need no rule (checked by core).
 RULES: dict[str, Rule] = {
     "get_me": SERVER_READ,
+    "get_snapshot": SERVER_READ,  # process list, resource usage, server logs
     "get_client": SERVER_READ,
     "get_clients": SERVER_READ,
     "get_user": USERS_READ,
@@ -94,8 +95,7 @@ RULES: dict[str, Rule] = {
 NO_PERMISSION_NEEDED = frozenset(
     {
         "ping",
-        "get_stats",
-        "get_snapshot",
+        "get_stats",  # any logged-in user (the login gate is in the core)
         "login_user",
         "logout_user",
         "login_with_personal_access_token",

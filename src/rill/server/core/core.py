@@ -58,9 +58,11 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[Session, Command], Any]
 
-# commands that need no login (wire §6.1)
+# commands that need no login (wire §6.1, except GET_STATS: it tells the host's name, OS,
+# memory and the server's version and load, which a stranger has no use for but an attacker
+# does; any logged-in user may read it)
 PUBLIC_COMMANDS = frozenset(
-    {"ping", "get_stats", "login_user", "login_with_personal_access_token", "logout_user"}
+    {"ping", "login_user", "login_with_personal_access_token", "logout_user"}
 )
 
 

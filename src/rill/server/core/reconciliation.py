@@ -160,8 +160,12 @@ class _Known:
 def reconcile(paths: DataPaths, store: MetadataStore, durability: Durability, now_us: int) -> None:
     """Make the store and the directories agree (see the module docstring)."""
     known = _Known(store)
-    _settle_tombstones(paths, known, take_inventory(paths), durability)
     inventory = take_inventory(paths)
+    for _ in range(3):  # a restored stream or topic may hold tombstones of its own
+        if not inventory.tombstones:
+            break
+        _settle_tombstones(paths, known, inventory, durability)
+        inventory = take_inventory(paths)
     for stream_id, found in inventory.streams.items():
         if stream_id not in known.streams and not _recover_stream(paths, store, known, found.directory):
             continue

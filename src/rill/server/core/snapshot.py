@@ -8,7 +8,8 @@ system and the operating system, never the in-memory model, so they are safe off
 Types:
   * filesystem_overview -- the data directory tree: kind, size, mtime (UTC) and path per entry;
   * process_list -- every process: pid, user, %CPU (CPU time over lifetime, as ``ps aux``),
-    %MEM, RSS, command line;
+    %MEM, RSS, and the command line of the server's own process only (the others show their
+    name: another process's command line can carry secrets, e.g. a password);
   * resource_usage -- this process (CPU times, memory, I/O counters, open files, threads) and
     the machine (load average, CPU count, memory, swap);
   * test -- the text ``test``;
@@ -99,6 +100,7 @@ def process_list() -> str:
     header = f"{'USER':<16} {'PID':>8} {'%CPU':>6} {'%MEM':>6} {'RSS':>12}  COMMAND"
     lines = [header]
     attributes = ["pid", "username", "cpu_times", "create_time", "memory_info", "cmdline", "name"]
+    own_pid = os.getpid()
     for process in psutil.process_iter(attributes):
         info = process.info
         cpu_times, created = info.get("cpu_times"), info.get("create_time")
@@ -106,7 +108,10 @@ def process_list() -> str:
         if cpu_times is not None and created and now > created:
             cpu = 100.0 * (cpu_times.user + cpu_times.system) / (now - created)
         rss = info["memory_info"].rss if info.get("memory_info") is not None else 0
-        command = " ".join(info.get("cmdline") or []) or f"[{info.get('name') or '?'}]"
+        if info["pid"] == own_pid:
+            command = " ".join(info.get("cmdline") or []) or f"[{info.get('name') or '?'}]"
+        else:
+            command = f"[{info.get('name') or '?'}]"
         user = info.get("username") or "?"
         lines.append(
             f"{user:<16} {info['pid']:>8} {cpu:>6.1f} {100.0 * rss / total_memory:>6.1f} "
@@ -218,7 +223,7 @@ class SnapshotService:
         self.state = state
 
     async def get_snapshot(self, session: Session, command: GetSnapshot) -> bytes:
-        self.state.authorize(session, "get_snapshot")  # a login, no permission
+        self.state.authorize(session, "get_snapshot")  # read_servers or manage_servers
         paths = self.state.paths
         return await asyncio.to_thread(
             build_snapshot, command.compression, command.types, paths.root, paths.logs_dir

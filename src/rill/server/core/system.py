@@ -101,6 +101,7 @@ class SystemService:
         return None  # the transport already refreshed the session's heartbeat
 
     def get_stats(self, session: Session, command: GetStats) -> Stats:
+        self.state.authorize(session, "get_stats")  # a login, no permission
         streams = topics = partitions = segments = messages = size = groups = 0
         for stream in self.state.streams.values():
             streams += 1

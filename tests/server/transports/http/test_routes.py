@@ -21,10 +21,11 @@ def b64(data: bytes) -> str:
 # -- system -----------------------------------------------------------------------------------
 
 
-def test_public_system_endpoints(anonymous):
+def test_public_system_endpoints(anonymous, api):
     assert anonymous.get("/").text == "rill"
     assert anonymous.get("/ping").text == "pong"
-    stats = anonymous.get("/stats")
+    assert anonymous.get("/stats").status_code == 401  # it names the host: a login is needed
+    stats = api.get("/stats")
     assert stats.status_code == 200
     data = stats.json()
     assert data["memory_usage"].endswith(" B") and isinstance(data["run_time"], int)

@@ -1,7 +1,7 @@
 """Who is calling: the bearer-token gate of the HTTP API and the per-request session.
 
 Owns: ``Authenticate``, the ASGI middleware that runs before any body is read or route is
-chosen: on every path but the public ones (wire §8.2 -- ``/``, ``/ping``, ``/stats``, the
+chosen: on every path but the public ones (wire §8.2 -- ``/``, ``/ping``, the
 metrics endpoint, the three login/refresh paths -- plus the API documentation) it requires
 ``Authorization: Bearer <jwt>``, verifies the token (signature, iss/aud, iat/nbf/exp with the
 configured clock skew, not revoked) and that its user still exists and is active, and answers
@@ -27,7 +27,7 @@ from rill.server.transports.http.errors import error_response
 from rill.server.transports.http.jwt import AccessToken, JwtManager
 
 PUBLIC_PATHS = frozenset({
-    "/", "/ping", "/stats", "/users/login", "/users/refresh-token", "/personal-access-tokens/login",
+    "/", "/ping", "/users/login", "/users/refresh-token", "/personal-access-tokens/login",
     "/docs", "/docs/oauth2-redirect", "/openapi.json",
 })
 

@@ -1,7 +1,7 @@
 """System routes: ``/``, ``/ping``, ``/stats``, the metrics endpoint, clients and snapshots.
 
-Owns: the routes of wire §8.4's system rows. ``/``, ``/ping``, ``/stats`` and the metrics
-endpoint are public. A snapshot answers the ZIP archive as an ``application/zip`` attachment
+Owns: the routes of wire §8.4's system rows. ``/``, ``/ping`` and the metrics endpoint are
+public; ``/stats`` needs a login (unlike Iggy: it names the host, its OS and memory). A snapshot answers the ZIP archive as an ``application/zip`` attachment
 named ``rill_snapshot_<YYYYmmdd_HHMMSS>.zip`` (UTC).
 """
 
@@ -36,8 +36,8 @@ async def ping(request: Request) -> PlainTextResponse:
     return PlainTextResponse("pong")
 
 
-@public.get("/stats", response_model=None, responses=replies(schemas.Stats, body=False),
-            summary="Server statistics (public)")
+@router.get("/stats", response_model=None, responses=replies(schemas.Stats, body=False),
+            summary="Server statistics (any logged-in user)")
 async def get_stats(request: Request) -> Response:
     return await run(request, "get_stats")
 

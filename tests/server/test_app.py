@@ -1,0 +1,106 @@
+"""The server process: what it refuses at start, and the privacy of what it creates."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from rill.protocol.commands.users import ChangePassword
+from rill.protocol.primitives import Identifier, Transport
+from rill.server.app import Server, is_loopback
+from rill.server.config import ServerConfig
+from rill.server.core.model import Session
+from rill.server.core.reconciliation import StartupRefused
+from server_process import RillProcess, session
+
+
+def serve_command(data_dir, *args: str) -> list[str]:
+    return [sys.executable, "-m", "rill", "serve", "--data-dir", str(data_dir), *args]
+
+
+def test_loopback_addresses():
+    assert all(map(is_loopback, ("127.0.0.1", "127.3.4.5", "::1", "localhost")))
+    assert not any(map(is_loopback, ("0.0.0.0", "::", "192.0.2.7", "10.0.0.1", "no-such-host.invalid")))
+
+
+def test_a_non_loopback_listener_is_refused_in_one_line_while_root_has_the_default_password(tmp_path):
+    env = dict(os.environ, RILL_QUIC_ENABLED="false", RILL_HTTP_ENABLED="false")
+    refused = subprocess.run(serve_command(tmp_path / "data", "--tcp-address", "0.0.0.0:0"),
+                             capture_output=True, text=True, env=env, timeout=60)
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines()[-1] == (
+        "rill: cannot start: refusing to listen on tcp 0.0.0.0:0: the root user still has the "
+        "default password. Change it first (rill user change-password), or set [root] "
+        "allow_default_password = true (RILL_ROOT_ALLOW_DEFAULT_PASSWORD=true) to start anyway")
+    assert "listening" not in refused.stdout
+
+
+def test_the_refusal_lifts_once_the_password_changes_or_on_explicit_override(tmp_path):
+    """In process: the decision is taken before any listener binds (nothing binds here)."""
+
+    async def main() -> None:
+        config = ServerConfig()
+        config.system.path = str(tmp_path / "data")
+        config.root.password_hash_cost = 4
+        config.quic.address = "0.0.0.0:0"
+        config.http.enabled = False
+        server = Server(config)
+        await server.core.start()
+        try:
+            assert server.exposed_listeners() == ["quic 0.0.0.0:0"]
+            with pytest.raises(StartupRefused, match="quic 0.0.0.0:0"):
+                server._refuse_default_password()
+            config.root.allow_default_password = True
+            server._refuse_default_password()
+            config.root.allow_default_password = False
+            root = Session(1, "127.0.0.1:1", Transport.TCP, user_id=1)
+            await server.core.users.change_password(
+                root, ChangePassword(Identifier.of(1), "iggy", "a-better-one"))
+            server._refuse_default_password()
+            config.quic.address = "127.0.0.1:0"
+            config.root.password = "iggy"
+            assert server.exposed_listeners() == []
+        finally:
+            await server.core.stop()
+
+    asyncio.run(main())
+
+
+def test_serve_help_shows_no_open_address():
+    help_text = subprocess.run([sys.executable, "-m", "rill", "serve", "--help"],
+                               capture_output=True, text=True, timeout=60,
+                               env=dict(os.environ, COLUMNS="200")).stdout
+    assert "0.0.0.0" not in help_text and "127.0.0.1:8090" in help_text
+    assert "--recover-metadata" in help_text
+
+
+def test_every_file_and_directory_the_server_creates_is_private(tmp_path):
+    data_dir = tmp_path / "data"
+    data_dir.mkdir(mode=0o755)  # an existing directory, readable by everyone
+    os.chmod(data_dir, 0o755)
+    old_umask = os.umask(0o022)  # what a shell usually has
+    try:
+        server = RillProcess(data_dir).start()
+    finally:
+        os.umask(old_umask)
+    try:
+        with session(server) as client:
+            client.create_stream("s", stream_id=1)
+            client.create_topic(1, "t", partitions_count=2)
+            client.send_messages(1, "t", [b"secret payload"], partitioning=1)
+            client.store_consumer_offset(1, "t", 0, consumer=1, partition_id=1)
+        entries = list(data_dir.rglob("*"))
+        names = {entry.name for entry in entries}
+        assert {"metadata.sqlite3", "metadata.sqlite3-wal", "00000000000000000000.log",
+                "00000000000000000000.index", "stream.json", "topic.json", "rill.json",
+                "jwt_secret", "self_signed_key.pem", "metadata.reserve"} <= names
+        too_open = {str(entry.relative_to(data_dir)): oct(stat.S_IMODE(entry.stat().st_mode))
+                    for entry in [data_dir, *entries] if stat.S_IMODE(entry.stat().st_mode) & 0o077}
+        assert too_open == {}
+    finally:
+        server.kill()
