@@ -26,6 +26,7 @@ from rill.server.config import ServerConfig, split_address
 from rill.server.core.core import Core
 from rill.server.core.reconciliation import StartupRefused
 from rill.server.transports.certificates import server_ssl_context
+from rill.server.transports.limits import ConnectionLimits, RequestMemory, Supervisor
 from rill.server.transports.tcp import TcpListener
 
 log = logging.getLogger("rill")
@@ -52,6 +53,13 @@ class Server:
         self.quic = None  # QuicListener, imported only when QUIC is enabled (aioquic)
         self.http = None  # HttpListener, imported only when HTTP is enabled
         self.addresses: dict[str, tuple[str, int]] = {}
+        connections = config.connections
+        self.limits = ConnectionLimits(
+            connections.max_request_size_unauthenticated, connections.unauthenticated_timeout,
+            connections.idle_timeout, connections.request_timeout,
+        )
+        self.memory = RequestMemory(connections.request_memory)  # shared by TCP and QUIC
+        self.supervisor = Supervisor(self.limits)
 
     def exposed_listeners(self) -> list[str]:
         """The enabled listeners whose address is not loopback, as "name HOST:PORT"."""
@@ -89,12 +97,14 @@ class Server:
             host, port = split_address(self.config.tcp.address, "tcp.address")
             tls = self.config.tcp.tls
             context = server_ssl_context(tls.certificate, tls.key) if tls.enabled else None
-            self.tcp = TcpListener(self.core, host, port, self.config.tcp.max_frame_size, context)
+            self.tcp = TcpListener(self.core, host, port, self.config.tcp.max_frame_size, context,
+                                   self.limits, self.memory, self.supervisor)
             self.addresses["tcp"] = await self.tcp.start()
         if self.config.quic.enabled:
             from rill.server.transports.quic import QuicListener
 
-            self.quic = QuicListener.from_config(self.core, self.config.quic)
+            self.quic = QuicListener.from_config(self.core, self.config.quic, self.limits,
+                                                 self.memory, self.supervisor)
             self.addresses["quic"] = await self.quic.start()
         if http.enabled:
             from rill.server.transports.http import HttpListener
@@ -109,6 +119,7 @@ class Server:
             await self.quic.stop()
         if self.tcp is not None:
             await self.tcp.stop()
+        self.supervisor.stop()
         await self.core.stop()
 
 

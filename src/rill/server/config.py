@@ -159,6 +159,20 @@ class TlsConfig:
 
 
 @dataclass
+class ConnectionsConfig:
+    """Limits of every binary-protocol connection (TCP and QUIC)."""
+
+    # the largest request before a login (LOGIN_USER and PING need a few hundred bytes)
+    max_request_size_unauthenticated: int = _size("4 KiB")
+    unauthenticated_timeout: float = _duration("10 s")  # closed if not logged in by then
+    idle_timeout: float = _duration("10 m")  # logged in, no request for this long: closed
+    request_timeout: float = _duration("60 s")  # a request's bytes must all arrive within this
+    # requests received and not yet served, over all connections together (reading waits
+    # while this is used up)
+    request_memory: int = _size("256 MiB")
+
+
+@dataclass
 class TcpConfig:
     enabled: bool = True
     address: str = "127.0.0.1:8090"
@@ -246,6 +260,7 @@ class LoggingConfig:
 @dataclass
 class ServerConfig:
     system: SystemConfig = field(default_factory=SystemConfig)
+    connections: ConnectionsConfig = field(default_factory=ConnectionsConfig)
     tcp: TcpConfig = field(default_factory=TcpConfig)
     quic: QuicConfig = field(default_factory=QuicConfig)
     http: HttpConfig = field(default_factory=HttpConfig)
@@ -337,6 +352,16 @@ def _validate(config: ServerConfig) -> None:
         raise ConfigError("system.segment.size: must be positive")
     if config.tcp.max_frame_size < 8:
         raise ConfigError("tcp.max_frame_size: must be at least 8 bytes")
+    connections = config.connections
+    if connections.max_request_size_unauthenticated < 512:
+        raise ConfigError("connections.max_request_size_unauthenticated: must be at least 512 B")
+    for key in ("unauthenticated_timeout", "idle_timeout", "request_timeout"):
+        if getattr(connections, key) <= 0:
+            raise ConfigError(f"connections.{key}: must be a positive duration or none")
+    largest = max(config.tcp.max_frame_size, config.quic.max_request_size)
+    if connections.request_memory < largest:
+        raise ConfigError(f"connections.request_memory: must hold the largest request "
+                          f"({largest} bytes: tcp.max_frame_size, quic.max_request_size)")
     if not 0 < config.system.fsync_interval < NEVER:
         raise ConfigError("system.fsync_interval: must be a positive duration")
     split_address(config.tcp.address, "tcp.address")

@@ -221,3 +221,57 @@ def test_a_failing_link_is_closed_and_the_session_ends_with_it(tmp_path):
         assert connection.session.client_id not in core.sessions
 
     run_with_core(tmp_path, scenario)
+
+
+class Reply(bytearray):
+    """A reply payload that can be watched with a weak reference."""
+
+
+def test_a_reply_is_let_go_once_the_link_has_it(tmp_path):
+    import gc
+    import weakref
+
+    from rill.protocol.commands.system import Ping
+
+    async def scenario(core: Core) -> None:
+        watched: list[weakref.ref] = []
+
+        def big_reply(session, command):
+            reply = Reply(b"r" * 1_000_000)
+            watched.append(weakref.ref(reply))
+            return reply
+
+        core.handlers["ping"] = big_reply
+        link = FakeLink()
+        connection = BinaryConnection(core, link, "10.0.0.1:1", Transport.TCP)
+        connection.submit(1, memoryview(b""))
+        await link.replies_count(1)
+        await settle(connection)  # the loop waits for the next request now
+        gc.collect()
+        assert watched[0]() is None  # not kept until the next request
+        assert len(link.replies[0][1]) == 8 + 1_000_000
+        connection.close()
+
+    run_with_core(tmp_path, scenario)
+
+
+def test_request_memory_is_taken_while_queued_and_given_back_when_served(tmp_path):
+    from rill.server.transports.limits import RequestMemory
+
+    async def scenario(core: Core) -> None:
+        memory = RequestMemory(limit=100)
+        link = FakeLink()
+        connection = BinaryConnection(core, link, "10.0.0.1:1", Transport.TCP, memory=memory)
+        connection.submit(1, memoryview(bytes(60)))  # undecodable PINGs: status 3, served
+        assert memory.used == 60 and link.paused == 0
+        connection.submit(1, memoryview(bytes(60)))
+        assert memory.used == 120 and link.paused == 1  # spent: the link stops reading
+        await link.replies_count(2)
+        await settle(connection)
+        assert memory.used == 0 and link.resumed == 1
+        connection.submit(1, memoryview(bytes(50)))
+        connection.close()  # what was still queued goes back too
+        await settle(connection)
+        assert memory.used == 0
+
+    run_with_core(tmp_path, scenario)

@@ -398,3 +398,35 @@ def test_stream_limit_comes_from_the_configuration(rill_factory):
     advertised, outcomes = run(main())
     assert advertised == 2
     assert outcomes == [("data", bytes(8))] * 6
+
+
+def test_before_login_a_request_stream_may_hold_only_a_few_kilobytes(rill_factory):
+    server = rill_factory({"RILL_CONNECTIONS_MAX_REQUEST_SIZE_UNAUTHENTICATED": "1 KiB"}).start()
+
+    async def main():
+        link = await RawQuic.open(server.quic_address)
+        big = SendMessages.of(1, 1, Partitioning.balanced(), [b"y" * 2000]).to_frame()
+        before = await link.outcome(link.send(big))
+        announced = await link.outcome(link.send(struct.pack("<II", 50_000_000, 101), end=False))
+        assert await link.request(LOGIN) == (0, struct.pack("<I", 1))
+        await link.request(frame(CreateStream(1, "s")))
+        await link.request(create_topic(1))
+        after = await link.request(big)
+        await link.close()
+        return before, announced, after
+
+    before, announced, after = run(main())
+    assert before == ("reset", 4029) and announced == ("reset", 4029)
+    assert after == (0, b"")  # the same request once logged in
+
+
+def test_a_connection_that_never_logs_in_is_closed(rill_factory):
+    server = rill_factory({"RILL_CONNECTIONS_UNAUTHENTICATED_TIMEOUT": "500 ms"}).start()
+
+    async def main():
+        link = await RawQuic.open(server.quic_address)  # the server's keep-alives hold it open
+        assert await link.request(PING) == (0, b"")  # a PING is no login
+        await asyncio.wait_for(link.protocol.terminated, 10)
+        await link.close()
+
+    run(main())

@@ -13,8 +13,9 @@ Rules:
   * GET_CLIENTS lists the registered sessions sorted by client id, without group triples.
   * Heartbeat (off by default): every ``interval`` the verifier removes each session whose last
     request (any command, PING included) is older than 1.2 x interval. Removal goes through the
-    Core's disconnect path (consumer groups are left); the transport answers the removed
-    session's next request with 30 ``stale_client`` and closes its connection.
+    Core's disconnect path (consumer groups are left), and its connection is closed
+    (``Session.close_link``); a request that was already on its way is answered 30
+    ``stale_client``.
 """
 
 from __future__ import annotations
@@ -98,3 +99,5 @@ async def run_heartbeat_verifier(
                 session.client_id, session.address, interval * HEARTBEAT_GRACE,
             )
             disconnect(session)
+            if session.close_link is not None:  # and its connection closed
+                session.close_link()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from typing import Callable
 
 from rill.protocol.primitives import Transport
 from rill.server.core.registry import Registry
@@ -28,6 +29,9 @@ class Session:
     last_heartbeat: int = 0  # µs of the last request (PING included)
     # consumer groups this client is a member of: (stream_id, topic_id, group_id)
     consumer_groups: list[tuple[int, int, int]] = field(default_factory=list)
+    # set by the transport: closes the connection this session is served on (a session the
+    # core drops, e.g. as heartbeat-stale, must not keep its socket open)
+    close_link: Callable[[], None] | None = None
 
     @property
     def is_authenticated(self) -> bool:

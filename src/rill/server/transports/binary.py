@@ -18,7 +18,17 @@ Invariants:
   ``resume_writing`` before serving the next request;
 * a reply whose ``close`` flag is set (stale or vanished session) is delivered, then the link
   is closed; ``refuse(status)`` answers ``status`` after the requests queued before it and
-  closes the link; after ``close()`` no reply is delivered any more.
+  closes the link; after ``close()`` no reply is delivered any more;
+* memory: every queued payload is accounted in the server-wide ``RequestMemory`` until it is
+  served (a link accounts a large frame itself, from its header on: ``submit(accounted=True)``);
+  while the budget is spent the link is asked to pause reading. Before login at most
+  ``limits.max_request_size_unauthenticated`` bytes may wait. A reply is let go as soon as the
+  link has it (a 400 MB poll answer is not kept until the next request);
+* timeouts (``transports.limits``): the ``Supervisor`` closes a link that has not logged in
+  within ``unauthenticated_timeout``, that is logged in and idle for ``idle_timeout``, or whose
+  request has been arriving for longer than ``request_timeout``; never while a request of it is
+  being served. The session's ``close_link`` closes the link for the core (a heartbeat-stale
+  session).
 """
 
 from __future__ import annotations
@@ -26,11 +36,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import time
 from typing import Any, Protocol, Sequence
 
 from rill.protocol.primitives import Transport
 from rill.server.core.core import Core
 from rill.server.handlers import error_reply, handle_request
+from rill.server.transports.limits import UNLIMITED, ConnectionLimits, RequestMemory, Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -75,30 +87,85 @@ class BinaryConnection:
         address: str,
         transport: Transport,
         max_queued_bytes: int = MAX_QUEUED_BYTES,
+        limits: ConnectionLimits = UNLIMITED,
+        memory: RequestMemory | None = None,
+        supervisor: Supervisor | None = None,
     ) -> None:
         self.core = core
         self.link = link
         self.max_queued_bytes = max_queued_bytes
+        self.limits = limits
+        self.memory = memory if memory is not None else RequestMemory()
+        self.supervisor = supervisor
         self.queue: collections.deque = collections.deque()
         self.queued_bytes = 0
         self.reading_paused = False
         self.closed = False
+        self.serving = False  # a request is being handled or its reply written
+        self.drain_waiter = False  # the link waits for the queue to empty (see wait_for_drain)
+        now = time.monotonic()
+        self.last_request = now  # of the last request received or answered
+        self.unauthenticated_since: float | None = now
+        self.frame_started_at: float | None = None  # set by the link while a frame arrives
         self.wakeup = asyncio.Event()
         self.can_write = asyncio.Event()
         self.can_write.set()
         self.session = core.connect(address, transport)
+        self.session.close_link = self._close_for_core
         self.worker: asyncio.Task[None] = asyncio.get_running_loop().create_task(self._serve())
+        if supervisor is not None:
+            supervisor.add(self)
 
     # -- called by the link ----------------------------------------------------------------
 
-    def submit(self, code: int, payload: memoryview, tag: Any = None) -> None:
-        """Queue one framed request; its reply goes to ``link.send_reply(tag, ...)``."""
+    @property
+    def busy(self) -> bool:
+        """A request is queued or being served."""
+        return self.serving or bool(self.queue)
+
+    def max_request_size(self, transport_limit: int) -> int:
+        """The largest request the link may accept now: small before login."""
+        if self.session.is_authenticated:
+            return transport_limit
+        return min(transport_limit, self.limits.max_request_size_unauthenticated)
+
+    def submit(self, code: int, payload: memoryview, tag: Any = None,
+               accounted: bool = False) -> None:
+        """Queue one framed request; its reply goes to ``link.send_reply(tag, ...)``.
+        ``accounted``: the link already took the payload's size from the request memory."""
+        size = len(payload)
         self.queue.append((code, payload, tag))
-        self.queued_bytes += len(payload)
-        if self.queued_bytes > self.max_queued_bytes and not self.reading_paused:
+        self.queued_bytes += size
+        if not accounted:
+            self.memory.take(size)
+        self.last_request = time.monotonic()
+        limit = self.max_queued_bytes if self.session.is_authenticated else min(
+            self.max_queued_bytes, self.limits.max_request_size_unauthenticated)
+        if (self.queued_bytes > limit or self.memory.spent) and not self.reading_paused:
             self.reading_paused = True
             self.link.pause_reading()
+            if self.memory.spent:
+                self.memory.wait(self, self._maybe_resume)
         self.wakeup.set()
+
+    def wait_for_drain(self) -> None:
+        """The link stopped reading until every queued request is answered (a large frame
+        arrived before the login queued ahead of it was served); ``resume_reading`` follows."""
+        self.drain_waiter = True
+        if not self.busy:
+            self._resume_drain_waiter()
+
+    def _resume_drain_waiter(self) -> None:
+        self.drain_waiter = False
+        self.link.resume_reading()
+
+    def _maybe_resume(self) -> None:
+        if (self.reading_paused and not self.closed and not self.memory.spent
+                and self.queued_bytes <= self.max_queued_bytes // 2):
+            self.reading_paused = False
+            self.link.resume_reading()
+        elif self.reading_paused and not self.closed and self.memory.spent:
+            self.memory.wait(self, self._maybe_resume)
 
     def refuse(self, status: int, tag: Any = None) -> None:
         """Answer ``status`` once the requests queued so far are answered, then close."""
@@ -116,10 +183,47 @@ class BinaryConnection:
         if self.closed:
             return
         self.closed = True
+        for item in self.queue:
+            if type(item) is not _Refusal:
+                self.memory.give_back(len(item[1]))
         self.queue.clear()
+        self.queued_bytes = 0
+        self.memory.forget(self)
+        if self.supervisor is not None:
+            self.supervisor.discard(self)
         self.can_write.set()
         self.wakeup.set()
         self.core.disconnect(self.session)
+
+    def _close_for_core(self) -> None:
+        """The core ended the session (heartbeat): close the link, which then calls close()."""
+        if not self.closed:
+            self.link.close_link()
+
+    # -- timeouts (called by the Supervisor) -----------------------------------------------
+
+    def overdue(self, now: float) -> str | None:
+        limits = self.limits
+        started = self.frame_started_at
+        if started is not None and now - started > limits.request_timeout:
+            return f"a request did not arrive whole within {limits.request_timeout:g} s"
+        if self.busy:
+            return None  # the server is working for this connection
+        if not self.session.is_authenticated:
+            if self.unauthenticated_since is None:  # logged out since the last sweep
+                self.unauthenticated_since = now
+            elif now - self.unauthenticated_since > limits.unauthenticated_timeout:
+                return f"no login within {limits.unauthenticated_timeout:g} s"
+            return None
+        self.unauthenticated_since = None
+        if started is None and now - self.last_request > limits.idle_timeout:
+            return f"idle for {limits.idle_timeout:g} s"
+        return None
+
+    def expire(self, reason: str) -> None:
+        log.info("closing connection %s: %s", self.session.address, reason)
+        self.link.close_link()
+        self.close()
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -138,17 +242,28 @@ class BinaryConnection:
                     link.close_link()
                     return
                 code, payload, tag = item
-                self.queued_bytes -= len(payload)
-                if self.reading_paused and self.queued_bytes <= self.max_queued_bytes // 2:
-                    self.reading_paused = False
-                    link.resume_reading()
-                reply = await handle_request(self.core, self.session, code, payload)
+                item = None
+                size = len(payload)
+                self.queued_bytes -= size
+                self.serving = True
+                try:
+                    reply = await handle_request(self.core, self.session, code, payload)
+                finally:
+                    payload = None
+                    self.memory.give_back(size)
                 if self.closed:
                     return
                 link.send_reply(tag, reply.parts)
-                if reply.close:
+                close = reply.close
+                reply = None  # the link has the bytes; don't keep them until the next request
+                self.last_request = time.monotonic()
+                self.serving = False
+                if close:
                     link.close_link()
                     return
+                self._maybe_resume()
+                if self.drain_waiter and not queue:
+                    self._resume_drain_waiter()
                 if not self.can_write.is_set():
                     await self.can_write.wait()
         except Exception:

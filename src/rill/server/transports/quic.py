@@ -16,7 +16,10 @@ Wire rules:
   order their streams ended; connections are served concurrently;
 * a stream longer than ``quic.max_request_size`` bytes (or whose length prefix announces more)
   is refused unanswered: STOP_SENDING and RESET_STREAM with application error code 4029
-  (``command_length_error``); the connection and its other streams go on;
+  (``command_length_error``); the connection and its other streams go on. Before the
+  connection has logged in, the limit is ``[connections] max_request_size_unauthenticated``.
+  The bytes of request streams being received count against the server-wide request memory
+  (``transports.limits``); a stream that arrives while it is used up is refused the same way;
 * a malformed frame (fewer than 8 bytes, or a length prefix that disagrees with the stream's
   length) gets status 3 (``invalid_command``) on its own stream at once (it never reaches the
   core, so it does not wait for the queued requests), where Iggy drops the stream silently;
@@ -57,6 +60,7 @@ from rill.server.core.core import Core
 from rill.server.handlers import error_reply
 from rill.server.transports.binary import Buffer, BinaryConnection
 from rill.server.transports.certificates import ensure_self_signed
+from rill.server.transports.limits import UNLIMITED, ConnectionLimits, RequestMemory, Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +84,7 @@ class QuicSession(QuicConnectionProtocol):
         self.listener = listener
         self.peer: Any = None
         self.requests: dict[int, bytearray] = {}  # request streams still being received
+        self.held = 0  # their bytes, taken from the listener's request memory
         self.refused: set[int] = set()  # oversize streams whose remaining data is ignored
         self.connection: BinaryConnection | None = None
         self.terminated = False
@@ -97,7 +102,7 @@ class QuicSession(QuicConnectionProtocol):
         if isinstance(event, events.StreamDataReceived):
             self._stream_data(event.stream_id, event.data, event.end_stream)
         elif isinstance(event, events.StreamReset):
-            self.requests.pop(event.stream_id, None)
+            self._drop_request(event.stream_id)
             self.refused.discard(event.stream_id)
         elif isinstance(event, events.HandshakeCompleted):
             self._open()
@@ -109,7 +114,11 @@ class QuicSession(QuicConnectionProtocol):
         if self.connection is None:
             host, port = (self.peer or ("unknown", 0))[:2]
             address = f"{host}:{port}"
-            self.connection = BinaryConnection(self.listener.core, self, address, Transport.QUIC)
+            listener = self.listener
+            self.connection = BinaryConnection(
+                listener.core, self, address, Transport.QUIC, limits=listener.limits,
+                memory=listener.memory, supervisor=listener.supervisor,
+            )
         return self.connection
 
     def shutdown(self) -> None:
@@ -119,6 +128,8 @@ class QuicSession(QuicConnectionProtocol):
             self._keep_alive.cancel()
             self._keep_alive = None
         self.requests.clear()
+        self.listener.memory.give_back(self.held)
+        self.held = 0
         self.refused.clear()
         if self.connection is not None:
             self.connection.close()
@@ -133,30 +144,47 @@ class QuicSession(QuicConnectionProtocol):
             if end_stream:
                 self.refused.discard(stream_id)
             return
+        memory = self.listener.memory
         buffer = self.requests.get(stream_id)
         if buffer is None:
+            if memory.spent:  # every connection together holds too much already
+                self._refuse_stream(stream_id)
+                return
             buffer = self.requests[stream_id] = bytearray()
         buffer += data
-        limit = self.listener.max_request_size
+        self.held += len(data)
+        memory.take(len(data))
+        limit = self._open().max_request_size(self.listener.max_request_size)
         if len(buffer) > limit or (len(buffer) >= 4 and LENGTH.unpack_from(buffer)[0] + 4 > limit):
             self._refuse_stream(stream_id)  # too long already, or announced as too long
             return
         if end_stream:
             del self.requests[stream_id]
+            self.held -= len(buffer)  # from here on the BinaryConnection accounts it
             self._request(stream_id, buffer)
+
+    def _drop_request(self, stream_id: int) -> None:
+        buffer = self.requests.pop(stream_id, None)
+        if buffer is not None:
+            self.held -= len(buffer)
+            self.listener.memory.give_back(len(buffer))
 
     def _request(self, stream_id: int, frame: bytearray) -> None:
         if len(frame) < HEADER_SIZE:
+            self.listener.memory.give_back(len(frame))
             self.send_reply(stream_id, MALFORMED_REPLY)
             return
         length, code = FRAME_HEADER.unpack_from(frame)
         if length != len(frame) - 4:
+            self.listener.memory.give_back(len(frame))
             self.send_reply(stream_id, MALFORMED_REPLY)
             return
-        self._open().submit(code, memoryview(frame)[HEADER_SIZE:], stream_id)
+        # the header's bytes go back now; the payload's once its request is served
+        self.listener.memory.give_back(HEADER_SIZE)
+        self._open().submit(code, memoryview(frame)[HEADER_SIZE:], stream_id, accounted=True)
 
     def _refuse_stream(self, stream_id: int) -> None:
-        self.requests.pop(stream_id, None)
+        self._drop_request(stream_id)
         self.refused.add(stream_id)
         log.debug("stream %d of %s exceeds %d bytes: refused", stream_id, self.peer,
                   self.listener.max_request_size)
@@ -220,9 +248,16 @@ class QuicSession(QuicConnectionProtocol):
 class QuicListener:
     """The QUIC endpoint on ``quic.address``; ``start`` returns the bound (host, UDP port)."""
 
-    def __init__(self, core: Core, config: QuicConfig, certificate: Path, key: Path) -> None:
+    def __init__(
+        self, core: Core, config: QuicConfig, certificate: Path, key: Path,
+        limits: ConnectionLimits = UNLIMITED, memory: RequestMemory | None = None,
+        supervisor: Supervisor | None = None,
+    ) -> None:
         self.core = core
         self.config = config
+        self.limits = limits
+        self.memory = memory if memory is not None else RequestMemory()
+        self.supervisor = supervisor
         self.certificate = Path(certificate)
         self.key = Path(key)
         self.max_request_size = config.max_request_size
@@ -232,7 +267,10 @@ class QuicListener:
         self.server: QuicServer | None = None
 
     @classmethod
-    def from_config(cls, core: Core, config: QuicConfig) -> QuicListener:
+    def from_config(
+        cls, core: Core, config: QuicConfig, limits: ConnectionLimits = UNLIMITED,
+        memory: RequestMemory | None = None, supervisor: Supervisor | None = None,
+    ) -> QuicListener:
         """The listener with its certificate: the generated self-signed one (made at the first
         start in the data directory's secrets, reused afterwards) or the configured PEM files."""
         if config.certificate.self_signed:
@@ -240,7 +278,7 @@ class QuicListener:
             certificate, key = ensure_self_signed(paths.self_signed_certificate, paths.self_signed_key)
         else:
             certificate, key = Path(config.certificate.certificate), Path(config.certificate.key)
-        return cls(core, config, certificate, key)
+        return cls(core, config, certificate, key, limits, memory, supervisor)
 
     def _configuration(self) -> QuicConfiguration:
         idle = self.config.max_idle_timeout

@@ -1,15 +1,21 @@
 """The binary protocol over TCP (optionally TLS).
 
 Owns: accepting connections (wrapped in TLS when the listener has an ``ssl.SSLContext``) and
-splitting each byte stream into frames without extra copies. Small frames are parsed out of one
-shared receive buffer; a frame larger than that buffer gets its own bytearray that the socket
-fills directly (BufferedProtocol), so a multi-megabyte SEND is read with no copy at all. A frame
-whose length is below 4 or above the configured maximum is refused without being read: the
-client gets an error status and the connection is closed; nobody else is affected.
+splitting each byte stream into frames with few copies. Small frames are parsed out of the
+connection's receive buffer, which starts small (a connection costs little at accept) and grows
+only when a frame needs it (up to ``SHARED_BUFFER_MAX``). A larger frame gets a buffer of its own
+that the socket fills directly (BufferedProtocol): it grows with the bytes that actually arrive,
+never to what the header merely announces, and its announced size is taken from the server-wide
+request memory first (reading waits while that is spent), so that a frame once begun can always
+complete.
 
-The session, the in-order serving of requests and both directions of back-pressure belong to
-the transport-neutral ``BinaryConnection`` (``transports/binary.py``) that QUIC shares; this
-module only feeds it frames and writes what it answers.
+Refused without being read, the client answered and the connection closed (nobody else is
+affected): a length below 4 (status 3) and a frame above the limit (4029), which is
+``tcp.max_frame_size`` once logged in and ``[connections] max_request_size_unauthenticated``
+before (a larger frame behind a login that is still being served waits for that login's answer).
+Timeouts and the in-order serving belong to the transport-neutral ``BinaryConnection``
+(``transports/binary.py``, shared with QUIC); this module feeds it frames, tells it when a frame
+is arriving, and writes what it answers.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import asyncio
 import socket
 import ssl
 import struct
+import time
 from typing import Any, Sequence
 
 from rill import errors
@@ -25,24 +32,30 @@ from rill.protocol.framing import LENGTH_PREFIX_SIZE, REQUEST_HEADER_SIZE
 from rill.protocol.primitives import Transport
 from rill.server.core.core import Core
 from rill.server.transports.binary import Buffer, BinaryConnection
+from rill.server.transports.limits import UNLIMITED, ConnectionLimits, RequestMemory, Supervisor
 
 LENGTH = struct.Struct("<I")
 CODE = struct.Struct("<I")
-RECEIVE_BUFFER_SIZE = 256 * 1024
+INITIAL_BUFFER_SIZE = 4 * 1024  # what an idle connection holds
+SHARED_BUFFER_MAX = 256 * 1024  # frames up to this are parsed from the receive buffer
+LARGE_FIRST_CHUNK = 1024 * 1024  # a large frame's buffer starts here and doubles as bytes arrive
 
 
 class TcpConnection(asyncio.BufferedProtocol):
     """One TCP link: framing in, ``BinaryConnection`` in the middle, frames out."""
 
-    def __init__(self, core: Core, max_frame_size: int) -> None:
-        self.core = core
-        self.max_frame_size = max_frame_size
-        self.buffer = bytearray(RECEIVE_BUFFER_SIZE)
+    def __init__(self, listener: TcpListener) -> None:
+        self.listener = listener
+        self.max_frame_size = listener.max_frame_size
+        self.memory = listener.memory
+        self.buffer = bytearray(INITIAL_BUFFER_SIZE)
         self.start = 0  # first unparsed byte in buffer
         self.end = 0  # end of received bytes in buffer
         self.large: bytearray | None = None  # payload of a frame too big for the buffer
+        self.large_size = 0  # its announced size (taken from the request memory)
         self.large_filled = 0
         self.large_code = 0
+        self.waiting_memory = 0  # a large frame's size waiting for the request memory
         self.refused = False
         self.transport: asyncio.Transport | None = None
         self.connection: BinaryConnection | None = None
@@ -56,9 +69,19 @@ class TcpConnection(asyncio.BufferedProtocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = transport.get_extra_info("peername") or ("unknown", 0)
         address = f"{peer[0]}:{peer[1]}"
-        self.connection = BinaryConnection(self.core, self, address, Transport.TCP)
+        listener = self.listener
+        self.connection = BinaryConnection(
+            listener.core, self, address, Transport.TCP, limits=listener.limits,
+            memory=listener.memory, supervisor=listener.supervisor,
+        )
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.large is not None or self.waiting_memory:
+            self.memory.forget(self)
+            if self.large is not None:
+                self.memory.give_back(self.large_size)
+            self.large = None
+            self.waiting_memory = 0
         if self.connection is not None:
             self.connection.close()
 
@@ -80,16 +103,30 @@ class TcpConnection(asyncio.BufferedProtocol):
         self.transport.pause_reading()
 
     def resume_reading(self) -> None:
-        if not self.refused:
+        """Read again, unless something else still holds reading back: the request memory, the
+        connection's queue, a login being answered."""
+        if self.refused or self.transport.is_closing():
+            return
+        if self.waiting_memory or self.start < self.end:
+            self._parse_frames()  # a frame held back (memory, login) may go on now
+        connection = self.connection
+        if not (self.refused or self.waiting_memory or connection.reading_paused
+                or connection.drain_waiter):
             self.transport.resume_reading()
 
     # -- reading ---------------------------------------------------------------------------
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self.large is not None:
+            if self.large_filled == len(self.large):  # grow with what actually arrived
+                grown = bytearray(min(self.large_size, 2 * len(self.large)))
+                grown[: self.large_filled] = self.large
+                self.large = grown
             return memoryview(self.large)[self.large_filled :]
         if self.end == len(self.buffer):
             self._compact()
+            if self.end == len(self.buffer):  # a frame's start fills it: grow (up to the max)
+                self._grow(2 * len(self.buffer))
         return memoryview(self.buffer)[self.end :]
 
     def _compact(self) -> None:
@@ -97,20 +134,27 @@ class TcpConnection(asyncio.BufferedProtocol):
         self.buffer[:remaining] = self.buffer[self.start : self.end]
         self.start, self.end = 0, remaining
 
+    def _grow(self, size: int) -> None:
+        grown = bytearray(min(max(size, len(self.buffer)), SHARED_BUFFER_MAX))
+        grown[: self.end - self.start] = self.buffer[self.start : self.end]
+        self.buffer, self.start, self.end = grown, 0, self.end - self.start
+
     def buffer_updated(self, nbytes: int) -> None:
         if self.refused:
             return
         if self.large is not None:
             self.large_filled += nbytes
-            if self.large_filled == len(self.large):
-                self.connection.submit(self.large_code, memoryview(self.large))
-                self.large = None
+            if self.large_filled == self.large_size:
+                large, self.large = self.large, None
+                self.connection.frame_started_at = None
+                self.connection.submit(self.large_code, memoryview(large), accounted=True)
             return
         self.end += nbytes
         self._parse_frames()
 
     def _parse_frames(self) -> None:
         buffer = self.buffer
+        connection = self.connection
         while self.end - self.start >= LENGTH_PREFIX_SIZE and not self.refused:
             (length,) = LENGTH.unpack_from(buffer, self.start)
             if length < 4:  # cannot even hold the code: the stream cannot be resynchronised
@@ -120,7 +164,12 @@ class TcpConnection(asyncio.BufferedProtocol):
                 break
             code = CODE.unpack_from(buffer, self.start + LENGTH_PREFIX_SIZE)[0]
             payload_size = length - 4
-            if payload_size > self.max_frame_size:
+            if payload_size > connection.max_request_size(self.max_frame_size):
+                if connection.busy and payload_size <= self.max_frame_size:
+                    # maybe a login is being served: decide once it is answered
+                    self.transport.pause_reading()
+                    connection.wait_for_drain()
+                    return
                 self._refuse(errors.CommandLengthError.code)
                 return
             payload_start = self.start + REQUEST_HEADER_SIZE
@@ -129,22 +178,44 @@ class TcpConnection(asyncio.BufferedProtocol):
                 with memoryview(buffer) as view:  # one copy (a bytearray slice would add one)
                     payload = bytes(view[payload_start : payload_start + payload_size])
                 self.start = payload_start + payload_size
-                self.connection.submit(code, memoryview(payload))
+                connection.frame_started_at = None
+                connection.submit(code, memoryview(payload))
                 continue
-            if payload_size > len(buffer) - REQUEST_HEADER_SIZE:
-                # too big for the shared buffer: give it its own, filled in place by the socket
-                self.large = bytearray(payload_size)
-                with memoryview(buffer) as view:
-                    self.large[:available] = view[payload_start : self.end]
-                self.large_filled = available
-                self.large_code = code
-                self.start = self.end = 0
+            if connection.frame_started_at is None:
+                connection.frame_started_at = time.monotonic()
+            if payload_size > SHARED_BUFFER_MAX - REQUEST_HEADER_SIZE:
+                self._start_large(code, payload_size, payload_start, available)
                 return
-            if self.start > 0 and len(buffer) - self.start < REQUEST_HEADER_SIZE + payload_size:
-                self._compact()
+            needed = REQUEST_HEADER_SIZE + payload_size
+            if len(buffer) - self.start < needed:
+                if len(buffer) >= needed:
+                    self._compact()
+                else:
+                    self._grow(1 << (needed - 1).bit_length())
             return
         if self.start == self.end:
             self.start = self.end = 0
+
+    def _start_large(self, code: int, payload_size: int, payload_start: int, available: int) -> None:
+        """Give a frame too big for the receive buffer its own, once the request memory can
+        take its announced size; until then reading waits."""
+        memory = self.memory
+        if memory.spent:
+            self.waiting_memory = payload_size
+            self.transport.pause_reading()
+            memory.wait(self, self.resume_reading)
+            return
+        self.waiting_memory = 0
+        memory.take(payload_size)
+        self.large_size = payload_size
+        self.large = bytearray(max(min(payload_size, LARGE_FIRST_CHUNK), available))
+        with memoryview(self.buffer) as view:
+            self.large[:available] = view[payload_start : self.end]
+        self.large_filled = available
+        self.large_code = code
+        self.start = self.end = 0
+        if len(self.buffer) > INITIAL_BUFFER_SIZE:  # the frame has its own buffer now
+            self.buffer = bytearray(INITIAL_BUFFER_SIZE)
 
     def _refuse(self, status: int) -> None:
         """Stop reading this connection; answer what is queued, then ``status``, then close."""
@@ -163,18 +234,24 @@ class TcpListener:
         port: int,
         max_frame_size: int,
         ssl_context: ssl.SSLContext | None = None,
+        limits: ConnectionLimits = UNLIMITED,
+        memory: RequestMemory | None = None,
+        supervisor: Supervisor | None = None,
     ) -> None:
         self.core = core
         self.host = host
         self.port = port
         self.max_frame_size = max_frame_size
         self.ssl_context = ssl_context
+        self.limits = limits
+        self.memory = memory if memory is not None else RequestMemory()
+        self.supervisor = supervisor
         self.server: asyncio.base_events.Server | None = None
 
     async def start(self) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
         self.server = await loop.create_server(
-            lambda: TcpConnection(self.core, self.max_frame_size),
+            lambda: TcpConnection(self),
             self.host,
             self.port,
             reuse_address=True,

@@ -1,0 +1,124 @@
+"""What connections may hold and how long they may take: the limits every binary link obeys.
+
+Owns three things the TCP and QUIC links share through ``BinaryConnection``:
+
+* ``ConnectionLimits``: the settings (``[connections]`` in the configuration): the largest
+  request before login, and the three timeouts (not logged in, idle, a request trickling in);
+* ``RequestMemory``: the bytes of requests received and not yet served, summed over every
+  connection, against one server-wide budget. Links account what they hold and stop reading
+  while the budget is spent; they are woken when it is given back. A stranger therefore cannot
+  make the server allocate what he only announces, nor more than the budget in all;
+* ``Supervisor``: one sweep for all connections (a timer per connection, reset at every read,
+  would cost more than the rare expiry it serves) that closes those past a timeout.
+
+Invariants: every byte taken from ``RequestMemory`` is given back exactly once (when its request
+has been served, or its connection is gone); the supervisor never closes a connection while the
+server is working on or answering one of its requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Hashable, Protocol
+
+log = logging.getLogger(__name__)
+
+NEVER = math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    max_request_size_unauthenticated: int = 4096
+    unauthenticated_timeout: float = 10.0  # s from accept (or logout) to a login
+    idle_timeout: float = 600.0  # s without a request while logged in
+    request_timeout: float = 60.0  # s from a request's first byte to its last
+
+    @property
+    def sweep_period(self) -> float:
+        """How often the supervisor looks: a quarter of the shortest timeout, 50 ms .. 1 s."""
+        shortest = min(self.unauthenticated_timeout, self.idle_timeout, self.request_timeout)
+        return min(1.0, max(0.05, shortest / 4))
+
+
+UNLIMITED = ConnectionLimits(
+    max_request_size_unauthenticated=1 << 62, unauthenticated_timeout=NEVER,
+    idle_timeout=NEVER, request_timeout=NEVER,
+)
+
+
+class RequestMemory:
+    """Bytes of requests held by all connections, against ``limit``."""
+
+    def __init__(self, limit: float = NEVER) -> None:
+        self.limit = limit
+        self.used = 0
+        self._waiting: dict[Hashable, Callable[[], None]] = {}
+
+    @property
+    def spent(self) -> bool:
+        return self.used >= self.limit
+
+    def take(self, size: int) -> None:
+        self.used += size
+
+    def give_back(self, size: int) -> None:
+        self.used -= size
+        if self._waiting and self.used < self.limit:
+            waiting, self._waiting = self._waiting, {}
+            for resume in waiting.values():
+                resume()
+
+    def wait(self, key: Hashable, resume: Callable[[], None]) -> None:
+        """Call ``resume`` once the budget is no longer spent (once; register again to wait
+        again)."""
+        self._waiting[key] = resume
+
+    def forget(self, key: Hashable) -> None:
+        self._waiting.pop(key, None)
+
+
+class Supervised(Protocol):
+    def overdue(self, now: float) -> str | None:
+        """Why this connection must be closed now, or None."""
+
+    def expire(self, reason: str) -> None:
+        """Close it, saying why."""
+
+
+class Supervisor:
+    """Every ``limits.sweep_period`` seconds, closes the connections that are overdue."""
+
+    def __init__(self, limits: ConnectionLimits, clock: Callable[[], float] = time.monotonic):
+        self.limits = limits
+        self.clock = clock
+        self.connections: set[Supervised] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    def add(self, connection: Supervised) -> None:
+        self.connections.add(connection)
+        if self._task is None and self.limits is not UNLIMITED:
+            self._task = asyncio.get_running_loop().create_task(self._sweep())
+
+    def discard(self, connection: Supervised) -> None:
+        self.connections.discard(connection)
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(self.limits.sweep_period)
+            now = self.clock()
+            for connection in list(self.connections):
+                reason = connection.overdue(now)
+                if reason is not None:
+                    try:
+                        connection.expire(reason)
+                    except Exception:  # noqa: BLE001 - one link's failure must not stop the sweep
+                        log.exception("closing an overdue connection failed")
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None

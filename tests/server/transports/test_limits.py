@@ -1,0 +1,226 @@
+"""Connection limits over real TCP sockets: small requests before login, memory that grows only
+with what arrives and is bounded for all connections together, and the timeouts that close
+connections which do not log in, stay idle, or trickle a request in (transports.limits)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import threading
+import time
+
+import psutil
+import pytest
+
+from rill.client import Client
+from rill.protocol.commands.messages import SendMessages
+from rill.protocol.commands.users import LoginUser
+from rill.protocol.primitives import Partitioning
+from server_process import session
+
+PING = struct.pack("<II", 4, 1)
+LOGIN = LoginUser("iggy", "iggy").to_frame()
+FAST = {"RILL_QUIC_ENABLED": "false", "RILL_HTTP_ENABLED": "false"}
+MIB = 1024 * 1024
+
+
+def connect(server) -> socket.socket:
+    return socket.create_connection(server.tcp_address, timeout=10)
+
+
+def read_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def response(sock: socket.socket) -> tuple[int, bytes]:
+    status, length = struct.unpack("<II", read_exactly(sock, 8))
+    return status, read_exactly(sock, length)
+
+
+def closed_within(sock: socket.socket, seconds: float) -> bool:
+    """Whether the server closes ``sock`` (EOF or reset) within ``seconds``."""
+    sock.settimeout(seconds)
+    try:
+        while sock.recv(65536):
+            pass
+        return True
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def login(sock: socket.socket) -> None:
+    sock.sendall(LOGIN)
+    assert response(sock) == (0, struct.pack("<I", 1))
+
+
+def send_frame(stream: int, payload_size: int) -> bytes:
+    return SendMessages.of(stream, 1, Partitioning.partition_id(1),
+                           [os.urandom(payload_size)]).to_frame()
+
+
+def rss(server) -> int:
+    return psutil.Process(server.process.pid).memory_info().rss
+
+
+def test_a_large_frame_before_login_is_refused_unread(rill_factory):
+    server = rill_factory(FAST).start()
+    with connect(server) as stranger:
+        stranger.sendall(struct.pack("<II", 60 * MIB + 4, 101) + b"x" * 1000)
+        assert response(stranger) == (4029, b"")
+        assert closed_within(stranger, 5)
+    with connect(server) as client:  # the same size is fine once logged in
+        login(client)
+        with session(server) as admin:
+            admin.create_stream("s", stream_id=1)
+            admin.create_topic(1, "t", partitions_count=1)
+        client.sendall(send_frame(1, 100_000))
+        assert response(client) == (0, b"")
+
+
+def test_a_large_frame_right_behind_the_login_waits_for_it(rill_factory):
+    server = rill_factory(FAST).start()
+    with session(server) as admin:
+        admin.create_stream("s", stream_id=1)
+        admin.create_topic(1, "t", partitions_count=1)
+    with connect(server) as client:
+        client.sendall(LOGIN + send_frame(1, 200_000))  # pipelined, no wait for the login
+        assert response(client) == (0, struct.pack("<I", 1))
+        assert response(client) == (0, b"")
+
+
+def test_slowloris_with_60_mib_announcements_stays_bounded(rill_factory):
+    """64 strangers and 16 logged-in clients announce 60 MiB frames and trickle bytes in; the
+    server's memory does not follow the announcements, the slow ones are closed, and a normal
+    client is served all along."""
+    server = rill_factory(dict(FAST, RILL_CONNECTIONS_REQUEST_TIMEOUT="2 s",
+                               RILL_CONNECTIONS_REQUEST_MEMORY="128 MiB")).start()
+    with session(server) as admin:
+        admin.create_stream("s", stream_id=1)
+        admin.create_topic(1, "t", partitions_count=1)
+    before = rss(server)
+    strangers = [connect(server) for _ in range(64)]
+    members = [connect(server) for _ in range(16)]
+    for member in members:
+        login(member)
+    announcement = struct.pack("<II", 60 * MIB + 4, 101)
+    for sock in strangers + members:
+        sock.sendall(announcement + b"\x00" * 4096)
+    peak = before
+    with Client(server.address) as normal:
+        normal.login_user("iggy", "iggy")
+        for _ in range(10):  # trickle on, while a normal client works
+            for sock in members:
+                try:
+                    sock.sendall(b"\x00" * 1024)
+                except OSError:
+                    pass
+            normal.send_messages(1, "t", [b"still served"], partitioning=1)
+            peak = max(peak, rss(server))
+            time.sleep(0.1)
+        assert all(closed_within(sock, 1) for sock in strangers)  # refused at once (4029)
+        assert all(closed_within(sock, 10) for sock in members)  # past the request timeout
+        normal.ping()
+    assert peak - before < 300 * MIB  # 80 x 60 MiB were announced
+
+
+def test_concurrent_large_sends_wait_for_the_request_memory_and_all_succeed(rill_factory):
+    server = rill_factory(dict(FAST, RILL_CONNECTIONS_REQUEST_MEMORY="70 MiB",
+                               RILL_TCP_MAX_FRAME_SIZE="64 MiB")).start()
+    with session(server) as admin:
+        admin.create_stream("s", stream_id=1)
+        admin.create_topic(1, "t", partitions_count=1)
+    errors = []
+
+    def produce(number: int) -> None:
+        try:
+            with Client(server.address, reconnect=False) as client:
+                client.login_user("iggy", "iggy")
+                for _ in range(3):
+                    client.send_messages(1, "t", [os.urandom(1_000_000) for _ in range(9)],
+                                         partitioning=1)
+        except Exception as error:  # noqa: BLE001 - collected for the assertion
+            errors.append(error)
+
+    threads = [threading.Thread(target=produce, args=(n,)) for n in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert errors == []
+    with session(server) as admin:
+        assert admin.get_topic(1, "t").partitions[0].messages_count == 10 * 3 * 9
+
+
+def test_a_connection_that_never_logs_in_is_closed(rill_factory):
+    server = rill_factory(dict(FAST, RILL_CONNECTIONS_UNAUTHENTICATED_TIMEOUT="500 ms")).start()
+    with connect(server) as quiet, connect(server) as pinging, connect(server) as member:
+        login(member)
+        pinging_closed_at = None
+        started = time.monotonic()
+        while time.monotonic() - started < 1.5:
+            if pinging_closed_at is None:
+                try:  # a PING is no login
+                    pinging.sendall(PING)
+                    assert response(pinging) == (0, b"")
+                except OSError:
+                    pinging_closed_at = time.monotonic() - started
+            member.sendall(PING)
+            assert response(member) == (0, b"")
+            time.sleep(0.1)
+        assert pinging_closed_at is not None and pinging_closed_at > 0.4
+        assert closed_within(quiet, 5)
+        member.sendall(PING)
+        assert response(member) == (0, b"")
+
+
+def test_an_idle_connection_is_closed_and_an_active_one_is_not(rill_factory):
+    server = rill_factory(dict(FAST, RILL_CONNECTIONS_IDLE_TIMEOUT="600 ms")).start()
+    with connect(server) as idle, connect(server) as active:
+        login(idle)
+        login(active)
+        for _ in range(15):
+            active.sendall(PING)
+            assert response(active) == (0, b"")
+            time.sleep(0.1)
+        assert closed_within(idle, 5)
+        active.sendall(PING)
+        assert response(active) == (0, b"")
+
+
+def test_a_request_that_trickles_in_is_closed(rill_factory):
+    server = rill_factory(dict(FAST, RILL_CONNECTIONS_REQUEST_TIMEOUT="700 ms")).start()
+    with connect(server) as slow:
+        login(slow)
+        frame = PING * 10 + struct.pack("<II", 1004, 202) + b"\x01"
+        slow.sendall(frame)
+        for _ in range(10):
+            assert response(slow) == (0, b"")
+        closed = False
+        for _ in range(30):  # one byte every 100 ms: far slower than the timeout allows
+            try:
+                slow.sendall(b"\x00")
+            except OSError:
+                closed = True
+                break
+            time.sleep(0.1)
+        assert closed or closed_within(slow, 2)
+
+
+def test_a_connection_being_served_is_not_idle(rill_factory):
+    server = rill_factory(dict(FAST, RILL_CONNECTIONS_IDLE_TIMEOUT="300 ms",
+                               RILL_ROOT_PASSWORD_HASH_COST="14")).start()
+    with Client(server.address, reconnect=False) as client:
+        client.login_user("iggy", "iggy")  # ~1 s of bcrypt at cost 14: longer than the timeout
+        started = time.monotonic()
+        client.create_user("patient", "secret-1")  # another one, also served whole
+        assert time.monotonic() - started > 0.3
+        client.ping()
