@@ -43,6 +43,11 @@ class RillProcess:
         return f"{self.tcp_address[0]}:{self.tcp_address[1]}"
 
     @property
+    def certificate(self) -> str:
+        """The server's self-signed QUIC certificate: what a client trusts (``ca_file``)."""
+        return str(self.data_dir / "secrets" / "self_signed_cert.pem")
+
+    @property
     def http_url(self) -> str:
         assert self.http_address is not None, "HTTP not started"
         return f"http://{self.http_address[0]}:{self.http_address[1]}"

@@ -52,6 +52,7 @@ def _open(options: ConnectionOptions) -> Client:
         client = Client(
             address, transport=options.transport, max_reconnect_attempts=3,
             reconnect_interval=0.5, connect_timeout=5.0, timeout=300.0,
+            ca_file=options.ca_file, verify_certificate=options.verify_certificate,
         )
         try:
             client.connect()
@@ -59,6 +60,13 @@ def _open(options: ConnectionOptions) -> Client:
             client.close()
             failures.append(error.reason)
             continue
+        except errors.InvalidTlsCertificate as error:
+            client.close()
+            raise RillConnectionError(
+                f"option 'servers': the certificate of {address} is not trusted ({error.reason}): "
+                "give it with option 'caFile' (a rill server's own is "
+                "<data dir>/secrets/self_signed_cert.pem), or set verifyCertificate=false"
+            ) from None
         _login(client, options)
         return client
     raise RillConnectionError(

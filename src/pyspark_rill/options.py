@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Mapping
 
-CONNECTION_OPTIONS = ("servers", "transport", "username", "password", "token")
+CONNECTION_OPTIONS = ("servers", "transport", "username", "password", "token", "caFile",
+                      "verifyCertificate")
 READ_OPTIONS = (
     "stream", "topic", "topics", "startingOffsets", "endingOffsets", "startingTimestamp",
     "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "failOnDataLoss", "headersFormat",
@@ -104,6 +105,8 @@ class ConnectionOptions:
     username: str | None
     password: str | None
     token: str | None
+    ca_file: str | None = None  # QUIC: trust this certificate (e.g. the server's self-signed one)
+    verify_certificate: bool = True  # QUIC: false accepts any certificate
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ConnectionOptions:
@@ -122,7 +125,11 @@ class ConnectionOptions:
                 "credentials missing: give options 'username' and 'password', or 'token' "
                 "(or the environment variables RILL_USERNAME/RILL_PASSWORD or RILL_TOKEN)"
             )
-        return cls(servers, transport, username, password, token)
+        ca_file = _get(options, "caFile")
+        if ca_file is not None and not os.path.isfile(ca_file):
+            raise RillOptionError(f"option 'caFile': no such file {ca_file!r}")
+        verify = _boolean(options, "verifyCertificate", True)
+        return cls(servers, transport, username, password, token, ca_file, verify)
 
 
 def parse_topics(options: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:

@@ -203,6 +203,8 @@ ERROR_TABLE: tuple[tuple[int, str, str], ...] = (
     # rill extensions (docs/extensions.md): staged appends
     (11000, 'staged_messages_not_found', 'Staged messages of producer: {0}, batch: {1}, task: {2}, attempt: {3} were not found'),
     (11001, 'staged_messages_count_mismatch', 'Staged messages of producer: {0}, batch: {1}, task: {2}, attempt: {3}: {4} staged, {5} expected'),
+    # rill: login throttling (auth/throttling.py)
+    (11100, 'login_throttled', 'Too many failed logins: try again in {0} s'),
 )
 
 # HTTP status for codes that are not 400 (wire reference §8.3).
@@ -218,6 +220,7 @@ _HTTP_STATUS: dict[str, int] = {
     "resource_not_found": 404,
     "unauthenticated": 401,
     "unauthorized": 403,
+    "login_throttled": 429,
 }
 
 

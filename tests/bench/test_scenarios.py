@@ -38,6 +38,7 @@ def options_for(server: RillServer, transport: str = "tcp", **changes) -> BenchO
         producers=PRODUCERS, consumers=PRODUCERS, streams=PRODUCERS, messages_per_batch=PER_BATCH,
         message_size=SIZE, batches=BATCHES, transport=transport,
         server_address=server.addresses[transport], start_stream_id=next(_stream_ids), progress=False,
+        ca_file=server.certificate,
     )
     values.update(changes)
     return BenchOptions(**values)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import socket
+import ssl
 
 import pytest
 
@@ -111,7 +112,8 @@ def test_same_results_as_tcp(rill_factory):
         async with AsyncClient(tcp_server.address) as tcp:
             over_tcp = await scenario(tcp)
             me_tcp = await tcp.get_me()
-        async with AsyncClient(quic_address(quic_server), transport="quic") as quic:
+        async with AsyncClient(quic_address(quic_server), transport="quic",
+                               ca_file=quic_server.certificate) as quic:
             over_quic = await scenario(quic)
             me_quic = await quic.get_me()
         return over_tcp, over_quic, me_tcp, me_quic
@@ -124,7 +126,8 @@ def test_same_results_as_tcp(rill_factory):
 
 def test_many_requests_in_flight_on_one_connection(rill_server):
     async def main():
-        async with AsyncClient(quic_address(rill_server), transport="quic") as client:
+        async with AsyncClient(quic_address(rill_server), transport="quic",
+                               ca_file=rill_server.certificate) as client:
             await client.login_user("iggy", "iggy")
             await asyncio.gather(*(client.create_stream(f"s{i}", stream_id=i) for i in range(1, 31)))
             found = await asyncio.gather(*(client.get_stream(i) for i in range(1, 31)))
@@ -141,7 +144,8 @@ def test_big_payloads_round_trip(rill_server):
     payloads = [bytes([i]) * 200_000 for i in range(30)]  # 6 MB in all, 1.2 MB per request
 
     async def main():
-        async with AsyncClient(quic_address(rill_server), transport="quic") as client:
+        async with AsyncClient(quic_address(rill_server), transport="quic",
+                               ca_file=rill_server.certificate) as client:
             await client.login_user("iggy", "iggy")
             await client.create_stream("big", stream_id=1)
             await client.create_topic(1, "t", partitions_count=1)
@@ -155,7 +159,7 @@ def test_big_payloads_round_trip(rill_server):
 
 
 def test_blocking_client_over_quic(rill_server):
-    with Client(quic_address(rill_server), transport="quic") as client:
+    with Client(quic_address(rill_server), transport="quic", ca_file=rill_server.certificate) as client:
         client.login_user("iggy", "iggy")
         assert [c.transport for c in client.get_clients()] == [2]
 
@@ -164,7 +168,7 @@ def test_oversize_request_raises_command_length_error_and_the_link_stays(rill_fa
     server = rill_factory({"RILL_QUIC_MAX_REQUEST_SIZE": "2 KB"}).start()
 
     async def main():
-        async with AsyncClient(quic_address(server), transport="quic") as client:
+        async with AsyncClient(quic_address(server), transport="quic", ca_file=server.certificate) as client:
             await client.login_user("iggy", "iggy")
             with pytest.raises(errors.CommandLengthError):
                 await client.send_messages(1, 1, [b"z" * 5000], partitioning=1)
@@ -174,19 +178,23 @@ def test_oversize_request_raises_command_length_error_and_the_link_stays(rill_fa
     assert run(main()) is True
 
 
-def test_certificate_verification(rill_server, tmp_path):
-    certificate = str(rill_server.data_dir / "secrets" / "self_signed_cert.pem")
+def test_certificates_are_verified_by_default(rill_server, tmp_path):
     other_pem, _ = generate_self_signed()
     (tmp_path / "other.pem").write_bytes(other_pem)
+    address = quic_address(rill_server)
 
     async def main():
-        trusted = QuicTransport(quic_address(rill_server), ca_file=certificate)
-        async with AsyncClient(quic_address(rill_server), transport=trusted) as client:
-            await client.ping()
-        untrusted = QuicTransport(quic_address(rill_server), ca_file=str(tmp_path / "other.pem"))
-        client = AsyncClient(quic_address(rill_server), transport=untrusted, reconnect=False)
-        with pytest.raises(errors.CannotEstablishConnection):
-            await client.connect()
+        async with AsyncClient(address, transport="quic", ca_file=rill_server.certificate) as client:
+            await client.ping()  # its own certificate, given as the CA
+        async with AsyncClient(address, transport="quic", verify_certificate=False) as client:
+            await client.ping()  # the explicit opt-out
+        for untrusted in (AsyncClient(address, transport="quic", reconnect=False),  # the default
+                          AsyncClient(address, transport="quic", reconnect=True,
+                                      ca_file=str(tmp_path / "other.pem"))):  # another CA
+            started = asyncio.get_running_loop().time()
+            with pytest.raises(errors.InvalidTlsCertificate, match="not trusted.*ca_file"):
+                await untrusted.connect()
+            assert asyncio.get_running_loop().time() - started < 5  # not retried
 
     run(main())
 
@@ -209,7 +217,7 @@ def test_reconnects_and_logs_in_again_after_a_server_restart(rill_factory):
 
     async def main():
         client = AsyncClient(quic_address(server), transport="quic", reconnect_interval=0.2,
-                             max_reconnect_attempts=50)
+                             max_reconnect_attempts=50, ca_file=server.certificate)
         async with client:
             await client.login_user("iggy", "iggy")
             await client.create_stream("s", stream_id=1)
@@ -226,9 +234,13 @@ def test_reconnects_and_logs_in_again_after_a_server_restart(rill_factory):
 def test_transport_registry_and_state():
     assert transport_factory("QUIC") is QuicTransport
     transport = QuicTransport("example.org")
-    assert (transport.host, transport.port, transport.verify) == ("example.org", 8080, False)
+    assert (transport.host, transport.port, transport.verify) == ("example.org", 8080, True)
     assert not transport.is_connected
-    assert QuicTransport("h:1", ssl=True).verify and QuicTransport("h:1", ca_file="x").verify
+    assert not QuicTransport("h:1", verify=False).verify
+    unverified = ssl.create_default_context()
+    unverified.check_hostname = False
+    unverified.verify_mode = ssl.CERT_NONE
+    assert not QuicTransport("h:1", ssl=unverified).verify
 
     async def main():
         with pytest.raises(errors.NotConnected):

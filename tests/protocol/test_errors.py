@@ -30,9 +30,10 @@ def test_http_statuses() -> None:
         assert errors.error_by_name(name).http_status == 404, name
     assert errors.Unauthenticated.http_status == 401
     assert errors.Unauthorized.http_status == 403
+    assert errors.LoginThrottled.http_status == 429
     for name in ("stream_name_not_found", "topic_name_not_found", "invalid_command", "invalid_stream_name"):
         assert errors.error_by_name(name).http_status == 400, name
-    assert sum(1 for _, name, _ in errors.ERROR_TABLE if errors.error_by_name(name).http_status != 400) == 11
+    assert sum(1 for _, name, _ in errors.ERROR_TABLE if errors.error_by_name(name).http_status != 400) == 12
 
 
 def test_message_template() -> None:

@@ -31,6 +31,11 @@ def server(tmp_path_factory):
     process.kill()
 
 
+def trust(server, transport: str) -> dict[str, str]:
+    """QUIC verifies the server's certificate: trust the server's own self-signed one."""
+    return {"ca_file": server.certificate} if transport == "quic" else {}
+
+
 def address_of(server: RillProcess, transport: str) -> str:
     host, port = {"tcp": server.tcp_address, "quic": server.quic_address,
                   "http": server.http_address}[transport]
@@ -44,7 +49,7 @@ def transport(request):
 
 @pytest.fixture
 def client(server, transport):
-    with Client(address_of(server, transport), transport=transport) as client:
+    with Client(address_of(server, transport), transport=transport, **trust(server, transport)) as client:
         client.login_user("iggy", "iggy")
         yield client
 
@@ -148,7 +153,7 @@ def test_users_and_tokens(client, transport, server):
     token = client.create_personal_access_token(f"token-{transport}")
     assert len(token) == 68
     assert [t.name for t in client.get_personal_access_tokens()].count(f"token-{transport}") == 1
-    with Client(address_of(server, transport), transport=transport) as other:
+    with Client(address_of(server, transport), transport=transport, **trust(server, transport)) as other:
         other.login_user(name, "secret-1")
         other.get_streams()  # read_streams allows listing
         with pytest.raises(errors.Unauthorized):
@@ -156,7 +161,7 @@ def test_users_and_tokens(client, transport, server):
         other.change_password(created.id, "secret-1", "secret-2")
         with pytest.raises(errors.InvalidCredentials):
             other.login_user(name, "secret-1")
-    with Client(address_of(server, transport), transport=transport) as by_token:
+    with Client(address_of(server, transport), transport=transport, **trust(server, transport)) as by_token:
         assert by_token.login_with_personal_access_token(token).user_id == 1
         by_token.get_streams()
     client.delete_personal_access_token(f"token-{transport}")

@@ -12,7 +12,19 @@ from pyspark.sql import functions as F
 @pytest.fixture
 def quic(rill, options) -> dict[str, str]:
     host, port = rill.quic_address
-    return {**options, "servers": f"{host}:{port}", "transport": "quic"}
+    return {**options, "servers": f"{host}:{port}", "transport": "quic", "caFile": rill.certificate}
+
+
+def test_quic_refuses_an_untrusted_certificate_naming_the_option(spark, admin, stream, quic) -> None:
+    admin.create_topic(stream, "t", partitions_count=1)
+    admin.send_messages(stream, "t", [b"x"], partitioning=1)
+    untrusted = {key: value for key, value in quic.items() if key != "caFile"}
+    with pytest.raises(PySparkException) as caught:
+        spark.read.format("rill").options(**untrusted, topic="t").load().collect()
+    assert "is not trusted" in str(caught.value) and "caFile" in str(caught.value)
+    opted_out = spark.read.format("rill").options(**untrusted, verifyCertificate="false",
+                                                   topic="t").load().collect()
+    assert [row.value for row in opted_out] == [b"x"]
 
 
 def test_read_and_exactly_once_write_over_quic(spark, admin, stream, quic) -> None:

@@ -31,7 +31,7 @@ import string
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rill import errors
@@ -66,6 +66,7 @@ class ActorSpec:
     group_slots: tuple[int, ...] = ()  # counter slots of every member of the group
     group_target: int = 0  # messages the whole group reads (batches mode)
     rewind: bool = False  # re-read from the start when drained (poll in duration mode)
+    client_options: dict[str, Any] = field(default_factory=dict)  # ca_file, verify_certificate
     request_timeout: float = 60.0
 
 
@@ -131,7 +132,7 @@ async def _run(spec: ActorSpec, shared: Shared) -> Any:
     from rill.client import AsyncClient
 
     client = AsyncClient(spec.address, transport=spec.transport, reconnect=False,
-                         timeout=spec.request_timeout)
+                         timeout=spec.request_timeout, **spec.client_options)
     await client.connect()
     try:
         await client.login_user(spec.username, spec.password)

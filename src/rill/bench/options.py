@@ -60,6 +60,8 @@ class BenchOptions:
     # --- rill additions (after the fields above, all with defaults) ---
     shared_streams: bool = False  # let several actors share a stream without a partition each
     request_timeout: float = 60.0  # seconds one round trip may take before the run fails
+    ca_file: str | None = None  # trust this certificate (QUIC); a server the tool starts: its own
+    verify_certificate: bool = True  # False: accept any certificate (--insecure)
     target: str = "rill"  # what the report says was measured (``rill bench compare`` names peers)
 
     # -- derived --------------------------------------------------------------------------------
@@ -77,6 +79,10 @@ class BenchOptions:
 
     def stream_ids(self) -> list[int]:
         return [self.start_stream_id + 1 + index for index in range(self.streams)]
+
+    def client_options(self) -> dict[str, Any]:
+        """The certificate options of every client the run makes (``AsyncClient(**...)``)."""
+        return {"ca_file": self.ca_file, "verify_certificate": self.verify_certificate}
 
     def report_options(self) -> dict[str, Any]:
         """The options as the JSON report shows them (never the password)."""

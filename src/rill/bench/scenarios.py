@@ -19,6 +19,7 @@ What the scenarios do (iggy-bench's, wire reference §10.1):
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 from rill.bench import options as layout
@@ -35,7 +36,8 @@ def run_scenario(name: str, options: BenchOptions) -> dict[str, Any]:
     validate(name, options)
     if options.server_address is None:
         with RillServer(fsync=options.fsync, transports=(options.transport,)) as server:
-            return run_on(name, options, server.addresses[options.transport], server.describe(),
+            trusting = dataclasses.replace(options, ca_file=server.certificate)
+            return run_on(name, trusting, server.addresses[options.transport], server.describe(),
                           cleanup=False)
     return run_on(name, options, options.server_address, f"existing server {options.server_address}",
                   cleanup=options.cleanup)
@@ -67,7 +69,7 @@ def actor_specs(name: str, options: BenchOptions, address: str) -> list[ActorSpe
         "password": options.password, "messages_per_batch": options.messages_per_batch,
         "message_size": options.message_size, "batches": None if by_duration else options.batches,
         "duration": options.duration, "warmup": options.warmup,
-        "request_timeout": options.request_timeout,
+        "request_timeout": options.request_timeout, "client_options": options.client_options(),
     }
     partition = layout.producer_partition(options)
     specs = [
@@ -110,7 +112,8 @@ async def _client(options: BenchOptions, address: str) -> Any:
     from rill.client import AsyncClient
 
     client = AsyncClient(address, transport=options.transport, reconnect=False,
-                         timeout=options.request_timeout, max_reconnect_attempts=1)
+                         timeout=options.request_timeout, max_reconnect_attempts=1,
+                         **options.client_options())
     await client.connect()
     try:
         await client.login_user(options.username, options.password)

@@ -67,6 +67,12 @@ class RillServer:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
+    @property
+    def certificate(self) -> str:
+        """The server's self-signed QUIC certificate (what its clients trust)."""
+        assert self.data_dir is not None, "not started"
+        return str(self.data_dir / "secrets" / "self_signed_cert.pem")
+
     def start(self) -> RillServer:
         if self._given_dir is not None:
             self.data_dir = self._given_dir

@@ -172,6 +172,11 @@ _FLAGS: tuple[tuple[str, Any, Any, frozenset[str]], ...] = (
         None, "--server-address", "-a", help="HOST:PORT of a running server (default: start one)."), _ALL),
     ("fsync", str, typer.Option("interval", "--fsync", metavar="never|interval|always",
                                 help="fsync policy of the server the benchmark starts."), _ALL),
+    ("ca_file", Optional[str], typer.Option(
+        None, "--ca-file", help="Trust this certificate for QUIC (a server the benchmark starts: "
+        "its own)."), _ALL),
+    ("insecure", bool, typer.Option(False, "--insecure",
+                                    help="Do not verify the server's QUIC certificate."), _ALL),
     ("username", str, typer.Option("iggy", "--username", "-u", help="User every actor logs in as."), _ALL),
     ("password", str, typer.Option("iggy", "--password", help="Password of --username."), _ALL),
     ("start_stream_id", int, typer.Option(3_000_000, "--start-stream-id", help="Streams are this + 1, + 2, ..."),
@@ -204,6 +209,7 @@ def _scenario_command(name: str) -> Callable[..., None]:
             fsync=values["fsync"].lower(), username=values["username"], password=values["password"],
             start_stream_id=values["start_stream_id"], cleanup=not values["keep_streams"],
             progress=_show_progress(ctx, values["no_progress"]), shared_streams=values["shared_streams"],
+            ca_file=values["ca_file"], verify_certificate=not values["insecure"],
         )
         scenario = _run_guarded(ctx, values["server_address"], lambda: run_scenario(name, options))
         report = new_report(f"rill bench {name}")

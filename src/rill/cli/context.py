@@ -49,7 +49,8 @@ DEFAULT_ADDRESSES = {"tcp": DEFAULT_ADDRESS, "quic": "127.0.0.1:8080", "http": "
 DEFAULT_TRANSPORT = "tcp"
 DEFAULT_CONTEXT = "default"
 TRANSPORTS = ("tcp", "quic", "http")
-CONTEXT_FIELDS = ("address", "transport", "username", "password", "token", "token_name")
+CONTEXT_FIELDS = ("address", "transport", "username", "password", "token", "token_name", "ca_file",
+                  "insecure")
 
 
 def rill_home() -> Path:
@@ -120,6 +121,8 @@ class Settings:
     context: str | None = None
     json_mode: bool = False
     quiet: bool = False
+    ca_file: str | None = None  # trust this certificate (QUIC, TLS)
+    insecure: bool | None = None  # do not verify the server's certificate
     # what the command line named (stream, topic, ...): fills the placeholders of error lines
     subject: dict[str, Any] = field(default_factory=dict)
     _store: ContextStore | None = None
@@ -154,6 +157,8 @@ class Settings:
             "address": self.address or saved_address or DEFAULT_ADDRESSES.get(transport, DEFAULT_ADDRESS),
             "transport": transport,
             "username": None, "password": None, "token": None, "from_context": False,
+            "ca_file": self.ca_file or saved.get("ca_file"),
+            "insecure": bool(self.insecure if self.insecure is not None else saved.get("insecure")),
         }
         if self.token or self.username:
             resolved.update(token=self.token, username=self.username, password=self.password)
@@ -209,8 +214,14 @@ def connect(options: Settings, resolved: dict[str, Any]) -> Client:
         ) from None
     address = resolved["address"]
     options.about(address=address)
+    certificates: dict[str, Any] = {}
+    if resolved.get("ca_file"):
+        certificates["ca_file"] = str(Path(resolved["ca_file"]).expanduser())
+    if resolved.get("insecure"):
+        certificates["verify_certificate"] = False
     try:
-        client = Client(address, transport=transport, reconnect=False, connect_timeout=10.0)
+        client = Client(address, transport=transport, reconnect=False, connect_timeout=10.0,
+                        **certificates)
     except ValueError as error:  # a malformed address
         raise fail(f"invalid address {address!r}: {error}", EXIT_USAGE) from None
     try:

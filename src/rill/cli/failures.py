@@ -42,7 +42,7 @@ EXIT_INTERRUPTED = 130
 
 _CONNECTION_ERRORS = frozenset(
     {"cannot_establish_connection", "disconnected", "not_connected", "connection_closed",
-     "tcp_error", "quic_error", "stale_client", "client_shutdown"}
+     "tcp_error", "quic_error", "stale_client", "client_shutdown", "invalid_tls_certificate"}
 )
 
 # error name -> which subject fills {0}, {1}, {2} of its template
@@ -124,6 +124,10 @@ def describe(error: errors.RillError, subject: dict[str, Any] | None = None) -> 
             str(cause) if cause else "")
         address = subject.get("address", "the server")
         return f"cannot connect to {address}" + (f" ({detail.lower()})" if detail else "")
+    if name == "invalid_tls_certificate":
+        address = subject.get("address", "the server")
+        return (f"the certificate of {address} is not trusted: pass --ca-file with it (a rill "
+                f"server's own is <data dir>/secrets/self_signed_cert.pem), or --insecure")
     if name in _CONNECTION_ERRORS:
         address = subject.get("address", "the server")
         return f"connection to {address} lost ({error.code} {name})"

@@ -81,11 +81,15 @@ def login(
         "username": None if options.token else username,
         "password": None if options.token else options.password,
         "token": options.token, "from_context": False,
+        "ca_file": options.ca_file or saved.get("ca_file"),
+        "insecure": bool(options.insecure if options.insecure is not None else saved.get("insecure")),
     }
     client = connect(options, resolved)
     try:
         user_id = log_in(options, client, resolved)
-        values: dict[str, Any] = {"address": resolved["address"], "transport": resolved["transport"]}
+        values: dict[str, Any] = {"address": resolved["address"], "transport": resolved["transport"],
+                                  "ca_file": resolved["ca_file"],
+                                  "insecure": True if resolved["insecure"] else None}
         if options.token:
             values["token"] = options.token
         elif save_password:

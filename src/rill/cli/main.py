@@ -15,6 +15,8 @@ parsers) and ``failures`` (error lines and exit codes: 0 ok, 1 error answered, 2
 
 from __future__ import annotations
 
+import logging
+
 from pathlib import Path
 from typing import Optional
 
@@ -77,13 +79,25 @@ def main(
                                         help="Log in with a personal access token."),
     context: Optional[str] = typer.Option(None, "--context", "-c", envvar="RILL_CONTEXT", show_envvar=True,
                                           help="Use this saved context (default: the current one)."),
+    ca_file: Optional[str] = typer.Option(
+        None, "--ca-file", envvar="RILL_CA_FILE", show_envvar=True,
+        help="Trust this PEM certificate or CA for QUIC and TLS (a rill server's self-signed "
+        "one is <data dir>/secrets/self_signed_cert.pem).",
+    ),
+    insecure: bool = typer.Option(
+        False, "--insecure", help="Do not verify the server's certificate (a self-signed local "
+        "server whose certificate you cannot get; prefer --ca-file).",
+    ),
     json_output: bool = typer.Option(False, "--json", help="Machine-readable JSON output."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No confirmations or progress bars."),
 ) -> None:
     """rill command-line tool: manage a rill (or Iggy 0.4) server and its messages."""
+    # aioquic reports a refused handshake on its own logger; the CLI's error line says it better
+    logging.getLogger("quic").setLevel(logging.ERROR)
     ctx.obj = Settings(
         transport=transport, address=address, username=username, password=password, token=token,
-        context=context, json_mode=json_output, quiet=quiet,
+        context=context, json_mode=json_output, quiet=quiet, ca_file=ca_file,
+        insecure=insecure or None,
     )
 
 

@@ -61,9 +61,12 @@ class AsyncClient(CommandMethods):
     """An asyncio client for a rill (or Iggy 0.4.x) server.
 
     ``transport`` is a registered name (``"tcp"``), a ``Transport`` instance, or a factory
-    called as ``factory(address, ssl=..., connect_timeout=...)``. ``timeout`` bounds each
-    request (``None`` = no bound); ``max_reconnect_attempts`` is the number of connection tries
-    per (re)connection (``None`` = unlimited). Use ``async with AsyncClient(...) as client:``.
+    called as ``factory(address, ssl=..., connect_timeout=...)`` (plus ``ca_file=``/``verify=``
+    when given). ``timeout`` bounds each request (``None`` = no bound);
+    ``max_reconnect_attempts`` is the number of connection tries per (re)connection (``None`` =
+    unlimited). Certificates (QUIC always, TCP and HTTP with TLS) are verified against the
+    system's CAs or ``ca_file``; ``verify_certificate=False`` is the explicit opt-out for a
+    self-signed local server. Use ``async with AsyncClient(...) as client:``.
     """
 
     def __init__(
@@ -76,6 +79,8 @@ class AsyncClient(CommandMethods):
         max_reconnect_attempts: int | None = None,
         heartbeat_interval: float | None = None,
         ssl: ssl_module.SSLContext | bool | None = None,
+        ca_file: str | None = None,
+        verify_certificate: bool = True,
         timeout: float | None = 30.0,
         connect_timeout: float | None = 10.0,
     ) -> None:
@@ -84,7 +89,13 @@ class AsyncClient(CommandMethods):
             self._transport = transport
         else:
             factory = transport_factory(transport) if isinstance(transport, str) else transport
-            self._transport = factory(address, ssl=ssl, connect_timeout=connect_timeout)
+            certificates: dict[str, Any] = {}
+            if ca_file is not None:
+                certificates["ca_file"] = str(ca_file)
+            if not verify_certificate:
+                certificates["verify"] = False
+            self._transport = factory(address, ssl=ssl, connect_timeout=connect_timeout,
+                                      **certificates)
         self.reconnect = reconnect
         self.reconnect_interval = reconnect_interval
         self.max_reconnect_attempts = max_reconnect_attempts
@@ -177,6 +188,15 @@ class AsyncClient(CommandMethods):
             try:
                 await self._transport.connect()
                 break
+            except ssl_module.SSLError as error:  # retrying cannot help: say why at once
+                if isinstance(error, ssl_module.SSLCertVerificationError):
+                    raise errors.InvalidTlsCertificate(reason=(
+                        f"Invalid TLS certificate: the server's certificate is not trusted "
+                        f"({error.verify_message}); give its certificate or CA as ca_file, or "
+                        "opt out with verify_certificate=False")) from error
+                raise errors.CannotEstablishConnection(reason=(
+                    f"Cannot establish connection to {self.address}: the TLS handshake failed "
+                    f"({error.reason or error}); does the server speak TLS there?")) from error
             except (OSError, asyncio.TimeoutError) as error:
                 limit = self.max_reconnect_attempts if self.reconnect else 1
                 if limit is not None and attempts >= max(limit, 1):

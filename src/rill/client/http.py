@@ -34,7 +34,14 @@ from typing import Any
 import h11
 
 from rill import errors
-from rill.client.transport import Payload, Transport, parse_address, payload_parts, register_transport
+from rill.client.transport import (
+    Payload,
+    Transport,
+    parse_address,
+    payload_parts,
+    register_transport,
+    tls_context,
+)
 from rill.protocol import http_json
 from rill.protocol.codes import decode_command
 from rill.protocol.responses.base import encode_records
@@ -126,6 +133,8 @@ class HttpTransport(Transport):
         address: str = f"127.0.0.1:{DEFAULT_HTTP_PORT}",
         *,
         ssl: ssl_module.SSLContext | bool | None = None,
+        ca_file: str | None = None,
+        verify: bool = True,
         connect_timeout: float | None = 10.0,
         max_connections: int = MAX_CONNECTIONS,
     ) -> None:
@@ -133,9 +142,7 @@ class HttpTransport(Transport):
         self.host, self.port = parse_address(address, DEFAULT_HTTP_PORT)
         if ssl is None and address.strip().lower().startswith("https://"):
             ssl = True
-        if ssl is True:
-            ssl = ssl_module.create_default_context()
-        self._ssl: ssl_module.SSLContext | None = ssl or None
+        self._ssl = tls_context(ssl, ca_file, verify)
         self.connect_timeout = connect_timeout
         self._idle: list[_Connection] = []
         self._slots = asyncio.Semaphore(max_connections)

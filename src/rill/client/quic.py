@@ -7,12 +7,14 @@ the response frame the server writes on that stream before finishing it (wire §
 are independent, so any number of requests may be in flight on one connection at once; answers
 are matched by stream id, not by order.
 
-Certificates: ``verify=False`` (the default, like Iggy's ``validate_certificate = false``)
-accepts the server's self-signed certificate; ``verify=True`` checks it against the system
-store, ``ca_file=PATH`` against that PEM file (implies verification). ``server_name`` is the name
-checked and sent in SNI (default: the host of ``address``). No ALPN is offered: rill and
-Iggy 0.4 servers negotiate none. ``ssl=`` (the TCP-style argument AsyncClient passes) may be an
-``ssl.SSLContext`` whose ``verify_mode`` decides verification.
+Certificates are verified by default (unlike Iggy's clients, whose ``validate_certificate``
+is false): against the system's CAs, or ``ca_file=PATH`` (e.g. a rill server's self-signed
+certificate, ``<data dir>/secrets/self_signed_cert.pem``). ``verify=False`` is the explicit
+opt-out for a self-signed local server one cannot get the certificate of. A certificate that is
+not trusted fails the connection at once with ``InvalidTlsCertificate`` (66), never retried.
+``server_name`` is the name checked and sent in SNI (default: the host of ``address``). No ALPN
+is offered: rill and Iggy 0.4 servers negotiate none. ``ssl=`` (the TCP-style argument) may be an
+``ssl.SSLContext`` with ``verify_mode`` CERT_NONE, which also opts out.
 
 Failures: a connection that cannot be made raises ``ConnectionError`` (an ``OSError``) or
 ``TimeoutError``, so AsyncClient retries it like TCP; when the connection terminates every
@@ -55,6 +57,11 @@ class _Response:
         self.size = 0
 
 
+def _is_tls_alert(error_code: int) -> bool:
+    """CRYPTO_ERROR (RFC 9001 §4.8): 0x100 + a TLS alert, e.g. bad_certificate."""
+    return 0x100 <= error_code <= 0x1FF
+
+
 class _ClientProtocol(QuicConnectionProtocol):
     """Matches stream data to the request futures; fails them all when the connection ends."""
 
@@ -81,6 +88,11 @@ class _ClientProtocol(QuicConnectionProtocol):
                 self.handshake.set_result(None)
         elif isinstance(event, events.ConnectionTerminated):
             reason = event.reason_phrase or f"QUIC error {event.error_code}"
+            if not self.handshake.done() and _is_tls_alert(event.error_code):
+                self.lose(errors.InvalidTlsCertificate(reason=(
+                    f"Invalid TLS certificate: the server's certificate is not trusted ({reason}); "
+                    "give its certificate or CA as ca_file, or opt out with verify=False")))
+                return
             self.lose(ConnectionError(f"QUIC connection closed: {reason}"))
 
     def error_received(self, exc: Exception) -> None:
@@ -198,10 +210,10 @@ class QuicTransport(Transport):
     ) -> None:
         self.address = address
         self.host, self.port = parse_address(address, DEFAULT_QUIC_PORT)
-        if verify is None:  # follow a TCP-style ssl= argument when no explicit choice is made
-            verify = isinstance(ssl, ssl_module.SSLContext) and ssl.verify_mode != ssl_module.CERT_NONE
-            verify = verify or ssl is True
-        self.verify = bool(verify) or ca_file is not None
+        if verify is None:  # a TCP-style ssl= context may opt out; otherwise verify
+            verify = not (isinstance(ssl, ssl_module.SSLContext)
+                          and ssl.verify_mode == ssl_module.CERT_NONE)
+        self.verify = bool(verify)
         self.ca_file = ca_file
         self.server_name = server_name or self.host
         self.connect_timeout = connect_timeout

@@ -35,6 +35,7 @@ from rill.client.transport import (
     Buffer,
     Payload,
     Transport,
+    tls_context,
     parse_address,
     payload_parts,
     register_transport,
@@ -222,6 +223,8 @@ class TcpTransport(Transport):
         address: str = "127.0.0.1:8090",
         *,
         ssl: ssl_module.SSLContext | bool | None = None,
+        ca_file: str | None = None,
+        verify: bool = True,
         server_hostname: str | None = None,
         connect_timeout: float | None = 10.0,
         close_timeout: float = 5.0,
@@ -229,9 +232,7 @@ class TcpTransport(Transport):
     ) -> None:
         self.address = address
         self.host, self.port = parse_address(address)
-        if ssl is True:
-            ssl = ssl_module.create_default_context()
-        self._ssl: ssl_module.SSLContext | None = ssl or None
+        self._ssl = tls_context(ssl, ca_file, verify)
         self._server_hostname = server_hostname
         self.connect_timeout = connect_timeout
         self.close_timeout = close_timeout

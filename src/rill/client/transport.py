@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import abc
 import importlib
+import ssl as ssl_module
 from typing import Callable, Sequence, Union
 
 Buffer = Union[bytes, bytearray, memoryview]
@@ -40,6 +41,24 @@ def payload_parts(payload: Payload) -> tuple[Buffer, ...]:
 
 def payload_length(parts: Sequence[Buffer]) -> int:
     return sum(memoryview(part).nbytes for part in parts)
+
+
+def tls_context(
+    ssl: ssl_module.SSLContext | bool | None, ca_file: str | None = None, verify: bool = True
+) -> ssl_module.SSLContext | None:
+    """The TLS context of a TCP or HTTP link, or None for plain text. TLS is on when ``ssl`` is
+    true or a context; the server's certificate is then verified (against ``ca_file``, else the
+    system's CAs) unless ``verify`` is False. Without TLS the two are unused (one set of client
+    options can serve every transport: QUIC always uses them)."""
+    if isinstance(ssl, ssl_module.SSLContext):
+        return ssl
+    if not ssl:
+        return None
+    context = ssl_module.create_default_context(cafile=ca_file)
+    if not verify:
+        context.check_hostname = False
+        context.verify_mode = ssl_module.CERT_NONE
+    return context
 
 
 def parse_address(address: str, default_port: int = DEFAULT_PORT) -> tuple[str, int]:

@@ -144,6 +144,19 @@ class HeartbeatConfig:
 
 
 @dataclass
+class LoginThrottleConfig:
+    """Failed logins per client address and per username (auth/throttling.py)."""
+
+    enabled: bool = True
+    max_failures: int = 10  # per address within the window, then the address is locked
+    max_failures_per_user: int = 30  # per username from any addresses within the window
+    window: float = _duration("1 m")
+    lock_time: float = _duration("1 m")  # doubles with each further lockout ...
+    max_lock_time: float = _duration("15 m")  # ... up to this
+    max_entries: int = 100_000  # addresses and usernames remembered at most
+
+
+@dataclass
 class RetentionConfig:
     cleaner_enabled: bool = True  # delete expired segments in the background
     interval: float = _duration("1 m")
@@ -270,6 +283,7 @@ class ServerConfig:
         default_factory=PersonalAccessTokenConfig
     )
     heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
+    login_throttle: LoginThrottleConfig = field(default_factory=LoginThrottleConfig)
     transactions: TransactionsConfig = field(default_factory=TransactionsConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 
@@ -352,6 +366,13 @@ def _validate(config: ServerConfig) -> None:
         raise ConfigError("system.segment.size: must be positive")
     if config.tcp.max_frame_size < 8:
         raise ConfigError("tcp.max_frame_size: must be at least 8 bytes")
+    throttle = config.login_throttle
+    if min(throttle.max_failures, throttle.max_failures_per_user, throttle.max_entries) < 1:
+        raise ConfigError("login_throttle: max_failures, max_failures_per_user and max_entries "
+                          "must be at least 1")
+    if not 0 < throttle.lock_time <= throttle.max_lock_time < NEVER or not 0 < throttle.window < NEVER:
+        raise ConfigError("login_throttle: window and lock_time must be positive, lock_time at "
+                          "most max_lock_time")
     connections = config.connections
     if connections.max_request_size_unauthenticated < 512:
         raise ConfigError("connections.max_request_size_unauthenticated: must be at least 512 B")

@@ -13,6 +13,7 @@ The data directory is private to the server's user (0700), and so is every file 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import itertools
 import logging
@@ -25,6 +26,7 @@ from rill.protocol.codes import COMMANDS_BY_NAME
 from rill.protocol.commands.base import Command
 from rill.protocol.primitives import Transport
 from rill.server.auth.permissioner import Permissioner
+from rill.server.auth.throttling import LoginThrottle, ThrottleSettings
 from rill.server.config import ServerConfig
 from rill.server.core.consumer_groups import ConsumerGroupService
 from rill.server.core.clients import ClientService, run_heartbeat_verifier
@@ -91,6 +93,7 @@ class Core:
             durability=Durability(policy, config.system.fsync_interval,
                                   config.system.fsync_threads),
             permissioner=Permissioner(),
+            login_throttle=LoginThrottle(ThrottleSettings(**dataclasses.asdict(config.login_throttle))),
         )
         state = self.state
         self.sessions: dict[int, Session] = {}

@@ -14,6 +14,7 @@ from typing import Callable
 from rill import errors
 from rill.protocol.primitives import Identifier
 from rill.server.auth.permissioner import Permissioner
+from rill.server.auth.throttling import LoginThrottle, ThrottleSettings
 from rill.server.config import ServerConfig
 from rill.server.core.model import Partition, Session, Stream, Topic
 from rill.server.core.registry import Registry
@@ -37,6 +38,8 @@ class CoreState:
     clock: Callable[[], int] = now_microseconds
     streams: Registry = field(default_factory=Registry)  # id -> Stream, also by name
     clean_start: bool = True
+    login_throttle: LoginThrottle = field(
+        default_factory=lambda: LoginThrottle(ThrottleSettings(enabled=False)))
 
     # -- gates -----------------------------------------------------------------------------
 

@@ -163,18 +163,26 @@ class PersonalAccessTokenService:
     def login_with_personal_access_token(
         self, session: Session, command: LoginWithPersonalAccessToken
     ) -> IdentityInfo:
-        low, high = TOKEN_LENGTH
-        if not low <= len(command.token.encode("utf-8")) <= high:
-            raise errors.InvalidPersonalAccessToken(field="token")
-        token = self.by_hash.get(hash_token(command.token))
-        if token is None:
-            raise errors.ResourceNotFound("personal access token", field="token")
-        if token.is_expired(self.state.clock()):
-            raise errors.PersonalAccessTokenExpired(token.name, token.user_id)
-        user = self.users.users.get(token.user_id)
-        if user is None:  # cannot happen while the cascade holds; never log in as nobody
-            raise errors.ResourceNotFound(token.user_id, field="token")
-        return self.users.log_in(session, user)
+        throttle = self.state.login_throttle
+        throttle.check(session.address)  # guessing tokens is throttled per address
+        try:
+            low, high = TOKEN_LENGTH
+            if not low <= len(command.token.encode("utf-8")) <= high:
+                raise errors.InvalidPersonalAccessToken(field="token")
+            token = self.by_hash.get(hash_token(command.token))
+            if token is None:
+                raise errors.ResourceNotFound("personal access token", field="token")
+            if token.is_expired(self.state.clock()):
+                raise errors.PersonalAccessTokenExpired(token.name, token.user_id)
+            user = self.users.users.get(token.user_id)
+            if user is None:  # cannot happen while the cascade holds; never log in as nobody
+                raise errors.ResourceNotFound(token.user_id, field="token")
+        except errors.RillError:
+            throttle.failed(session.address)
+            raise
+        identity = self.users.log_in(session, user)
+        throttle.succeeded(session.address, user.username)
+        return identity
 
     # -- the cleaner -----------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """Errors of the HTTP API: one JSON body for every failure, and the request-size limit.
 
 Owns: the §8.3 body ``{"id", "code", "reason", "field"}`` and its status (each ``rill.errors``
-class carries ``http_status``: 404 for the not-found family, 401, 403, else 400); the
+class carries ``http_status``: 404 for the not-found family, 401, 403, 429 with Retry-After
+for a throttled login, else 400); the
 get-single 404 (``{"id": 404, "code": "not_found", ...}``); the exception handlers that give
 *every* failure that body -- a malformed JSON body, a wrong type, an unknown field or a bad
 query value is 400 ``invalid_format`` (FastAPI would say 422), an unknown path 404, a wrong
@@ -35,6 +36,8 @@ def error_body(error: errors.RillError) -> dict[str, Any]:
 
 def error_response(error: errors.RillError, status: int | None = None) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if error.http_status == 401 else None
+    if isinstance(error, errors.LoginThrottled) and error.args_values:
+        headers = {"Retry-After": str(error.args_values[0])}
     return JSONResponse(error_body(error), status_code=status or error.http_status, headers=headers)
 
 

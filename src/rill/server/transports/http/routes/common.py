@@ -54,14 +54,20 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 BODY_ERRORS: dict[int | str, dict[str, Any]] = {
     **ERRORS, 413: {**_ERROR, "description": "The body is larger than max_request_size"},
 }
+LOGIN_ERRORS: dict[int | str, dict[str, Any]] = {
+    **BODY_ERRORS,
+    429: {**_ERROR, "description": "Too many failed logins from this address or for this user: "
+                                   "retry after the Retry-After header's seconds"},
+}
 
 
-def replies(model: Any = None, status: int = 200, body: bool = True) -> dict[int | str, dict[str, Any]]:
+def replies(model: Any = None, status: int = 200, body: bool = True,
+            login: bool = False) -> dict[int | str, dict[str, Any]]:
     """The ``responses`` of a route: its success reply and the error replies."""
     success: dict[str, Any] = {"description": "Success"}
     if model is not None:
         success["model"] = model
-    return {status: success, **(BODY_ERRORS if body else ERRORS)}
+    return {status: success, **(LOGIN_ERRORS if login else BODY_ERRORS if body else ERRORS)}
 
 
 async def execute(request: Request, name: str, body: BaseModel | None = None) -> Any:

@@ -39,7 +39,7 @@ def _identity(request: Request, user_id: int) -> JSONResponse:
     return JSONResponse(http_json.encode_identity(user_id, issued.token, issued.expiry))
 
 
-@public.post("/users/login", response_model=None, responses=replies(schemas.IdentityInfo),
+@public.post("/users/login", response_model=None, responses=replies(schemas.IdentityInfo, login=True),
              summary="Log in with a username and password; answers an access token")
 async def login_user(request: Request, body: LoginBody) -> Response:
     identity = await execute(request, "login_user", body)
@@ -47,7 +47,8 @@ async def login_user(request: Request, body: LoginBody) -> Response:
 
 
 @public.post("/personal-access-tokens/login", tags=["personal access tokens"], response_model=None,
-             responses=replies(schemas.IdentityInfo), summary="Log in with a personal access token")
+             responses=replies(schemas.IdentityInfo, login=True),
+             summary="Log in with a personal access token")
 async def login_with_personal_access_token(request: Request, body: TokenBody) -> Response:
     identity = await execute(request, "login_with_personal_access_token", body)
     return _identity(request, identity.user_id)
