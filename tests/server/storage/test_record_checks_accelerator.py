@@ -73,8 +73,8 @@ def same_verify(log, index, first=START, relative=0, base=0):  # type: ignore[no
     return expected[1] if expected[0] == "ok" else expected
 
 
-def same_scan(data, start=0, offset=START, segment_start=START, previous=0,  # type: ignore[no-untyped-def]
-              max_count=2**64 - 1, checksums=True):
+def same_scan(data, start=0, offset=START, segment_start=START,  # type: ignore[no-untyped-def]
+              previous=0, max_count=2**64 - 1, checksums=True):
     args = (data, start, offset, segment_start, previous, max_count, checksums)
     expected = outcome(scan_records_python, *args)
     assert outcome(record_checks._scan_records_accelerated, *args) == expected

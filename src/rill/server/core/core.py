@@ -43,6 +43,7 @@ from rill.server.storage.durability import Durability
 from rill.server.storage.partition_log import configure_append_threads
 from rill.server.storage.metadata import MetadataStore
 from rill.server.storage.paths import DataPaths
+from rill.server.storage.verification import verify_in_background
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +171,10 @@ class Core:
         if retention.cleaner_enabled:
             self._tasks.append(asyncio.create_task(run_retention(state, retention.interval)))
         self._tasks.append(asyncio.create_task(self.tokens.run_cleaner()))
+        if not state.clean_start and not self._first_start:  # verify the rest, off the loop
+            self._tasks.append(asyncio.create_task(verify_in_background(lambda: [
+                p.log for s in state.streams.values() for t in s.topics.values()
+                for p in t.partitions.values()])))
         heartbeat = self.config.heartbeat
         if heartbeat.enabled:
             self._tasks.append(asyncio.create_task(

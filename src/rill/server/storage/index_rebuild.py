@@ -18,8 +18,9 @@ Owns:
 Invariant: entries stay dense (entry ``i`` is offset ``start + i``), positions never decrease
 and timestamps never decrease: an offset that is bad or cannot be located gets the position
 where it was lost, and the old index's timestamp where that index agrees on the position (a
-right index is not rewritten because of a bad record), else the previous good timestamp. What is truly bad is not written anywhere:
-it is found again by the next verification after a restart.
+right index is not rewritten because of a bad record), else the previous good timestamp.
+What is truly bad is not written anywhere: the next verification after a restart finds it
+again.
 """
 
 from __future__ import annotations

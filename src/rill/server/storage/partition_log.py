@@ -17,8 +17,9 @@ Invariants:
   * Appends off the event loop (``append_async``): a large batch, while other partitions are
     being appended to (or a very large one, at any time), is stamped and written by a worker
     thread (the C stamper and ``pwrite`` release the GIL, so the event loop keeps serving
-    other connections meanwhile; a rejected batch is rejected there too), then published on the event loop: reads only ever see published batches. At most one append is
-    in flight per log; every other mutation (``append``, ``append_stamped``, retention, purge,
+    other connections meanwhile; a rejected batch is rejected there too), then published
+    on the event loop: reads only ever see published batches. At most one append is in
+    flight per log; every other mutation (``append``, ``append_stamped``, retention, purge,
     close, destroy) first settles it (waiting for the worker if it still runs, then
     publishing), so offsets, positions and descriptors never change under a worker. Other
     batches are appended inline, where a thread hop would cost more than it frees

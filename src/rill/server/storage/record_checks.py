@@ -244,7 +244,9 @@ def find_record_python(
     return None
 
 
-def _verify_records_accelerated(records, entries, first_offset, relative_first, base_position):  # type: ignore[no-untyped-def]
+def _verify_records_accelerated(  # type: ignore[no-untyped-def]
+    records, entries, first_offset, relative_first, base_position
+):
     return ACCELERATOR.verify(records, entries, first_offset, relative_first, base_position)
 
 
@@ -256,7 +258,9 @@ def _scan_records_accelerated(  # type: ignore[no-untyped-def]
                                         previous_timestamp, max_count, verify_checksums))
 
 
-def _find_record_accelerated(data, start, first_offset, last_offset):  # type: ignore[no-untyped-def]
+def _find_record_accelerated(  # type: ignore[no-untyped-def]
+    data, start, first_offset, last_offset
+):
     return ACCELERATOR.find_record(data, start, first_offset, last_offset)
 
 

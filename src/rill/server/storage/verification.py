@@ -193,6 +193,7 @@ async def verify_in_background(
     executor = ThreadPoolExecutor(1, thread_name_prefix="rill-verify")
     started = time.monotonic()
     segments = 0
+    logger.info("verifying the segments recovery did not, in the background")
     try:
         for log in list(partition_logs()):
             for segment in log.segments:
@@ -216,6 +217,9 @@ async def verify_in_background(
                             segment.apply_rebuild(rebuild, located, problem)
                     await asyncio.sleep(0)  # let the event loop serve between chunks
                 segments += 1
+    except Exception:  # noqa: BLE001 - reads still verify what they serve
+        logger.exception("background verification stopped")
+        return
     finally:
         executor.shutdown(wait=False)
     logger.info("background verification done: %d segments in %.1f s", segments,
