@@ -84,3 +84,4 @@ def test_a_huge_malformed_send_does_not_stall_other_connections(
         assert (partition.messages_count, partition.current_offset) == (1, 0)
         admin.send_messages(1, 1, [b"after"], partitioning=1)
         assert admin.get_topic(1, 1).partitions[0].current_offset == 1
+    assert not [line for line in rill_server.output if "Traceback" in line or "ERROR" in line]

@@ -280,13 +280,18 @@ class PartitionLog:
         work = _append_executor().submit(_stamp_and_write, active, raw_messages, timestamp)
         pending = self._pending = _PendingAppend(active, timestamp, work)
         # publish as soon as the worker is done, even if this coroutine is cancelled meanwhile
-        pending.finished.add_done_callback(lambda _: self._settle(pending))
+        pending.finished.add_done_callback(lambda finished: self._finished(pending, finished))
         await asyncio.wait({pending.finished})
         self._settle(pending)
         if pending.error is not None:
             raise pending.error
         assert pending.offsets is not None
         return pending.offsets
+
+    def _finished(self, pending: _PendingAppend, finished: asyncio.Future[StampedBatch]) -> None:
+        if not finished.cancelled():
+            finished.exception()  # a rejection is taken from ``work`` by ``_settle``, not lost
+        self._settle(pending)
 
     def _settle(self, pending: _PendingAppend | None = None) -> None:
         """Finish the append in flight (``pending`` only, if given): wait for its worker (this
