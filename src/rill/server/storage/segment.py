@@ -449,8 +449,7 @@ class Segment(SegmentChecks):
             except BufferError:  # a view is still alive somewhere; the mapping goes with it
                 pass
             self._index_map = None
-        if not written:
-            self._index_mirror = bytearray(entries)
+        self._index_mirror = None if written else bytearray(entries)
 
     def _index_hints(self) -> bytes | None:
         """The index as it is, for a rebuild to find records with (None when unreadable)."""
