@@ -296,3 +296,30 @@ def test_auto_mode_uses_threads_only_while_other_partitions_are_appended_to(
     assert (first.next_offset, second.next_offset) == (15, 6)
     first.close()
     second.close()
+
+
+def test_auto_mode_always_takes_very_large_batches_off_the_event_loop(
+    open_log, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One producer, one partition (no other activity): a batch of APPEND_THREAD_LARGE_BYTES or
+    more is still stamped, or rejected, in a worker thread."""
+    monkeypatch.setattr(partition_log_module, "APPEND_THREAD_MODE", "auto")
+    monkeypatch.setattr(partition_log_module, "APPEND_THREAD_MIN_BYTES", 1000)
+    monkeypatch.setattr(partition_log_module, "APPEND_THREAD_LARGE_BYTES", 50_000)
+    monkeypatch.setattr(partition_log_module, "_last_appended", None)
+    log = open_log()
+    threads: list[str] = []
+    original = partition_log_module._stamp_and_write
+    monkeypatch.setattr(partition_log_module, "_stamp_and_write", lambda *args: threads.append(
+        threading.current_thread().name) or original(*args))
+
+    async def scenario() -> None:
+        await log.append_async(batch(1, count=5, size=1000), SECOND)  # large, not very large
+        assert not threads
+        assert await log.append_async(batch(10, count=60, size=1000), SECOND) == (5, 64)
+        with pytest.raises(DecodeError):  # a malformed one is rejected there too
+            await log.append_async(batch(100, count=60, size=1000) + b"\x00" * 7, SECOND)
+        assert len(threads) == 2 and all(n.startswith("rill-append") for n in threads)
+
+    asyncio.run(scenario())
+    assert log.next_offset == 65

@@ -1,4 +1,4 @@
-"""stamp_batch turns a SEND region into stored (poll layout) records; scan_records walks them."""
+"""stamp_batch turns a SEND region into stored (poll layout) records, or rejects it."""
 
 from __future__ import annotations
 
@@ -17,8 +17,6 @@ from rill.protocol.messages import Message, encode_messages, iter_polled_message
 from rill.server.storage.records import (
     MAX_HEADERS_BYTES,
     MAX_PAYLOAD_BYTES,
-    check_read_boundaries,
-    scan_records,
     stamp_batch,
 )
 
@@ -198,59 +196,27 @@ def test_headers_limit_is_one_hundred_thousand_value_bytes() -> None:
     assert raised.value.code == 4017
 
 
-def test_decode_errors_win_over_limits_found_earlier() -> None:
+def test_a_limit_is_met_as_soon_as_a_running_total_passes_it() -> None:
+    """A rejection costs no more than an acceptance: the region after the message that passed
+    a limit is not even looked at (here, a malformed tail)."""
     raw = encode_messages([b"a" * (MAX_PAYLOAD_BYTES + 1)]) + b"\x00" * 5
-    with pytest.raises(DecodeError):
+    with pytest.raises(TooBigMessagePayload):
         stamp_batch(raw, 0, TIMESTAMP, 0, 0)
+    headers = encode_messages(_messages_with_header_bytes(MAX_HEADERS_BYTES + 1))
+    with pytest.raises(TooBigHeadersPayload):
+        stamp_batch(headers + b"\x00" * 5, 0, TIMESTAMP, 0, 0)
+    with pytest.raises(DecodeError):  # a malformed message before the limit is met comes first
+        stamp_batch(b"\x00" * 5 + raw, 0, TIMESTAMP, 0, 0)
 
 
-def test_scan_finds_every_stamped_record_and_rebuilds_the_same_index() -> None:
-    batch = stamp_batch(
-        region(b"a", b"bb", Message(b"ccc", headers={"k": HeaderValue.raw(b"v")})),
-        10,
-        TIMESTAMP,
-        0,
-        10,
-    )
-    result = scan_records(batch.records, 0, 10, verify_checksums=True)
-    assert (result.count, result.end_position, result.stop_reason) == (3, len(batch.records), None)
-    assert result.index_entries == batch.index_entries
-    assert result.first_timestamp == result.last_timestamp == TIMESTAMP
-
-
-def test_scan_stops_at_a_torn_or_garbage_tail() -> None:
-    records = stamp_batch(region(b"first", b"second"), 0, TIMESTAMP, 0, 0).records
-    first_end = 45 + len(b"first")
-    for damaged in (
-        records[:-1],
-        records[: first_end + 10],
-        records + b"\x07" * 60,
-        records + b"\x00" * 3,
-    ):
-        result = scan_records(damaged, 0, 0, verify_checksums=False)
-        expected_count = 2 if len(damaged) > len(records) else 1
-        assert result.count == expected_count
-        assert result.end_position == (len(records) if expected_count == 2 else first_end)
-        assert result.stop_reason
-
-
-def test_scan_detects_checksum_mismatch_only_when_verifying() -> None:
-    records = bytearray(stamp_batch(region(b"first", b"second"), 0, TIMESTAMP, 0, 0).records)
-    records[-1] ^= 0xFF
-    assert scan_records(records, 0, 0, verify_checksums=False).count == 2
-    verified = scan_records(records, 0, 0, verify_checksums=True)
-    assert verified.count == 1 and "checksum" in verified.stop_reason
-
-
-def test_scan_stops_at_an_unexpected_offset() -> None:
-    records = stamp_batch(region(b"a", b"b"), 5, TIMESTAMP, 0, 5).records
-    assert scan_records(records, 0, 4, verify_checksums=False).count == 0
-    assert scan_records(records, 0, 5, verify_checksums=False).count == 2
-
-
-def test_read_boundary_check() -> None:
-    records = stamp_batch(region(b"a", b"bb"), 3, TIMESTAMP, 0, 0).records
-    assert check_read_boundaries(records, 3, 4, 46) is None
-    assert check_read_boundaries(records, 2, 4, 46) is not None
-    assert check_read_boundaries(records, 3, 4, 40) is not None
-    assert check_read_boundaries(records + b"x", 3, 4, 46) is not None
+def test_a_malformed_message_is_named_in_the_error() -> None:
+    first = encode_messages([Message(b"ok", id=1)])
+    broken_header = struct.pack("<I", 1) + b"k" + b"\x63" + struct.pack("<I", 1) + b"v"
+    raw = first + bytes(16) + struct.pack("<I", len(broken_header)) + broken_header
+    raw += struct.pack("<I", 1) + b"p"
+    with pytest.raises(DecodeError) as raised:
+        stamp_batch(raw, 0, TIMESTAMP, 0, 0)
+    assert raised.value.detail == "message 1: header kind 99"
+    with pytest.raises(DecodeError) as raised:
+        stamp_batch(first + b"\x07" * 10, 0, TIMESTAMP, 0, 0)
+    assert raised.value.detail == f"message 1: truncated at byte {len(first)} of {len(first) + 10}"

@@ -1,4 +1,5 @@
-"""Recovery at open: torn tails are cut, indexes rebuilt, corrupt sealed segments never served."""
+"""Recovery at open: torn tails are cut, indexes rebuilt, bad records refused (never served), the
+rest of every segment served."""
 
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ def test_a_deleted_index_is_rebuilt_from_the_log(
     log = open_log(segment_size=300, clean_shutdown=clean_shutdown)
     assert [m.offset for m in read_messages(log, 0, 100)] == list(range(12))
     assert {path: path.read_bytes() for path in partition_dir.glob("*.index")} == originals
-    assert all(segment.corrupt_reason is None for segment in log.segments)
+    assert all(not segment.verification.bad for segment in log.segments)
 
 
 @pytest.mark.parametrize("clean_shutdown", [True, False])
@@ -113,32 +114,68 @@ def test_an_index_longer_than_the_log_is_rebuilt(open_log, partition_dir: Path) 
     assert index_path.stat().st_size == 32
 
 
-def test_a_checksum_mismatch_in_the_tail_cuts_the_log_there(open_log, partition_dir: Path) -> None:
+def flip_byte(path: Path, position: int, mask: int = 0x20) -> None:
+    data = bytearray(path.read_bytes())
+    data[position] ^= mask
+    path.write_bytes(bytes(data))
+
+
+def test_a_bad_record_inside_the_tail_is_refused_not_cut(open_log, partition_dir: Path) -> None:
     log = open_log()
     fill(log, 6)
     log.close()
     log_path, _ = tail_files(partition_dir)
-    data = bytearray(log_path.read_bytes())
-    data[3 * RECORD + 45] ^= 0x20  # first payload byte of offset 3
-    log_path.write_bytes(bytes(data))
+    flip_byte(log_path, 3 * RECORD + 45)  # first payload byte of offset 3
     log = open_log(clean_shutdown=False)
-    assert log.next_offset == 3
+    assert log.next_offset == 6 and log_path.stat().st_size == 6 * RECORD
     assert [m.offset for m in read_messages(log, 0, 10)] == [0, 1, 2]
-    assert read_messages(log, 3, 10) == []
-    assert log_path.stat().st_size == 3 * RECORD
+    with pytest.raises(CannotReadMessage) as raised:
+        log.read(3, 10)
+    assert "offset 3" in raised.value.reason
+    assert [m.offset for m in read_messages(log, 4, 10)] == [4, 5]
 
 
-def test_validate_checksum_checks_the_tail_even_after_a_clean_stop(
+def test_a_bad_last_record_after_an_unclean_stop_is_a_torn_write_and_cut(
     open_log, partition_dir: Path
 ) -> None:
     log = open_log()
     fill(log, 4)
     log.close()
     log_path, _ = tail_files(partition_dir)
-    data = bytearray(log_path.read_bytes())
-    data[-1] ^= 0x01
-    log_path.write_bytes(bytes(data))
-    assert open_log(validate_checksum=True).next_offset == 3
+    flip_byte(log_path, 4 * RECORD - 1, 0x01)
+    log = open_log(clean_shutdown=False)
+    assert log.next_offset == 3 and log_path.stat().st_size == 3 * RECORD
+
+
+def test_validate_checksum_verifies_the_tail_after_a_clean_stop_and_cuts_nothing(
+    open_log, partition_dir: Path
+) -> None:
+    log = open_log()
+    fill(log, 4)
+    log.close()
+    log_path, _ = tail_files(partition_dir)
+    flip_byte(log_path, 4 * RECORD - 1, 0x01)
+    log = open_log(validate_checksum=True)
+    assert log.next_offset == 4 and log_path.stat().st_size == 4 * RECORD
+    assert log.segments[-1].verification.bad.keys() == {3}
+    assert [m.offset for m in read_messages(log, 0, 10)] == [0, 1, 2]
+
+
+def test_bytes_after_the_last_record_of_a_cleanly_stopped_tail_are_kept(
+    open_log, partition_dir: Path
+) -> None:
+    log = open_log()
+    fill(log, 3)
+    log.close()
+    log_path, _ = tail_files(partition_dir)
+    with log_path.open("ab") as file:
+        file.write(b"\xde\xad" * 30)
+    log = open_log(validate_checksum=True)  # a clean stop: nothing of what is there is cut
+    assert log_path.stat().st_size == 3 * RECORD + 60
+    assert [m.offset for m in read_messages(log, 0, 10)] == [0, 1, 2]
+    assert log.append(region(b"next"), 99 * SECOND) == (3, 3)  # in a new segment
+    assert log.segments_count == 2
+    assert [m.payload for m in read_messages(log, 2, 10)] == [b"message-002", b"next"]
 
 
 def corrupt_first_sealed_segment(open_log, partition_dir: Path):
@@ -148,32 +185,33 @@ def corrupt_first_sealed_segment(open_log, partition_dir: Path):
     sealed_log = DataPaths.segment_log(partition_dir, 3)
     data = bytearray(sealed_log.read_bytes())
     data[RECORD : RECORD + 8] = b"\xff" * 8  # offset 4's record is garbage now
-    data[-5:] = b"\x00" * 5
+    data[-5:] = b"\x00" * 5  # and offset 5's payload
     sealed_log.write_bytes(bytes(data))
     return sealed_log
 
 
 @pytest.mark.parametrize("clean_shutdown", [True, False])
-def test_a_corrupt_sealed_segment_is_not_served_but_the_rest_is(
-    open_log, partition_dir: Path, clean_shutdown: bool, caplog
+@pytest.mark.parametrize("validate_checksum", [True, False])
+def test_a_corrupt_sealed_segment_refuses_only_its_bad_records(
+    open_log, partition_dir: Path, clean_shutdown: bool, validate_checksum: bool, caplog
 ) -> None:
     with caplog.at_level(logging.ERROR, logger="rill.server.storage"):
         sealed_log = corrupt_first_sealed_segment(open_log, partition_dir)
-        log = open_log(
-            segment_size=3 * RECORD, clean_shutdown=clean_shutdown, validate_checksum=True
-        )
-    assert any(sealed_log.name in record.getMessage() for record in caplog.records)
-    assert [m.offset for m in read_messages(log, 0, 3)] == [0, 1, 2]
-    for offset, count in ((3, 1), (5, 1), (2, 2), (0, 10)):
-        with pytest.raises(CannotReadMessage) as raised:
-            log.read(offset, count)
-        assert raised.value.code == 4011 and "corrupt" in raised.value.reason
+        log = open_log(segment_size=3 * RECORD, clean_shutdown=clean_shutdown,
+                       validate_checksum=validate_checksum)
+        assert [m.offset for m in read_messages(log, 0, 10)] == [0, 1, 2, 3]
+        for offset in (4, 5):
+            with pytest.raises(CannotReadMessage) as raised:
+                log.read(offset, 3)
+            assert raised.value.code == 4011 and f"offset {offset}" in raised.value.reason
+    assert any(sealed_log.name in record.getMessage() and "offset 4" in record.getMessage()
+               for record in caplog.records)
     assert [m.offset for m in read_messages(log, 6, 10)] == [6, 7, 8, 9]
     assert log.append(region(b"still writable"), 50 * SECOND) == (10, 10)
     assert sealed_log.stat().st_size > 0  # sealed data is never truncated
 
 
-def test_a_structurally_broken_sealed_segment_is_corrupt_without_validate_checksum(
+def test_a_structurally_broken_sealed_segment_refuses_what_is_missing(
     open_log, partition_dir: Path
 ) -> None:
     log = open_log(segment_size=3 * RECORD)
@@ -182,10 +220,11 @@ def test_a_structurally_broken_sealed_segment_is_corrupt_without_validate_checks
     sealed_log = DataPaths.segment_log(partition_dir, 3)
     sealed_log.write_bytes(sealed_log.read_bytes()[:-7])
     log = open_log(segment_size=3 * RECORD)
+    assert [m.offset for m in read_messages(log, 3, 3)] == [3, 4]
     with pytest.raises(CannotReadMessage):
-        log.read(4, 1)
+        log.read(5, 1)
     assert [m.offset for m in read_messages(log, 6, 4)] == [6, 7, 8, 9]
-    assert log.messages_count == 10  # the corrupt segment still owns its offsets
+    assert log.messages_count == 10  # the segment still owns its offsets
 
 
 def test_a_sealed_segment_without_index_is_rebuilt_not_corrupt(
@@ -218,9 +257,10 @@ def test_offset_for_timestamp_around_a_corrupt_segment(open_log, partition_dir: 
     corrupt_first_sealed_segment(open_log, partition_dir)
     log = open_log(segment_size=3 * RECORD, validate_checksum=True)
     assert log.offset_for_timestamp(2 * SECOND) == 1
-    assert log.offset_for_timestamp(8 * SECOND) == 7  # past the corrupt segment
+    assert log.offset_for_timestamp(8 * SECOND) == 7  # past the corrupt records
+    assert log.offset_for_timestamp(5 * SECOND) == 4  # a bad record: polling it answers 4011
     with pytest.raises(CannotReadMessage):
-        log.offset_for_timestamp(5 * SECOND)
+        log.read(4, 1)
 
 
 def test_stray_index_is_removed_and_foreign_files_left_alone(open_log, partition_dir: Path) -> None:

@@ -91,6 +91,8 @@ def assert_same(raw, base_offset=0, timestamp_us=TIMESTAMP, base_position=0,  # 
     if type(status) is tuple:
         assert expected[0] == "ok", f"the twin accepted what the reference rejects: {expected}"
         assert (bytes(status[0]), bytes(status[1]), status[2]) == expected[1:3] + (expected[4],)
+    elif type(status) is str:  # malformed: the twin words the reference's message itself
+        assert expected[:2] == ("error", DecodeError) and expected[4] == status, (status, expected)
     elif status == _stamp.STATUS_UNSUPPORTED:
         assert expected[0] == "error"
     else:
@@ -329,10 +331,40 @@ def test_headers_limit(total: int, error: type | None) -> None:
 
 
 @needs_twin
-def test_limits_are_checked_in_the_reference_order() -> None:
+def test_limits_are_met_as_soon_as_a_running_total_passes_them() -> None:
     both = _headers_totalling(MAX_HEADERS_BYTES + 1) + _payloads_totalling(MAX_PAYLOAD_BYTES + 1)
     assert assert_same(both)[1] is TooBigHeadersPayload
-    assert assert_same(both + b"\x00" * 5)[1] is DecodeError  # decode errors win
+    assert assert_same(both + b"\x00" * 5)[1] is TooBigHeadersPayload  # the tail is never read
+    payloads_first = _payloads_totalling(MAX_PAYLOAD_BYTES + 1) + _headers_totalling(
+        MAX_HEADERS_BYTES + 1)
+    assert assert_same(payloads_first)[1] is TooBigMessagePayload
+    assert assert_same(b"\x00" * 5 + both)[1] is DecodeError  # what comes first wins
+
+
+@needs_twin
+def test_the_headers_limit_is_met_inside_one_map() -> None:
+    """One message whose map has more value bytes than a batch may: the walk stops at the
+    entry that passes the limit (whatever follows, even a repeated key or garbage)..."""
+    entries = [header_entry(b"k%d" % n, 1, b"v" * 200) for n in range(600)]
+    over = b"".join(entries) + header_entry(b"k1", 1, b"v") + b"\x07"
+    assert assert_same(send_message(b"\x01" * 16, over, b"p"))[1] is TooBigHeadersPayload
+    # ... unless a repeated key came before it: the reference checks keys as it goes
+    repeated = b"".join(entries[:5]) + header_entry(b"k1", 1, b"v") + b"".join(entries[5:])
+    early = send_message(b"\x01" * 16, repeated, b"p")
+    result = assert_same(early)
+    assert result[1] is DecodeError and result[4] == "message 0: duplicate header key 'k1'"
+
+
+@needs_twin
+@pytest.mark.parametrize("tail", [b"\x00" * 5, b"\x00" * 16 + _U32.pack(3) + b"abc",
+                                  send_message(bytes(16), b"", b"")])
+def test_many_messages_with_a_malformed_tail_are_worded_by_the_twin(tail: bytes) -> None:
+    """The pathological SEND: a large region, valid up to a malformed tail. The twin words
+    the reference's message itself (no second pass in Python)."""
+    body = send_message(b"\x01" * 16, header_entry(b"k", 1, b"v"), b"x") * 20_000
+    status = _stamp.stamp(body + tail, 0, TIMESTAMP, 0, 0, records.uuid7_block)
+    assert type(status) is str and status.startswith("message 20000: ")
+    assert assert_same(body + tail)[4] == status
 
 
 @needs_twin

@@ -55,6 +55,7 @@ from rill.server.storage.durability import Durability, FsyncPolicy
 from rill.server.storage.partition_log import configure_append_threads
 from rill.server.storage.paths import DataPaths
 from rill.server.storage.reserve import SpaceReserve
+from rill.server.storage.verification import verify_in_background
 
 log = logging.getLogger(__name__)
 
@@ -201,6 +202,10 @@ class Core:
         if retention.cleaner_enabled:
             self._tasks.append(asyncio.create_task(run_retention(state, retention.interval)))
         self._tasks.append(asyncio.create_task(self.tokens.run_cleaner()))
+        if not state.clean_start and not self._first_start:  # verify the rest, off the loop
+            self._tasks.append(asyncio.create_task(verify_in_background(lambda: [
+                partition.log for stream in state.streams.values()
+                for topic in stream.topics.values() for partition in topic.partitions.values()])))
         heartbeat = self.config.heartbeat
         if heartbeat.enabled:
             self._tasks.append(asyncio.create_task(

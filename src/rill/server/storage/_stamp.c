@@ -1,27 +1,35 @@
 /*
- * _stamp: the C twin of rill.server.storage.records.stamp_batch_python (the write hot loop).
+ * _stamp: the C twins of the per-record loops of rill's storage: the write hot loop
+ * (rill.server.storage.records.stamp_batch_python) and the record checks of every read and
+ * recovery (rill.server.storage.record_checks: verify, scan and find_record).
  *
  * Owns: ``stamp`` (validate a SEND message region and build its stored records and index
- * entries) and ``crc32`` (the IEEE / zlib CRC-32: carry-less multiply folding where the CPU
- * has it, 512-bit lanes with AVX-512 VPCLMULQDQ, 128-bit with PCLMULQDQ; slicing-by-8
- * otherwise). Layouts and rules are the ones of ``records.py``; that module is
- * the reference, this one must give the same bytes and accept exactly the same regions.
+ * entries), ``verify`` / ``scan`` / ``find_record`` (check stored records: layout, checksum,
+ * header map, against their index entries or walking them), and ``crc32`` (the IEEE / zlib
+ * CRC-32: carry-less multiply folding where the CPU has it, 512-bit lanes with AVX-512
+ * VPCLMULQDQ, 128-bit with PCLMULQDQ; slicing-by-8 otherwise). Layouts and rules are the ones
+ * of ``records.py`` and ``record_checks.py``; those modules are the reference, this one must
+ * give the same bytes, accept exactly the same regions and records, and word every rejection
+ * with the same text.
  *
  * stamp(region, base_offset, timestamp_us, base_position, segment_start, uuid7_block)
  *     -> (records: bytes, index_entries: bytearray, count: int)   the batch is valid
- *     -> int status                                                it is not (STATUS_*)
+ *     -> str                                   it is malformed: the reference's DecodeError text
+ *     -> int status                            a batch limit, or arguments it does not handle
  *
- * The caller turns a status into the exception the reference raises (for MALFORMED and
- * UNSUPPORTED it runs the reference itself, which raises the DecodeError with its exact
- * message: rejected batches are rare, so their error text is not worth a second copy here).
+ * A rejection costs no more than an acceptance: the first pass stops at the first fault, the
+ * batch limits are checked as soon as a running total passes them, and the message is worded
+ * here (only arguments no client can send, STATUS_UNSUPPORTED, send the caller to the
+ * reference).
  *
  * Invariants:
- *   * The GIL is released while the loops run (for regions of GIL_RELEASE_MIN_BYTES or more):
+ *   * The GIL is released while the loops run (for data of GIL_RELEASE_MIN_BYTES or more):
  *     the input buffer is pinned (a buffer export: a bytearray cannot be resized under it) and
  *     every length is read once, in the first pass, and bounds-checked there; the second pass
  *     copies with those lengths only, so even a buffer mutated concurrently (a caller bug) can
  *     give garbage but never an out-of-bounds access. Checksums are computed over the copied
- *     bytes, so a record's checksum always matches the record.
+ *     bytes, so a record's checksum always matches the record. Texts and Python objects are
+ *     made after the GIL is taken back.
  *   * Nothing is allocated for the output before the whole region is validated.
  *   * Ids of all-zero are replaced by UUIDv7s from the ``uuid7_block(count, unix_ms)`` callable
  *     (the reference's generator), called once per batch with the exact count, GIL held.
@@ -61,7 +69,7 @@
 #define GIL_RELEASE_MIN_BYTES 16384 /* below this, releasing costs more than it frees */
 
 enum {
-    STATUS_MALFORMED = 1,        /* DecodeError: the reference raises it with its message */
+    STATUS_MALFORMED = 1,        /* DecodeError: ``stamp`` returns its message (a str) */
     STATUS_NO_MESSAGES = 2,      /* InvalidMessagesCount */
     STATUS_HEADERS_TOO_BIG = 3,  /* TooBigHeadersPayload */
     STATUS_PAYLOAD_TOO_BIG = 4,  /* TooBigMessagePayload */
@@ -333,9 +341,11 @@ static int valid_utf8(const uint8_t *s, size_t n)
     return 1;
 }
 
+/* One key of a header map: where it is, and its place in the map (for the first repeat). */
 typedef struct {
     const uint8_t *data;
     uint32_t length;
+    size_t index;
 } header_key;
 
 typedef struct {
@@ -344,72 +354,196 @@ typedef struct {
     size_t capacity;
 } key_list;
 
+/* What ``check_header_map`` found wrong: enough to word it as the reference does. */
+enum {
+    HEADER_OK = 0,
+    HEADER_NEEDED,       /* "needed {needed} bytes at {at}, have {have}" */
+    HEADER_KEY_LENGTH,   /* "header key length {value}" */
+    HEADER_UTF8,         /* "invalid UTF-8: {reason}" (the key is at ``key``) */
+    HEADER_KIND,         /* "header kind {value}" */
+    HEADER_VALUE_LENGTH, /* "header value length {value}" */
+    HEADER_DUPLICATE,    /* "duplicate header key {key!r}" */
+    HEADER_LIMIT,        /* the running total of value bytes passed the limit */
+    HEADER_NO_MEMORY,
+};
+
+typedef struct {
+    int status;
+    uint64_t needed, at, have; /* HEADER_NEEDED */
+    uint64_t value;            /* the length or kind at fault */
+    const uint8_t *key;        /* HEADER_UTF8, HEADER_DUPLICATE */
+    uint32_t key_length;
+} header_problem;
+
 static int compare_keys(const void *a, const void *b)
 {
     const header_key *x = a, *y = b;
     if (x->length != y->length) return x->length < y->length ? -1 : 1;
-    return memcmp(x->data, y->data, x->length);
+    int order = memcmp(x->data, y->data, x->length);
+    if (order) return order;
+    return x->index < y->index ? -1 : x->index > y->index;
 }
 
-static int has_duplicate_key(key_list *list)
+static int same_key(const header_key *x, const header_key *y)
+{
+    return x->length == y->length && memcmp(x->data, y->data, x->length) == 0;
+}
+
+/* The first key (in map order) equal to an earlier one, or NULL: the one the reference, which
+ * checks each key against those before it, stops at. Sorts the list (large maps). */
+static const header_key *first_repeated_key(key_list *list)
 {
     size_t n = list->count;
     header_key *keys = list->keys;
     if (n <= 16) {
-        for (size_t i = 0; i < n; i++)
-            for (size_t j = i + 1; j < n; j++)
-                if (keys[i].length == keys[j].length &&
-                    memcmp(keys[i].data, keys[j].data, keys[i].length) == 0)
-                    return 1;
-        return 0;
+        for (size_t i = 1; i < n; i++)
+            for (size_t j = 0; j < i; j++)
+                if (same_key(&keys[i], &keys[j])) return &keys[i];
+        return NULL;
     }
     qsort(keys, n, sizeof *keys, compare_keys);
-    for (size_t i = 1; i < n; i++)
-        if (compare_keys(&keys[i - 1], &keys[i]) == 0) return 1;
-    return 0;
+    const header_key *first = NULL;
+    for (size_t i = 1; i < n; i++) /* in a run of equal keys, the second is the first repeat */
+        if (same_key(&keys[i - 1], &keys[i]) && (i < 2 || !same_key(&keys[i - 2], &keys[i])) &&
+            (first == NULL || keys[i].index < first->index))
+            first = &keys[i];
+    return first;
 }
 
-/* rill.protocol.headers.header_values_size: validate a map's entries (key 1..255 bytes of
- * UTF-8, kind 1..15, value 1..255 bytes, unique keys, nothing left over) and add up the value
- * lengths. Returns 0, -1 for a malformed map, -2 when out of memory. */
-static int header_values_size(const uint8_t *p, size_t n, key_list *list, uint64_t *total)
+/* Walk a header map exactly as rill.protocol.headers.decode_header_map does (key 1..255 bytes
+ * of UTF-8, kind 1..15, value 1..255 bytes, unique keys, nothing left over), adding each value
+ * length to ``*total`` and stopping as soon as it passes ``limit``. Returns the status, with
+ * the details in ``problem``; ``*total`` is updated only when the map is valid. */
+static int check_header_map(const uint8_t *p, size_t n, key_list *list, uint64_t *total,
+                            uint64_t limit, header_problem *problem)
 {
     size_t pos = 0;
-    uint64_t values = 0;
+    uint64_t values = *total;
+    int status = HEADER_OK;
+    memset(problem, 0, sizeof *problem);
     list->count = 0;
+#define NEED(size)                                                                         \
+    if (n - pos < (size)) {                                                                \
+        problem->needed = (size);                                                          \
+        problem->at = pos;                                                                 \
+        problem->have = n - pos;                                                           \
+        status = HEADER_NEEDED;                                                            \
+        break;                                                                             \
+    }
     while (pos < n) {
-        if (n - pos < 4) return -1;
+        NEED(4)
         uint32_t key_length = load_le32(p + pos);
         pos += 4;
-        if (key_length < 1 || key_length > 255 || n - pos < key_length) return -1;
+        if (key_length < 1 || key_length > 255) {
+            problem->value = key_length;
+            status = HEADER_KEY_LENGTH;
+            break;
+        }
+        NEED(key_length)
         const uint8_t *key = p + pos;
-        if (!valid_utf8(key, key_length)) return -1;
+        if (!valid_utf8(key, key_length)) {
+            problem->key = key;
+            problem->key_length = key_length;
+            status = HEADER_UTF8;
+            break;
+        }
         pos += key_length;
-        if (n - pos < 5) return -1;
+        NEED(1)
         uint8_t kind = p[pos];
-        if (kind < 1 || kind > 15) return -1;
-        uint32_t value_length = load_le32(p + pos + 1);
-        pos += 5;
-        if (value_length < 1 || value_length > 255 || n - pos < value_length) return -1;
-        pos += value_length;
-        values += value_length;
-        if (list->count == list->capacity) {
+        pos += 1;
+        if (kind < 1 || kind > 15) {
+            problem->value = kind;
+            status = HEADER_KIND;
+            break;
+        }
+        NEED(4)
+        uint32_t value_length = load_le32(p + pos);
+        pos += 4;
+        if (value_length < 1 || value_length > 255) {
+            problem->value = value_length;
+            status = HEADER_VALUE_LENGTH;
+            break;
+        }
+        if (list->count == list->capacity) { /* the reference's repeat check comes here */
             size_t capacity = list->capacity ? 2 * list->capacity : 16;
             header_key *grown = PyMem_RawRealloc(list->keys, capacity * sizeof *grown);
-            if (grown == NULL) return -2;
+            if (grown == NULL) return problem->status = HEADER_NO_MEMORY;
             list->keys = grown;
             list->capacity = capacity;
         }
         list->keys[list->count].data = key;
         list->keys[list->count].length = key_length;
+        list->keys[list->count].index = list->count;
         list->count++;
+        NEED(value_length)
+        pos += value_length;
+        values += value_length;
+        if (values > limit) {
+            status = HEADER_LIMIT;
+            break;
+        }
     }
-    if (has_duplicate_key(list)) return -1;
-    *total = values;
-    return 0;
+#undef NEED
+    const header_key *repeated = first_repeated_key(list);
+    if (repeated != NULL) { /* it came before whatever stopped the walk */
+        status = HEADER_DUPLICATE;
+        problem->key = repeated->data;
+        problem->key_length = repeated->length;
+    }
+    if (status == HEADER_OK) *total = values;
+    return problem->status = status;
 }
 
-/* ------------------------------------------------------------------ the two passes */
+/* The reference's DecodeError detail for a malformed map (GIL held), or NULL with an error. */
+static PyObject *header_problem_text(const header_problem *problem)
+{
+    PyObject *key, *text;
+    switch (problem->status) {
+    case HEADER_NEEDED:
+        return PyUnicode_FromFormat("needed %llu bytes at %llu, have %llu",
+                                    (unsigned long long)problem->needed,
+                                    (unsigned long long)problem->at,
+                                    (unsigned long long)problem->have);
+    case HEADER_KEY_LENGTH:
+        return PyUnicode_FromFormat("header key length %llu", (unsigned long long)problem->value);
+    case HEADER_KIND:
+        return PyUnicode_FromFormat("header kind %llu", (unsigned long long)problem->value);
+    case HEADER_VALUE_LENGTH:
+        return PyUnicode_FromFormat("header value length %llu",
+                                    (unsigned long long)problem->value);
+    case HEADER_DUPLICATE:
+        key = PyUnicode_DecodeUTF8((const char *)problem->key, problem->key_length, "strict");
+        if (key == NULL) return NULL;
+        text = PyUnicode_FromFormat("duplicate header key %R", key);
+        Py_DECREF(key);
+        return text;
+    case HEADER_UTF8: {
+        /* Python's own decoder words the reason (at most 255 bytes, once per rejection) */
+        key = PyUnicode_DecodeUTF8((const char *)problem->key, problem->key_length, "strict");
+        if (key != NULL) {
+            Py_DECREF(key);
+            PyErr_SetString(PyExc_SystemError, "_stamp: UTF-8 check disagrees with Python's");
+            return NULL;
+        }
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return NULL;
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        PyErr_NormalizeException(&type, &value, &traceback);
+        PyObject *reason = value ? PyUnicodeDecodeError_GetReason(value) : NULL;
+        text = reason ? PyUnicode_FromFormat("invalid UTF-8: %U", reason) : NULL;
+        Py_XDECREF(reason);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(traceback);
+        return text;
+    }
+    default:
+        PyErr_SetString(PyExc_SystemError, "_stamp: no header problem to word");
+        return NULL;
+    }
+}
+
+/* ------------------------------------------------------------------ stamping: two passes */
 
 typedef struct {
     uint64_t start;          /* first byte of the SEND message in the region */
@@ -417,6 +551,22 @@ typedef struct {
     uint32_t payload_length; /* the payload is the last payload_length bytes */
     uint32_t zero_id;        /* 1 when the id is all zero bytes */
 } message_t;
+
+/* Why a region is malformed, to word it as the reference does (``malformed_text``). */
+enum {
+    MALFORMED_TRUNCATED = 1, /* "message {n}: truncated at byte {position} of {end}" */
+    MALFORMED_HEADERS_OVERRUN,  /* "message {n}: headers overrun the region" */
+    MALFORMED_PAYLOAD_LENGTH,   /* "message {n}: invalid payload_length {payload_length}" */
+    MALFORMED_HEADER_MAP,       /* "message {n}: {header problem}" */
+};
+
+typedef struct {
+    int kind;
+    uint64_t message;  /* its number in the batch */
+    uint64_t position; /* MALFORMED_TRUNCATED: where it starts */
+    uint32_t payload_length;
+    header_problem header;
+} malformed_t;
 
 typedef struct {
     /* inputs */
@@ -432,6 +582,7 @@ typedef struct {
     size_t capacity;
     size_t zero_ids;
     uint64_t records_size;
+    malformed_t malformed;
     /* filled by the second pass */
     uint8_t *records;
     uint8_t *index_entries;
@@ -440,33 +591,65 @@ typedef struct {
 
 static const uint8_t ZERO_ID[16] = {0};
 
-/* Pass one: walk and validate the region, exactly as the reference loop does, and note where
- * each message is. Returns 0 or a STATUS_*, or -1 when out of memory. */
+/* Pass one: walk and validate the region, exactly as the reference loop does (same checks in
+ * the same order, the batch limits as soon as a running total passes them), and note where
+ * each message is. Returns 0 or a STATUS_* (``b->malformed`` says why for STATUS_MALFORMED),
+ * or -1 when out of memory. */
 static int scan_region(batch_t *b)
 {
     const uint8_t *data = b->data;
     const uint64_t end = b->end;
     uint64_t position = 0, payload_total = 0, headers_total = 0;
     key_list keys = {NULL, 0, 0};
+    malformed_t *why = &b->malformed;
     int status = 0;
     while (position < end) {
-        if (end - position < SEND_PREFIX_SIZE) { status = STATUS_MALFORMED; break; }
+        why->message = b->count;
+        if (end - position < SEND_PREFIX_SIZE) {
+            why->kind = MALFORMED_TRUNCATED;
+            why->position = position;
+            status = STATUS_MALFORMED;
+            break;
+        }
         uint32_t headers_length = load_le32(data + position + 16);
         uint64_t payload_position = position + 24 + headers_length;
         if (headers_length) {
-            if (payload_position - 4 > end) { status = STATUS_MALFORMED; break; }
-            uint64_t values = 0;
-            int found = header_values_size(data + position + SEND_PREFIX_SIZE, headers_length,
-                                           &keys, &values);
-            if (found == -2) { status = -1; break; }
-            if (found < 0) { status = STATUS_MALFORMED; break; }
-            headers_total += values;
+            if (payload_position - 4 > end) {
+                why->kind = MALFORMED_HEADERS_OVERRUN;
+                status = STATUS_MALFORMED;
+                break;
+            }
+            int found = check_header_map(data + position + SEND_PREFIX_SIZE, headers_length,
+                                         &keys, &headers_total, MAX_HEADERS_BYTES, &why->header);
+            if (found == HEADER_NO_MEMORY) { status = -1; break; }
+            if (found == HEADER_LIMIT) { status = STATUS_HEADERS_TOO_BIG; break; }
+            if (found != HEADER_OK) {
+                why->kind = MALFORMED_HEADER_MAP;
+                status = STATUS_MALFORMED;
+                break;
+            }
         }
-        if (payload_position > end) { status = STATUS_MALFORMED; break; }
+        if (payload_position > end) {
+            why->kind = MALFORMED_TRUNCATED;
+            why->position = position;
+            status = STATUS_MALFORMED;
+            break;
+        }
         uint32_t payload_length = load_le32(data + payload_position - 4);
         uint64_t stop = payload_position + payload_length;
-        if (payload_length == 0 || stop > end) { status = STATUS_MALFORMED; break; }
+        if (payload_length == 0 || stop > end) {
+            why->kind = MALFORMED_PAYLOAD_LENGTH;
+            why->payload_length = payload_length;
+            status = STATUS_MALFORMED;
+            break;
+        }
         payload_total += payload_length;
+        if (payload_total > MAX_PAYLOAD_BYTES) { status = STATUS_PAYLOAD_TOO_BIG; break; }
+        /* this message's offset past u64: the reference fails here (struct.error) */
+        if (b->count && b->base_offset > UINT64_MAX - b->count) {
+            status = STATUS_UNSUPPORTED;
+            break;
+        }
         if (b->count == b->capacity) {
             size_t capacity = b->capacity ? 2 * b->capacity : 256;
             message_t *grown = PyMem_RawRealloc(b->messages, capacity * sizeof *grown);
@@ -484,12 +667,7 @@ static int scan_region(batch_t *b)
     }
     PyMem_RawFree(keys.keys);
     if (status) return status;
-    /* offsets past u64: the reference fails mid-loop (struct.error), before any limit */
-    if (b->count && b->base_offset > UINT64_MAX - (b->count - 1)) return STATUS_UNSUPPORTED;
-    /* the batch limits, in the reference's order, once the whole region parsed */
     if (b->count == 0) return STATUS_NO_MESSAGES;
-    if (headers_total > MAX_HEADERS_BYTES) return STATUS_HEADERS_TOO_BIG;
-    if (payload_total > MAX_PAYLOAD_BYTES) return STATUS_PAYLOAD_TOO_BIG;
     b->records_size = end + (uint64_t)RECORD_GROWTH * b->count;
     if (b->base_position > MAX_POSITION + 1 ||
         b->records_size > MAX_POSITION + 1 - b->base_position)
@@ -499,6 +677,31 @@ static int scan_region(batch_t *b)
         b->base_offset - b->segment_start + (b->count - 1) > 0xFFFFFFFFULL)
         return STATUS_UNSUPPORTED;
     return 0;
+}
+
+/* The reference's DecodeError detail for a malformed region (GIL held), or NULL with an error. */
+static PyObject *malformed_text(const batch_t *b)
+{
+    const malformed_t *why = &b->malformed;
+    unsigned long long message = why->message;
+    switch (why->kind) {
+    case MALFORMED_TRUNCATED:
+        return PyUnicode_FromFormat("message %llu: truncated at byte %llu of %llu", message,
+                                    (unsigned long long)why->position,
+                                    (unsigned long long)b->end);
+    case MALFORMED_HEADERS_OVERRUN:
+        return PyUnicode_FromFormat("message %llu: headers overrun the region", message);
+    case MALFORMED_PAYLOAD_LENGTH:
+        return PyUnicode_FromFormat("message %llu: invalid payload_length %lu", message,
+                                    (unsigned long)why->payload_length);
+    default: {
+        PyObject *detail = header_problem_text(&why->header);
+        if (detail == NULL) return NULL;
+        PyObject *text = PyUnicode_FromFormat("message %llu: %U", message, detail);
+        Py_DECREF(detail);
+        return text;
+    }
+    }
 }
 
 /* Pass two: stored records and index entries, from the lengths pass one checked. */
@@ -584,6 +787,10 @@ static PyObject *stamp(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         PyErr_NoMemory();
         goto done;
     }
+    if (status == STATUS_MALFORMED) { /* the reference's message, worded here */
+        result = malformed_text(&b);
+        goto done;
+    }
     if (status) {
         result = PyLong_FromLong(status);
         goto done;
@@ -619,6 +826,545 @@ done:
     PyMem_RawFree(b.messages);
     PyBuffer_Release(&view);
     return result;
+}
+
+/* ------------------------------------------------------------------ stored records */
+
+#define RECORD_OVERHEAD 45  /* fixed part (41) plus payload_length */
+#define RECORD_STATE_AT 8
+#define RECORD_TIMESTAMP_AT 9
+#define RECORD_HEADERS_AT 41
+
+/* How bad a record check found a record (``kind``, the reference's FAULT_KINDS). */
+enum {
+    KIND_GOOD = 0,
+    KIND_CONTENT = 1,   /* sound structure, where it should be; checksum or header map wrong */
+    KIND_STRUCTURE = 2, /* the record is not where, or not what, the index or layout says */
+    KIND_TIMESTAMP = 3, /* a valid record whose timestamp is out of order (scans only) */
+};
+
+/* What a record check found wrong; worded by ``fault_text`` exactly as the reference words it. */
+enum {
+    FAULT_NONE = 0,
+    FAULT_INCOMPLETE,          /* found: bytes left */
+    FAULT_OFFSET,              /* found: the offset field */
+    FAULT_STATE,               /* found: the state */
+    FAULT_HEADERS_OVERRUN,     /* found: headers_length */
+    FAULT_PAYLOAD_LENGTH,      /* found: payload_length */
+    FAULT_CHECKSUM,            /* found: crc32 of the payload, other: the stored checksum */
+    FAULT_HEADER_MAP,          /* header: the problem */
+    FAULT_TIMESTAMP_BACKWARDS, /* found: its timestamp, other: the previous record's */
+    FAULT_TIMESTAMP_AHEAD,     /* found: its timestamp, other: the next record's */
+    FAULT_INDEX_RELATIVE,      /* found: the entry's relative offset, other: the expected one */
+    FAULT_INDEX_POSITION,      /* found: the entry's position, other: where the next begins */
+    FAULT_INDEX_TIMESTAMP,     /* found: the record's timestamp, other: the entry's */
+    FAULT_RECORD_END,          /* found: where its lengths end, other: where the index ends it */
+    FAULT_POSITION_OVERFLOW,   /* the record starts past the u32 positions of an index */
+    FAULT_NO_MEMORY,
+};
+
+static const int FAULT_KINDS[] = {
+    [FAULT_NONE] = KIND_GOOD,
+    [FAULT_INCOMPLETE] = KIND_STRUCTURE,
+    [FAULT_OFFSET] = KIND_STRUCTURE,
+    [FAULT_STATE] = KIND_STRUCTURE,
+    [FAULT_HEADERS_OVERRUN] = KIND_STRUCTURE,
+    [FAULT_PAYLOAD_LENGTH] = KIND_STRUCTURE,
+    [FAULT_CHECKSUM] = KIND_CONTENT,
+    [FAULT_HEADER_MAP] = KIND_CONTENT,
+    [FAULT_TIMESTAMP_BACKWARDS] = KIND_TIMESTAMP,
+    [FAULT_TIMESTAMP_AHEAD] = KIND_TIMESTAMP,
+    [FAULT_INDEX_RELATIVE] = KIND_STRUCTURE,
+    [FAULT_INDEX_POSITION] = KIND_STRUCTURE,
+    [FAULT_INDEX_TIMESTAMP] = KIND_STRUCTURE,
+    [FAULT_RECORD_END] = KIND_STRUCTURE,
+    [FAULT_POSITION_OVERFLOW] = KIND_STRUCTURE,
+    [FAULT_NO_MEMORY] = KIND_GOOD,
+};
+
+typedef struct {
+    int fault;
+    uint64_t position; /* of the record in the log */
+    uint64_t offset;   /* the offset expected there */
+    uint64_t found, other;
+    header_problem header;
+} record_fault;
+
+static inline uint64_t load_le64(const uint8_t *p)
+{
+    return (uint64_t)load_le32(p) | ((uint64_t)load_le32(p + 4) << 32);
+}
+
+static inline int known_state(uint8_t state)
+{
+    return state == 1 || state == 10 || state == 20 || state == 30;
+}
+
+/* Check the record at ``data[at]`` (``base + at`` in the log) as offset ``offset``, within
+ * ``limit`` bytes of ``data``: layout, then (``index_timestamp``) the index's timestamp, then
+ * checksum and header map (``checksums``). Sets ``*stop`` to where its lengths end once those
+ * fit. Returns the fault, details in ``f``. */
+static int check_record(const uint8_t *data, uint64_t limit, uint64_t at, uint64_t offset,
+                        uint64_t base, const uint64_t *index_timestamp, int checksums,
+                        key_list *keys, record_fault *f, uint64_t *stop)
+{
+    f->position = base + at;
+    f->offset = offset;
+    if (limit - at < RECORD_OVERHEAD) {
+        f->found = limit - at;
+        return f->fault = FAULT_INCOMPLETE;
+    }
+    const uint8_t *record = data + at;
+    uint64_t found_offset = load_le64(record);
+    if (found_offset != offset) {
+        f->found = found_offset;
+        return f->fault = FAULT_OFFSET;
+    }
+    if (!known_state(record[RECORD_STATE_AT])) {
+        f->found = record[RECORD_STATE_AT];
+        return f->fault = FAULT_STATE;
+    }
+    uint64_t timestamp = load_le64(record + RECORD_TIMESTAMP_AT);
+    if (index_timestamp != NULL && timestamp != *index_timestamp) {
+        f->found = timestamp;
+        f->other = *index_timestamp;
+        return f->fault = FAULT_INDEX_TIMESTAMP;
+    }
+    uint32_t headers_length = load_le32(record + RECORD_REST_AT);
+    uint64_t payload_length_at = at + RECORD_HEADERS_AT + headers_length;
+    if (payload_length_at + 4 > limit) {
+        f->found = headers_length;
+        return f->fault = FAULT_HEADERS_OVERRUN;
+    }
+    uint32_t payload_length = load_le32(data + payload_length_at);
+    uint64_t end = payload_length_at + 4 + payload_length;
+    if (payload_length == 0 || end > limit) {
+        f->found = payload_length;
+        return f->fault = FAULT_PAYLOAD_LENGTH;
+    }
+    *stop = end;
+    if (!checksums) return f->fault = FAULT_NONE;
+    uint32_t actual = crc32_ieee(0, data + payload_length_at + 4, payload_length);
+    uint32_t stored = load_le32(record + RECORD_CHECKSUM_AT);
+    if (actual != stored) {
+        f->found = actual;
+        f->other = stored;
+        return f->fault = FAULT_CHECKSUM;
+    }
+    if (headers_length) {
+        uint64_t values = 0;
+        int status = check_header_map(record + RECORD_HEADERS_AT, headers_length, keys, &values,
+                                      UINT64_MAX, &f->header);
+        if (status == HEADER_NO_MEMORY) return f->fault = FAULT_NO_MEMORY;
+        if (status != HEADER_OK) return f->fault = FAULT_HEADER_MAP;
+    }
+    return f->fault = FAULT_NONE;
+}
+
+/* The reference's words for a fault (GIL held), or NULL with an error. */
+static PyObject *fault_text(const record_fault *f)
+{
+    unsigned long long at = f->position, offset = f->offset, found = f->found, other = f->other;
+    switch (f->fault) {
+    case FAULT_INCOMPLETE:
+        return PyUnicode_FromFormat("incomplete record at byte %llu: %llu bytes left", at, found);
+    case FAULT_OFFSET:
+        return PyUnicode_FromFormat("record at byte %llu has offset %llu, expected %llu", at,
+                                    found, offset);
+    case FAULT_STATE:
+        return PyUnicode_FromFormat("record at byte %llu (offset %llu) has unknown state %llu",
+                                    at, offset, found);
+    case FAULT_HEADERS_OVERRUN:
+        return PyUnicode_FromFormat(
+            "record at byte %llu (offset %llu): headers length %llu overruns the data", at,
+            offset, found);
+    case FAULT_PAYLOAD_LENGTH:
+        return PyUnicode_FromFormat("record at byte %llu (offset %llu): payload length %llu",
+                                    at, offset, found);
+    case FAULT_CHECKSUM:
+        return PyUnicode_FromFormat(
+            "record at byte %llu (offset %llu): checksum %llu where %llu is stored", at, offset,
+            found, other);
+    case FAULT_HEADER_MAP: {
+        PyObject *detail = header_problem_text(&f->header);
+        if (detail == NULL) return NULL;
+        PyObject *text = PyUnicode_FromFormat("record at byte %llu (offset %llu): header map: %U",
+                                              at, offset, detail);
+        Py_DECREF(detail);
+        return text;
+    }
+    case FAULT_TIMESTAMP_BACKWARDS:
+        return PyUnicode_FromFormat(
+            "record at byte %llu (offset %llu) has timestamp %llu, before %llu", at, offset,
+            found, other);
+    case FAULT_TIMESTAMP_AHEAD:
+        return PyUnicode_FromFormat(
+            "record at byte %llu (offset %llu) has timestamp %llu, after the next record's %llu",
+            at, offset, found, other);
+    case FAULT_INDEX_RELATIVE:
+        return PyUnicode_FromFormat(
+            "index entry of offset %llu has relative offset %llu, expected %llu", offset, found,
+            other);
+    case FAULT_INDEX_POSITION:
+        return PyUnicode_FromFormat(
+            "index entry of offset %llu puts the record at bytes %llu..%llu, outside the data",
+            offset, found, other);
+    case FAULT_INDEX_TIMESTAMP:
+        return PyUnicode_FromFormat(
+            "record at byte %llu (offset %llu) has timestamp %llu, the index says %llu", at,
+            offset, found, other);
+    case FAULT_RECORD_END:
+        return PyUnicode_FromFormat(
+            "record at byte %llu (offset %llu) ends at byte %llu, the index says %llu", at,
+            offset, found, other);
+    case FAULT_POSITION_OVERFLOW:
+        return PyUnicode_FromFormat(
+            "record at byte %llu (offset %llu) starts past the u32 positions of an index", at,
+            offset);
+    default:
+        PyErr_SetString(PyExc_SystemError, "_stamp: no fault to word");
+        return NULL;
+    }
+}
+
+/* ``(count, kind, reason)`` for a stopped check: ``count`` records were good, the next one has
+ * ``f``; ``(count, 0, None)`` when all were. */
+static PyObject *check_result(Py_ssize_t count, const record_fault *f)
+{
+    if (f->fault == FAULT_NONE) return Py_BuildValue("(niO)", count, KIND_GOOD, Py_None);
+    PyObject *reason = fault_text(f);
+    if (reason == NULL) return NULL;
+    PyObject *result = Py_BuildValue("(niN)", count, FAULT_KINDS[f->fault], reason);
+    return result;
+}
+
+typedef struct {
+    const uint8_t *data;    /* the records */
+    uint64_t length;
+    const uint8_t *entries; /* their index entries */
+    uint64_t count;
+    uint64_t first_offset, relative_first, base_position;
+    uint64_t good;          /* out: records that verified */
+    record_fault fault;
+} verify_job;
+
+/* Check ``count`` records against their index entries: each entry has the expected relative
+ * offset and puts its record inside the data, right after the previous one (the first at
+ * ``base_position``, the last ending at the end of the data); each record carries the expected
+ * offset, a known state and the entry's timestamp, its lengths end where the next begins, and
+ * its checksum and header map are right. Stops at the first that is not so. */
+static void verify_records(verify_job *job)
+{
+    key_list keys = {NULL, 0, 0};
+    record_fault *f = &job->fault;
+    memset(f, 0, sizeof *f);
+    uint64_t base = job->base_position, end_position = base + job->length;
+    uint64_t i;
+    for (i = 0; i < job->count; i++) {
+        const uint8_t *entry = job->entries + INDEX_ENTRY_SIZE * i;
+        uint64_t offset = job->first_offset + i;
+        uint64_t relative = load_le32(entry), position = load_le32(entry + 4);
+        uint64_t timestamp = load_le64(entry + 8);
+        uint64_t next = i + 1 < job->count ? load_le32(entry + INDEX_ENTRY_SIZE + 4)
+                                           : end_position;
+        f->offset = offset;
+        f->position = position;
+        if (relative != job->relative_first + i) {
+            f->found = relative;
+            f->other = job->relative_first + i;
+            f->fault = FAULT_INDEX_RELATIVE;
+            break;
+        }
+        if ((i == 0 && position != base) || position < base || next < position ||
+            next > end_position) {
+            f->found = position;
+            f->other = next;
+            f->fault = FAULT_INDEX_POSITION;
+            break;
+        }
+        uint64_t stop = 0;
+        if (check_record(job->data, next - base, position - base, offset, base, &timestamp, 1,
+                         &keys, f, &stop) != FAULT_NONE)
+            break;
+        if (stop != next - base) {
+            f->found = base + stop;
+            f->other = next;
+            f->fault = FAULT_RECORD_END;
+            break;
+        }
+    }
+    job->good = i;
+    PyMem_RawFree(keys.keys);
+}
+
+/* verify(records, entries, first_offset, relative_first, base_position) -> (count, kind, reason) */
+static PyObject *verify(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "verify(records, entries, first_offset, "
+                                         "relative_first, base_position) takes 5 arguments");
+        return NULL;
+    }
+    verify_job job;
+    memset(&job, 0, sizeof job);
+    unsigned long long values[3];
+    for (int i = 0; i < 3; i++) {
+        values[i] = PyLong_AsUnsignedLongLong(args[2 + i]);
+        if (values[i] == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    }
+    job.first_offset = values[0];
+    job.relative_first = values[1];
+    job.base_position = values[2];
+    Py_buffer records, entries;
+    if (PyObject_GetBuffer(args[0], &records, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(args[1], &entries, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&records);
+        return NULL;
+    }
+    job.data = records.buf;
+    job.length = (uint64_t)records.len;
+    job.entries = entries.buf;
+    job.count = (uint64_t)entries.len / INDEX_ENTRY_SIZE;
+    if (records.len >= GIL_RELEASE_MIN_BYTES) {
+        Py_BEGIN_ALLOW_THREADS
+        verify_records(&job);
+        Py_END_ALLOW_THREADS
+    } else {
+        verify_records(&job);
+    }
+    PyObject *result = job.fault.fault == FAULT_NO_MEMORY
+                           ? PyErr_NoMemory()
+                           : check_result((Py_ssize_t)job.good, &job.fault);
+    PyBuffer_Release(&entries);
+    PyBuffer_Release(&records);
+    return result;
+}
+
+typedef struct {
+    const uint8_t *data;
+    uint64_t length, start, offset, segment_start, previous_timestamp, max_count;
+    int checksums;
+    /* out */
+    uint8_t *entries; /* PyMem_Raw; count entries */
+    uint64_t count, capacity, position, first_timestamp;
+    record_fault fault;
+} scan_job;
+
+/* Whether the record after the one at ``at`` carries ``offset`` and a timestamp of at least
+ * ``timestamp`` (then the one at ``at`` is the record out of order, not the one before it). */
+static int in_order_after(const uint8_t *data, uint64_t length, uint64_t at, uint64_t offset,
+                          uint64_t timestamp)
+{
+    if (length - at < RECORD_OVERHEAD) return 0;
+    uint64_t payload_length_at = at + RECORD_HEADERS_AT + load_le32(data + at + RECORD_REST_AT);
+    if (payload_length_at + 4 > length) return 0;
+    uint64_t end = payload_length_at + 4 + load_le32(data + payload_length_at);
+    if (end > length || length - end < RECORD_TIMESTAMP_AT + 8) return 0;
+    return load_le64(data + end) == offset &&
+           load_le64(data + end + RECORD_TIMESTAMP_AT) >= timestamp;
+}
+
+/* Walk records from ``start`` with dense offsets from ``offset`` (at most ``max_count``),
+ * building their index entries, until the data ends or a record does not check (layout,
+ * checksum, header map) or has a timestamp out of order: before the previous one, or after
+ * the next one while that one is not before the previous and the one after it is not after
+ * this one either. */
+static void scan_records(scan_job *job)
+{
+    key_list keys = {NULL, 0, 0};
+    record_fault *f = &job->fault;
+    memset(f, 0, sizeof *f);
+    const uint8_t *data = job->data;
+    uint64_t position = job->start, offset = job->offset, previous = job->previous_timestamp;
+    while (position < job->length && job->count < job->max_count) {
+        uint64_t stop = 0;
+        if (position > MAX_POSITION) {
+            f->position = position;
+            f->offset = offset;
+            f->fault = FAULT_POSITION_OVERFLOW;
+            break;
+        }
+        if (check_record(data, job->length, position, offset, 0, NULL, job->checksums, &keys, f,
+                         &stop) != FAULT_NONE)
+            break;
+        uint64_t timestamp = load_le64(data + position + RECORD_TIMESTAMP_AT);
+        if (timestamp < previous) {
+            f->found = timestamp;
+            f->other = previous;
+            f->fault = FAULT_TIMESTAMP_BACKWARDS;
+            break;
+        }
+        if (job->length - stop >= RECORD_TIMESTAMP_AT + 8 && load_le64(data + stop) == offset + 1) {
+            uint64_t next = load_le64(data + stop + RECORD_TIMESTAMP_AT);
+            if (next < timestamp && next >= previous &&
+                !in_order_after(data, job->length, stop, offset + 2, timestamp)) {
+                f->found = timestamp;
+                f->other = next;
+                f->fault = FAULT_TIMESTAMP_AHEAD;
+                break;
+            }
+        }
+        if (job->count == job->capacity) {
+            uint64_t capacity = job->capacity ? 2 * job->capacity : 256;
+            uint8_t *grown = PyMem_RawRealloc(job->entries, capacity * INDEX_ENTRY_SIZE);
+            if (grown == NULL) {
+                f->fault = FAULT_NO_MEMORY;
+                break;
+            }
+            job->entries = grown;
+            job->capacity = capacity;
+        }
+        uint8_t *entry = job->entries + INDEX_ENTRY_SIZE * job->count;
+        store_le32(entry, (uint32_t)(offset - job->segment_start));
+        store_le32(entry + 4, (uint32_t)position);
+        store_le64(entry + 8, timestamp);
+        if (job->count == 0) job->first_timestamp = timestamp;
+        job->count++;
+        previous = timestamp;
+        offset++;
+        position = stop;
+    }
+    job->position = position;
+    PyMem_RawFree(keys.keys);
+}
+
+/* scan(view, start_position, expected_offset, segment_start, previous_timestamp, max_count,
+ *      verify_checksums) -> (count, end_position, index_entries, first_timestamp,
+ *                            last_timestamp, kind, reason) */
+static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "scan(view, start_position, expected_offset, "
+                                         "segment_start, previous_timestamp, max_count, "
+                                         "verify_checksums) takes 7 arguments");
+        return NULL;
+    }
+    scan_job job;
+    memset(&job, 0, sizeof job);
+    unsigned long long values[5];
+    for (int i = 0; i < 5; i++) {
+        values[i] = PyLong_AsUnsignedLongLong(args[1 + i]);
+        if (values[i] == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    }
+    job.start = values[0];
+    job.offset = values[1];
+    job.segment_start = values[2];
+    job.previous_timestamp = values[3];
+    job.max_count = values[4];
+    job.checksums = PyObject_IsTrue(args[6]);
+    if (job.checksums < 0) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    job.data = view.buf;
+    job.length = (uint64_t)view.len;
+    if (job.start < job.length && job.length - job.start >= GIL_RELEASE_MIN_BYTES) {
+        Py_BEGIN_ALLOW_THREADS
+        scan_records(&job);
+        Py_END_ALLOW_THREADS
+    } else {
+        scan_records(&job);
+    }
+    PyObject *result = NULL, *entries = NULL, *reason = Py_None;
+    if (job.fault.fault == FAULT_NO_MEMORY) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    entries = PyByteArray_FromStringAndSize((const char *)job.entries,
+                                            (Py_ssize_t)(job.count * INDEX_ENTRY_SIZE));
+    if (entries == NULL) goto done;
+    if (job.fault.fault != FAULT_NONE) {
+        reason = fault_text(&job.fault);
+        if (reason == NULL) goto done;
+    } else {
+        Py_INCREF(reason);
+    }
+    if (job.count) {
+        uint64_t last = load_le64(job.entries + INDEX_ENTRY_SIZE * (job.count - 1) + 8);
+        result = Py_BuildValue("(KKOKKiO)", (unsigned long long)job.count,
+                               (unsigned long long)job.position, entries,
+                               (unsigned long long)job.first_timestamp, (unsigned long long)last,
+                               FAULT_KINDS[job.fault.fault], reason);
+    } else {
+        result = Py_BuildValue("(KKOOOiO)", 0ULL, (unsigned long long)job.position, entries,
+                               Py_None, Py_None, FAULT_KINDS[job.fault.fault], reason);
+    }
+    Py_DECREF(reason);
+done:
+    Py_XDECREF(entries);
+    PyMem_RawFree(job.entries);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+typedef struct {
+    const uint8_t *data;
+    uint64_t length, start, first_offset, last_offset;
+    int found;
+    uint64_t position, offset;
+    int no_memory;
+} find_job;
+
+/* The first byte at or after ``start`` where a record of an offset in [first, last] begins
+ * and checks (layout, checksum, header map): where records can be found again after bytes
+ * that cannot be read as records. */
+static void find_record_in(find_job *job)
+{
+    key_list keys = {NULL, 0, 0};
+    record_fault f;
+    const uint8_t *data = job->data;
+    for (uint64_t p = job->start; p + RECORD_OVERHEAD <= job->length; p++) {
+        uint64_t value = load_le64(data + p);
+        if (value < job->first_offset || value > job->last_offset) continue;
+        uint64_t stop = 0;
+        int fault = check_record(data, job->length, p, value, 0, NULL, 1, &keys, &f, &stop);
+        if (fault == FAULT_NO_MEMORY) {
+            job->no_memory = 1;
+            break;
+        }
+        if (fault == FAULT_NONE) {
+            job->found = 1;
+            job->position = p;
+            job->offset = value;
+            break;
+        }
+    }
+    PyMem_RawFree(keys.keys);
+}
+
+/* find_record(view, start, first_offset, last_offset) -> (position, offset) or None */
+static PyObject *find_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError,
+                        "find_record(view, start, first_offset, last_offset) takes 4 arguments");
+        return NULL;
+    }
+    find_job job;
+    memset(&job, 0, sizeof job);
+    unsigned long long values[3];
+    for (int i = 0; i < 3; i++) {
+        values[i] = PyLong_AsUnsignedLongLong(args[1 + i]);
+        if (values[i] == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    }
+    job.start = values[0];
+    job.first_offset = values[1];
+    job.last_offset = values[2];
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    job.data = view.buf;
+    job.length = (uint64_t)view.len;
+    if (job.length > job.start && job.length - job.start >= GIL_RELEASE_MIN_BYTES) {
+        Py_BEGIN_ALLOW_THREADS
+        find_record_in(&job);
+        Py_END_ALLOW_THREADS
+    } else {
+        find_record_in(&job);
+    }
+    PyBuffer_Release(&view);
+    if (job.no_memory) return PyErr_NoMemory();
+    if (!job.found) Py_RETURN_NONE;
+    return Py_BuildValue("(KK)", (unsigned long long)job.position,
+                         (unsigned long long)job.offset);
 }
 
 static PyObject *crc32_function(PyObject *module, PyObject *args)
@@ -674,6 +1420,15 @@ static PyMethodDef stamp_methods[] = {
     {"stamp", (PyCFunction)(void (*)(void))stamp, METH_FASTCALL,
      "stamp(region, base_offset, timestamp_us, base_position, segment_start, uuid7_block)\n"
      "-> (records, index_entries, count) or an int status (see the module source)."},
+    {"verify", (PyCFunction)(void (*)(void))verify, METH_FASTCALL,
+     "verify(records, entries, first_offset, relative_first, base_position)\n"
+     "-> (count, kind, reason): records checked against their index entries."},
+    {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
+     "scan(view, start_position, expected_offset, segment_start, previous_timestamp,\n"
+     "max_count, verify_checksums) -> (count, end_position, index_entries, first_timestamp,\n"
+     "last_timestamp, kind, reason): records walked from a position."},
+    {"find_record", (PyCFunction)(void (*)(void))find_record, METH_FASTCALL,
+     "find_record(view, start, first_offset, last_offset) -> (position, offset) or None."},
     {"crc32", crc32_function, METH_VARARGS, "crc32(data, value=0): zlib's CRC-32."},
     {"set_pclmul", set_pclmul, METH_VARARGS,
      "set_pclmul(fold=True, wide=True) -> str: use carry-less multiply folding (512-bit lanes\n"
@@ -683,7 +1438,8 @@ static PyMethodDef stamp_methods[] = {
 
 static struct PyModuleDef stamp_module = {
     PyModuleDef_HEAD_INIT, "_stamp",
-    "C twin of rill.server.storage.records.stamp_batch_python (see the module source).", -1,
+    "C twins of rill.server.storage.records.stamp_batch_python and of the record checks of\n"
+    "rill.server.storage.record_checks (see the module source).", -1,
     stamp_methods,
 };
 
@@ -702,6 +1458,9 @@ PyMODINIT_FUNC PyInit__stamp(void)
         PyModule_AddIntConstant(module, "MAX_PAYLOAD_BYTES", (long)MAX_PAYLOAD_BYTES) ||
         PyModule_AddIntConstant(module, "MAX_HEADERS_BYTES", (long)MAX_HEADERS_BYTES) ||
         PyModule_AddIntConstant(module, "RECORD_GROWTH", RECORD_GROWTH) ||
+        PyModule_AddIntConstant(module, "KIND_CONTENT", KIND_CONTENT) ||
+        PyModule_AddIntConstant(module, "KIND_STRUCTURE", KIND_STRUCTURE) ||
+        PyModule_AddIntConstant(module, "KIND_TIMESTAMP", KIND_TIMESTAMP) ||
         PyModule_AddIntConstant(module, "GIL_RELEASE_MIN_BYTES", GIL_RELEASE_MIN_BYTES) ||
         PyModule_AddObject(module, "MAX_POSITION",
                            PyLong_FromUnsignedLongLong(MAX_POSITION)) ||

@@ -3,7 +3,9 @@
 Owns: ``ColumnarRange`` (what POLL_MESSAGES_COLUMNAR sends) and ``read_segment_columns``.
 A range never spans two segments, and is cut so that its records fit ``max_bytes`` (always at
 least one record). Everything is copied in bulk from the index and one ``pread`` of the log:
-no per-message Python work, which is the point of the command.
+no per-message Python work, which is the point of the command. The records are those of
+``Segment.read``, verified: a range stops before a bad record (CannotReadMessage when it is
+the first), and its columns always describe exactly the records sent.
 """
 
 from __future__ import annotations
@@ -54,5 +56,10 @@ def read_segment_columns(
         count = max(fitting, 1)
         boundaries = boundaries[: 4 * (count + 1)]
         timestamps = timestamps[: 8 * count]
-    records = segment.read(first_offset, first_offset + count)
+    generation = segment.index_generation
+    served, records = segment.read(first_offset, first_offset + count)
+    if served < count or segment.index_generation != generation:
+        # stopped before a bad record, or the read rebuilt the index: columns of what was read
+        count = served
+        boundaries, timestamps = segment.index_columns(first_offset, first_offset + count)
     return ColumnarRange(first_offset, count, boundaries, timestamps, records)

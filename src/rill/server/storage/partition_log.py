@@ -15,10 +15,11 @@ Invariants:
   * Rollover: after a write, a segment of ``segment_size`` bytes or more is sealed and the next
     segment starts at the next offset (the limit is soft: it can be exceeded by one batch).
   * Appends off the event loop (``append_async``): a large batch, while other partitions are
-    being appended to, is stamped and written by a worker thread (the C stamper and ``pwrite``
-    release the GIL, so the event loop keeps serving other connections meanwhile), then
-    published on the event loop: reads only ever see published batches. At most one append is
-    in flight per log; every other mutation (``append``, ``append_stamped``, retention, purge,
+    being appended to (or a very large one, at any time), is stamped and written by a worker
+    thread (the C stamper and ``pwrite`` release the GIL, so the event loop keeps serving
+    other connections meanwhile; a rejected batch is rejected there too), then published
+    on the event loop: reads only ever see published batches. At most one append is in
+    flight per log; every other mutation (``append``, ``append_stamped``, retention, purge,
     close, destroy) first settles it (waiting for the worker if it still runs, then
     publishing), so offsets, positions and descriptors never change under a worker. Other
     batches are appended inline, where a thread hop would cost more than it frees
@@ -47,7 +48,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from rill.errors import CannotAppendMessage, CannotCreatePartitionDirectory
+from rill.errors import CannotAppendMessage, CannotCreatePartitionDirectory, CannotReadMessage
 from rill.server.storage.columnar import ColumnarRange, read_segment_columns
 from rill.server.storage.durability import Durability
 from rill.server.storage.records import (
@@ -71,12 +72,17 @@ _SMALLEST_SEND_MESSAGE = 16 + 4 + 4 + 1  # id, headers_length, payload_length, o
 # 2-core machine of docs/performance.md), so it pays only when the event loop has
 # other work meanwhile. "auto": batches of ``APPEND_THREAD_MIN_BYTES`` or more while another
 # partition log was appended to within ``APPEND_CONCURRENCY_WINDOW`` seconds (one producer:
-# always inline; several, to several partitions: large batches in threads). "always": every
-# batch of ``APPEND_THREAD_MIN_BYTES`` or more. "never": all inline. Only with the C stamper,
+# inline; several, to several partitions: large batches in threads), and every batch of
+# ``APPEND_THREAD_LARGE_BYTES`` or more. "always": every batch of ``APPEND_THREAD_MIN_BYTES`` or
+# more. "never": all inline. Only with the C stamper,
 # which releases the GIL (the Python one would hold it). The server sets both from
 # ``[system] append_threads`` / ``append_thread_min_size`` (``configure_append_threads``).
 APPEND_THREAD_MODE = "auto" if ACCELERATED else "never"
 APPEND_THREAD_MIN_BYTES = 512 * 1024
+# Regions of this size or more go to a worker thread under "auto" too, whatever the activity:
+# stamping (or rejecting) several MiB takes milliseconds of event loop, against a hop of tens
+# of microseconds, so no connection waits behind one large SEND.
+APPEND_THREAD_LARGE_BYTES = 4 * 1024 * 1024
 APPEND_CONCURRENCY_WINDOW = 0.01
 APPEND_THREADS = 4  # shared by every partition log; a log has at most one append in flight
 _executor: ThreadPoolExecutor | None = None
@@ -112,7 +118,7 @@ def _use_thread(log: PartitionLog, size: int) -> bool:
     _last_appended, _last_appended_at = id(log), now
     if APPEND_THREAD_MODE == "never" or size < APPEND_THREAD_MIN_BYTES:
         return False
-    return APPEND_THREAD_MODE == "always" or others
+    return APPEND_THREAD_MODE == "always" or others or size >= APPEND_THREAD_LARGE_BYTES
 
 
 def _stamp_and_write(segment: Segment, raw_messages: bytes | bytearray | memoryview,
@@ -142,7 +148,8 @@ class _PendingAppend:
 @dataclass(frozen=True, slots=True)
 class LogSettings:
     segment_size: int = 1_000_000_000  # bytes; soft limit
-    validate_checksum: bool = False  # verify every stored checksum at open
+    # verify every record of every segment at open (synchronously) rather than on first read
+    validate_checksum: bool = False
     open_sealed_readers: int = 4  # sealed segments that keep a read descriptor open
 
     def __post_init__(self) -> None:
@@ -273,13 +280,18 @@ class PartitionLog:
         work = _append_executor().submit(_stamp_and_write, active, raw_messages, timestamp)
         pending = self._pending = _PendingAppend(active, timestamp, work)
         # publish as soon as the worker is done, even if this coroutine is cancelled meanwhile
-        pending.finished.add_done_callback(lambda _: self._settle(pending))
+        pending.finished.add_done_callback(lambda finished: self._finished(pending, finished))
         await asyncio.wait({pending.finished})
         self._settle(pending)
         if pending.error is not None:
             raise pending.error
         assert pending.offsets is not None
         return pending.offsets
+
+    def _finished(self, pending: _PendingAppend, finished: asyncio.Future[StampedBatch]) -> None:
+        if not finished.cancelled():
+            finished.exception()  # a rejection is taken from ``work`` by ``_settle``, not lost
+        self._settle(pending)
 
     def _settle(self, pending: _PendingAppend | None = None) -> None:
         """Finish the append in flight (``pending`` only, if given): wait for its worker (this
@@ -392,6 +404,8 @@ class PartitionLog:
         """Records (poll layout) of offsets [offset, offset + count), clipped to what exists.
 
         Offsets below ``first_offset`` start at ``first_offset``. One pread per segment touched.
+        Every record returned was verified (``Segment.read``): the read stops before a bad
+        record, and raises CannotReadMessage (4011) naming it when it is the first.
         """
         start = max(offset, self.first_offset)
         end = min(offset + count, self.next_offset)
@@ -404,25 +418,36 @@ class PartitionLog:
             segment = self._segments[number]
             segment_end = min(end, segment.next_offset)
             if segment_end > position:
-                chunks.append(segment.read(position, segment_end))
-                if segment.sealed:
-                    self._note_reader(segment)
-                position = segment_end
+                try:
+                    count, records = segment.read(position, segment_end)
+                except CannotReadMessage:
+                    if not chunks:
+                        raise
+                    break  # the records before the bad one are served
+                finally:
+                    if segment.sealed:
+                        self._note_reader(segment)
+                chunks.append(records)
+                position += count
+                if position < segment_end:
+                    break  # stopped before a bad record
             number += 1
-        return end - start, chunks
+        return position - start, chunks
 
     def read_columnar(self, offset: int, count: int, max_bytes: int) -> ColumnarRange:
         """Up to ``count`` records from ``offset`` with their index columns, within one segment
-        and ``max_bytes`` of records (at least one record). See ``storage.columnar``."""
+        and ``max_bytes`` of records (at least one record), verified as ``read``'s are. See
+        ``storage.columnar``."""
         start = max(offset, self.first_offset)
         end = min(start + count, self.next_offset)
         if count <= 0 or start >= end:
             return ColumnarRange.empty(start)
         segment = self._segments[bisect_right(self._starts, start) - 1]
-        found = read_segment_columns(segment, start, min(end, segment.next_offset), max_bytes)
-        if segment.sealed:
-            self._note_reader(segment)
-        return found
+        try:
+            return read_segment_columns(segment, start, min(end, segment.next_offset), max_bytes)
+        finally:
+            if segment.sealed:
+                self._note_reader(segment)
 
     def _note_reader(self, segment: Segment) -> None:
         """Keep at most ``open_sealed_readers`` sealed segments with an open descriptor."""
@@ -434,19 +459,22 @@ class PartitionLog:
 
     def offset_for_timestamp(self, timestamp_us: int) -> int | None:
         """First offset whose timestamp is >= ``timestamp_us``; None if there is none."""
-        for number, segment in enumerate(self._segments):
-            if segment.corrupt_reason is not None:
-                following = (
-                    self._segments[number + 1].first_timestamp
-                    if number + 1 < len(self._segments)
-                    else None
-                )
-                if following is not None and following < timestamp_us:
-                    continue  # every message of the corrupt segment is older than ``following``
-                raise segment.corrupt_error()
+        for segment in self._segments:
             if segment.last_timestamp is not None and segment.last_timestamp >= timestamp_us:
-                return segment.find_timestamp(timestamp_us)
+                try:
+                    return segment.find_timestamp(timestamp_us)
+                finally:
+                    if segment.sealed:
+                        self._note_reader(segment)
         return None
+
+    def holds(self, segment: Segment) -> bool:
+        """Whether ``segment`` is still one of this open log's (retention, purge and close
+        drop segments; background work checks this before it touches one)."""
+        if self._closed:
+            return False
+        number = bisect_right(self._starts, segment.start_offset) - 1
+        return number >= 0 and self._segments[number] is segment
 
     # ------------------------------------------------------------------ retention
     def delete_expired_segments(self, now_us: int, expiry_us: int) -> int:

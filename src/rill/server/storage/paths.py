@@ -17,6 +17,7 @@ Layout (wire reference §7.1, with SQLite in place of Iggy's state log)::
       streams/<stream_id>/topics/<topic_id>/partitions/<partition_id>/
         00000000000000000000.log       segment records, named by first offset (20 digits)
         00000000000000000000.index     16 bytes per message
+        00000000000000000000.index.rebuild   a rebuilt index before its rename (removed at start)
       <any of those directories>.deleting   a directory being deleted (see storage.directories)
 
 Invariant: a segment file name is its start offset as exactly 20 decimal digits followed by
@@ -30,6 +31,7 @@ from pathlib import Path
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
+REBUILD_SUFFIX = ".rebuild"  # a rebuilt index before it is renamed over the index
 STAGED_SUFFIX = ".staged"
 STREAM_MANIFEST = "stream.json"
 TOPIC_MANIFEST = "topic.json"
@@ -143,6 +145,12 @@ class DataPaths:
     @staticmethod
     def segment_index(partition_dir: str | os.PathLike[str], start_offset: int) -> Path:
         return Path(partition_dir) / f"{_segment_stem(start_offset)}{INDEX_SUFFIX}"
+
+    @staticmethod
+    def segment_index_rebuild(index_path: str | os.PathLike[str]) -> Path:
+        """Where a rebuilt index is written before it is renamed over ``index_path``."""
+        index_path = Path(index_path)
+        return index_path.with_name(index_path.name + REBUILD_SUFFIX)
 
     def __repr__(self) -> str:
         return f"DataPaths({str(self.root)!r})"

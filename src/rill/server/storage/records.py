@@ -1,4 +1,4 @@
-"""Stored records: stamping a SEND batch into the poll layout, and scanning stored records.
+"""Stored records: their layouts, and stamping a SEND batch into the poll layout.
 
 SEND layout, per message (wire reference §3.4)::
 
@@ -14,19 +14,20 @@ Index entry, one per message, 16 bytes::
     relative_offset u32 (offset - segment start) | position u32 (of the record in the .log) |
     timestamp u64
 
-Owns: ``stamp_batch`` (the write hot loop), ``scan_records`` (recovery) and
-``check_read_boundaries`` (a cheap guard on every read). Invariants: ``stamp_batch`` validates
-the whole batch before returning anything, so a rejected batch writes nothing; checksum is
-``crc32(payload)`` (§6.11); an all-zero id becomes a fresh UUIDv7 (16 UUID bytes in canonical
-order); every message of a batch gets the same timestamp.
+Owns: the layouts, ``stamp_batch`` (the write hot loop) and ``add_header_values`` (the header
+map rules, shared with the record checks of ``record_checks``). Invariants: ``stamp_batch``
+validates the whole batch before returning anything, so a rejected batch writes nothing;
+checksum is ``crc32(payload)`` (§6.11); an all-zero id becomes a fresh UUIDv7 (16 UUID bytes in
+canonical order); every message of a batch gets the same timestamp.
 
 Two implementations of ``stamp_batch``: ``stamp_batch_python`` below is the reference (and the
 fallback), ``_stamp.c`` its C twin, used when it was built and ``RILL_PURE_PYTHON`` is not ``1``
-(``ACCELERATED`` tells which runs). The twin gives the same bytes and accepts exactly the same
-regions (``tests/server/storage/test_stamp_accelerator.py`` holds them to it); it releases the
-GIL while it loops, so stamping can run in a worker thread beside the event loop. On a rejected
-region it reports a status: the limit errors are raised here, and for a malformed region the
-reference runs again to raise its DecodeError with the exact message (rejections are rare).
+(``ACCELERATED`` tells which runs). The twin gives the same bytes, accepts exactly the same
+regions and rejects the others with the same error and text
+(``tests/server/storage/test_stamp_accelerator.py`` holds them to it); it releases the GIL
+while it loops, so stamping can run in a worker thread beside the event loop. A rejection costs
+no more than an acceptance: both stop at the first malformed message, and at the batch limits
+as soon as a running total passes them; the twin words the DecodeError itself.
 
 Performance of the reference: one pass; per message it makes only what CPython needs to call C
 (struct results, zero-copy buffer slices): one ``struct`` call packs the fixed record prefix,
@@ -46,7 +47,6 @@ from dataclasses import dataclass
 
 from rill.errors import InvalidMessagesCount, TooBigHeadersPayload, TooBigMessagePayload
 from rill.protocol.buffer import DecodeError
-from rill.protocol.headers import decode_header_map, header_values_size
 
 from rill.protocol.stored import crc32, uuid7_block  # noqa: F401 (both used here; re-exported)
 
@@ -65,11 +65,9 @@ INDEX_ENTRY_SIZE = 16
 
 _SEND_HEAD = struct.Struct("<16sI")  # id, headers_length
 _RECORD_PREFIX = struct.Struct("<QBQ16sI")  # offset, state, timestamp, id, checksum
-_RECORD_FIXED = struct.Struct(
-    "<QBQ16xII"
-)  # offset, state, timestamp, (id), checksum, headers_length
+# offset, state, timestamp, (id), checksum, headers_length
+RECORD_FIXED = struct.Struct("<QBQ16xII")
 _U32 = struct.Struct("<I")
-_U64 = struct.Struct("<Q")
 INDEX_ENTRY = struct.Struct("<IIQ")  # relative_offset, position, timestamp
 
 _ZERO_ID = bytes(16)
@@ -111,9 +109,10 @@ def stamp_batch_python(
 
     ``base_offset`` is the offset of the first message, ``base_position`` the .log position its
     record will have, ``segment_start`` the start offset of the segment it goes to. Raises
-    DecodeError for any malformed message, InvalidMessagesCount (4009) for an empty region,
-    TooBigHeadersPayload (4017) and TooBigMessagePayload (4022) for the batch limits. Nothing
-    is returned unless the whole batch is valid.
+    DecodeError for the first malformed message, InvalidMessagesCount (4009) for an empty
+    region, TooBigHeadersPayload (4017) and TooBigMessagePayload (4022) as soon as the running
+    total of header value bytes or payload bytes passes its limit. Nothing is returned unless
+    the whole batch is valid.
     """
     view = memoryview(raw)
     if view.format != "B" or view.ndim != 1:
@@ -139,9 +138,13 @@ def stamp_batch_python(
             if headers_length:
                 if payload_position - 4 > end:
                     raise DecodeError(f"message {offset - base_offset}: headers overrun the region")
-                headers_total += header_values_size(
-                    view[position + SEND_PREFIX_SIZE : payload_position - 4]
-                )
+                try:
+                    headers_total = add_header_values(
+                        view, position + SEND_PREFIX_SIZE, payload_position - 4, headers_total,
+                        MAX_HEADERS_BYTES,
+                    )
+                except DecodeError as error:
+                    raise DecodeError(f"message {offset - base_offset}: {error.detail}") from None
             payload_length = read_u32(view, payload_position - 4)[0]
             stop = payload_position + payload_length
             if not payload_length or stop > end:
@@ -149,6 +152,8 @@ def stamp_batch_python(
                     f"message {offset - base_offset}: invalid payload_length {payload_length}"
                 )
             payload_total += payload_length
+            if payload_total > MAX_PAYLOAD_BYTES:
+                raise TooBigMessagePayload()
             if message_id == _ZERO_ID:
                 if uuid_position == len(uuids):  # one block for the rest, sized from this message
                     uuids = uuid7_block(
@@ -178,10 +183,6 @@ def stamp_batch_python(
     count = offset - base_offset
     if count == 0:
         raise InvalidMessagesCount()
-    if headers_total > MAX_HEADERS_BYTES:
-        raise TooBigHeadersPayload()
-    if payload_total > MAX_PAYLOAD_BYTES:
-        raise TooBigMessagePayload()
     if record_position > MAX_POSITION + 1:
         raise _position_overflow()
     relative_start = base_offset - segment_start
@@ -210,6 +211,7 @@ def _load_accelerator():  # type: ignore[no-untyped-def]
 
 _accelerator = _load_accelerator()
 ACCELERATED = _accelerator is not None
+ACCELERATOR = _accelerator  # the C twins (of the record checks too), or None
 
 
 def stamp_batch_accelerated(
@@ -226,10 +228,12 @@ def stamp_batch_accelerated(
         records, index_entries, count = found
         return StampedBatch(records, index_entries, count, base_offset, base_offset + count - 1,
                             timestamp_us)
+    if type(found) is str:
+        raise DecodeError(found)
     error = _STATUS_ERRORS.get(found)
     if error is not None:
         raise error()
-    # malformed, or outside what the twin handles: the reference raises the exact error
+    # arguments outside what the twin handles (never a client's region): the reference decides
     return stamp_batch_python(raw, base_offset, timestamp_us, base_position, segment_start)
 
 
@@ -270,117 +274,57 @@ def build_index_entries(
     return entries
 
 
-def scan_records(
-    view: bytes | bytearray | memoryview,
-    start_position: int,
-    expected_offset: int,
-    verify_checksums: bool,
-    segment_start: int | None = None,
-) -> ScanResult:
-    """Walk stored records from ``start_position``, offsets densely from ``expected_offset``.
+def add_header_values(
+    view: memoryview, start: int, stop: int, total: int, limit: int | None
+) -> int:
+    """Validate the header map ``view[start:stop]`` and add its value bytes to ``total``.
 
-    Stops at the first incomplete or garbled record, an unexpected offset, a timestamp that goes
-    backwards, or (when ``verify_checksums``) a checksum mismatch or malformed header map.
-    ``segment_start`` (default ``expected_offset``) makes the relative offsets of the rebuilt
-    index entries.
+    The checks, their order and the DecodeError details are those of
+    ``rill.protocol.headers.decode_header_map`` (key 1..255 bytes of UTF-8, kind 1..15, value
+    1..255 bytes, each key unlike the ones before it); TooBigHeadersPayload as soon as the
+    total passes ``limit`` (None: no limit). ``_stamp.c``'s ``check_header_map`` is its twin.
     """
-    view = memoryview(view)
-    if segment_start is None:
-        segment_start = expected_offset
-    end = len(view)
-    read_fixed = _RECORD_FIXED.unpack_from
     read_u32 = _U32.unpack_from
-    pack_index = INDEX_ENTRY.pack
-    entries: list[bytes] = []
-    position = start_position
-    offset = expected_offset
-    first_timestamp: int | None = None
-    previous_timestamp = 0
-    reason: str | None = None
-    while position < end:
-        if position + RECORD_OVERHEAD > end:
-            reason = f"incomplete record at byte {position}: {end - position} bytes left"
-            break
-        record_offset, state, timestamp, checksum, headers_length = read_fixed(view, position)
-        if record_offset != offset:
-            reason = f"record at byte {position} has offset {record_offset}, expected {offset}"
-            break
-        if state not in KNOWN_STATES:
-            reason = f"record at byte {position} (offset {offset}) has unknown state {state}"
-            break
-        if timestamp < previous_timestamp:
-            reason = f"record at byte {position} (offset {offset}) has a timestamp going backwards"
-            break
-        payload_length_position = position + RECORD_FIXED_SIZE + headers_length
-        if payload_length_position + 4 > end:
-            reason = f"record at byte {position} (offset {offset}): headers overrun the data"
-            break
-        (payload_length,) = read_u32(view, payload_length_position)
-        stop = payload_length_position + 4 + payload_length
-        if payload_length == 0 or stop > end:
-            reason = f"record at byte {position} (offset {offset}): payload length {payload_length}"
-            break
-        if verify_checksums:
-            actual = crc32(view[payload_length_position + 4 : stop])
-            if actual != checksum:
-                reason = f"record at byte {position} (offset {offset}): bad checksum {actual}"
-                break
-            if headers_length:
-                try:
-                    decode_header_map(view[position + RECORD_FIXED_SIZE : payload_length_position])
-                except DecodeError as error:
-                    reason = f"record at byte {position} (offset {offset}): {error.detail}"
-                    break
-        if first_timestamp is None:
-            first_timestamp = timestamp
-        entries.append(pack_index(offset - segment_start, position, timestamp))
-        previous_timestamp = timestamp
-        offset += 1
-        position = stop
-    count = offset - expected_offset
-    last_timestamp = previous_timestamp if count else None
-    return ScanResult(
-        count, position, bytearray(b"".join(entries)), first_timestamp, last_timestamp, reason
-    )
+    keys: set[bytes] = set()
+    position = start
+    while position < stop:
+        if stop - position < 4:
+            raise _needed(4, position - start, stop - position)
+        (key_length,) = read_u32(view, position)
+        position += 4
+        if not 1 <= key_length <= 255:
+            raise DecodeError(f"header key length {key_length}")
+        if stop - position < key_length:
+            raise _needed(key_length, position - start, stop - position)
+        key = bytes(view[position : position + key_length])
+        try:
+            text = key.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise DecodeError(f"invalid UTF-8: {error.reason}") from None
+        position += key_length
+        if stop - position < 1:
+            raise _needed(1, position - start, stop - position)
+        kind = view[position]
+        position += 1
+        if not 1 <= kind <= 15:
+            raise DecodeError(f"header kind {kind}")
+        if stop - position < 4:
+            raise _needed(4, position - start, stop - position)
+        (value_length,) = read_u32(view, position)
+        position += 4
+        if not 1 <= value_length <= 255:
+            raise DecodeError(f"header value length {value_length}")
+        if key in keys:
+            raise DecodeError(f"duplicate header key {text!r}")
+        keys.add(key)
+        if stop - position < value_length:
+            raise _needed(value_length, position - start, stop - position)
+        position += value_length
+        total += value_length
+        if limit is not None and total > limit:
+            raise TooBigHeadersPayload()
+    return total
 
 
-def record_end(view: bytes | bytearray | memoryview, position: int) -> int | None:
-    """End position of the record starting at ``position``, or None if it does not fit."""
-    end = len(view)
-    if position + RECORD_OVERHEAD > end:
-        return None
-    (headers_length,) = _U32.unpack_from(view, position + RECORD_FIXED_SIZE - 4)
-    payload_length_position = position + RECORD_FIXED_SIZE + headers_length
-    if payload_length_position + 4 > end:
-        return None
-    stop = payload_length_position + 4 + _U32.unpack_from(view, payload_length_position)[0]
-    return stop if stop <= end else None
-
-
-def record_offset(view: bytes | bytearray | memoryview, position: int) -> int:
-    return _U64.unpack_from(view, position)[0]
-
-
-def record_header(
-    view: bytes | bytearray | memoryview, position: int
-) -> tuple[int, int, int, int, int]:
-    """``(offset, state, timestamp, checksum, headers_length)`` of the record at ``position``."""
-    return _RECORD_FIXED.unpack_from(view, position)
-
-
-def check_read_boundaries(
-    chunk: bytes, first_offset: int, last_offset: int, last_position: int
-) -> str | None:
-    """Cheap guard for a read: ``chunk`` must start with ``first_offset``'s record and end right
-    after ``last_offset``'s record, which starts at ``last_position`` in the chunk. Returns None
-    when it holds, or the reason it does not."""
-    if len(chunk) < RECORD_OVERHEAD or record_offset(chunk, 0) != first_offset:
-        return f"data at the index position of offset {first_offset} is not that record"
-    if (
-        last_position + RECORD_OVERHEAD > len(chunk)
-        or record_offset(chunk, last_position) != last_offset
-    ):
-        return f"data at the index position of offset {last_offset} is not that record"
-    if record_end(chunk, last_position) != len(chunk):
-        return f"record of offset {last_offset} does not end where the index says"
-    return None
+def _needed(size: int, at: int, have: int) -> DecodeError:
+    return DecodeError(f"needed {size} bytes at {at}, have {have}")

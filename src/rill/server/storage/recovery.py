@@ -2,42 +2,51 @@
 
 Every segment gets a structural check, O(1) in its size: the index length is a multiple of 16,
 its first and last entries are offsets ``start`` and ``start + n - 1`` at positions inside the
-log, the records found there carry those offsets, and the last one ends exactly at the end of
-the log. A sealed segment must also hold exactly the offsets up to the next segment's start.
+log, the records found there carry those offsets and timestamps, and the last one ends exactly
+at the end of the log. A sealed segment must also hold exactly the offsets up to the next
+segment's start. A segment that passes is opened unverified: its records are verified by their
+first read, or by the background verifier after an unclean stop (``verification``).
 
-The LAST segment (the tail, which may not have been synced) is scanned record by record with
-checksums whenever the shutdown was not clean, whenever ``validate_checksum`` is set, and
-whenever its structural check fails. A torn or garbage tail is cut at the end of the last valid
-record, and the index is rebuilt from the log whenever it disagrees (missing, short, long).
+A segment is walked record by record with checksums (``index_rebuild.locate_records``) when its
+check fails, when ``validate_checksum`` is set (everything is verified at start), and, for the
+LAST segment (the tail, which may not have been synced), whenever the shutdown was not clean.
+The walk locates every record it can: a record with a bad checksum or header map is refused
+(logged, never served), and the walk finds records again after a broken layout, so only what
+cannot be located is refused. The index is rewritten safely whenever it disagrees with the log.
+A walked segment opens verified.
 
-A SEALED segment that fails its check is scanned; if the log is whole and has exactly the
-expected offsets, its index is rebuilt. Otherwise the segment is kept but marked corrupt (an
-error naming the file is logged): reads touching it raise ``CannotReadMessage`` while the rest of
-the partition keeps working. Sealed segments are never truncated: their data was acknowledged.
+The tail after an unclean stop: a torn end (bytes that are not records, and bad records after
+the last good one: writes the stop interrupted, never acknowledged under fsync = always) is
+cut. After a clean stop nothing is cut: a tail with bytes after its last record that cannot be
+read as records is kept, unserved, and sealed (appends go to a new segment). Sealed segments are
+never truncated: their data was acknowledged.
 
-Stray files: an ``.index`` without its ``.log`` is deleted; files not named like segments are
-left alone.
+Stray files: an ``.index`` without its ``.log`` and a leftover ``.index.rebuild`` are deleted;
+files not named like segments are left alone.
 """
 
 from __future__ import annotations
 
 import logging
-import mmap
 import os
 from pathlib import Path
 
 from rill.server.storage.durability import Durability
-from rill.server.storage.paths import LOG_SUFFIX, DataPaths, parse_segment_file_name
-from rill.server.storage.records import (
-    INDEX_ENTRY,
-    INDEX_ENTRY_SIZE,
-    RECORD_OVERHEAD,
-    ScanResult,
-    record_end,
-    record_header,
-    scan_records,
+from rill.server.storage.index_rebuild import (
+    LocatedRecords,
+    locate_log_records,
+    replace_index_file,
 )
-from rill.server.storage.segment import Segment, read_all_at, write_all_at
+from rill.server.storage.paths import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    REBUILD_SUFFIX,
+    DataPaths,
+    parse_segment_file_name,
+)
+from rill.server.storage.record_checks import record_end, record_header
+from rill.server.storage.records import INDEX_ENTRY, INDEX_ENTRY_SIZE, RECORD_OVERHEAD
+from rill.server.storage.segment import Segment, read_all_at
 
 logger = logging.getLogger(__name__)
 
@@ -45,13 +54,19 @@ logger = logging.getLogger(__name__)
 def recover_segments(
     directory: Path, durability: Durability, *, clean_shutdown: bool, validate_checksum: bool
 ) -> list[Segment]:
-    """Open the segments found in ``directory``, oldest first, the last one active.
+    """Open the segments found in ``directory``, oldest first, the last one active (or sealed,
+    with no active segment yet, when its end cannot be read; see above).
 
     Returns an empty list when the directory holds no segment log.
     """
     logs: set[int] = set()
     indexes: set[int] = set()
+    strays: list[Path] = []
     for entry in os.scandir(directory):
+        if entry.name.endswith(INDEX_SUFFIX + REBUILD_SUFFIX) and parse_segment_file_name(
+                entry.name[: -len(REBUILD_SUFFIX)]):
+            strays.append(Path(entry.path))  # a rebuild a stop interrupted before its rename
+            continue
         parsed = parse_segment_file_name(entry.name)
         if parsed is None or not entry.is_file():
             continue
@@ -60,13 +75,15 @@ def recover_segments(
     for start_offset in sorted(indexes - logs):
         stray = DataPaths.segment_index(directory, start_offset)
         logger.warning("removing index %s: its log file is missing", stray)
+        strays.append(stray)
+    for stray in strays:
         stray.unlink(missing_ok=True)
     starts = sorted(logs)
     segments: list[Segment] = []
     for number, start_offset in enumerate(starts):
         if number == len(starts) - 1:
-            full_scan = validate_checksum or not clean_shutdown
-            segments.append(_recover_tail(directory, start_offset, durability, full_scan))
+            segments.append(_recover_tail(directory, start_offset, durability, clean_shutdown,
+                                          validate_checksum))
         else:
             expected_count = starts[number + 1] - start_offset
             segments.append(
@@ -74,13 +91,14 @@ def recover_segments(
                     directory, start_offset, durability, expected_count, validate_checksum
                 )
             )
-    if indexes - logs:
+    if strays:
         durability.sync_directory(directory)
     return segments
 
 
 def _recover_tail(
-    directory: Path, start_offset: int, durability: Durability, full_scan: bool
+    directory: Path, start_offset: int, durability: Durability, clean_shutdown: bool,
+    validate_checksum: bool,
 ) -> Segment:
     log_path = DataPaths.segment_log(directory, start_offset)
     index_path = DataPaths.segment_index(directory, start_offset)
@@ -89,32 +107,36 @@ def _recover_tail(
     problem = None
     if index_entries is None:
         problem = "index file is missing"
-    elif not full_scan:
+    elif clean_shutdown and not validate_checksum:
         problem = _structural_problem(
             log_path, start_offset, log_size, len(index_entries), index_entries.__getitem__, None
         )
-    if full_scan or problem is not None:
-        if problem is not None:
-            logger.warning("segment %s: %s; rebuilding from the log", log_path, problem)
-        scan = _scan_log(log_path, log_size, start_offset, verify_checksums=True)
-        if scan.end_position < log_size:
-            logger.warning(
-                "segment %s: cutting %d bytes of torn or invalid tail after offset %d: %s",
-                log_path,
-                log_size - scan.end_position,
-                start_offset + scan.count - 1,
-                scan.stop_reason,
-            )
-            _truncate_file(log_path, scan.end_position, durability)
-            log_size = scan.end_position
-        if index_entries != scan.index_entries:
-            logger.warning(
-                "segment %s: index rebuilt from the log (%d entries)", index_path, scan.count
-            )
-            _rewrite_file(index_path, scan.index_entries, durability)
-            index_entries = scan.index_entries
-    assert index_entries is not None
-    return Segment.open_active(directory, start_offset, durability, index_entries, log_size)
+        if problem is None:
+            return Segment.open_active(directory, start_offset, durability, index_entries,
+                                       log_size)
+    if problem is not None:
+        logger.warning("segment %s: %s; locating its records in the log", log_path, problem)
+    located = locate_log_records(log_path, log_size, start_offset, None, index_entries)
+    if not clean_shutdown:
+        located = located.without_trailing_bad(start_offset)
+    _write_index_if_changed(index_path, index_entries, located, durability)
+    if located.end_position < log_size:
+        if clean_shutdown:
+            logger.error(
+                "segment %s: the %d bytes after offset %d cannot be read as records (%s); "
+                "kept unserved, and the segment is sealed", log_path,
+                log_size - located.end_position, start_offset + located.count - 1,
+                located.end_reason)
+            return _open_located_sealed(directory, start_offset, durability, located)
+        logger.warning(
+            "segment %s: cutting %d bytes of torn or invalid tail after offset %d: %s",
+            log_path, log_size - located.end_position, start_offset + located.count - 1,
+            located.end_reason,
+        )
+        _truncate_file(log_path, located.end_position, durability)
+        log_size = located.end_position
+    return Segment.open_active(directory, start_offset, durability, located.index_entries,
+                               log_size, verified=True, bad=located.bad)
 
 
 def _recover_sealed(
@@ -122,14 +144,14 @@ def _recover_sealed(
     start_offset: int,
     durability: Durability,
     expected_count: int,
-    verify_checksums: bool,
+    validate_checksum: bool,
 ) -> Segment:
     log_path = DataPaths.segment_log(directory, start_offset)
     index_path = DataPaths.segment_index(directory, start_offset)
     log_size = log_path.stat().st_size
-    first_timestamp = last_timestamp = None
     if not index_path.exists():
         problem: str | None = "index file is missing"
+        index_entries = None
     else:
         index_size = index_path.stat().st_size
         problem = _structural_problem(
@@ -140,42 +162,42 @@ def _recover_sealed(
             lambda span: _read_file_range(index_path, span.stop - span.start, span.start),
             expected_count,
         )
-        if problem is None:
-            first_timestamp = _indexed_timestamp(index_path, 0)
-            last_timestamp = _indexed_timestamp(index_path, index_size - INDEX_ENTRY_SIZE)
-    if problem is not None or verify_checksums:
-        scan = _scan_log(log_path, log_size, start_offset, verify_checksums=True)
-        scan_problem = scan.stop_reason
-        if scan_problem is None and scan.count != expected_count:
-            scan_problem = f"log holds {scan.count} messages where {expected_count} are expected"
-        if scan_problem is not None:
+        if problem is None and not validate_checksum:
             return Segment.open_sealed(
-                directory,
-                start_offset,
-                durability,
-                messages_count=expected_count,
+                directory, start_offset, durability, messages_count=expected_count,
                 size_bytes=log_size,
-                first_timestamp=None,
-                last_timestamp=None,
-                corrupt_reason=scan_problem if problem is None else f"{problem}; {scan_problem}",
+                first_timestamp=_indexed_timestamp(index_path, 0),
+                last_timestamp=_indexed_timestamp(index_path, index_size - INDEX_ENTRY_SIZE),
             )
-        if problem is not None or index_path.read_bytes() != scan.index_entries:
-            logger.warning(
-                "sealed segment %s: %s; index rebuilt from the log",
-                log_path,
-                problem or "index disagrees with the log",
-            )
-            _rewrite_file(index_path, scan.index_entries, durability)
-        first_timestamp, last_timestamp = scan.first_timestamp, scan.last_timestamp
+        index_entries = index_path.read_bytes()
+    if problem is not None:
+        logger.warning("sealed segment %s: %s; locating its records in the log", log_path, problem)
+    located = locate_log_records(log_path, log_size, start_offset, expected_count, index_entries)
+    _write_index_if_changed(index_path, index_entries, located, durability)
+    if located.end_position < log_size:
+        logger.warning("sealed segment %s: %d bytes after its last record are not served",
+                       log_path, log_size - located.end_position)
+    return _open_located_sealed(directory, start_offset, durability, located)
+
+
+def _open_located_sealed(
+    directory: Path, start_offset: int, durability: Durability, located: LocatedRecords
+) -> Segment:
     return Segment.open_sealed(
-        directory,
-        start_offset,
-        durability,
-        messages_count=expected_count,
-        size_bytes=log_size,
-        first_timestamp=first_timestamp,
-        last_timestamp=last_timestamp,
+        directory, start_offset, durability, messages_count=located.count,
+        size_bytes=located.end_position, first_timestamp=located.first_timestamp,
+        last_timestamp=located.last_timestamp, verified=True, bad=located.bad,
     )
+
+
+def _write_index_if_changed(
+    index_path: Path, index_entries: bytes | None, located: LocatedRecords,
+    durability: Durability,
+) -> None:
+    if index_entries != located.index_entries:
+        logger.warning("segment index %s rebuilt from the log (%d entries)", index_path,
+                       located.count)
+        replace_index_file(index_path, located.index_entries, durability)
 
 
 def _structural_problem(
@@ -197,7 +219,9 @@ def _structural_problem(
         return f"index has {count} entries where {expected_count} are expected"
     if count == 0:
         return None if log_size == 0 else f"index is empty but the log has {log_size} bytes"
-    first_relative, first_position, _ = INDEX_ENTRY.unpack(read_index(slice(0, INDEX_ENTRY_SIZE)))
+    first_relative, first_position, first_timestamp = INDEX_ENTRY.unpack(
+        read_index(slice(0, INDEX_ENTRY_SIZE))
+    )
     last_relative, last_position, last_timestamp = INDEX_ENTRY.unpack(
         read_index(slice(index_size - INDEX_ENTRY_SIZE, index_size))
     )
@@ -208,6 +232,8 @@ def _structural_problem(
     head = _read_file_range(log_path, RECORD_OVERHEAD, 0)
     if len(head) < RECORD_OVERHEAD or record_header(head, 0)[0] != start_offset:
         return f"first record does not carry offset {start_offset}"
+    if record_header(head, 0)[2] != first_timestamp:
+        return f"first record does not carry the indexed timestamp {first_timestamp}"
     tail = _read_file_range(log_path, log_size - last_position, last_position)
     offset, _, timestamp, _, _ = record_header(tail, 0)
     last_offset = start_offset + count - 1
@@ -216,27 +242,6 @@ def _structural_problem(
     if record_end(tail, 0) != len(tail):
         return f"last record does not end at the end of the log ({log_size} bytes)"
     return None
-
-
-def _scan_log(
-    log_path: Path, log_size: int, start_offset: int, verify_checksums: bool
-) -> ScanResult:
-    """Scan a whole log through a read-only memory map."""
-    if log_size == 0:
-        return ScanResult(0, 0, bytearray(), None, None, None)
-    descriptor = os.open(log_path, os.O_RDONLY)
-    try:
-        mapping = mmap.mmap(descriptor, log_size, access=mmap.ACCESS_READ)
-    finally:
-        os.close(descriptor)  # read-only, never dirty
-    try:
-        with memoryview(mapping) as view:
-            return scan_records(view, 0, start_offset, verify_checksums, start_offset)
-    finally:
-        try:
-            mapping.close()
-        except BufferError:  # a slice is still referenced somewhere; the mapping goes with it
-            pass
 
 
 def _indexed_timestamp(index_path: Path, position: int) -> int:
@@ -251,16 +256,6 @@ def _read_file_range(path: Path, length: int, position: int) -> bytes:
         return read_all_at(descriptor, length, position)
     finally:
         os.close(descriptor)
-
-
-def _rewrite_file(path: Path, data: bytes | bytearray, durability: Durability) -> None:
-    """Replace a file's content (a rebuilt index) and sync it per policy."""
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        write_all_at(descriptor, data, 0)
-        durability.sync_now(descriptor)
-    finally:
-        durability.close_file(descriptor)
 
 
 def _truncate_file(path: Path, size: int, durability: Durability) -> None:

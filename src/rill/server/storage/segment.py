@@ -15,8 +15,15 @@ Invariants:
     the event loop): reads only ever see published batches.
   * A sealed segment holds no descriptor until read; the partition log keeps few of them open.
     Its index is memory-mapped on first use.
-  * A corrupt segment is never served: every read raises ``CannotReadMessage`` with the reason.
-    Each read also checks that the bytes at its two ends are the records the index promises.
+  * Every record a read returns was verified since it was last written (``verification``):
+    records this process appended count as verified; any other range is checked by its first
+    read (``record_checks.verify_records``: layout, checksum, header map, against the index)
+    before it is returned. A read stops before a bad record (logged once, refused with
+    ``CannotReadMessage`` naming its offset when it is the first asked for); the records around
+    it are served.
+  * An index that disagrees with the log never takes the segment offline: it is rebuilt from
+    the log (``index_rebuild``), written back safely, and reads go on with it
+    (``index_generation`` counts rebuilds, so work begun with an older index is redone).
 """
 
 from __future__ import annotations
@@ -37,7 +44,10 @@ from rill.errors import (
 )
 from rill.server.storage.durability import Durability
 from rill.server.storage.paths import DataPaths
-from rill.server.storage.records import INDEX_ENTRY, INDEX_ENTRY_SIZE, check_read_boundaries
+from rill.server.storage.record_checks import KIND_CONTENT, KIND_GOOD, verify_records
+from rill.server.storage.records import INDEX_ENTRY, INDEX_ENTRY_SIZE
+from rill.server.storage.segment_checks import SegmentChecks
+from rill.server.storage.verification import SegmentVerification
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +57,7 @@ _LITTLE_ENDIAN_HOST = sys.byteorder == "little"
 _INITIAL_INDEX_CAPACITY = 64 * INDEX_ENTRY_SIZE
 
 
-class Segment:
+class Segment(SegmentChecks):
     """One segment of a partition log; active (appendable) until sealed."""
 
     def __init__(
@@ -62,7 +72,8 @@ class Segment:
         self.first_timestamp: int | None = None
         self.last_timestamp: int | None = None
         self.sealed = False
-        self.corrupt_reason: str | None = None
+        self.verification = SegmentVerification(self.log_path)
+        self.index_generation = 0  # rebuilds of the index from the log since open
         self._durability = durability
         self._log_descriptor: int | None = None
         self._index_descriptor: int | None = None
@@ -97,8 +108,11 @@ class Segment:
         durability: Durability,
         index_entries: bytes | bytearray,
         size_bytes: int,
+        verified: bool = False,
+        bad: dict[int, str] | None = None,
     ) -> Segment:
-        """Reopen the last segment of a partition; its files must already agree (see recovery)."""
+        """Reopen the last segment of a partition; its files must already agree (see recovery).
+        ``verified``: recovery checked every record, and found ``bad`` refused."""
         segment = cls(directory, start_offset, durability)
         flags = os.O_RDWR
         segment._log_descriptor = os.open(segment.log_path, flags)
@@ -113,6 +127,8 @@ class Segment:
             segment.last_timestamp = _TIMESTAMP_AT.unpack_from(
                 mirror, len(index_entries) - INDEX_ENTRY_SIZE
             )[0]
+        if verified:
+            segment.verification.reset(start_offset, segment.next_offset, bad or {})
         return segment
 
     @classmethod
@@ -126,17 +142,19 @@ class Segment:
         size_bytes: int,
         first_timestamp: int | None,
         last_timestamp: int | None,
-        corrupt_reason: str | None = None,
+        verified: bool = False,
+        bad: dict[int, str] | None = None,
     ) -> Segment:
-        """A sealed segment whose files were checked at start; it opens nothing until read."""
+        """A sealed segment whose files were checked at start; it opens nothing until read.
+        ``verified``: recovery checked every record, and found ``bad`` refused."""
         segment = cls(directory, start_offset, durability)
         segment.sealed = True
         segment.messages_count = messages_count
         segment.size_bytes = size_bytes
         segment.first_timestamp = first_timestamp
         segment.last_timestamp = last_timestamp
-        if corrupt_reason is not None:
-            segment.mark_corrupt(corrupt_reason)
+        if verified:
+            segment.verification.reset(start_offset, segment.next_offset, bad or {})
         return segment
 
     # ------------------------------------------------------------------ properties
@@ -158,17 +176,6 @@ class Segment:
     @property
     def has_open_reader(self) -> bool:
         return self.sealed and self._log_descriptor is not None
-
-    def mark_corrupt(self, reason: str) -> None:
-        if self.corrupt_reason is None:
-            logger.error("segment %s is corrupt and will not be served: %s", self.log_path, reason)
-        self.corrupt_reason = reason
-
-    def corrupt_error(self) -> CannotReadMessage:
-        """The error every read touching this corrupt segment raises (4011, with the reason)."""
-        return CannotReadMessage(
-            reason=f"Cannot read message: segment {self.log_path} is corrupt: {self.corrupt_reason}"
-        )
 
     # ------------------------------------------------------------------ writing
     def append(
@@ -229,7 +236,9 @@ class Segment:
         mirror[index_length:needed] = index_entries
         if self.messages_count == 0:
             self.first_timestamp = first_timestamp
+        first_new = self.next_offset
         self.messages_count += len(index_entries) // INDEX_ENTRY_SIZE
+        self.verification.add_verified(first_new, self.next_offset)  # stamped here
         self.size_bytes += records_size
         self.last_timestamp = last_timestamp
 
@@ -248,63 +257,117 @@ class Segment:
             self.sealed = True
 
     # ------------------------------------------------------------------ reading
-    def read(self, first_offset: int, end_offset: int) -> bytes:
-        """Records of offsets [first_offset, end_offset), which must lie in this segment."""
-        if self.corrupt_reason is not None:
-            raise self.corrupt_error()
-        if not self.start_offset <= first_offset < end_offset <= self.next_offset:
-            raise ValueError(
-                f"offsets [{first_offset}, {end_offset}) are not in segment {self.log_path}"
+    def read(self, first_offset: int, end_offset: int) -> tuple[int, bytes]:
+        """Verified records of offsets [first_offset, end_offset), which must lie in this
+        segment: ``(count, records)``, stopping before the first bad record. Raises
+        CannotReadMessage (4011) naming the offset when the first record asked for is bad."""
+        self._check_range(first_offset, end_offset)
+        for _ in range(3):
+            generation = self.index_generation
+            stop = self.verification.first_bad(first_offset, end_offset)
+            if stop == first_offset:
+                raise self.verification.error(first_offset)
+            index = self._index()
+            first_position = self._position(index, first_offset)
+            last_position = self._position(index, stop - 1)
+            end_position = (
+                self.size_bytes if stop == self.next_offset else self._position(index, stop)
             )
-        index = self._index()
-        first_position = _POSITION_AT.unpack_from(
-            index, (first_offset - self.start_offset) * INDEX_ENTRY_SIZE
-        )[0]
-        last_position = _POSITION_AT.unpack_from(
-            index, (end_offset - 1 - self.start_offset) * INDEX_ENTRY_SIZE
-        )[0]
-        if end_offset == self.next_offset:
-            end_position = self.size_bytes
-        else:
-            end_position = _POSITION_AT.unpack_from(
-                index, (end_offset - self.start_offset) * INDEX_ENTRY_SIZE
-            )[0]
-        if not first_position <= last_position < end_position <= self.size_bytes:
-            problem: str | None = (
-                f"index positions {first_position}..{end_position} are out of order"
-            )
-        else:
+            if not first_position <= last_position < end_position <= self.size_bytes:
+                self._rebuild_index(
+                    f"index positions {first_position}..{end_position} of offsets "
+                    f"{first_offset}..{stop - 1} are out of order"
+                )
+                continue
             data = read_all_at(self._reader(), end_position - first_position, first_position)
-            problem = check_read_boundaries(
-                data, first_offset, end_offset - 1, last_position - first_position
-            )
-        if problem is not None:
-            self.mark_corrupt(problem)
-            raise self.corrupt_error()
-        return data
+            if len(data) < end_position - first_position:
+                self._rebuild_index(
+                    f"the log ends at byte {first_position + len(data)}, before the "
+                    f"{end_position} its index gives"
+                )
+                continue
+            checked = self._verify_read(index, data, first_position, first_offset, stop)
+            if self.index_generation != generation:
+                continue  # rebuilt from the log: read again with the new index
+            if checked == first_offset:
+                raise self.verification.error(first_offset)
+            if checked < stop:
+                data = data[: self._position(index, checked) - first_position]
+            return checked - first_offset, data
+        raise CannotReadMessage(
+            reason=f"Cannot read message: the index of {self.log_path} keeps disagreeing "
+            "with its log"
+        )
+
+    def _verify_read(
+        self, index: bytearray | mmap.mmap | bytes, data: bytes, base: int, first: int, stop: int
+    ) -> int:
+        """Verify the unverified records of [first, stop) in ``data`` (the log from byte
+        ``base``); returns the first offset that is not good (``stop`` when all are). A bad
+        record is marked; an index that disagrees with the log is rebuilt."""
+        start = self.start_offset
+        for gap_start, gap_end in self.verification.gaps(first, stop):
+            begin = self._position(index, gap_start) - base
+            end = len(data) if gap_end == stop else self._position(index, gap_end) - base
+            if 0 <= begin <= end <= len(data):
+                count, kind, reason = verify_records(
+                    memoryview(data)[begin:end],
+                    index[(gap_start - start) * INDEX_ENTRY_SIZE
+                          : (gap_end - start) * INDEX_ENTRY_SIZE],
+                    gap_start, gap_start - start, base + begin,
+                )
+            else:
+                count, kind, reason = 0, -1, (
+                    f"index positions {base + begin}..{base + end} of offsets "
+                    f"{gap_start}..{gap_end - 1} are out of order"
+                )
+            self.verification.add_verified(gap_start, gap_start + count)
+            if kind == KIND_GOOD:
+                continue
+            bad = gap_start + count
+            if kind == KIND_CONTENT:
+                self.verification.mark_bad(bad, bad + 1, reason)
+            else:
+                self._rebuild_index(f"offset {bad}: {reason}")
+            return bad
+        return stop
 
     def find_timestamp(self, timestamp_us: int) -> int | None:
-        """Offset of the first message with timestamp >= ``timestamp_us`` in this segment."""
-        if self.corrupt_reason is not None:
-            raise self.corrupt_error()
+        """Offset of the first message with timestamp >= ``timestamp_us`` in this segment.
+
+        The two index entries that decide it (the one found and the one before) are checked
+        against the log first; if that rebuilt the index, the search runs again on it."""
         if (
             not self.messages_count
             or self.last_timestamp is None
             or self.last_timestamp < timestamp_us
         ):
             return None
+        for _ in range(2):
+            generation = self.index_generation
+            found = self.start_offset + self._bisect_timestamps(timestamp_us)
+            first, end = max(found - 1, self.start_offset), min(found + 1, self.next_offset)
+            for offset in range(first, end):
+                try:
+                    self.read(offset, offset + 1)
+                except CannotReadMessage:
+                    pass  # refused to readers anyway; its neighbours decide
+            if self.index_generation == generation:
+                break
+        return found
+
+    def _bisect_timestamps(self, timestamp_us: int) -> int:
         index = self._index()
         if _LITTLE_ENDIAN_HOST:
             with memoryview(index) as raw, raw[: self.messages_count * INDEX_ENTRY_SIZE] as used:
                 with used.cast("Q") as words, words[1::2] as timestamps:
-                    found = bisect_left(timestamps, timestamp_us)
-        else:  # the cast view would read native (big-endian) words
-            found = bisect_left(
-                range(self.messages_count),
-                timestamp_us,
-                key=lambda i: _TIMESTAMP_AT.unpack_from(index, i * INDEX_ENTRY_SIZE)[0],
-            )
-        return self.start_offset + found
+                    return bisect_left(timestamps, timestamp_us)
+        # the cast view would read native (big-endian) words
+        return bisect_left(
+            range(self.messages_count),
+            timestamp_us,
+            key=lambda i: _TIMESTAMP_AT.unpack_from(index, i * INDEX_ENTRY_SIZE)[0],
+        )
 
     def index_columns(self, first_offset: int, end_offset: int) -> tuple[bytes, bytes]:
         """``(boundaries, timestamps)`` of offsets [first_offset, end_offset) from the index.
@@ -312,13 +375,9 @@ class Segment:
         ``boundaries`` holds end - first + 1 little-endian u32 positions: each record's start,
         then the end of the last one; ``timestamps`` holds one little-endian u64 per record.
         Both are strided copies of the index bytes (no per-entry Python work, any host order).
+        They are what the index says: ``read`` verifies the records (and the index) themselves.
         """
-        if self.corrupt_reason is not None:
-            raise self.corrupt_error()
-        if not self.start_offset <= first_offset < end_offset <= self.next_offset:
-            raise ValueError(
-                f"offsets [{first_offset}, {end_offset}) are not in segment {self.log_path}"
-            )
+        self._check_range(first_offset, end_offset)
         index = self._index()
         first = (first_offset - self.start_offset) * INDEX_ENTRY_SIZE
         end = (end_offset - self.start_offset) * INDEX_ENTRY_SIZE
@@ -339,6 +398,15 @@ class Segment:
             self._index(), (offset - self.start_offset) * INDEX_ENTRY_SIZE
         )
 
+    def _check_range(self, first_offset: int, end_offset: int) -> None:
+        if not self.start_offset <= first_offset < end_offset <= self.next_offset:
+            raise ValueError(
+                f"offsets [{first_offset}, {end_offset}) are not in segment {self.log_path}"
+            )
+
+    def _position(self, index: bytearray | mmap.mmap | bytes, offset: int) -> int:
+        return _POSITION_AT.unpack_from(index, (offset - self.start_offset) * INDEX_ENTRY_SIZE)[0]
+
     def _index(self) -> bytearray | mmap.mmap | bytes:
         if self._index_mirror is not None:
             return self._index_mirror
@@ -351,16 +419,47 @@ class Segment:
             finally:
                 os.close(descriptor)  # read-only, never dirty: the mapping outlives it
             if len(self._index_map) < self.messages_count * INDEX_ENTRY_SIZE:
-                self.mark_corrupt("index file shrank after start")
-                raise CannotReadMessage(
-                    reason=f"Cannot read message: index {self.index_path} shrank"
-                )
+                self._rebuild_index("the index file shrank after start")
+                return self._index()
         return self._index_map
 
     def _reader(self) -> int:
         if self._log_descriptor is None:
             self._log_descriptor = os.open(self.log_path, os.O_RDONLY)
         return self._log_descriptor
+
+    # ------------------------------------------------------------------ index rebuilds
+    def _install_index(self, entries: bytearray, written: bool) -> None:
+        """Use a rebuilt index: the active segment's is rewritten in place (recovery rebuilds
+        the tail's index after an unclean stop anyway); a sealed one's file was replaced
+        (``written``), so its mapping is dropped, or it is kept in memory when that failed."""
+        if not self.sealed and self._index_mirror is not None:
+            mirror = bytearray(self._index_mirror)  # replaced, never changed under a view
+            mirror[: len(entries)] = entries
+            self._index_mirror = mirror
+            try:
+                write_all_at(self._index_descriptor, entries, 0)  # type: ignore[arg-type]
+                self._durability.sync_now(self._index_descriptor)  # type: ignore[arg-type]
+            except Exception as error:  # noqa: BLE001 - the next start rebuilds it again
+                logger.error("cannot write the rebuilt index %s: %s", self.index_path, error)
+            return
+        if self._index_map is not None:
+            try:
+                self._index_map.close()
+            except BufferError:  # a view is still alive somewhere; the mapping goes with it
+                pass
+            self._index_map = None
+        self._index_mirror = None if written else bytearray(entries)
+
+    def _index_hints(self) -> bytes | None:
+        """The index as it is, for a rebuild to find records with (None when unreadable)."""
+        length = self.messages_count * INDEX_ENTRY_SIZE
+        if self._index_mirror is not None:
+            return bytes(self._index_mirror[:length])
+        try:
+            return self.index_path.read_bytes()[:length]
+        except OSError:
+            return None
 
     # ------------------------------------------------------------------ closing
     def close_reader(self) -> None:
@@ -404,7 +503,7 @@ class Segment:
             raise failure
 
     def __repr__(self) -> str:
-        state = "corrupt" if self.corrupt_reason else "sealed" if self.sealed else "active"
+        state = "sealed" if self.sealed else "active"
         return (
             f"Segment({self.log_path.name}, {state}, "
             f"{self.messages_count} messages, {self.size_bytes} bytes)"
