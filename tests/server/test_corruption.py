@@ -87,7 +87,8 @@ def check_everything_but(server: RillProcess, written: dict[int, tuple[bytes, in
     before = [offset for offset in good if bad is None or offset < bad]
     after = [offset for offset in good if bad is not None and offset > bad]
     for transport in TRANSPORTS:
-        with Client(address(server, transport), transport=transport) as client:
+        with Client(address(server, transport), transport=transport,
+                    ca_file=server.certificate) as client:
             client.login_user("iggy", "iggy")
 
             def poll(strategy, count=1000, **options):  # type: ignore[no-untyped-def]
