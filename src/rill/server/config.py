@@ -110,6 +110,9 @@ class SystemConfig:
     # at least that size, "never" = all on the event loop (docs/performance.md, section 2)
     append_threads: str = "auto"
     append_thread_min_size: int = _size("512 KiB")
+    # a poll answers at most this many bytes of records (always at least one message); the
+    # client polls again from the next offset
+    max_poll_size: int = _size("16 MiB")
     # space kept free for the metadata store so that deletions work on a full disk (0 = none)
     metadata_reserve: int = _size("4 MiB")
     segment: SegmentConfig = field(default_factory=SegmentConfig)
@@ -362,6 +365,8 @@ def _validate(config: ServerConfig) -> None:
         )
     if config.system.fsync_threads < 1:
         raise ConfigError("system.fsync_threads: must be at least 1")
+    if config.system.max_poll_size < 1024:
+        raise ConfigError("system.max_poll_size: must be at least 1 KiB")
     if config.system.segment.size <= 0:
         raise ConfigError("system.segment.size: must be positive")
     if config.tcp.max_frame_size < 8:

@@ -166,3 +166,23 @@ def test_flush_unsaved_buffer(client):
     client.flush_unsaved_buffer(1, 1, 1, fsync=True)
     with pytest.raises(errors.PartitionNotFound):
         client.flush_unsaved_buffer(1, 1, 7)
+
+
+def test_a_poll_reply_is_capped_by_max_poll_size(rill_factory):
+    server = rill_factory({"RILL_SYSTEM_MAX_POLL_SIZE": "1 MiB", "RILL_SYSTEM_SEGMENT_SIZE": "3 MiB"}).start()
+    payloads = [bytes([n % 256]) * 100_000 for n in range(50)]  # 5 MB over two segments
+    with Client(server.address) as client:
+        client.login_user("iggy", "iggy")
+        client.create_stream("big", stream_id=1)
+        client.create_topic(1, "t", partitions_count=1)
+        for start in range(0, 50, 10):
+            client.send_messages(1, "t", payloads[start:start + 10], partitioning=1)
+        received: list[bytes] = []
+        while len(received) < 50:
+            polled = client.poll_messages(1, "t", consumer=1, partition_id=1,
+                                          strategy=PollingStrategy.next(), count=2**32 - 1,
+                                          auto_commit=True)
+            assert 1 <= polled.count <= 10  # 10 records of 100,045 bytes fit in 1 MiB
+            assert sum(len(m.payload) + 45 for m in polled.messages) <= 1024 * 1024
+            received += [m.payload for m in polled.messages]
+        assert received == payloads

@@ -313,3 +313,27 @@ def test_sync_flushes_the_active_segment_whatever_the_policy(partition_dir: Path
         await durability.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_read_is_cut_to_max_bytes_across_segments(open_log) -> None:
+    """Each record is 45 + 100 bytes; segments roll over at 1,000 bytes (7 records each)."""
+    log = open_log(segment_size=1000)
+    for number in range(30):
+        log.append(region(bytes([number]) * 100), 1_000 + number)
+    assert log.segments_count > 3
+    record = 145
+    for max_bytes, expected in ((10 * record, 10), (10 * record + 144, 10), (record, 1),
+                                (1, 1), (7 * record, 7), (8 * record, 8), (10**9, 30)):
+        count, chunks = log.read(0, 2**32 - 1, max_bytes)
+        assert count == expected, max_bytes
+        assert sum(map(len, chunks)) == count * record <= max(max_bytes, record)
+    count, chunks = log.read(5, 2**32 - 1, 3 * record)  # from inside a segment, across two
+    assert count == 3 and b"".join(chunks)[45:145] == bytes([5]) * 100
+    assert log.read(0, 4, 10**9)[0] == 4  # the count still bounds it
+
+
+def test_one_record_larger_than_max_bytes_is_still_returned_alone(open_log) -> None:
+    log = open_log()
+    log.append(region(b"x" * 5000, b"small"), 1_000)
+    count, chunks = log.read(0, 10, 1024)
+    assert count == 1 and sum(map(len, chunks)) == 45 + 5000

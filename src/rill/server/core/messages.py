@@ -3,7 +3,8 @@ auto-commit) and flush (wire §3.4, §6.3-§6.5).
 
 The hot paths hand raw bytes through: SEND's message region goes to the partition log, which
 validates and stamps it in one pass (in a worker thread for large batches, so the event loop
-serves other connections meanwhile); POLL answers with the log's bytes as they are on disk.
+serves other connections meanwhile); POLL answers with the log's bytes as they are on disk,
+at most ``[system] max_poll_size`` of them (at least one message).
 
 Write failures (a full disk, an I/O error) are logged once when they start and once when writes
 succeed again, not at every failed SEND. While the metadata space reserve is released (the disk
@@ -155,7 +156,7 @@ class MessageService:
         if start is None:
             return PolledMessages(partition.id, log.current_offset, 0, b"")
         first = max(start, log.first_offset)
-        count, chunks = log.read(first, command.count)
+        count, chunks = log.read(first, command.count, state.config.system.max_poll_size)
         if count and command.auto_commit:
             self.offsets.store(partition, key, first + count - 1)
         raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)

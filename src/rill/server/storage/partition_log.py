@@ -400,8 +400,10 @@ class PartitionLog:
         self._durability.sync_directory(self.directory)
 
     # ------------------------------------------------------------------ reading
-    def read(self, offset: int, count: int) -> tuple[int, list[bytes]]:
-        """Records (poll layout) of offsets [offset, offset + count), clipped to what exists.
+    def read(self, offset: int, count: int, max_bytes: int | None = None
+             ) -> tuple[int, list[bytes]]:
+        """Records (poll layout) of offsets [offset, offset + count), clipped to what exists
+        and, with ``max_bytes``, to that many bytes of records (at least one record).
 
         Offsets below ``first_offset`` start at ``first_offset``. One pread per segment touched.
         Every record returned was verified (``Segment.read``): the read stops before a bad
@@ -414,9 +416,20 @@ class PartitionLog:
         chunks: list[bytes] = []
         number = bisect_right(self._starts, start) - 1
         position = start
+        budget = max_bytes
         while position < end:
             segment = self._segments[number]
             segment_end = min(end, segment.next_offset)
+            cut = False
+            if segment_end > position and budget is not None:
+                if budget <= 0:
+                    break
+                fitting = segment.end_within(position, segment_end, budget)
+                if fitting == position:  # not one more record fits
+                    if chunks:
+                        break
+                    fitting += 1  # but a read returns at least one
+                cut, segment_end = fitting < segment_end, fitting
             if segment_end > position:
                 try:
                     count, records = segment.read(position, segment_end)
@@ -429,8 +442,10 @@ class PartitionLog:
                         self._note_reader(segment)
                 chunks.append(records)
                 position += count
-                if position < segment_end:
-                    break  # stopped before a bad record
+                if position < segment_end or cut:
+                    break  # stopped before a bad record, or the next does not fit max_bytes
+                if budget is not None:
+                    budget -= len(records)
             number += 1
         return position - start, chunks
 

@@ -33,7 +33,7 @@ import mmap
 import os
 import struct
 import sys
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from pathlib import Path
 
 from rill.errors import (
@@ -391,6 +391,21 @@ class Segment(SegmentChecks):
         else:
             last = bytes(index[end + 4 : end + 8])
         return starts + last, timestamps
+
+    def end_within(self, first_offset: int, end_offset: int, max_bytes: int) -> int:
+        """The largest end <= ``end_offset`` such that the records of [first_offset, end) take
+        at most ``max_bytes`` (``first_offset`` when not even one fits). Arithmetic on the
+        index: a binary search."""
+        self._check_range(first_offset, end_offset)
+        index = self._index()
+        limit = self._position(index, first_offset) + max_bytes
+        last_end = self.size_bytes if end_offset == self.next_offset else self._position(
+            index, end_offset)
+        if last_end <= limit:
+            return end_offset
+        fitting = bisect_right(range(first_offset + 1, end_offset), limit,
+                               key=lambda offset: self._position(index, offset))
+        return first_offset + fitting
 
     def index_entry(self, offset: int) -> tuple[int, int, int]:
         """``(relative_offset, position, timestamp)`` of one message (for tests and tools)."""
