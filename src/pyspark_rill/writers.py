@@ -14,6 +14,19 @@ query id (stable across restarts: it lives in the checkpoint); a batch job witho
 ``producerId`` uses a fresh random one, and with one is idempotent: running it again with the
 same producerId writes nothing the second time.
 
+"Already committed" must only ever mean "this writer's own batch, replayed". So every stage,
+commit and abort names the producer's *owner* (rill extension, docs/extensions.md): for a
+streaming query ``spark query <query id>`` -- the checkpoint's identity: a restart keeps it, a
+fresh checkpoint has a new one, so its batch ids starting again at 0 are never taken for
+replays of another query's --, for a batch job ``spark batch job`` (its producerId is the job's
+identity). The server refuses another owner's requests once a producer has committed batches
+(11002), which fails the query, writing nothing, with a message naming ``producerId``. And a
+commit answered "already committed" is only accepted for the producer's *last* committed
+batch -- the one Spark replays after a crash between the sink's commit and the checkpoint's --;
+an older one means the checkpoint is behind the producer's history (restored, rolled back, or a
+producer adopted from before owners), and the next batches would be skipped silently: the
+query fails instead.
+
 Where things run: ``write()`` in executor Python workers (on a pickled writer); batch
 ``commit``/``abort`` on the driver with the planner's writer; a stream writer is rebuilt for
 every commit, so everything ``commit`` needs travels in the commit messages.
@@ -36,8 +49,9 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from rill import errors
 from rill.client import Client
-from rill.protocol.responses.transactions import StageOutcome
+from rill.protocol.responses.transactions import CommitOutcome, StageOutcome
 
 from pyspark_rill.arrow_write import WriteSpec, encode_batch
 from pyspark_rill.connection import connect
@@ -46,11 +60,32 @@ from pyspark_rill.options import RillOptionError, WriteOptions
 log = logging.getLogger(__name__)
 
 _IN_FLIGHT = 4  # requests a task keeps in flight
+BATCH_JOB_OWNER = "spark batch job"
+
+
+class RillSinkError(RuntimeError):
+    """The exactly-once sink refuses to go on: the server's history of the producer does not
+    fit this query's checkpoint, so going on would lose rows silently."""
+
+
+def query_owner(query_id: str) -> str:
+    """The owner of a streaming query's producer: its query id lives in the checkpoint."""
+    return f"spark query {query_id}"
+
+
+def _not_the_owner(producer_id: str, owner: str) -> RillOptionError:
+    return RillOptionError(
+        f"option 'producerId': producer {producer_id!r} belongs to another writer (another "
+        f"streaming query or checkpoint, or batch jobs): its committed batches would be taken "
+        f"for replays of this one's ({owner}) and their rows dropped. Use a new producerId, or "
+        "run the query from the checkpoint that wrote them: a producerId belongs to one "
+        "checkpoint")
 
 
 @dataclass
 class RillCommitMessage(WriterCommitMessage):
     producer_id: str | None  # None in atLeastOnce mode
+    owner: str  # who drives the producer's batch ids ("" in atLeastOnce mode)
     batch_id: int
     run_id: int  # this execution of the batch (see STAGE_MESSAGES in docs/extensions.md)
     task_id: int
@@ -63,7 +98,8 @@ def new_run_id() -> int:
 
 
 def _write(options: WriteOptions, spec: WriteSpec, batches: Iterator[pa.RecordBatch],
-           producer_id: str | None, batch_id: int, run_id: int) -> RillCommitMessage:
+           producer_id: str | None, owner: str, batch_id: int,
+           run_id: int) -> RillCommitMessage:
     context = TaskContext.get()
     task_id = context.partitionId() if context is not None else 0
     attempt_id = secrets.randbits(63)
@@ -96,33 +132,41 @@ def _write(options: WriteOptions, spec: WriteSpec, batches: Iterator[pa.RecordBa
                     call = api.stage_messages(producer_id, batch_id, task_id, attempt_id,
                                               request.stream, request.topic,
                                               (request.positions, request.region),
-                                              request.partitioning, run_id)
+                                              request.partitioning, run_id, owner)
                 in_flight.append((request.count, client.submit(call)))
                 while len(in_flight) >= _IN_FLIGHT:
                     staged, done = _settle(in_flight, staged, done)
         while in_flight:
             staged, done = _settle(in_flight, staged, done)
+    except errors.ProducerOwnerMismatch:  # nothing more can be staged or dropped: not ours
+        _wait_for(in_flight)
+        raise _not_the_owner(str(producer_id), owner) from None
     except BaseException:
         if producer_id is not None:  # this attempt failed: drop what it staged, best effort
-            _drop_attempt(client, in_flight, producer_id, batch_id, task_id, attempt_id)
+            _drop_attempt(client, in_flight, producer_id, owner, batch_id, task_id, attempt_id)
         raise
-    return RillCommitMessage(producer_id, batch_id, run_id, task_id, attempt_id, staged)
+    return RillCommitMessage(producer_id, owner, batch_id, run_id, task_id, attempt_id, staged)
 
 
-def _drop_attempt(client: Client, in_flight: deque, producer_id: str, batch_id: int,
-                  task_id: int, attempt_id: int) -> None:
+def _drop_attempt(client: Client, in_flight: deque, producer_id: str, owner: str,
+                  batch_id: int, task_id: int, attempt_id: int) -> None:
     """Let the attempt's requests land, then drop its handle, so that an aborted job leaves
     nothing behind even when the driver's abort ran before this attempt's last stage."""
+    _wait_for(in_flight)
+    try:
+        client.abort_staged_messages(producer_id, batch_id, task_id=task_id,
+                                     attempt_id=attempt_id, owner=owner)
+    except Exception as error:  # noqa: BLE001 - the commit drops unnamed handles anyway
+        log.warning("rill sink: cannot drop the staged rows of a failed attempt: %s", error)
+
+
+def _wait_for(in_flight: deque) -> None:
+    """Let a failing attempt's requests land (their outcomes no longer matter)."""
     for _, future in in_flight:
         try:
             future.result()
         except Exception:  # noqa: BLE001 - the attempt is failing anyway
             pass
-    try:
-        client.abort_staged_messages(producer_id, batch_id, task_id=task_id,
-                                     attempt_id=attempt_id)
-    except Exception as error:  # noqa: BLE001 - the commit drops unnamed handles anyway
-        log.warning("rill sink: cannot drop the staged rows of a failed attempt: %s", error)
 
 
 def _settle(in_flight: deque, sent: int, done: bool) -> tuple[int, bool]:
@@ -133,12 +177,33 @@ def _settle(in_flight: deque, sent: int, done: bool) -> tuple[int, bool]:
     return sent + count, done
 
 
-def _commit(client: Client, producer_id: str, batch_id: int,
+def _commit(client: Client, producer_id: str, owner: str, batch_id: int,
             messages: list[RillCommitMessage | None]) -> None:
     handles = [(m.task_id, m.attempt_id, m.messages) for m in messages if m is not None]
-    result = client.commit_staged_messages(producer_id, batch_id, handles)
+    try:
+        result = client.commit_staged_messages(producer_id, batch_id, handles, owner)
+    except errors.ProducerOwnerMismatch:
+        raise _not_the_owner(producer_id, owner) from None
+    if result.outcome == CommitOutcome.ALREADY_COMMITTED:
+        last = client.get_producer_state(producer_id).last_batch
+        if last != batch_id:  # not the replay of the last batch after a crash
+            raise RillSinkError(
+                f"producer {producer_id!r}: batch {batch_id} was already committed, but the "
+                f"producer's last committed batch is {last}, so this is not the replay of a "
+                f"batch after a crash: this writer ({owner}) is behind the producer's history "
+                "(a checkpoint restored or rolled back, or another writer's producerId) and "
+                "its next batches would be skipped as replays; refusing. Use a new checkpoint "
+                "and a new producerId")
     log.info("rill sink: producer %s batch %d: %s, %d messages", producer_id, batch_id,
              result.outcome.name.lower(), result.messages_count)
+
+
+def _abort(client: Client, producer_id: str, owner: str, batch_id: int, run_id: int) -> None:
+    try:
+        client.abort_staged_messages(producer_id, batch_id, run_id, owner=owner)
+    except errors.ProducerOwnerMismatch:  # nothing of ours to abort: the producer is not ours
+        log.warning("rill sink: not aborting batch %d of producer %s: it belongs to another "
+                    "query or checkpoint", batch_id, producer_id)
 
 
 class RillBatchWriter(DataSourceArrowWriter):
@@ -147,19 +212,21 @@ class RillBatchWriter(DataSourceArrowWriter):
         self.spec = spec
         self.producer_id = (options.producer_id or f"spark-batch-{uuid.uuid4()}"
                             if options.exactly_once else None)
+        self.owner = BATCH_JOB_OWNER if options.exactly_once else ""
         self.run_id = new_run_id()
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> RillCommitMessage:
-        return _write(self.options, self.spec, iterator, self.producer_id, 0, self.run_id)
+        return _write(self.options, self.spec, iterator, self.producer_id, self.owner, 0,
+                      self.run_id)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.producer_id is not None:
-            _commit(connect(self.options.connection), self.producer_id, 0, messages)
+            _commit(connect(self.options.connection), self.producer_id, self.owner, 0, messages)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.producer_id is not None:
-            connect(self.options.connection).abort_staged_messages(self.producer_id, 0,
-                                                                   self.run_id)
+            _abort(connect(self.options.connection), self.producer_id, self.owner, 0,
+                   self.run_id)
         else:
             log.warning("rill sink (atLeastOnce): the job failed; rows already sent stay")
 
@@ -173,25 +240,33 @@ class RillStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> RillCommitMessage:
         context = TaskContext.get()
         batch_id = int(context.getLocalProperty("streaming.sql.batchId") or 0)
-        producer_id = None
+        producer_id, owner = None, ""
         if self.options.exactly_once:
-            producer_id = (self.options.producer_id
-                           or context.getLocalProperty("sql.streaming.queryId"))
-        return _write(self.options, self.spec, iterator, producer_id, batch_id, self.run_id)
+            query_id = context.getLocalProperty("sql.streaming.queryId")
+            if not query_id:
+                raise RillSinkError("the exactly-once sink needs the streaming query's id "
+                                    "(Spark's local property sql.streaming.queryId); none found")
+            producer_id, owner = self.options.producer_id or query_id, query_owner(query_id)
+        return _write(self.options, self.spec, iterator, producer_id, owner, batch_id,
+                      self.run_id)
 
-    def _producer(self, messages: list[WriterCommitMessage | None]) -> str | None:
-        if not self.options.exactly_once:
-            return None
-        return self.options.producer_id or next(
-            (m.producer_id for m in messages if m is not None and m.producer_id), None)
+    @staticmethod
+    def _first(messages: list[WriterCommitMessage | None]) -> RillCommitMessage | None:
+        """The first message of a staged append: it names producer, owner and run (the
+        driver's commit and abort know them from the messages only). None in atLeastOnce mode,
+        and when no task reported: then nothing was staged that a commit could name, and an
+        abort that cannot name its owner and run could only drop other writers' handles."""
+        return next((m for m in messages if isinstance(m, RillCommitMessage) and m.producer_id),
+                    None)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        producer_id = self._producer(messages)
-        if producer_id is not None:
-            _commit(connect(self.options.connection), producer_id, batchId, messages)
+        first = self._first(messages)
+        if first is not None:
+            _commit(connect(self.options.connection), first.producer_id, first.owner, batchId,
+                    messages)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        producer_id = self._producer(messages)
-        if producer_id is not None:  # the run is known from a message (0: abort, no fence)
-            run_id = next((m.run_id for m in messages if m is not None), 0)
-            connect(self.options.connection).abort_staged_messages(producer_id, batchId, run_id)
+        first = self._first(messages)
+        if first is not None:
+            _abort(connect(self.options.connection), first.producer_id, first.owner, batchId,
+                   first.run_id)

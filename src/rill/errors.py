@@ -203,6 +203,8 @@ ERROR_TABLE: tuple[tuple[int, str, str], ...] = (
     # rill extensions (docs/extensions.md): staged appends
     (11000, 'staged_messages_not_found', 'Staged messages of producer: {0}, batch: {1}, task: {2}, attempt: {3} were not found'),
     (11001, 'staged_messages_count_mismatch', 'Staged messages of producer: {0}, batch: {1}, task: {2}, attempt: {3}: {4} staged, {5} expected'),
+    # (no placeholders: the wire carries only the code, and this is what an SDK user reads)
+    (11002, 'producer_owner_mismatch', 'Producer belongs to another owner: its batches were committed by another writer (for Spark: another query or checkpoint); use a new producer id, or the original owner'),
     # rill: login throttling (auth/throttling.py)
     (11100, 'login_throttled', 'Too many failed logins: try again in {0} s'),
 )

@@ -439,6 +439,33 @@ def test_each_method_sends_its_command(name, args, expected):
     run(main())
 
 
+def test_the_staged_append_methods_send_the_owner():
+    owner = "spark query 1"
+    expected = [
+        StageMessages.of("q", 4, 7, 1, 9, S, T, Partitioning.partition_id(2),
+                         [Message(b"a", id=5)], owner=owner),
+        CommitStagedMessages("q", 4, (StagedHandle(1, 9, 1),), owner),
+        AbortStagedMessages("q", 4, 7, owner=owner),
+        AbortStagedMessages("q", 4, 0, True, 1, 9, owner),
+    ]
+
+    async def main():
+        async with FakeServer(lambda code, payload: error(1)) as server:
+            async with AsyncClient(server.address) as client:
+                for call in (
+                    client.stage_messages("q", 4, 1, 9, 1, "orders", [Message(b"a", id=5)], 2,
+                                          run_id=7, owner=owner),
+                    client.commit_staged_messages("q", 4, [(1, 9, 1)], owner=owner),
+                    client.abort_staged_messages("q", 4, 7, owner=owner),
+                    client.abort_staged_messages("q", 4, task_id=1, attempt_id=9, owner=owner),
+                ):
+                    with pytest.raises(errors.Error):
+                        await call
+        assert [frame.command for frame in server.frames] == expected
+
+    run(main())
+
+
 def test_send_messages_raw_sends_the_region_as_is():
     region = messages.SendMessages.of(1, 1, Partitioning.balanced(), [b"x" * 70_000, b"y"]).messages
 

@@ -203,6 +203,11 @@ COMMAND_SAMPLES = [
     AbortStagedMessages("query-1", 7),
     AbortStagedMessages("query-1", 7, 42),
     AbortStagedMessages("query-1", 7, 0, True, 3, 2**63 + 5),
+    StageMessages.of("q", 1, 2, 3, 4, S1, ORDERS, Partitioning.balanced(), [Message(b"o", id=1)],
+                     owner="spark query 5f0c"),
+    CommitStagedMessages("job", 0, (StagedHandle(0, 1, 1),), "spark batch job"),
+    AbortStagedMessages("query-1", 7, 42, owner="o"),
+    AbortStagedMessages("query-1", 7, 0, True, 3, 5, "o" * 255),
     GetProducerState("query-1"),
 ]
 

@@ -132,6 +132,37 @@ def test_commit_abort_and_state_bytes() -> None:
     assert GetProducerState("p").encode() == _hex("01 70")
 
 
+def test_the_owner_header_comes_first_and_no_owner_is_version_0() -> None:
+    header = _hex("00 01  03") + b"own"  # marker, version 1, str8 owner
+    commit = CommitStagedMessages("p", 1, (StagedHandle(2, 3, 4),), owner="own")
+    assert commit.encode() == header + CommitStagedMessages("p", 1, commit.handles).encode()
+    abort = AbortStagedMessages("p", 9, 7, owner="own")
+    assert abort.encode() == header + AbortStagedMessages("p", 9, 7).encode()
+    stage = StageMessages.of("p", 3, 9, 1, 2, 1, 1, Partitioning.partition_id(2),
+                             [Message(b"hi", id=5)], owner="own")
+    head, records = stage.encode_parts()
+    assert head == header + StageMessages.of("p", 3, 9, 1, 2, 1, 1, Partitioning.partition_id(2),
+                                             [Message(b"hi", id=5)]).encode_head()
+    for command in (commit, abort, stage):
+        assert codes.decode_command(command.CODE, command.encode()) == command
+    with pytest.raises(ValueError):
+        CommitStagedMessages("p", 1, owner="o" * 256)
+
+
+@pytest.mark.parametrize("header", [
+    _hex("00 02  03") + b"own",  # an unknown version
+    _hex("00 01  00"),  # an empty owner (no owner is written as version 0)
+])
+@pytest.mark.parametrize("code, rest", [
+    (1011, CommitStagedMessages("p", 1).encode()),
+    (1012, AbortStagedMessages("p", 1).encode()),
+    (1010, StageMessages.of("p", 1, 0, 0, 0, 1, 1, Partitioning.balanced(), [b"x"]).encode()),
+])
+def test_a_bad_owner_header_is_a_decode_error(header: bytes, code: int, rest: bytes) -> None:
+    with pytest.raises(DecodeError):
+        codes.decode_command(code, header + rest)
+
+
 def test_a_handle_count_beyond_the_payload_is_a_decode_error() -> None:
     with pytest.raises(DecodeError):
         CommitStagedMessages.decode(_hex("01 70  01 00 00 00 00 00 00 00  ff ff ff ff"))

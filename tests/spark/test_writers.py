@@ -1,10 +1,13 @@
 """Writing DataFrames to rill with a local Spark (``local[2,3]``: tasks are retried): round
-trips, task retries and aborts with both sink modes, and a replayed streaming batch."""
+trips, task retries and aborts with both sink modes, a replayed streaming batch, and the
+exactly-once producer's owner (a producerId reused by another query or checkpoint fails)."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
-from pyspark.errors import PySparkException
+from pyspark.errors import PySparkException, StreamingQueryException
 from pyspark.sql import functions as F
 
 from rill.client import Message
@@ -140,3 +143,103 @@ def test_a_replayed_streaming_batch_is_a_no_op(spark, admin, stream, options, tm
     assert len(values) == 1201 and len(set(values)) == 1201
     state = admin.get_producer_state(query.id)
     assert state.has_committed and state.staged_handles == 0
+
+
+# ---------------------------------------------------------------- a producerId shared by two queries
+
+
+def fill_input(admin, stream, per_partition: int = 600, prefix: str = "") -> None:
+    for partition in (1, 2):
+        admin.send_messages(stream, "in", [f"{prefix}{partition}-{i}".encode()
+                                           for i in range(per_partition)], partitioning=partition)
+
+
+def forget_last_commit(checkpoint) -> None:
+    """Make Spark replay the checkpoint's last batch at the next start (as after a driver crash
+    between the sink's commit and the checkpoint's)."""
+    last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    (checkpoint / "commits" / str(last)).unlink()
+    (checkpoint / "commits" / f".{last}.crc").unlink(missing_ok=True)
+
+
+def test_a_producer_id_reused_on_a_fresh_checkpoint_fails_loudly_and_writes_nothing(
+        spark, admin, stream, options, tmp_path):
+    """Batch ids start again at 0 on a fresh checkpoint: with the producerId of another query
+    its first batches must not be taken for replays of that query's (issue 10, item 16)."""
+    admin.create_topic(stream, "in", partitions_count=2)
+    admin.create_topic(stream, "out", partitions_count=2)
+    fill_input(admin, stream)
+    first = tmp_path / "first"
+    sink = {"sinkMode": "exactlyOnce", "producerId": "shared-producer"}
+    stream_copy(spark, options, first, **sink)
+    assert len(payloads(spark, options, "out")) == 1200
+    with pytest.raises(StreamingQueryException,
+                       match="option 'producerId': producer 'shared-producer' belongs to another"):
+        stream_copy(spark, options, tmp_path / "fresh", **sink)
+    assert len(payloads(spark, options, "out")) == 1200  # nothing written, nothing dropped
+    state = admin.get_producer_state("shared-producer")
+    assert state.staged_handles == 0
+    # the first query, restarted on its own checkpoint, replays its last batch (a no-op) and
+    # writes its new batches
+    forget_last_commit(first)
+    fill_input(admin, stream, 5, prefix="late ")
+    stream_copy(spark, options, first, **sink)
+    values = payloads(spark, options, "out")
+    assert len(values) == 1210 and len(set(values)) == 1210
+
+
+def test_a_second_query_sharing_a_running_querys_producer_id_fails(
+        spark, admin, stream, options, tmp_path):
+    admin.create_topic(stream, "in", partitions_count=2)
+    admin.create_topic(stream, "out", partitions_count=2)
+    fill_input(admin, stream)
+
+    def start(checkpoint):
+        return (spark.readStream.format("rill")
+                .options(**options, topic="in", startingOffsets="earliest",
+                         maxOffsetsPerTrigger="200").load()
+                .select("value")
+                .writeStream.format("rill")
+                .options(**options, topic="out", sinkMode="exactlyOnce", producerId="etl")
+                .option("checkpointLocation", str(checkpoint))
+                .trigger(processingTime="1 second").start())
+
+    running = start(tmp_path / "running")
+    try:
+        deadline = time.monotonic() + 120
+        while admin.get_producer_state("etl").last_batch is None:
+            assert running.exception() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        second = start(tmp_path / "second")
+        with pytest.raises(StreamingQueryException, match="belongs to another writer"):
+            second.awaitTermination(120)
+        while admin.get_topic(stream, "out").topic.messages_count < 1200:
+            assert running.exception() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        assert running.isActive and running.exception() is None  # the owner is unharmed
+    finally:
+        running.stop()
+    values = payloads(spark, options, "out")
+    assert len(values) == 1200 and len(set(values)) == 1200
+
+
+def test_a_checkpoint_behind_the_producers_history_fails_instead_of_skipping(
+        spark, admin, stream, options, tmp_path):
+    """A checkpoint rolled back (restored from a backup): Spark replays a batch the server
+    committed *before* its last one, so the batch after it would be taken for a replay too
+    and the rows added since dropped. The sink refuses the first such replay."""
+    admin.create_topic(stream, "in", partitions_count=2)
+    admin.create_topic(stream, "out", partitions_count=2)
+    fill_input(admin, stream)
+    checkpoint = tmp_path / "checkpoint"
+    query = stream_copy(spark, options, checkpoint, sinkMode="exactlyOnce")
+    last = admin.get_producer_state(query.id).last_batch
+    assert last >= 2
+    for log in ("commits", "offsets"):  # back to the end of batch last - 2
+        for batch in (last, last - 1):
+            (checkpoint / log / str(batch)).unlink(missing_ok=True)
+            (checkpoint / log / f".{batch}.crc").unlink(missing_ok=True)
+    fill_input(admin, stream, 5, prefix="late ")
+    with pytest.raises(StreamingQueryException, match="already committed"):
+        stream_copy(spark, options, checkpoint, sinkMode="exactlyOnce")
+    assert len(payloads(spark, options, "out")) == 1200

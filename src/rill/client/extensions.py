@@ -65,12 +65,14 @@ class ExtensionMethods:
         messages: Iterable[Message | bytes | str] | tuple[bytes | memoryview, bytes | memoryview],
         partitioning: Partitioning | int | None = None,
         run_id: int = 0,
+        owner: str = "",
     ) -> StageResult:
         """Stage messages (invisible until committed) under the handle (producer, batch, task,
         attempt) (rill extension 1010). ``messages`` is Message/bytes/str items, or a pair
         ``(positions, records)`` already in the stored layout (``rill.protocol.stored``);
         ``partitioning`` defaults to balanced, an int is a partition id; ``run_id`` names this
-        execution of the batch (an aborted run stages nothing more)."""
+        execution of the batch (an aborted run stages nothing more); ``owner`` names who drives
+        the batch ids (a producer whose batches another owner committed refuses: 11002)."""
         if isinstance(messages, tuple) and len(messages) == 2 and isinstance(
                 messages[0], (bytes, memoryview)):
             positions, records = messages
@@ -84,7 +86,7 @@ class ExtensionMethods:
             partitioning = Partitioning.partition_id(partitioning)
         return await self.execute(StageMessages(
             producer_id, batch_id, run_id, task_id, attempt_id, Identifier.of(stream_id),
-            Identifier.of(topic_id), partitioning, positions, records,
+            Identifier.of(topic_id), partitioning, positions, records, owner,
         ))
 
     async def commit_staged_messages(
@@ -92,15 +94,17 @@ class ExtensionMethods:
         producer_id: str,
         batch_id: int,
         handles: Iterable[StagedHandle | tuple[int, int, int]],
+        owner: str = "",
     ) -> CommitResult:
         """Atomically append the named handles' staged messages and record ``batch_id`` as the
         producer's last committed batch (rill extension 1011); a replayed batch appends
-        nothing. ``handles`` are StagedHandle or (task_id, attempt_id, messages_count)."""
+        nothing. ``handles`` are StagedHandle or (task_id, attempt_id, messages_count);
+        ``owner`` as for ``stage_messages`` (the first commit with one records it)."""
         named = tuple(
             handle if isinstance(handle, StagedHandle) else StagedHandle(*handle)
             for handle in handles
         )
-        return await self.execute(CommitStagedMessages(producer_id, batch_id, named))
+        return await self.execute(CommitStagedMessages(producer_id, batch_id, named, owner))
 
     async def abort_staged_messages(
         self,
@@ -109,14 +113,16 @@ class ExtensionMethods:
         run_id: int = 0,
         task_id: int | None = None,
         attempt_id: int = 0,
+        owner: str = "",
     ) -> None:
         """Drop everything staged for a batch and fence ``run_id`` (if not 0), or with
-        ``task_id`` only the handle (batch, task_id, attempt_id) (rill extension 1012)."""
+        ``task_id`` only the handle (batch, task_id, attempt_id) (rill extension 1012);
+        ``owner`` as for ``stage_messages``."""
         if task_id is None:
-            await self.execute(AbortStagedMessages(producer_id, batch_id, run_id))
+            await self.execute(AbortStagedMessages(producer_id, batch_id, run_id, owner=owner))
         else:
             await self.execute(AbortStagedMessages(
-                producer_id, batch_id, run_id, True, task_id, attempt_id))
+                producer_id, batch_id, run_id, True, task_id, attempt_id, owner))
 
     async def get_producer_state(self, producer_id: str) -> ProducerState:
         """A producer's last committed batch and what it has staged (rill extension 1013)."""

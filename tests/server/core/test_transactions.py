@@ -1,5 +1,6 @@
-"""Staged appends (rill extension 1010-1013) through a real server, and the crash replay of a
-decided commit inside one process."""
+"""Staged appends (rill extension 1010-1013) through a real server (owners included), and the
+crash replay of a decided commit, fences, limits, expiry and journal migration inside one
+process."""
 
 from __future__ import annotations
 
@@ -193,7 +194,116 @@ def test_staged_data_and_commits_survive_restarts(rill_server, client) -> None:
         assert payloads(again, 1) == [b"one", b"two", b"three"]
 
 
+# ---------------------------------------------------------------- owners
+
+
+A, B = "spark query A", "spark query B"
+
+
+def test_a_producer_refuses_the_requests_of_another_owner(rill_server, client) -> None:
+    """Batch ids that start again (a fresh checkpoint) must not be taken for replays of
+    another owner's batches: every request of the other owner fails, and changes nothing."""
+    for batch in (0, 1):
+        client.stage_messages("q", batch, 0, 1, 1, "t", [f"A{batch}"], partitioning=1, owner=A)
+        client.commit_staged_messages("q", batch, [(0, 1, 1)], owner=A)
+    client.stage_messages("q", 2, 0, 1, 1, "t", [b"A2"], partitioning=1, owner=A)  # in flight
+    before = client.get_producer_state("q")
+    for refused in (
+        lambda: client.stage_messages("q", 0, 0, 2, 1, "t", [b"B0"], partitioning=1, owner=B),
+        lambda: client.stage_messages("q", 9, 0, 2, 1, "t", [b"B9"], partitioning=1, owner=B),
+        lambda: client.commit_staged_messages("q", 0, [(0, 2, 1)], owner=B),  # not a replay
+        lambda: client.commit_staged_messages("q", 2, [(0, 1, 1)], owner=B),
+        lambda: client.abort_staged_messages("q", 2, run_id=5, owner=B),
+        lambda: client.abort_staged_messages("q", 2, task_id=0, attempt_id=1, owner=B),
+    ):
+        with pytest.raises(errors.ProducerOwnerMismatch) as caught:
+            refused()
+        assert caught.value.code == 11002
+    assert client.get_producer_state("q") == before  # nothing staged, dropped or committed
+    assert payloads(client, 1) == [b"A0", b"A1"]
+    # the owner's replays are still no-ops, and its next batch lands
+    again = client.stage_messages("q", 1, 0, 2, 1, "t", [b"A1"], partitioning=1, owner=A)
+    assert again.outcome == StageOutcome.ALREADY_COMMITTED
+    replay = client.commit_staged_messages("q", 1, [(0, 2, 0)], owner=A)
+    assert replay.outcome == CommitOutcome.ALREADY_COMMITTED
+    assert client.commit_staged_messages("q", 2, [(0, 1, 1)], owner=A).messages_count == 1
+    # a writer that names no owner (version 0 of the codec) is not checked, as before owners
+    assert client.commit_staged_messages("q", 2, []).outcome == CommitOutcome.ALREADY_COMMITTED
+    rill_server.kill()  # the owner is durable
+    rill_server.start()
+    with Client(rill_server.address) as again:
+        again.login_user("iggy", "iggy")
+        with pytest.raises(errors.ProducerOwnerMismatch):
+            again.stage_messages("q", 0, 0, 3, 1, "t", [b"B0"], partitioning=1, owner=B)
+        assert again.commit_staged_messages("q", 2, [], owner=A).outcome == \
+            CommitOutcome.ALREADY_COMMITTED
+        assert payloads(again, 1) == [b"A0", b"A1", b"A2"]
+
+
+def test_two_writers_sharing_a_fresh_producer_the_second_commit_fails(client) -> None:
+    """Two owners race on a producer with no history: both may stage, the first commit makes
+    its owner the producer's, and the other's commit of the same batch fails instead of
+    being taken for a replay."""
+    client.stage_messages("shared", 0, 0, 1, 1, "t", [b"A"], partitioning=1, owner=A)
+    client.stage_messages("shared", 0, 0, 2, 1, "t", [b"B"], partitioning=1, owner=B)
+    client.commit_staged_messages("shared", 0, [(0, 1, 1)], owner=A)
+    with pytest.raises(errors.ProducerOwnerMismatch):
+        client.commit_staged_messages("shared", 0, [(0, 2, 1)], owner=B)
+    with pytest.raises(errors.ProducerOwnerMismatch):
+        client.commit_staged_messages("shared", 1, [], owner=B)
+    assert payloads(client, 1) == [b"A"]
+    assert client.get_producer_state("shared").last_batch == 0
+
+
+def test_a_producer_without_an_owner_takes_the_owner_of_its_next_appending_commit(
+        client) -> None:
+    client.stage_messages("old", 0, 0, 1, 1, "t", [b"v0 writer"], partitioning=1)
+    client.commit_staged_messages("old", 0, [(0, 1, 1)])  # no owner named
+    # a replay names an owner but appends nothing: no owner is recorded yet
+    assert client.commit_staged_messages("old", 0, [], owner=B).outcome == \
+        CommitOutcome.ALREADY_COMMITTED
+    client.stage_messages("old", 1, 0, 1, 1, "t", [b"A1"], partitioning=1, owner=A)
+    client.commit_staged_messages("old", 1, [(0, 1, 1)], owner=A)
+    with pytest.raises(errors.ProducerOwnerMismatch):
+        client.commit_staged_messages("old", 1, [], owner=B)
+    assert payloads(client, 1) == [b"v0 writer", b"A1"]
+
+
+def test_a_journal_from_before_owners_is_migrated_at_start(tmp_path) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    with sqlite3.connect(DataPaths(data_dir).transactions_db) as db:
+        db.executescript(
+            "CREATE TABLE producers (producer_id TEXT PRIMARY KEY, last_committed_batch INTEGER"
+            " NOT NULL, committed_at INTEGER NOT NULL);"
+            "INSERT INTO producers VALUES ('p', 5, 1);")
+    db.close()
+
+    async def adopt(core: Core, session) -> None:
+        producer = core.transactions.producers["p"]
+        assert (producer.last_committed, producer.owner) == (5, None)
+        replay = await core.execute(session, stage("p", 5, 0, b"old", owner=A))
+        assert replay.outcome == StageOutcome.ALREADY_COMMITTED
+        await core.execute(session, stage("p", 6, 0, b"new", owner=A))
+        await core.execute(session, CommitStagedMessages("p", 6, (StagedHandle(0, 1, 1),), A))
+        assert producer.owner == A
+
+    async def restarted(core: Core, session) -> None:
+        assert core.transactions.producers["p"].owner == A
+        with pytest.raises(errors.ProducerOwnerMismatch):
+            await core.execute(session, stage("p", 7, 0, b"other", owner=B))
+        assert core.state.streams[1].topics[1].partitions[1].log.next_offset == 1
+
+    run_core(data_dir, adopt)
+    run_core(data_dir, restarted)
+
+
 # ---------------------------------------------------------------- crash inside a commit
+
+
+def stage(producer: str, batch: int, task: int, payload: bytes, owner: str = "") -> StageMessages:
+    return StageMessages.of(producer, batch, 0, task, 1, 1, 1, Partitioning.partition_id(1),
+                            [Message(payload)], owner=owner)
 
 
 def run_core(data_dir, scenario, configure=None) -> None:
@@ -358,9 +468,6 @@ def test_a_commit_that_would_overflow_the_topic_fails_whole(tmp_path) -> None:
 # ---------------------------------------------------------------- expiry of staged data
 
 
-def stage(producer: str, batch: int, task: int, payload: bytes) -> StageMessages:
-    return StageMessages.of(producer, batch, 0, task, 1, 1, 1, Partitioning.partition_id(1),
-                            [Message(payload)])
 
 
 def test_the_expiry_is_a_config_key_with_an_environment_override() -> None:

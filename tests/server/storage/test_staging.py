@@ -1,4 +1,4 @@
-"""Staged-append storage: staged files (append, load, torn tails), the commit journal, and
+"""Staged-append storage: staged files (append, load, torn tails) and
 appending pre-stamped records (``PartitionLog.append_stamped``)."""
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from rill.server.storage.staged_records import (
     uniform_positions,
 )
 from rill.server.storage.staging import StagingArea, producer_key
-from rill.server.storage.transaction_journal import TransactionJournal
 
 
 def index_positions(index_entries: bytes | bytearray) -> bytes:
@@ -99,20 +98,6 @@ def test_a_file_with_a_bad_header_is_removed(area: StagingArea) -> None:
     staged.close()
     staged.path.write_bytes(b"garbage")
     assert area.load_all() == [] and not staged.path.exists()
-
-
-def test_the_journal_decides_and_finishes(tmp_path: Path) -> None:
-    journal = TransactionJournal(tmp_path / "t.sqlite3", synchronous_full=True)
-    plan = {"handles": [[1, 2]], "partitions": [[1, 1, 1, 40]]}
-    journal.decide("p", 2**64 - 1, plan, now_us=5)
-    journal.decide("q", 3, plan, now_us=6)
-    journal.finish("q", 3)
-    journal.close()
-    reopened = TransactionJournal(tmp_path / "t.sqlite3", synchronous_full=False)
-    assert reopened.load_producers() == {"p": 2**64 - 1, "q": 3}
-    [pending] = reopened.load_pending()
-    assert (pending.producer_id, pending.batch_id, pending.plan) == ("p", 2**64 - 1, plan)
-    reopened.close()
 
 
 @pytest.mark.parametrize("payloads", [

@@ -18,6 +18,16 @@ StagedFile), and the commit protocol that makes exactly-once sinks possible:
    every staged handle of batches <= N (including attempts the commit did not name).
 4. A commit of a batch <= the last committed one is a replay and appends nothing.
 
+A replay is only safe when the batch ids come from the same source as the committed ones: a
+Spark query on a fresh checkpoint counts from 0 again, and its first batches would be taken
+for replays of another query's and silently dropped. So a producer has an *owner* (the
+identity of what drives its batch ids, e.g. the checkpoint's query id), recorded in the journal
+with the first commit that names one (``decide``). A STAGE, COMMIT or ABORT that names another
+owner is refused (11002, before anything else: nothing staged, appended or dropped) once the
+producer has one; a request that names none (version 0 of the codec) is not checked, and a
+producer without one (its commits named none, or came before owners) takes the owner of its
+next appending commit.
+
 At start, plans decided and not finished (a crash in step 3) are applied again: for each
 partition, the messages already beyond the recorded next offset are skipped, so a plan lands
 exactly once. Invariant: a batch is either wholly visible (decided) or wholly absent.
@@ -74,6 +84,7 @@ PartitionKey = tuple[int, int, int]  # stream id, topic id, partition id
 @dataclass(eq=False)
 class Producer:
     last_committed: int | None = None
+    owner: str | None = None  # recorded with a commit; None until one names it
     staged: dict[int, dict[tuple[int, int], StagedFile]] = field(default_factory=dict)
     # decided batches whose application failed (I/O error): kept for the replay at start
     unfinished: set[int] = field(default_factory=set)
@@ -83,6 +94,15 @@ class Producer:
 
     def is_committed(self, batch_id: int) -> bool:
         return self.last_committed is not None and batch_id <= self.last_committed
+
+    def check_owner(self, producer_id: str, owner: str) -> None:
+        """ProducerOwnerMismatch if the producer's batches belong to another owner than
+        ``owner`` (a request naming no owner is not checked)."""
+        if owner and self.owner is not None and owner != self.owner:
+            log.warning("producer %s belongs to %r; refused a request of %r (for Spark: a "
+                        "producerId shared by two queries or checkpoints)",
+                        producer_id, self.owner, owner)
+            raise errors.ProducerOwnerMismatch(producer_id, self.owner, owner)
 
 
 class TransactionService:
@@ -106,6 +126,7 @@ class TransactionService:
         state.authorize(session, "stage_messages", topic.stream_id, topic.id)
         partition = self.choose_partition(topic, command.partitioning)
         producer = self.producers.setdefault(command.producer_id, Producer())
+        producer.check_owner(command.producer_id, command.owner)
         if producer.is_committed(command.batch_id):
             return StageResult(StageOutcome.ALREADY_COMMITTED, 0, 0)
         if (command.batch_id, command.run_id) in producer.fenced:
@@ -129,6 +150,7 @@ class TransactionService:
         producer_id, batch_id = command.producer_id, command.batch_id
         producer = self.producers.setdefault(producer_id, Producer())
         async with producer.lock:
+            producer.check_owner(producer_id, command.owner)
             if producer.is_committed(batch_id):
                 self._drop_through(producer_id, producer, batch_id)
                 return CommitResult(CommitOutcome.ALREADY_COMMITTED, 0)
@@ -141,8 +163,10 @@ class TransactionService:
                 "partitions": [[*key, partition.log.next_offset]
                                for key, partition in targets.items()],
             }
-            self.journal.decide(producer_id, batch_id, plan, self.state.clock())
+            self.journal.decide(producer_id, batch_id, plan, self.state.clock(), command.owner)
             producer.last_committed = batch_id
+            if producer.owner is None and command.owner:
+                producer.owner = command.owner
             try:
                 appended = self._apply(chosen, targets, skips={})
             except BaseException:
@@ -162,6 +186,7 @@ class TransactionService:
             # fence the run even though none of its stage calls has arrived yet
             producer = self.producers.setdefault(command.producer_id, Producer())
         async with producer.lock:
+            producer.check_owner(command.producer_id, command.owner)
             handles = producer.staged.get(command.batch_id, {})
             if command.one_handle:
                 key = (command.task_id, command.attempt_id)
@@ -290,8 +315,8 @@ class TransactionService:
 
     async def start(self) -> None:
         """Load producers and staged files, finish commits a crash interrupted, drop leftovers."""
-        for producer_id, batch_id in self.journal.load_producers().items():
-            self.producers[producer_id] = Producer(last_committed=batch_id)
+        for producer_id, committed in self.journal.load_producers().items():
+            self.producers[producer_id] = Producer(committed.last_committed_batch, committed.owner)
         for staged in self.staging.load_all():
             producer = self.producers.setdefault(staged.producer_id, Producer())
             handles = producer.staged.setdefault(staged.batch_id, {})

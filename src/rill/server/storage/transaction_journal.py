@@ -1,6 +1,8 @@
 """The journal of staged-append commits, in SQLite (WAL), beside the metadata store.
 
-Owns: three tables. ``producers`` keeps each producer's last committed batch; ``pending_commits``
+Owns: three tables. ``producers`` keeps each producer's last committed batch and its *owner*
+(who drives its batch ids, recorded by the first commit that names one; NULL for producers
+committed only by writers that name none, or before owners existed); ``pending_commits``
 keeps the plan of every commit that was decided and not yet known to be fully applied;
 ``fences`` keeps the aborted runs ``(producer, batch, run)`` whose late stage calls must be
 dropped, so that a restart keeps rejecting them (a fence goes when its batch is committed, or
@@ -14,6 +16,9 @@ metadata store does (``synchronous=FULL`` under ``always``, ``NORMAL`` otherwise
 
 It is its own database file rather than tables in ``metadata.sqlite3``: a commit's atomicity
 needs one transaction in one database, and nothing here refers to the metadata rows.
+
+Migrations, at open: a journal from before fences gets the table; one from before owners gets
+the ``owner`` column, NULL for every producer (so each adopts the owner of its next commit).
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS producers (
     producer_id TEXT PRIMARY KEY,
     last_committed_batch INTEGER NOT NULL,
-    committed_at INTEGER NOT NULL
+    committed_at INTEGER NOT NULL,
+    owner TEXT
 );
 CREATE TABLE IF NOT EXISTS pending_commits (
     producer_id TEXT NOT NULL,
@@ -56,6 +62,12 @@ def _from_sql(value: int) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class CommittedProducer:
+    last_committed_batch: int
+    owner: str | None  # None: not recorded (no commit named one)
+
+
+@dataclass(frozen=True, slots=True)
 class Fence:
     producer_id: str
     batch_id: int
@@ -79,13 +91,17 @@ class TransactionJournal:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={'FULL' if synchronous_full else 'NORMAL'}")
         self._db.executescript(_SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(producers)")}
+        if "owner" not in columns:  # a journal from before owners
+            self._db.execute("ALTER TABLE producers ADD COLUMN owner TEXT")
 
     def close(self) -> None:
         self._db.close()
 
-    def load_producers(self) -> dict[str, int]:
-        rows = self._db.execute("SELECT producer_id, last_committed_batch FROM producers")
-        return {producer: _from_sql(batch) for producer, batch in rows}
+    def load_producers(self) -> dict[str, CommittedProducer]:
+        rows = self._db.execute("SELECT producer_id, last_committed_batch, owner FROM producers")
+        return {producer: CommittedProducer(_from_sql(batch), owner)
+                for producer, batch, owner in rows}
 
     def load_pending(self) -> list[PendingCommit]:
         rows = self._db.execute(
@@ -93,16 +109,20 @@ class TransactionJournal:
         )
         return [PendingCommit(p, _from_sql(b), json.loads(plan)) for p, b, plan in rows]
 
-    def decide(self, producer_id: str, batch_id: int, plan: dict[str, Any], now_us: int) -> None:
-        """Make the commit of ``batch_id`` durable: last committed batch and plan together."""
+    def decide(self, producer_id: str, batch_id: int, plan: dict[str, Any], now_us: int,
+               owner: str | None = None) -> None:
+        """Make the commit of ``batch_id`` durable: last committed batch and plan together, and
+        ``owner`` as the producer's owner unless it already has one (the caller checked that
+        they agree)."""
         self._db.execute("BEGIN IMMEDIATE")
         try:
             self._db.execute(
-                "INSERT INTO producers(producer_id, last_committed_batch, committed_at)"
-                " VALUES (?, ?, ?) ON CONFLICT(producer_id) DO UPDATE SET"
+                "INSERT INTO producers(producer_id, last_committed_batch, committed_at, owner)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT(producer_id) DO UPDATE SET"
                 " last_committed_batch = excluded.last_committed_batch,"
-                " committed_at = excluded.committed_at",
-                (producer_id, _to_sql(batch_id), now_us),
+                " committed_at = excluded.committed_at,"
+                " owner = COALESCE(producers.owner, excluded.owner)",
+                (producer_id, _to_sql(batch_id), now_us, owner or None),
             )
             self._db.execute(
                 "INSERT OR REPLACE INTO pending_commits(producer_id, batch_id, plan)"
