@@ -199,12 +199,13 @@ def test_size_bytes_is_the_sum_of_log_files(open_log, partition_dir: Path) -> No
     assert log.size_bytes == sum(path.stat().st_size for path in partition_dir.glob("*.log"))
 
 
-def test_few_sealed_segments_keep_a_descriptor_open(open_log) -> None:
-    log = open_log(segment_size=50, open_sealed_readers=2)
+def test_sealed_segments_hold_no_descriptor_until_read(open_log) -> None:
+    log = open_log(segment_size=50)
     for number in range(8):
         log.append(region(b"message %d" % number), 1)
+    assert not any(segment.has_open_reader for segment in log.segments)
     read_messages(log, 0, 8)
-    assert sum(segment.has_open_reader for segment in log.segments) == 2
+    assert all(segment.has_open_reader for segment in log.segments if segment.sealed)
 
 
 def test_destroy_removes_the_directory(open_log, partition_dir: Path) -> None:
@@ -226,7 +227,7 @@ def test_concurrent_appends_share_fsync_rounds(partition_dir: Path) -> None:
 
         await asyncio.gather(*(producer(number) for number in range(16)))
         assert durability.sync_rounds < 16
-        assert not durability.is_dirty(log.segments[-1].log_descriptor)
+        assert not durability.is_dirty(log.segments[-1].log_file)
         log.close()
         await durability.stop()
 
