@@ -75,10 +75,12 @@ class CachedFile:
     def closed(self) -> bool:
         return self._closed
 
-    def pin(self) -> int:
+    def pin(self, recent: bool = True) -> int:
         """The descriptor, opened if need be and kept open until ``unpin``. Raises
-        ``FileClosed`` after ``close``, OSError when the file cannot be opened."""
-        return self._cache._pin(self)
+        ``FileClosed`` after ``close``, OSError when the file cannot be opened. ``recent=False``
+        (a background fsync) leaves the file where it was in the LRU order, first out when it
+        had to be opened: a sync pass over many files does not push out those in use."""
+        return self._cache._pin(self, recent)
 
     def unpin(self) -> None:
         self._cache._unpin(self)
@@ -177,7 +179,7 @@ class DescriptorCache:
             while self._maps:
                 self._unmap_locked(next(iter(self._maps)))
 
-    def _pin(self, file: CachedFile) -> int:
+    def _pin(self, file: CachedFile, recent: bool) -> int:
         with self._lock:
             if file._closed:
                 raise FileClosed(str(file.path))
@@ -186,7 +188,9 @@ class DescriptorCache:
                 self._make_room(1)
                 descriptor = file._descriptor = self._open_descriptor(file.path, file.flags)
                 self._open[file] = None
-            else:
+                if not recent:
+                    self._open.move_to_end(file, last=False)
+            elif recent:
                 self._open.move_to_end(file)
             file._pins += 1
             return descriptor
@@ -196,6 +200,8 @@ class DescriptorCache:
             file._pins -= 1
             if file._closed and not file._pins:
                 self._close_descriptor(file)
+            elif len(self._open) > self.budget:  # pins held it over the budget: back within
+                self._make_room(0)
 
     def _close(self, file: CachedFile) -> None:
         with self._lock:

@@ -66,7 +66,7 @@ def _fsync(file: File) -> None:
     if isinstance(file, int):
         os.fsync(file)
         return
-    descriptor = file.pin()
+    descriptor = file.pin(recent=False)
     try:
         os.fsync(descriptor)
     finally:
