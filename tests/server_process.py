@@ -5,7 +5,7 @@
 RILL_QUIC_ENABLED / RILL_HTTP_ENABLED is false); ``stop()`` sends
 SIGTERM (a clean shutdown), ``kill()`` sends SIGKILL (a crash). Restarting reuses the data dir
 and the ports. ``open_files=N`` starts the server with RLIMIT_NOFILE soft = hard = N, so it
-cannot raise its own limit.
+cannot raise its own limit; ``open_files=(soft, hard)`` sets the two apart.
 """
 
 from __future__ import annotations
@@ -25,12 +25,13 @@ STARTUP_TIMEOUT = 30.0
 
 class RillProcess:
     def __init__(self, data_dir: Path, env: dict[str, str] | None = None, config: Path | None = None,
-                 args: list[str] | None = None, open_files: int | None = None):
+                 args: list[str] | None = None,
+                 open_files: int | tuple[int, int] | None = None):
         self.data_dir = Path(data_dir)
         self.extra_env = dict(env or {})
         self.config = config
         self.args = list(args or [])  # more `rill serve` options
-        self.open_files = open_files  # RLIMIT_NOFILE (soft and hard) of the server process
+        self.open_files = open_files  # RLIMIT_NOFILE of the server process: N or (soft, hard)
         self.process: subprocess.Popen[str] | None = None
         self.tcp_address: tuple[str, int] | None = None
         self.http_address: tuple[str, int] | None = None
@@ -105,9 +106,11 @@ class RillProcess:
         return self
 
     def _limit_open_files(self) -> None:
-        """In the child, before exec: the descriptor limit, soft and hard (cannot be raised)."""
-        assert self.open_files is not None
-        resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
+        """In the child, before exec: the descriptor limit (soft = hard: cannot be raised)."""
+        limits = self.open_files
+        assert limits is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE,
+                           limits if isinstance(limits, tuple) else (limits, limits))
 
     def open_descriptors(self) -> int:
         """How many descriptors the server process has open now (Linux: /proc)."""
