@@ -1,0 +1,169 @@
+"""What many partitions cost the server: time to create, write, read and restart N partitions,
+and the descriptors and memory it holds meanwhile.
+
+Starts a rill server (TCP only, fsync ``--fsync``) in a temporary directory, creates one stream
+with ``--partitions`` partitions (topics of up to 1,000), sends one message to every partition
+and polls every partition, all pipelined on one connection (``--in-flight`` requests at once),
+then stops it cleanly and starts it again and polls every partition once more. Prints the
+seconds of each phase, the most descriptors the server had open (``/proc/PID/fd``, sampled
+every 20 ms) and its RSS at the end. ``--open-files N`` starts the server with RLIMIT_NOFILE
+soft = hard = N (it cannot raise it). With ``--baseline PATH`` (the ``src`` directory of
+another checkout, e.g. ``git archive`` of main) the same is measured for that code right after,
+with the same settings, and the ratios printed.
+
+    python benchmarks/many_partitions.py [--partitions 5000] [--open-files 512]
+                                         [--baseline /tmp/rill-base/src]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+
+import psutil
+
+from rill.bench.server import RillServer
+from rill.client import AsyncClient, PollingStrategy
+
+PER_TOPIC = 1000
+
+
+@dataclass
+class Figures:
+    create: float = 0.0  # seconds
+    send: float = 0.0
+    poll: float = 0.0
+    restart: float = 0.0  # clean stop, start until listening
+    poll_after_restart: float = 0.0
+    descriptors: int = 0  # most open at once
+    rss: int = 0  # bytes, at the end of the first run
+
+
+class DescriptorWatch(threading.Thread):
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.highest = 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            try:
+                self.highest = max(self.highest, len(os.listdir(f"/proc/{self.pid}/fd")))
+            except OSError:
+                pass
+            self.done.wait(0.02)
+
+
+def targets(partitions: int) -> list[tuple[int, int]]:
+    return [(1 + number // PER_TOPIC, 1 + number % PER_TOPIC) for number in range(partitions)]
+
+
+async def pipelined(address: str, partitions: int, in_flight: int, request) -> float:
+    async with AsyncClient(address, reconnect=False, timeout=300) as client:
+        await client.login_user("iggy", "iggy")
+        started = time.perf_counter()
+        pending = targets(partitions)
+        for start in range(0, len(pending), in_flight):
+            await asyncio.gather(*(request(client, topic, partition)
+                                   for topic, partition in pending[start:start + in_flight]))
+        return time.perf_counter() - started
+
+
+async def create(address: str, partitions: int) -> float:
+    async with AsyncClient(address, reconnect=False, timeout=300) as client:
+        await client.login_user("iggy", "iggy")
+        started = time.perf_counter()
+        await client.create_stream("many", stream_id=1)
+        topics = (partitions + PER_TOPIC - 1) // PER_TOPIC
+        for topic in range(1, topics + 1):
+            count = min(PER_TOPIC, partitions - (topic - 1) * PER_TOPIC)
+            await client.create_topic(1, f"t{topic}", partitions_count=count, topic_id=topic)
+        return time.perf_counter() - started
+
+
+async def send(client: AsyncClient, topic: int, partition: int) -> None:
+    await client.send_messages(1, topic, [b"t%d-p%d" % (topic, partition)],
+                               partitioning=partition)
+
+
+async def poll(client: AsyncClient, topic: int, partition: int) -> None:
+    polled = await client.poll_messages(1, topic, partition_id=partition, count=10,
+                                        strategy=PollingStrategy.offset(0))
+    assert [m.payload for m in polled.messages] == [b"t%d-p%d" % (topic, partition)]
+
+
+def measure(partitions: int, fsync: str, open_files: int | None, in_flight: int,
+            pythonpath: str | None) -> Figures:
+    env = {"RILL_ROOT_PASSWORD_HASH_COST": "4", "RILL_SYSTEM_METADATA_RESERVE": "0"}
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    figures = Figures()
+    with tempfile.TemporaryDirectory(prefix="rill-many-") as data_dir:
+        server = RillServer(os.path.join(data_dir, "data"), fsync, env=env, open_files=open_files)
+        server.start()
+        try:
+            assert server.process is not None
+            watch = DescriptorWatch(server.process.pid)
+            watch.start()
+            address = server.addresses["tcp"]
+            figures.create = asyncio.run(create(address, partitions))
+            figures.send = asyncio.run(pipelined(address, partitions, in_flight, send))
+            figures.poll = asyncio.run(pipelined(address, partitions, in_flight, poll))
+            figures.rss = psutil.Process(server.process.pid).memory_info().rss
+            watch.done.set()
+            watch.join()
+            figures.descriptors = watch.highest
+            server.stop()
+            started = time.perf_counter()
+            server.start()
+            figures.restart = time.perf_counter() - started
+            figures.poll_after_restart = asyncio.run(
+                pipelined(server.addresses["tcp"], partitions, in_flight, poll))
+        finally:
+            server.stop()
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--partitions", type=int, default=5000)
+    parser.add_argument("--fsync", default="interval", choices=["never", "interval", "always"])
+    parser.add_argument("--open-files", type=int, help="the server's RLIMIT_NOFILE (soft = hard)")
+    parser.add_argument("--in-flight", type=int, default=500)
+    parser.add_argument("--baseline", help="src directory of the code to compare against")
+    arguments = parser.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    runs = [("this code", None)] + ([("baseline", arguments.baseline)] if arguments.baseline else [])
+    results: dict[str, Figures] = {}
+    limit = arguments.open_files or hard
+    print(f"{arguments.partitions} partitions, fsync {arguments.fsync}, open-file limit {limit}")
+    for label, pythonpath in runs:
+        try:
+            found = results[label] = measure(arguments.partitions, arguments.fsync,
+                                             arguments.open_files, arguments.in_flight, pythonpath)
+        except Exception as error:  # noqa: BLE001 - a baseline that cannot do it says so
+            print(f"{label:>10}: failed: {type(error).__name__}: {error}")
+            continue
+        print(f"{label:>10}: create {found.create:6.2f} s, send {found.send:6.2f} s, poll "
+              f"{found.poll:6.2f} s, restart {found.restart:6.2f} s, poll after restart "
+              f"{found.poll_after_restart:6.2f} s; at most {found.descriptors} descriptors, "
+              f"RSS {found.rss / 2**20:.0f} MiB")
+    if len(results) == 2:
+        this, base = results["this code"], results["baseline"]
+        print("this code / baseline: " + ", ".join(
+            f"{name} {getattr(this, name) / getattr(base, name):.2f}x"
+            for name in ("create", "send", "poll", "restart", "poll_after_restart",
+                         "descriptors", "rss")))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()
