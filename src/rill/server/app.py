@@ -109,7 +109,8 @@ class Server:
         if http.enabled:
             from rill.server.transports.http import HttpListener
 
-            self.http = HttpListener(self.core, http)
+            self.http = HttpListener(self.core, http,
+                                     head_timeout=self.limits.unauthenticated_timeout)
             self.addresses["http"] = await self.http.start()
 
     async def stop(self) -> None:
