@@ -56,7 +56,7 @@ class Server:
         connections = config.connections
         self.limits = ConnectionLimits(
             connections.max_request_size_unauthenticated, connections.unauthenticated_timeout,
-            connections.idle_timeout, connections.request_timeout,
+            connections.idle_timeout, connections.request_timeout, connections.max_connections,
         )
         self.memory = RequestMemory(connections.request_memory)  # shared by TCP and QUIC
         self.supervisor = Supervisor(self.limits)
@@ -110,7 +110,8 @@ class Server:
             from rill.server.transports.http import HttpListener
 
             self.http = HttpListener(self.core, http,
-                                     head_timeout=self.limits.unauthenticated_timeout)
+                                     head_timeout=self.limits.unauthenticated_timeout,
+                                     max_connections=self.config.connections.max_connections)
             self.addresses["http"] = await self.http.start()
 
     async def stop(self) -> None:

@@ -63,3 +63,21 @@ def test_requests_in_time_on_one_connection_are_served(server) -> None:
                 reply += chunk
             assert reply.startswith(b"HTTP/1.1 200")
             time.sleep(0.5)  # within the 1 s timeout
+
+
+def test_beyond_max_connections_requests_get_503(tmp_path):
+    server = RillProcess(tmp_path / "data", env={"RILL_CONNECTIONS_MAX_CONNECTIONS": "2"}).start()
+    try:
+        held = [socket.create_connection(server.http_address) for _ in range(2)]
+        time.sleep(0.3)
+        with socket.create_connection(server.http_address, timeout=10) as extra:
+            extra.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert extra.recv(4096).startswith(b"HTTP/1.1 503")
+        for sock in held:
+            sock.close()
+        time.sleep(0.3)
+        with socket.create_connection(server.http_address, timeout=10) as fine:
+            fine.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert fine.recv(4096).startswith(b"HTTP/1.1 200")
+    finally:
+        server.kill()

@@ -88,10 +88,11 @@ def bind(address: str) -> socket.socket:
 
 class HttpListener:
     def __init__(self, core: Core, config: HttpConfig, metrics: Metrics = METRICS,
-                 head_timeout: float = 10.0) -> None:
+                 head_timeout: float = 10.0, max_connections: int | None = None) -> None:
         self.core = core
         self.config = config
         self.head_timeout = head_timeout
+        self.max_connections = max_connections  # connections and requests at once (503 beyond)
         self.metrics = metrics
         self.jwt: JwtManager | None = None
         self._server: _EmbeddedServer | None = None
@@ -113,6 +114,7 @@ class HttpListener:
             # uvicorn's own start/stop lines are noise next to rill's "listening on" line
             log_level=max(logging.WARNING, logging.getLogger("rill").getEffectiveLevel()),
             server_header=False, proxy_headers=False,
+            limit_concurrency=self.max_connections,
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
             ssl_certfile=tls.certificate if tls.enabled else None,
             ssl_keyfile=tls.key if tls.enabled else None,
