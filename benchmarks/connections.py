@@ -39,7 +39,8 @@ def read_exactly(sock: socket.socket, size: int) -> bytes:
 
 def measure(count: int, pythonpath: str | None) -> tuple[int, int, int]:
     """(RSS before, RSS with ``count`` idle connections, connections still open at the end)."""
-    env = {"RILL_CONNECTIONS_UNAUTHENTICATED_TIMEOUT": "none", "RILL_ROOT_PASSWORD_HASH_COST": "4"}
+    env = {"RILL_CONNECTIONS_UNAUTHENTICATED_TIMEOUT": "none", "RILL_ROOT_PASSWORD_HASH_COST": "4",
+           "RILL_CONNECTIONS_MAX_CONNECTIONS": str(count + 16)}
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     with RillServer(env=env) as server:

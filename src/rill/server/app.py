@@ -60,7 +60,7 @@ class Server:
         connections = config.connections
         self.limits = ConnectionLimits(
             connections.max_request_size_unauthenticated, connections.unauthenticated_timeout,
-            connections.idle_timeout, connections.request_timeout,
+            connections.idle_timeout, connections.request_timeout, connections.max_connections,
         )
         self.memory = RequestMemory(connections.request_memory)  # shared by TCP and QUIC
         self.supervisor = Supervisor(self.limits)
@@ -113,7 +113,9 @@ class Server:
         if http.enabled:
             from rill.server.transports.http import HttpListener
 
-            self.http = HttpListener(self.core, http)
+            self.http = HttpListener(self.core, http,
+                                     head_timeout=self.limits.unauthenticated_timeout,
+                                     max_connections=self.config.connections.max_connections)
             self.addresses["http"] = await self.http.start()
 
     async def stop(self) -> None:

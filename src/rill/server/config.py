@@ -191,8 +191,11 @@ class TlsConfig:
 
 @dataclass
 class ConnectionsConfig:
-    """Limits of every binary-protocol connection (TCP and QUIC)."""
+    """Limits of every binary-protocol connection (TCP and QUIC), and of HTTP's."""
 
+    # open at once, TCP and QUIC together (more are closed at accept); HTTP allows as many
+    # connections of its own (more get 503)
+    max_connections: int = 10_000
     # the largest request before a login (LOGIN_USER and PING need a few hundred bytes)
     max_request_size_unauthenticated: int = _size("4 KiB")
     unauthenticated_timeout: float = _duration("10 s")  # closed if not logged in by then
@@ -394,6 +397,8 @@ def _validate(config: ServerConfig) -> None:
         raise ConfigError("login_throttle: window and lock_time must be positive, lock_time at "
                           "most max_lock_time")
     connections = config.connections
+    if connections.max_connections < 1:
+        raise ConfigError("connections.max_connections: must be at least 1")
     if connections.max_request_size_unauthenticated < 512:
         raise ConfigError("connections.max_request_size_unauthenticated: must be at least 512 B")
     for key in ("unauthenticated_timeout", "idle_timeout", "request_timeout"):

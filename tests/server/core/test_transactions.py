@@ -541,3 +541,20 @@ def test_after_a_restart_expiry_counts_from_the_staged_file_time(tmp_path) -> No
 
     run_core(tmp_path / "data", first)
     run_core(tmp_path / "data", second)
+
+
+@pytest.mark.parametrize("fsync, synchronous", [("never", 1), ("interval", 2), ("always", 2)])
+def test_the_journal_syncs_every_commit_unless_fsync_is_never(tmp_path, fsync, synchronous):
+    """A commit decided in the journal must not be lost to a power cut while the messages it
+    appended (synced within the interval) survive: a replay would append them twice."""
+    seen = []
+
+    def configure(config: ServerConfig) -> None:
+        config.system.fsync = fsync
+
+    async def scenario(core, session) -> None:
+        journal = core.transactions.journal
+        seen.append(journal._db.execute("PRAGMA synchronous").fetchone()[0])
+
+    run_core(tmp_path, scenario, configure)
+    assert seen == [synchronous]  # 1 NORMAL, 2 FULL

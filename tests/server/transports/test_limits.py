@@ -224,3 +224,29 @@ def test_a_connection_being_served_is_not_idle(rill_factory):
         client.create_user("patient", "secret-1")  # another one, also served whole
         assert time.monotonic() - started > 0.3
         client.ping()
+
+
+def test_beyond_max_connections_a_new_connection_is_closed_and_others_go_on(rill_factory):
+    server = rill_factory(dict(FAST, RILL_CONNECTIONS_MAX_CONNECTIONS="3")).start()
+    links = [connect(server) for _ in range(3)]
+    for link in links:
+        link.sendall(PING)
+        assert response(link) == (0, b"")
+    with connect(server) as refused:  # accepted by the kernel, closed by the server at once
+        assert closed_within(refused, 5)
+    assert any("refusing connections" in line for line in server.output)
+    links[0].close()
+    deadline = time.monotonic() + 10
+    while True:  # the server notices the close, then a new connection is served
+        with connect(server) as fresh:
+            fresh.sendall(PING)
+            try:
+                assert response(fresh) == (0, b"")
+                break
+            except (ConnectionError, OSError):
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+    for link in links[1:]:
+        link.sendall(PING)
+        assert response(link) == (0, b"")
+        link.close()

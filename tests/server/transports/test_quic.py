@@ -430,3 +430,23 @@ def test_a_connection_that_never_logs_in_is_closed(rill_factory):
         await link.close()
 
     run(main())
+
+
+def test_beyond_max_connections_a_new_connection_is_refused_and_others_go_on(rill_factory):
+    server = rill_factory({"RILL_CONNECTIONS_MAX_CONNECTIONS": "2"}).start()
+
+    async def main():
+        first, second = await RawQuic.open(server.quic_address), await RawQuic.open(server.quic_address)
+        third = await RawQuic.open(server.quic_address)
+        terminated = await asyncio.wait_for(third.protocol.terminated, 10)
+        assert terminated.error_code == 2  # CONNECTION_REFUSED
+        assert await first.request(PING) == (0, b"")
+        assert await second.request(PING) == (0, b"")
+        await first.close()
+        await asyncio.sleep(0.5)  # the server sees the close
+        fourth = await RawQuic.open(server.quic_address)
+        assert await fourth.request(PING) == (0, b"")
+        for link in (second, third, fourth):
+            await link.close()
+
+    run(main())

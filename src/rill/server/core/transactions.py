@@ -112,8 +112,10 @@ class TransactionService:
         self.state = state
         self.choose_partition = choose_partition
         self.staging = StagingArea(state.paths, state.durability)
+        # Every commit is synced under interval too: a decision lost while the messages it
+        # appended survive would let a replayed batch append them twice (see the journal).
         self.journal = TransactionJournal(
-            state.paths.transactions_db, synchronous_full=state.durability.policy.value == "always"
+            state.paths.transactions_db, synchronous_full=state.durability.policy.value != "never"
         )
         self.producers: dict[str, Producer] = {}
         self._cleaner: asyncio.Task[None] | None = None

@@ -11,8 +11,11 @@ commit is *decided* by one transaction that writes both (so "batch N is committe
 is what N appends" become durable together, or not at all), then applied to the partition
 logs, then *finished* by deleting its pending row. At start, every pending plan is applied
 again idempotently (the plan records each partition's next offset before the commit, so the
-part that already reached the log is skipped). Durability follows the fsync policy as the
-metadata store does (``synchronous=FULL`` under ``always``, ``NORMAL`` otherwise).
+part that already reached the log is skipped). Durability: ``synchronous=FULL`` unless the
+fsync policy is ``never``. Under ``interval`` too, unlike the metadata store: the messages a
+commit appends become durable within the interval, and a decision lost to a power cut while
+they survived would make the writer's replay of that batch append them a second time. One
+fsync per commit (a Spark micro-batch) is cheap.
 
 It is its own database file rather than tables in ``metadata.sqlite3``: a commit's atomicity
 needs one transaction in one database, and nothing here refers to the metadata rows.

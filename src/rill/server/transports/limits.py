@@ -2,8 +2,9 @@
 
 Owns three things the TCP and QUIC links share through ``BinaryConnection``:
 
-* ``ConnectionLimits``: the settings (``[connections]`` in the configuration): the largest
-  request before login, and the three timeouts (not logged in, idle, a request trickling in);
+* ``ConnectionLimits``: the settings (``[connections]`` in the configuration): how many
+  connections may be open at once, the largest request before login, and the three timeouts
+  (not logged in, idle, a request trickling in);
 * ``RequestMemory``: the bytes of requests received and not yet served, summed over every
   connection, against one server-wide budget. Links account what they hold and stop reading
   while the budget is spent; they are woken when it is given back. A stranger therefore cannot
@@ -36,6 +37,7 @@ class ConnectionLimits:
     unauthenticated_timeout: float = 10.0  # s from accept (or logout) to a login
     idle_timeout: float = 600.0  # s without a request while logged in
     request_timeout: float = 60.0  # s from a request's first byte to its last
+    max_connections: float = NEVER  # TCP and QUIC together; more are closed at once
 
     @property
     def sweep_period(self) -> float:
@@ -46,7 +48,7 @@ class ConnectionLimits:
 
 UNLIMITED = ConnectionLimits(
     max_request_size_unauthenticated=1 << 62, unauthenticated_timeout=NEVER,
-    idle_timeout=NEVER, request_timeout=NEVER,
+    idle_timeout=NEVER, request_timeout=NEVER, max_connections=NEVER,
 )
 
 
@@ -96,6 +98,7 @@ class Supervisor:
         self.limits = limits
         self.clock = clock
         self.connections: set[Supervised] = set()
+        self._refusing = False  # refusals logged since the count was last below the limit
         self._task: asyncio.Task[None] | None = None
 
     def add(self, connection: Supervised) -> None:
@@ -105,6 +108,18 @@ class Supervisor:
 
     def discard(self, connection: Supervised) -> None:
         self.connections.discard(connection)
+
+    def admits(self, address: str) -> bool:
+        """Whether one more connection (from ``address``) may open; says so once per burst of
+        refusals when not."""
+        if len(self.connections) < self.limits.max_connections:
+            self._refusing = False
+            return True
+        if not self._refusing:
+            self._refusing = True
+            log.warning("refusing connections (the first from %s): max_connections (%d) are "
+                        "open", address, self.limits.max_connections)
+        return False
 
     async def _sweep(self) -> None:
         while True:

@@ -51,6 +51,7 @@ from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.asyncio.server import QuicServer
 from aioquic.quic import events
 from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.packet import QuicErrorCode
 
 from rill import errors
 from rill.protocol.primitives import Transport
@@ -110,11 +111,19 @@ class QuicSession(QuicConnectionProtocol):
         elif isinstance(event, events.ConnectionTerminated):
             self.shutdown()
 
-    def _open(self) -> BinaryConnection:
-        if self.connection is None:
+    def _open(self) -> BinaryConnection | None:
+        """The session's connection, made at the first need; None (and the QUIC connection
+        closed) when ``max_connections`` are open already."""
+        if self.connection is None and not self.terminated:
             host, port = (self.peer or ("unknown", 0))[:2]
             address = f"{host}:{port}"
             listener = self.listener
+            if listener.supervisor is not None and not listener.supervisor.admits(address):
+                self._quic.close(error_code=QuicErrorCode.CONNECTION_REFUSED,
+                                 reason_phrase="too many connections")
+                self.transmit()
+                self.shutdown()
+                return None
             self.connection = BinaryConnection(
                 listener.core, self, address, Transport.QUIC, limits=listener.limits,
                 memory=listener.memory, supervisor=listener.supervisor,
@@ -154,7 +163,11 @@ class QuicSession(QuicConnectionProtocol):
         buffer += data
         self.held += len(data)
         memory.take(len(data))
-        limit = self._open().max_request_size(self.listener.max_request_size)
+        connection = self._open()
+        if connection is None:
+            self._drop_request(stream_id)
+            return
+        limit = connection.max_request_size(self.listener.max_request_size)
         if len(buffer) > limit or (len(buffer) >= 4 and LENGTH.unpack_from(buffer)[0] + 4 > limit):
             self._refuse_stream(stream_id)  # too long already, or announced as too long
             return
@@ -181,7 +194,11 @@ class QuicSession(QuicConnectionProtocol):
             return
         # the header's bytes go back now; the payload's once its request is served
         self.listener.memory.give_back(HEADER_SIZE)
-        self._open().submit(code, memoryview(frame)[HEADER_SIZE:], stream_id, accounted=True)
+        connection = self._open()
+        if connection is None:
+            self.listener.memory.give_back(len(frame) - HEADER_SIZE)
+            return
+        connection.submit(code, memoryview(frame)[HEADER_SIZE:], stream_id, accounted=True)
 
     def _refuse_stream(self, stream_id: int) -> None:
         self._drop_request(stream_id)

@@ -70,6 +70,10 @@ class TcpConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername") or ("unknown", 0)
         address = f"{peer[0]}:{peer[1]}"
         listener = self.listener
+        if listener.supervisor is not None and not listener.supervisor.admits(address):
+            self.refused = True
+            transport.abort()  # nothing was allocated for it; its descriptor goes at once
+            return
         self.connection = BinaryConnection(
             listener.core, self, address, Transport.TCP, limits=listener.limits,
             memory=listener.memory, supervisor=listener.supervisor,
