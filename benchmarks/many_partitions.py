@@ -9,9 +9,10 @@ seconds of each phase, the most descriptors the server had open (``/proc/PID/fd`
 every 20 ms) and its RSS at the end. ``--open-files N`` starts the server with RLIMIT_NOFILE
 soft = hard = N (it cannot raise it). With ``--baseline PATH`` (the ``src`` directory of
 another checkout, e.g. ``git archive`` of main) the same is measured for that code right after,
-with the same settings, and the ratios printed.
+with the same settings (runs interleaved: this code, baseline, this code, ...), and the ratios
+of the medians of ``--runs`` runs printed.
 
-    python benchmarks/many_partitions.py [--partitions 5000] [--open-files 512]
+    python benchmarks/many_partitions.py [--partitions 5000] [--open-files 512] [--runs 3]
                                          [--baseline /tmp/rill-base/src]
 """
 
@@ -21,10 +22,11 @@ import argparse
 import asyncio
 import os
 import resource
+import statistics
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import psutil
 
@@ -137,31 +139,44 @@ def main() -> None:
     parser.add_argument("--fsync", default="interval", choices=["never", "interval", "always"])
     parser.add_argument("--open-files", type=int, help="the server's RLIMIT_NOFILE (soft = hard)")
     parser.add_argument("--in-flight", type=int, default=500)
+    parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--baseline", help="src directory of the code to compare against")
     arguments = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     runs = [("this code", None)] + ([("baseline", arguments.baseline)] if arguments.baseline else [])
-    results: dict[str, Figures] = {}
+    results: dict[str, list[Figures]] = {label: [] for label, _ in runs}
     limit = arguments.open_files or hard
     print(f"{arguments.partitions} partitions, fsync {arguments.fsync}, open-file limit {limit}")
-    for label, pythonpath in runs:
-        try:
-            found = results[label] = measure(arguments.partitions, arguments.fsync,
-                                             arguments.open_files, arguments.in_flight, pythonpath)
-        except Exception as error:  # noqa: BLE001 - a baseline that cannot do it says so
-            print(f"{label:>10}: failed: {type(error).__name__}: {error}")
-            continue
-        print(f"{label:>10}: create {found.create:6.2f} s, send {found.send:6.2f} s, poll "
-              f"{found.poll:6.2f} s, restart {found.restart:6.2f} s, poll after restart "
-              f"{found.poll_after_restart:6.2f} s; at most {found.descriptors} descriptors, "
-              f"RSS {found.rss / 2**20:.0f} MiB")
-    if len(results) == 2:
-        this, base = results["this code"], results["baseline"]
+    for run in range(1, arguments.runs + 1):
+        for label, pythonpath in runs:
+            try:
+                found = measure(arguments.partitions, arguments.fsync, arguments.open_files,
+                                arguments.in_flight, pythonpath)
+            except Exception as error:  # noqa: BLE001 - a baseline that cannot do it says so
+                print(f"run {run} {label:>10}: failed: {type(error).__name__}: {error}")
+                continue
+            results[label].append(found)
+            print(f"run {run} {label:>10}: {describe(found)}")
+    medians = {label: median(found) for label, found in results.items() if found}
+    for label, found in medians.items():
+        print(f"median {label:>10}: {describe(found)}")
+    if len(medians) == 2:
+        this, base = medians["this code"], medians["baseline"]
         print("this code / baseline: " + ", ".join(
-            f"{name} {getattr(this, name) / getattr(base, name):.2f}x"
-            for name in ("create", "send", "poll", "restart", "poll_after_restart",
-                         "descriptors", "rss")))
+            f"{field.name} {getattr(this, field.name) / getattr(base, field.name):.2f}x"
+            for field in fields(Figures)))
+
+
+def describe(found: Figures) -> str:
+    return (f"create {found.create:6.2f} s, send {found.send:6.2f} s, poll {found.poll:6.2f} s, "
+            f"restart {found.restart:6.2f} s, poll after restart {found.poll_after_restart:6.2f} "
+            f"s; at most {found.descriptors} descriptors, RSS {found.rss / 2**20:.0f} MiB")
+
+
+def median(runs: list[Figures]) -> Figures:
+    return Figures(*(statistics.median(getattr(run, field.name) for run in runs)
+                     for field in fields(Figures)))
 
 
 if __name__ == "__main__":

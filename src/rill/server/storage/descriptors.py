@@ -80,10 +80,22 @@ class CachedFile:
         ``FileClosed`` after ``close``, OSError when the file cannot be opened. ``recent=False``
         (a background fsync) leaves the file where it was in the LRU order, first out when it
         had to be opened: a sync pass over many files does not push out those in use."""
-        return self._cache._pin(self, recent)
+        cache = self._cache
+        with cache._lock:  # the common case inline: this is on every read and write
+            descriptor = self._descriptor
+            if descriptor is None or self._closed:
+                descriptor = cache._open_file(self, recent)
+            elif recent:
+                cache._open.move_to_end(self)
+            self._pins += 1
+            return descriptor
 
     def unpin(self) -> None:
-        self._cache._unpin(self)
+        cache = self._cache
+        with cache._lock:
+            self._pins -= 1
+            if not self._pins and (self._closed or len(cache._open) > cache.budget):
+                cache._unpinned(self)
 
     def close(self) -> None:
         """Close the descriptor (after the last unpin, if pinned); the file is not used again."""
@@ -179,29 +191,24 @@ class DescriptorCache:
             while self._maps:
                 self._unmap_locked(next(iter(self._maps)))
 
-    def _pin(self, file: CachedFile, recent: bool) -> int:
-        with self._lock:
-            if file._closed:
-                raise FileClosed(str(file.path))
-            descriptor = file._descriptor
-            if descriptor is None:
-                self._make_room(1)
-                descriptor = file._descriptor = self._open_descriptor(file.path, file.flags)
-                self._open[file] = None
-                if not recent:
-                    self._open.move_to_end(file, last=False)
-            elif recent:
-                self._open.move_to_end(file)
-            file._pins += 1
-            return descriptor
+    def _open_file(self, file: CachedFile, recent: bool) -> int:
+        """(Lock held.) Open ``file``'s descriptor, making room first."""
+        if file._closed:
+            raise FileClosed(str(file.path))
+        self._make_room(1)
+        descriptor = file._descriptor = self._open_descriptor(file.path, file.flags)
+        self._open[file] = None
+        if not recent:
+            self._open.move_to_end(file, last=False)
+        return descriptor
 
-    def _unpin(self, file: CachedFile) -> None:
-        with self._lock:
-            file._pins -= 1
-            if file._closed and not file._pins:
-                self._close_descriptor(file)
-            elif len(self._open) > self.budget:  # pins held it over the budget: back within
-                self._make_room(0)
+    def _unpinned(self, file: CachedFile) -> None:
+        """(Lock held.) ``file``'s last pin went: close it if its owner did, and give back
+        what pins held over the budget."""
+        if file._closed:
+            self._close_descriptor(file)
+        else:
+            self._make_room(0)
 
     def _close(self, file: CachedFile) -> None:
         with self._lock:
