@@ -2,7 +2,9 @@
 RLIMIT_NOFILE is 512, soft and hard, so it cannot raise it. Every partition is created, written
 and read back; a topic created afterwards works (no half topic); the server restarts after a
 clean stop and after kill -9 with every message intact; and its descriptor count stays well
-inside the limit all along (storage keeps at most ``max_open_files`` = half of it open)."""
+inside the limit all along (storage keeps at most ``max_open_files`` = half of it open).
+Segments of 100 bytes seal after the second message, so the last rounds read sealed segments
+too (their logs reopened, their indexes mapped, more than the cache keeps)."""
 
 from __future__ import annotations
 
@@ -114,8 +116,8 @@ def create_one_more_topic(server: RillProcess, topic: int) -> None:
 
 
 def run_scenario(tmp_path, fsync: str, topics: int, partitions: int, limit: int) -> None:
-    server = RillProcess(tmp_path / "data", env=dict(ENV, RILL_SYSTEM_FSYNC=fsync),
-                         open_files=limit)
+    env = dict(ENV, RILL_SYSTEM_FSYNC=fsync, RILL_SYSTEM_SEGMENT_SIZE="100 B")
+    server = RillProcess(tmp_path / "data", env=env, open_files=limit)
     server.start()
     started = time.monotonic()
     try:

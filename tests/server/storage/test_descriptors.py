@@ -201,8 +201,37 @@ def test_index_mappings_are_bounded_and_remapped_on_demand(tmp_path: Path) -> No
         mapped.append(cache.mapped(path))
     assert [m.get()[0] for m in mapped] == [0, 1, 2]
     assert cache.map_count == 2 and not mapped[0].is_mapped
-    assert mapped[0].get()[:32] == bytes(32)  # mapped again, evicting the least recent
-    assert not mapped[1].is_mapped and cache.open_count == 0  # mappings hold no descriptor
+    assert mapped[0].get()[:32] == bytes(32)  # mapped again, dropping the least recent
+    assert not mapped[1].is_mapped and cache.map_count == 2
+
+
+def test_mappings_hold_a_descriptor_each_within_the_same_budget(tmp_path: Path) -> None:
+    """CPython's mmap keeps a duplicate of the descriptor it maps: 3 mappings and a file
+    within a budget of 3 leave 3 descriptors open, the least recently used dropped."""
+    cache = DescriptorCache(3)
+    before = len(os.listdir("/proc/self/fd"))
+    mapped = []
+    for number in range(3):
+        (tmp_path / f"i{number}").write_bytes(b"index %d" % number)
+        mapped.append(cache.mapped(tmp_path / f"i{number}"))
+        mapped[-1].get()
+    assert cache.open_count == 3 and len(os.listdir("/proc/self/fd")) - before == 3
+    file = written(cache, tmp_path / "log")
+    assert not mapped[0].is_mapped and cache.open_count == 3
+    assert len(os.listdir("/proc/self/fd")) - before == 3
+    file.close()
+    for m in mapped:
+        m.drop()
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_mapping_dropped_while_read_stays_valid_for_its_reader(tmp_path: Path) -> None:
+    cache = DescriptorCache(1)
+    (tmp_path / "i").write_bytes(b"entries")
+    index = cache.mapped(tmp_path / "i").get()
+    written(cache, tmp_path / "log")  # the budget is spent: the mapping is dropped ...
+    assert cache.map_count == 0
+    assert index[:7] == b"entries"  # ... but whoever holds it reads on; it closes with it
 
 
 def test_auto_is_half_the_limit() -> None:

@@ -3,16 +3,18 @@
 Owns: the process-wide ``DescriptorCache`` (``shared()``; its budget is set from
 ``[system] max_open_files`` by ``configure``), ``CachedFile`` (one segment file: its path and
 how to open it; the cache opens its descriptor when it is used and may close it when it is
-not), and ``MappedFile`` (a sealed segment's index, memory-mapped on demand, the mappings
-bounded by count the same way). 10,000 partitions therefore need no 20,000 descriptors: a
-partition that is not being written or read holds none.
+not), and ``MappedFile`` (a sealed segment's index, memory-mapped on demand). 10,000 partitions
+therefore need no 20,000 descriptors: a partition that is not being written or read holds none.
 
 Invariants:
   * A descriptor is used only while pinned (``pin``/``unpin``): the cache closes unpinned
     ones only, least recently used first, so a thread writing or syncing through one never
     sees it closed or its number reused. ``close`` of a pinned file waits for its last unpin.
-  * At most ``budget`` descriptors are open through the cache (the ones whose close waits for
-    an unpin included). Pinned descriptors are never closed, so while more than ``budget`` are
+  * At most ``budget`` descriptors are held through the cache: open files (the ones whose close
+    waits for an unpin included) and mappings, which hold one each (CPython's ``mmap`` keeps a
+    duplicate of the descriptor it maps, until 3.13's ``trackfd``). Mappings are bounded by
+    ``max_maps`` as well (the descriptor opened to make a mapping is closed at once, a moment
+    after the mapping duplicated it). Pinned descriptors are never closed, so while more than ``budget`` are
     pinned at once (a budget smaller than the threads that may each hold one) the count exceeds
     it until they are unpinned. An open that fails with EMFILE or ENFILE (other descriptors of
     the process used more than their share) closes the least recently used and tries again.
@@ -23,6 +25,9 @@ Invariants:
     the file; it pins the file for that fsync, reopening it if need be (fsync makes a file's
     data durable whichever of its descriptors wrote it). A write-back error the kernel records
     for the file is reported to the first fsync after it, from any descriptor (Linux >= 4.16).
+  * Mappings are used on the event loop only, within one method of the segment: one the cache
+    drops is closed by reference counting once that method no longer holds it, so it is never
+    closed under a reader (and a replaced index file is mapped anew on its next read).
   * Thread safe: appends and fsyncs pin from worker threads. One lock guards the bookkeeping;
     it is held across ``open``/``close``/``mmap`` calls only, never across reads, writes or
     fsyncs.
@@ -41,9 +46,8 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 MIN_OPEN_FILES = 16  # the smallest budget [system] max_open_files accepts
-# Mapped sealed indexes kept at most (or the budget, when it is smaller): a mapping holds no
-# descriptor, but every one is an entry of vm.max_map_count (65530 by default, shared with the
-# allocator, SQLite and thread stacks) and pins its page tables.
+# Mapped sealed indexes kept at most (within the budget): every mapping is also an entry of
+# vm.max_map_count (65530 by default, shared with the allocator, SQLite and thread stacks).
 MAX_INDEX_MAPS = 8192
 _UNLIMITED = 1 << 20  # the budget's basis when the soft limit is RLIM_INFINITY
 _REOPEN_MASK = ~(os.O_CREAT | os.O_TRUNC | os.O_EXCL)
@@ -109,9 +113,10 @@ class CachedFile:
 
 class MappedFile:
     """A read-only mapping of a whole file (a sealed segment's index), made on demand; the
-    cache unmaps the least recently used beyond its bound. Used on the event loop only."""
+    cache drops the least recently used beyond its bounds. Used on the event loop only."""
 
     __slots__ = ("path", "_cache", "_mapping")
+    _pins = 0  # never pinned (see the module invariants): the cache may always drop it
 
     def __init__(self, cache: DescriptorCache, path: Path) -> None:
         self.path = path
@@ -128,18 +133,19 @@ class MappedFile:
         return self._cache._map(self)
 
     def drop(self) -> None:
-        """Unmap it (the file changed or is going away); ``get`` maps it again."""
+        """Forget the mapping (the file changed or is going away); ``get`` maps it again."""
         self._cache._unmap(self)
 
 
 class DescriptorCache:
-    """Descriptors of ``CachedFile``s, at most ``budget`` open; mappings of ``MappedFile``s,
-    at most ``max_maps``. Least recently used first out."""
+    """Descriptors of ``CachedFile``s and mappings of ``MappedFile``s, at most ``budget`` in
+    all, at most ``max_maps`` of them mappings. Least recently used first out."""
 
     def __init__(self, budget: int, max_maps: int | None = None) -> None:
         self._lock = threading.Lock()
-        self._open: OrderedDict[CachedFile, None] = OrderedDict()  # least recently used first
-        self._maps: OrderedDict[MappedFile, None] = OrderedDict()
+        # every file and mapping holding a descriptor, least recently used first
+        self._open: OrderedDict[CachedFile | MappedFile, None] = OrderedDict()
+        self._maps: OrderedDict[MappedFile, None] = OrderedDict()  # the mappings alone
         self.budget = 1
         self.max_maps = 1
         self.opens = 0  # descriptors opened (for tests and benchmarks)
@@ -163,7 +169,7 @@ class DescriptorCache:
 
     @property
     def open_count(self) -> int:
-        """Descriptors open through the cache now."""
+        """Descriptors held through the cache now (open files and mappings)."""
         return len(self._open)
 
     @property
@@ -184,12 +190,10 @@ class DescriptorCache:
                 self._unmap_locked(next(iter(self._maps)))
 
     def close_all(self) -> None:
-        """Close every unpinned descriptor and every mapping (tests; files reopen when used)."""
+        """Close every unpinned descriptor and drop every mapping (tests; reopened when used)."""
         with self._lock:
-            for file in [file for file in self._open if not file._pins]:
-                self._close_descriptor(file)
-            while self._maps:
-                self._unmap_locked(next(iter(self._maps)))
+            for entry in [entry for entry in self._open if not entry._pins]:
+                self._release(entry)
 
     def _open_file(self, file: CachedFile, recent: bool) -> int:
         """(Lock held.) Open ``file``'s descriptor, making room first."""
@@ -234,13 +238,20 @@ class DescriptorCache:
             pass
 
     def _evict_one(self) -> bool:
-        """Close the least recently used unpinned descriptor; False when every one is pinned."""
-        for file in self._open:
-            if not file._pins:
-                self._close_descriptor(file)
+        """Close the least recently used unpinned descriptor or mapping; False when every one
+        is pinned."""
+        for entry in self._open:
+            if not entry._pins:
+                self._release(entry)
                 self.evictions += 1
                 return True
         return False
+
+    def _release(self, entry: CachedFile | MappedFile) -> None:
+        if isinstance(entry, MappedFile):
+            self._unmap_locked(entry)
+        else:
+            self._close_descriptor(entry)
 
     def _close_descriptor(self, file: CachedFile) -> None:
         descriptor = file._descriptor
@@ -262,33 +273,43 @@ class DescriptorCache:
         with self._lock:
             mapping = mapped._mapping
             if mapping is not None:
+                self._open.move_to_end(mapped)
                 self._maps.move_to_end(mapped)
                 return mapping
             while len(self._maps) >= self.max_maps:
                 self._unmap_locked(next(iter(self._maps)))
+            self._make_room(1)  # for the duplicate the mapping keeps
             descriptor = self._open_descriptor(mapped.path, os.O_RDONLY)
             try:
-                mapping = mmap.mmap(descriptor, 0, access=mmap.ACCESS_READ)
+                mapping = self._map_descriptor(descriptor)
             finally:
-                os.close(descriptor)  # read-only, never dirty: the mapping outlives it
+                os.close(descriptor)  # the mapping keeps its own duplicate
             mapped._mapping = mapping
+            self._open[mapped] = None
             self._maps[mapped] = None
             return mapping
+
+    def _map_descriptor(self, descriptor: int) -> mmap.mmap:
+        while True:
+            try:
+                return mmap.mmap(descriptor, 0, access=mmap.ACCESS_READ)
+            except OSError as error:  # the duplicate hit the process limit: as for opens
+                if error.errno in (errno.EMFILE, errno.ENFILE) and self._evict_one():
+                    continue
+                raise
 
     def _unmap(self, mapped: MappedFile) -> None:
         with self._lock:
             self._unmap_locked(mapped)
 
     def _unmap_locked(self, mapped: MappedFile) -> None:
-        mapping = mapped._mapping
-        if mapping is None:
+        """Forget a mapping; it closes (with its descriptor) when its last user lets it go,
+        at once unless a segment method on the event loop is reading through it now."""
+        if mapped._mapping is None:
             return
         mapped._mapping = None
+        del self._open[mapped]
         del self._maps[mapped]
-        try:
-            mapping.close()
-        except BufferError:  # a view is still alive somewhere; the mapping goes with it
-            pass
 
 
 # ---------------------------------------------------------------------- the process's cache
