@@ -19,7 +19,8 @@ Invariants:
     in two halves, ``write`` (files; may run in a worker thread) then ``publish`` (memory, on
     the event loop): reads only ever see published batches.
   * A sealed segment's log is opened read-only when read; its index is memory-mapped on first
-    use (a ``MappedFile``: the cache bounds how many indexes are mapped at once).
+    use (a ``MappedFile``: a mapping holds a descriptor too, and counts against the same
+    budget).
   * Every record a read returns was verified since it was last written (``verification``):
     records this process appended count as verified; any other range is checked by its first
     read (``record_checks.verify_records``: layout, checksum, header map, against the index)
@@ -460,18 +461,27 @@ class Segment(SegmentChecks):
             return self._index_mirror
         if self.messages_count == 0 or self._index_map is None:
             return b""
-        try:
-            mapping = self._index_map.get()
-        except ValueError:  # an empty file cannot be mapped
-            mapping = None
-        except OSError as error:
-            raise CannotReadMessage(
-                reason=f"Cannot read message: cannot map the index {self.index_path}: {error}"
-            ) from error
-        if mapping is None or len(mapping) < self.messages_count * INDEX_ENTRY_SIZE:
+        for attempt in range(2):
+            try:
+                mapping = self._index_map.get()
+            except ValueError:  # an empty file cannot be mapped
+                mapping = None
+            except OSError as error:
+                raise CannotReadMessage(
+                    reason=f"Cannot read message: cannot map the index {self.index_path}: "
+                    f"{error}"
+                ) from error
+            if mapping is not None and len(mapping) >= self.messages_count * INDEX_ENTRY_SIZE:
+                return mapping
+            if attempt:
+                break
             self._rebuild_index("the index file shrank after start")
-            return self._index()
-        return mapping
+            if self._index_mirror is not None:  # the rebuilt index could not be written
+                return self._index_mirror
+        raise CannotReadMessage(
+            reason=f"Cannot read message: the index of {self.log_path} is shorter than its "
+            f"{self.messages_count} messages, also after a rebuild"
+        )
 
     def _read_log(self, length: int, position: int) -> bytes:
         """Read from the log (its descriptor pinned meanwhile)."""
