@@ -9,8 +9,9 @@ seconds of each phase, the most descriptors the server had open (``/proc/PID/fd`
 every 20 ms) and its RSS at the end. ``--open-files N`` starts the server with RLIMIT_NOFILE
 soft = hard = N (it cannot raise it). With ``--baseline PATH`` (the ``src`` directory of
 another checkout, e.g. ``git archive`` of main) the same is measured for that code right after,
-with the same settings (runs interleaved: this code, baseline, this code, ...), and the ratios
-of the medians of ``--runs`` runs printed.
+with the same settings (runs interleaved: this code, baseline, this code, ...; the baseline's
+limit may differ: ``--baseline-open-files``, e.g. to compare a low limit against code that
+cannot run under it), and the ratios of the medians of ``--runs`` runs printed.
 
     python benchmarks/many_partitions.py [--partitions 5000] [--open-files 512] [--runs 3]
                                          [--baseline /tmp/rill-base/src]
@@ -141,17 +142,21 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=500)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--baseline", help="src directory of the code to compare against")
+    parser.add_argument("--baseline-open-files", type=int,
+                        help="the baseline server's RLIMIT_NOFILE (default: --open-files)")
     arguments = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     runs = [("this code", None)] + ([("baseline", arguments.baseline)] if arguments.baseline else [])
     results: dict[str, list[Figures]] = {label: [] for label, _ in runs}
-    limit = arguments.open_files or hard
-    print(f"{arguments.partitions} partitions, fsync {arguments.fsync}, open-file limit {limit}")
+    limits = {"this code": arguments.open_files,
+              "baseline": arguments.baseline_open_files or arguments.open_files}
+    print(f"{arguments.partitions} partitions, fsync {arguments.fsync}, open-file limit "
+          + ", ".join(f"{limits[label] or hard} ({label})" for label, _ in runs))
     for run in range(1, arguments.runs + 1):
         for label, pythonpath in runs:
             try:
-                found = measure(arguments.partitions, arguments.fsync, arguments.open_files,
+                found = measure(arguments.partitions, arguments.fsync, limits[label],
                                 arguments.in_flight, pythonpath)
             except Exception as error:  # noqa: BLE001 - a baseline that cannot do it says so
                 print(f"run {run} {label:>10}: failed: {type(error).__name__}: {error}")
