@@ -155,12 +155,12 @@ class DescriptorCache:
     # ------------------------------------------------------------------ files
     def file(self, path: str | os.PathLike[str], flags: int) -> CachedFile:
         """An existing file, opened with ``flags`` when first used (nothing is opened now)."""
-        return CachedFile(self, Path(path), flags)
+        return CachedFile(self, _path(path), flags)
 
     def create(self, path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> CachedFile:
         """Create (or empty, with ``O_TRUNC``) the file now, and keep its descriptor; it is
         reopened later without ``O_CREAT``/``O_TRUNC``. Raises OSError."""
-        file = CachedFile(self, Path(path), flags)
+        file = CachedFile(self, _path(path), flags)
         with self._lock:
             self._make_room(1)
             file._descriptor = self._open_descriptor(file.path, flags | os.O_CREAT, mode)
@@ -267,7 +267,7 @@ class DescriptorCache:
     # ------------------------------------------------------------------ mappings
     def mapped(self, path: str | os.PathLike[str]) -> MappedFile:
         """A file to map read-only when first read (nothing is mapped now)."""
-        return MappedFile(self, Path(path))
+        return MappedFile(self, _path(path))
 
     def _map(self, mapped: MappedFile) -> mmap.mmap:
         with self._lock:
@@ -310,6 +310,11 @@ class DescriptorCache:
         mapped._mapping = None
         del self._open[mapped]
         del self._maps[mapped]
+
+
+def _path(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a Path, the segment's own object when it is one (no copy per file)."""
+    return path if isinstance(path, Path) else Path(path)
 
 
 # ---------------------------------------------------------------------- the process's cache
