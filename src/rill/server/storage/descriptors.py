@@ -12,12 +12,12 @@ Invariants:
     sees it closed or its number reused. ``close`` of a pinned file waits for its last unpin.
   * At most ``budget`` descriptors are held through the cache: open files (the ones whose close
     waits for an unpin included) and mappings, which hold one each (CPython's ``mmap`` keeps a
-    duplicate of the descriptor it maps, until 3.13's ``trackfd``). Mappings are bounded by
-    ``max_maps`` as well (the descriptor opened to make a mapping is closed at once, a moment
-    after the mapping duplicated it). Pinned descriptors are never closed, so while more than ``budget`` are
-    pinned at once (a budget smaller than the threads that may each hold one) the count exceeds
-    it until they are unpinned. An open that fails with EMFILE or ENFILE (other descriptors of
-    the process used more than their share) closes the least recently used and tries again.
+    duplicate of the descriptor it maps, until 3.13's ``trackfd``; the one opened to make the
+    mapping is closed right after). Mappings are bounded by ``max_maps`` as well. Pinned
+    descriptors are never closed, so while more than ``budget`` are pinned at once (a budget
+    smaller than the threads that may each hold one) the count exceeds it until they are
+    unpinned. An open that fails with EMFILE or ENFILE (other descriptors of the process used
+    more than their share) closes the least recently used and tries again.
   * Reopening never creates or truncates: a file is created once (``create``) and reopened
     without ``O_CREAT``/``O_TRUNC``, so its bytes are what the last write left.
   * Closing a descriptor loses nothing written through it and no durability promise: the
