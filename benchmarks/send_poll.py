@@ -9,10 +9,13 @@ run's stream is deleted after it, so every run starts from the same disk and pag
 
 ``--compare VARIANT ...`` starts one server per variant (each with its own environment, see
 ``VARIANTS``) and interleaves their runs (run 1 of each, then run 2 of each, ...), so that a
-baseline and a change are measured side by side on the same noisy machine.
+baseline and a change are measured side by side on the same noisy machine. ``--baseline PATH``
+(the ``src`` directory of another checkout, e.g. ``git archive`` of main) adds the variant
+``baseline``: the default server run from that code.
 
     python benchmarks/send_poll.py [--batches 300] [--runs 3] [--fsync interval]
     python benchmarks/send_poll.py --compare pure-python accelerated --runs 5
+    python benchmarks/send_poll.py --compare default --baseline /tmp/rill-base/src --runs 3
 """
 
 from __future__ import annotations
@@ -104,9 +107,18 @@ def main() -> None:
     parser.add_argument("--message-size", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--fsync", default="interval", choices=["never", "interval", "always"])
-    parser.add_argument("--compare", nargs="+", choices=sorted(VARIANTS), default=["default"],
-                        metavar="VARIANT", help=f"one or more of {', '.join(VARIANTS)}")
+    parser.add_argument("--compare", nargs="+", default=["default"], metavar="VARIANT",
+                        help=f"one or more of {', '.join(VARIANTS)} (and baseline)")
+    parser.add_argument("--baseline", help="src directory of the code to compare against "
+                        "(the variant 'baseline', run after the others unless placed in --compare)")
     args = parser.parse_args()
+    if args.baseline:
+        VARIANTS["baseline"] = {"PYTHONPATH": args.baseline}
+        if "baseline" not in args.compare:
+            args.compare.append("baseline")
+    unknown = [name for name in args.compare if name not in VARIANTS]
+    if unknown:
+        parser.error(f"unknown variants {', '.join(unknown)} (known: {', '.join(VARIANTS)})")
     messages = args.batches * args.batch_size
     megabytes = messages * args.message_size / 1e6
     servers: dict[str, tuple[subprocess.Popen[str], str]] = {}

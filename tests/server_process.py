@@ -4,12 +4,14 @@
 "rill listening on quic HOST:PORT" / "rill listening on http HOST:PORT" ones unless
 RILL_QUIC_ENABLED / RILL_HTTP_ENABLED is false); ``stop()`` sends
 SIGTERM (a clean shutdown), ``kill()`` sends SIGKILL (a crash). Restarting reuses the data dir
-and the ports.
+and the ports. ``open_files=N`` starts the server with RLIMIT_NOFILE soft = hard = N, so it
+cannot raise its own limit; ``open_files=(soft, hard)`` sets the two apart.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -23,11 +25,13 @@ STARTUP_TIMEOUT = 30.0
 
 class RillProcess:
     def __init__(self, data_dir: Path, env: dict[str, str] | None = None, config: Path | None = None,
-                 args: list[str] | None = None):
+                 args: list[str] | None = None,
+                 open_files: int | tuple[int, int] | None = None):
         self.data_dir = Path(data_dir)
         self.extra_env = dict(env or {})
         self.config = config
         self.args = list(args or [])  # more `rill serve` options
+        self.open_files = open_files  # RLIMIT_NOFILE of the server process: N or (soft, hard)
         self.process: subprocess.Popen[str] | None = None
         self.tcp_address: tuple[str, int] | None = None
         self.http_address: tuple[str, int] | None = None
@@ -65,7 +69,8 @@ class RillProcess:
             command += ["--config", str(self.config)]
         command += self.args
         self.process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+            preexec_fn=self._limit_open_files if self.open_files is not None else None,
         )
         ready = threading.Event()
 
@@ -99,6 +104,18 @@ class RillProcess:
             self.kill()
             raise RuntimeError("rill did not start:\n" + "".join(self.output))
         return self
+
+    def _limit_open_files(self) -> None:
+        """In the child, before exec: the descriptor limit (soft = hard: cannot be raised)."""
+        limits = self.open_files
+        assert limits is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE,
+                           limits if isinstance(limits, tuple) else (limits, limits))
+
+    def open_descriptors(self) -> int:
+        """How many descriptors the server process has open now (Linux: /proc)."""
+        assert self.process is not None
+        return len(os.listdir(f"/proc/{self.process.pid}/fd"))
 
     def stop(self, timeout: float = 20.0) -> int:
         """Clean shutdown (SIGTERM); returns the exit code."""

@@ -8,6 +8,8 @@ stored, then started again on what survived.
 * ``fsync = never``: acknowledged messages ARE lost — the control that shows the harness drops
   unsynced data (a kill -9 alone never loses anything: the page cache keeps it).
 Every start after a cut must be clean: streams, topics, offsets, and new writes accepted.
+The always and interval cases run again with more partitions than ``max_open_files`` allows
+open: the descriptor cache closes files written and not yet synced, and a sync reopens them.
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ def mount(tmp_path):
     fs.stop()
 
 
-def load(server: RillProcess, acknowledged: Acknowledged, seconds: float) -> float:
+def load(server: RillProcess, acknowledged: Acknowledged, seconds: float,
+         partitions: int = PARTITIONS) -> float:
     """Producers on every partition and an offset committer for ``seconds``, then kill -9
     while they are still at it; returns the time of the kill."""
     stop = threading.Event()
@@ -87,7 +90,7 @@ def load(server: RillProcess, acknowledged: Acknowledged, seconds: float) -> flo
                 offset += 1
                 time.sleep(0.01)
 
-    threads = [threading.Thread(target=produce, args=(p,)) for p in range(1, PARTITIONS + 1)]
+    threads = [threading.Thread(target=produce, args=(p,)) for p in range(1, partitions + 1)]
     threads.append(threading.Thread(target=commit_offsets))
     for thread in threads:
         thread.start()
@@ -100,14 +103,15 @@ def load(server: RillProcess, acknowledged: Acknowledged, seconds: float) -> flo
     return killed_at
 
 
-def stored(server: RillProcess) -> tuple[dict[int, list[bytes]], int | None]:
+def stored(server: RillProcess, partitions: int = PARTITIONS
+           ) -> tuple[dict[int, list[bytes]], int | None]:
     """Every message of every partition (checked for order and checksums), and the stored
     offset of consumer 7."""
     with Client(server.address) as client:
         client.login_user("iggy", "iggy")
         assert client.get_stream("power").topics[0].name == "t"
         found = {}
-        for partition in range(1, PARTITIONS + 1):
+        for partition in range(1, partitions + 1):
             messages = []
             while True:
                 polled = client.poll_messages(1, "t", partition_id=partition, count=1000,
@@ -128,27 +132,35 @@ def expected_prefix(partition: int, batches: int) -> list[bytes]:
     return [payload(partition, b, i) for b in range(batches) for i in range(PER_BATCH)]
 
 
-def start_on(mount: PowerCutMount, fsync: str) -> RillProcess:
-    server = RillProcess(mount.mountpoint / "data", env=dict(ENV, RILL_SYSTEM_FSYNC=fsync)).start()
+def start_on(mount: PowerCutMount, fsync: str, partitions: int = PARTITIONS,
+             env: dict[str, str] | None = None) -> RillProcess:
+    server = RillProcess(mount.mountpoint / "data",
+                         env=dict(ENV, RILL_SYSTEM_FSYNC=fsync, **(env or {}))).start()
     with Client(server.address) as client:
         client.login_user("iggy", "iggy")
         client.create_stream("power", stream_id=1)
-        client.create_topic(1, "t", partitions_count=PARTITIONS)
+        client.create_topic(1, "t", partitions_count=partitions)
     return server
 
 
-def test_fsync_always_loses_nothing_acknowledged(mount):
-    server = start_on(mount, "always")
+# 24 partitions have 48 active files (log and index); 16 may be open: files are closed dirty
+FEW_FILES = {"partitions": 24, "env": {"RILL_SYSTEM_MAX_OPEN_FILES": "16"}}
+
+
+@pytest.mark.parametrize("files", [{}, FEW_FILES], ids=["all open", "closed and reopened"])
+def test_fsync_always_loses_nothing_acknowledged(mount, files):
+    partitions = files.get("partitions", PARTITIONS)
+    server = start_on(mount, "always", **files)
     acknowledged = Acknowledged()
-    load(server, acknowledged, seconds=3.0)
-    assert all(len(acknowledged.batches.get(p, [])) > 5 for p in range(1, PARTITIONS + 1))
+    load(server, acknowledged, seconds=3.0, partitions=partitions)
+    assert all(len(acknowledged.batches.get(p, [])) > 5 for p in range(1, partitions + 1))
     mount.power_cycle()
     server.restart()
     try:
-        found, offset = stored(server)
+        found, offset = stored(server, partitions)
     finally:
         server.kill()
-    for partition in range(1, PARTITIONS + 1):
+    for partition in range(1, partitions + 1):
         batches = len(acknowledged.batches[partition])
         # every acknowledged batch is there, in order; at most the one in flight beyond
         assert found[partition][: batches * PER_BATCH] == expected_prefix(partition, batches)
@@ -157,24 +169,50 @@ def test_fsync_always_loses_nothing_acknowledged(mount):
     assert offset in (last_offset, last_offset + 1)
 
 
-def test_fsync_interval_loses_at_most_the_last_interval(mount):
-    server = start_on(mount, "interval")
+@pytest.mark.parametrize("files", [{}, FEW_FILES], ids=["all open", "closed and reopened"])
+def test_fsync_interval_loses_at_most_the_last_interval(mount, files):
+    partitions = files.get("partitions", PARTITIONS)
+    server = start_on(mount, "interval", **files)
     time.sleep(INTERVAL + MARGIN)  # the stream and topic are older than an interval
     acknowledged = Acknowledged()
-    killed_at = load(server, acknowledged, seconds=4.0)
+    killed_at = load(server, acknowledged, seconds=4.0, partitions=partitions)
     mount.power_cycle()
     server.restart()
     try:
-        found, offset = stored(server)
+        found, offset = stored(server, partitions)
     finally:
         server.kill()
     safe_before = killed_at - INTERVAL - MARGIN
-    for partition in range(1, PARTITIONS + 1):
+    for partition in range(1, partitions + 1):
         old = [n for n, at in acknowledged.batches[partition] if at < safe_before]
         assert old, "the run is too short to have batches older than an interval"
         assert found[partition][: len(old) * PER_BATCH] == expected_prefix(partition, len(old))
     old_offsets = [value for value, at in acknowledged.offsets if at < safe_before]
     assert offset is not None and offset >= old_offsets[-1]
+
+
+def test_fsync_interval_syncs_the_files_the_cache_closed_while_dirty(mount):
+    """One batch to each of 24 partitions: each send makes the cache close files written just
+    before (48 active files, 16 may be open), mostly before a sync pass came by. The pass
+    reopens them: nothing older than an interval is lost."""
+    partitions = FEW_FILES["partitions"]
+    server = start_on(mount, "interval", **FEW_FILES)
+    time.sleep(INTERVAL + MARGIN)  # the stream and topic are older than an interval
+    with Client(server.address) as client:
+        client.login_user("iggy", "iggy")
+        for partition in range(1, partitions + 1):
+            client.send_messages(1, "t", [payload(partition, 0, i) for i in range(PER_BATCH)],
+                                 partitioning=partition)
+    time.sleep(INTERVAL + MARGIN)
+    server.kill()
+    mount.power_cycle()
+    server.restart()
+    try:
+        found, _ = stored(server, partitions)
+    finally:
+        server.kill()
+    for partition in range(1, partitions + 1):
+        assert found[partition] == expected_prefix(partition, 1)
 
 
 def test_fsync_never_does_lose_acknowledged_data_on_a_power_cut(mount):

@@ -1,4 +1,5 @@
-"""The server process: what it refuses at start, and the privacy of what it creates."""
+"""The server process: what it refuses at start, the privacy of what it creates, and the
+open-file limit it raises."""
 
 from __future__ import annotations
 
@@ -102,5 +103,34 @@ def test_every_file_and_directory_the_server_creates_is_private(tmp_path):
         too_open = {str(entry.relative_to(data_dir)): oct(stat.S_IMODE(entry.stat().st_mode))
                     for entry in [data_dir, *entries] if stat.S_IMODE(entry.stat().st_mode) & 0o077}
         assert too_open == {}
+    finally:
+        server.kill()
+
+
+def open_file_limits(pid: int) -> tuple[int, int]:
+    """(soft, hard) RLIMIT_NOFILE of a running process (Linux: /proc)."""
+    with open(f"/proc/{pid}/limits") as limits:
+        for line in limits:
+            if line.startswith("Max open files"):
+                soft, hard = line.split()[3:5]
+                return int(soft), int(hard)
+    raise AssertionError("no open-file limit in /proc")
+
+
+@pytest.mark.parametrize("limits, raised", [((256, 1024), 1024), ((512, 512), 512)])
+def test_the_soft_open_file_limit_is_raised_to_the_hard_one_and_sizes_the_cache(
+        tmp_path, limits, raised):
+    env = {"RILL_QUIC_ENABLED": "false", "RILL_HTTP_ENABLED": "false",
+           "RILL_LOGGING_LEVEL": "info"}
+    server = RillProcess(tmp_path / "data", env=env, open_files=limits).start()
+    try:
+        assert open_file_limits(server.process.pid) == (raised, limits[1])
+        output = "".join(server.output)
+        if raised > limits[0]:
+            assert f"open-file limit raised from {limits[0]} to {raised}" in output
+        else:
+            assert f"open-file limit {raised} (the hard limit: cannot be raised)" in output
+        assert (f"storage keeps at most {raised // 2} segment files open "
+                f"(max_open_files = auto, open-file limit {raised})") in output
     finally:
         server.kill()

@@ -59,6 +59,17 @@ def test_append_threads_and_fsync_threads_come_from_the_environment():
     assert config.system.fsync_threads == 1
 
 
+def test_max_open_files_is_auto_or_a_number(tmp_path):
+    assert load_config(environ={}).system.max_open_files == "auto"
+    assert load_config(environ={"RILL_SYSTEM_MAX_OPEN_FILES": "300"}).system.max_open_files == 300
+    path = tmp_path / "server.toml"
+    path.write_text("[system]\nmax_open_files = 2000\n")
+    assert load_config(path, environ={}).system.max_open_files == 2000
+    path.write_text("[system]\nmax_open_files = -1\n")
+    with pytest.raises(ConfigError, match="system.max_open_files"):
+        load_config(path, environ={})
+
+
 @pytest.mark.parametrize(
     "environ, message",
     [
@@ -71,6 +82,8 @@ def test_append_threads_and_fsync_threads_come_from_the_environment():
         ({"RILL_QUIC_CERTIFICATE_SELF_SIGNED": "false"}, "quic.certificate"),
         ({"RILL_SYSTEM_APPEND_THREADS": "sometimes"}, "system.append_threads"),
         ({"RILL_SYSTEM_FSYNC_THREADS": "0"}, "system.fsync_threads"),
+        ({"RILL_SYSTEM_MAX_OPEN_FILES": "many"}, "RILL_SYSTEM_MAX_OPEN_FILES: 'many' is neither"),
+        ({"RILL_SYSTEM_MAX_OPEN_FILES": "8"}, "RILL_SYSTEM_MAX_OPEN_FILES: '8' is below"),
     ],
 )
 def test_bad_values_name_the_key(environ, message):

@@ -3,7 +3,8 @@
 Owns: ``RillServer``, a context manager. It starts the server in a temporary data directory
 (or the one given), on 127.0.0.1 with the operating system choosing the ports, for the asked
 transports only (the others are disabled, so e.g. a TCP run does not pay for HTTP metrics),
-with the asked fsync policy (``RILL_SYSTEM_FSYNC``), waits for its "rill listening on
+with the asked fsync policy (``RILL_SYSTEM_FSYNC``) and, if asked, a descriptor limit
+(``open_files``: RLIMIT_NOFILE soft = hard, so the server cannot raise it), waits for its "rill listening on
 <transport> HOST:PORT" lines, exposes ``addresses`` ({"tcp": "127.0.0.1:PORT", ...}) and on
 exit stops it (SIGTERM, then SIGKILL after a grace period) and removes the temporary directory.
 
@@ -14,6 +15,7 @@ package stays on the client side of the seam (DESIGN.md, seam 4).
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -47,6 +49,7 @@ class RillServer:
         env: dict[str, str] | None = None,
         python: str = sys.executable,
         startup_timeout: float = STARTUP_TIMEOUT,
+        open_files: int | None = None,
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"unknown fsync policy {fsync!r} (known: {', '.join(FSYNC_POLICIES)})")
@@ -58,6 +61,7 @@ class RillServer:
         self.extra_env = dict(env or {})
         self.python = python
         self.startup_timeout = startup_timeout
+        self.open_files = open_files
         self._given_dir = Path(data_dir) if data_dir is not None else None
         self._temp_dir: Path | None = None
         self.data_dir: Path | None = None
@@ -95,6 +99,7 @@ class RillServer:
         self.process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
             stdin=subprocess.DEVNULL,
+            preexec_fn=self._limit_open_files if self.open_files is not None else None,
         )
         ready = threading.Event()
         expected = set(self.transports)
@@ -117,6 +122,11 @@ class RillServer:
             lines = "".join(self.output).strip()
             raise ServerStartError("the rill server did not start" + (f":\n{lines}" if lines else ""))
         return self
+
+    def _limit_open_files(self) -> None:
+        """In the child, before exec: RLIMIT_NOFILE soft = hard = ``open_files``."""
+        assert self.open_files is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
 
     def stop(self) -> None:
         """SIGTERM (a clean shutdown), SIGKILL after a grace period; remove the temp dir."""

@@ -5,6 +5,10 @@ Owns: the process-level lifecycle. On start it prints one line per listener
 ``rill listening on http 127.0.0.1:3000``) so
 scripts and tests can find a port chosen by the operating system (port 0).
 
+Descriptors: ``run`` raises the soft open-file limit (RLIMIT_NOFILE) to the hard limit where
+the system allows it, before the core sizes its descriptor cache from it (``[system]
+max_open_files``), and logs what it did.
+
 Refusals: a start that cannot be made safely ends with one line on stderr and exit code 1
 (``StartupRefused``: a damaged or emptied metadata store, a listener on a non-loopback address
 while the root user still has the default password, ...). The process creates its files
@@ -125,6 +129,26 @@ class Server:
         await self.core.stop()
 
 
+def raise_open_file_limit() -> None:
+    """Raise the soft RLIMIT_NOFILE to the hard limit (where allowed), and log the outcome."""
+    try:
+        import resource
+    except ImportError:  # not a Unix
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == hard:
+        log.info("open-file limit %s (the hard limit: cannot be raised)", soft)
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError) as error:
+        log.warning("open-file limit %s: cannot raise it to the hard limit %s: %s",
+                    soft, hard, error)
+        return
+    log.info("open-file limit raised from %s to %s (the hard limit)", soft,
+             "unlimited" if hard == resource.RLIM_INFINITY else hard)
+
+
 def install_event_loop_policy() -> None:
     try:
         import uvloop
@@ -158,6 +182,7 @@ def run(config: ServerConfig, recover_metadata: bool = False) -> None:
         stream=sys.stderr,
     )
     os.umask(0o077)  # data files, logs and secrets readable by the server's user only
+    raise_open_file_limit()  # before the core sizes its descriptor cache from it
     install_event_loop_policy()
     try:
         asyncio.run(serve(config, recover_metadata))

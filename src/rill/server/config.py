@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from rill.server.storage.descriptors import MIN_OPEN_FILES
 from rill.server.storage.durability import FsyncPolicy
 
 NEVER = float("inf")
@@ -68,6 +69,17 @@ def parse_duration(value: Any) -> float:
     return float(number) * factor
 
 
+def parse_open_files(value: Any) -> int | str:
+    """``"auto"`` or a whole number of descriptors, at least ``MIN_OPEN_FILES``."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    if isinstance(value, bool) or not str(value).strip().isdigit():
+        raise ValueError(f"{value!r} is neither auto nor a number of files")
+    if int(value) < MIN_OPEN_FILES:
+        raise ValueError(f"{value!r} is below the smallest budget, {MIN_OPEN_FILES}")
+    return int(value)
+
+
 def _size(default: str) -> Any:
     return field(default=parse_size(default), metadata={"parse": parse_size})
 
@@ -115,6 +127,9 @@ class SystemConfig:
     max_poll_size: int = _size("16 MiB")
     # space kept free for the metadata store so that deletions work on a full disk (0 = none)
     metadata_reserve: int = _size("4 MiB")
+    # segment files open at once over all partitions (the least recently used are closed
+    # beyond it); "auto" = half the open-file limit (raised to the hard limit at start)
+    max_open_files: int | str = field(default="auto", metadata={"parse": parse_open_files})
     segment: SegmentConfig = field(default_factory=SegmentConfig)
     topic: TopicConfig = field(default_factory=TopicConfig)
     message_deduplication: MessageDeduplicationConfig = field(

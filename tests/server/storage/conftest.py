@@ -7,6 +7,7 @@ from typing import Callable, Iterable
 
 import pytest
 
+from rill.server.storage import descriptors
 from rill.server.storage.durability import Durability, FsyncPolicy
 from rill.server.storage.partition_log import LogSettings, PartitionLog
 
@@ -43,3 +44,17 @@ def open_log(partition_dir: Path, durability: Durability) -> Iterable[Callable[.
     yield opener
     for log in opened:
         log.close()
+
+
+@pytest.fixture
+def descriptor_budget() -> Iterable[Callable[[int], descriptors.DescriptorCache]]:
+    """Shrink the process's descriptor cache (``budget(n)``) for one test; restored after."""
+    cache = descriptors.shared()
+    budget, max_maps = cache.budget, cache.max_maps
+
+    def shrink(limit: int) -> descriptors.DescriptorCache:
+        cache.resize(limit)
+        return cache
+
+    yield shrink
+    cache.resize(budget, max_maps)

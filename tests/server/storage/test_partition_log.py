@@ -199,12 +199,54 @@ def test_size_bytes_is_the_sum_of_log_files(open_log, partition_dir: Path) -> No
     assert log.size_bytes == sum(path.stat().st_size for path in partition_dir.glob("*.log"))
 
 
-def test_few_sealed_segments_keep_a_descriptor_open(open_log) -> None:
-    log = open_log(segment_size=50, open_sealed_readers=2)
+def test_sealed_segments_hold_no_descriptor_until_read(open_log) -> None:
+    log = open_log(segment_size=50)
     for number in range(8):
         log.append(region(b"message %d" % number), 1)
+    assert not any(segment.has_open_reader for segment in log.segments)
     read_messages(log, 0, 8)
-    assert sum(segment.has_open_reader for segment in log.segments) == 2
+    assert all(segment.has_open_reader for segment in log.segments if segment.sealed)
+
+
+@pytest.mark.parametrize("policy", list(FsyncPolicy))
+def test_many_logs_share_a_small_descriptor_budget(
+    tmp_path: Path, descriptor_budget, policy: FsyncPolicy
+) -> None:
+    """30 logs (60 active files, and sealed ones) with 6 descriptors: every append and read
+    reopens what it needs, and every byte is where it belongs, before and after a restart."""
+    cache = descriptor_budget(6)
+    settings = LogSettings(segment_size=200)
+    durability = Durability(policy)
+    directories = [tmp_path / f"p{number}" for number in range(30)]
+
+    async def scenario() -> None:
+        logs = [PartitionLog.open(directory, settings, durability, clean_shutdown=True)
+                for directory in directories]
+        for round_number in range(6):
+            for number, log in enumerate(logs):
+                log.append(region(b"log %d round %d" % (number, round_number)), round_number)
+                await log.wait_durable()
+                assert cache.open_count <= 6
+        for number, log in enumerate(logs):
+            assert [m.payload for m in read_messages(log, 0, 10)] == [
+                b"log %d round %d" % (number, r) for r in range(6)]
+            assert log.segments_count > 1
+        assert cache.open_count <= 6 and cache.evictions > 100
+        for log in logs:
+            log.close()
+        await durability.stop()
+
+    asyncio.run(scenario())
+    for restart, clean_shutdown in enumerate((True, False)):
+        logs = [PartitionLog.open(directory, settings, durability, clean_shutdown=clean_shutdown)
+                for directory in directories]
+        for number, log in enumerate(logs):
+            log.append(region(b"restart %d" % restart), 10)
+            assert [m.payload for m in read_messages(log, 0, 10)] == [
+                b"log %d round %d" % (number, r) for r in range(6)
+            ] + [b"restart %d" % r for r in range(restart + 1)]
+            log.close()
+    assert cache.open_count == 0
 
 
 def test_destroy_removes_the_directory(open_log, partition_dir: Path) -> None:
@@ -226,7 +268,7 @@ def test_concurrent_appends_share_fsync_rounds(partition_dir: Path) -> None:
 
         await asyncio.gather(*(producer(number) for number in range(16)))
         assert durability.sync_rounds < 16
-        assert not durability.is_dirty(log.segments[-1].log_descriptor)
+        assert not durability.is_dirty(log.segments[-1].log_file)
         log.close()
         await durability.stop()
 

@@ -82,6 +82,36 @@ def test_append_async_writes_the_same_bytes_as_append(tmp_path: Path) -> None:
     threaded.close()
 
 
+def test_worker_appends_to_many_logs_within_a_small_descriptor_budget(
+    tmp_path: Path, descriptor_budget
+) -> None:
+    """Workers pin the files they write: with 4 descriptors for 12 logs, the event loop's
+    reads and the other workers close what is not pinned, never a file being written."""
+    cache = descriptor_budget(4)
+    durability = Durability(FsyncPolicy.ALWAYS)
+    settings = LogSettings(segment_size=3_000)
+    logs = [PartitionLog.open(tmp_path / f"p{n}", settings, durability, clean_shutdown=True)
+            for n in range(12)]
+
+    async def producer(log: PartitionLog, number: int) -> None:
+        for step in range(10):
+            await log.append_async(batch(1000 * number + 10 * step + 1), (step + 1) * SECOND)
+            await log.wait_durable()
+            read_messages(log, 0, 1)  # a read on the loop meanwhile
+
+    async def scenario() -> None:
+        await asyncio.gather(*(producer(log, n) for n, log in enumerate(logs)))
+        await durability.stop()
+
+    asyncio.run(scenario())
+    for number, log in enumerate(logs):
+        messages = read_messages(log, 0, 1000)
+        assert [m.id for m in messages] == [
+            1000 * number + 10 * step + 1 + k for step in range(10) for k in range(3)]
+        log.close()
+    assert cache.open_count == 0 and cache.evictions > 0
+
+
 def test_concurrent_appends_keep_offsets_dense_and_in_arrival_order(open_log) -> None:
     log = open_log(segment_size=5_000)
 

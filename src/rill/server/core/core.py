@@ -50,6 +50,8 @@ from rill.server.core.tokens import PersonalAccessTokenService
 from rill.server.core.topics import TopicService
 from rill.server.core.transactions import TransactionService
 from rill.server.core.users import UserService
+from rill.server.storage.descriptors import configure as configure_descriptors
+from rill.server.storage.descriptors import open_file_limit
 from rill.server.storage.directories import DIRECTORY_MODE, make_directory
 from rill.server.storage.durability import Durability, FsyncPolicy
 from rill.server.storage.partition_log import configure_append_threads
@@ -79,6 +81,12 @@ class Core:
         paths.root.chmod(DIRECTORY_MODE)
         self._first_start = not paths.metadata_db.exists()
         configure_append_threads(config.system.append_threads, config.system.append_thread_min_size)
+        budget = configure_descriptors(config.system.max_open_files)
+        log.info("storage keeps at most %d segment files open (max_open_files = %s, open-file "
+                 "limit %d)", budget, config.system.max_open_files, open_file_limit())
+        if budget > open_file_limit():
+            log.warning("max_open_files = %d is above the open-file limit %d: opens that hit "
+                        "the limit close other segment files first", budget, open_file_limit())
         policy = config.fsync_policy
         reserve = SpaceReserve(paths.metadata_reserve, config.system.metadata_reserve)
         store = open_store(paths, policy is FsyncPolicy.ALWAYS, reserve, recover_metadata)

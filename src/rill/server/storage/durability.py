@@ -13,10 +13,18 @@ Policies:
                  threads took a third of the time of one after the other, on ext4), so a round
                  of many partitions costs less than one fsync per partition.
 
+Files: a file is either a descriptor its owner keeps open (an ``int``: staged files, repairs)
+or a ``CachedFile`` (segment files, ``storage.descriptors``), whose descriptor the cache may
+close while the file is not in use, dirty or not. A sync pins a cached file for the length of
+its fsync, reopening it if the cache closed it: fsync makes the data of a file durable whichever
+descriptor wrote it, so a dirty file the cache closed is still synced as the policy promises (by
+the next round under ``ALWAYS``, within the interval under ``INTERVAL``).
+
 Invariants:
   * A file descriptor is only synced while it is open: files are closed through ``close_file``,
-    which forgets the descriptor and defers the close while a round is still syncing it, so a
-    reused descriptor number is never synced by mistake.
+    which forgets the file and defers the close while a round is still syncing it (a cached
+    file stays pinned, an ``int`` is closed after the round), so a reused descriptor number is
+    never synced by mistake.
   * An fsync failure fails the waiters of that file with ``CannotSyncFile`` (never a hang) and
     keeps failing later waiters of that file: after a failed fsync the kernel may have dropped
     the dirty pages, so a later successful fsync proves nothing.
@@ -32,8 +40,10 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from enum import Enum
 from pathlib import Path
+from typing import Union
 
 from rill.errors import CannotSyncFile
+from rill.server.storage.descriptors import CachedFile, FileClosed
 
 logger = logging.getLogger(__name__)
 
@@ -48,19 +58,38 @@ class FsyncPolicy(str, Enum):
     ALWAYS = "always"
 
 
-def _sync_each(descriptors: list[int]) -> dict[int, OSError]:
-    """Runs in a worker thread: fsync every descriptor, collecting failures."""
-    failures: dict[int, OSError] = {}
-    for descriptor in descriptors:
+File = Union[int, CachedFile]  # see "Files" above
+
+
+def _fsync(file: File) -> None:
+    """fsync one file; a cached file is pinned (reopened if need be) meanwhile."""
+    if isinstance(file, int):
+        os.fsync(file)
+        return
+    descriptor = file.pin(recent=False)
+    try:
+        os.fsync(descriptor)
+    finally:
+        file.unpin()
+
+
+def _sync_each(files: list[File]) -> dict[File, OSError]:
+    """Runs in a worker thread: fsync every file, collecting failures. A cached file closed
+    since the round took it is skipped: its owner closed it through ``close_file``, which
+    forgot what it owed."""
+    failures: dict[File, OSError] = {}
+    for file in files:
         try:
-            os.fsync(descriptor)
+            _fsync(file)
+        except FileClosed:
+            pass
         except OSError as error:
-            failures[descriptor] = error
+            failures[file] = error
     return failures
 
 
 class Durability:
-    """Tracks written ("dirty") file descriptors and makes them durable according to the policy."""
+    """Tracks written ("dirty") files and makes them durable according to the policy."""
 
     def __init__(
         self, policy: FsyncPolicy | str, interval_seconds: float = 1.0,
@@ -75,14 +104,12 @@ class Durability:
         self.threads = threads
         # worker-thread rounds that synced something (group commits, interval passes, flushes)
         self.sync_rounds = 0
-        self.fsync_calls = 0  # descriptors synced by rounds, sync_now and stop
-        self._dirty: set[int] = set()
-        self._failed: dict[int, OSError] = {}
-        self._in_flight: dict[int, int] = (
-            {}
-        )  # descriptor -> syncs of it queued or running in the thread
+        self.fsync_calls = 0  # files synced by rounds, sync_now and stop
+        self._dirty: set[File] = set()
+        self._failed: dict[File, OSError] = {}
+        self._in_flight: dict[File, int] = {}  # file -> syncs of it queued or running in threads
         self._close_after_round: set[int] = set()
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._waiters: list[tuple[File, asyncio.Future[None]]] = []
         self._round_runner: asyncio.Task[None] | None = None
         self._interval_task: asyncio.Task[None] | None = None
         self._stopping: asyncio.Event | None = None
@@ -104,47 +131,49 @@ class Durability:
         while self._round_runner is not None and not self._round_runner.done():
             await self._round_runner
         if self.policy is not FsyncPolicy.NEVER and self._dirty:
-            descriptors = sorted(self._dirty)
+            files = list(self._dirty)
             self._dirty.clear()
-            await self._sync_round(descriptors)
+            await self._sync_round(files)
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
 
     # ------------------------------------------------------------------ tracking
-    def mark_dirty(self, descriptor: int) -> None:
-        """Record that ``descriptor`` was written and is not yet durable."""
+    def mark_dirty(self, file: File) -> None:
+        """Record that ``file`` was written and is not yet durable."""
         if self.policy is not FsyncPolicy.NEVER:
-            self._dirty.add(descriptor)
+            self._dirty.add(file)
 
-    def is_dirty(self, descriptor: int) -> bool:
-        return descriptor in self._dirty
+    def is_dirty(self, file: File) -> bool:
+        return file in self._dirty
 
     @property
     def sync_in_progress(self) -> bool:
         """True while fsyncs are queued or running in the worker thread."""
         return bool(self._in_flight)
 
-    def close_file(self, descriptor: int) -> None:
-        """Forget ``descriptor`` and close it (after the running round, if that round holds it)."""
-        self._dirty.discard(descriptor)
-        self._failed.pop(descriptor, None)
-        if descriptor in self._in_flight:
-            self._close_after_round.add(descriptor)
+    def close_file(self, file: File) -> None:
+        """Forget ``file`` and close it (after the running round, if that round holds it)."""
+        self._dirty.discard(file)
+        self._failed.pop(file, None)
+        if not isinstance(file, int):
+            file.close()  # the cache closes it once no sync holds it pinned
+        elif file in self._in_flight:
+            self._close_after_round.add(file)
         else:
-            os.close(descriptor)
+            os.close(file)
 
     # ------------------------------------------------------------------ waiting
-    async def wait_durable(self, descriptor: int) -> None:
-        """Return once what was written to ``descriptor`` is durable as the policy requires."""
+    async def wait_durable(self, file: File) -> None:
+        """Return once what was written to ``file`` is durable as the policy requires."""
         if self.policy is not FsyncPolicy.ALWAYS:
             return
-        self._raise_if_failed(descriptor)
-        if descriptor not in self._dirty and descriptor not in self._in_flight:
+        self._raise_if_failed(file)
+        if file not in self._dirty and file not in self._in_flight:
             return  # nothing unsynced, and no sync of it still running
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
-        self._waiters.append((descriptor, future))
+        self._waiters.append((file, future))
         if self._round_runner is None or self._round_runner.done():
             self._round_runner = loop.create_task(self._run_rounds())
         await future
@@ -155,37 +184,37 @@ class Durability:
             # Dirty files, plus waited-on files another sync still holds: a sync that starts
             # now, after the waiter's write, covers that write whether or not the other one
             # has finished.
-            descriptors = sorted(self._dirty | {fd for fd, _ in waiters if fd in self._in_flight})
+            files = list(self._dirty | {file for file, _ in waiters if file in self._in_flight})
             self._dirty.clear()
             try:
-                failures = await self._sync_round(descriptors)
+                failures = await self._sync_round(files)
             except BaseException as error:
                 for _, future in waiters:
                     if not future.done():
                         future.set_exception(CannotSyncFile(reason=f"Cannot sync file: {error!r}"))
                 raise
-            for descriptor, future in waiters:
+            for file, future in waiters:
                 if future.done():  # the waiter was cancelled
                     continue
-                failure = failures.get(descriptor) or self._failed.get(descriptor)
+                failure = failures.get(file) or self._failed.get(file)
                 if failure is None:
                     future.set_result(None)
                 else:
                     future.set_exception(_sync_error(failure))
 
-    async def _sync_round(self, descriptors: list[int]) -> dict[int, OSError]:
-        """Sync ``descriptors`` in worker threads, several at once; record and return the
+    async def _sync_round(self, files: list[File]) -> dict[File, OSError]:
+        """Sync ``files`` in worker threads, several at once; record and return the
         failures."""
-        if not descriptors:
+        if not files:
             return {}
         loop = asyncio.get_running_loop()
         if self._executor is None:
             self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="rill-fsync")
-        for descriptor in descriptors:
-            self._in_flight[descriptor] = self._in_flight.get(descriptor, 0) + 1
-        width = min(len(descriptors), self.threads)
+        for file in files:
+            self._in_flight[file] = self._in_flight.get(file, 0) + 1
+        width = min(len(files), self.threads)
         thread_futures = [
-            loop.run_in_executor(self._executor, _sync_each, descriptors[start::width])
+            loop.run_in_executor(self._executor, _sync_each, files[start::width])
             for start in range(width)
         ]
         # return_exceptions: done only once every thread is done with its descriptors
@@ -193,38 +222,43 @@ class Durability:
         try:
             results = await asyncio.shield(all_done)
         finally:
-            closed_during_round = self._close_after_round.intersection(descriptors)
+            closed_during_round = {
+                file for file in files
+                if file in self._close_after_round or getattr(file, "closed", False)
+            }
             if all_done.done():
-                self._release(descriptors)
+                self._release(files)
             else:  # cancelled while threads still use the descriptors: release them later
-                all_done.add_done_callback(lambda _: self._release(descriptors))
-        failures: dict[int, OSError] = {}
+                all_done.add_done_callback(lambda _: self._release(files))
+        failures: dict[File, OSError] = {}
         for result in results:
             if isinstance(result, BaseException):
                 raise result
             failures.update(result)
         self.sync_rounds += 1
-        self.fsync_calls += len(descriptors)
-        for descriptor, error in failures.items():
-            logger.error("fsync of descriptor %d failed: %s", descriptor, error)
-            if descriptor not in closed_during_round:
-                self._failed[descriptor] = error
+        self.fsync_calls += len(files)
+        for file, error in failures.items():
+            logger.error("fsync of %s failed: %s", _name(file), error)
+            if file not in closed_during_round:
+                self._failed[file] = error
         return failures
 
-    def _release(self, descriptors: list[int]) -> None:
-        """The thread is done with ``descriptors``: close those whose close was deferred."""
-        for descriptor in descriptors:
-            remaining = self._in_flight[descriptor] - 1
+    def _release(self, files: list[File]) -> None:
+        """The threads are done with ``files``: close the descriptors whose close was deferred
+        (cached files close themselves at their last unpin)."""
+        for file in files:
+            remaining = self._in_flight[file] - 1
             if remaining:
-                self._in_flight[descriptor] = remaining
+                self._in_flight[file] = remaining
                 continue
-            del self._in_flight[descriptor]
-            if descriptor in self._close_after_round:
-                self._close_after_round.discard(descriptor)
-                os.close(descriptor)
+            del self._in_flight[file]
+            if file in self._close_after_round:
+                assert isinstance(file, int)
+                self._close_after_round.discard(file)
+                os.close(file)
 
-    def _raise_if_failed(self, descriptor: int) -> None:
-        failure = self._failed.get(descriptor)
+    def _raise_if_failed(self, file: File) -> None:
+        failure = self._failed.get(file)
         if failure is not None:
             raise _sync_error(failure)
 
@@ -236,31 +270,31 @@ class Durability:
             except asyncio.TimeoutError:
                 pass
             if self._dirty:
-                descriptors = sorted(self._dirty)
+                files = list(self._dirty)
                 self._dirty.clear()
                 try:
-                    await self._sync_round(descriptors)
+                    await self._sync_round(files)
                 except Exception:  # noqa: BLE001 - keep the background syncs going
                     logger.exception("background sync round failed")
 
-    async def sync_file(self, descriptor: int) -> None:
+    async def sync_file(self, file: File) -> None:
         """Sync one file now, in the worker thread, whatever the policy (an explicit flush)."""
-        self._dirty.discard(descriptor)
-        failures = await self._sync_round([descriptor])
-        if descriptor in failures:
-            raise _sync_error(failures[descriptor])
+        self._dirty.discard(file)
+        failures = await self._sync_round([file])
+        if file in failures:
+            raise _sync_error(failures[file])
 
     # ------------------------------------------------------------------ blocking syncs
-    def sync_now(self, descriptor: int) -> None:
+    def sync_now(self, file: File) -> None:
         """Blocking fsync of one file (seal, truncation, shutdown); a no-op under NEVER."""
         if self.policy is FsyncPolicy.NEVER:
             return
-        self._raise_if_failed(descriptor)
-        self._dirty.discard(descriptor)
+        self._raise_if_failed(file)
+        self._dirty.discard(file)
         try:
-            os.fsync(descriptor)
+            _fsync(file)
         except OSError as error:
-            self._failed[descriptor] = error
+            self._failed[file] = error
             raise _sync_error(error) from error
         self.fsync_calls += 1
 
@@ -276,6 +310,10 @@ class Durability:
         finally:
             os.close(descriptor)
         self.fsync_calls += 1
+
+
+def _name(file: File) -> str:
+    return f"descriptor {file}" if isinstance(file, int) else str(file.path)
 
 
 def _sync_error(error: OSError) -> CannotSyncFile:

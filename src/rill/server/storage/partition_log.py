@@ -9,7 +9,10 @@ Invariants:
   * A batch is validated and stamped completely before anything is written; a rejected batch
     leaves the files byte for byte as they were. An accepted batch is one write to the log and
     one to the index.
-  * Durability: only the active log descriptor is marked dirty after an append. The index of
+  * Descriptors: segments open their files through the process's descriptor cache
+    (``storage.descriptors``), which bounds how many are open over every partition; a log
+    that is not being written or read may hold none.
+  * Durability: only the active segment's log file is marked dirty after an append. The index of
     the active segment is synced at seal and close only, because recovery rebuilds the tail's
     index from its log after an unclean stop. A segment is synced when sealed (unless NEVER).
   * Rollover: after a write, a segment of ``segment_size`` bytes or more is sealed and the next
@@ -44,7 +47,6 @@ import time
 from array import array
 from concurrent.futures import Future, ThreadPoolExecutor
 from bisect import bisect_right
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,13 +152,10 @@ class LogSettings:
     segment_size: int = 1_000_000_000  # bytes; soft limit
     # verify every record of every segment at open (synchronously) rather than on first read
     validate_checksum: bool = False
-    open_sealed_readers: int = 4  # sealed segments that keep a read descriptor open
 
     def __post_init__(self) -> None:
         if self.segment_size <= 0:
             raise ValueError("segment_size must be positive")
-        if self.open_sealed_readers < 1:
-            raise ValueError("open_sealed_readers must be at least 1")
 
 
 class PartitionLog:
@@ -174,7 +173,6 @@ class PartitionLog:
         self._durability = durability
         self._segments = segments
         self._starts = [segment.start_offset for segment in segments]
-        self._readers: OrderedDict[int, Segment] = OrderedDict()
         self._last_timestamp = max((s.last_timestamp or 0 for s in segments), default=0)
         self._closed = False
         self._pending: _PendingAppend | None = None
@@ -358,7 +356,7 @@ class PartitionLog:
             active.publish(len(records), index_entries, timestamp, timestamp)
         else:
             active.append(records, index_entries, timestamp, timestamp)
-        self._durability.mark_dirty(active.log_descriptor)
+        self._durability.mark_dirty(active.log_file)
         self._last_timestamp = timestamp
         if active.size_bytes >= self.settings.segment_size:
             self._seal_active()
@@ -368,7 +366,7 @@ class PartitionLog:
         active = self._segments[-1]
         if self._closed or active.sealed:
             return  # sealing synced it
-        await self._durability.wait_durable(active.log_descriptor)
+        await self._durability.wait_durable(active.log_file)
 
     async def sync(self) -> None:
         """Sync the active segment's log now, whatever the policy (FLUSH_UNSAVED_BUFFER).
@@ -378,7 +376,7 @@ class PartitionLog:
         """
         active = self._segments[-1]
         if not self._closed and not active.sealed:
-            await self._durability.sync_file(active.log_descriptor)
+            await self._durability.sync_file(active.log_file)
 
     def _writable_segment(self) -> Segment:
         if self._segments[-1].sealed:
@@ -437,9 +435,6 @@ class PartitionLog:
                     if not chunks:
                         raise
                     break  # the records before the bad one are served
-                finally:
-                    if segment.sealed:
-                        self._note_reader(segment)
                 chunks.append(records)
                 position += count
                 if position < segment_end or cut:
@@ -458,29 +453,13 @@ class PartitionLog:
         if count <= 0 or start >= end:
             return ColumnarRange.empty(start)
         segment = self._segments[bisect_right(self._starts, start) - 1]
-        try:
-            return read_segment_columns(segment, start, min(end, segment.next_offset), max_bytes)
-        finally:
-            if segment.sealed:
-                self._note_reader(segment)
-
-    def _note_reader(self, segment: Segment) -> None:
-        """Keep at most ``open_sealed_readers`` sealed segments with an open descriptor."""
-        self._readers[segment.start_offset] = segment
-        self._readers.move_to_end(segment.start_offset)
-        while len(self._readers) > self.settings.open_sealed_readers:
-            _, evicted = self._readers.popitem(last=False)
-            evicted.close_reader()
+        return read_segment_columns(segment, start, min(end, segment.next_offset), max_bytes)
 
     def offset_for_timestamp(self, timestamp_us: int) -> int | None:
         """First offset whose timestamp is >= ``timestamp_us``; None if there is none."""
         for segment in self._segments:
             if segment.last_timestamp is not None and segment.last_timestamp >= timestamp_us:
-                try:
-                    return segment.find_timestamp(timestamp_us)
-                finally:
-                    if segment.sealed:
-                        self._note_reader(segment)
+                return segment.find_timestamp(timestamp_us)
         return None
 
     def holds(self, segment: Segment) -> bool:
@@ -521,7 +500,6 @@ class PartitionLog:
     def _delete_oldest(self) -> None:
         segment = self._segments.pop(0)
         self._starts.pop(0)
-        self._readers.pop(segment.start_offset, None)
         segment.delete()
 
     def purge(self) -> None:
@@ -539,7 +517,6 @@ class PartitionLog:
         if self._closed:
             return
         self._closed = True
-        self._readers.clear()
         failure: BaseException | None = None
         for segment in self._segments:
             try:

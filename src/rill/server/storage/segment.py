@@ -6,15 +6,21 @@ are dense, so entry ``i`` is offset ``start_offset + i``: offset -> position is 
 timestamp -> offset is a binary search over the timestamp column (a ``memoryview.cast`` view).
 
 Invariants:
-  * The active segment holds two descriptors (log and index) and a mirror of its index in a
-    bytearray with spare capacity; the mirror is replaced, never resized in place, when it grows,
-    so short-lived views of it can never block an append.
+  * A segment's files are ``CachedFile``s of the process's descriptor cache (``descriptors``):
+    a descriptor is opened when the file is read or written, pinned for that read or write (in
+    whichever thread), and may be closed by the cache afterwards; a segment nobody uses holds
+    none. The active segment's log and index are opened read-write; the log is the file the
+    durability policy syncs.
+  * The active segment keeps a mirror of its index in a bytearray with spare capacity; the
+    mirror is replaced, never resized in place, when it grows, so short-lived views of it can
+    never block an append.
   * An append is one positioned write of the log bytes and one of the index bytes; if either
     fails, both files are cut back to their previous size and the segment is unchanged. It comes
     in two halves, ``write`` (files; may run in a worker thread) then ``publish`` (memory, on
     the event loop): reads only ever see published batches.
-  * A sealed segment holds no descriptor until read; the partition log keeps few of them open.
-    Its index is memory-mapped on first use.
+  * A sealed segment's log is opened read-only when read; its index is memory-mapped on first
+    use (a ``MappedFile``: a mapping holds a descriptor too, and counts against the same
+    budget).
   * Every record a read returns was verified since it was last written (``verification``):
     records this process appended count as verified; any other range is checked by its first
     read (``record_checks.verify_records``: layout, checksum, header map, against the index)
@@ -42,6 +48,7 @@ from rill.errors import (
     CannotReadMessage,
     CannotSaveMessagesToSegment,
 )
+from rill.server.storage.descriptors import CachedFile, MappedFile, shared
 from rill.server.storage.durability import Durability
 from rill.server.storage.paths import DataPaths
 from rill.server.storage.record_checks import KIND_CONTENT, KIND_GOOD, verify_records
@@ -75,10 +82,10 @@ class Segment(SegmentChecks):
         self.verification = SegmentVerification(self.log_path)
         self.index_generation = 0  # rebuilds of the index from the log since open
         self._durability = durability
-        self._log_descriptor: int | None = None
-        self._index_descriptor: int | None = None
+        self._log_file: CachedFile | None = None  # read-write while active, then read-only
+        self._index_file: CachedFile | None = None  # active segments
         self._index_mirror: bytearray | None = None  # active segments
-        self._index_map: mmap.mmap | None = None  # sealed segments, mapped on first use
+        self._index_map: MappedFile | None = None  # sealed segments, mapped on first use
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -87,15 +94,16 @@ class Segment(SegmentChecks):
     ) -> Segment:
         """A new, empty, active segment (existing files of that name are emptied)."""
         segment = cls(directory, start_offset, durability)
+        files = shared()
         flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC
         try:
-            segment._log_descriptor = os.open(segment.log_path, flags, 0o644)
+            segment._log_file = files.create(segment.log_path, flags)
         except OSError as error:
             raise CannotCreateSegmentLogFile(str(segment.log_path)) from error
         try:
-            segment._index_descriptor = os.open(segment.index_path, flags, 0o644)
+            segment._index_file = files.create(segment.index_path, flags)
         except OSError as error:
-            durability.close_file(segment._log_descriptor)
+            durability.close_file(segment._log_file)
             raise CannotCreateSegmentIndexFile(str(segment.index_path)) from error
         segment._index_mirror = bytearray(_INITIAL_INDEX_CAPACITY)
         return segment
@@ -114,9 +122,8 @@ class Segment(SegmentChecks):
         """Reopen the last segment of a partition; its files must already agree (see recovery).
         ``verified``: recovery checked every record, and found ``bad`` refused."""
         segment = cls(directory, start_offset, durability)
-        flags = os.O_RDWR
-        segment._log_descriptor = os.open(segment.log_path, flags)
-        segment._index_descriptor = os.open(segment.index_path, flags | os.O_CREAT, 0o644)
+        segment._log_file = shared().file(segment.log_path, os.O_RDWR)
+        segment._index_file = shared().file(segment.index_path, os.O_RDWR)
         mirror = bytearray(max(_INITIAL_INDEX_CAPACITY, 2 * len(index_entries)))
         mirror[: len(index_entries)] = index_entries
         segment._index_mirror = mirror
@@ -148,7 +155,7 @@ class Segment(SegmentChecks):
         """A sealed segment whose files were checked at start; it opens nothing until read.
         ``verified``: recovery checked every record, and found ``bad`` refused."""
         segment = cls(directory, start_offset, durability)
-        segment.sealed = True
+        segment._open_read_only()
         segment.messages_count = messages_count
         segment.size_bytes = size_bytes
         segment.first_timestamp = first_timestamp
@@ -168,14 +175,16 @@ class Segment(SegmentChecks):
         return self.start_offset + self.messages_count - 1
 
     @property
-    def log_descriptor(self) -> int:
-        if self._log_descriptor is None or self.sealed:
+    def log_file(self) -> CachedFile:
+        """The active segment's log: the file appends make dirty and the policy syncs."""
+        if self._log_file is None or self.sealed:
             raise RuntimeError(f"segment {self.log_path} is not active")
-        return self._log_descriptor
+        return self._log_file
 
     @property
     def has_open_reader(self) -> bool:
-        return self.sealed and self._log_descriptor is not None
+        """Whether a sealed segment's log holds a descriptor now."""
+        return self.sealed and self._log_file is not None and self._log_file.is_open
 
     # ------------------------------------------------------------------ writing
     def append(
@@ -198,23 +207,40 @@ class Segment(SegmentChecks):
         """
         if self.sealed or self._index_mirror is None:
             raise RuntimeError(f"segment {self.log_path} is sealed")
-        assert self._log_descriptor is not None and self._index_descriptor is not None
+        assert self._log_file is not None and self._index_file is not None
         index_length = self.messages_count * INDEX_ENTRY_SIZE
+        log_file, index_file = self._log_file, self._index_file
         try:
-            write_all_at(self._log_descriptor, records, self.size_bytes)
-            write_all_at(self._index_descriptor, index_entries, index_length)
+            log_descriptor = log_file.pin()
         except OSError as error:
-            for descriptor, length in (
-                (self._log_descriptor, self.size_bytes),
-                (self._index_descriptor, index_length),
-            ):
-                try:
-                    os.ftruncate(descriptor, length)
-                except OSError:
-                    logger.exception("cannot cut %s back after a failed append", self.log_path)
-            raise CannotSaveMessagesToSegment(
-                reason=f"Cannot save messages to segment {self.log_path}: {error}"
-            ) from error
+            raise self._cannot_save(error) from error
+        try:
+            try:
+                index_descriptor = index_file.pin()
+            except OSError as error:
+                raise self._cannot_save(error) from error
+            try:
+                write_all_at(log_descriptor, records, self.size_bytes)
+                write_all_at(index_descriptor, index_entries, index_length)
+            except OSError as error:
+                for descriptor, length in (
+                    (log_descriptor, self.size_bytes),
+                    (index_descriptor, index_length),
+                ):
+                    try:
+                        os.ftruncate(descriptor, length)
+                    except OSError:
+                        logger.exception("cannot cut %s back after a failed append",
+                                         self.log_path)
+                raise self._cannot_save(error) from error
+            finally:
+                index_file.unpin()
+        finally:
+            log_file.unpin()
+
+    def _cannot_save(self, error: OSError) -> CannotSaveMessagesToSegment:
+        return CannotSaveMessagesToSegment(
+            reason=f"Cannot save messages to segment {self.log_path}: {error}")
 
     def publish(
         self,
@@ -251,10 +277,18 @@ class Segment(SegmentChecks):
         if self.sealed:
             return
         try:
-            self._close_descriptors(sync=True)
+            self._close_files(sync=True)
         finally:
             self._index_mirror = None
-            self.sealed = True
+            self._open_read_only()
+
+    def _open_read_only(self) -> None:
+        """From now on the segment is sealed: its log is read through a read-only descriptor,
+        its index through a mapping (both made on first use)."""
+        self.sealed = True
+        files = shared()
+        self._log_file = files.file(self.log_path, os.O_RDONLY)
+        self._index_map = files.mapped(self.index_path)
 
     # ------------------------------------------------------------------ reading
     def read(self, first_offset: int, end_offset: int) -> tuple[int, bytes]:
@@ -279,7 +313,7 @@ class Segment(SegmentChecks):
                     f"{first_offset}..{stop - 1} are out of order"
                 )
                 continue
-            data = read_all_at(self._reader(), end_position - first_position, first_position)
+            data = self._read_log(end_position - first_position, first_position)
             if len(data) < end_position - first_position:
                 self._rebuild_index(
                     f"the log ends at byte {first_position + len(data)}, before the "
@@ -425,23 +459,43 @@ class Segment(SegmentChecks):
     def _index(self) -> bytearray | mmap.mmap | bytes:
         if self._index_mirror is not None:
             return self._index_mirror
-        if self._index_map is None:
-            if self.messages_count == 0:
-                return b""
-            descriptor = os.open(self.index_path, os.O_RDONLY)
+        if self.messages_count == 0 or self._index_map is None:
+            return b""
+        for attempt in range(2):
             try:
-                self._index_map = mmap.mmap(descriptor, 0, access=mmap.ACCESS_READ)
-            finally:
-                os.close(descriptor)  # read-only, never dirty: the mapping outlives it
-            if len(self._index_map) < self.messages_count * INDEX_ENTRY_SIZE:
-                self._rebuild_index("the index file shrank after start")
-                return self._index()
-        return self._index_map
+                mapping = self._index_map.get()
+            except ValueError:  # an empty file cannot be mapped
+                mapping = None
+            except OSError as error:
+                raise CannotReadMessage(
+                    reason=f"Cannot read message: cannot map the index {self.index_path}: "
+                    f"{error}"
+                ) from error
+            if mapping is not None and len(mapping) >= self.messages_count * INDEX_ENTRY_SIZE:
+                return mapping
+            if attempt:
+                break
+            self._rebuild_index("the index file shrank after start")
+            if self._index_mirror is not None:  # the rebuilt index could not be written
+                return self._index_mirror
+        raise CannotReadMessage(
+            reason=f"Cannot read message: the index of {self.log_path} is shorter than its "
+            f"{self.messages_count} messages, also after a rebuild"
+        )
 
-    def _reader(self) -> int:
-        if self._log_descriptor is None:
-            self._log_descriptor = os.open(self.log_path, os.O_RDONLY)
-        return self._log_descriptor
+    def _read_log(self, length: int, position: int) -> bytes:
+        """Read from the log (its descriptor pinned meanwhile)."""
+        assert self._log_file is not None
+        try:
+            descriptor = self._log_file.pin()
+        except OSError as error:
+            raise CannotReadMessage(
+                reason=f"Cannot read message: cannot open {self.log_path}: {error}"
+            ) from error
+        try:
+            return read_all_at(descriptor, length, position)
+        finally:
+            self._log_file.unpin()
 
     # ------------------------------------------------------------------ index rebuilds
     def _install_index(self, entries: bytearray, written: bool) -> None:
@@ -452,18 +506,20 @@ class Segment(SegmentChecks):
             mirror = bytearray(self._index_mirror)  # replaced, never changed under a view
             mirror[: len(entries)] = entries
             self._index_mirror = mirror
+            index_file = self._index_file
+            assert index_file is not None
             try:
-                write_all_at(self._index_descriptor, entries, 0)  # type: ignore[arg-type]
-                self._durability.sync_now(self._index_descriptor)  # type: ignore[arg-type]
+                descriptor = index_file.pin()
+                try:
+                    write_all_at(descriptor, entries, 0)
+                finally:
+                    index_file.unpin()
+                self._durability.sync_now(index_file)
             except Exception as error:  # noqa: BLE001 - the next start rebuilds it again
                 logger.error("cannot write the rebuilt index %s: %s", self.index_path, error)
             return
         if self._index_map is not None:
-            try:
-                self._index_map.close()
-            except BufferError:  # a view is still alive somewhere; the mapping goes with it
-                pass
-            self._index_map = None
+            self._index_map.drop()  # the file was replaced: map the new one when read
         self._index_mirror = None if written else bytearray(entries)
 
     def _index_hints(self) -> bytes | None:
@@ -477,20 +533,11 @@ class Segment(SegmentChecks):
             return None
 
     # ------------------------------------------------------------------ closing
-    def close_reader(self) -> None:
-        """Close the read descriptor of a sealed segment (it reopens on the next read)."""
-        if self.sealed and self._log_descriptor is not None:
-            self._durability.close_file(self._log_descriptor)
-            self._log_descriptor = None
-
     def close(self, sync: bool = True) -> None:
         """Close every descriptor and mapping; an active segment is synced first (per policy)."""
-        self._close_descriptors(sync=sync and not self.sealed)
+        self._close_files(sync=sync and not self.sealed)
         if self._index_map is not None:
-            try:
-                self._index_map.close()
-            except BufferError:  # a view is still alive somewhere; the mapping goes with it
-                pass
+            self._index_map.drop()
             self._index_map = None
 
     def delete(self) -> None:
@@ -499,21 +546,21 @@ class Segment(SegmentChecks):
         for path in (self.log_path, self.index_path):
             path.unlink(missing_ok=True)
 
-    def _close_descriptors(self, sync: bool) -> None:
-        """Close both descriptors even if a sync fails; the first failure is raised afterwards."""
+    def _close_files(self, sync: bool) -> None:
+        """Close both files even if a sync fails; the first failure is raised afterwards."""
         failure: BaseException | None = None
-        for name in ("_log_descriptor", "_index_descriptor"):
-            descriptor = getattr(self, name)
-            if descriptor is None:
+        for name in ("_log_file", "_index_file"):
+            file = getattr(self, name)
+            if file is None:
                 continue
             setattr(self, name, None)
             try:
                 if sync:
-                    self._durability.sync_now(descriptor)
+                    self._durability.sync_now(file)
             except BaseException as error:  # noqa: BLE001 - re-raised below
                 failure = failure or error
             finally:
-                self._durability.close_file(descriptor)
+                self._durability.close_file(file)
         if failure is not None:
             raise failure
 
