@@ -134,3 +134,16 @@ def test_the_soft_open_file_limit_is_raised_to_the_hard_one_and_sizes_the_cache(
                 f"(max_open_files = auto, open-file limit {raised})") in output
     finally:
         server.kill()
+
+
+@pytest.mark.parametrize("max_connections, warned", [("1000", True), ("100", False)])
+def test_a_warning_when_connections_and_files_may_need_more_than_the_limit(
+        tmp_path, max_connections, warned):
+    env = {"RILL_QUIC_ENABLED": "false", "RILL_HTTP_ENABLED": "false",
+           "RILL_CONNECTIONS_MAX_CONNECTIONS": max_connections}
+    server = RillProcess(tmp_path / "data", env=env, open_files=(1024, 1024)).start()
+    try:
+        output = "".join(server.output)
+        assert ("need more descriptors than the open-file limit (1024) allows" in output) is warned
+    finally:
+        server.kill()

@@ -29,6 +29,7 @@ from rill.errors import RillError
 from rill.server.config import ServerConfig, split_address
 from rill.server.core.core import Core
 from rill.server.core.reconciliation import StartupRefused
+from rill.server.storage import descriptors
 from rill.server.transports.certificates import server_ssl_context
 from rill.server.transports.limits import ConnectionLimits, RequestMemory, Supervisor
 from rill.server.transports.tcp import TcpListener
@@ -74,6 +75,17 @@ class Server:
             if section.enabled and not is_loopback(split_address(section.address)[0])
         ]
 
+    def _check_descriptor_room(self) -> None:
+        """Warn when connections and segment files together may need more descriptors than
+        the process may open (a connection refused at accept, or a file open that fails)."""
+        limit = descriptors.open_file_limit()
+        files = descriptors.shared().budget
+        connections = self.config.connections.max_connections
+        if files + connections + 64 > limit:
+            log.warning("max_connections (%d) and max_open_files (%d) need more descriptors "
+                        "than the open-file limit (%d) allows: lower one of them, or raise the "
+                        "limit (ulimit -n)", connections, files, limit)
+
     def _refuse_default_password(self) -> None:
         exposed = self.exposed_listeners()
         if (exposed and not self.config.root.allow_default_password
@@ -92,6 +104,7 @@ class Server:
         except StartupRefused:
             await self.core.stop()
             raise
+        self._check_descriptor_room()
         http = self.config.http
         if http.enabled and http.metrics.enabled:
             from rill.server.metrics import METRICS
