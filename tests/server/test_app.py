@@ -147,3 +147,25 @@ def test_a_warning_when_connections_and_files_may_need_more_than_the_limit(
         assert ("need more descriptors than the open-file limit (1024) allows" in output) is warned
     finally:
         server.kill()
+
+
+def test_a_second_server_on_the_same_data_directory_is_refused_in_one_line(tmp_path):
+    first = RillProcess(tmp_path / "data").start()
+    try:
+        with session(first) as client:
+            client.create_stream("kept")
+        env = dict(os.environ, RILL_QUIC_ENABLED="false", RILL_HTTP_ENABLED="false")
+        second = subprocess.run(serve_command(tmp_path / "data", "--tcp-address", "127.0.0.1:0"),
+                                capture_output=True, text=True, env=env, timeout=60)
+        assert second.returncode == 1
+        lines = second.stderr.strip().splitlines()
+        assert lines[-1].startswith(
+            f"rill: cannot start: the data directory {tmp_path / 'data'} is in use by another "
+            f"rill server (pid {first.process.pid} on ")
+        assert "Traceback" not in second.stderr
+        assert not (tmp_path / "data" / "clean_shutdown").exists()  # not written under it
+        with session(first) as client:
+            assert [stream.name for stream in client.get_streams()] == ["kept"]
+    finally:
+        first.kill()
+    first.restart().kill()  # a killed holder leaves no stale lock

@@ -30,6 +30,7 @@ from rill.server.config import ServerConfig, split_address
 from rill.server.core.core import Core
 from rill.server.core.reconciliation import StartupRefused
 from rill.server.storage import descriptors
+from rill.server.storage.data_lock import DataDirectoryInUse
 from rill.server.transports.certificates import server_ssl_context
 from rill.server.transports.limits import ConnectionLimits, RequestMemory, Supervisor
 from rill.server.transports.tcp import TcpListener
@@ -199,6 +200,6 @@ def run(config: ServerConfig, recover_metadata: bool = False) -> None:
     install_event_loop_policy()
     try:
         asyncio.run(serve(config, recover_metadata))
-    except (StartupRefused, RillError) as error:
+    except (StartupRefused, DataDirectoryInUse, RillError) as error:
         print(f"rill: cannot start: {error}", file=sys.stderr, flush=True)
         raise SystemExit(1) from None

@@ -8,6 +8,8 @@ metadata checkpoints under ``fsync = interval``), and the clean-shutdown marker 
 next start whether the tails of the logs need checksum verification.
 
 The data directory is private to the server's user (0700), and so is every file in it (0600).
+One server per data directory: the Core takes the directory's lock (``storage.data_lock``)
+before it reads anything there and lets it go last at stop.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from rill.server.core.tokens import PersonalAccessTokenService
 from rill.server.core.topics import TopicService
 from rill.server.core.transactions import TransactionService
 from rill.server.core.users import UserService
+from rill.server.storage.data_lock import DataDirectoryLock
 from rill.server.storage.descriptors import configure as configure_descriptors
 from rill.server.storage.descriptors import open_file_limit
 from rill.server.storage.directories import DIRECTORY_MODE, make_directory
@@ -79,6 +82,14 @@ class Core:
         paths = DataPaths(config.data_path)
         make_directory(paths.root)
         paths.root.chmod(DIRECTORY_MODE)
+        self._lock = DataDirectoryLock.acquire(paths.lock)  # before anything else is touched
+        try:
+            self._open(config, paths, recover_metadata)
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def _open(self, config: ServerConfig, paths: DataPaths, recover_metadata: bool) -> None:
         self._first_start = not paths.metadata_db.exists()
         configure_append_threads(config.system.append_threads, config.system.append_thread_min_size)
         budget = configure_descriptors(config.system.max_open_files)
@@ -263,6 +274,7 @@ class Core:
         self.transactions.close()
         state.store.close()
         state.paths.clean_shutdown_marker.touch()
+        self._lock.release()
 
     def spawn(self, coroutine: Awaitable[None]) -> None:
         self._tasks.append(asyncio.ensure_future(coroutine))

@@ -65,6 +65,11 @@ class DataPaths:
         return self.root / "quarantine"
 
     @property
+    def lock(self) -> Path:
+        """Held (flock) by the one server running on this directory."""
+        return self.root / "rill.lock"
+
+    @property
     def clean_shutdown_marker(self) -> Path:
         return self.root / "clean_shutdown"
 
