@@ -82,6 +82,7 @@ class Core:
         paths = DataPaths(config.data_path)
         make_directory(paths.root)
         paths.root.chmod(DIRECTORY_MODE)
+        self.running = False  # from the end of start to the beginning of stop
         self._lock = DataDirectoryLock.acquire(paths.lock)  # before anything else is touched
         try:
             self._open(config, paths, recover_metadata)
@@ -230,6 +231,17 @@ class Core:
             self._tasks.append(asyncio.create_task(
                 run_heartbeat_verifier(state, self.sessions, heartbeat.interval, self.disconnect)
             ))
+        self.running = True
+
+    def unready_because(self) -> str | None:
+        """Why the server should not be sent traffic now (None: it is ready): not started yet,
+        stopping, or its message writes are failing (e.g. a full disk)."""
+        if not self.running:
+            return "not running (starting or stopping)"
+        failures = self.messages.write_failures.count
+        if failures:
+            return f"writing messages fails ({failures} failed attempt(s) since the last success)"
+        return None
 
     def _load(self) -> None:
         state = self.state
@@ -257,6 +269,7 @@ class Core:
         self.consumer_groups.load()
 
     async def stop(self) -> None:
+        self.running = False
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

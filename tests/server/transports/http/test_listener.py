@@ -81,3 +81,27 @@ def test_beyond_max_connections_requests_get_503(tmp_path):
             assert fine.recv(4096).startswith(b"HTTP/1.1 200")
     finally:
         server.kill()
+
+
+def test_health_and_ready_need_no_login(server) -> None:
+    import httpx
+
+    with httpx.Client(base_url=server.http_url, timeout=10) as anonymous:
+        health = anonymous.get("/health")
+        assert (health.status_code, health.json()) == (200, {"status": "ok"})
+        ready = anonymous.get("/ready")
+        assert (ready.status_code, ready.json()) == (200, {"status": "ready"})
+
+
+def test_an_unknown_path_is_404_with_or_without_a_token_and_a_known_one_401(server) -> None:
+    import httpx
+    from http_helpers import bearer
+
+    with httpx.Client(base_url=server.http_url, timeout=10) as anonymous:
+        assert anonymous.get("/no/such/path").status_code == 404
+        assert anonymous.get("/streams").status_code == 401  # known, needs a login
+        assert anonymous.post("/streamz", json={}).status_code == 404
+    with httpx.Client(base_url=server.http_url, headers=bearer(server.http_url),
+                      timeout=10) as api:
+        assert api.get("/no/such/path").status_code == 404
+        assert api.get("/streams").status_code == 200

@@ -5,7 +5,9 @@ chosen: on every path but the public ones (wire §8.2 -- ``/``, ``/ping``, the
 metrics endpoint, the three login/refresh paths -- plus the API documentation) it requires
 ``Authorization: Bearer <jwt>``, verifies the token (signature, iss/aud, iat/nbf/exp with the
 configured clock skew, not revoked) and that its user still exists and is active, and answers
-401 with the §8.3 body otherwise. The verified token is left in ``scope["state"]``.
+401 with the §8.3 body otherwise -- unless the path is no route of the API at all, which goes on
+to the router's 404 (a wrong URL is told as such, with or without a token). The verified token
+is left in ``scope["state"]``.
 
 ``session_of(request)`` builds the short-lived ``Session`` a route executes with: client id 0,
 transport HTTP, the caller's address and the token's user id. It is never registered with the
@@ -18,6 +20,7 @@ from typing import Callable
 
 from fastapi import Request
 from fastapi.security import HTTPBearer
+from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rill import errors
@@ -27,12 +30,20 @@ from rill.server.transports.http.errors import error_response
 from rill.server.transports.http.jwt import AccessToken, JwtManager
 
 PUBLIC_PATHS = frozenset({
-    "/", "/ping", "/users/login", "/users/refresh-token", "/personal-access-tokens/login",
+    "/", "/ping", "/health", "/ready", "/users/login", "/users/refresh-token", "/personal-access-tokens/login",
     "/docs", "/docs/oauth2-redirect", "/openapi.json",
 })
 
 # documents the scheme in OpenAPI (the "Authorize" button of /docs); the middleware enforces it
 bearer = HTTPBearer(auto_error=False, description="A JWT from /users/login")
+
+
+def _routed(scope: Scope) -> bool:
+    """Whether some route of the app takes this path (with any method)."""
+    app = scope.get("app")  # set by Starlette before the middleware runs
+    if app is None:
+        return True
+    return any(route.matches(scope)[0] is not Match.NONE for route in app.router.routes)
 
 
 class Authenticate:
@@ -55,7 +66,10 @@ class Authenticate:
         try:
             token = self._authenticate(scope)
         except errors.RillError as error:
-            await error_response(error)(scope, receive, send)
+            if _routed(scope):
+                await error_response(error)(scope, receive, send)
+            else:  # no such path: the router answers 404
+                await self.app(scope, receive, send)
             return
         scope.setdefault("state", {})["access_token"] = token
         await self.app(scope, receive, send)

@@ -1,7 +1,10 @@
-"""System routes: ``/``, ``/ping``, ``/stats``, the metrics endpoint, clients and snapshots.
+"""System routes: ``/``, ``/ping``, ``/health``, ``/ready``, ``/stats``, the metrics endpoint,
+clients and snapshots.
 
-Owns: the routes of wire §8.4's system rows. ``/``, ``/ping`` and the metrics endpoint are
-public; ``/stats`` needs a login (unlike Iggy: it names the host, its OS and memory). A snapshot answers the ZIP archive as an ``application/zip`` attachment
+Owns: the routes of wire §8.4's system rows, and the two probes of orchestrators: ``/health``
+(liveness: the process answers) and ``/ready`` (readiness: started, not stopping, and message
+writes not failing; 503 with the reason otherwise). ``/``, ``/ping``, the probes and the metrics
+endpoint are public; ``/stats`` needs a login (unlike Iggy: it names the host, its OS and memory). A snapshot answers the ZIP archive as an ``application/zip`` attachment
 named ``rill_snapshot_<YYYYmmdd_HHMMSS>.zip`` (UTC).
 """
 
@@ -11,7 +14,7 @@ import time
 from typing import Optional
 
 from fastapi import APIRouter, Path, Request
-from fastapi.responses import PlainTextResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from rill.protocol.commands.system import Ping
 from rill.server.transports.http import schemas
@@ -34,6 +37,20 @@ async def root() -> PlainTextResponse:
 async def ping(request: Request) -> PlainTextResponse:
     await context(request).core.execute(session_of(request), Ping())
     return PlainTextResponse("pong")
+
+
+@public.get("/health", summary="Liveness: the server process answers")
+async def health() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@public.get("/ready", summary="Readiness: started, not stopping, and writes succeed (else 503)",
+            responses={503: {"description": "Not ready; the body says why"}})
+async def ready(request: Request) -> Response:
+    reason = context(request).core.unready_because()
+    if reason is not None:
+        return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503)
+    return JSONResponse({"status": "ready"})
 
 
 @router.get("/stats", response_model=None, responses=replies(schemas.Stats, body=False),
