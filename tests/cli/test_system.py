@@ -73,3 +73,17 @@ def test_every_verb_has_an_example_and_a_docstring():
         "rill context use", "rill serve",
     }
     assert expected <= set(verbs)
+
+
+def test_version_is_printed_without_a_server():
+    import platform
+    import subprocess
+    import sys
+
+    from rill import __version__
+
+    for flag in ("--version", "-V"):
+        result = subprocess.run([sys.executable, "-m", "rill", flag], capture_output=True,
+                                text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == f"rill {__version__} (Python {platform.python_version()})\n"

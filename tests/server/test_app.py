@@ -8,6 +8,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -169,3 +170,29 @@ def test_a_second_server_on_the_same_data_directory_is_refused_in_one_line(tmp_p
     finally:
         first.kill()
     first.restart().kill()  # a killed holder leaves no stale lock
+
+
+def test_the_start_is_summed_up_in_one_line(tmp_path):
+    from rill import __version__
+
+    env = {"RILL_LOGGING_LEVEL": "info", "RILL_QUIC_ENABLED": "false"}
+    server = RillProcess(tmp_path / "data", env=env).start()
+    try:
+        with session(server) as client:
+            client.create_stream("s")
+            client.create_topic("s", "t", partitions_count=3)
+    finally:
+        server.kill()
+    server.restart()
+    try:
+        deadline = time.monotonic() + 10  # the line follows the "listening" ones
+        while len(summaries := [line for line in server.output if " serving " in line]) < 2:
+            assert time.monotonic() < deadline, "no summary line after the restart"
+            time.sleep(0.05)
+        summary = summaries[-1]
+        (host, port), (http_host, http_port) = server.tcp_address, server.http_address
+    finally:
+        server.stop()
+    assert (f"rill {__version__} serving {(tmp_path / 'data').resolve()} on tcp {host}:{port}, "
+            f"http {http_host}:{http_port}; fsync interval (1 s); 1 streams, 1 topics, "
+            f"3 partitions loaded, recovered after an unclean stop") in summary

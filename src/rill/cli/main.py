@@ -59,9 +59,21 @@ def _transport_callback(value: Optional[str]) -> Optional[str]:
     return None if value is None else value.lower()
 
 
+def _version_callback(value: bool) -> None:
+    if value:
+        import platform
+
+        from rill import __version__
+
+        typer.echo(f"rill {__version__} (Python {platform.python_version()})")
+        raise typer.Exit()
+
+
 @app.callback()
 def main(
     ctx: typer.Context,
+    version: bool = typer.Option(False, "--version", "-V", is_eager=True,
+                                 callback=_version_callback, help="Print rill's version and exit."),
     transport: Optional[str] = typer.Option(
         None, "--transport", callback=_transport_callback, metavar="tcp|quic|http",
         help="tcp (default), quic or http.",

@@ -163,6 +163,18 @@ def raise_open_file_limit() -> None:
              "unlimited" if hard == resource.RLIM_INFINITY else hard)
 
 
+def start_summary(config: ServerConfig, server: Server) -> str:
+    """The one line that says what started: version, data, listeners, fsync, what was loaded."""
+    from rill import __version__
+
+    fsync = config.system.fsync
+    if fsync == "interval":
+        fsync = f"interval ({config.system.fsync_interval:g} s)"
+    listeners = ", ".join(f"{name} {host}:{port}" for name, (host, port) in server.addresses.items())
+    return (f"rill {__version__} serving {config.data_path.resolve()} on {listeners or 'nothing'}; "
+            f"fsync {fsync}; {server.core.summary()}")
+
+
 def install_event_loop_policy() -> None:
     try:
         import uvloop
@@ -176,7 +188,7 @@ async def serve(config: ServerConfig, recover_metadata: bool = False) -> None:
     await server.start()
     for name, (host, port) in server.addresses.items():
         print(f"rill listening on {name} {host}:{port}", flush=True)
-    log.info("data directory %s, fsync %s", config.data_path.resolve(), config.system.fsync)
+    log.info("%s", start_summary(config, server))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from rill import __version__
+
 from server_process import RillProcess
 
 
@@ -88,7 +90,8 @@ def test_health_and_ready_need_no_login(server) -> None:
 
     with httpx.Client(base_url=server.http_url, timeout=10) as anonymous:
         health = anonymous.get("/health")
-        assert (health.status_code, health.json()) == (200, {"status": "ok"})
+        assert (health.status_code, health.json()) == (200, {"status": "ok", "version": __version__})
+        assert anonymous.get("/ping").headers["x-rill-version"] == __version__
         ready = anonymous.get("/ready")
         assert (ready.status_code, ready.json()) == (200, {"status": "ready"})
 

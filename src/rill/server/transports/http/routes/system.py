@@ -16,6 +16,7 @@ from typing import Optional
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
+from rill import __version__
 from rill.protocol.commands.system import Ping
 from rill.server.transports.http import schemas
 from rill.server.transports.http.auth import session_of
@@ -36,12 +37,12 @@ async def root() -> PlainTextResponse:
 @public.get("/ping", response_class=PlainTextResponse, summary="Liveness: answers pong")
 async def ping(request: Request) -> PlainTextResponse:
     await context(request).core.execute(session_of(request), Ping())
-    return PlainTextResponse("pong")
+    return PlainTextResponse("pong", headers={"X-Rill-Version": __version__})
 
 
 @public.get("/health", summary="Liveness: the server process answers")
 async def health() -> dict[str, str]:
-    return {"status": "ok"}
+    return {"status": "ok", "version": __version__}
 
 
 @public.get("/ready", summary="Readiness: started, not stopping, and writes succeed (else 503)",
