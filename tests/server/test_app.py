@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -196,3 +197,47 @@ def test_the_start_is_summed_up_in_one_line(tmp_path):
     assert (f"rill {__version__} serving {(tmp_path / 'data').resolve()} on tcp {host}:{port}, "
             f"http {http_host}:{http_port}; fsync interval (1 s); 1 streams, 1 topics, "
             f"3 partitions loaded, recovered after an unclean stop") in summary
+
+
+@pytest.fixture
+def busy_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("case", ["tcp port", "http port", "tcp tls", "http tls", "data dir",
+                                  "config key"])
+def test_a_start_that_cannot_be_made_is_one_line_on_stderr(tmp_path, busy_port, case):
+    env = dict(os.environ, RILL_QUIC_ENABLED="false")
+    args = ["--tcp-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0"]
+    data_dir = tmp_path / "data"
+    expected = {
+        "tcp port": f"cannot listen on tcp 127.0.0.1:{busy_port}: ",
+        "http port": f"cannot listen on http 127.0.0.1:{busy_port}: ",
+        "tcp tls": "cannot load [tcp.tls] certificate /no/cert.pem and key /no/key.pem: No such file",
+        "http tls": "cannot load [http.tls] certificate /no/cert.pem and key /no/key.pem: No such file",
+        "data dir": "cannot use the data directory ",
+        "config key": "system.no_such_key: unknown configuration key",
+    }[case]
+    if case == "tcp port":
+        args[1] = f"127.0.0.1:{busy_port}"
+    elif case == "http port":
+        args[3] = f"127.0.0.1:{busy_port}"
+    elif case in ("tcp tls", "http tls"):
+        prefix = "RILL_TCP_TLS_" if case == "tcp tls" else "RILL_HTTP_TLS_"
+        env.update({prefix + "ENABLED": "true", prefix + "CERTIFICATE": "/no/cert.pem",
+                    prefix + "KEY": "/no/key.pem"})
+    elif case == "data dir":
+        (tmp_path / "file").write_text("not a directory")
+        data_dir = tmp_path / "file" / "data"
+    elif case == "config key":
+        (tmp_path / "rill.toml").write_text("[system]\nno_such_key = 1\n")
+        args += ["--config", str(tmp_path / "rill.toml")]
+    refused = subprocess.run(serve_command(data_dir, *args), capture_output=True, text=True,
+                             env=env, timeout=60)
+    assert refused.returncode != 0
+    assert "Traceback" not in refused.stderr and "╭" not in refused.stderr
+    last = refused.stderr.strip().splitlines()[-1]
+    assert last.startswith("rill: ") and expected in last, refused.stderr

@@ -18,12 +18,14 @@ private to its user (umask 077).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import logging
 import os
 import signal
 import socket
 import sys
+from typing import Iterator
 
 from rill.errors import RillError
 from rill.server.config import ServerConfig, split_address
@@ -51,10 +53,23 @@ def is_loopback(host: str) -> bool:
     return bool(infos) and all(ipaddress.ip_address(info[4][0]).is_loopback for info in infos)
 
 
+@contextlib.contextmanager
+def refused_on_os_error(what: str) -> Iterator[None]:
+    """Turn an OSError of a start-up step into ``StartupRefused``: "<what>: <reason>"."""
+    try:
+        yield
+    except OSError as error:
+        reason = error.strerror or str(error)
+        if error.filename is not None and str(error.filename) not in what:
+            reason = f"{reason}: {error.filename}"
+        raise StartupRefused(f"{what}: {reason}") from error
+
+
 class Server:
     def __init__(self, config: ServerConfig, recover_metadata: bool = False) -> None:
         self.config = config
-        self.core = Core(config, recover_metadata)
+        with refused_on_os_error(f"cannot use the data directory {config.data_path}"):
+            self.core = Core(config, recover_metadata)
         self.tcp: TcpListener | None = None
         self.quic = None  # QuicListener, imported only when QUIC is enabled (aioquic)
         self.http = None  # HttpListener, imported only when HTTP is enabled
@@ -82,7 +97,7 @@ class Server:
         limit = descriptors.open_file_limit()
         files = descriptors.shared().budget
         connections = self.config.connections.max_connections
-        if files + connections + 64 > limit:
+        if files + connections > limit:
             log.warning("max_connections (%d) and max_open_files (%d) need more descriptors "
                         "than the open-file limit (%d) allows: lower one of them, or raise the "
                         "limit (ulimit -n)", connections, files, limit)
@@ -102,9 +117,12 @@ class Server:
         await self.core.start()
         try:
             self._refuse_default_password()
-        except StartupRefused:
-            await self.core.stop()
+            await self._start_listeners()
+        except BaseException:
+            await self.stop()
             raise
+
+    async def _start_listeners(self) -> None:
         self._check_descriptor_room()
         http = self.config.http
         if http.enabled and http.metrics.enabled:
@@ -114,23 +132,34 @@ class Server:
         if self.config.tcp.enabled:
             host, port = split_address(self.config.tcp.address, "tcp.address")
             tls = self.config.tcp.tls
-            context = server_ssl_context(tls.certificate, tls.key) if tls.enabled else None
+            context = None
+            if tls.enabled:
+                with refused_on_os_error(f"cannot load [tcp.tls] certificate {tls.certificate} "
+                                         f"and key {tls.key}"):
+                    context = server_ssl_context(tls.certificate, tls.key)
             self.tcp = TcpListener(self.core, host, port, self.config.tcp.max_frame_size, context,
                                    self.limits, self.memory, self.supervisor)
-            self.addresses["tcp"] = await self.tcp.start()
+            with refused_on_os_error(f"cannot listen on tcp {self.config.tcp.address}"):
+                self.addresses["tcp"] = await self.tcp.start()
         if self.config.quic.enabled:
             from rill.server.transports.quic import QuicListener
 
-            self.quic = QuicListener.from_config(self.core, self.config.quic, self.limits,
-                                                 self.memory, self.supervisor)
-            self.addresses["quic"] = await self.quic.start()
+            with refused_on_os_error(f"cannot listen on quic {self.config.quic.address}"):
+                self.quic = QuicListener.from_config(self.core, self.config.quic, self.limits,
+                                                     self.memory, self.supervisor)
+                self.addresses["quic"] = await self.quic.start()
         if http.enabled:
             from rill.server.transports.http import HttpListener
 
             self.http = HttpListener(self.core, http,
                                      head_timeout=self.limits.unauthenticated_timeout,
                                      max_connections=self.config.connections.max_connections)
-            self.addresses["http"] = await self.http.start()
+            if http.tls.enabled:  # uvicorn would say only "No such file or directory"
+                with refused_on_os_error(f"cannot load [http.tls] certificate "
+                                         f"{http.tls.certificate} and key {http.tls.key}"):
+                    server_ssl_context(http.tls.certificate, http.tls.key)
+            with refused_on_os_error(f"cannot listen on http {http.address}"):
+                self.addresses["http"] = await self.http.start()
 
     async def stop(self) -> None:
         if self.http is not None:

@@ -124,7 +124,8 @@ class HttpListener:
         while not self._server.started:
             if self._task.done():
                 sock.close()
-                self._task.result()  # raises what went wrong
+                task, self._server, self._task = self._task, None, None
+                task.result()  # raises what went wrong
                 raise RuntimeError("the HTTP server stopped during start-up")
             await asyncio.sleep(0.005)
         self._cleaner = asyncio.create_task(self.jwt.run_cleaner(), name="rill-http-token-cleaner")
