@@ -144,6 +144,8 @@ def main() -> None:
                       f"{time.perf_counter() - started:.1f} s")
                 spark = (SparkSession.builder.master(args.master).appName("rill-spark-bench")
                          .config("spark.ui.enabled", "false")
+                         .config("spark.driver.host", "127.0.0.1")
+                         .config("spark.driver.bindAddress", "127.0.0.1")
                          .config("spark.sql.shuffle.partitions", "2").getOrCreate())
                 spark.sparkContext.setLogLevel("ERROR")
                 options = {"servers": address, "username": "iggy", "password": "iggy",

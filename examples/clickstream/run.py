@@ -68,6 +68,7 @@ def run(servers: str, work: Path, events: int) -> None:
     prepare(servers, "analytics", events)
     spark = (SparkSession.builder.master("local[2]").appName("rill-clickstream")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     options = {"servers": servers, "username": "iggy", "password": "iggy", "stream": "analytics"}

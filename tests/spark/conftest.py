@@ -62,6 +62,8 @@ def spark():
         SparkSession.builder.master("local[2,3]")
         .appName("rill-connector-tests")
         .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")  # nothing listens beyond loopback
+        .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "1g")

@@ -15,6 +15,7 @@ def main() -> None:
     servers, stream, checkpoint, mode = sys.argv[1:5]
     spark = (SparkSession.builder.master("local[2]").appName("rill-kill-test")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     options = {"servers": servers, "username": "iggy", "password": "iggy", "stream": stream}
