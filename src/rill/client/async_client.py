@@ -4,7 +4,8 @@ Owns: ``AsyncClient``. Its command methods (one per command, named as the comman
 come from ``rill.client.methods.CommandMethods``; this module owns what they all go through:
 
 * ``execute(command)`` -- the single path of every request: encode, send through the transport,
-  decode the OK payload with ``command.decode_response``;
+  decode the OK payload with ``command.decode_response``; an error answered with its bare code
+  gets its message filled from the command (``rill.client.subjects``);
 * reconnecting: when the link is lost, the requests in flight fail with ``errors.Disconnected``
   (they are never re-sent: a command may not be idempotent); the next call reconnects, retrying
   every ``reconnect_interval`` up to ``max_reconnect_attempts`` tries (then
@@ -28,6 +29,7 @@ from typing import Any, TypeVar
 from rill import errors
 from rill.client import tcp as _tcp  # noqa: F401  (registers the "tcp" transport)
 from rill.client.methods import CommandMethods
+from rill.client.subjects import subject
 from rill.client.transport import Payload, Transport, TransportFactory, transport_factory
 from rill.protocol.buffer import Writer
 from rill.protocol.commands.base import Command
@@ -149,7 +151,11 @@ class AsyncClient(CommandMethods):
 
     async def execute(self, command: Command) -> Any:
         """Send any command and return its decoded OK response (the path of every method)."""
-        payload = await self.request(command.CODE, command_payload(command))
+        try:
+            payload = await self.request(command.CODE, command_payload(command))
+        except errors.RillError as error:
+            error.about(subject(command))  # the wire gave the code only: name what was asked
+            raise
         result = command.decode_response(payload)
         if command.NAME in _LOGIN_NAMES:
             self._login = command
