@@ -50,7 +50,7 @@ def _open(options: ConnectionOptions) -> Client:
     failures = []
     for address in options.servers.split(","):
         client = Client(
-            address, transport=options.transport, max_reconnect_attempts=3,
+            address, transport=options.transport, connect_attempts=3, max_reconnect_attempts=3,
             reconnect_interval=0.5, connect_timeout=5.0, timeout=300.0,
             ca_file=options.ca_file, verify_certificate=options.verify_certificate,
         )

@@ -4,11 +4,19 @@ Owns: every error the server can send and the SDK can raise. The codes and names
 the Iggy 0.4.x dialect (wire reference §5); each row becomes an exception class named in
 CamelCase (``stream_id_not_found`` -> ``StreamIdNotFound``), so the SDK raises exactly the class
 the server raised. Invariant: one code, one class, one name, everywhere.
+
+Also owns how a message is filled in, for everyone (server, SDK, CLI): positional arguments
+fill the template's ``{0}``, ``{1}`` ...; an error built from the bare code (the binary protocol
+carries only the status) drops each placeholder with its phrase (``Stream with ID: {0} was not
+found.`` -> ``Stream was not found.``), and ``error.about(subject)`` fills it from what the
+request named (``{"stream": 99}`` -> ``Stream with ID 99 was not found.``; ``PLACEHOLDERS``
+says which subject key fills which placeholder). A message never shows a literal ``{0}``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Mapping, Sequence
 
 # (wire status, snake_case name, message template). Templates take positional arguments.
 ERROR_TABLE: tuple[tuple[int, str, str], ...] = (
@@ -136,7 +144,7 @@ ERROR_TABLE: tuple[tuple[int, str, str], ...] = (
     (3012, 'cannot_create_consumer_offsets_directory', 'Failed to create consumer offsets directory for path: {0}'),
     (3020, 'cannot_read_consumer_offsets', 'Failed to read consumers offsets from path: {0}'),
     (4000, 'segment_not_found', 'Segment not found'),
-    (4001, 'segment_closed', 'Segment with start offset: {0} and partition with ID: {1} is closed'),
+    (4001, 'segment_closed', 'Segment with start offset: {0} of partition with ID: {1} is closed'),
     (4002, 'invalid_segment_size', 'Segment size is invalid'),
     (4003, 'cannot_create_segment_log_file', 'Failed to create segment log file for Path: {0}.'),
     (4004, 'cannot_create_segment_index_file', 'Failed to create segment index file for Path: {0}.'),
@@ -202,7 +210,7 @@ ERROR_TABLE: tuple[tuple[int, str, str], ...] = (
     (10012, 'cannot_read_index_timestamp', 'Cannot read index timestamp'),
     # rill extensions (docs/extensions.md): staged appends
     (11000, 'staged_messages_not_found', 'Staged messages of producer: {0}, batch: {1}, task: {2}, attempt: {3} were not found'),
-    (11001, 'staged_messages_count_mismatch', 'Staged messages of producer: {0}, batch: {1}, task: {2}, attempt: {3}: {4} staged, {5} expected'),
+    (11001, 'staged_messages_count_mismatch', 'Staged messages count mismatch of producer: {0}, batch: {1}, task: {2}, attempt: {3}, staged: {4}, expected: {5}'),
     # (no placeholders: the wire carries only the code, and this is what an SDK user reads)
     (11002, 'producer_owner_mismatch', 'Producer belongs to another owner: its batches were committed by another writer (for Spark: another query or checkpoint); use a new producer id, or the original owner'),
     # rill: login throttling (auth/throttling.py)
@@ -226,6 +234,86 @@ _HTTP_STATUS: dict[str, int] = {
 }
 
 
+# error name -> the subject key that fills each of its placeholders ({0}, {1}, ...). Subject keys
+# name what a request is about: stream, topic, partition (an ID or a name, as the request gave
+# it), stream_id/stream_name (the ones being created), group, user, token_name, ...
+PLACEHOLDERS: dict[str, tuple[str, ...]] = {
+    "stream_id_not_found": ("stream",),
+    "stream_name_not_found": ("stream",),
+    "stream_id_already_exists": ("stream_id",),
+    "stream_name_already_exists": ("stream_name",),
+    "cannot_create_stream": ("stream",),
+    "cannot_delete_stream": ("stream",),
+    "topic_id_not_found": ("topic", "stream"),
+    "topic_name_not_found": ("topic", "stream"),
+    "topic_id_already_exists": ("topic_id", "stream"),
+    "topic_name_already_exists": ("topic_name", "stream"),
+    "cannot_create_topic": ("topic", "stream"),
+    "cannot_delete_topic": ("topic", "stream"),
+    "cannot_read_topics": ("stream",),
+    "missing_topics": ("stream",),
+    "missing_partitions": ("topic", "stream"),
+    "no_partitions": ("topic", "stream"),
+    "topic_full": ("topic", "stream"),
+    "partition_not_found": ("partition", "topic", "stream"),
+    "cannot_create_partition": ("partition", "stream", "topic"),
+    "cannot_delete_partition": ("partition", "stream", "topic"),
+    "consumer_group_id_not_found": ("group", "topic"),
+    "consumer_group_name_not_found": ("group", "topic"),
+    "consumer_group_id_already_exists": ("group_id", "topic"),
+    "consumer_group_name_already_exists": ("group_name", "topic"),
+    "consumer_group_member_not_found": ("member", "group", "topic"),
+    "cannot_delete_user": ("user",),
+    "cannot_change_permissions": ("user",),
+    "personal_access_token_already_exists": ("token_name", "user"),
+    "personal_access_tokens_limit_reached": ("user",),
+    "personal_access_token_expired": ("token_name", "user"),
+    "resource_not_found": ("resource",),
+    "client_not_found": ("client",),
+    "invalid_offset": ("offset",),
+    "staged_messages_not_found": ("producer", "batch", "task", "attempt"),
+    "staged_messages_count_mismatch": ("producer", "batch", "task", "attempt"),
+}
+
+# A placeholder and the phrase that introduces it: " with ID: {0}", ", Path: {0}", ": {0}" ...
+# Without a value the whole phrase goes; with one, "with ID"/"with name" follows the value.
+_LABELS = (
+    r"with (?:ID|name|key|start offset)|for (?:ID|index|offset)|(?:for |from )?[Pp]ath|"
+    r"of producer|batch|task|attempt|staged|expected|status|body|Max topic size|< segment size|"
+    r"from|in"
+)
+_PLACEHOLDER = re.compile(
+    rf"(?P<lead>,\s*|\s+)?(?P<label>{_LABELS})?(?P<colon>:)?\s*\{{(?P<index>\d+)\}}(?P<unit>\s+s\b)?"
+)
+_TIDY = ((re.compile(r"\s+([.,:])"), r"\1"), (re.compile(r"\.\.+"), "."),
+         (re.compile(r"\s{2,}"), " "), (re.compile(r"[,:]\s*$"), ""))
+
+
+def fill(template: str, values: Sequence[Any]) -> str:
+    """``template`` with ``values[n]`` in place of ``{n}``; a missing (None or "") value drops
+    its placeholder together with the phrase that introduces it."""
+
+    def replace(match: re.Match[str]) -> str:
+        index = int(match.group("index"))
+        value = values[index] if index < len(values) else None
+        if value is None or value == "":
+            if match.group("label") is None and match.group("lead"):
+                return match.group("lead").rstrip(", ") and " "
+            return ""
+        lead, label = match.group("lead") or "", match.group("label")
+        if label in ("with ID", "with name"):
+            kind = "ID" if isinstance(value, int) or str(value).isdigit() else "name"
+            return f" with {kind} {value}"
+        if label == "with key":
+            return f" with key {value}"
+        return f"{lead}{label or ''}{match.group('colon') or ''} {value}{match.group('unit') or ''}"
+
+    text = _PLACEHOLDER.sub(replace, template)
+    for pattern, replacement in _TIDY:
+        text = pattern.sub(replacement, text)
+    return text.strip()
+
+
 class RillError(Exception):
     """Base of every rill error. ``code`` is the wire status; ``name`` the snake_case name."""
 
@@ -237,13 +325,25 @@ class RillError(Exception):
     def __init__(self, *args: Any, reason: str | None = None, field: str | None = None) -> None:
         self.args_values = args
         self.field = field
+        #: True while the message comes from the bare code (nothing filled in yet)
+        self.bare = reason is None and not args
         if reason is None:
             try:
-                reason = self.template.format(*args) if args else self.template
+                reason = self.template.format(*args) if args else fill(self.template, ())
             except IndexError:
-                reason = self.template
+                reason = fill(self.template, args)
         self.reason = reason
         super().__init__(reason)
+
+    def about(self, subject: Mapping[str, Any]) -> RillError:
+        """Fill a bare error's message from what the request named (``{"stream": 99}``); an
+        error that already has its message is left as it is. Returns the error itself."""
+        if self.bare:
+            keys = PLACEHOLDERS.get(self.name, ())
+            self.reason = fill(self.template, [subject.get(key) for key in keys])
+            self.args = (self.reason,)
+            self.bare = False
+        return self
 
     def __reduce__(self):  # keep pickling (multiprocessing, Spark) faithful
         return (_rebuild, (self.code, self.reason, self.field))

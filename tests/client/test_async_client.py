@@ -315,17 +315,17 @@ def test_calls_before_connect_or_after_close_raise_not_connected():
     run(main())
 
 
-def test_giving_up_after_max_attempts_raises_cannot_establish_connection():
+def test_giving_up_after_connect_attempts_raises_cannot_establish_connection():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
 
     async def main():
-        client = AsyncClient(f"127.0.0.1:{port}", reconnect_interval=0, max_reconnect_attempts=3)
+        client = AsyncClient(f"127.0.0.1:{port}", reconnect_interval=0, connect_attempts=3)
         with pytest.raises(errors.CannotEstablishConnection) as caught:
             await client.connect()
         assert caught.value.code == 9
-        assert "3 attempt" in str(caught.value)
+        assert "3 attempts" in str(caught.value)
 
     run(main())
 

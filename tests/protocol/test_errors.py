@@ -53,3 +53,55 @@ def test_unknown_code() -> None:
     cls = errors.error_class(123456)
     assert cls.code == 123456 and issubclass(cls, errors.RillError)
     assert errors.from_status(1009).code == 1009
+
+
+# a value for every subject key errors.PLACEHOLDERS uses (IDs and names alike)
+_SUBJECT = {
+    "stream": 1, "stream_id": 1, "stream_name": "orders", "topic": "eu", "topic_id": 2,
+    "topic_name": "eu", "partition": 3, "group": 4, "group_id": 4, "group_name": "readers",
+    "member": 5, "user": "bob", "token_name": "ci", "resource": "x", "client": 6, "offset": 7,
+    "producer": "p", "batch": 8, "task": 9, "attempt": 0,
+}
+
+
+def _readable(text: str) -> bool:
+    return bool(text.strip()) and "{" not in text and "}" not in text and "  " not in text
+
+
+def test_every_error_built_from_the_bare_code_has_a_readable_message() -> None:
+    for code, name, _ in errors.ERROR_TABLE:
+        bare = errors.from_status(code)
+        assert _readable(str(bare)), (code, str(bare))
+        assert _readable(errors.from_status(code).about({}).reason), code
+        filled = errors.from_status(code).about(_SUBJECT)
+        assert _readable(str(filled)) and _readable(filled.reason), (code, str(filled))
+        assert not filled.bare
+
+
+def test_every_placeholder_of_a_filled_row_is_named_by_its_subject() -> None:
+    for code, name, template in errors.ERROR_TABLE:
+        keys = errors.PLACEHOLDERS.get(name, ())
+        assert set(keys) <= set(_SUBJECT), name
+        filled = str(errors.from_status(code).about(_SUBJECT))
+        for index, key in enumerate(keys):
+            if "{%d}" % index in template:
+                assert str(_SUBJECT[key]) in filled, (name, filled)
+
+
+def test_missing_values_drop_their_phrase() -> None:
+    assert str(errors.StreamNameAlreadyExists()) == "Stream already exists."
+    assert str(errors.PartitionNotFound()) == "Partition for topic for stream was not found."
+    assert str(errors.ResourceNotFound()) == "Resource was not found."
+    assert str(errors.CannotCreateBaseDirectory()) == "Cannot create base directory"
+    assert str(errors.InvalidStateEntryChecksum()) == "Invalid state entry checksum"
+    assert str(errors.PartitionNotFound().about({"partition": 3, "stream": "s"})) == (
+        "Partition with ID 3 for topic for stream with name s was not found.")
+
+
+def test_about_fills_a_bare_error_only() -> None:
+    assert str(errors.StreamNameAlreadyExists().about({"stream_name": "orders"})) == (
+        "Stream with name orders already exists.")
+    assert str(errors.StreamIdNotFound(7).about({"stream": 8})) == "Stream with ID: 7 was not found."
+    given = errors.InvalidCommand(reason="Invalid command: header truncated")
+    assert given.about({"stream": 1}).reason == "Invalid command: header truncated"
+    assert str(errors.InvalidOffset().about({"offset": 5})) == "Invalid offset: 5"

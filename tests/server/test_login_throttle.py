@@ -56,7 +56,7 @@ def test_quic_logins_are_throttled_through_the_same_core(rill_factory):
         for _ in range(3):
             with pytest.raises(errors.InvalidCredentials):
                 client.login_user("iggy", "wrong")
-        with pytest.raises(errors.LoginThrottled, match="try again in"):
+        with pytest.raises(errors.LoginThrottled, match="try again"):
             client.login_user("iggy", "iggy")
     assert raw_login(server, "iggy") == THROTTLED  # the same address over TCP
 

@@ -18,15 +18,16 @@ would hide the one thing a script usually wants to know: retry or give up):
 130   interrupted (Ctrl-C)
 ====  =========================================================================================
 
-Error lines fill the templates of ``rill.errors`` with what the command line named: the
-binary protocol carries only a status code, so ``Stream with ID: {0} was not found.`` becomes
-``stream with ID 99 was not found`` (or ``stream with name orders ...`` when a name was used).
+Error lines use the SDK's message (``rill.errors`` fills it from the request the SDK sent: the
+binary protocol carries only a status code), so ``Stream with ID: {0} was not found.`` becomes
+``stream with ID 99 was not found`` (or ``stream with name orders ...`` when a name was used);
+an error the SDK did not fill is filled the same way (``RillError.about``) from what the
+command line named.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import sys
 from typing import Any
 
@@ -45,35 +46,6 @@ _CONNECTION_ERRORS = frozenset(
      "tcp_error", "quic_error", "stale_client", "client_shutdown", "invalid_tls_certificate"}
 )
 
-# error name -> which subject fills {0}, {1}, {2} of its template
-_PLACEHOLDERS: dict[str, tuple[str, ...]] = {
-    "stream_id_not_found": ("stream",),
-    "stream_name_not_found": ("stream",),
-    "stream_id_already_exists": ("stream_id",),
-    "stream_name_already_exists": ("stream_name",),
-    "topic_id_not_found": ("topic", "stream"),
-    "topic_name_not_found": ("topic", "stream"),
-    "topic_id_already_exists": ("topic_id", "stream"),
-    "topic_name_already_exists": ("topic_name", "stream"),
-    "missing_topics": ("stream",),
-    "missing_partitions": ("topic", "stream"),
-    "no_partitions": ("topic", "stream"),
-    "topic_full": ("topic", "stream"),
-    "partition_not_found": ("partition", "topic", "stream"),
-    "consumer_group_id_not_found": ("group", "topic"),
-    "consumer_group_name_not_found": ("group", "topic"),
-    "consumer_group_id_already_exists": ("group_id", "topic"),
-    "consumer_group_name_already_exists": ("group_name", "topic"),
-    "consumer_group_member_not_found": ("member", "group", "topic"),
-    "cannot_delete_user": ("user",),
-    "cannot_change_permissions": ("user",),
-    "personal_access_token_already_exists": ("token_name", "user"),
-    "personal_access_token_expired": ("token_name", "user"),
-    "resource_not_found": ("resource",),
-    "client_not_found": ("client",),
-    "invalid_offset": ("offset",),
-}
-
 # errors whose template says too little on a command line
 _WORDING: dict[str, str] = {
     "unauthenticated": "not logged in: give --username/--password or --token, or run 'rill login'",
@@ -81,29 +53,6 @@ _WORDING: dict[str, str] = {
     "unauthorized": "permission denied for this user",
     "feature_unavailable": "this server does not implement the command yet",
 }
-
-_PLACEHOLDER = re.compile(
-    r"(?P<with>\s+with (?P<kind>ID|name|key))?(?P<colon>:)?\s*\{(?P<index>\d+)\}"
-)
-
-
-def _fill(template: str, keys: tuple[str, ...], subject: dict[str, Any]) -> str:
-    """Put the values the command line named into ``{n}``; drop the ones it did not name."""
-
-    def replace(match: re.Match[str]) -> str:
-        index = int(match.group("index"))
-        value = subject.get(keys[index]) if index < len(keys) else None
-        if value is None or value == "":
-            return ""
-        if match.group("with"):
-            kind = match.group("kind")
-            if kind != "key":
-                kind = "ID" if isinstance(value, int) or str(value).isdigit() else "name"
-            return f" with {kind} {value}"
-        return f"{match.group('colon') or ''} {value}"
-
-    return _PLACEHOLDER.sub(replace, template)
-
 
 def _sentence(text: str) -> str:
     text = text.strip().rstrip(".")
@@ -135,10 +84,8 @@ def describe(error: errors.RillError, subject: dict[str, Any] | None = None) -> 
         return f"{_WORDING[name]} ({error.code} {name})"
     if name == "resource_not_found" and subject.get("resource_label"):
         text = f"{subject['resource_label']} was not found"
-    elif error.reason and error.reason != error.template:
-        text = error.reason  # the SDK built a specific reason (a client-side check)
-    else:
-        text = _fill(error.template, _PLACEHOLDERS.get(name, ()), subject)
+    else:  # the SDK's own message, filled from the command line's names if it is still bare
+        text = error.about(subject).reason
     return f"{_sentence(text)} ({error.code} {name})"
 
 

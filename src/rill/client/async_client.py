@@ -4,13 +4,18 @@ Owns: ``AsyncClient``. Its command methods (one per command, named as the comman
 come from ``rill.client.methods.CommandMethods``; this module owns what they all go through:
 
 * ``execute(command)`` -- the single path of every request: encode, send through the transport,
-  decode the OK payload with ``command.decode_response``;
+  decode the OK payload with ``command.decode_response``; an error answered with its bare code
+  gets its message filled from the command (``rill.client.subjects``);
+* connecting: ``connect()`` makes ``connect_attempts`` tries (1 by default, so a wrong address
+  or a server that is down fails at once) and then raises ``errors.CannotEstablishConnection``
+  naming the address and the OS's reason; a TLS failure is final at the first try;
 * reconnecting: when the link is lost, the requests in flight fail with ``errors.Disconnected``
-  (they are never re-sent: a command may not be idempotent); the next call reconnects, retrying
-  every ``reconnect_interval`` up to ``max_reconnect_attempts`` tries (then
-  ``errors.CannotEstablishConnection``), and re-sends the last successful login (LOGIN_USER or
-  LOGIN_WITH_PERSONAL_ACCESS_TOKEN, remembered as the command itself) before anything else;
-  ``logout_user`` forgets it;
+  (they are never re-sent: a command may not be idempotent); the next call reconnects, making up
+  to ``max_reconnect_attempts`` tries (6 by default; ``None`` = for ever) with a back-off that
+  starts at ``reconnect_interval`` and doubles up to 8 times it (1, 2, 4, 8, 8 s: about 23 s by
+  default), then raises ``errors.CannotEstablishConnection``; once reconnected it re-sends the
+  last successful login (LOGIN_USER or LOGIN_WITH_PERSONAL_ACCESS_TOKEN, remembered as the
+  command itself) before anything else; ``logout_user`` forgets it;
 * the optional heartbeat: a PING every ``heartbeat_interval`` seconds while the link is idle.
 
 Invariant: while a (re)connection and its re-login are under way no other request is written,
@@ -22,12 +27,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import ssl as ssl_module
 from typing import Any, TypeVar
 
 from rill import errors
 from rill.client import tcp as _tcp  # noqa: F401  (registers the "tcp" transport)
 from rill.client.methods import CommandMethods
+from rill.client.subjects import subject
 from rill.client.transport import Payload, Transport, TransportFactory, transport_factory
 from rill.protocol.buffer import Writer
 from rill.protocol.commands.base import Command
@@ -41,6 +48,7 @@ T = TypeVar("T")
 _LOGIN_NAMES = frozenset({"login_user", "login_with_personal_access_token"})
 _LOGOUT_NAME = "logout_user"
 _SPLIT_SEND_ABOVE = 64 * 1024  # send regions at least this big are written without copying
+_MAX_BACKOFF = 8  # the wait between connection tries grows up to this many reconnect_intervals
 
 
 def command_payload(command: Command) -> Payload:
@@ -57,14 +65,28 @@ def command_payload(command: Command) -> Payload:
     return command.encode()
 
 
+def _os_reason(error: BaseException) -> str:
+    """``connection refused``, ``no answer in time`` ...: why one connection try failed."""
+    if isinstance(error, (TimeoutError, asyncio.TimeoutError)):
+        return "no answer in time (connect_timeout)"
+    errno = getattr(error, "errno", None)
+    if isinstance(errno, int) and errno > 0:
+        text = os.strerror(errno)
+    else:  # e.g. a host name that does not resolve (negative getaddrinfo codes)
+        text = getattr(error, "strerror", None) or str(error) or type(error).__name__
+    return text[:1].lower() + text[1:]
+
+
 class AsyncClient(CommandMethods):
     """An asyncio client for a rill (or Iggy 0.4.x) server.
 
     ``transport`` is a registered name (``"tcp"``), a ``Transport`` instance, or a factory
     called as ``factory(address, ssl=..., connect_timeout=...)`` (plus ``ca_file=``/``verify=``
-    when given). ``timeout`` bounds each request (``None`` = no bound);
-    ``max_reconnect_attempts`` is the number of connection tries per (re)connection (``None`` =
-    unlimited). Certificates (QUIC always, TCP and HTTP with TLS) are verified against the
+    when given). ``timeout`` bounds each request (``None`` = no bound); ``connect_timeout``
+    each connection try. ``connect_attempts`` is the number of tries of ``connect()``;
+    ``max_reconnect_attempts`` the number of tries after an established link dropped (``None``
+    = for ever); between tries the client waits ``reconnect_interval``, doubling up to 8 times
+    it. ``reconnect=False`` makes a lost link final (``errors.NotConnected``). Certificates (QUIC always, TCP and HTTP with TLS) are verified against the
     system's CAs or ``ca_file``; ``verify_certificate=False`` is the explicit opt-out for a
     self-signed local server. Use ``async with AsyncClient(...) as client:``.
     """
@@ -76,7 +98,8 @@ class AsyncClient(CommandMethods):
         transport: str | Transport | TransportFactory = "tcp",
         reconnect: bool = True,
         reconnect_interval: float = 1.0,
-        max_reconnect_attempts: int | None = None,
+        max_reconnect_attempts: int | None = 6,
+        connect_attempts: int = 1,
         heartbeat_interval: float | None = None,
         ssl: ssl_module.SSLContext | bool | None = None,
         ca_file: str | None = None,
@@ -99,6 +122,7 @@ class AsyncClient(CommandMethods):
         self.reconnect = reconnect
         self.reconnect_interval = reconnect_interval
         self.max_reconnect_attempts = max_reconnect_attempts
+        self.connect_attempts = connect_attempts
         self.heartbeat_interval = heartbeat_interval
         self.timeout = timeout
         self._opened = False  # connect() called and close() not yet
@@ -123,7 +147,7 @@ class AsyncClient(CommandMethods):
         self._opened = True
         async with self._lock:
             if not self.is_connected:
-                await self._establish()
+                await self._establish(self.connect_attempts)
         if self.heartbeat_interval and self._heartbeat_task is None:
             self._heartbeat_task = asyncio.get_running_loop().create_task(self._heartbeat())
 
@@ -149,7 +173,11 @@ class AsyncClient(CommandMethods):
 
     async def execute(self, command: Command) -> Any:
         """Send any command and return its decoded OK response (the path of every method)."""
-        payload = await self.request(command.CODE, command_payload(command))
+        try:
+            payload = await self.request(command.CODE, command_payload(command))
+        except errors.RillError as error:
+            error.about(subject(command))  # the wire gave the code only: name what was asked
+            raise
         result = command.decode_response(payload)
         if command.NAME in _LOGIN_NAMES:
             self._login = command
@@ -177,10 +205,11 @@ class AsyncClient(CommandMethods):
                 raise errors.NotConnected(reason="Not connected: the link was lost")
             log.info("rill client: connection to %s lost, reconnecting", self.address)
             await self._transport.close()
-            await self._establish()
+            await self._establish(self.max_reconnect_attempts)
 
-    async def _establish(self) -> None:
-        """Connect (with retries) and replay the remembered login. Caller holds the lock."""
+    async def _establish(self, limit: int | None) -> None:
+        """Connect (up to ``limit`` tries, ``None`` = for ever) and replay the remembered login.
+        Caller holds the lock."""
         self._ready = False
         attempts = 0
         while True:
@@ -198,14 +227,16 @@ class AsyncClient(CommandMethods):
                     f"Cannot establish connection to {self.address}: the TLS handshake failed "
                     f"({error.reason or error}); does the server speak TLS there?")) from error
             except (OSError, asyncio.TimeoutError) as error:
-                limit = self.max_reconnect_attempts if self.reconnect else 1
                 if limit is not None and attempts >= max(limit, 1):
-                    raise errors.CannotEstablishConnection(
-                        reason=f"Cannot establish connection to {self.address} "
-                        f"after {attempts} attempt(s): {error}"
-                    ) from error
-                log.warning("rill client: connect attempt %d to %s failed: %s", attempts, self.address, error)
-                await asyncio.sleep(self.reconnect_interval)
+                    tries = f"{attempts} attempts" if attempts > 1 else "1 attempt"
+                    raise errors.CannotEstablishConnection(reason=(
+                        f"Cannot establish connection to {self.address}: {_os_reason(error)} "
+                        f"({tries})")) from error
+                delay = self.reconnect_interval * min(2 ** (attempts - 1), _MAX_BACKOFF)
+                log.warning("rill client: connect attempt %d%s to %s failed: %s; next in %.1f s",
+                            attempts, f" of {limit}" if limit else "", self.address,
+                            _os_reason(error), delay)
+                await asyncio.sleep(delay)
         login = self._login
         if login is not None:
             try:
