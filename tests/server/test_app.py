@@ -241,3 +241,19 @@ def test_a_start_that_cannot_be_made_is_one_line_on_stderr(tmp_path, busy_port, 
     assert "Traceback" not in refused.stderr and "╭" not in refused.stderr
     last = refused.stderr.strip().splitlines()[-1]
     assert last.startswith("rill: ") and expected in last, refused.stderr
+
+
+def test_a_clean_stop_says_what_it_flushed(tmp_path):
+    server = RillProcess(tmp_path / "data", env={"RILL_LOGGING_LEVEL": "info",
+                                                 "RILL_QUIC_ENABLED": "false"}).start()
+    with session(server) as client:
+        client.create_stream("s")
+        client.create_topic("s", "t", partitions_count=4)
+    assert server.stop() == 0
+    deadline = time.monotonic() + 10
+    while not any("stopped cleanly" in line for line in server.output):
+        assert time.monotonic() < deadline, "".join(server.output)
+        time.sleep(0.05)
+    line = next(line for line in server.output if "stopped cleanly" in line)
+    assert ("4 partition logs synced and closed, the metadata store and the transaction journal "
+            "closed") in line

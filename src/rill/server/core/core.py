@@ -19,6 +19,7 @@ import dataclasses
 import inspect
 import itertools
 import logging
+import time
 from typing import Any, Awaitable, Callable
 
 import xxhash
@@ -293,15 +294,21 @@ class Core:
                 pass
         self._tasks.clear()
         state = self.state
+        started = time.monotonic()
+        logs = 0
         for stream in state.streams.values():
             for topic in stream.topics.values():
                 for partition in topic.partitions.values():
                     partition.log.close()
+                    logs += 1
         await state.durability.stop()
         self.transactions.close()
         state.store.close()
         state.paths.clean_shutdown_marker.touch()
         self._lock.release()
+        synced = "synced and " if state.durability.policy is not FsyncPolicy.NEVER else ""
+        log.info("stopped cleanly in %.1f s: %d partition logs %sclosed, the metadata store and "
+                 "the transaction journal closed", time.monotonic() - started, logs, synced)
 
     def spawn(self, coroutine: Awaitable[None]) -> None:
         self._tasks.append(asyncio.ensure_future(coroutine))
