@@ -135,12 +135,9 @@ def mutate(rng: random.Random, frames: list[bytes]) -> bytes:
 class Link:
     def __init__(self, address: tuple[str, int], login: bool, timeout: float) -> None:
         self.sock = socket.create_connection(address, timeout=timeout)
-        self.timeout = timeout
-        self.logged_in = False
         if login:
             self.sock.sendall(LOGIN)
-            status, _ = self.reply()
-            self.logged_in = status == 0
+            self.reply()
 
     def reply(self) -> tuple[int, bytes]:
         head = self.exactly(8)
@@ -155,13 +152,6 @@ class Link:
                 raise EOFError
             data += chunk
         return bytes(data)
-
-    def closed(self) -> bool:
-        try:
-            self.sock.settimeout(2)
-            return self.sock.recv(1) == b""
-        except (socket.timeout, ConnectionResetError):
-            return False
 
     def close(self) -> None:
         self.sock.close()
@@ -264,7 +254,8 @@ def run(address: tuple[str, int], process: psutil.Process | None, frames_count: 
 def replay(address: tuple[str, int], path: Path, timeout: float) -> None:
     data = path.read_bytes()
     while data:
-        (size,), frame, data = struct.unpack_from("<I", data), data[4:4 + struct.unpack_from("<I", data)[0]], data[4 + struct.unpack_from("<I", data)[0]:]
+        (size,) = struct.unpack_from("<I", data)
+        frame, data = data[4:4 + size], data[4 + size:]
         link = Link(address, login=True, timeout=timeout)
         print(frame.hex()[:120], one_frame(link, frame))
         link.close()
