@@ -8,9 +8,9 @@ Owns: ``create_app(core, config, jwt, metrics)``. Middleware, outermost first:
 3. ``Authenticate``: the bearer-token gate (401 before any body is read);
 4. ``BodyLimit``: 413 past ``max_request_size`` while the body streams in.
 
-The OpenAPI document (``/openapi.json``, browsable at ``/docs``) lists every route with its
-request body model, its reply schema and its error replies; FastAPI's own 422 entries are
-replaced by the 400 this API really answers.
+The OpenAPI document (``/openapi.json``, browsable at ``/docs``: routes/docs.py) lists every
+route with its request body model, its reply schema and its error replies; FastAPI's own 422
+entries are replaced by the 400 this API really answers.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from rill.server.metrics import Metrics
 from rill.server.transports.http.auth import PUBLIC_PATHS, Authenticate
 from rill.server.transports.http.errors import BodyLimit, install_error_handlers
 from rill.server.transports.http.jwt import JwtManager
-from rill.server.transports.http.routes import ROUTERS, system
+from rill.server.transports.http.routes import ROUTERS, docs, system
 from rill.server.transports.http.routes.common import HttpContext
 
 DESCRIPTION = """The rill HTTP JSON API (the Iggy 0.4 HTTP dialect).
@@ -70,14 +70,15 @@ def _split(text: str) -> list[str]:
 
 def create_app(core: Core, config: HttpConfig, jwt: JwtManager, metrics: Metrics) -> FastAPI:
     app = FastAPI(title="rill", version=_version(), description=DESCRIPTION,
-                  openapi_url="/openapi.json", docs_url="/docs", redoc_url=None)
+                  openapi_url="/openapi.json", docs_url=None, redoc_url=None)
     app.state.rill = HttpContext(core, jwt, config, metrics)
     install_error_handlers(app)
-    public_paths = PUBLIC_PATHS
+    public_paths = PUBLIC_PATHS | docs.PATHS
     if config.metrics.enabled:
         app.add_api_route(config.metrics.endpoint, system.metrics, methods=["GET"], tags=["system"],
                           response_class=PlainTextResponse, summary="Prometheus metrics")
         public_paths = public_paths | {config.metrics.endpoint}
+    app.include_router(docs.router)
     for router in ROUTERS:
         app.include_router(router)
 

@@ -31,8 +31,8 @@ from rill.server.transports.http.jwt import AccessToken, JwtManager
 
 PUBLIC_PATHS = frozenset({
     "/", "/ping", "/health", "/ready", "/users/login", "/users/refresh-token", "/personal-access-tokens/login",
-    "/docs", "/docs/oauth2-redirect", "/openapi.json",
-})
+    "/openapi.json",
+})  # and the pages of /docs (routes/docs.py), added by create_app
 
 # documents the scheme in OpenAPI (the "Authorize" button of /docs); the middleware enforces it
 bearer = HTTPBearer(auto_error=False, description="A JWT from /users/login")
