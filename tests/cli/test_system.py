@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import zipfile
 from typing import Any
 
 import typer
 
+import rill
+
 from rill.cli.main import app
+from rill.client import PollingStrategy
 
 from .helpers import Cli, assert_error_line
 
@@ -24,6 +28,8 @@ def test_ping_stats_and_snapshot(cli, tmp_path):
     stats = cli.run("--json", "stats").json()
     assert (stats["streams_count"], stats["topics_count"], stats["partitions_count"]) == (1, 1, 3)
     assert stats["process_id"] > 0 and stats["hostname"]
+    assert stats["server_version"] == rill.__version__
+    assert re.search(rf"Server version\s+.\s+{re.escape(rill.__version__)}\s", cli.run("stats").stdout)
 
     archive = tmp_path / "snapshot.zip"
     result = cli.run("--json", "snapshot", "--output", str(archive), "--type", "test", "--compression", "stored").json()
@@ -87,3 +93,25 @@ def test_version_is_printed_without_a_server():
                                 text=True, timeout=60)
         assert result.returncode == 0, result.stderr
         assert result.stdout == f"rill {__version__} (Python {platform.python_version()})\n"
+
+
+def test_stats_read_and_written_are_the_servers_own_log_traffic(cli):
+    payload = b"x" * 1024
+    with cli.sdk() as client:
+        client.create_stream("traffic")
+        client.create_topic("traffic", "t", 1)
+        fresh = cli.run("--json", "stats").json()
+        # a started server has read and written no log bytes (its imports and metadata are not log traffic)
+        assert (fresh["read_bytes"], fresh["written_bytes"]) == (0, 0)
+        for _ in range(10):
+            client.send_messages("traffic", "t", [payload] * 20, partitioning=1)
+        sent = cli.run("--json", "stats").json()
+        assert 200 * 1024 <= sent["written_bytes"] - fresh["written_bytes"] < 2 * 200 * 1024
+        assert sent["read_bytes"] == fresh["read_bytes"]
+        polled = client.poll_messages("traffic", "t", consumer=1, partition_id=1,
+                                      strategy=PollingStrategy.first(), count=200)
+        assert len(polled.messages) == 200
+    read = cli.run("--json", "stats").json()
+    # served from the page cache, still counted: every byte served was read from the log
+    assert 200 * 1024 <= read["read_bytes"] - sent["read_bytes"] < 2 * 200 * 1024
+    assert "Log read / written" in cli.run("stats").stdout

@@ -30,7 +30,7 @@ from rill.protocol.responses.groups import (
 )
 from rill.protocol.responses.messages import PolledMessages
 from rill.protocol.responses.streams import Stream, StreamDetails
-from rill.protocol.responses.system import STATS_FIXED_SIZE, ClientConsumerGroup, ClientInfo, ClientInfoDetails
+from rill.protocol.responses.system import STATS_FIXED_SIZE, ClientConsumerGroup, ClientInfo, ClientInfoDetails, Stats
 from rill.protocol.responses.topics import Topic, TopicDetails
 from rill.protocol.responses.users import (
     IdentityInfo,
@@ -68,6 +68,8 @@ def _decodable_prefixes(record) -> set[int]:
         return lengths
     if isinstance(record, UserInfoDetails) and record.permissions is None:
         return {len(record.to_bytes()) - 3}
+    if isinstance(record, Stats):  # an Iggy server's answer ends before rill's server_version
+        return {len(record.to_bytes()) - 4 - len(record.server_version)}
     return set()
 
 
@@ -80,7 +82,7 @@ def test_record_truncation_is_decode_error(record) -> None:
         if length in allowed:
             value = type(record).decode(reader)
             reader.expect_end()
-            assert value.to_bytes() == data[:length] or isinstance(value, UserInfoDetails)
+            assert value.to_bytes() == data[:length] or isinstance(value, (UserInfoDetails, Stats))
         else:
             with pytest.raises(DecodeError):
                 type(record).decode(reader)
@@ -89,7 +91,7 @@ def test_record_truncation_is_decode_error(record) -> None:
 
 def test_fixed_sizes() -> None:
     stats = next(r for r in RECORD_SAMPLES if type(r).__name__ == "Stats")
-    strings = sum(4 + len(s.encode()) for s in (stats.hostname, stats.os_name, stats.os_version, stats.kernel_version))
+    strings = sum(4 + len(s.encode()) for s in (stats.hostname, stats.os_name, stats.os_version, stats.kernel_version, stats.server_version))
     assert len(stats.to_bytes()) == STATS_FIXED_SIZE + strings
     assert len(Stream(1, 2, 3, 4, 5, "").to_bytes()) == 33
     assert len(Topic(1, 2, 3, 4, 1, 5, 1, 6, 7, "").to_bytes()) == 51
@@ -104,6 +106,15 @@ def test_stats_layout_start() -> None:
     data = stats.to_bytes()
     assert struct.unpack_from("<Iff", data) == (4242, 12.5, 50.25)
     assert data[STATS_FIXED_SIZE:STATS_FIXED_SIZE + 8] == b"\x04\x00\x00\x00host"
+    assert data.endswith(b"\x05\x00\x00\x000.1.0")  # rill's server_version, after Iggy's last field
+
+
+def test_stats_from_an_iggy_server_has_no_server_version() -> None:
+    stats = next(r for r in RECORD_SAMPLES if type(r).__name__ == "Stats")
+    iggy_answer = stats.to_bytes()[:-len(b"\x05\x00\x00\x000.1.0")]  # ends at kernel_version
+    decoded = GetStats.decode_response(iggy_answer)
+    assert decoded.kernel_version == "6.1.0-rill" and decoded.server_version == ""
+    assert GetStats.decode_response(stats.to_bytes()) == stats
 
 
 def test_client_info_layout() -> None:

@@ -56,13 +56,14 @@ def get_me(ctx: typer.Context) -> None:
 
 def _stats_rows(stats: Any) -> list[tuple[str, Any]]:
     return [
+        ("Server version", stats.server_version or "unknown"),
         ("Process ID", stats.process_id),
         ("CPU usage (process / total)", f"{stats.cpu_usage:.1f}% / {stats.total_cpu_usage:.1f}%"),
         ("Memory usage", format_size(stats.memory_usage)),
         ("Total / available memory", f"{format_size(stats.total_memory)} / {format_size(stats.available_memory)}"),
         ("Started", format_time(stats.start_time)),
         ("Run time", format_duration(stats.run_time) if stats.run_time else "0s"),
-        ("Read / written", f"{format_size(stats.read_bytes)} / {format_size(stats.written_bytes)}"),
+        ("Log read / written", f"{format_size(stats.read_bytes)} / {format_size(stats.written_bytes)}"),
         ("Messages size", format_size(stats.messages_size_bytes)),
         ("Streams", stats.streams_count),
         ("Topics", stats.topics_count),

@@ -166,7 +166,7 @@ def stats_json(stats: Stats) -> dict[str, Any]:
 
 def stats_from_json(data: dict[str, Any]) -> Stats:
     return Stats(*(parse_size(data[name], name) if name in _SIZE_STATS else data[name]
-                   for name in _STATS_FIELDS))
+                   for name in _STATS_FIELDS if name in data or name != "server_version"))
 
 
 def client_json(client: ClientInfo) -> dict[str, Any]:

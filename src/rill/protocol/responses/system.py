@@ -4,7 +4,8 @@ Stats: u32 process_id; f32 cpu_usage; f32 total_cpu_usage; u64 memory_usage; u64
 u64 available_memory; u64 run_time (µs); u64 start_time; u64 read_bytes; u64 written_bytes;
 u64 messages_size_bytes; u32 streams_count; u32 topics_count; u32 partitions_count;
 u32 segments_count; u64 messages_count; u32 clients_count; u32 consumer_groups_count
-(108 fixed bytes); then str32 hostname; str32 os_name; str32 os_version; str32 kernel_version.
+(108 fixed bytes); then str32 hostname; str32 os_name; str32 os_version; str32 kernel_version;
+then rill's own str32 server_version (absent from an Iggy server's answer).
 
 ClientInfo: u32 client_id; u32 user_id (0 = not logged in); u8 transport (1 TCP, 2 QUIC);
 str32 address ("ip:port"); u32 consumer_groups_count.
@@ -18,6 +19,7 @@ at construction), since the reader relies on the count to find the end of the re
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from rill.protocol.buffer import Reader, Writer
 from rill.protocol.commands.base import STR32, U8, U32, U64, FieldCodec
@@ -30,12 +32,16 @@ STATS_FIXED_SIZE = 108
 
 @dataclass(frozen=True, slots=True)
 class Stats(Record):
-    """GET_STATS answer. ``start_time`` is µs in rill (Iggy 0.4 filled it with seconds)."""
+    """GET_STATS answer. ``start_time`` is µs in rill (Iggy 0.4 filled it with seconds).
+
+    rill appends ``server_version`` (str32) after Iggy 0.4's last field, as later Iggy servers
+    appended theirs: a decoder that stops at ``kernel_version`` is unaffected, and this one
+    reads it only when present (an Iggy server's answer ends before it: "")."""
 
     LAYOUT = (
         U32, F32, F32, U64, U64, U64, U64, U64, U64, U64, U64,
         U32, U32, U32, U32, U64, U32, U32,
-        STR32, STR32, STR32, STR32,
+        STR32, STR32, STR32, STR32, STR32,
     )
 
     process_id: int
@@ -60,6 +66,14 @@ class Stats(Record):
     os_name: str
     os_version: str
     kernel_version: str
+    server_version: str = ""
+
+    @classmethod
+    def read_fields(cls, reader: Reader) -> list[Any]:
+        values = [codec.read(reader) for codec in cls.LAYOUT[:-1]]
+        if not reader.at_end():
+            values.append(cls.LAYOUT[-1].read(reader))
+        return values
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,9 @@ since the previous sample (process: of one core, so it may exceed 100 on several
 of all cores), taken with psutil's non-blocking ``interval=None`` against a baseline primed when
 the service is built; a new sample is taken when the last one is at least ``CPU_SAMPLE_WINDOW``
 old, so back-to-back requests see the last sample rather than a meaningless 0 over a few µs.
-``read_bytes`` / ``written_bytes`` are the process's storage-layer I/O counters (0 where the
-platform does not report them). Every figure is gathered without blocking for more than a few
+``read_bytes`` / ``written_bytes`` are the bytes the server's storage read from and wrote to
+its log files since it started (``storage.file_io.IO_TOTALS``; the kernel's I/O counters of the
+process would count a start's imports and miss reads the page cache answers). Every figure is gathered without blocking for more than a few
 reads of /proc; strings that cannot be found are ``unknown_<field>``.
 """
 
@@ -25,10 +26,12 @@ from typing import Callable, Mapping, Sized
 
 import psutil
 
+from rill import __version__
 from rill.protocol.commands.system import GetStats, Ping
 from rill.protocol.responses.system import Stats
 from rill.server.core.model import Session, Topic
 from rill.server.core.state import CoreState
+from rill.server.storage.file_io import IO_TOTALS
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +119,7 @@ class SystemService:
                     size += partition_log.size_bytes
         process_cpu, system_cpu = self.cpu.read()
         memory = psutil.virtual_memory()
-        read_bytes, written_bytes = self._io_counters()
+        read_bytes, written_bytes = IO_TOTALS.read_bytes, IO_TOTALS.written_bytes
         now_us = self.state.clock()
         return Stats(
             process_id=_clamp(self.process.pid, U32_MAX),
@@ -141,6 +144,7 @@ class SystemService:
             os_name=self.os_name,
             os_version=self.os_version,
             kernel_version=self.kernel_version,
+            server_version=__version__,
         )
 
     def _rss(self) -> int:
@@ -150,9 +154,3 @@ class SystemService:
             log.debug("process memory unavailable", exc_info=True)
             return 0
 
-    def _io_counters(self) -> tuple[int, int]:
-        try:
-            counters = self.process.io_counters()
-        except (psutil.Error, AttributeError, NotImplementedError):
-            return 0, 0  # not reported on this platform (e.g. macOS) or not permitted
-        return counters.read_bytes, counters.write_bytes

@@ -31,6 +31,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rill.server.storage.file_io import write_all_at
 from rill.server.storage.durability import Durability
 from rill.server.storage.paths import DataPaths
 from rill.server.storage.record_checks import (
@@ -221,10 +222,7 @@ def replace_index_file(path: Path, entries: bytes | bytearray, durability: Durab
     temporary = DataPaths.segment_index_rebuild(path)
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(entries)
-        position = 0
-        while position < len(view):
-            position += os.pwrite(descriptor, view[position:], position)
+        write_all_at(descriptor, entries, 0)
         durability.sync_now(descriptor)
     finally:
         durability.close_file(descriptor)

@@ -46,7 +46,8 @@ from rill.server.storage.paths import (
 )
 from rill.server.storage.record_checks import record_end, record_header
 from rill.server.storage.records import INDEX_ENTRY, INDEX_ENTRY_SIZE, RECORD_OVERHEAD
-from rill.server.storage.segment import Segment, read_all_at
+from rill.server.storage.file_io import read_all_at
+from rill.server.storage.segment import Segment
 
 logger = logging.getLogger(__name__)
 

@@ -50,6 +50,7 @@ from rill.errors import (
 )
 from rill.server.storage.descriptors import CachedFile, MappedFile, shared
 from rill.server.storage.durability import Durability
+from rill.server.storage.file_io import read_all_at, write_all_at
 from rill.server.storage.paths import DataPaths
 from rill.server.storage.record_checks import KIND_CONTENT, KIND_GOOD, verify_records
 from rill.server.storage.records import INDEX_ENTRY, INDEX_ENTRY_SIZE
@@ -570,31 +571,3 @@ class Segment(SegmentChecks):
             f"Segment({self.log_path.name}, {state}, "
             f"{self.messages_count} messages, {self.size_bytes} bytes)"
         )
-
-
-# ---------------------------------------------------------------------- file primitives
-def write_all_at(descriptor: int, data: bytes | bytearray | memoryview, position: int) -> None:
-    """Positioned write of all of ``data``, continuing after short writes."""
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(descriptor, view, position)
-        if written <= 0:
-            raise OSError("write made no progress")
-        view = view[written:]
-        position += written
-
-
-def read_all_at(descriptor: int, length: int, position: int) -> bytes:
-    """Positioned read of exactly ``length`` bytes (fewer only if the file is shorter)."""
-    data = os.pread(descriptor, length, position)
-    if len(data) == length:
-        return data
-    parts = [data]
-    received = len(data)
-    while received < length:
-        more = os.pread(descriptor, length - received, position + received)
-        if not more:
-            break
-        parts.append(more)
-        received += len(more)
-    return b"".join(parts)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from rill.errors import CannotReadMessage
+from rill.server.storage.file_io import read_all_at
 from rill.server.storage.record_checks import verify_records
 
 if TYPE_CHECKING:
@@ -168,13 +169,8 @@ class VerificationJob:
         """In a worker thread: read the range (own descriptor) and verify it."""
         descriptor = os.open(self.log_path, os.O_RDONLY)
         try:
-            length = self.end_position - self.base_position
-            data = os.pread(descriptor, length, self.base_position)
-            while len(data) < length:
-                more = os.pread(descriptor, length - len(data), self.base_position + len(data))
-                if not more:
-                    break
-                data += more
+            data = read_all_at(descriptor, self.end_position - self.base_position,
+                               self.base_position)
         finally:
             os.close(descriptor)
         return verify_records(data, self.entries, self.first_offset, self.relative_first,

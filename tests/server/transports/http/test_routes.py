@@ -9,6 +9,8 @@ import struct
 import zipfile
 
 import pytest
+
+import rill
 from http_helpers import bearer, error_of, unique
 
 from rill.client import Client
@@ -30,6 +32,7 @@ def test_public_system_endpoints(anonymous, api):
     data = stats.json()
     assert data["memory_usage"].endswith(" B") and isinstance(data["run_time"], int)
     assert data["streams_count"] >= 0 and data["hostname"]
+    assert data["server_version"] == rill.__version__
 
 
 def test_clients_list_tcp_clients_but_never_http_callers(http_server, api):

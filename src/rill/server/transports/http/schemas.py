@@ -173,3 +173,4 @@ class Stats(BaseModel):
     os_name: str
     os_version: str
     kernel_version: str
+    server_version: str = Field(description="rill's version (not in Iggy's answer)")
