@@ -4,6 +4,7 @@ open-file limit it raises."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import stat
@@ -13,6 +14,8 @@ import time
 
 import pytest
 
+from rill import errors
+from rill.client import Client
 from rill.protocol.commands.users import ChangePassword
 from rill.protocol.primitives import Identifier, Transport
 from rill.server.app import Server, is_loopback
@@ -257,3 +260,29 @@ def test_a_clean_stop_says_what_it_flushed(tmp_path):
     line = next(line for line in server.output if "stopped cleanly" in line)
     assert ("4 partition logs synced and closed, the metadata store and the transaction journal "
             "closed") in line
+
+
+def test_json_log_format_gives_one_object_per_line(tmp_path):
+    server = RillProcess(tmp_path / "data", env={"RILL_LOGGING_LEVEL": "info", "RILL_LOGGING_FORMAT": "json",
+                                                 "RILL_QUIC_ENABLED": "false"}).start()
+    with session(server) as client:
+        client.create_stream("s")
+    with Client(server.address) as stranger, pytest.raises(errors.InvalidCredentials):
+        stranger.login_user("iggy", "not-the-password-0451")
+    assert server.stop() == 0
+    logged = [line for line in server.output if not line.startswith("rill ")]  # stdout: listening, stopped
+    records = [json.loads(line) for line in logged]  # every log line is one JSON object
+    assert records and all({"time", "level", "logger", "message"} <= set(r) for r in records)
+    messages = [r["message"] for r in records]
+    assert any(" serving " in m and "fsync interval" in m for m in messages)
+    failed = [r for r in records if r["level"] == "warning" and "login" in r["message"].lower()]
+    assert failed and "127.0.0.1" in failed[0]["message"] and "iggy" in failed[0]["message"]
+    assert not any("not-the-password-0451" in line for line in server.output)
+    assert any("stopped cleanly" in m for m in messages)
+
+
+def test_an_unknown_log_format_is_refused_in_one_line(tmp_path):
+    refused = subprocess.run(serve_command(tmp_path / "data"), capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "RILL_LOGGING_FORMAT": "xml"})
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == "rill: logging.format: 'xml' is not one of text, json"

@@ -30,6 +30,7 @@ from rill.cli import (
     login,
     messages,
     partitions,
+    server_config,
     streams,
     system,
     tokens,
@@ -119,6 +120,7 @@ del _group
 system.register(app)
 login.register(app)
 app.add_typer(bench.app)  # rill bench ...
+app.add_typer(server_config.app)  # rill config show
 
 
 @app.command(
@@ -128,19 +130,11 @@ app.add_typer(bench.app)  # rill bench ...
     "default password: change it first (rill user change-password)."
 )
 def serve(
-    config: Optional[Path] = typer.Option(None, "--config", help="TOML configuration file."),
-    data_dir: Optional[str] = typer.Option(
-        None, "--data-dir", help="Data directory (default ./local_data)."
-    ),
-    tcp_address: Optional[str] = typer.Option(
-        None, "--tcp-address", help="HOST:PORT for the binary TCP listener (default 127.0.0.1:8090)."
-    ),
-    quic_address: Optional[str] = typer.Option(
-        None, "--quic-address", help="HOST:PORT (UDP) for the binary QUIC listener (default 127.0.0.1:8080)."
-    ),
-    http_address: Optional[str] = typer.Option(
-        None, "--http-address", help="HOST:PORT for the HTTP JSON API (default 127.0.0.1:3000)."
-    ),
+    config: Optional[Path] = server_config.CONFIG_FILE,
+    data_dir: Optional[str] = server_config.DATA_DIR,
+    tcp_address: Optional[str] = server_config.TCP_ADDRESS,
+    quic_address: Optional[str] = server_config.QUIC_ADDRESS,
+    http_address: Optional[str] = server_config.HTTP_ADDRESS,
     recover_metadata: bool = typer.Option(
         False, "--recover-metadata",
         help="Start although the metadata store is damaged or lost its users: move a damaged "
@@ -151,24 +145,9 @@ def serve(
 ) -> None:
     """Run the server on the embedded defaults, a TOML file and RILL_* overrides."""
     from rill.server.app import run
-    from rill.server.config import ConfigError, load_config, split_address
 
-    try:
-        settings = load_config(config)
-        if data_dir is not None:
-            settings.system.path = data_dir
-        if tcp_address is not None:
-            split_address(tcp_address, "--tcp-address")
-            settings.tcp.address = tcp_address
-        if quic_address is not None:
-            split_address(quic_address, "--quic-address")
-            settings.quic.address = quic_address
-        if http_address is not None:
-            split_address(http_address, "--http-address")
-            settings.http.address = http_address
-    except ConfigError as error:
-        typer.echo(f"rill: {error}", err=True)
-        raise typer.Exit(2)
+    settings, _ = server_config.effective_config(config, data_dir, tcp_address, quic_address,
+                                                 http_address)
     run(settings, recover_metadata)
 
 

@@ -31,6 +31,7 @@ from rill.errors import RillError
 from rill.server.config import ServerConfig, split_address
 from rill.server.core.core import Core
 from rill.server.core.reconciliation import StartupRefused
+from rill.server.logs import configure_logging
 from rill.server.storage import descriptors
 from rill.server.storage.data_lock import DataDirectoryInUse
 from rill.server.transports.certificates import server_ssl_context
@@ -231,11 +232,7 @@ async def serve(config: ServerConfig, recover_metadata: bool = False) -> None:
 
 def run(config: ServerConfig, recover_metadata: bool = False) -> None:
     """Run the server until SIGINT/SIGTERM; a refused start is one line on stderr, exit 1."""
-    logging.basicConfig(
-        level=config.logging.level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging(config.logging)
     os.umask(0o077)  # data files, logs and secrets readable by the server's user only
     raise_open_file_limit()  # before the core sizes its descriptor cache from it
     install_event_loop_policy()

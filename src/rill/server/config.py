@@ -5,7 +5,12 @@ and environment overrides ``RILL_<SECTION>_<KEY>`` on top of that (``RILL_TCP_AD
 ``RILL_SYSTEM_PATH``, ``RILL_SYSTEM_FSYNC``, ``RILL_SYSTEM_SEGMENT_SIZE``, ...). Sizes accept
 ``"1 GB"``-style strings (decimal and binary units) or integers; durations accept ``"500 ms"``,
 ``"1 s"``, ``"1 m"``, ``"none"`` or numbers of seconds. ``config/server.toml`` documents every key.
+Command-line flags (``rill serve --data-dir ...``) go last, through ``apply_flags``.
 Invariant: a bad value raises ConfigError naming the key; nothing half-applies.
+
+Where each value came from is recorded in a ``Sources`` map (dotted key -> "file PATH",
+"environment RILL_...", "flag --..."; a key not in it is the default); ``effective_settings``
+lists every key with its value and source, secrets masked (``rill config show``).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from rill.server.storage.descriptors import MIN_OPEN_FILES
 from rill.server.storage.durability import FsyncPolicy
 
 NEVER = float("inf")
+LOG_FORMATS = ("text", "json")
 
 
 class ConfigError(ValueError):
@@ -288,7 +294,8 @@ class RootConfig:
 
 @dataclass
 class LoggingConfig:
-    level: str = "info"
+    level: str = "info"  # debug, info, warning, error
+    format: str = "text"  # text | json (one JSON object per line)
 
 
 @dataclass
@@ -343,7 +350,13 @@ def _convert(key: str, target: dataclasses.Field, value: Any) -> Any:
         raise ConfigError(f"{key}: {error}") from None
 
 
-def _apply(section: Any, values: Mapping[str, Any], prefix: str) -> None:
+Sources = dict[str, str]  # dotted key -> where its value came from (absent: the default)
+SECRET_KEYS = frozenset({"root.password"})  # shown masked by effective_settings
+MASK = "********"
+
+
+def _apply(section: Any, values: Mapping[str, Any], prefix: str, sources: Sources,
+           origin: str) -> None:
     known = {f.name: f for f in dataclasses.fields(section)}
     for name, value in values.items():
         key = f"{prefix}{name}"
@@ -354,22 +367,76 @@ def _apply(section: Any, values: Mapping[str, Any], prefix: str) -> None:
         if dataclasses.is_dataclass(current):
             if not isinstance(value, Mapping):
                 raise ConfigError(f"{key}: expected a table")
-            _apply(current, value, f"{key}.")
+            _apply(current, value, f"{key}.", sources, origin)
         else:
             setattr(section, name, _convert(key, target, value))
+            sources[key] = origin
 
 
-def _apply_environment(section: Any, environ: Mapping[str, str], prefix: str, dotted: str) -> None:
+def _apply_environment(section: Any, environ: Mapping[str, str], prefix: str, dotted: str,
+                       sources: Sources) -> None:
     for target in dataclasses.fields(section):
         env_name = f"{prefix}_{target.name.upper()}"
         current = getattr(section, target.name)
         if dataclasses.is_dataclass(current):
-            _apply_environment(current, environ, env_name, f"{dotted}{target.name}.")
+            _apply_environment(current, environ, env_name, f"{dotted}{target.name}.", sources)
         elif env_name in environ:
             setattr(section, target.name, _convert(env_name, target, environ[env_name]))
+            sources[f"{dotted}{target.name}"] = f"environment {env_name}"
+
+
+def _section_and_field(config: ServerConfig, key: str) -> tuple[Any, dataclasses.Field]:
+    *path, name = key.split(".")
+    section: Any = config
+    for part in path:
+        section = getattr(section, part)
+    return section, next(f for f in dataclasses.fields(section) if f.name == name)
+
+
+def apply_flags(config: ServerConfig, flags: Mapping[str, tuple[str, Any]],
+                sources: Sources | None = None) -> None:
+    """Command-line values over everything else: ``{dotted key: (flag name, value or None)}``;
+    None = the flag was not given. Validates again."""
+    for key, (flag, value) in flags.items():
+        if value is None:
+            continue
+        section, target = _section_and_field(config, key)
+        if key.endswith(".address"):
+            split_address(value, flag)
+        setattr(section, target.name, _convert(flag, target, value))
+        if sources is not None:
+            sources[key] = f"flag {flag}"
+    _validate(config)
+
+
+def effective_settings(config: Any, sources: Sources, prefix: str = "") -> list[tuple[str, str, str]]:
+    """Every key as ``(dotted key, value as text, source)``, secrets masked, in file order."""
+    rows: list[tuple[str, str, str]] = []
+    for target in dataclasses.fields(config):
+        key = f"{prefix}{target.name}"
+        value = getattr(config, target.name)
+        if dataclasses.is_dataclass(value):
+            rows.extend(effective_settings(value, sources, f"{key}."))
+            continue
+        text = MASK if key in SECRET_KEYS else _show(value)
+        rows.append((key, text, sources.get(key, "default")))
+    return rows
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return "none" if value == NEVER else f"{value:g} s"
+    return str(value)
 
 
 def _validate(config: ServerConfig) -> None:
+    if config.logging.level.lower() not in ("debug", "info", "warning", "error", "critical"):
+        raise ConfigError(f"logging.level: {config.logging.level!r} is not one of debug, info, "
+                          "warning, error")
+    if config.logging.format not in LOG_FORMATS:
+        raise ConfigError(f"logging.format: {config.logging.format!r} is not one of text, json")
     try:
         FsyncPolicy(config.system.fsync)
     except ValueError:
@@ -430,9 +497,12 @@ def split_address(address: str, key: str = "address") -> tuple[str, int]:
 
 
 def load_config(
-    path: str | Path | None = None, environ: Mapping[str, str] | None = None
+    path: str | Path | None = None, environ: Mapping[str, str] | None = None,
+    sources: Sources | None = None,
 ) -> ServerConfig:
-    """Defaults, then the TOML file (if given), then RILL_* environment variables."""
+    """Defaults, then the TOML file (if given), then RILL_* environment variables; where each
+    value came from goes into ``sources`` when given."""
+    sources = {} if sources is None else sources
     config = ServerConfig()
     if path is not None:
         try:
@@ -442,7 +512,7 @@ def load_config(
             raise ConfigError(f"configuration file {path} does not exist") from None
         except tomllib.TOMLDecodeError as error:
             raise ConfigError(f"configuration file {path}: {error}") from None
-        _apply(config, data, "")
-    _apply_environment(config, os.environ if environ is None else environ, "RILL", "")
+        _apply(config, data, "", sources, f"file {path}")
+    _apply_environment(config, os.environ if environ is None else environ, "RILL", "", sources)
     _validate(config)
     return config
