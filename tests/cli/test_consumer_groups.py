@@ -5,6 +5,8 @@ Needs the consumer-group commands of the server (600-605).
 
 from __future__ import annotations
 
+from rill.protocol.primitives import Consumer
+
 from .helpers import assert_error_line
 
 
@@ -45,3 +47,26 @@ def test_consumer_group_verbs_group_polling_and_errors(cli):
                                "(5003 consumer_group_name_not_found)")
     assert_error_line(taken, "(5004 consumer_group_name_already_exists)")
     assert_error_line(no_stream, "(1010 stream_name_not_found)")
+
+
+def test_get_shows_committed_end_and_lag_per_partition(cli):
+    with cli.sdk() as client:
+        client.create_stream("orders")
+        client.create_topic("orders", "eu", 2)
+        client.send_messages("orders", "eu", [b"m"] * 10, partitioning=1)
+        client.send_messages("orders", "eu", [b"m"] * 4, partitioning=2)
+        client.create_consumer_group("orders", "eu", "workers")
+        client.create_consumer_group("orders", "eu", "auditors")
+        client.store_consumer_offset("orders", "eu", 6, Consumer.group("workers"), 1)
+        client.store_consumer_offset("orders", "eu", 0, Consumer.group("auditors"), 2)
+
+    shown = cli.run("--json", "consumer-group", "get", "orders", "eu", "workers").json()
+    assert shown["partitions"] == [
+        {"partition_id": 1, "committed_offset": 6, "end_offset": 10, "lag": 3},
+        {"partition_id": 2, "committed_offset": None, "end_offset": 4, "lag": 4},
+    ]
+    assert shown["lag"] == 7
+    table = cli.run("consumer-group", "get", "orders", "eu", "workers").stdout
+    assert "Lag by partition (total 7)" in table
+    assert [[cell.strip() for cell in line.split("│")[1:5]]
+            for line in table.splitlines() if line.startswith("│ 2 ")] == [["2", "-", "4", "4"]]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rill.protocol.primitives import Consumer
+
 from .helpers import assert_error_line
 
 
@@ -33,3 +35,40 @@ def test_set_and_get_offsets_and_errors(cli):
     assert_error_line(too_far, "invalid offset: 100 (4100 invalid_offset)")
     assert_error_line(no_topic, "(2011 topic_name_not_found)")
     assert_error_line(get_no_topic, "topic with name ghost for stream with name orders was not found")
+
+
+def _lag_fixture(cli) -> None:
+    """orders/eu: partition 1 has 10 messages, 2 has 5, 3 none; group workers committed 3 in
+    partition 1 (nothing elsewhere); consumer 7 committed 9 in partition 1, consumer 8 4 in 2."""
+    with cli.sdk() as client:
+        client.create_stream("orders")
+        client.create_topic("orders", "eu", 3)
+        client.send_messages("orders", "eu", [b"m"] * 10, partitioning=1)
+        client.send_messages("orders", "eu", [b"m"] * 5, partitioning=2)
+        client.create_consumer_group("orders", "eu", "workers")
+        client.store_consumer_offset("orders", "eu", 3, Consumer.group("workers"), 1)
+        client.store_consumer_offset("orders", "eu", 9, 7, 1)
+        client.store_consumer_offset("orders", "eu", 4, 8, 2)
+
+
+def test_list_shows_committed_end_and_lag_of_every_group_and_consumer(cli):
+    _lag_fixture(cli)
+    rows = cli.run("--json", "consumer-offset", "list", "orders", "eu").json()
+    group = {"consumer_kind": "consumer_group", "consumer_id": 1, "group_name": "workers"}
+    assert rows == [
+        {**group, "partition_id": 1, "committed_offset": 3, "end_offset": 10, "lag": 6},
+        {**group, "partition_id": 2, "committed_offset": None, "end_offset": 5, "lag": 5},
+        {**group, "partition_id": 3, "committed_offset": None, "end_offset": 0, "lag": 0},
+        {"consumer_kind": "consumer", "consumer_id": 7, "partition_id": 1, "committed_offset": 9,
+         "end_offset": 10, "lag": 0},
+        {"consumer_kind": "consumer", "consumer_id": 8, "partition_id": 2, "committed_offset": 4,
+         "end_offset": 5, "lag": 0},
+    ]
+    table = cli.run("consumer-offset", "list", "orders", "eu").stdout
+    assert [line.split() for line in table.splitlines() if "group workers" in line][0] == [
+        "│", "group", "workers", "│", "1", "│", "3", "│", "10", "│", "6", "│"]
+    # a new message raises every lag in its partition
+    with cli.sdk() as client:
+        client.send_messages("orders", "eu", [b"m"], partitioning=1)
+    after = cli.run("--json", "consumer-offset", "list", "orders", "eu").json()
+    assert [row["lag"] for row in after if row["partition_id"] == 1] == [7, 1]

@@ -415,6 +415,7 @@ CALLS = [
      CommitStagedMessages("q", 4, (StagedHandle(1, 9, 1),))),
     ("abort_staged_messages", ("q", 4), AbortStagedMessages("q", 4)),
     ("get_producer_state", ("q",), GetProducerState("q")),
+    ("get_consumer_lag", (1, "eu"), offsets.GetConsumerLag(Identifier.of(1), Identifier.of("eu"))),
 ]
 
 

@@ -13,7 +13,7 @@ from rill.protocol.commands.groups import (
 )
 from rill.protocol.commands.columnar import PollMessagesColumnar
 from rill.protocol.commands.messages import FlushUnsavedBuffer, PollMessages, SendMessages
-from rill.protocol.commands.offsets import GetConsumerOffset, StoreConsumerOffset
+from rill.protocol.commands.offsets import GetConsumerLag, GetConsumerOffset, StoreConsumerOffset
 from rill.protocol.commands.partitions import CreatePartitions, DeletePartitions
 from rill.protocol.commands.streams import (
     CreateStream,
@@ -86,6 +86,7 @@ from rill.protocol.responses.groups import (
     ConsumerGroup,
     ConsumerGroupDetails,
     ConsumerGroupMember,
+    ConsumerLag,
     ConsumerOffsetInfo,
 )
 from rill.protocol.responses.streams import Stream, StreamDetails
@@ -209,6 +210,7 @@ COMMAND_SAMPLES = [
     AbortStagedMessages("query-1", 7, 42, owner="o"),
     AbortStagedMessages("query-1", 7, 0, True, 3, 5, "o" * 255),
     GetProducerState("query-1"),
+    GetConsumerLag(Identifier.of(1), Identifier.of("orders")),
 ]
 
 _TOPIC = Topic(2, 1_700_000_000_000_000, 2, 0xFFFF_FFFF_FFFF_FFFF, 1, 10**10, 1, 4096, 12, "orders")
@@ -247,6 +249,8 @@ RECORD_SAMPLES = [
     ConsumerGroupDetails(ConsumerGroup(2, 3, 1, "idle"), (ConsumerGroupMember(13, ()),)),
     ConsumerGroupDetails(ConsumerGroup(3, 0, 0, "new"), ()),
     ConsumerOffsetInfo(1, 11, 5),
+    ConsumerLag(2, 1, "workers", 3, 1, 6, 10, 3),
+    ConsumerLag(1, 7, "", 1, 0, 0, 4, 4),
     # rill extensions
     ColumnarMessages(3, 0, 12, 10, 2, 4000, bytes(range(16)),
                      (4000).to_bytes(4, "little") + (4050).to_bytes(4, "little")

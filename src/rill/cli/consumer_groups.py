@@ -2,7 +2,9 @@
 
 Owns: the consumer-group verbs and the JSON shape of a group: ``id``, ``name``,
 ``partitions_count``, ``members_count``; ``get``/``create``/``join`` add ``members``, each
-``{"id": <client id>, "partitions": [...]}``.
+``{"id": <client id>, "partitions": [...]}``; ``get`` also shows, per partition, the committed
+offset, the end offset and the lag (``partitions``, as ``rill consumer-offset list``; absent
+from an Iggy server, which has no GET_CONSUMER_LAG) and their sum (``lag``).
 
 Membership belongs to a connection, and each ``rill`` command opens its own: ``join`` shows the
 group as seen right after joining (with this command's client among the members and its
@@ -19,9 +21,11 @@ from typing import Any
 import typer
 
 from rill import errors
+from rill.cli.consumer_offsets import LAG_COLUMNS, lag_json, lag_row
 from rill.cli.context import session, settings
 from rill.cli.params import examples, id_argument, stream_argument, topic_argument
 from rill.cli.topics import fetch_topic
+from rill.protocol.primitives import ConsumerKind
 
 app = typer.Typer(name="consumer-group", help="Create, inspect and delete consumer groups.",
                   no_args_is_help=True)
@@ -49,15 +53,33 @@ def group_row(group: Any) -> tuple[Any, ...]:
     return (header.id, header.name, header.partitions_count, header.members_count)
 
 
-def show_group(ctx: typer.Context, details: Any) -> None:
+def show_group(ctx: typer.Context, details: Any, lag: list[Any] | None = None) -> None:
     out = settings(ctx).output
     if out.json_mode:
-        out.json(group_json(details))
+        value = group_json(details)
+        if lag is not None:
+            value["partitions"] = [{key: item for key, item in lag_json(row).items()
+                                    if key not in ("consumer_kind", "consumer_id", "group_name")}
+                                   for row in lag]
+            value["lag"] = sum(row.lag for row in lag)
+        out.json(value)
         return
     out.record(zip(GROUP_COLUMNS, group_row(details)), title=f"Consumer group {details.id}")
     if details.members:
         out.table(MEMBER_COLUMNS, ((m.id, ", ".join(map(str, m.partitions)) or "-") for m in details.members),
                   title="Members")
+    if lag is not None:
+        out.table(LAG_COLUMNS[1:], (lag_row(row, with_consumer=False) for row in lag),
+                  title=f"Lag by partition (total {sum(row.lag for row in lag)})")
+
+
+def group_lag(client: Any, stream: Any, topic: Any, group_id: int) -> list[Any] | None:
+    """The group's rows of GET_CONSUMER_LAG; None from a server without it (Iggy)."""
+    try:
+        rows = client.get_consumer_lag(stream, topic)
+    except (errors.InvalidCommand, errors.FeatureUnavailable):
+        return None
+    return [row for row in rows if row.consumer_kind == ConsumerKind.CONSUMER_GROUP and row.consumer_id == group_id]
 
 
 def fetch_group(client: Any, stream: Any, topic: Any, group: Any) -> Any:
@@ -89,10 +111,12 @@ def create_consumer_group(
 @app.command("get", epilog=examples("rill consumer-group get orders eu workers"))
 def get_consumer_group(ctx: typer.Context, stream: str = stream_argument(), topic: str = topic_argument(),
                        group: str = group_argument()) -> None:
-    """Show one consumer group and its members."""
+    """Show one consumer group, its members, and per partition its committed offset, the end
+    offset and the lag."""
     with session(ctx, stream=stream, topic=topic, group=group) as client:
         details = fetch_group(client, stream, topic, group)
-    show_group(ctx, details)
+        lag = group_lag(client, stream, topic, details.id)
+    show_group(ctx, details, lag)
 
 
 @app.command("list", epilog=examples("rill consumer-group list orders eu"))

@@ -1,6 +1,8 @@
-"""``rill consumer-offset get|set``: a consumer's stored position in a partition.
+"""``rill consumer-offset get|set|list``: consumers' stored positions, and how far behind they are.
 
-Owns: the two offset verbs (``get_consumer_offset``, ``store_consumer_offset``). The consumer is
+Owns: the offset verbs (``get_consumer_offset``, ``store_consumer_offset``, and ``list``:
+``get_consumer_lag``), and the shape of a lag row (``lag_json``, ``LAG_COLUMNS``), which
+``rill consumer-group get`` shows too. The consumer is
 ``--consumer ID`` (a regular consumer, default 1) or ``--group ID`` (a consumer group's
 offset); ``--partition`` defaults to 1 for both (the server's "not given" would mean partition
 1 for a consumer and nothing useful for a group).
@@ -8,6 +10,12 @@ offset); ``--partition`` defaults to 1 for both (the server's "not given" would 
 ``get`` prints ``partition_id``, ``current_offset`` (the partition's newest offset) and
 ``stored_offset``; when nothing is stored yet it prints ``null`` with ``--json`` and a note
 otherwise, and exits 0: an unset offset is a state, not an error.
+
+``list`` shows, for a topic, every consumer group in every partition and every consumer with a
+stored offset: the committed offset (the last one consumed; ``-``/``null`` when none), the end
+offset (the offset the partition's next message will get) and the lag (stored messages after
+the committed one). A consumer named by text is stored under a number (its xxHash32), which is
+what the list shows. It needs a rill server (GET_CONSUMER_LAG is a rill extension).
 """
 
 from __future__ import annotations
@@ -20,11 +28,31 @@ from rill.cli import params
 from rill.cli.context import session, settings
 from rill.cli.output import to_json
 from rill.cli.params import examples, stream_argument, topic_argument
-from rill.protocol.primitives import Consumer
+from rill.protocol.primitives import Consumer, ConsumerKind
 
 app = typer.Typer(name="consumer-offset", help="Read or store a consumer's offset.", no_args_is_help=True)
 
 OFFSET_COLUMNS = ("Consumer", "Partition", "Current offset", "Stored offset")
+LAG_COLUMNS = ("Consumer", "Partition", "Committed", "End", "Lag")
+
+
+def lag_json(row: Any) -> dict[str, Any]:
+    value: dict[str, Any] = {"consumer_kind": "consumer_group" if row.consumer_kind == ConsumerKind.CONSUMER_GROUP
+                             else "consumer", "consumer_id": row.consumer_id}
+    if row.group_name:
+        value["group_name"] = row.group_name
+    value.update(partition_id=row.partition_id,
+                 committed_offset=row.committed_offset if row.committed else None,
+                 end_offset=row.end_offset, lag=row.lag)
+    return value
+
+
+def lag_row(row: Any, with_consumer: bool = True) -> tuple[Any, ...]:
+    cells = (row.partition_id, row.committed_offset if row.committed else "-", row.end_offset, row.lag)
+    if not with_consumer:
+        return cells
+    who = f"group {row.group_name}" if row.group_name else f"consumer {row.consumer_id}"
+    return (who, *cells)
 
 
 def _consumer(consumer: str, group: Optional[str]) -> Consumer:
@@ -88,3 +116,15 @@ def store_consumer_offset(
     summary: dict[str, Any] = {"stream": stream, "topic": topic, "partition": partition, "offset": offset}
     settings(ctx).output.done(f"offset {offset} stored for {_describe(who)} in partition {partition}",
                               command="store_consumer_offset", **summary)
+
+
+@app.command("list", epilog=examples("rill consumer-offset list orders eu",
+                                     "rill --json consumer-offset list orders eu"))
+def get_consumer_lag(ctx: typer.Context, stream: str = stream_argument(),
+                     topic: str = topic_argument()) -> None:
+    """List the committed offset, end offset and lag of every consumer group and every consumer
+    with a stored offset in a topic."""
+    with session(ctx, stream=stream, topic=topic) as client:
+        rows = client.get_consumer_lag(stream, topic)
+    settings(ctx).output.emit([lag_json(row) for row in rows], LAG_COLUMNS, (lag_row(row) for row in rows),
+                              title=f"Consumer offsets of topic {topic}")

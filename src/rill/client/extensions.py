@@ -1,4 +1,5 @@
-"""SDK methods of rill's extension commands (docs/extensions.md): columnar reads, staged appends.
+"""SDK methods of rill's extension commands (docs/extensions.md): columnar reads, staged appends,
+consumer lag.
 
 Owns: ``ExtensionMethods``, a mixin of ``CommandMethods`` (so ``AsyncClient`` and the blocking
 ``Client`` have these methods too), one coroutine per extension command, named as the
@@ -12,6 +13,7 @@ from typing import Any, Awaitable, Callable, Iterable
 
 from rill.protocol.commands.base import Command
 from rill.protocol.commands.columnar import PollMessagesColumnar
+from rill.protocol.commands.offsets import GetConsumerLag
 from rill.protocol.commands.transactions import (
     AbortStagedMessages,
     CommitStagedMessages,
@@ -21,6 +23,7 @@ from rill.protocol.commands.transactions import (
 from rill.protocol.messages import Message
 from rill.protocol.primitives import Identifier, Partitioning
 from rill.protocol.responses.columnar import ColumnarMessages
+from rill.protocol.responses.groups import ConsumerLag
 from rill.protocol.responses.transactions import (
     CommitResult,
     ProducerState,
@@ -127,3 +130,8 @@ class ExtensionMethods:
     async def get_producer_state(self, producer_id: str) -> ProducerState:
         """A producer's last committed batch and what it has staged (rill extension 1013)."""
         return await self.execute(GetProducerState(producer_id))
+
+    async def get_consumer_lag(self, stream_id: Id, topic_id: Id) -> list[ConsumerLag]:
+        """Committed offset, end offset and lag of every consumer group (every partition) and
+        every consumer with a stored offset in a topic (rill extension 1020)."""
+        return await self.execute(GetConsumerLag(Identifier.of(stream_id), Identifier.of(topic_id)))

@@ -23,7 +23,8 @@ from rill.protocol.commands import (
 from rill.protocol.commands.base import Command
 
 _MODULES = (system, users, tokens, messages, offsets, streams, topics, partitions, groups,
-            columnar, transactions)  # the last two: rill extensions (docs/extensions.md)
+            columnar, transactions)  # the last two: rill extensions (docs/extensions.md), as
+# is offsets.GetConsumerLag
 
 
 def _collect() -> dict[int, type[Command]]:

@@ -14,7 +14,8 @@ Owns: the counters and histograms, and their rendering. What is measured:
   logs loaded at start and a log first seen later was created empty. A purge resets the
   offsets, so a smaller value than the mark means "this many since the purge";
 * HTTP requests by method and status (the HTTP transport's middleware);
-* gauges read at scrape time: connected clients by transport, streams, topics, partitions.
+* gauges read at scrape time: connected clients by transport, streams, topics, partitions,
+  and ``rill_consumer_group_lag`` per group and partition (the figure of GET_CONSUMER_LAG).
 
 ``METRICS`` is the process-wide registry (as in Prometheus client libraries); one server
 runs per process. Invariant: recording never raises and costs a few dict operations.
@@ -29,7 +30,9 @@ from collections import defaultdict
 from typing import Any, Callable
 
 from rill.protocol.commands.messages import SendMessages
+from rill.protocol.primitives import ConsumerKind
 from rill.protocol.responses.messages import PolledMessages
+from rill.server.core.consumer_offsets import consumer_lag
 
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                    0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -172,6 +175,15 @@ class Metrics:
                             ("partitions", partitions)):
             lines += [f"# HELP rill_{name} Number of {name}.", f"# TYPE rill_{name} gauge",
                       f"rill_{name} {value}"]
+        lines += ["# HELP rill_consumer_group_lag Stored messages after a consumer group's "
+                  "committed offset, by partition.", "# TYPE rill_consumer_group_lag gauge"]
+        for stream in streams:
+            for topic in stream.topics.values():
+                for row in consumer_lag(topic, core.consumer_groups.group_names(topic)):
+                    if row.consumer_kind == ConsumerKind.CONSUMER_GROUP:
+                        labels = _labels(stream=stream.name, topic=topic.name, group=row.group_name,
+                                         partition=row.partition_id)
+                        lines.append(f"rill_consumer_group_lag{labels} {row.lag}")
         return lines
 
 

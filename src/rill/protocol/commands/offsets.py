@@ -1,4 +1,5 @@
-"""Consumer offset commands 120-121 (wire reference §3.5)."""
+"""Consumer offset commands 120-121 (wire reference §3.5), and rill's GET_CONSUMER_LAG (1020,
+docs/extensions.md)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from rill.protocol.commands.base import (
     U32,
     U64,
     Command,
+    list_response,
     optional_response,
 )
 from rill.protocol.primitives import Consumer, Identifier
-from rill.protocol.responses.groups import ConsumerOffsetInfo
+from rill.protocol.responses.groups import ConsumerLag, ConsumerOffsetInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,3 +47,18 @@ class StoreConsumerOffset(Command):
     topic_id: Identifier
     partition_id: int
     offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class GetConsumerLag(Command):
+    """1020 GET_CONSUMER_LAG (rill extension): ident stream_id; ident topic_id. OK: concatenated
+    ConsumerLag records: every consumer with a stored offset in the topic, and every consumer
+    group of the topic in every partition (committed or not)."""
+
+    CODE = 1020
+    NAME = "get_consumer_lag"
+    LAYOUT = (IDENT, IDENT)
+    stream_id: Identifier
+    topic_id: Identifier
+
+    decode_response = staticmethod(list_response(ConsumerLag.decode))

@@ -199,6 +199,8 @@ _LIST = [
                  v.query_int(q, "partition_id", 0, v.U32_MAX)), get_single=True),
     Endpoint("store_consumer_offset", "PUT", _T + "/consumer-offsets", 204,
              _body(r.store_offset_body, "stream_id", "topic_id"), lambda pp, q, b: r.store_offset(pp, b)),
+    Endpoint("get_consumer_lag", "GET", _T + "/consumer-lag", 200, _ids("stream_id", "topic_id"),
+             lambda pp, q, b: o.GetConsumerLag(*r.path_ids(pp, "stream_id", "topic_id"))),
     # consumer groups
     Endpoint("get_consumer_groups", "GET", _G, 200, _ids("stream_id", "topic_id"),
              lambda pp, q, b: g.GetConsumerGroups(*r.path_ids(pp, "stream_id", "topic_id"))),
@@ -255,6 +257,7 @@ for _names, _codec in (
     ("get_consumer_group create_consumer_group", (rec.group_details_json, rec.group_details_from_json)),
     ("get_consumer_groups", (_many(rec.group_json), _many(rec.group_from_json))),
     ("get_consumer_offset", (rec.offset_json, rec.offset_from_json)),
+    ("get_consumer_lag", (_many(rec.lag_json), _many(rec.lag_from_json))),
     ("get_user create_user", (rec.user_details_json, rec.user_details_from_json)),
     ("get_users", (_many(rec.user_json), _many(rec.user_from_json))),
     ("get_personal_access_tokens", (_many(rec.token_info_json), _many(rec.token_info_from_json))),

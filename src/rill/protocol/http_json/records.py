@@ -18,6 +18,7 @@ from typing import Any
 from rill.protocol.headers import encode_header_map
 from rill.protocol.http_json.values import (
     COMPRESSION,
+    CONSUMER_KIND,
     MESSAGE_STATE,
     TRANSPORT,
     USER_STATUS,
@@ -35,6 +36,7 @@ from rill.protocol.responses.groups import (
     ConsumerGroup,
     ConsumerGroupDetails,
     ConsumerGroupMember,
+    ConsumerLag,
     ConsumerOffsetInfo,
 )
 from rill.protocol.responses.messages import PolledMessages
@@ -126,6 +128,20 @@ def offset_json(info: ConsumerOffsetInfo) -> dict[str, Any]:
 
 def offset_from_json(data: dict[str, Any]) -> ConsumerOffsetInfo:
     return ConsumerOffsetInfo(data["partition_id"], data["current_offset"], data["stored_offset"])
+
+
+def lag_json(lag: ConsumerLag) -> dict[str, Any]:
+    return {"consumer_kind": CONSUMER_KIND.name(lag.consumer_kind), "consumer_id": lag.consumer_id,
+            "group_name": lag.group_name or None, "partition_id": lag.partition_id,
+            "committed_offset": lag.committed_offset if lag.committed else None,
+            "end_offset": lag.end_offset, "lag": lag.lag}
+
+
+def lag_from_json(data: dict[str, Any]) -> ConsumerLag:
+    committed = data["committed_offset"]
+    return ConsumerLag(CONSUMER_KIND.value(data["consumer_kind"], "consumer_kind"), data["consumer_id"],
+                       data["group_name"] or "", data["partition_id"], committed is not None,
+                       committed or 0, data["end_offset"], data["lag"])
 
 
 def user_json(user: UserInfo) -> dict[str, Any]:

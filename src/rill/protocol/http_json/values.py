@@ -151,6 +151,7 @@ MESSAGE_STATE = Names(
 )
 HEADER_KIND = Names("header kind", {kind.value: kind.name.lower() for kind in HeaderKind})
 TRANSPORT = Names("transport", {1: "TCP", 2: "QUIC", 3: "HTTP"})
+CONSUMER_KIND = Names("consumer kind", {1: "consumer", 2: "consumer_group"})
 SNAPSHOT_TYPE = Names(
     "snapshot type",
     {1: "FilesystemOverview", 2: "ProcessList", 3: "ResourceUsage", 4: "Test", 5: "ServerLogs"},

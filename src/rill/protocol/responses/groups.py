@@ -6,6 +6,9 @@ ConsumerGroupDetails: header followed by, per member, u32 member_id (the member'
 u32 partitions_count; partitions_count x u32 partition id. Members run to the end of the
 payload (like the Iggy reader), so details are never part of a list.
 ConsumerOffsetInfo (20 bytes): u32 partition_id; u64 current_offset; u64 stored_offset.
+ConsumerLag (rill extension, GET_CONSUMER_LAG; docs/extensions.md): u8 consumer_kind;
+u32 consumer_id; str8 group_name (empty for a regular consumer); u32 partition_id;
+u8 committed (0: nothing stored yet); u64 committed_offset; u64 end_offset; u64 lag.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rill.protocol.buffer import DecodeError, Reader, Writer
-from rill.protocol.commands.base import STR8, U32, U64
+from rill.protocol.commands.base import STR8, U8, U32, U64
 from rill.protocol.responses.base import Record
 
 
@@ -90,3 +93,24 @@ class ConsumerOffsetInfo(Record):
     partition_id: int
     current_offset: int
     stored_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerLag(Record):
+    """How far one consumer (or group) is behind in one partition.
+
+    ``committed_offset`` is the offset it stored (the last one it consumed; meaningless when
+    ``committed`` is false), ``end_offset`` the offset the partition's next message will get,
+    and ``lag`` the messages after the committed one that are still stored (all of them when
+    nothing is committed)."""
+
+    LAYOUT = (U8, U32, STR8, U32, U8, U64, U64, U64)
+
+    consumer_kind: int
+    consumer_id: int
+    group_name: str
+    partition_id: int
+    committed: int
+    committed_offset: int
+    end_offset: int
+    lag: int

@@ -137,6 +137,9 @@ class ConsumerGroupService:
                 return group
         raise errors.ConsumerGroupNameNotFound(value, topic.id, field="group_id")
 
+    def group_names(self, topic: Topic) -> dict[int, str]:
+        return {group_id: group.name for group_id, group in self._groups(topic).items()}
+
     def _topic_and_group(self, session: Session, command, permission: str) -> tuple[Topic, Group]:
         topic = self.state.find_topic(command.stream_id, command.topic_id)
         self.state.authorize(session, permission, topic.stream_id, topic.id)

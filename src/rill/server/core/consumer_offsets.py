@@ -5,18 +5,24 @@ with xxHash32 (seed 0); a group uses its group id, shared by every member.
 GET_CONSUMER_OFFSET answers an empty OK when nothing was stored for the consumer (the fixed
 behaviour of wire §11, which lets a client tell "never committed" from "committed offset 0"),
 and for groups it reads the group's own offsets.
+
+Consumer lag (GET_CONSUMER_LAG, the HTTP ``consumer-lag`` route, the ``rill_consumer_group_lag``
+gauge all come from ``consumer_lag``): per partition, the messages after the committed offset
+that are still stored, ``end - max(committed + 1, first)``; when nothing is committed, every
+stored message, ``end - first`` (``end``: the offset the next message gets; ``first``: the
+oldest one retention kept).
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Iterable, Protocol
 
 import xxhash
 
 from rill import errors
-from rill.protocol.commands.offsets import GetConsumerOffset, StoreConsumerOffset
+from rill.protocol.commands.offsets import GetConsumerLag, GetConsumerOffset, StoreConsumerOffset
 from rill.protocol.primitives import Consumer, ConsumerKind, Identifier
-from rill.protocol.responses.groups import ConsumerOffsetInfo
+from rill.protocol.responses.groups import ConsumerLag, ConsumerOffsetInfo
 from rill.server.core.model import Partition, Session, Topic
 from rill.server.core.state import CoreState
 from rill.server.storage.metadata import OffsetRow
@@ -32,9 +38,14 @@ class GroupPartitionResolver(Protocol):
         advance: bool,
     ) -> tuple[Partition, OffsetKey]: ...
 
+    def group_names(self, topic: Topic) -> dict[int, str]: ...
+
 
 class NoGroups:
     """Stand-in until consumer groups exist: every group id is unknown."""
+
+    def group_names(self, topic):
+        return {}
 
     def resolve_group_partition(self, session, topic, group_id, partition_id, advance):
         if group_id.is_numeric:
@@ -81,6 +92,11 @@ class ConsumerOffsetService:
             return None
         return ConsumerOffsetInfo(partition.id, partition.log.current_offset, stored)
 
+    def get_consumer_lag(self, session: Session, command: GetConsumerLag) -> list[ConsumerLag]:
+        topic = self.state.find_topic(command.stream_id, command.topic_id)
+        self.state.authorize(session, "get_consumer_lag", topic.stream_id, topic.id)
+        return consumer_lag(topic, self.groups.group_names(topic))
+
     def store_consumer_offset(self, session: Session, command: StoreConsumerOffset) -> None:
         topic = self.state.find_topic(command.stream_id, command.topic_id)
         self.state.authorize(session, "store_consumer_offset", topic.stream_id, topic.id)
@@ -88,3 +104,27 @@ class ConsumerOffsetService:
         if command.offset > partition.log.current_offset:
             raise errors.InvalidOffset(command.offset, field="offset")
         self.store(partition, key, command.offset)
+
+
+def consumer_lag(topic: Topic, group_names: dict[int, str]) -> list[ConsumerLag]:
+    """Every consumer with a stored offset in ``topic``, and every group in every partition,
+    with its lag (see the module's docstring); groups first, by id, then consumers."""
+    rows: list[ConsumerLag] = []
+    partitions = [topic.partitions[key] for key in sorted(topic.partitions)]
+    consumers = sorted({key for partition in partitions for key in partition.offsets
+                        if key[0] == ConsumerKind.CONSUMER})
+    keys: Iterable[tuple[OffsetKey, str]] = [
+        *(((int(ConsumerKind.CONSUMER_GROUP), group_id), name) for group_id, name in sorted(group_names.items())),
+        *((key, "") for key in consumers),
+    ]
+    for key, name in keys:
+        for partition in partitions:
+            stored = partition.offsets.get(key)
+            if stored is None and key[0] == ConsumerKind.CONSUMER:
+                continue
+            log = partition.log
+            end, first = log.next_offset, log.first_offset
+            lag = end - first if stored is None else max(0, end - max(stored + 1, first))
+            rows.append(ConsumerLag(key[0], key[1], name, partition.id, stored is not None,
+                                    stored or 0, end, lag))
+    return rows

@@ -8,6 +8,7 @@ import httpx
 from http_helpers import bearer
 
 from rill.client import Client, Message, PollingStrategy
+from rill.protocol.primitives import Consumer
 
 
 def scrape(base_url: str) -> dict[str, float]:
@@ -76,3 +77,27 @@ def test_metrics_can_be_moved_or_switched_off(rill_factory):
     assert httpx.get(f"{moved.http_url}/metrics").status_code == 404  # no such route there
     off = rill_factory({"RILL_HTTP_METRICS_ENABLED": "false"}).start()
     assert httpx.get(f"{off.http_url}/metrics").status_code == 404  # no such route
+
+
+def test_consumer_group_lag_is_a_gauge_and_an_http_route(http_server, api, stream):
+    with Client(http_server.address) as tcp:
+        tcp.login_user("iggy", "iggy")
+        tcp.send_messages(stream["id"], "t", [Message(b"m")] * 8, partitioning=2)
+        tcp.create_consumer_group(stream["id"], "t", "readers")
+        tcp.store_consumer_offset(stream["id"], "t", 2, Consumer.group("readers"), 2)
+        tcp.store_consumer_offset(stream["id"], "t", 6, 5, 2)
+
+    def lag(partition: int) -> float:
+        labels = f'stream="{stream["name"]}",topic="t",group="readers",partition="{partition}"'
+        return samples[f"rill_consumer_group_lag{{{labels}}}"]
+
+    samples = scrape(http_server.http_url)
+    assert lag(2) == 5  # offsets 3..7
+    assert lag(1) == lag(3) == 0
+
+    rows = api.get(f"/streams/{stream['id']}/topics/t/consumer-lag").json()
+    assert {"consumer_kind": "consumer_group", "consumer_id": 1, "group_name": "readers", "partition_id": 2,
+            "committed_offset": 2, "end_offset": 8, "lag": 5} in rows
+    assert {"consumer_kind": "consumer", "consumer_id": 5, "group_name": None, "partition_id": 2,
+            "committed_offset": 6, "end_offset": 8, "lag": 1} in rows
+    assert len(rows) == 3 + 1  # the group in every partition, the consumer where it committed

@@ -86,6 +86,16 @@ class ConsumerOffsetInfo(BaseModel):
     stored_offset: int
 
 
+class ConsumerLag(BaseModel):
+    consumer_kind: Literal["consumer", "consumer_group"]
+    consumer_id: int
+    group_name: Optional[str] = Field(description="The group's name; null for a consumer")
+    partition_id: int
+    committed_offset: Optional[int] = Field(description="The last offset consumed; null: none yet")
+    end_offset: int = Field(description="The offset the partition's next message will get")
+    lag: int = Field(description="Stored messages after the committed offset")
+
+
 class PolledMessage(BaseModel):
     offset: int
     state: Literal["available", "unavailable", "poisoned", "marked_for_deletion"]

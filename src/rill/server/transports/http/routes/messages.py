@@ -70,6 +70,13 @@ async def store_consumer_offset(request: Request, stream_id: Id, topic_id: Id,
     return await run(request, "store_consumer_offset", body)
 
 
+@router.get(T + "/consumer-lag", response_model=None,
+            responses=replies(list[schemas.ConsumerLag], body=False), tags=["consumer offsets"],
+            summary="Committed offset, end offset and lag of every group and stored consumer")
+async def get_consumer_lag(request: Request, stream_id: Id, topic_id: Id) -> Response:
+    return await run(request, "get_consumer_lag")
+
+
 @groups.get(T + "/consumer-groups", response_model=None,
             responses=replies(list[schemas.ConsumerGroup], body=False))
 async def get_consumer_groups(request: Request, stream_id: Id, topic_id: Id) -> Response:
