@@ -132,6 +132,11 @@ class Output:
         sys.stdout.write(message + "\n")
         sys.stdout.flush()
 
+    def write(self, text: str) -> None:
+        """Plain data on stdout as given (no line break added; printed even with --quiet)."""
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
     def note(self, message: str) -> None:
         """An informational line on stderr, hidden by --quiet."""
         if not self.quiet:
