@@ -166,7 +166,7 @@ def update_topic(
     ctx: typer.Context,
     stream: str = stream_argument(),
     topic: str = topic_argument(),
-    name: Optional[str] = typer.Option(None, "--name", "-n", help="New name (default: unchanged)."),
+    name: Optional[str] = typer.Option(None, "--name", help="New name (default: unchanged)."),
     compression: Optional[str] = typer.Option(None, "--compression", help=COMPRESSION_HELP),
     message_expiry: Optional[str] = typer.Option(None, "--message-expiry", "-e", help=EXPIRY_HELP),
     max_size: Optional[str] = typer.Option(None, "--max-size", "-s", help=SIZE_HELP),

@@ -189,7 +189,7 @@ def get_users(ctx: typer.Context) -> None:
 def update_user(
     ctx: typer.Context,
     user: str = user_argument(),
-    name: Optional[str] = typer.Option(None, "--name", "-n", help="New username."),
+    name: Optional[str] = typer.Option(None, "--name", help="New username."),
     status: Optional[str] = typer.Option(None, "--status", help="active or inactive."),
 ) -> None:
     """Rename a user or change its status."""
