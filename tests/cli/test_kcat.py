@@ -9,6 +9,7 @@ import subprocess
 from rill.cli.output import message_id
 from rill.client import Message, PollingStrategy
 from rill.protocol.headers import KEY_HEADER, HeaderKind, HeaderValue
+from rill.protocol.primitives import Consumer
 
 from .helpers import RILL
 
@@ -158,3 +159,21 @@ def test_key_separator_splits_lines_into_key_and_payload(cli, tmp_path):
     assert last == "tab-key=payload\n"
     usage = cli.run("message", "send", "orders", "eu", "x", "--key-separator", ":", ok=False)
     assert usage.returncode == 2 and "--key-separator" in usage.stderr
+
+
+def test_follow_with_a_group_still_polls_as_the_group(cli):
+    make_topic(cli)
+    with cli.sdk() as client:
+        client.create_consumer_group("orders", "eu", "workers")
+        for partition, payload in ((3, b"c"), (1, b"a"), (2, b"b")):
+            client.send_messages("orders", "eu", [payload], partitioning=partition)
+    follow = ("message", "poll", "orders", "eu", "--group", "workers", "--follow")
+    usage = cli.run(*follow, ok=False)
+    assert usage.returncode == 2 and "--auto-commit" in usage.stderr
+    done = cli.run("--json", *follow, "--next", "--auto-commit", "--count", "3")
+    got = json_lines(done.stdout)
+    assert sorted((m["partition_id"], m["payload"]) for m in got) == [(1, "a"), (2, "b"), (3, "c")]
+    with cli.sdk() as client:  # the group's offsets moved, the poll went through the group
+        stored = [client.get_consumer_offset("orders", "eu", Consumer.group("workers"), partition)
+                  for partition in (1, 2, 3)]
+    assert [offset.stored_offset for offset in stored] == [0, 0, 0]
