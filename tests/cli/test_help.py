@@ -85,3 +85,38 @@ def test_tables_stay_readable_at_80_columns(cli):
         cells = [cell.strip() for line in lines for cell in line.replace("┃", "│").split("│")]
         for value in expected[args]:  # each on one line, not folded
             assert value in cells, (args, value, result.stdout)
+
+
+def test_tables_fit_a_real_80_column_terminal(cli):
+    """rich asks the terminal for its size: a topic list in an 80-column pty drops columns."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+
+    with cli.sdk() as client:
+        client.create_stream("orders-of-the-european-union")
+        client.create_topic("orders-of-the-european-union", "payments-eu-west", 3)
+    env = {key: value for key, value in cli.env().items() if key not in ("COLUMNS", "LINES")}
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: an 80x24 terminal, then rill
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+        os.execve(RILL, [RILL, "topic", "list", "orders-of-the-european-union"], env)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(terminal, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    _, status = os.waitpid(pid, 0)
+    os.close(terminal)
+    text = b"".join(chunks).decode("utf-8")
+    assert os.waitstatus_to_exitcode(status) == 0, text
+    lines = text.replace("\r\n", "\n").splitlines()
+    assert all(len(line.rstrip()) <= 80 for line in lines), text
+    cells = [cell.strip() for line in lines for cell in line.replace("┃", "│").split("│")]
+    assert "payments-eu-west" in cells and "Partitions" in cells and "…" not in text
