@@ -78,14 +78,16 @@ def test_follow_without_a_group_follows_every_partition(cli):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli.env(),
     )
     text_follower = subprocess.Popen(
-        [RILL, "message", "poll", "orders", "eu", "--follow", "--count", "3"],
+        [RILL, "message", "poll", "orders", "eu", "--follow", "--count", "4"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli.env(),
     )
     try:
         with cli.sdk() as client:
             for partition, payload in ((3, b"c"), (1, b"a"), (2, b"b")):
                 client.send_messages("orders", "eu", [payload], partitioning=partition)
-        out, err = follower.communicate(timeout=30)
+            out, err = follower.communicate(timeout=30)
+            client.create_partitions("orders", "eu", 1)  # found while following, read from its start
+            client.send_messages("orders", "eu", [b"d"], partitioning=4)
         text_out, text_err = text_follower.communicate(timeout=30)
     finally:
         follower.kill()
@@ -96,7 +98,7 @@ def test_follow_without_a_group_follows_every_partition(cli):
     # the partition is the first column of each line
     lines = sorted(line.split("\t") for line in text_out.splitlines())
     assert [(fields[0], fields[1], fields[-1]) for fields in lines] == [("1", "0", "a"), ("2", "0", "b"),
-                                                                       ("3", "0", "c")]
+                                                                       ("3", "0", "c"), ("4", "0", "d")]
 
 
 def test_format_string(cli):

@@ -53,6 +53,7 @@ app = typer.Typer(name="message", help="Send, poll and flush messages.", no_args
 
 MAX_BATCH_BYTES = 4_000_000  # well under the server's 10 MB payload limit per SEND
 FOLLOW_INTERVAL = 0.25  # seconds between polls that found nothing new
+PARTITIONS_INTERVAL = 2.0  # seconds between looks for partitions added while following
 
 
 def _progress(out: Output, counted: bool = False, in_bytes: bool = False, show: bool = True) -> Any:
@@ -289,11 +290,8 @@ def poll_messages(
                     poller.run_group(client, stream, topic, who, strategy, wanted, auto_commit,
                                      batch_size, follow)
                 else:
-                    partitions: list[int | None] = [partition]
-                    if partition is None and streaming:
-                        partitions = sorted(p.id for p in client.get_topic(stream, topic).partitions)
-                    poller.run(client, stream, topic, who, partitions, strategy, wanted, auto_commit,
-                               batch_size, follow)
+                    poller.run(client, stream, topic, who, partition, strategy, wanted, auto_commit,
+                               batch_size, follow, every_partition=partition is None and streaming)
             finally:
                 if group_id is not None:
                     with contextlib.suppress(Exception):
@@ -315,18 +313,26 @@ class _Poller:
         self.print_each = streaming or template is not None
         self.messages: list[tuple[int, Any]] = []  # (partition ID, message) kept for report()
         self.received = 0
-        self.partition_id = 0
+        self.partition_id = 0  # the first partition read (the one, unless reading every partition)
         self.current_offset = 0
+        self.partitions_read: set[int] = set()
 
-    def run(self, client: Any, stream: Any, topic: Any, who: Consumer, partitions: list[int | None],
+    def run(self, client: Any, stream: Any, topic: Any, who: Consumer, partition: int | None,
             strategy: PollingStrategy, wanted: int | None, auto_commit: bool, batch_size: int,
-            follow: bool) -> None:
-        """A consumer's poll: each partition from ``strategy``, then on by offset, in turns,
-        until every one is at its end (then stop, or with ``follow`` wait) or ``wanted`` came."""
-        cursors = [[partition, strategy] for partition in partitions]  # None: the server chooses
+            follow: bool, every_partition: bool) -> None:
+        """A consumer's poll: the partition (None: the server's choice) or every partition of
+        the topic, each from ``strategy`` and then on by offset, in turns, until every one is at
+        its end (then stop, or with ``follow`` wait, looking for new partitions now and then)
+        or ``wanted`` messages came. A partition added while following is read from its start."""
+
+        def partition_ids() -> list[int]:
+            return sorted(item.id for item in client.get_topic(stream, topic).partitions)
+
+        cursors = [[item, strategy] for item in (partition_ids() if every_partition else [partition])]
+        next_look = time.monotonic() + PARTITIONS_INTERVAL
         with self._progress(wanted, batch_size) as (progress, task):
             try:
-                while cursors and (wanted is None or self.received < wanted):
+                while (cursors or follow) and (wanted is None or self.received < wanted):
                     ended = 0
                     for cursor in cursors:
                         if wanted is not None and self.received >= wanted:
@@ -346,6 +352,11 @@ class _Poller:
                         if ended == len(cursors):
                             if not follow:
                                 break
+                            if every_partition and time.monotonic() >= next_look:
+                                known = {cursor[0] for cursor in cursors}
+                                cursors += [[item, PollingStrategy.first()] for item in partition_ids()
+                                            if item not in known]
+                                next_look = time.monotonic() + PARTITIONS_INTERVAL
                             time.sleep(FOLLOW_INTERVAL)
             except KeyboardInterrupt:
                 if not follow:
@@ -385,6 +396,7 @@ class _Poller:
             self.partition_id = partition_id
         self.current_offset = current_offset
         self.received += len(polled)
+        self.partitions_read.update([partition_id] if polled else [])
         if self.sink is not None:
             for message in polled:
                 self.sink.write(message.payload)
@@ -411,8 +423,10 @@ class _Poller:
         summary = {"partition_id": self.partition_id, "current_offset": self.current_offset,
                    "count": self.received}
         if output_file is not None:
-            out.done(f"polled {self.received} message(s) from partition {self.partition_id} "
-                     f"to {output_file}", {**summary, "output_file": str(output_file)})
+            source = (f"{len(self.partitions_read)} partitions" if len(self.partitions_read) > 1
+                      else f"partition {self.partition_id}")
+            out.done(f"polled {self.received} message(s) from {source} to {output_file}",
+                     {**summary, "output_file": str(output_file)})
             return
         if out.json_mode:
             out.json({**summary, "messages": [message_json(message, partition_id, self.encoding)
