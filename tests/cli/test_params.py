@@ -57,7 +57,7 @@ def test_headers_take_a_kind_and_may_contain_colons():
 def test_header_json_and_text():
     value = HeaderValue.int(HeaderKind.UINT16, 9)
     assert params.header_json(value) == {"kind": "uint16", "value": 9}
-    assert params.header_text({"a": value, "b": HeaderValue.raw(b"\x01")}) == "a=9, b=01"
+    assert params.header_text({"a": value, "b": HeaderValue.raw(b"\x01")}) == "a=9, b=hex:01"
 
 
 def test_timestamps():

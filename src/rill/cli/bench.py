@@ -47,14 +47,14 @@ SCENARIO_HELP = {
 }
 SCENARIO_EXAMPLES = {
     "send": ("rill bench send", "rill bench send --producers 4 --partitions 4 --batches 500",
-             "rill bench send -p 2 --streams 2 --duration 30 --warmup 2 --fsync always",
+             "rill bench send --producers 2 --streams 2 --duration 30 --warmup 2 --fsync always",
              "rill bench send --transport quic --server-address 127.0.0.1:8080 --no-progress"),
-    "poll": ("rill bench poll", "rill bench poll -c 2 --streams 2 --messages-per-batch 100",
+    "poll": ("rill bench poll", "rill bench poll --consumers 2 --streams 2 --messages-per-batch 100",
              "rill bench poll --server-address 127.0.0.1:8090 --duration 20"),
-    "send-and-poll": ("rill bench send-and-poll -p 2 -c 2 --streams 2",
+    "send-and-poll": ("rill bench send-and-poll --producers 2 --consumers 2 --streams 2",
                       "rill bench send-and-poll --transport http --message-size 200"),
-    "consumer-group-poll": ("rill bench consumer-group-poll -c 4 --partitions 4",
-                            "rill bench consumer-group-poll -c 4 --consumer-groups 2 --partitions 2"),
+    "consumer-group-poll": ("rill bench consumer-group-poll --consumers 4 --partitions 4",
+                            "rill bench consumer-group-poll --consumers 4 --consumer-groups 2 --partitions 2"),
 }
 
 
@@ -149,9 +149,9 @@ _WITH_CONSUMERS = frozenset({"poll", "send-and-poll", "consumer-group-poll"})
 # (parameter, type, typer option, scenarios that take it): one table, so each verb shows only
 # the flags that mean something for it
 _FLAGS: tuple[tuple[str, Any, Any, frozenset[str]], ...] = (
-    ("producers", int, typer.Option(1, "--producers", "-p", help="Producers, each in its own process."),
+    ("producers", int, typer.Option(1, "--producers", help="Producers, each in its own process."),
      _WITH_PRODUCERS),
-    ("consumers", int, typer.Option(1, "--consumers", "-c", help="Consumers, each in its own process."),
+    ("consumers", int, typer.Option(1, "--consumers", help="Consumers, each in its own process."),
      _WITH_CONSUMERS),
     ("streams", int, typer.Option(1, "--streams", help="Bench streams (ids from --start-stream-id + 1)."), _ALL),
     ("partitions", int, typer.Option(1, "--partitions", help="Partitions of topic 1 of each stream."), _ALL),
@@ -159,17 +159,17 @@ _FLAGS: tuple[tuple[str, Any, Any, frozenset[str]], ...] = (
      frozenset({"consumer-group-poll"})),
     ("messages_per_batch", int, typer.Option(1000, "--messages-per-batch", "-m", help="Messages in each batch."),
      _ALL),
-    ("message_size", int, typer.Option(1000, "--message-size", "-s", help="Payload bytes of each message."), _ALL),
+    ("message_size", int, typer.Option(1000, "--message-size", help="Payload bytes of each message."), _ALL),
     ("batches", int, typer.Option(1000, "--batches", "-b", help="Batches per actor (ignored with --duration)."),
      _ALL),
     ("duration", Optional[float], typer.Option(None, "--duration", "-d",
                                                help="Seconds each actor runs (wins over --batches)."), _ALL),
     ("warmup", float, typer.Option(0.0, "--warmup", "-w", help="Seconds of untimed traffic before measuring."),
      _ALL),
-    ("transport", str, typer.Option("tcp", "--transport", "-t", metavar="tcp|quic|http", help="Client transport."),
+    ("transport", str, typer.Option("tcp", "--transport", metavar="tcp|quic|http", help="Client transport."),
      _ALL),
     ("server_address", Optional[str], typer.Option(
-        None, "--server-address", "-a", help="HOST:PORT of a running server (default: start one)."), _ALL),
+        None, "--server-address", help="HOST:PORT of a running server (default: start one)."), _ALL),
     ("fsync", str, typer.Option("interval", "--fsync", metavar="never|interval|always",
                                 help="fsync policy of the server the benchmark starts."), _ALL),
     ("ca_file", Optional[str], typer.Option(
@@ -186,7 +186,7 @@ _FLAGS: tuple[tuple[str, Any, Any, frozenset[str]], ...] = (
      _ALL),
     ("shared_streams", bool, typer.Option(False, "--shared-streams",
                                           help="Let actors share a stream without a partition each."), _ALL),
-    ("output_dir", Path, typer.Option(DEFAULT_OUTPUT_DIR, "--output-dir", "-o", help="Where the reports go."), _ALL),
+    ("output_dir", Path, typer.Option(DEFAULT_OUTPUT_DIR, "--output-dir", help="Where the reports go."), _ALL),
     ("json_only", bool, typer.Option(False, "--json-only", help="Write the JSON report only (no HTML)."), _ALL),
     ("no_progress", bool, typer.Option(False, "--no-progress", help="No live progress display."), _ALL),
 )
@@ -249,23 +249,23 @@ def _counts(value: str) -> list[int]:
 ))
 def scaling(
     ctx: typer.Context,
-    producers: str = typer.Option("1,2,4,8", "--producers", "-p",
+    producers: str = typer.Option("1,2,4,8", "--producers",
                                   help="Actor counts to sweep (producers = consumers = partitions)."),
     scenarios: str = typer.Option("send,poll", "--scenarios", help="Which of send,poll to sweep."),
     messages_per_batch: int = typer.Option(1000, "--messages-per-batch", "-m", help="Messages in each batch."),
-    message_size: int = typer.Option(1000, "--message-size", "-s", help="Payload bytes of each message."),
+    message_size: int = typer.Option(1000, "--message-size", help="Payload bytes of each message."),
     batches: int = typer.Option(200, "--batches", "-b", help="Batches per actor (ignored with --duration)."),
     duration: Optional[float] = typer.Option(None, "--duration", "-d", help="Seconds each actor runs."),
     warmup: float = typer.Option(0.0, "--warmup", "-w", help="Seconds of untimed traffic before measuring."),
-    transport: str = typer.Option("tcp", "--transport", "-t", metavar="tcp|quic|http", help="Client transport."),
+    transport: str = typer.Option("tcp", "--transport", metavar="tcp|quic|http", help="Client transport."),
     server_address: Optional[str] = typer.Option(
-        None, "--server-address", "-a", help="HOST:PORT of a running server (default: start one)."),
+        None, "--server-address", help="HOST:PORT of a running server (default: start one)."),
     fsync: str = typer.Option("interval", "--fsync", metavar="never|interval|always",
                               help="fsync policy of the server the benchmark starts."),
     username: str = typer.Option("iggy", "--username", "-u", help="User every actor logs in as."),
     password: str = typer.Option("iggy", "--password", help="Password of --username."),
     start_stream_id: int = typer.Option(3_000_000, "--start-stream-id", help="The bench stream is this + 1."),
-    output_dir: Path = typer.Option(DEFAULT_OUTPUT_DIR, "--output-dir", "-o", help="Where the reports go."),
+    output_dir: Path = typer.Option(DEFAULT_OUTPUT_DIR, "--output-dir", help="Where the reports go."),
     json_only: bool = typer.Option(False, "--json-only", help="Write the JSON report only (no HTML)."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No live progress display."),
 ) -> None:

@@ -25,11 +25,11 @@ FSYNC_CHOICES = {"both": ("interval", "always"), "interval": ("interval",), "alw
 
 def compare_command(
     messages: int = typer.Option(
-        100_000, "--messages", "-n", help="Messages per target and fsync mode (a multiple of --batch)."
+        100_000, "--messages", help="Messages per target and fsync mode (a multiple of --batch)."
     ),
-    message_size: int = typer.Option(1000, "--message-size", "-s", help="Payload bytes per message."),
+    message_size: int = typer.Option(1000, "--message-size", help="Payload bytes per message."),
     batch: int = typer.Option(
-        1000, "--batch", "-b", help="Messages per batch / pipeline / fetch (one round trip)."
+        1000, "--batch", help="Messages per batch / pipeline / fetch (one round trip)."
     ),
     fsync: str = typer.Option(
         "both", "--fsync", metavar="both|interval|always",
@@ -40,7 +40,7 @@ def compare_command(
         help="Comma-separated targets: rill, nats, redis, limit.",
     ),
     output_dir: Path = typer.Option(
-        Path("bench-results"), "--output-dir", "-o", help="Where compare.json and compare.html go."
+        Path("bench-results"), "--output-dir", help="Where compare.json and compare.html go."
     ),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress lines on stderr."),
 ) -> None:

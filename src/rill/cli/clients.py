@@ -78,4 +78,5 @@ def get_clients(ctx: typer.Context) -> None:
     with session(ctx) as client:
         clients = sorted(client.get_clients(), key=lambda item: item.client_id)
     settings(ctx).output.emit([client_json(c) for c in clients], CLIENT_COLUMNS,
-                              (client_row(c) for c in clients), title="Clients")
+                              (client_row(c) for c in clients), title="Clients",
+                              droppable=("Transport", "User ID"))

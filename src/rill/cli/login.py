@@ -161,7 +161,7 @@ def list_contexts(ctx: typer.Context) -> None:
         rows, CONTEXT_COLUMNS,
         (("*" if r["current"] else "", r["name"], r["address"] or "127.0.0.1:8090 (default)",
           r["transport"] or DEFAULT_TRANSPORT, r["username"], r["credential"]) for r in rows),
-        title=f"Contexts ({store.path})",
+        title=f"Contexts ({store.path})", droppable=("Transport", "Username"),
     )
 
 

@@ -11,6 +11,18 @@ Layout: one module per resource group (``streams``, ``topics``, ``partitions``, 
 ``context`` (connection and saved contexts), ``output`` (tables and JSON), ``params`` (value
 parsers) and ``failures`` (error lines and exit codes: 0 ok, 1 error answered, 2 usage,
 3 no connection, 130 interrupted) are shared by all.
+
+Command-line conventions, the same for every verb:
+
+* ``--json`` may stand anywhere before a ``--`` (``rill --json stream list`` and ``rill stream
+  list --json`` are one command): ``RootGroup`` moves it in front of the verb.
+* A short flag means one thing everywhere (tests/cli/test_help.py checks it): ``-a``
+  ``--address``, ``-b`` ``--batches``, ``-c`` ``--consumer``, ``-d`` ``--duration``, ``-e``
+  ``--message-expiry``, ``-f`` ``--file``, ``-g`` ``--group``, ``-H`` ``--header``, ``-k``
+  ``--key``, ``-m`` ``--messages-per-batch``, ``-n`` ``--count``, ``-o`` ``--output``, ``-p``
+  ``--password``, ``-q`` ``--quiet``, ``-s`` ``--max-size``, ``-t`` ``--token``, ``-u``
+  ``--username``, ``-V`` ``--version``, ``-w`` ``--warmup``. Other options have no short form.
+* A yes/no option is a flag (``--first``, ``--insecure``): help shows no value for it.
 """
 
 from __future__ import annotations
@@ -18,7 +30,7 @@ from __future__ import annotations
 import logging
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -40,12 +52,41 @@ from rill.cli import (
 from rill.cli.context import TRANSPORTS, Settings
 from rill.cli.failures import RillGroup
 
+ANYWHERE_FLAGS = ("--json",)  # global flags a verb's own options may be mixed with
+
+
+class RootGroup(RillGroup):
+    """The ``rill`` group: ``ANYWHERE_FLAGS`` found after the verb are moved in front of it."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        end = args.index("--") if "--" in args else len(args)
+        found = [flag for flag in ANYWHERE_FLAGS if flag in args[:end]]
+        moved = [arg for arg in args[:end] if arg not in found] + args[end:]
+        return super().parse_args(ctx, found + moved)
+
+
+def _flags_show_no_type() -> None:
+    """typer (0.2x) prints ``<bool>`` beside every flag in rich help; a flag takes no value."""
+    option = getattr(typer.core, "TyperOption", None)
+    shown = getattr(option, "display_type_rich", None)
+    if shown is None or getattr(shown, "flags_hidden", False):
+        return
+
+    def display_type_rich(self: Any, ctx: Any) -> Any:
+        return None if self.is_flag else shown(self, ctx)
+
+    display_type_rich.flags_hidden = True  # type: ignore[attr-defined]
+    option.display_type_rich = display_type_rich
+
+
+_flags_show_no_type()
+
 app = typer.Typer(
     name="rill",
     help="rill: a persistent message streaming server speaking the Iggy binary protocol.",
     no_args_is_help=True,
     add_completion=True,
-    cls=RillGroup,
+    cls=RootGroup,
     pretty_exceptions_show_locals=False,  # never print a password held in a local variable
     epilog="Examples:\n\n  rill -u iggy login\n\n  rill stream create orders\n\n"
     "  rill topic create orders eu --partitions 3\n\n  rill message send orders eu hello world\n\n"
@@ -90,7 +131,7 @@ def main(
                                            help="Password for --username (prefer the prompt)."),
     token: Optional[str] = typer.Option(None, "--token", "-t", envvar="RILL_TOKEN", show_envvar=False,
                                         help="Log in with a personal access token."),
-    context: Optional[str] = typer.Option(None, "--context", "-c", envvar="RILL_CONTEXT", show_envvar=True,
+    context: Optional[str] = typer.Option(None, "--context", envvar="RILL_CONTEXT", show_envvar=True,
                                           help="Use this saved context (default: the current one)."),
     ca_file: Optional[str] = typer.Option(
         None, "--ca-file", envvar="RILL_CA_FILE", show_envvar=True,
@@ -101,7 +142,8 @@ def main(
         False, "--insecure", help="Do not verify the server's certificate (a self-signed local "
         "server whose certificate you cannot get; prefer --ca-file).",
     ),
-    json_output: bool = typer.Option(False, "--json", help="Machine-readable JSON output."),
+    json_output: bool = typer.Option(False, "--json", help="Machine-readable JSON output (also "
+                                     "accepted after the verb: rill stream list --json)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No confirmations or progress bars."),
 ) -> None:
     """rill command-line tool: manage a rill (or Iggy 0.4) server and its messages."""

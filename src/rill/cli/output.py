@@ -12,6 +12,12 @@ Conventions (the same for every verb):
 * Verbs that change something print one confirmation line; ``--quiet`` suppresses it (and
   progress bars) but never the data a verb was asked for. With ``--json`` they print
   ``{"ok": true, "command": "<sdk method>", ...}`` or, for creates, the created resource.
+* Tables fit the terminal (or ``$COLUMNS``; 200 columns when piped without it): a table that
+  would have to fold its cells drops its *droppable* columns first, in the order the verb lists
+  them (a topic list at 80 columns loses ``Created``, ``Compression``, ``Replication``).
+* Bytes are never mangled: a payload, key or header value that is valid UTF-8 is shown as text;
+  any other is base64, and says so (``"payload_encoding": "base64"`` in JSON, a ``base64:``
+  prefix in text) -- see ``binary_text``.
 * JSON keeps the protocol's field names and units (timestamps and expiries in µs since the
   epoch / µs, sizes in bytes) with three readability changes: ``null`` for "never" expiries and
   "unlimited" sizes (``u64::MAX`` on the wire), enum bytes as lower-case names
@@ -23,7 +29,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import base64
 import json
+import os
 import sys
 import uuid
 from datetime import datetime
@@ -38,11 +46,11 @@ _WIDTH_WHEN_PIPED = 200  # rich would wrap tables at 80 columns when stdout is n
 
 
 def _console(stderr: bool) -> Console:
+    """The terminal's width, else ``$COLUMNS`` (rich reads it), else 200 when piped."""
     stream = sys.stderr if stderr else sys.stdout
-    is_terminal = stream.isatty()
+    sized = stream.isatty() or os.environ.get("COLUMNS", "").isdigit()
     return Console(
-        file=stream, width=None if is_terminal else _WIDTH_WHEN_PIPED, highlight=False,
-        soft_wrap=False,
+        file=stream, width=None if sized else _WIDTH_WHEN_PIPED, highlight=False, soft_wrap=False,
     )
 
 
@@ -80,13 +88,24 @@ class Output:
         sys.stdout.flush()
 
     def table(
-        self, columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None
+        self, columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None,
+        droppable: Sequence[str] = (),
     ) -> None:
-        table = Table(title=title, title_justify="left", min_width=len(title) if title else None)
-        for column in columns:
-            table.add_column(column, overflow="fold")
-        for row in rows:
-            table.add_row(*(cell(value) for value in row))
+        """A table; ``droppable`` columns go, in that order, while the rest would have to fold."""
+        cells = [[cell(value) for value in row] for row in rows]
+        natural = [max([len(column), *(row[index].cell_len for row in cells)])
+                   for index, column in enumerate(columns)]
+        kept = list(range(len(columns)))
+        for name in droppable:
+            if sum(natural[index] + 3 for index in kept) + 1 <= self.console.width:  # "│ x " + "│"
+                break
+            kept = [index for index in kept if columns[index] != name]
+        table = Table(title=title, title_justify="left",
+                      min_width=min(len(title), self.console.width) if title else None)
+        for index in kept:
+            table.add_column(columns[index], overflow="fold")
+        for row in cells:
+            table.add_row(*(row[index] for index in kept))
         self.console.print(table)
 
     def record(self, pairs: Iterable[tuple[str, Any]], title: str | None = None) -> None:
@@ -94,12 +113,12 @@ class Output:
         self.table(("Property", "Value"), pairs, title=title)
 
     def emit(self, value: Any, columns: Sequence[str], rows: Iterable[Sequence[Any]],
-             title: str | None = None) -> None:
+             title: str | None = None, droppable: Sequence[str] = ()) -> None:
         """``value`` as JSON with ``--json``, else the table."""
         if self.json_mode:
             self.json(value)
         else:
-            self.table(columns, rows, title)
+            self.table(columns, rows, title, droppable)
 
     def done(self, message: str, json_value: Any = None, **fields: Any) -> None:
         """A confirmation: one line, or the JSON value (default ``{"ok": true, ...}``)."""
@@ -111,6 +130,11 @@ class Output:
     def text(self, message: str) -> None:
         """Plain data on stdout (printed even with --quiet)."""
         sys.stdout.write(message + "\n")
+        sys.stdout.flush()
+
+    def write(self, text: str) -> None:
+        """Plain data on stdout as given (no line break added; printed even with --quiet)."""
+        sys.stdout.write(text)
         sys.stdout.flush()
 
     def note(self, message: str) -> None:
@@ -173,6 +197,20 @@ def format_duration(micros: int) -> str:
 def message_id(value: int) -> str:
     """A message's u128 id as the UUID its wire bytes spell (canonical order)."""
     return str(uuid.UUID(bytes=value.to_bytes(16, "little")))
+
+
+def binary_text(data: bytes) -> tuple[str, str]:
+    """(text, encoding): valid UTF-8 as itself (``"text"``), anything else base64 (``"base64"``)."""
+    try:
+        return bytes(data).decode("utf-8"), "text"
+    except UnicodeDecodeError:
+        return base64.b64encode(data).decode("ascii"), "base64"
+
+
+def binary_cell(data: bytes) -> str:
+    """Bytes for a line of text: UTF-8 as itself, anything else ``base64:<base64>``."""
+    text, encoding = binary_text(data)
+    return text if encoding == "text" else f"base64:{text}"
 
 
 def sentinel(value: int) -> int | None:

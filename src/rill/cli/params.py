@@ -9,7 +9,8 @@ error, exit code 2) for anything malformed, before a connection is opened.
 * sizes (max topic size): ``10GB``, ``512MiB``, ``2000000`` (bytes), ``unlimited``, ``default``;
 * headers: ``key:kind:value`` where kind is a header kind name (``string``, ``uint32``, ``bool``,
   ``raw`` with a hex value, ...); the value may itself contain ``:``;
-* timestamps: µs since the epoch or an ISO 8601 date/time (local time unless it has an offset).
+* timestamps: µs since the epoch or an ISO 8601 date/time (local time unless it has an offset);
+* separators (``--key-separator``): text with the escapes ``\\t``, ``\\r``, ``\\0``, ``\\\\``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import TypeVar
 
 import typer
 
+from rill.cli.output import binary_cell, binary_text
 from rill.protocol.headers import HeaderKind, HeaderValue
 
 U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
@@ -141,16 +143,28 @@ def header(spec: str) -> tuple[str, HeaderValue]:
 
 
 def header_json(value: HeaderValue) -> dict[str, object]:
-    """A header value as ``{"kind": "uint32", "value": 5}`` (raw values in hex)."""
+    """A header value as ``{"kind": "uint32", "value": 5}``: raw values in hex, a string that
+    is not valid UTF-8 in base64 with ``"encoding": "base64"``."""
+    kind = value.kind.name.lower()
+    if value.kind == HeaderKind.STRING:
+        text, encoding = binary_text(value.value)
+        return {"kind": kind, "value": text, **({"encoding": encoding} if encoding != "text" else {})}
     python = value.to_python()
     if isinstance(python, bytes):
         python = python.hex()
-    return {"kind": value.kind.name.lower(), "value": python}
+    return {"kind": kind, "value": python}
 
 
 def header_text(headers: dict[str, HeaderValue]) -> str:
-    """``key=value`` pairs for a table cell."""
-    return ", ".join(f"{key}={header_json(value)['value']}" for key, value in headers.items())
+    """``key=value`` pairs for a table cell (``hex:``/``base64:`` mark values shown encoded)."""
+    def shown(value: HeaderValue) -> str:
+        if value.kind == HeaderKind.RAW:
+            return f"hex:{value.value.hex()}"
+        if value.kind == HeaderKind.STRING:
+            return binary_cell(value.value)
+        return str(value.to_python())
+
+    return ", ".join(f"{key}={shown(value)}" for key, value in headers.items())
 
 
 def timestamp(value: str) -> int:
@@ -165,6 +179,17 @@ def timestamp(value: str) -> int:
             f"{value!r} is not a timestamp (µs since the epoch or e.g. 2025-01-31T12:00:00)"
         ) from None
     return int(moment.timestamp() * 1_000_000)
+
+
+ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\"}  # after a backslash
+
+
+def separator(value: str) -> bytes:
+    """A line's key/payload separator, escapes replaced; never empty, never a line break."""
+    text = re.sub(r"\\(.)", lambda match: ESCAPES.get(match.group(1), match.group(0)), value)
+    if not text or "\n" in text:
+        raise typer.BadParameter("a key separator is not empty and has no line break")
+    return text.encode("utf-8")
 
 
 def examples(*lines: str) -> str:

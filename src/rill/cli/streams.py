@@ -18,11 +18,12 @@ from rill import errors
 from rill.cli.context import session, settings
 from rill.cli.output import format_size, format_time
 from rill.cli.params import examples, stream_argument
-from rill.cli.topics import TOPIC_COLUMNS, topic_json, topic_row
+from rill.cli.topics import TOPIC_COLUMNS, TOPIC_DROPPABLE, topic_json, topic_row
 
 app = typer.Typer(name="stream", help="Create, inspect, change and delete streams.", no_args_is_help=True)
 
 STREAM_COLUMNS = ("ID", "Name", "Created", "Topics", "Size", "Messages")
+STREAM_DROPPABLE = ("Created",)  # at narrow widths
 
 
 def stream_json(stream: Any) -> dict[str, Any]:
@@ -56,7 +57,8 @@ def show_stream(ctx: typer.Context, details: Any) -> None:
         return
     out.record(zip(STREAM_COLUMNS, stream_row(details)), title=f"Stream {details.id}")
     if details.topics:
-        out.table(TOPIC_COLUMNS, (topic_row(topic) for topic in details.topics), title="Topics")
+        out.table(TOPIC_COLUMNS, (topic_row(topic) for topic in details.topics), title="Topics",
+                  droppable=TOPIC_DROPPABLE)
 
 
 @app.command("create", epilog=examples("rill stream create orders", "rill stream create orders --id 7",
@@ -89,7 +91,7 @@ def get_streams(ctx: typer.Context) -> None:
         streams = sorted(client.get_streams(), key=lambda stream: stream.id)
     settings(ctx).output.emit(
         [stream_json(stream) for stream in streams], STREAM_COLUMNS,
-        (stream_row(stream) for stream in streams), title="Streams",
+        (stream_row(stream) for stream in streams), title="Streams", droppable=STREAM_DROPPABLE,
     )
 
 

@@ -27,7 +27,7 @@ TOKEN_COLUMNS = ("Name", "Expires")
 def create_personal_access_token(
     ctx: typer.Context,
     name: str = typer.Argument(..., help="Token name (3..30 characters)."),
-    expiry: str = typer.Option("never", "--expiry", "-e",
+    expiry: str = typer.Option("never", "--expiry",
                                help="Lifetime: e.g. 15m, 12h, 30d, never, default (the server's)."),
 ) -> None:
     """Create a token for the current user and print it."""

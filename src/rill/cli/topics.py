@@ -28,7 +28,9 @@ app = typer.Typer(name="topic", help="Create, inspect, change and delete topics.
 
 TOPIC_COLUMNS = ("ID", "Name", "Created", "Partitions", "Expiry", "Compression", "Max size",
                  "Replication", "Size", "Messages")
+TOPIC_DROPPABLE = ("Created", "Compression", "Replication", "Max size", "Expiry")  # at narrow widths
 PARTITION_COLUMNS = ("ID", "Created", "Segments", "Current offset", "Size", "Messages")
+PARTITION_DROPPABLE = ("Created", "Segments")
 
 
 def topic_json(topic: Any) -> dict[str, Any]:
@@ -89,7 +91,8 @@ def show_topic(ctx: typer.Context, details: Any) -> None:
         return
     out.record(zip(TOPIC_COLUMNS, topic_row(details)), title=f"Topic {details.id}")
     if details.partitions:
-        out.table(PARTITION_COLUMNS, (partition_row(p) for p in details.partitions), title="Partitions")
+        out.table(PARTITION_COLUMNS, (partition_row(p) for p in details.partitions), title="Partitions",
+                  droppable=PARTITION_DROPPABLE)
 
 
 def _compression(value: str | None) -> CompressionAlgorithm | None:
@@ -151,6 +154,7 @@ def get_topics(ctx: typer.Context, stream: str = stream_argument()) -> None:
     settings(ctx).output.emit(
         [topic_json(topic) for topic in topics], TOPIC_COLUMNS,
         (topic_row(topic) for topic in topics), title=f"Topics of stream {stream}",
+        droppable=TOPIC_DROPPABLE,
     )
 
 
@@ -162,7 +166,7 @@ def update_topic(
     ctx: typer.Context,
     stream: str = stream_argument(),
     topic: str = topic_argument(),
-    name: Optional[str] = typer.Option(None, "--name", "-n", help="New name (default: unchanged)."),
+    name: Optional[str] = typer.Option(None, "--name", help="New name (default: unchanged)."),
     compression: Optional[str] = typer.Option(None, "--compression", help=COMPRESSION_HELP),
     message_expiry: Optional[str] = typer.Option(None, "--message-expiry", "-e", help=EXPIRY_HELP),
     max_size: Optional[str] = typer.Option(None, "--max-size", "-s", help=SIZE_HELP),

@@ -182,14 +182,14 @@ def get_users(ctx: typer.Context) -> None:
     with session(ctx) as client:
         users = sorted(client.get_users(), key=lambda user: user.id)
     settings(ctx).output.emit([user_json(u) for u in users], USER_COLUMNS, (user_row(u) for u in users),
-                              title="Users")
+                              title="Users", droppable=("Created",))
 
 
 @app.command("update", epilog=examples("rill user update bob --name robert", "rill user update 2 --status inactive"))
 def update_user(
     ctx: typer.Context,
     user: str = user_argument(),
-    name: Optional[str] = typer.Option(None, "--name", "-n", help="New username."),
+    name: Optional[str] = typer.Option(None, "--name", help="New username."),
     status: Optional[str] = typer.Option(None, "--status", help="active or inactive."),
 ) -> None:
     """Rename a user or change its status."""

@@ -6,6 +6,10 @@ A header map on the wire is a run of entries:
 
 Owns: HeaderValue with typed constructors and readers, encoding and strict decoding of a map.
 Invariant: keys and values are 1..255 bytes, kinds are 1..15, keys are unique in a map.
+
+A message has no key field on the Iggy wire (a partitioning key only chooses the partition);
+where rill keeps a message's key -- the Spark connector's ``key`` column, the CLI's
+``--key-separator`` -- it is the header ``KEY_HEADER`` (``rill.key``).
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ from typing import Mapping
 
 from rill.errors import InvalidHeaderKey, InvalidHeaderValue
 from rill.protocol.buffer import DecodeError, Reader, Writer
+
+
+KEY_HEADER = "rill.key"
 
 
 class HeaderKind(IntEnum):
