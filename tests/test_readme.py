@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -40,14 +41,24 @@ def test_python_then_cli_examples_run_against_one_server(server, tmp_path) -> No
     assert "b'hello'" in ran.stdout and "b'world'" in ran.stdout
 
     (tmp_path / "events.txt").write_text("first\nsecond\n")
-    env = dict(os.environ, RILL_ADDRESS=server.address, RILL_HOME=str(tmp_path / "home"),
-               COLUMNS="100")
-    rill = str(Path(sys.executable).with_name("rill"))
+    (tmp_path / "keyed.txt").write_text("user-1:clicked\nuser-2:scrolled\n")
+    env = dict(os.environ, RILL_ADDRESS=server.address, RILL_HOME=str(tmp_path / "home"), COLUMNS="100",
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     for line in _block("The command-line tool", "bash").splitlines():
-        command = shlex.split(line, comments=True)
-        if not command:
+        if not shlex.split(line, comments=True):
             continue
-        assert command[0] == "rill"
-        ran = subprocess.run([rill, *command[1:]], cwd=tmp_path, env=env, input="iggy\nS3cret-pass\n",
+        assert line.startswith("rill ")
+        if " --follow" in line:  # runs until stopped: it must print what is there, then wait
+            following = subprocess.Popen(line, shell=True, cwd=tmp_path, env=env, text=True,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+            try:
+                out, err = following.communicate(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(following.pid, signal.SIGTERM)
+                out, err = following.communicate()
+            assert "user-1 " in out and "clicked" in out, f"{line}\n{out}\n{err}"
+            continue
+        ran = subprocess.run(line, shell=True, cwd=tmp_path, env=env, input="iggy\nS3cret-pass\n",
                              capture_output=True, text=True, timeout=60)
         assert ran.returncode == 0, f"{line}\n{ran.stdout}\n{ran.stderr}"
+    assert len((tmp_path / "all.jsonl").read_text().splitlines()) == 6  # hello, world, 2 lines, 2 keyed
