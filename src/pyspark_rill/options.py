@@ -19,7 +19,11 @@ from datetime import datetime, timezone
 from typing import Mapping
 
 CONNECTION_OPTIONS = ("servers", "transport", "username", "password", "token", "caFile",
-                      "verifyCertificate")
+                      "verifyCertificate", "reconnectAttempts", "reconnectBackoff")
+# how long a query waits for a server that went away: 10 tries, waits of 1, 2, 4, 8, 8, ... s
+# (about a minute), enough for a restart of the server
+DEFAULT_RECONNECT_ATTEMPTS = 10
+DEFAULT_RECONNECT_BACKOFF = 1.0
 READ_OPTIONS = (
     "stream", "topic", "topics", "startingOffsets", "endingOffsets", "startingTimestamp",
     "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "failOnDataLoss", "headersFormat",
@@ -68,6 +72,32 @@ def _positive_int(options: Mapping[str, str], name: str, default: int | None) ->
     return value
 
 
+def _count(options: Mapping[str, str], name: str, default: int) -> int:
+    text = _get(options, name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise RillOptionError(f"option {name!r} must be an integer >= 0, got {text!r}")
+    return value
+
+
+def _seconds(options: Mapping[str, str], name: str, default: float) -> float:
+    text = _get(options, name)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value <= 3600:
+        raise RillOptionError(f"option {name!r} must be a number of seconds (0 < s <= 3600), got {text!r}")
+    return value
+
+
 def _boolean(options: Mapping[str, str], name: str, default: bool) -> bool:
     text = _get(options, name)
     if text is None:
@@ -107,6 +137,10 @@ class ConnectionOptions:
     token: str | None
     ca_file: str | None = None  # QUIC: trust this certificate (e.g. the server's self-signed one)
     verify_certificate: bool = True  # QUIC: false accepts any certificate
+    # a lost server is tried this many more times, the waits starting at reconnect_backoff
+    # seconds and doubling up to 8 times it
+    reconnect_attempts: int = DEFAULT_RECONNECT_ATTEMPTS
+    reconnect_backoff: float = DEFAULT_RECONNECT_BACKOFF
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ConnectionOptions:
@@ -129,7 +163,9 @@ class ConnectionOptions:
         if ca_file is not None and not os.path.isfile(ca_file):
             raise RillOptionError(f"option 'caFile': no such file {ca_file!r}")
         verify = _boolean(options, "verifyCertificate", True)
-        return cls(servers, transport, username, password, token, ca_file, verify)
+        return cls(servers, transport, username, password, token, ca_file, verify,
+                   _count(options, "reconnectAttempts", DEFAULT_RECONNECT_ATTEMPTS),
+                   _seconds(options, "reconnectBackoff", DEFAULT_RECONNECT_BACKOFF))
 
 
 def parse_topics(options: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:

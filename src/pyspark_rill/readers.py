@@ -14,6 +14,8 @@ that lag shows up in rill's tools, nothing more.
 from __future__ import annotations
 
 import logging
+import time
+from dataclasses import replace
 from typing import Iterator, Sequence
 
 import pyarrow as pa
@@ -31,7 +33,7 @@ from rill.client import Consumer
 
 from pyspark_rill import offsets as offs
 from pyspark_rill.arrow_read import RangeSpec, RillDataLossError, read_range
-from pyspark_rill.connection import connect
+from pyspark_rill.connection import RillConnectionError, connect, link_lost, with_client
 from pyspark_rill.options import ReadOptions
 
 log = logging.getLogger(__name__)
@@ -64,12 +66,26 @@ def plan_ranges(start: offs.Offsets, end: offs.Offsets, min_partitions: int | No
 
 
 def _read(options: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """The partition's range; after a lost link, the rest of it (from the offset after the
+    last row handed to Spark), so a server restart neither fails the task nor repeats a row."""
     spec: RangeSpec | None = partition.value
     if spec is None:  # Spark plans one empty partition when partitions() returned none
         return
-    client = connect(options.connection)
-    yield from read_range(client, spec, options.typed_headers, options.fetch_max_messages,
-                          options.fetch_max_bytes, options.fail_on_data_loss)
+    started, lost = time.monotonic(), 0
+    while True:
+        try:
+            for batch in read_range(connect(options.connection), spec, options.typed_headers,
+                                    options.fetch_max_messages, options.fetch_max_bytes,
+                                    options.fail_on_data_loss):
+                yield batch
+                lost = 0
+                if batch.num_rows:
+                    spec = replace(spec, start=batch.column("offset")[-1].as_py() + 1,
+                                   from_earliest=False)
+            return
+        except (errors.Disconnected, errors.CannotEstablishConnection) as error:
+            lost += 1
+            link_lost(options.connection, error, lost, started)
 
 
 class RillBatchReader(DataSourceReader):
@@ -78,10 +94,11 @@ class RillBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         options = self.options
-        client = connect(options.connection)
-        found = offs.discover(client, options.stream, options.topics)
+        found = with_client(options.connection,
+                            lambda client: offs.discover(client, options.stream, options.topics))
         if options.starting_timestamp_us is not None:
-            start = offs.at_timestamp(client, found, options.starting_timestamp_us)
+            start = with_client(options.connection, lambda client: offs.at_timestamp(
+                client, found, options.starting_timestamp_us))
         else:
             start = offs.resolve(options.starting, found, "startingOffsets", offs.EARLIEST)
         end = offs.clamp_ending(
@@ -99,15 +116,16 @@ class RillStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: offs.Offsets | None = None  # Trigger.AvailableNow: never read past it
 
     def _discover(self) -> offs.Discovered:
-        return offs.discover(connect(self.options.connection), self.options.stream,
-                             self.options.topics)
+        options = self.options
+        return with_client(options.connection,
+                           lambda client: offs.discover(client, options.stream, options.topics))
 
     def initialOffset(self) -> dict:
         options = self.options
         found = self._discover()
         if options.starting_timestamp_us is not None:
-            return offs.at_timestamp(connect(options.connection), found,
-                                     options.starting_timestamp_us)
+            return with_client(options.connection, lambda client: offs.at_timestamp(
+                client, found, options.starting_timestamp_us))
         return offs.resolve(options.starting, found, "startingOffsets", offs.EARLIEST)
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -185,16 +203,16 @@ class RillStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         name = self.options.consumer_name
         if not name:
             return
-        client = connect(self.options.connection)
         for key, parts in end.items():
             stream, topic = offs.split_key(key)
             for partition, stop in parts.items():
                 if stop <= 0:
                     continue
                 try:
-                    client.store_consumer_offset(stream, topic, stop - 1,
-                                                 consumer=Consumer.regular(name),
-                                                 partition_id=int(partition))
-                except errors.RillError as error:  # monitoring only: never fail the query
+                    connect(self.options.connection).store_consumer_offset(
+                        stream, topic, stop - 1, consumer=Consumer.regular(name),
+                        partition_id=int(partition))
+                except (errors.RillError, RillConnectionError) as error:  # monitoring only:
+                    # never fail the query
                     log.warning("cannot store consumer offset %s for %s/%s: %s",
                                 stop - 1, key, partition, error)

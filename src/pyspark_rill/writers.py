@@ -30,6 +30,12 @@ query fails instead.
 Where things run: ``write()`` in executor Python workers (on a pickled writer); batch
 ``commit``/``abort`` on the driver with the planner's writer; a stream writer is rebuilt for
 every commit, so everything ``commit`` needs travels in the commit messages.
+
+A lost link (a server restart): the driver's commit and abort are asked again once the client
+reconnected (``connection.with_client``: a commit that had landed answers "already committed"
+for this very batch, which is accepted); a ``write()`` that loses its link fails its task
+attempt with the cause first (``Disconnected: ...``), its staged rows never visible, and Spark
+retries the task.
 """
 
 from __future__ import annotations
@@ -54,7 +60,7 @@ from rill.client import Client
 from rill.protocol.responses.transactions import CommitOutcome, StageOutcome
 
 from pyspark_rill.arrow_write import WriteSpec, encode_batch
-from pyspark_rill.connection import connect
+from pyspark_rill.connection import connect, connection_failure, with_client
 from pyspark_rill.options import RillOptionError, WriteOptions
 
 log = logging.getLogger(__name__)
@@ -141,9 +147,15 @@ def _write(options: WriteOptions, spec: WriteSpec, batches: Iterator[pa.RecordBa
     except errors.ProducerOwnerMismatch:  # nothing more can be staged or dropped: not ours
         _wait_for(in_flight)
         raise _not_the_owner(str(producer_id), owner) from None
-    except BaseException:
+    except BaseException as error:
         if producer_id is not None:  # this attempt failed: drop what it staged, best effort
             _drop_attempt(client, in_flight, producer_id, owner, batch_id, task_id, attempt_id)
+        if isinstance(error, (errors.Disconnected, errors.CannotEstablishConnection)):
+            raise connection_failure(type(error), (
+                f"the connection to {options.connection.servers} was lost while writing "
+                f"({error}); this task attempt's rows are "
+                f"{'not committed' if producer_id else 'partly sent'}, and Spark may retry the "
+                "task"))
         raise
     return RillCommitMessage(producer_id, owner, batch_id, run_id, task_id, attempt_id, staged)
 
@@ -221,12 +233,13 @@ class RillBatchWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.producer_id is not None:
-            _commit(connect(self.options.connection), self.producer_id, self.owner, 0, messages)
+            with_client(self.options.connection, lambda client: _commit(
+                client, self.producer_id, self.owner, 0, messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.producer_id is not None:
-            _abort(connect(self.options.connection), self.producer_id, self.owner, 0,
-                   self.run_id)
+            with_client(self.options.connection, lambda client: _abort(
+                client, self.producer_id, self.owner, 0, self.run_id))
         else:
             log.warning("rill sink (atLeastOnce): the job failed; rows already sent stay")
 
@@ -262,11 +275,11 @@ class RillStreamWriter(DataSourceStreamArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         first = self._first(messages)
         if first is not None:
-            _commit(connect(self.options.connection), first.producer_id, first.owner, batchId,
-                    messages)
+            with_client(self.options.connection, lambda client: _commit(
+                client, first.producer_id, first.owner, batchId, messages))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         first = self._first(messages)
         if first is not None:
-            _abort(connect(self.options.connection), first.producer_id, first.owner, batchId,
-                   first.run_id)
+            with_client(self.options.connection, lambda client: _abort(
+                client, first.producer_id, first.owner, batchId, first.run_id))

@@ -24,6 +24,14 @@ def test_read_defaults() -> None:
     assert streaming.connection.servers == "127.0.0.1:8090"
 
 
+def test_reconnect_defaults_ride_out_a_restart_and_can_be_changed() -> None:
+    connection = ReadOptions.parse(lowered(), streaming=True).connection
+    assert (connection.reconnect_attempts, connection.reconnect_backoff) == (10, 1.0)
+    changed = ReadOptions.parse(lowered(reconnectAttempts="0", reconnectBackoff="0.25"),
+                                streaming=True).connection
+    assert (changed.reconnect_attempts, changed.reconnect_backoff) == (0, 0.25)
+
+
 def test_topics_json_offsets_and_timestamps() -> None:
     options = {key: value for key, value in lowered().items() if key != "topic"}
     parsed = ReadOptions.parse({**options, "topics": "a,b",
@@ -56,6 +64,10 @@ def test_topics_json_offsets_and_timestamps() -> None:
     ({"stream": ""}, "stream"),
     ({"topic": ""}, "topic"),
     ({"topci": "t"}, "topci"),
+    ({"reconnectattempts": "-1"}, "reconnectAttempts"),
+    ({"reconnectattempts": "many"}, "reconnectAttempts"),
+    ({"reconnectbackoff": "0"}, "reconnectBackoff"),
+    ({"reconnectbackoff": "soon"}, "reconnectBackoff"),
 ])
 def test_bad_read_options_name_the_option(extra: dict[str, str], named: str) -> None:
     with pytest.raises(RillOptionError, match=named):

@@ -78,7 +78,8 @@ def test_typed_headers_and_multi_topic(spark, admin, stream, options) -> None:
     ({"startingOffsets": '{"nostream/known": {"1": 0}}'}, "option 'startingOffsets'"),
     ({"stream": "no-such-stream"}, "option 'stream'"),
     ({"topic": "no-such-topic"}, "option 'topic'"),
-    ({"servers": "127.0.0.1:1"}, "option 'servers': cannot reach a rill server"),
+    ({"servers": "127.0.0.1:1", "reconnectAttempts": "0"},
+     "CannotEstablishConnection: option 'servers': cannot reach a rill server"),
     ({"startingOfsets": "earliest"}, "unknown option 'startingofsets'"),
 ])
 def test_bad_input_fails_with_one_clear_message(spark, known, extra, message) -> None:

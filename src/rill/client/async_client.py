@@ -51,6 +51,12 @@ _SPLIT_SEND_ABOVE = 64 * 1024  # send regions at least this big are written with
 _MAX_BACKOFF = 8  # the wait between connection tries grows up to this many reconnect_intervals
 
 
+def reconnect_delay(interval: float, attempt: int) -> float:
+    """The wait after failed try number ``attempt`` (1-based): ``interval`` doubling up to 8
+    times it (1, 2, 4, 8, 8, ... for 1 s)."""
+    return interval * min(2 ** (attempt - 1), _MAX_BACKOFF)
+
+
 def command_payload(command: Command) -> Payload:
     """The request payload of ``command``; a big SEND region travels as its own buffer."""
     encode_parts = getattr(command, "encode_parts", None)
@@ -232,7 +238,7 @@ class AsyncClient(CommandMethods):
                     raise errors.CannotEstablishConnection(reason=(
                         f"Cannot establish connection to {self.address}: {_os_reason(error)} "
                         f"({tries})")) from error
-                delay = self.reconnect_interval * min(2 ** (attempts - 1), _MAX_BACKOFF)
+                delay = reconnect_delay(self.reconnect_interval, attempts)
                 log.warning("rill client: connect attempt %d%s to %s failed: %s; next in %.1f s",
                             attempts, f" of {limit}" if limit else "", self.address,
                             _os_reason(error), delay)
