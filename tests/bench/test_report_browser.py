@@ -16,9 +16,10 @@ from rill.bench.report_html import write_html
 WIDTH, HEIGHT = 1280, 800
 
 
-def first_screen_ratio_cells(page: Path) -> list[dict]:
-    """Open ``page`` at exactly WIDTH × HEIGHT (CSS pixels) and return every ratio cell of the
-    page's summary: its row's target, text, rectangle and whether it is displayed."""
+def first_screen_ratio_cells(page: Path) -> tuple[list[dict], list[tuple[str, str]]]:
+    """Open ``page`` at exactly WIDTH × HEIGHT (CSS pixels), unscrolled; return every ratio
+    cell of the page's summary (its row's target, text, rectangle, whether it is displayed) and
+    every chart bar (group, series)."""
     with headless_chromium(WIDTH, HEIGHT) as browser:
         # the window's size includes the browser's own frame: pin the page's viewport instead
         browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
@@ -38,6 +39,8 @@ def first_screen_ratio_cells(page: Path) -> list[dict]:
 
 
 def assert_conclusion_on_first_screen(page: Path, targets: list[str]) -> list[tuple[str, str]]:
+    """Each of ``targets`` has its ratio cells, and every ratio cell is displayed, non-empty and
+    inside the first screen; returns the chart's bars."""
     cells, bars = first_screen_ratio_cells(page)
     per_row = 2 * len(RATIO_FIGURES)  # publish and consume, each throughput, p50 and p99
     assert cells, "the report has no ratio cells in a summary"

@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from rill.bench.compare_report import CLIENTS, finish_report
+from rill.bench.machine import measure_machine
 from rill.bench.peers import (
     FSYNC_MODES,
     Peer,
@@ -37,8 +39,6 @@ from rill.bench.peers import (
     peer_classes,
     run_async,
 )
-from rill.bench.compare_report import CLIENTS, finish_report
-from rill.bench.machine import measure_machine
 from rill.bench.report_html import write_html
 from rill.bench.results import new_report, scenario_report, write_json
 
