@@ -251,7 +251,7 @@ def finish_report(report: dict[str, Any], comparison: list[dict[str, Any]],
     report["comparison"] = comparison
     report["machine_capability"] = capabilities
     report["summary"] = summary_tables(comparison, fractions)
-    report.setdefault("bars", []).append(throughput_bars(comparison))
+    report["bars"].append(throughput_bars(comparison))
     report["tables"].append(comparison_table(comparison, report["workload"]))
     if capabilities:
         report["tables"].append(machine_table(capabilities, fractions))
