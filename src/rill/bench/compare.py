@@ -233,12 +233,13 @@ def _progress(console: Any, enabled: bool) -> Progress:
 
 
 def print_table(report: dict[str, Any], console: Any = None) -> None:
-    """The report's tables with rich (the client column is left to the notes: too wide)."""
+    """The report's conclusion, then its tables, with rich (the client column is left to the
+    notes: too wide)."""
     from rich.console import Console
     from rich.table import Table
 
     console = console or Console(width=None if Console().is_terminal else 200)
-    for spec in report["tables"]:
+    for spec in [*report.get("summary", []), *report["tables"]]:
         table = Table(title=spec["title"], title_justify="left")
         shown = [index for index, column in enumerate(spec["columns"]) if column != "client"]
         for index in shown:
@@ -257,6 +258,8 @@ def print_table(report: dict[str, Any], console: Any = None) -> None:
 
 
 def _cell(value: Any) -> str:
+    if isinstance(value, dict):  # a ratio cell of the conclusion
+        return str(value.get("text", value.get("ratio")))
     if isinstance(value, float):
         return f"{value:,.1f}" if value >= 100 else f"{value:,.3g}" if value < 1 else f"{value:,.2f}"
     if isinstance(value, int):

@@ -130,7 +130,7 @@ def summary_tables(comparison: list[dict[str, Any]], fractions: list[dict[str, A
         "notes": [
             "Each cell is rill's figure divided by the target's, on the same fsync mode. "
             "Throughput (msg/s): above 1× rill moved more. Latency (batch round trip, p50 / p99): "
-            "below 1× rill answered sooner. Green: rill better; red: the target better.",
+            "below 1× rill answered sooner. On the page, green: rill better; red: the target better.",
         ],
     }]
     if fractions:
