@@ -13,7 +13,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from rill.bench.compare import COLUMNS, CompareError, run_compare
+from rill.bench.compare import CompareError, run_compare
+from rill.bench.compare_report import COLUMNS
 from rill.cli.bench_compare import compare_command, register
 
 MESSAGES = 2000
@@ -24,7 +25,8 @@ RILL = Path(sys.executable).with_name("rill")
 
 def _check_figures(figures: dict, messages: int = MESSAGES) -> None:
     assert figures["messages"] == messages
-    assert figures["msg_per_s"] > 0 and figures["mb_per_s"] > 0 and figures["p99_ms"] > 0
+    assert figures["msg_per_s"] > 0 and figures["mb_per_s"] > 0
+    assert 0 < figures["p50_ms"] <= figures["p99_ms"]
     assert figures["mb_per_s"] == pytest.approx(figures["msg_per_s"] * SIZE / 1e6, rel=1e-3)
 
 
@@ -35,13 +37,16 @@ def test_compare_all_targets_both_fsync_modes(tmp_path):
     html = (tmp_path / "compare.html").read_text()
     assert saved["comparison"] == report["comparison"]
     assert "rill vs NATS JetStream" in html and "not available" not in html
+    assert "Conclusion: rill ÷ each target" in html and 'class="bar"' in html
+    assert html.index("Conclusion") < html.index("rill vs NATS JetStream")
+    assert html.count("limit") == html.count("not a limit")  # nothing is called a limit
 
     assert report["workload"] == {"messages": MESSAGES, "message_size": SIZE, "batch": 1000,
                                   "fsync_modes": ["interval", "always"],
-                                  "targets": ["rill", "nats", "redis", "limit"]}
+                                  "targets": ["rill", "nats", "redis", "bare"]}
     rows = report["comparison"]
     assert [(row["target"], row["fsync"]) for row in rows] == [
-        (target, fsync) for fsync in ("interval", "always") for target in ("rill", "nats", "redis", "limit")
+        (target, fsync) for fsync in ("interval", "always") for target in ("rill", "nats", "redis", "bare")
     ]
     for row in rows:
         assert row["status"] == "ok", row
@@ -51,7 +56,18 @@ def test_compare_all_targets_both_fsync_modes(tmp_path):
         if row["target"] == "rill":
             assert ratios == {"publish": None, "consume": None}
         else:
-            assert ratios["publish"] > 0 and ratios["consume"] > 0
+            for phase in ("publish", "consume"):
+                assert set(ratios[phase]) == {"msg_per_s", "p50_ms", "p99_ms"}
+                assert all(value > 0 for value in ratios[phase].values())
+
+    # the machine alone: loopback TCP (or why not), the disk synced like each fsync mode
+    capabilities = report["machine_capability"]
+    assert [(row["name"], row["fsync"]) for row in capabilities] == [
+        ("loopback_tcp", None), ("disk_write", "interval"), ("disk_write", "always")]
+    for row in capabilities:
+        assert (row["mb_per_s"] is None) == (row["reason"] is not None)
+        assert row["label"].startswith("machine: ")
+    assert all(row["mb_per_s"] > 0 for row in capabilities[1:])
 
     # every run is a scenario entry naming its target, fsync mode and phase
     scenarios = {(entry["target"], entry["fsync"], entry["phase"]): entry for entry in report["scenarios"]}
@@ -63,30 +79,32 @@ def test_compare_all_targets_both_fsync_modes(tmp_path):
         assert overall["messages"] == MESSAGES
         assert set(overall["latency_ms"]) >= {"p50", "p90", "p99", "p999", "avg", "max"}
 
-    (table,) = report["tables"]
+    table, machine = report["tables"]
     assert table["columns"] == COLUMNS and len(table["rows"]) == 8 and table["notes"]
-    limit_rows = [row for row in table["rows"] if row[0] == "limit"]
-    assert all(row[-2].startswith("rill = ") and row[-2].endswith(" of limit") for row in limit_rows)
-    peer_rows = [row for row in table["rows"] if row[0] in ("nats", "redis")]
-    assert all(row[-1].endswith("×") for row in peer_rows)
+    peer_rows = [row for row in table["rows"] if row[0] != "rill"]
+    assert all(row[-1].endswith("×") and row[-2].endswith("×") for row in peer_rows)
+    assert machine["title"].startswith("Machine capability") and len(machine["rows"]) == 4
+    conclusion, fractions = report["summary"]
+    assert len(conclusion["rows"]) == 6 and len(fractions["rows"]) == 4
 
 
 def test_unavailable_peer_is_a_row_not_a_gap(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("RILL_NATS_SERVER", str(tmp_path / "missing" / "nats-server"))
     report = run_compare(
-        MESSAGES, SIZE, 1000, fsync_modes=("interval",), peers=("nats", "limit"),
-        progress=False, output_dir=tmp_path / "out",
+        MESSAGES, SIZE, 1000, fsync_modes=("interval",), peers=("nats", "bare"),
+        progress=False, output_dir=tmp_path / "out", machine=False,
     )
-    nats, limit = report["comparison"]
+    nats, bare = report["comparison"]
     assert nats["status"] == "not available"
     assert "nats-server binary not found" in nats["reason"]
     assert nats["publish"] is None and nats["consume"] is None
-    assert limit["status"] == "ok"
-    assert limit["rill_ratio"] == {"publish": None, "consume": None}  # rill was not run
+    assert bare["status"] == "ok"
+    assert bare["rill_ratio"] == {"publish": None, "consume": None}  # rill was not run
+    assert report["machine_capability"] == []
     row = report["tables"][0]["rows"][0]
     assert row[:2] == ["nats", "interval"] and row[3].startswith("not available: ")
     assert len(row) == len(COLUMNS)
-    assert [entry["target"] for entry in report["scenarios"]] == ["limit", "limit"]
+    assert [entry["target"] for entry in report["scenarios"]] == ["bare", "bare"]
     assert "not available" in capsys.readouterr().out  # printed in the table
     assert "not available" in (tmp_path / "out" / "compare.html").read_text()
 
@@ -95,8 +113,9 @@ def test_a_peer_that_breaks_mid_run_is_a_failed_row(tmp_path, monkeypatch):
     async def broken(self):
         raise RuntimeError("lost the connection")
 
-    monkeypatch.setattr("rill.bench.peers.limit.LimitPeer.consume", broken)
-    report = run_compare(100, 10, 10, fsync_modes=("always",), peers=("limit",), progress=False)
+    monkeypatch.setattr("rill.bench.peers.bare.BarePeer.consume", broken)
+    report = run_compare(100, 10, 10, fsync_modes=("always",), peers=("bare",), progress=False,
+                         machine=False)
     (row,) = report["comparison"]
     assert row["status"] == "failed" and "lost the connection" in row["reason"]
 
@@ -148,14 +167,15 @@ def _run_cli(arguments: list[str], cwd: Path) -> tuple[int, str, str]:
 
 def test_cli_compare_smoke(tmp_path):
     code, out, _ = _run_cli(
-        ["--messages", "2000", "--fsync", "interval", "--peers", "rill,limit",
+        ["--messages", "2000", "--fsync", "interval", "--peers", "rill,bare",
          "--output-dir", str(tmp_path / "reports"), "--no-progress"],
         tmp_path,
     )
     assert code == 0, out
-    assert "rill ÷ target" in out and "of limit" in out
+    assert "rill ÷ target" in out and "Machine capability" in out
+    assert out.count("limit") == out.count("not a limit")
     report = json.loads((tmp_path / "reports" / "compare.json").read_text())
-    assert [row["target"] for row in report["comparison"]] == ["rill", "limit"]
+    assert [row["target"] for row in report["comparison"]] == ["rill", "bare"]
     assert all(row["status"] == "ok" for row in report["comparison"])
     assert (tmp_path / "reports" / "compare.html").exists()
 

@@ -6,7 +6,7 @@ import re
 from array import array
 from xml.etree import ElementTree
 
-from rill.bench.charts import format_number, histogram_chart, line_chart, nice_ticks
+from rill.bench.charts import bar_chart, format_number, histogram_chart, line_chart, nice_ticks
 from rill.bench.report_html import render_html, write_html
 from rill.bench.results import ActorResult, new_report, scenario_report
 
@@ -107,3 +107,30 @@ def test_nice_ticks_and_numbers():
     assert ticks[0] <= 3 and ticks[-1] >= 97
     assert format_number(1234567) == "1.23M" and format_number(12345) == "12.3k"
     assert format_number(0.0123) == "0.0123" and format_number(42) == "42"
+
+
+def test_bar_chart_has_one_bar_per_series_in_each_group():
+    svg = bar_chart({"publish · fsync always": {"rill": 720_113, "<nats>": 5605},
+                     "consume · fsync always": {"rill": 2_891_660}}, title="msg/s", y_label="msg/s")
+    ElementTree.fromstring(svg)
+    bars = re.findall(r'<rect class="bar" data-group="([^"]*)" data-series="([^"]*)"', svg)
+    assert bars == [("publish · fsync always", "rill"), ("publish · fsync always", "&lt;nats&gt;"),
+                    ("consume · fsync always", "rill")]  # a missing value leaves its slot empty
+    assert ">publish</text>" in svg and ">fsync always</text>" in svg  # group names on two lines
+    assert "no data" in bar_chart({}, title="t", y_label="y")
+
+
+def test_summary_and_bars_come_first_with_ratio_cells():
+    report = _report()
+    report["summary"] = [{"title": "Conclusion", "columns": ["target", "msg/s"],
+                          "rows": [["nats", {"ratio": 26.39, "text": "26.4×", "good": True, "title": "<t>"}],
+                                   ["bare", {"ratio": 0.43, "text": "0.43×", "good": False}],
+                                   ["x", {"ratio": 1.0, "text": "1×", "good": None}]]}]
+    report["bars"] = [{"title": "side by side", "y_label": "msg/s", "groups": {"g": {"a": 1, "b": 2}}}]
+    page = render_html(report)
+    assert '<td class="ratio good" data-ratio="26.39" title="&lt;t&gt;">26.4×</td>' in page
+    assert '<td class="ratio bad" data-ratio="0.43" title="">0.43×</td>' in page
+    assert '<td class="ratio" data-ratio="1.0"' in page
+    order = [page.index(text) for text in ('id="summary-1"', 'id="bars-1"', 'class="machine"', 'id="table-1"',
+                                           'id="curve-1"', 'id="scenario-1"')]
+    assert order == sorted(order)

@@ -104,5 +104,6 @@ def test_report_skeleton_and_json(tmp_path):
     assert report["tool"] == "rill bench" and report["title"] == "nightly"
     assert {"hostname", "cpus", "python", "rill"} <= set(report["machine"])
     assert report["scenarios"] == report["tables"] == report["curves"] == []
+    assert report["summary"] == report["bars"] == []
     path = write_json(report, tmp_path / "deep" / "report.json")
     assert path.read_text().startswith("{")

@@ -1,2 +1,2 @@
-"""``rill bench``: the benchmark tool (scenarios against rill, ``compare`` against peers and the
-machine's limit, JSON and HTML reports)."""
+"""``rill bench``: the benchmark tool (scenarios against rill, ``compare`` against peers and
+what the machine itself measures, JSON and HTML reports)."""

@@ -3,7 +3,8 @@
 Owns: ``line_chart`` (one polyline per series, x/y axes with round ticks, a legend; a point's
 values show as a tooltip through SVG ``<title>``), ``histogram_chart`` (bars over log-spaced
 bins on a logarithmic axis, one translucent layer per series, optional vertical markers such as
-p50/p99), the colour palette and the number formatting shared with the report page.
+p50/p99), ``bar_chart`` (grouped bars: one group per key, one bar per series in the same
+colour in every group, its value written above it), the colour palette and the number formatting shared with the report page.
 
 Invariant: every piece of text that reaches the SVG goes through ``html.escape``.
 """
@@ -232,5 +233,56 @@ def histogram_chart(series: dict[str, Sequence[Sequence[float]]], *, title: str,
                      'class="marker-label">'
                      f"{_escape(label)}</text>")
     parts += _legend(list(named))
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def bar_chart(groups: dict[str, dict[str, float]], *, title: str, y_label: str) -> str:
+    """Grouped bars (``{group: {series: value}}``): each group holds one bar per series, in
+    the order the series first appear; a series missing from a group leaves its slot empty.
+    Each bar is a ``rect.bar`` carrying ``data-group`` and ``data-series``. A group name's
+    `` · `` parts go on separate lines under the axis."""
+    groups = {group: {name: float(value) for name, value in values.items() if value is not None}
+              for group, values in groups.items()}
+    names = list(dict.fromkeys(name for values in groups.values() for name in values))
+    if not names:
+        return _empty(title, "", y_label)
+    y_ticks = nice_ticks(0.0, max(value for values in groups.values() for value in values.values()) or 1.0, 5)
+    y_high = y_ticks[-1]
+    top = _top(names) + 14  # room for the value over the tallest bar
+    bottom = HEIGHT - MARGIN_BOTTOM
+    plot_width = WIDTH - MARGIN_LEFT - MARGIN_RIGHT
+    slot = plot_width / len(groups)
+    bar = min(48.0, slot * 0.8 / len(names))
+
+    def sy(value: float) -> float:
+        return bottom - value / (y_high or 1.0) * (bottom - top)
+
+    parts = _frame(title, "", y_label, top)
+    for y in y_ticks:
+        parts.append(f'<line x1="{MARGIN_LEFT}" x2="{WIDTH - MARGIN_RIGHT}" y1="{sy(y):.1f}" y2="{sy(y):.1f}" class="grid"/>')
+        parts.append(f'<text x="{MARGIN_LEFT - 6}" y="{sy(y) + 4:.1f}" text-anchor="end" class="tick">'
+                     f"{_escape(format_number(y))}</text>")
+    for group_index, (group, values) in enumerate(groups.items()):
+        left = MARGIN_LEFT + slot * group_index + (slot - bar * len(names)) / 2
+        for index, name in enumerate(names):
+            if name not in values:
+                continue
+            value = values[name]
+            x = left + bar * index
+            tip = f"{name}, {group}: {format_number(value)} {y_label}"
+            parts.append(
+                f'<rect class="bar" data-group="{_escape(group)}" data-series="{_escape(name)}" '
+                f'x="{x + 1:.1f}" y="{sy(value):.1f}" width="{bar - 2:.1f}" height="{bottom - sy(value):.1f}" '
+                f'fill="{colour(index)}"><title>{_escape(tip)}</title></rect>')
+            if bar >= 26:
+                parts.append(f'<text x="{x + bar / 2:.1f}" y="{sy(value) - 4:.1f}" text-anchor="middle" '
+                             f'class="tick">{_escape(format_number(value))}</text>')
+        for line, words in enumerate(group.split(" · ")):
+            parts.append(f'<text x="{MARGIN_LEFT + slot * (group_index + 0.5):.1f}" y="{bottom + 16 + 14 * line}" '
+                         f'text-anchor="middle" class="tick">{_escape(words)}</text>')
+    parts.append(f'<line x1="{MARGIN_LEFT}" x2="{WIDTH - MARGIN_RIGHT}" y1="{bottom}" y2="{bottom}" class="axis"/>')
+    parts.append(f'<line x1="{MARGIN_LEFT}" x2="{MARGIN_LEFT}" y1="{top}" y2="{bottom}" class="axis"/>')
+    parts += _legend(names)
     parts.append("</svg>")
     return "\n".join(parts)

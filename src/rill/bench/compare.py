@@ -1,21 +1,24 @@
-"""``rill bench compare``: rill side by side with NATS JetStream, Redis Streams and the limit.
+"""``rill bench compare``: rill side by side with NATS JetStream, Redis Streams, a bare Python
+server, and the machine's own figures.
 
 Owns: ``run_compare`` (one workload — ``messages`` of ``message_size`` bytes in batches of
 ``batch``, one partition — for each fsync mode against each target, one after the other, each
-server started, used and stopped here on 127.0.0.1), the comparison table (publish and consume
-msg/s, MB/s, p99 of the batch round trips, and rill's ratio to the row), its rich rendering,
-and writing the JSON and HTML reports.
+server started, used and stopped here on 127.0.0.1; then the machine alone through
+``rill.bench.machine``), the rich rendering of the report's tables, and writing the JSON and
+HTML reports. What the report says (ratios, the conclusion, the chart, the tables) is
+``rill.bench.compare_report``'s.
 
 Targets: ``rill`` (``RillServer`` + the ``send`` then ``poll`` scenarios against it),
-``nats``, ``redis`` and ``limit`` (``rill.bench.peers``). A target that cannot be found or
+``nats``, ``redis`` and ``bare`` (``rill.bench.peers``). A target that cannot be found or
 started becomes a row "not available: <reason>", one that breaks mid-run a row "failed:
-<error>": never silently dropped. Ratios are always rill ÷ target on the same fsync mode; the
-limit row shows it as "rill = x of limit" (a fraction: how close rill gets to the machine's
-limit for a Python server).
+<error>": never silently dropped. Ratios are always rill ÷ target on the same fsync mode.
 
 Report: ``new_report`` with every run as a scenario entry (``target`` = the peer, ``fsync`` and
-``phase`` = publish/consume added), one ``tables`` entry (the table printed), and
-``comparison``: the same rows as structured data.
+``phase`` = publish/consume added), ``comparison`` (the rows as structured data, with
+``rill_ratio``), ``machine_capability`` (the machine's rows), ``summary`` (the conclusion),
+``bars`` (the side-by-side chart) and ``tables`` (the comparison and machine tables printed).
+The disk measurement writes in the system's temporary directory, where every target's data
+directory is made too.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from rill.bench.compare_report import CLIENTS, finish_report
+from rill.bench.machine import measure_machine
 from rill.bench.peers import (
     FSYNC_MODES,
     Peer,
@@ -37,19 +42,7 @@ from rill.bench.peers import (
 from rill.bench.report_html import write_html
 from rill.bench.results import new_report, scenario_report, write_json
 
-TARGETS = ("rill", "nats", "redis", "limit")
-COLUMNS = [
-    "target", "fsync", "client",
-    "publish msg/s", "publish MB/s", "publish p99 ms",
-    "consume msg/s", "consume MB/s", "consume p99 ms",
-    "rill ÷ target (publish)", "rill ÷ target (consume)",
-]
-CLIENTS = {
-    "rill": "rill SDK (send, poll)",
-    "nats": "nats-py: publish_async × batch, pull fetch(batch)",
-    "redis": "redis-py + hiredis: XADD pipeline, XRANGE COUNT",
-    "limit": "raw SEND frames → append / sendfile",
-}
+TARGETS = ("rill", "nats", "redis", "bare")
 JSON_NAME = "compare.json"
 HTML_NAME = "compare.html"
 
@@ -149,69 +142,8 @@ def _figures(scenario: dict[str, Any], kind: str, message_size: int) -> dict[str
         "msg_per_s": overall["msg_per_s"],
         "mb_per_s": round(overall["msg_per_s"] * message_size / 1e6, 3),
         "reported_mb_per_s": overall["mb_per_s"],
+        "p50_ms": overall["latency_ms"]["p50"],
         "p99_ms": overall["latency_ms"]["p99"],
-    }
-
-
-def _ratio(rill: dict[str, Any] | None, other: dict[str, Any] | None) -> float | None:
-    if not rill or not other or not other["msg_per_s"]:
-        return None
-    return round(rill["msg_per_s"] / other["msg_per_s"], 3)
-
-
-def _ratio_text(target: str, ratio: float | None) -> str:
-    if target == "rill":
-        return "—"
-    if ratio is None:
-        return "n/a"
-    return f"rill = {ratio:.2f} of limit" if target == "limit" else f"{ratio:.2f}×"
-
-
-def _add_ratios(comparison: list[dict[str, Any]]) -> None:
-    rill_rows = {row["fsync"]: row for row in comparison if row["target"] == "rill" and row["status"] == "ok"}
-    for row in comparison:
-        rill = rill_rows.get(row["fsync"])
-        ok = row["status"] == "ok" and rill is not None and row["target"] != "rill"
-        row["rill_ratio"] = {
-            "publish": _ratio(rill["publish"], row["publish"]) if ok else None,
-            "consume": _ratio(rill["consume"], row["consume"]) if ok else None,
-        }
-
-
-def comparison_table(comparison: list[dict[str, Any]], workload: dict[str, Any]) -> dict[str, Any]:
-    rows: list[list[Any]] = []
-    for row in comparison:
-        head = [row["target"], row["fsync"], CLIENTS[row["target"]]]
-        if row["status"] != "ok":
-            rows.append(head + [f"{row['status']}: {row['reason']}"] + ["—"] * (len(COLUMNS) - 4))
-            continue
-        cells = head
-        for phase in ("publish", "consume"):
-            figures = row[phase]
-            cells += [round(figures["msg_per_s"]), round(figures["mb_per_s"], 1), figures["p99_ms"]]
-        ratios = row["rill_ratio"]
-        cells += [_ratio_text(row["target"], ratios[phase]) for phase in ("publish", "consume")]
-        rows.append(cells)
-    size = workload["message_size"]
-    return {
-        "title": "rill vs NATS JetStream vs Redis Streams vs the limit",
-        "columns": COLUMNS,
-        "rows": rows,
-        "notes": [
-            f"{workload['messages']:,} messages of {size:,} bytes in batches (pipelines) of "
-            f"{workload['batch']:,}, one partition / stream, client and server on 127.0.0.1; "
-            "each server started fresh for its row, one at a time.",
-            "fsync interval = every second (rill interval, NATS sync_interval 1s, Redis "
-            "appendfsync everysec, limit 1 s); always = before every acknowledgement (NATS "
-            "sync_interval always, Redis appendfsync always).",
-            "msg/s and MB/s (10^6 bytes of payload) over the whole run; p99 of the batch round "
-            "trips (one send / pipeline / publish_async batch, one poll / XRANGE / fetch).",
-            "clients (Python, uvloop): "
-            + "; ".join(f"{name}: {text}" for name, text in CLIENTS.items()) + ".",
-            "rill ÷ target compares msg/s on the same fsync mode; for the limit row it is rill "
-            "as a fraction of a minimal Python server that only appends frames to a file "
-            "(and streams the file back) with no per-message work.",
-        ],
     }
 
 
@@ -227,9 +159,11 @@ def run_compare(
     progress: bool = True,
     output_dir: str | Path | None = None,
     console: Any = None,
+    machine: bool = True,
 ) -> dict[str, Any]:
-    """Run the workload against every target for every fsync mode; print the table (rich) and,
-    with ``output_dir``, write ``compare.json`` and ``compare.html`` there. Returns the report."""
+    """Run the workload against every target for every fsync mode, then (``machine``) measure
+    the machine alone; print the tables (rich) and, with ``output_dir``, write ``compare.json``
+    and ``compare.html`` there. Returns the report."""
     fsync_modes, peers = tuple(fsync_modes), tuple(dict.fromkeys(peers))
     check_options(messages, message_size, batch, fsync_modes, peers)
     batch = min(batch, messages)
@@ -243,9 +177,11 @@ def run_compare(
         for target in peers:
             say(f"{target} (fsync {fsync}): {messages:,} × {message_size:,} B ...")
             comparison.append(_measure(target, workload, report, say))
-    _add_ratios(comparison)
-    report["comparison"] = comparison
-    report["tables"].append(comparison_table(comparison, report["workload"]))
+    capabilities = []
+    if machine:
+        say("the machine alone: loopback TCP (iperf3), disk sequential write + fdatasync ...")
+        capabilities = [row.to_dict() for row in measure_machine(fsync_modes)]
+    finish_report(report, comparison, capabilities)
     print_table(report, console)
     if output_dir is not None:
         paths = write_reports(report, output_dir)
@@ -297,12 +233,13 @@ def _progress(console: Any, enabled: bool) -> Progress:
 
 
 def print_table(report: dict[str, Any], console: Any = None) -> None:
-    """The report's tables with rich (the client column is left to the notes: too wide)."""
+    """The report's conclusion, then its tables, with rich (the client column is left to the
+    notes: too wide)."""
     from rich.console import Console
     from rich.table import Table
 
     console = console or Console(width=None if Console().is_terminal else 200)
-    for spec in report["tables"]:
+    for spec in [*report.get("summary", []), *report["tables"]]:
         table = Table(title=spec["title"], title_justify="left")
         shown = [index for index, column in enumerate(spec["columns"]) if column != "client"]
         for index in shown:
@@ -321,6 +258,8 @@ def print_table(report: dict[str, Any], console: Any = None) -> None:
 
 
 def _cell(value: Any) -> str:
+    if isinstance(value, dict):  # a ratio cell of the conclusion
+        return str(value.get("text", value.get("ratio")))
     if isinstance(value, float):
         return f"{value:,.1f}" if value >= 100 else f"{value:,.3g}" if value < 1 else f"{value:,.2f}"
     if isinstance(value, int):

@@ -1,7 +1,10 @@
 """The HTML report: one self-contained page (inline CSS and SVG) a person opens in a browser.
 
 Owns: ``render_html(report)`` and ``write_html(report, path)`` for any report made with
-``results.new_report``: the title, creation time and machine at the top; for each scenario a
+``results.new_report``: the title and creation time at the top, then the report's conclusion
+when it has one — its "summary" tables (a ratio cell, ``{"ratio", "text", "good", "title"}``,
+shows as ``td.ratio``, green when ``good``, red when not) and its "bars" (grouped bar charts) —
+so it is read without scrolling on a 1280 × 800 screen; then the machine; for each scenario a
 summary table (each kind overall, then every actor: MB/s, msg/s, latency p50/p90/p99/p99.9,
 average and maximum), a throughput-over-time chart (the "timeline" of each kind) and a latency
 distribution chart per kind (its "latency_histogram", log-spaced bins, percentile markers).
@@ -19,7 +22,7 @@ import html
 from pathlib import Path
 from typing import Any, Iterable
 
-from rill.bench.charts import format_number, histogram_chart, line_chart
+from rill.bench.charts import bar_chart, format_number, histogram_chart, line_chart
 from rill.bench.results import HISTOGRAM_BINS_PER_DECADE
 
 LATENCY_KEYS = (("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p999", "p99.9"), ("avg", "avg"), ("max", "max"))
@@ -66,6 +69,15 @@ svg .axis { stroke: #9ca3af; stroke-width: 1; }
 svg .marker { stroke: #111827; stroke-width: 1; stroke-dasharray: 4 3; }
 svg .marker-label { font-size: 11px; fill: #111827; }
 ul.notes { margin: 4px 0 12px; color: #374151; }
+section { overflow-x: auto; }  /* a wide table scrolls in its section, not the page */
+section.summary th:nth-child(2) { text-align: left; }
+section.summary h2 { font-size: 17px; margin: 10px 0 4px; padding-top: 0; border-top: 0; }
+section.summary table { margin: 4px 0 2px; }
+section.summary th { white-space: normal; vertical-align: bottom; font-size: 12px; line-height: 1.25; }
+section.summary ul.notes { margin: 2px 0 6px; font-size: 12px; padding-left: 18px; }
+td.ratio { font-weight: 600; }
+td.ratio.good { background: #dcfce7; color: #14532d; }
+td.ratio.bad { background: #fee2e2; color: #7f1d1d; }
 footer { margin-top: 40px; color: var(--muted); font-size: 12px; }
 """
 
@@ -75,6 +87,10 @@ def _e(value: Any) -> str:
 
 
 def _cell(value: Any) -> str:
+    if isinstance(value, dict) and "ratio" in value:
+        good = {True: " good", False: " bad"}.get(value.get("good"), "")
+        return (f'<td class="ratio{good}" data-ratio="{_e(value["ratio"])}" title="{_e(value.get("title", ""))}">'
+                f'{_e(value.get("text", value["ratio"]))}</td>')
     if isinstance(value, bool) or value is None:
         return f'<td class="text">{_e("—" if value is None else value)}</td>'
     if isinstance(value, int):
@@ -154,12 +170,12 @@ def _scenario(index: int, scenario: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def _extra_table(index: int, table: dict[str, Any]) -> str:
+def _extra_table(index: int, table: dict[str, Any], prefix: str = "table", css_class: str = "") -> str:
     columns = table.get("columns") or []
     rows = [("", list(row)) for row in table.get("rows") or []]
     notes = table.get("notes") or []
-    parts = [f'<section id="table-{index + 1}"><h2>{_e(table.get("title", f"Table {index + 1}"))}</h2>',
-             _table(columns, rows, "data")]
+    title = _e(table.get("title", f"Table {index + 1}"))
+    parts = [f'<section id="{prefix}-{index + 1}" class="{css_class}"><h2>{title}</h2>', _table(columns, rows, "data")]
     if notes:
         parts.append('<ul class="notes">' + "".join(f"<li>{_e(note)}</li>" for note in notes) + "</ul>")
     parts.append("</section>")
@@ -175,6 +191,14 @@ def _curve(index: int, curve: dict[str, Any]) -> str:
     return f'<section id="curve-{index + 1}"><h2>{_e(title)}</h2>{chart}{note_html}</section>'
 
 
+def _bars(index: int, spec: dict[str, Any]) -> str:
+    title = spec.get("title", f"Chart {index + 1}")
+    chart = bar_chart(spec.get("groups") or {}, title=title, y_label=spec.get("y_label", ""))
+    notes = spec.get("notes") or []
+    note_html = ('<ul class="notes">' + "".join(f"<li>{_e(note)}</li>" for note in notes) + "</ul>") if notes else ""
+    return f'<section id="bars-{index + 1}" class="bars">{chart}{note_html}</section>'
+
+
 def render_html(report: dict[str, Any]) -> str:
     """The whole page for ``report`` (a ``results.new_report`` dict, filled)."""
     title = report.get("title") or "rill bench"
@@ -187,20 +211,25 @@ def render_html(report: dict[str, Any]) -> str:
     links += [f'<a href="#scenario-{index + 1}">{_e(scenario.get("label") or scenario.get("scenario", index + 1))}</a>'
               for index, scenario in enumerate(scenarios)]
     machine_rows = [("", [key, value]) for key, value in machine.items()]
+    summary = report.get("summary") or []
+    bars = report.get("bars") or []
     body = [
         "<header>",
         f"<h1>{_e(title)}</h1>",
         f'<p class="meta">{_e(report.get("tool", "rill bench"))} · created {_e(report.get("created", ""))} '
         "· MB = 10<sup>6</sup> bytes · latencies are batch round trips in ms (nearest-rank percentiles)</p>",
-        _table(("machine", ""), machine_rows, "machine") if machine_rows else "",
-        f"<nav>{''.join(links)}</nav>" if len(links) > 1 else "",
         "</header>",
     ]
-    # the summaries first (comparison tables, scaling curves), then every run in detail
+    # the conclusion first (it must fit the first screen), then the machine and the contents
+    body += [_extra_table(index, table, "summary", "summary") for index, table in enumerate(summary)]
+    body += [_bars(index, spec) for index, spec in enumerate(bars)]
+    body += [_table(("machine", ""), machine_rows, "machine") if machine_rows else "",
+             f"<nav>{''.join(links)}</nav>" if len(links) > 1 else ""]
+    # the summaries (comparison tables, scaling curves), then every run in detail
     body += [_extra_table(index, table) for index, table in enumerate(tables)]
     body += [_curve(index, curve) for index, curve in enumerate(curves)]
     body += [_scenario(index, scenario) for index, scenario in enumerate(scenarios)]
-    if not (scenarios or tables or curves):
+    if not (scenarios or tables or curves or summary or bars):
         body.append('<p class="note">This report holds no results.</p>')
     body.append(f'<footer>Generated by {_e(report.get("tool", "rill bench"))}. '
                 "Self-contained: no scripts, nothing loaded from the network.</footer>")

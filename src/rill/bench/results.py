@@ -243,13 +243,17 @@ def machine() -> dict[str, Any]:
 
 def new_report(title: str) -> dict[str, Any]:
     """An empty report: append to ``scenarios`` (scenario_report results), ``tables``
-    (``{"title", "columns": [...], "rows": [[...], ...], "notes": [...]}``) and ``curves``
-    (``{"title", "x_label", "y_label", "series": {name: [[x, y], ...]}}``)."""
+    (``{"title", "columns": [...], "rows": [[...], ...], "notes": [...]}``), ``curves``
+    (``{"title", "x_label", "y_label", "series": {name: [[x, y], ...]}}``), ``summary`` (tables
+    shown first: the report's conclusion; a cell may be a ratio, ``{"ratio", "text", "good",
+    "title"}``) and ``bars`` (``{"title", "y_label", "groups": {group: {series: value}}}``)."""
     return {
         "tool": "rill bench",
         "title": title,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": machine(),
+        "summary": [],
+        "bars": [],
         "scenarios": [],
         "tables": [],
         "curves": [],

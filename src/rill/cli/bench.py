@@ -289,4 +289,4 @@ def scaling(
     _finish(ctx, report, output_dir, "scaling", json_only)
 
 
-bench_compare.register(app)  # ``rill bench compare``: rill beside its peers and the machine's limit
+bench_compare.register(app)  # ``rill bench compare``: rill beside its peers and the machine

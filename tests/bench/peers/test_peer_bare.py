@@ -1,4 +1,4 @@
-"""The limit servers of ``rill bench compare``: bytes appended equal bytes sent, and the file
+"""The bare server of ``rill bench compare``: bytes appended equal bytes sent, and the file
 streams back unchanged; the driver sends rill's own SEND frames."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import struct
 import pytest
 
 from rill.bench.peers import PeerUnavailable, Workload, run_async
-from rill.bench.peers.limit import POLL_CODE, SEND_CODE, LimitPeer, send_frame_payload
+from rill.bench.peers.bare import POLL_CODE, SEND_CODE, BarePeer, send_frame_payload
 from rill.protocol.commands.messages import SendMessages
 
 MESSAGES = 2000
@@ -33,8 +33,8 @@ def _read(connection: socket.socket, size: int) -> bytes:
 
 
 @pytest.mark.parametrize("fsync", ["interval", "always"])
-def test_limit_appends_what_was_sent_and_streams_it_back(tmp_path, fsync):
-    peer = LimitPeer(Workload(MESSAGES, SIZE, 1000, fsync))
+def test_bare_appends_what_was_sent_and_streams_it_back(tmp_path, fsync):
+    peer = BarePeer(Workload(MESSAGES, SIZE, 1000, fsync))
     peer.start(tmp_path)
     try:
         assert peer.describe()["fsync"] == fsync
@@ -54,8 +54,8 @@ def test_limit_appends_what_was_sent_and_streams_it_back(tmp_path, fsync):
     assert stored[: frame_sizes[0]] == stored[frame_sizes[0]:]  # the same batch, twice
 
 
-def test_limit_server_over_a_plain_socket(tmp_path):
-    peer = LimitPeer(Workload(10, 100, 10, "always"))
+def test_bare_server_over_a_plain_socket(tmp_path):
+    peer = BarePeer(Workload(10, 100, 10, "always"))
     peer.start(tmp_path)
     try:
         frames = [send_frame_payload([bytes([index]) * 100 for _ in range(10)]) for index in range(3)]
@@ -78,11 +78,11 @@ def test_limit_server_over_a_plain_socket(tmp_path):
     assert peer.process is None
 
 
-def test_limit_unavailable_when_its_python_cannot_start(tmp_path):
+def test_bare_unavailable_when_its_python_cannot_start(tmp_path):
     with pytest.raises(PeerUnavailable, match="cannot run"):
-        LimitPeer(Workload(10, 10, 10), python=str(tmp_path / "no-python")).start(tmp_path)
+        BarePeer(Workload(10, 10, 10), python=str(tmp_path / "no-python")).start(tmp_path)
     broken = tmp_path / "python"
     broken.write_text("#!/bin/sh\necho 'no module named rill' >&2\nexit 1\n")
     broken.chmod(0o755)
-    with pytest.raises(PeerUnavailable, match="limit server did not start.*no module named rill"):
-        LimitPeer(Workload(10, 10, 10), python=str(broken)).start(tmp_path / "work")
+    with pytest.raises(PeerUnavailable, match="bare server did not start.*no module named rill"):
+        BarePeer(Workload(10, 10, 10), python=str(broken)).start(tmp_path / "work")

@@ -1,0 +1,257 @@
+"""What ``rill bench compare``'s report says: its conclusion first, then the detail.
+
+Owns: turning the measured rows (``comparison``: one per target and fsync mode, the figures of
+``compare._figures``) and the machine's rows (``rill.bench.machine.Capability.to_dict()``) into
+the report's parts — ``finish_report`` adds rill's ratios to each row, the ``summary`` (the
+conclusion the page opens with: per target, rill ÷ target for throughput and for latency p50 /
+p99, publish and consume; then rill as a fraction of what the machine measured), one grouped
+bar chart (``bars``: msg/s of every target side by side), the detailed comparison table and the
+machine table.
+
+Ratios are always rill ÷ target on the same fsync mode, for every figure. A throughput ratio
+above 1 means rill moved more; a latency ratio below 1 means rill answered sooner: each ratio
+cell says which way is better (``good``: True when rill is better) so the page can show it.
+Nothing is called a limit: the machine's rows say what was measured, and rill's share of them
+is a "fraction of machine capability".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PHASES = ("publish", "consume")
+RATIO_FIGURES = (  # (figure key, column words, higher is better for rill)
+    ("msg_per_s", "msg/s", True),
+    ("p50_ms", "p50 latency", False),
+    ("p99_ms", "p99 latency", False),
+)
+CLIENTS = {
+    "rill": "rill SDK (send, poll)",
+    "nats": "nats-py: publish_async × batch, pull fetch(batch)",
+    "redis": "redis-py + hiredis: XADD pipeline, XRANGE COUNT",
+    "bare": "raw SEND frames → append / sendfile",
+}
+NAMES = {
+    "rill": "rill",
+    "nats": "NATS JetStream",
+    "redis": "Redis Streams",
+    "bare": "bare Python server",
+}
+FSYNC_NAMES = {"interval": "every second", "always": "always"}
+COLUMNS = [
+    "target", "fsync", "client",
+    "publish msg/s", "publish MB/s", "publish p99 ms",
+    "consume msg/s", "consume MB/s", "consume p99 ms",
+    "rill ÷ target (publish msg/s)", "rill ÷ target (consume msg/s)",
+]
+SUMMARY_COLUMNS = ["target", "fsync"] + [
+    f"{phase} {words} ({'higher' if higher else 'lower'} = rill better)"
+    for phase in PHASES for _, words, higher in RATIO_FIGURES
+]
+MACHINE_COLUMNS = ["machine capability", "fsync", "how", "MB/s",
+                   "rill publish MB/s ÷ it", "rill consume MB/s ÷ it"]
+
+
+def ratio(rill: float | None, other: float | None) -> float | None:
+    """rill ÷ other to 4 significant digits (a latency ratio may be 0.0017)."""
+    if rill is None or not other:
+        return None
+    return float(f"{rill / other:.4g}")
+
+
+def ratio_cell(value: float | None, higher_is_better: bool | None, title: str = "", suffix: str = "×") -> Any:
+    """A cell the HTML page shows as a ratio (``good`` colours it, None: neither way); "n/a"
+    when there is none."""
+    if value is None:
+        return "n/a"
+    good = None if value == 1 or higher_is_better is None else (value > 1) == higher_is_better
+    return {"ratio": value, "text": f"{value:.3g}{suffix}", "good": good, "title": title}
+
+
+def add_ratios(comparison: list[dict[str, Any]]) -> None:
+    """``rill_ratio[phase][figure]`` on every row: rill ÷ the row on its fsync mode (None on
+    rill's own rows, rows that did not run, and when rill did not run)."""
+    rill_rows = {row["fsync"]: row for row in comparison if row["target"] == "rill" and row["status"] == "ok"}
+    for row in comparison:
+        rill = rill_rows.get(row["fsync"])
+        ok = row["status"] == "ok" and rill is not None and row["target"] != "rill"
+        row["rill_ratio"] = {
+            phase: {figure: ratio(rill[phase].get(figure), row[phase].get(figure))
+                    for figure, _, _ in RATIO_FIGURES} if ok else None
+            for phase in PHASES
+        }
+
+
+def machine_fractions(comparison: list[dict[str, Any]], capabilities: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per fsync mode rill ran with: each measured capability and rill's MB/s (payload) as a
+    fraction of it — publish against the disk synced like that mode and against loopback TCP,
+    consume against loopback TCP (it reads the page cache, not the disk)."""
+    fractions = []
+    for row in comparison:
+        if row["target"] != "rill" or row["status"] != "ok":
+            continue
+        for capability in capabilities:
+            if capability.get("fsync") not in (None, row["fsync"]):
+                continue
+            over_loopback = capability["name"] == "loopback_tcp"
+            fractions.append({
+                "fsync": row["fsync"],
+                "capability": capability,
+                "publish": ratio(row["publish"]["mb_per_s"], capability["mb_per_s"]),
+                "consume": ratio(row["consume"]["mb_per_s"], capability["mb_per_s"]) if over_loopback else None,
+            })
+    return fractions
+
+
+# --- the parts of the report --------------------------------------------------------------------
+
+
+def summary_tables(comparison: list[dict[str, Any]], fractions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conclusion: rill ÷ each target for every figure, then rill's fraction of the machine."""
+    rows: list[list[Any]] = []
+    for row in comparison:
+        if row["target"] == "rill":
+            continue
+        head = [NAMES[row["target"]], FSYNC_NAMES[row["fsync"]]]
+        ratios = row["rill_ratio"]
+        if row["status"] != "ok" or ratios["publish"] is None:
+            reason = f"{row['status']}: {row['reason']}" if row["status"] != "ok" else "rill did not run"
+            rows.append(head + [reason] + ["—"] * (len(SUMMARY_COLUMNS) - 3))
+            continue
+        for phase in PHASES:
+            for figure, words, higher in RATIO_FIGURES:
+                title = f"rill ÷ {NAMES[row['target']]}, {phase} {words}, fsync {FSYNC_NAMES[row['fsync']]}"
+                head.append(ratio_cell(ratios[phase][figure], higher, title))
+        rows.append(head)
+    tables = [{
+        "title": "Conclusion: rill ÷ each target",
+        "columns": SUMMARY_COLUMNS,
+        "rows": rows,
+        "notes": [
+            "Each cell is rill's figure divided by the target's, on the same fsync mode. "
+            "Throughput (msg/s): above 1× rill moved more. Latency (batch round trip, p50 / p99): "
+            "below 1× rill answered sooner. On the page, green: rill better; red: the target better.",
+        ],
+    }]
+    if fractions:
+        tables.append({
+            "title": "rill as a fraction of machine capability",
+            "columns": ["machine capability", "fsync", "rill publish ÷ it", "rill consume ÷ it"],
+            "rows": [[entry["capability"]["label"], FSYNC_NAMES[entry["fsync"]],
+                      *(_fraction_cell(entry, phase) for phase in PHASES)] for entry in fractions],
+            "notes": ["rill's MB/s of payload ÷ what the machine did alone (the table of machine "
+                      "capability below says how each was measured): how much of it rill uses, "
+                      "not a score; neither is a ceiling."],
+        })
+    return tables
+
+
+def _fraction_cell(entry: dict[str, Any], phase: str) -> Any:
+    capability = entry["capability"]
+    if capability["mb_per_s"] is None:
+        return capability["reason"]
+    if entry[phase] is None:
+        return "—"
+    title = f"rill {phase} MB/s ÷ {capability['label']} ({capability['how']})"
+    return ratio_cell(entry[phase], None, title, suffix=" of it")
+
+
+def throughput_bars(comparison: list[dict[str, Any]]) -> dict[str, Any]:
+    """One group per phase and fsync mode, one bar per target (rill first, as it ran)."""
+    groups: dict[str, dict[str, float]] = {}
+    for row in comparison:
+        if row["status"] != "ok":
+            continue
+        for phase in PHASES:
+            group = groups.setdefault(f"{phase} · fsync {FSYNC_NAMES[row['fsync']]}", {})
+            group[NAMES[row["target"]]] = row[phase]["msg_per_s"]
+    return {
+        "title": "msg/s side by side (higher is better)",
+        "y_label": "msg/s",
+        "groups": groups,
+        "notes": ["Targets that did not run have no bar; the detailed table below says why."],
+    }
+
+
+def comparison_table(comparison: list[dict[str, Any]], workload: dict[str, Any]) -> dict[str, Any]:
+    """Every row's figures, as measured."""
+    rows: list[list[Any]] = []
+    for row in comparison:
+        head = [row["target"], row["fsync"], CLIENTS[row["target"]]]
+        if row["status"] != "ok":
+            rows.append(head + [f"{row['status']}: {row['reason']}"] + ["—"] * (len(COLUMNS) - 4))
+            continue
+        cells = head
+        for phase in PHASES:
+            figures = row[phase]
+            cells += [round(figures["msg_per_s"]), round(figures["mb_per_s"], 1), figures["p99_ms"]]
+        for phase in PHASES:
+            ratios = row["rill_ratio"][phase]
+            cells.append("—" if row["target"] == "rill" else
+                         "n/a" if ratios is None or ratios["msg_per_s"] is None else f"{ratios['msg_per_s']:.2f}×")
+        rows.append(cells)
+    size = workload["message_size"]
+    return {
+        "title": "rill vs NATS JetStream vs Redis Streams vs a bare Python server",
+        "columns": COLUMNS,
+        "rows": rows,
+        "notes": [
+            f"{workload['messages']:,} messages of {size:,} bytes in batches (pipelines) of "
+            f"{workload['batch']:,}, one partition / stream, client and server on 127.0.0.1; "
+            "each server started fresh for its row, one at a time.",
+            "fsync interval = every second (rill interval, NATS sync_interval 1s, Redis "
+            "appendfsync everysec, bare 1 s); always = before every acknowledgement (NATS "
+            "sync_interval always, Redis appendfsync always, bare fsync per frame).",
+            "msg/s and MB/s (10^6 bytes of payload) over the whole run; p99 of the batch round "
+            "trips (one send / pipeline / publish_async batch, one poll / XRANGE / fetch).",
+            "clients (Python, uvloop): "
+            + "; ".join(f"{name}: {text}" for name, text in CLIENTS.items()) + ".",
+            "rill ÷ target compares msg/s on the same fsync mode. The bare row is a minimal "
+            "Python server that only appends frames to a file (and streams the file back) with "
+            "no per-message work: a reference point, not a limit (rill can beat it).",
+        ],
+    }
+
+
+def machine_table(capabilities: list[dict[str, Any]], fractions: list[dict[str, Any]]) -> dict[str, Any]:
+    """The machine's own figures, each labelled for what it measured, and rill's share."""
+    by_capability = {}
+    for entry in fractions:
+        by_capability.setdefault(id(entry["capability"]), []).append(entry)
+    rows: list[list[Any]] = []
+    for capability in capabilities:
+        figure = capability["mb_per_s"] if capability["mb_per_s"] is not None else capability["reason"]
+        entries = by_capability.get(id(capability)) or [None]
+        for entry in entries:
+            fsync = entry["fsync"] if entry else capability.get("fsync")
+            shares = ["—", "—"] if entry is None else [
+                "—" if entry[phase] is None else f"{entry[phase]:.2f} of it" for phase in PHASES]
+            rows.append([capability["label"], FSYNC_NAMES.get(fsync, "—"), capability["how"], figure, *shares])
+    return {
+        "title": "Machine capability (measured in this run)",
+        "columns": MACHINE_COLUMNS,
+        "rows": rows,
+        "notes": [
+            "loopback TCP: iperf3 (a C tool), one stream over 127.0.0.1, bytes received per "
+            "second; without iperf3 the row says it was not measured.",
+            "disk: a sequential write of 1 MiB blocks to a new file beside the servers' data, "
+            "fdatasync at the end (beside fsync every second) or after every block (beside fsync "
+            "always, which syncs each 1 MB batch). Python only issues write and fdatasync.",
+            "These are what the machine did alone with one stream, not ceilings: rill's "
+            "consume (sendfile) can pass iperf3's copy through user space.",
+        ],
+    }
+
+
+def finish_report(report: dict[str, Any], comparison: list[dict[str, Any]],
+                  capabilities: list[dict[str, Any]]) -> None:
+    """Fill ``report`` from the measured rows: ratios, the conclusion, the chart, the tables."""
+    add_ratios(comparison)
+    fractions = machine_fractions(comparison, capabilities)
+    report["comparison"] = comparison
+    report["machine_capability"] = capabilities
+    report["summary"] = summary_tables(comparison, fractions)
+    report["bars"].append(throughput_bars(comparison))
+    report["tables"].append(comparison_table(comparison, report["workload"]))
+    if capabilities:
+        report["tables"].append(machine_table(capabilities, fractions))
