@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
+
+import httpx
 
 from rill.cli.output import message_id
 from rill.client import Message, PollingStrategy
@@ -179,3 +182,30 @@ def test_follow_with_a_group_still_polls_as_the_group(cli):
         stored = [client.get_consumer_offset("orders", "eu", Consumer.group("workers"), partition)
                   for partition in (1, 2, 3)]
     assert [offset.stored_offset for offset in stored] == [0, 0, 0]
+
+
+def _requests(http_url: str, command: str) -> float:
+    text = httpx.get(f"{http_url}/metrics").text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("rill_requests_total{") and f'command="{command}"' in line)
+
+
+def test_an_idle_follow_waits_on_the_server_instead_of_polling(cli, rill_server):
+    make_topic(cli)
+    before = _requests(rill_server.http_url, "poll_messages")
+    follower = subprocess.Popen([RILL, "message", "poll", "orders", "eu", "--follow", "--count", "1"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli.env())
+    try:
+        time.sleep(3)  # idle: every partition is at its end
+        polls = _requests(rill_server.http_url, "poll_messages") - before
+        waits = _requests(rill_server.http_url, "wait_for_messages")
+        with cli.sdk() as client:
+            client.send_messages("orders", "eu", [b"late"], partitioning=2)
+        out, err = follower.communicate(timeout=30)
+    finally:
+        follower.kill()
+    assert follower.returncode == 0, err
+    assert out.split("\t")[0] == "2" and out.strip().endswith("late")
+    # one poll per partition to reach its end (and again after the 2 s look for new
+    # partitions), not a poll every 0.25 s per partition
+    assert waits >= 1 and polls <= 2 * 3, (polls, waits)

@@ -21,6 +21,7 @@ from rill.protocol.commands.transactions import (
 )
 from rill.protocol.responses.transactions import StagedHandle
 from rill.protocol.commands import groups, messages, offsets, partitions, streams, system, tokens, topics, users
+from rill.protocol.commands.long_poll import WaitForMessages
 from rill.protocol.messages import POLLED_FIXED
 from rill.protocol.permissions import GlobalPermissions, Permissions
 from rill.protocol.primitives import CompressionAlgorithm, Identifier, SnapshotCompression, SnapshotType, UserStatus
@@ -416,6 +417,8 @@ CALLS = [
     ("abort_staged_messages", ("q", 4), AbortStagedMessages("q", 4)),
     ("get_producer_state", ("q",), GetProducerState("q")),
     ("get_consumer_lag", (1, "eu"), offsets.GetConsumerLag(Identifier.of(1), Identifier.of("eu"))),
+    ("wait_for_messages", (1, "eu", {2: 7}, 100),
+     WaitForMessages(Identifier.of(1), Identifier.of("eu"), ((2, 7),), 100, 0)),
 ]
 
 

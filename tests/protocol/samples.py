@@ -13,6 +13,7 @@ from rill.protocol.commands.groups import (
 )
 from rill.protocol.commands.columnar import PollMessagesColumnar
 from rill.protocol.commands.messages import FlushUnsavedBuffer, PollMessages, SendMessages
+from rill.protocol.commands.long_poll import WaitForMessages
 from rill.protocol.commands.offsets import GetConsumerLag, GetConsumerOffset, StoreConsumerOffset
 from rill.protocol.commands.partitions import CreatePartitions, DeletePartitions
 from rill.protocol.commands.streams import (
@@ -89,6 +90,7 @@ from rill.protocol.responses.groups import (
     ConsumerLag,
     ConsumerOffsetInfo,
 )
+from rill.protocol.responses.long_poll import PartitionEnd
 from rill.protocol.responses.streams import Stream, StreamDetails
 from rill.protocol.responses.system import ClientConsumerGroup, ClientInfo, ClientInfoDetails, Stats
 from rill.protocol.responses.topics import Partition, Topic, TopicDetails
@@ -211,6 +213,7 @@ COMMAND_SAMPLES = [
     AbortStagedMessages("query-1", 7, 0, True, 3, 5, "o" * 255),
     GetProducerState("query-1"),
     GetConsumerLag(Identifier.of(1), Identifier.of("orders")),
+    WaitForMessages(Identifier.of(1), Identifier.of("orders"), ((1, 0), (3, 41)), 500, 1024),
 ]
 
 _TOPIC = Topic(2, 1_700_000_000_000_000, 2, 0xFFFF_FFFF_FFFF_FFFF, 1, 10**10, 1, 4096, 12, "orders")
@@ -251,6 +254,7 @@ RECORD_SAMPLES = [
     ConsumerOffsetInfo(1, 11, 5),
     ConsumerLag(2, 1, "workers", 3, 1, 6, 10, 3),
     ConsumerLag(1, 7, "", 1, 0, 0, 4, 4),
+    PartitionEnd(3, 42, 1100),
     # rill extensions
     ColumnarMessages(3, 0, 12, 10, 2, 4000, bytes(range(16)),
                      (4000).to_bytes(4, "little") + (4050).to_bytes(4, "little")

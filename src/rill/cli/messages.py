@@ -17,7 +17,10 @@ Owns: the message verbs and the poll loop (how a message is shown is ``message_v
   joins it, polls, and leaves. ``--follow`` keeps polling for new messages until Ctrl-C (or
   until ``--count`` messages arrived); ``--exit-at-end`` polls until it reached the end and
   exits 0 (kcat's ``-e``). Without ``--group`` and ``--partition`` both read every partition
-  of the topic, each from the strategy's starting point. Both print each message as it comes:
+  of the topic, each from the strategy's starting point; at the end of every partition
+  ``--follow`` waits with WAIT_FOR_MESSAGES (rill extension 1030: the server answers when a
+  message arrives, no polling in a loop; a short sleep against a server without it). Both print
+  each message as it comes:
   a tab-separated line starting with its partition, one JSON object per line with ``--json``,
   or ``--format``'s template. ``--output-file`` writes the payloads to a file, one per line.
 
@@ -38,6 +41,7 @@ from typing import Any, BinaryIO, Iterator, List, Optional
 
 import typer
 
+from rill import errors
 from rill.cli import params
 from rill.cli.context import session, settings
 from rill.cli.message_view import (
@@ -52,7 +56,7 @@ from rill.protocol.primitives import Consumer, Partitioning, PollingKind, Pollin
 app = typer.Typer(name="message", help="Send, poll and flush messages.", no_args_is_help=True)
 
 MAX_BATCH_BYTES = 4_000_000  # well under the server's 10 MB payload limit per SEND
-FOLLOW_INTERVAL = 0.25  # seconds between polls that found nothing new
+FOLLOW_INTERVAL = 0.25  # seconds between polls that found nothing new (a server without long polls)
 PARTITIONS_INTERVAL = 2.0  # seconds between looks for partitions added while following
 
 
@@ -316,6 +320,7 @@ class _Poller:
         self.partition_id = 0  # the first partition read (the one, unless reading every partition)
         self.current_offset = 0
         self.partitions_read: set[int] = set()
+        self.can_wait = True  # the server has WAIT_FOR_MESSAGES (a rill server)
 
     def run(self, client: Any, stream: Any, topic: Any, who: Consumer, partition: int | None,
             strategy: PollingStrategy, wanted: int | None, auto_commit: bool, batch_size: int,
@@ -348,19 +353,42 @@ class _Poller:
                             cursor[:] = [batch.partition_id, PollingStrategy.offset(polled[-1].offset + 1)]
                         else:
                             ended += 1
+                            if cursor[1].kind in (PollingKind.FIRST, PollingKind.LAST):
+                                cursor[:] = [batch.partition_id, PollingStrategy.offset(0)]  # empty
+                                # partition: whatever comes is from offset 0 on
                     else:
                         if ended == len(cursors):
                             if not follow:
                                 break
                             if every_partition and time.monotonic() >= next_look:
                                 known = {cursor[0] for cursor in cursors}
-                                cursors += [[item, PollingStrategy.first()] for item in partition_ids()
-                                            if item not in known]
+                                added = [[item, PollingStrategy.first()] for item in partition_ids()
+                                         if item not in known]
                                 next_look = time.monotonic() + PARTITIONS_INTERVAL
-                            time.sleep(FOLLOW_INTERVAL)
+                                if added:
+                                    cursors += added
+                                    continue  # read the new partitions before waiting
+                            self._wait(client, stream, topic, cursors)
             except KeyboardInterrupt:
                 if not follow:
                     raise
+
+    def _wait(self, client: Any, stream: Any, topic: Any, cursors: list[list[Any]]) -> None:
+        """Until a followed partition has a message past its cursor (WAIT_FOR_MESSAGES, woken
+        by the append) or it is time to look for new partitions. A cursor that is not an offset
+        (``--next``, ``--timestamp``) waits from the partition's end as it is now; it stays what
+        it is, so a message that came in between is read by the next poll, at most a wait later.
+        A server without the rill extension (Iggy): a short sleep instead."""
+        if self.can_wait:
+            try:
+                positions = [(cursor[0], cursor[1].value if cursor[1].kind == PollingKind.OFFSET
+                              else client.poll_messages_columnar(stream, topic, cursor[0], 0, 0).next_offset)
+                             for cursor in cursors]
+                client.wait_for_messages(stream, topic, positions, int(PARTITIONS_INTERVAL * 1000))
+                return
+            except (errors.InvalidCommand, errors.FeatureUnavailable):
+                self.can_wait = False
+        time.sleep(FOLLOW_INTERVAL)
 
     def run_group(self, client: Any, stream: Any, topic: Any, who: Consumer, strategy: PollingStrategy,
                   wanted: int | None, auto_commit: bool, batch_size: int, follow: bool) -> None:

@@ -1,5 +1,5 @@
 """SDK methods of rill's extension commands (docs/extensions.md): columnar reads, staged appends,
-consumer lag.
+consumer lag, long polling.
 
 Owns: ``ExtensionMethods``, a mixin of ``CommandMethods`` (so ``AsyncClient`` and the blocking
 ``Client`` have these methods too), one coroutine per extension command, named as the
@@ -13,6 +13,7 @@ from typing import Any, Awaitable, Callable, Iterable
 
 from rill.protocol.commands.base import Command
 from rill.protocol.commands.columnar import PollMessagesColumnar
+from rill.protocol.commands.long_poll import MAX_WAIT_MS, WaitForMessages
 from rill.protocol.commands.offsets import GetConsumerLag
 from rill.protocol.commands.transactions import (
     AbortStagedMessages,
@@ -24,6 +25,7 @@ from rill.protocol.messages import Message
 from rill.protocol.primitives import Identifier, Partitioning
 from rill.protocol.responses.columnar import ColumnarMessages
 from rill.protocol.responses.groups import ConsumerLag
+from rill.protocol.responses.long_poll import PartitionEnd
 from rill.protocol.responses.transactions import (
     CommitResult,
     ProducerState,
@@ -135,3 +137,14 @@ class ExtensionMethods:
         """Committed offset, end offset and lag of every consumer group (every partition) and
         every consumer with a stored offset in a topic (rill extension 1020)."""
         return await self.execute(GetConsumerLag(Identifier.of(stream_id), Identifier.of(topic_id)))
+
+    async def wait_for_messages(self, stream_id: Id, topic_id: Id,
+                                positions: dict[int, int] | Iterable[tuple[int, int]],
+                                max_wait_ms: int = MAX_WAIT_MS, min_bytes: int = 0) -> list[PartitionEnd]:
+        """Wait until the partitions hold messages from the given offsets on (``positions``:
+        partition id -> offset; at least ``min_bytes`` bytes of records together, at least one
+        record when 0), or ``max_wait_ms`` passed; each partition's next offset and bytes from
+        its offset (rill extension 1030). Poll the partitions whose next offset moved."""
+        pairs = tuple(positions.items() if isinstance(positions, dict) else positions)
+        return await self.execute(WaitForMessages(Identifier.of(stream_id), Identifier.of(topic_id),
+                                                  pairs, max_wait_ms, min_bytes))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from rill.protocol.commands import (
     columnar,
     groups,
+    long_poll,
     messages,
     offsets,
     partitions,
@@ -23,8 +24,8 @@ from rill.protocol.commands import (
 from rill.protocol.commands.base import Command
 
 _MODULES = (system, users, tokens, messages, offsets, streams, topics, partitions, groups,
-            columnar, transactions)  # the last two: rill extensions (docs/extensions.md), as
-# is offsets.GetConsumerLag
+            columnar, transactions, long_poll)  # the last three: rill extensions
+# (docs/extensions.md), as is offsets.GetConsumerLag
 
 
 def _collect() -> dict[int, type[Command]]:

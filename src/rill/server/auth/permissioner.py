@@ -87,7 +87,8 @@ RULES: dict[str, Rule] = {
     "flush_unsaved_buffer": MESSAGES_SEND,
     # rill extensions (docs/extensions.md); staged appends are checked per topic staged to
     "poll_messages_columnar": MESSAGES_POLL,
-    "get_consumer_lag": TOPIC_READ,  # offsets and ends, no message content: as get_consumer_group
+    "get_consumer_lag": TOPIC_READ,
+    "wait_for_messages": MESSAGES_POLL,  # offsets and ends, no message content: as get_consumer_group
     "stage_messages": MESSAGES_SEND,
     "commit_staged_messages": MESSAGES_SEND,
     "abort_staged_messages": MESSAGES_SEND,

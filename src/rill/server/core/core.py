@@ -35,6 +35,7 @@ from rill.server.core.consumer_groups import ConsumerGroupService
 from rill.server.core.clients import ClientService, run_heartbeat_verifier
 from rill.server.core.columnar import ColumnarReadService
 from rill.server.core.consumer_offsets import ConsumerOffsetService
+from rill.server.core.long_poll import AppendSignals, LongPollService
 from rill.server.core.messages import MessageService
 from rill.server.core.model import Session, Stream, Topic
 from rill.server.core.partitions import PartitionService
@@ -138,10 +139,12 @@ class Core:
         self.system.groups_of = lambda topic: self.consumer_groups.topics.get(
             (topic.stream_id, topic.id), {}
         )
-        self.messages = MessageService(state, self.consumer_offsets)
+        self.appends = AppendSignals()  # every append wakes the long polls of its partition
+        self.messages = MessageService(state, self.consumer_offsets, self.appends)
         # rill extensions (docs/extensions.md)
         self.columnar = ColumnarReadService(state)
-        self.transactions = TransactionService(state, self.messages.choose_partition)
+        self.transactions = TransactionService(state, self.messages.choose_partition, self.appends)
+        self.long_poll = LongPollService(state, self.appends)
         self.handlers: dict[str, Handler] = self._handler_table()
         # called with the session when a client disconnects (consumer groups leave, ...)
         self.on_disconnect: list[Callable[[Session], None]] = []
@@ -153,7 +156,7 @@ class Core:
         services = (
             self.system, self.clients, self.snapshot, self.users, self.tokens, self.streams,
             self.topics, self.partitions, self.consumer_offsets, self.messages,
-            self.consumer_groups, self.columnar, self.transactions,
+            self.consumer_groups, self.columnar, self.transactions, self.long_poll,
         )
         table: dict[str, Handler] = {}
         for service in services:

@@ -27,6 +27,7 @@ from rill.server.core.consumer_offsets import ConsumerOffsetService
 from rill.server.core.deduplication import MessageDeduplicator
 from rill.server.core.model import Partition, Session, Topic
 from rill.server.core.state import CoreState
+from rill.server.core.long_poll import AppendSignals
 from rill.server.metrics import record_appended
 
 _U32 = struct.Struct("<I")
@@ -65,9 +66,11 @@ def partition_for_key(key: bytes, partitions_count: int) -> int:
 
 
 class MessageService:
-    def __init__(self, state: CoreState, offsets: ConsumerOffsetService) -> None:
+    def __init__(self, state: CoreState, offsets: ConsumerOffsetService,
+                 signals: AppendSignals) -> None:
         self.state = state
         self.offsets = offsets
+        self.signals = signals  # wakes long polls after an append
         # None when deduplication is off: the send path then pays nothing for it
         self.deduplicator = MessageDeduplicator.from_config(
             state.config.system.message_deduplication
@@ -111,6 +114,7 @@ class MessageService:
             else:
                 self.deduplicator.append(partition, command.messages, state.clock())
             record_appended(partition.log)
+            self.signals.appended(partition.log)
             await partition.log.wait_durable()
         except WRITE_FAILURES as error:
             self.write_failures.failed(error)

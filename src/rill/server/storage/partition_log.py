@@ -444,6 +444,16 @@ class PartitionLog:
             number += 1
         return position - start, chunks
 
+    def bytes_after(self, offset: int) -> int:
+        """Bytes of records from ``offset`` (or the oldest one kept) to the end of the log."""
+        start = max(offset, self.first_offset)
+        if start >= self.next_offset:
+            return 0
+        number = bisect_right(self._starts, start) - 1
+        first = self._segments[number]
+        return (first.size_bytes - first.position(start)
+                + sum(segment.size_bytes for segment in self._segments[number + 1:]))
+
     def read_columnar(self, offset: int, count: int, max_bytes: int) -> ColumnarRange:
         """Up to ``count`` records from ``offset`` with their index columns, within one segment
         and ``max_bytes`` of records (at least one record), verified as ``read``'s are. See

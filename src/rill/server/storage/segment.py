@@ -442,6 +442,10 @@ class Segment(SegmentChecks):
                                key=lambda offset: self._position(index, offset))
         return first_offset + fitting
 
+    def position(self, offset: int) -> int:
+        """Where message ``offset``'s record starts in the log file."""
+        return self._position(self._index(), offset)
+
     def index_entry(self, offset: int) -> tuple[int, int, int]:
         """``(relative_offset, position, timestamp)`` of one message (for tests and tools)."""
         return INDEX_ENTRY.unpack_from(

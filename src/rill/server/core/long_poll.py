@@ -1,0 +1,76 @@
+"""Waiting for messages: a read that waits past an offset until a deadline or a minimum of
+bytes, for one or many partitions at once, woken by appends (no sleeping loops).
+
+Owns: ``AppendSignals`` (``appended(log)`` wakes the readers waiting on that partition log;
+every path that appends calls it: SEND, deduplicated SEND, staged commits) and WAIT_FOR_MESSAGES
+(rill extension 1030), the Iggy edge of ``AppendSignals.wait``. Any protocol's long poll (Kafka
+Fetch's max wait and min bytes, TANK's consume) is a call to ``wait``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from rill.protocol.commands.long_poll import MAX_WAIT_MS, WaitForMessages
+from rill.protocol.responses.long_poll import PartitionEnd
+from rill.server.core.model import Session
+from rill.server.core.state import CoreState
+from rill.server.storage.partition_log import PartitionLog
+
+
+class AppendSignals:
+    """Per partition log, the futures of the readers waiting for its next append."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[PartitionLog, set[asyncio.Future[None]]] = {}
+
+    def appended(self, log: PartitionLog) -> None:
+        for waiter in self._waiting.pop(log, ()):
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def wait(self, wanted: Sequence[tuple[PartitionLog, int]], min_bytes: int,
+                   timeout: float) -> bool:
+        """Until the logs hold at least ``min_bytes`` bytes (at least one record) from their
+        offsets on, taken together, or ``timeout`` seconds passed; whether they do."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        need = max(min_bytes, 1)
+        while sum(log.bytes_after(offset) for log, offset in wanted) < need:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            waiter: asyncio.Future[None] = loop.create_future()
+            for log, _ in wanted:
+                self._waiting.setdefault(log, set()).add(waiter)
+            try:
+                await asyncio.wait_for(waiter, remaining)
+            except TimeoutError:
+                pass
+            finally:
+                for log, _ in wanted:
+                    waiters = self._waiting.get(log)
+                    if waiters is not None:
+                        waiters.discard(waiter)
+                        if not waiters:
+                            del self._waiting[log]
+        return True
+
+
+class LongPollService:
+    def __init__(self, state: CoreState, signals: AppendSignals) -> None:
+        self.state = state
+        self.signals = signals
+
+    async def wait_for_messages(self, session: Session, command: WaitForMessages
+                                ) -> list[PartitionEnd]:
+        state = self.state
+        topic = state.find_topic(command.stream_id, command.topic_id)
+        state.authorize(session, "wait_for_messages", topic.stream_id, topic.id)
+        partitions = [(state.find_partition(topic, partition_id), offset)
+                      for partition_id, offset in command.positions]
+        await self.signals.wait([(partition.log, offset) for partition, offset in partitions],
+                                command.min_bytes, min(command.max_wait_ms, MAX_WAIT_MS) / 1000)
+        return [PartitionEnd(partition.id, partition.log.next_offset, partition.log.bytes_after(offset))
+                for partition, offset in partitions]
