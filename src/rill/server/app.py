@@ -34,7 +34,7 @@ from rill.server.core.reconciliation import StartupRefused
 from rill.server.logs import configure_logging
 from rill.server.storage import descriptors
 from rill.server.storage.data_lock import DataDirectoryInUse
-from rill.server.transports.certificates import server_ssl_context
+from rill.server.auth.certificates import server_ssl_context
 from rill.server.transports.limits import ConnectionLimits, RequestMemory, Supervisor
 from rill.server.transports.tcp import TcpListener
 
