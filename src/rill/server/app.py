@@ -127,9 +127,7 @@ class Server:
         self._check_descriptor_room()
         http = self.config.http
         if http.enabled and http.metrics.enabled:
-            from rill.server.metrics import METRICS
-
-            METRICS.instrument(self.core)  # every transport's commands are measured
+            self.core.metrics.instrument(self.core)  # every transport's commands are measured
         if self.config.tcp.enabled:
             host, port = split_address(self.config.tcp.address, "tcp.address")
             tls = self.config.tcp.tls

@@ -55,12 +55,13 @@ from rill.server.core.tokens import PersonalAccessTokenService
 from rill.server.core.topics import TopicService
 from rill.server.core.transactions import TransactionService
 from rill.server.core.users import UserService
+from rill.server.metrics import Metrics
 from rill.server.storage.data_lock import DataDirectoryLock
 from rill.server.storage.descriptors import configure as configure_descriptors
 from rill.server.storage.descriptors import open_file_limit
 from rill.server.storage.directories import DIRECTORY_MODE, make_directory
 from rill.server.storage.durability import Durability, FsyncPolicy
-from rill.server.storage.partition_log import configure_append_threads
+from rill.server.storage.partition_log import PartitionLog, configure_append_threads
 from rill.server.storage.paths import DataPaths
 from rill.server.storage.reserve import SpaceReserve
 from rill.server.storage.verification import verify_in_background
@@ -140,11 +141,12 @@ class Core:
         self.system.groups_of = lambda topic: self.consumer_groups.topics.get(
             (topic.stream_id, topic.id), {}
         )
+        self.metrics = Metrics()  # this server's (served at [http.metrics] endpoint)
         self.appends = AppendSignals()  # every append wakes the long polls of its partition
-        self.messages = MessageService(state, self.consumer_offsets, self.appends)
+        self.messages = MessageService(state, self.consumer_offsets, self._appended)
         # rill extensions (docs/extensions.md)
         self.columnar = ColumnarReadService(state)
-        self.transactions = TransactionService(state, self.messages.choose_partition, self.appends)
+        self.transactions = TransactionService(state, self.messages.choose_partition, self._appended)
         self.long_poll = LongPollService(state, self.appends)
         self.handlers: dict[str, Handler] = self._handler_table()
         # called with the session when a client disconnects (consumer groups leave, ...)
@@ -243,6 +245,11 @@ class Core:
                 run_heartbeat_verifier(state, self.sessions, heartbeat.interval, self.disconnect)
             ))
         self.running = True
+
+    def _appended(self, log: PartitionLog) -> None:
+        """Every append, whatever its path (SEND, deduplicated SEND, staged commit)."""
+        self.metrics.record_appended(log)
+        self.appends.appended(log)
 
     # -- what transports and protocols may ask -------------------------------------------------
 

@@ -25,7 +25,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from rill.server.config import HttpConfig, split_address
 from rill.server.core.core import Core
-from rill.server.metrics import METRICS, Metrics
+from rill.server.metrics import Metrics
 from rill.server.transports.http.app import create_app
 
 log = logging.getLogger(__name__)
@@ -86,13 +86,13 @@ def bind(address: str) -> socket.socket:
 
 
 class HttpListener:
-    def __init__(self, core: Core, config: HttpConfig, metrics: Metrics = METRICS,
+    def __init__(self, core: Core, config: HttpConfig, metrics: Metrics | None = None,
                  head_timeout: float = 10.0, max_connections: int | None = None) -> None:
         self.core = core
         self.config = config
         self.head_timeout = head_timeout
         self.max_connections = max_connections  # connections and requests at once (503 beyond)
-        self.metrics = metrics
+        self.metrics = metrics if metrics is not None else core.metrics
         self._server: _EmbeddedServer | None = None
         self._task: asyncio.Task[None] | None = None
 
