@@ -16,7 +16,7 @@ import json
 import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Mapping
+from typing import Any, Callable, Mapping
 
 CONNECTION_OPTIONS = ("servers", "transport", "username", "password", "token", "caFile",
                       "verifyCertificate", "reconnectAttempts", "reconnectBackoff")
@@ -59,43 +59,33 @@ def _get(options: Mapping[str, str], name: str, default: str | None = None) -> s
     return default if value is None else str(value)
 
 
-def _positive_int(options: Mapping[str, str], name: str, default: int | None) -> int | None:
+def _number(options: Mapping[str, str], name: str, default: Any, convert: Callable[[str], Any],
+            fits: Callable[[Any], bool], expected: str) -> Any:
+    """Option ``name`` as ``convert`` reads it, or ``default`` when absent; a value that does
+    not convert or does not fit is refused, naming the option and what it should be."""
     text = _get(options, name)
     if text is None:
         return default
     try:
-        value = int(text)
+        value = convert(text)
     except ValueError:
-        raise RillOptionError(f"option {name!r} must be a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise RillOptionError(f"option {name!r} must be a positive integer, got {text!r}")
+        value = None
+    if value is None or not fits(value):
+        raise RillOptionError(f"option {name!r} must be {expected}, got {text!r}")
     return value
+
+
+def _positive_int(options: Mapping[str, str], name: str, default: int | None) -> int | None:
+    return _number(options, name, default, int, lambda value: value > 0, "a positive integer")
 
 
 def _count(options: Mapping[str, str], name: str, default: int) -> int:
-    text = _get(options, name)
-    if text is None:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise RillOptionError(f"option {name!r} must be an integer >= 0, got {text!r}")
-    return value
+    return _number(options, name, default, int, lambda value: value >= 0, "an integer >= 0")
 
 
 def _seconds(options: Mapping[str, str], name: str, default: float) -> float:
-    text = _get(options, name)
-    if text is None:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 0 < value <= 3600:
-        raise RillOptionError(f"option {name!r} must be a number of seconds (0 < s <= 3600), got {text!r}")
-    return value
+    return _number(options, name, default, float, lambda value: 0 < value <= 3600,
+                   "a number of seconds (0 < s <= 3600)")
 
 
 def _boolean(options: Mapping[str, str], name: str, default: bool) -> bool:

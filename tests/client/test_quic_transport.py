@@ -22,7 +22,7 @@ from rill.client import (
 )
 from rill.client.quic import QuicTransport
 from rill.client.transport import transport_factory
-from rill.server.transports.certificates import generate_self_signed
+from rill.server.auth.certificates import generate_self_signed
 
 VOLATILE = {"created_at", "timestamp"}  # differ between two runs whatever the transport
 

@@ -34,7 +34,7 @@ from rill.server.core.reconciliation import StartupRefused
 from rill.server.logs import configure_logging
 from rill.server.storage import descriptors
 from rill.server.storage.data_lock import DataDirectoryInUse
-from rill.server.transports.certificates import server_ssl_context
+from rill.server.auth.certificates import server_ssl_context
 from rill.server.transports.limits import ConnectionLimits, RequestMemory, Supervisor
 from rill.server.transports.tcp import TcpListener
 
@@ -127,9 +127,7 @@ class Server:
         self._check_descriptor_room()
         http = self.config.http
         if http.enabled and http.metrics.enabled:
-            from rill.server.metrics import METRICS
-
-            METRICS.instrument(self.core)  # every transport's commands are measured
+            self.core.metrics.instrument(self.core)  # every transport's commands are measured
         if self.config.tcp.enabled:
             host, port = split_address(self.config.tcp.address, "tcp.address")
             tls = self.config.tcp.tls

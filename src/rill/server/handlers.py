@@ -63,11 +63,10 @@ def encode_result(result: object) -> list[bytes | bytearray | memoryview]:
 
 
 async def handle_request(core: Core, session: Session, code: int, payload: memoryview) -> Reply:
-    if core.sessions.get(session.client_id) is not session:
+    if not core.heartbeat(session):
         # the session (from core.connect) was removed by the heartbeat verifier: status 30,
         # and CLOSING_STATUSES makes the transport close the link
         return error_reply(errors.StaleClient.code)
-    session.last_heartbeat = core.state.clock()  # any request counts as a heartbeat
     try:
         command = decode_command(code, payload)
     except errors.RillError as error:  # DecodeError: status 3 whatever went wrong inside

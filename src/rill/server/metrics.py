@@ -17,8 +17,9 @@ Owns: the counters and histograms, and their rendering. What is measured:
 * gauges read at scrape time: connected clients by transport, streams, topics, partitions,
   and ``rill_consumer_group_lag`` per group and partition (the figure of GET_CONSUMER_LAG).
 
-``METRICS`` is the process-wide registry (as in Prometheus client libraries); one server
-runs per process. Invariant: recording never raises and costs a few dict operations.
+One registry per server: the Core owns it (``core.metrics``) and passes ``record_appended``
+to the services that append; nothing is shared between two servers of one process.
+Invariant: recording never raises and costs a few dict operations.
 """
 
 from __future__ import annotations
@@ -185,11 +186,3 @@ class Metrics:
                                          partition=row.partition_id)
                         lines.append(f"rill_consumer_group_lag{labels} {row.lag}")
         return lines
-
-
-METRICS = Metrics()
-
-
-def record_appended(log: Any) -> None:
-    """The send path's one line: count what was just appended to ``log``."""
-    METRICS.record_appended(log)

@@ -34,7 +34,7 @@ from rill.protocol.primitives import (
     Partitioning,
     PollingStrategy,
 )
-from rill.server.transports.certificates import generate_self_signed
+from rill.server.auth.certificates import generate_self_signed
 
 PING = bytes.fromhex("0400000001000000")
 LOGIN = LoginUser("iggy", "iggy").to_frame()

@@ -12,7 +12,7 @@ import pytest
 
 from rill import errors
 from rill.client import AsyncClient, Client, Message, Partitioning, PollingStrategy
-from rill.server.transports.certificates import generate_self_signed
+from rill.server.auth.certificates import generate_self_signed
 
 PING = bytes.fromhex("0400000001000000")
 

@@ -31,6 +31,7 @@ from rill.protocol.primitives import Transport
 from rill.server.auth.permissioner import Permissioner
 from rill.server.auth.throttling import LoginThrottle, ThrottleSettings
 from rill.server.config import ServerConfig
+from rill.server.auth.access_tokens import JwtManager, load_or_create_secret
 from rill.server.core.consumer_groups import ConsumerGroupService
 from rill.server.core.clients import ClientService, run_heartbeat_verifier
 from rill.server.core.columnar import ColumnarReadService
@@ -54,12 +55,13 @@ from rill.server.core.tokens import PersonalAccessTokenService
 from rill.server.core.topics import TopicService
 from rill.server.core.transactions import TransactionService
 from rill.server.core.users import UserService
+from rill.server.metrics import Metrics
 from rill.server.storage.data_lock import DataDirectoryLock
 from rill.server.storage.descriptors import configure as configure_descriptors
 from rill.server.storage.descriptors import open_file_limit
 from rill.server.storage.directories import DIRECTORY_MODE, make_directory
 from rill.server.storage.durability import Durability, FsyncPolicy
-from rill.server.storage.partition_log import configure_append_threads
+from rill.server.storage.partition_log import PartitionLog, configure_append_threads
 from rill.server.storage.paths import DataPaths
 from rill.server.storage.reserve import SpaceReserve
 from rill.server.storage.verification import verify_in_background
@@ -139,17 +141,19 @@ class Core:
         self.system.groups_of = lambda topic: self.consumer_groups.topics.get(
             (topic.stream_id, topic.id), {}
         )
+        self.metrics = Metrics()  # this server's (served at [http.metrics] endpoint)
         self.appends = AppendSignals()  # every append wakes the long polls of its partition
-        self.messages = MessageService(state, self.consumer_offsets, self.appends)
+        self.messages = MessageService(state, self.consumer_offsets, self._appended)
         # rill extensions (docs/extensions.md)
         self.columnar = ColumnarReadService(state)
-        self.transactions = TransactionService(state, self.messages.choose_partition, self.appends)
+        self.transactions = TransactionService(state, self.messages.choose_partition, self._appended)
         self.long_poll = LongPollService(state, self.appends)
         self.handlers: dict[str, Handler] = self._handler_table()
         # called with the session when a client disconnects (consumer groups leave, ...)
         self.on_disconnect: list[Callable[[Session], None]] = []
         self.on_disconnect.append(self.consumer_groups.client_disconnected)
         self._client_ids = itertools.count(1)
+        self.access_tokens: JwtManager | None = None  # made at start when HTTP is enabled
         self._tasks: list[asyncio.Task[None]] = []
 
     def _handler_table(self) -> dict[str, Handler]:
@@ -226,6 +230,11 @@ class Core:
         if retention.cleaner_enabled:
             self._tasks.append(asyncio.create_task(run_retention(state, retention.interval)))
         self._tasks.append(asyncio.create_task(self.tokens.run_cleaner()))
+        if self.config.http.enabled:  # HTTP's bearer tokens (auth.access_tokens)
+            self.access_tokens = JwtManager(self.config.http.jwt,
+                                            load_or_create_secret(state.paths.jwt_secret), state.store)
+            self.access_tokens.forget_expired_revocations()
+            self._tasks.append(asyncio.create_task(self.access_tokens.run_cleaner()))
         if not state.clean_start and not self._first_start:  # verify the rest, off the loop
             self._tasks.append(asyncio.create_task(verify_in_background(lambda: [
                 partition.log for stream in state.streams.values()
@@ -236,6 +245,29 @@ class Core:
                 run_heartbeat_verifier(state, self.sessions, heartbeat.interval, self.disconnect)
             ))
         self.running = True
+
+    def _appended(self, log: PartitionLog) -> None:
+        """Every append, whatever its path (SEND, deduplicated SEND, staged commit)."""
+        self.metrics.record_appended(log)
+        self.appends.appended(log)
+
+    # -- what transports and protocols may ask -------------------------------------------------
+
+    @property
+    def paths(self) -> DataPaths:
+        return self.state.paths
+
+    def heartbeat(self, session: Session) -> bool:
+        """A request arrived on ``session``: it counts as a heartbeat. False when the session
+        is gone (the heartbeat verifier removed it): the connection must close."""
+        if self.sessions.get(session.client_id) is not session:
+            return False
+        session.last_heartbeat = self.state.clock()
+        return True
+
+    def user_is_active(self, user_id: int) -> bool:
+        user = self.users.users.get(user_id)
+        return user is not None and user.is_active
 
     def summary(self) -> str:
         """What this start loaded and how: for the one line the server logs once it serves."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from typing import Callable
 
 import xxhash
 
@@ -27,8 +28,7 @@ from rill.server.core.consumer_offsets import ConsumerOffsetService
 from rill.server.core.deduplication import MessageDeduplicator
 from rill.server.core.model import Partition, Session, Topic
 from rill.server.core.state import CoreState
-from rill.server.core.long_poll import AppendSignals
-from rill.server.metrics import record_appended
+from rill.server.storage.partition_log import PartitionLog
 
 _U32 = struct.Struct("<I")
 log = logging.getLogger(__name__)
@@ -67,10 +67,10 @@ def partition_for_key(key: bytes, partitions_count: int) -> int:
 
 class MessageService:
     def __init__(self, state: CoreState, offsets: ConsumerOffsetService,
-                 signals: AppendSignals) -> None:
+                 appended: Callable[[PartitionLog], None]) -> None:
         self.state = state
         self.offsets = offsets
-        self.signals = signals  # wakes long polls after an append
+        self.appended = appended  # after every append: metrics, and the long polls it wakes
         # None when deduplication is off: the send path then pays nothing for it
         self.deduplicator = MessageDeduplicator.from_config(
             state.config.system.message_deduplication
@@ -113,8 +113,7 @@ class MessageService:
                 await partition.log.append_async(command.messages, state.clock())
             else:
                 self.deduplicator.append(partition, command.messages, state.clock())
-            record_appended(partition.log)
-            self.signals.appended(partition.log)
+            self.appended(partition.log)
             await partition.log.wait_durable()
         except WRITE_FAILURES as error:
             self.write_failures.failed(error)

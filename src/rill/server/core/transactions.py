@@ -71,8 +71,7 @@ from rill.protocol.responses.transactions import (
 from rill.server.config import NEVER
 from rill.server.core.model import Partition, Session, Topic
 from rill.server.core.state import CoreState
-from rill.server.core.long_poll import AppendSignals
-from rill.server.metrics import record_appended
+from rill.server.storage.partition_log import PartitionLog
 from rill.server.storage.staged_records import check_stored_records
 from rill.server.storage.staging import StagedFile, StagingArea
 from rill.server.storage.transaction_journal import TransactionJournal
@@ -109,11 +108,11 @@ class Producer:
 class TransactionService:
     def __init__(
         self, state: CoreState, choose_partition: Callable[[Topic, Partitioning], Partition],
-        signals: AppendSignals,
+        appended: Callable[[PartitionLog], None],
     ) -> None:
         self.state = state
         self.choose_partition = choose_partition
-        self.signals = signals  # wakes long polls after a commit appended
+        self.appended = appended  # after every append: metrics, and the long polls it wakes
         self.staging = StagingArea(state.paths, state.durability)
         # Every commit is synced under interval too: a decision lost while the messages it
         # appended survive would let a replayed batch append them twice (see the journal).
@@ -286,8 +285,7 @@ class TransactionService:
                     records = records[start:]
                     positions = array("I", (p - start for p in positions[skipped:]))
                 partition.log.append_stamped(records, positions, self.state.clock())
-                record_appended(partition.log)
-                self.signals.appended(partition.log)
+                self.appended(partition.log)
                 appended += count
         return appended
 

@@ -1,4 +1,5 @@
-"""Durability: the one fsync policy of the storage engine, and the only module that calls fsync.
+"""Durability: the one fsync policy of the storage engine, and the only module that calls fsync
+(``write_private_file`` too: the secrets and certificates of the data directory).
 
 Policies:
   * ``NEVER``    nothing is ever synced by rill; the operating system writes back when it likes.
@@ -310,6 +311,28 @@ class Durability:
         finally:
             os.close(descriptor)
         self.fsync_calls += 1
+
+
+def write_private_file(path: Path, data: bytes) -> None:
+    """Secrets and certificates, whatever the policy: ``data`` into a temporary 0600 file,
+    synced, renamed over ``path``, the directory synced; a crash leaves the old file or the new
+    one, never a torn one."""
+    temporary = path.with_name(path.name + ".tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(descriptor, view):]
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+    os.chmod(temporary, 0o600)  # O_CREAT's mode does not apply to a file left by a crash
+    os.replace(temporary, path)
+    directory = os.open(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
 
 def _name(file: File) -> str:

@@ -60,7 +60,7 @@ from rill.server.config import NEVER, QuicConfig, split_address
 from rill.server.core.core import Core
 from rill.server.handlers import error_reply
 from rill.server.transports.binary import Buffer, BinaryConnection
-from rill.server.transports.certificates import ensure_self_signed
+from rill.server.auth.certificates import ensure_self_signed
 from rill.server.transports.limits import UNLIMITED, ConnectionLimits, RequestMemory, Supervisor
 
 log = logging.getLogger(__name__)
@@ -291,7 +291,7 @@ class QuicListener:
         """The listener with its certificate: the generated self-signed one (made at the first
         start in the data directory's secrets, reused afterwards) or the configured PEM files."""
         if config.certificate.self_signed:
-            paths = core.state.paths
+            paths = core.paths
             certificate, key = ensure_self_signed(paths.self_signed_certificate, paths.self_signed_key)
         else:
             certificate, key = Path(config.certificate.certificate), Path(config.certificate.key)

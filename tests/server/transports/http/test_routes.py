@@ -291,7 +291,7 @@ def test_https_when_tls_is_enabled(rill_factory, tmp_path):
 
     import httpx
 
-    from rill.server.transports.certificates import generate_self_signed
+    from rill.server.auth.certificates import generate_self_signed
 
     certificate, key = generate_self_signed()
     (tmp_path / "cert.pem").write_bytes(certificate)

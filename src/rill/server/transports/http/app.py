@@ -28,7 +28,7 @@ from rill.server.core.core import Core
 from rill.server.metrics import Metrics
 from rill.server.transports.http.auth import PUBLIC_PATHS, Authenticate
 from rill.server.transports.http.errors import BodyLimit, install_error_handlers
-from rill.server.transports.http.jwt import JwtManager
+from rill.server.auth.access_tokens import JwtManager
 from rill.server.transports.http.routes import ROUTERS, docs, system
 from rill.server.transports.http.routes.common import HttpContext
 
@@ -82,12 +82,8 @@ def create_app(core: Core, config: HttpConfig, jwt: JwtManager, metrics: Metrics
     for router in ROUTERS:
         app.include_router(router)
 
-    def user_is_active(user_id: int) -> bool:
-        user = core.users.users.get(user_id)
-        return user is not None and user.is_active
-
     app.add_middleware(BodyLimit, limit=config.max_request_size)
-    app.add_middleware(Authenticate, jwt=jwt, user_is_active=user_is_active, public_paths=public_paths)
+    app.add_middleware(Authenticate, jwt=jwt, user_is_active=core.user_is_active, public_paths=public_paths)
     app.add_middleware(CountRequests, metrics=metrics)
     cors = config.cors
     if cors.enabled:

@@ -27,7 +27,7 @@ from rill import errors
 from rill.protocol.primitives import Transport
 from rill.server.core.model import Session
 from rill.server.transports.http.errors import error_response
-from rill.server.transports.http.jwt import AccessToken, JwtManager
+from rill.server.auth.access_tokens import AccessToken, JwtManager
 
 PUBLIC_PATHS = frozenset({
     "/", "/ping", "/health", "/ready", "/users/login", "/users/refresh-token", "/personal-access-tokens/login",

@@ -25,9 +25,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from rill.server.config import HttpConfig, split_address
 from rill.server.core.core import Core
-from rill.server.metrics import METRICS, Metrics
+from rill.server.metrics import Metrics
 from rill.server.transports.http.app import create_app
-from rill.server.transports.http.jwt import JwtManager, load_or_create_secret
 
 log = logging.getLogger(__name__)
 
@@ -87,25 +86,21 @@ def bind(address: str) -> socket.socket:
 
 
 class HttpListener:
-    def __init__(self, core: Core, config: HttpConfig, metrics: Metrics = METRICS,
+    def __init__(self, core: Core, config: HttpConfig, metrics: Metrics | None = None,
                  head_timeout: float = 10.0, max_connections: int | None = None) -> None:
         self.core = core
         self.config = config
         self.head_timeout = head_timeout
         self.max_connections = max_connections  # connections and requests at once (503 beyond)
-        self.metrics = metrics
-        self.jwt: JwtManager | None = None
+        self.metrics = metrics if metrics is not None else core.metrics
         self._server: _EmbeddedServer | None = None
         self._task: asyncio.Task[None] | None = None
-        self._cleaner: asyncio.Task[None] | None = None
 
     async def start(self) -> tuple[str, int]:
         """Start serving; returns the bound (host, port)."""
         config = self.config
-        state = self.core.state
-        self.jwt = JwtManager(config.jwt, load_or_create_secret(state.paths.jwt_secret), state.store)
-        self.jwt.forget_expired_revocations()
-        app = create_app(self.core, config, self.jwt, self.metrics)
+        assert self.core.access_tokens is not None, "the core makes them at start when HTTP is on"
+        app = create_app(self.core, config, self.core.access_tokens, self.metrics)
         sock = bind(config.address)
         tls = config.tls
         server_config = uvicorn.Config(
@@ -128,16 +123,10 @@ class HttpListener:
                 task.result()  # raises what went wrong
                 raise RuntimeError("the HTTP server stopped during start-up")
             await asyncio.sleep(0.005)
-        self._cleaner = asyncio.create_task(self.jwt.run_cleaner(), name="rill-http-token-cleaner")
         host, port = sock.getsockname()[:2]
         return host, port
 
     async def stop(self) -> None:
-        if self._cleaner is not None:
-            self._cleaner.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._cleaner
-            self._cleaner = None
         if self._server is not None and self._task is not None:
             self._server.should_exit = True
             try:

@@ -25,7 +25,7 @@ from rill.server.metrics import Metrics
 from rill.server.transports.http import schemas
 from rill.server.transports.http.auth import bearer, session_of
 from rill.server.transports.http.errors import not_found
-from rill.server.transports.http.jwt import JwtManager
+from rill.server.auth.access_tokens import JwtManager
 from rill.server.transports.http.models import to_json
 
 

@@ -1,4 +1,5 @@
 """HTTP access tokens (wire §8.2): the signing secret, issuing, verifying, revoking, refreshing.
+Auth owns them; the HTTP transport only reads the bearer header and calls ``JwtManager``.
 
 Owns: ``JwtManager``. Tokens are JWTs signed with HMAC (``[http.jwt] algorithm``: HS256 by
 default; HS384/HS512 also work) and carry ``jti`` (a UUIDv7 string), ``sub`` (the user id, a
@@ -7,8 +8,8 @@ and ``exp`` (= iat + ``access_token_expiry``; "never" = iat + 1,000,000,000 s), 
 seconds. Verification allows ``clock_skew`` of leeway and requires every claim.
 
 The secret: 64 random bytes generated at the first start into ``paths.jwt_secret`` (file mode
-0600 in a 0700 directory, written to a temporary file and renamed so a crash never leaves a
-torn secret) and read back at every later start, so tokens survive a restart. No secret ships
+0600 in a 0700 directory, written by ``storage.durability.write_private_file``, so a crash never
+leaves a torn secret) and read back at every later start, so tokens survive a restart. No secret ships
 with rill.
 
 Revocation (logout, refresh): the token id is written to the metadata store with the token's
@@ -31,6 +32,7 @@ import jwt
 
 from rill import errors
 from rill.server.config import NEVER, JwtConfig
+from rill.server.storage.durability import write_private_file
 from rill.server.storage.metadata import MetadataStore
 
 log = logging.getLogger(__name__)
@@ -67,14 +69,7 @@ def load_or_create_secret(path: Path) -> bytes:
         secret = path.read_bytes()
     except FileNotFoundError:
         secret = secrets.token_bytes(SECRET_BYTES)
-        temporary = path.with_name(path.name + ".tmp")
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(descriptor, secret)
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
-        os.replace(temporary, path)
+        write_private_file(path, secret)
         log.info("generated a new HTTP token signing secret in %s", path)
     if len(secret) < 32:
         raise errors.InvalidJwtSecret(reason=f"Invalid JWT secret: {path} holds fewer than 32 bytes")

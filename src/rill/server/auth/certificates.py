@@ -1,4 +1,5 @@
-"""TLS material of the binary transports: the self-signed certificate and server contexts.
+"""The server's TLS material (auth owns key material): the self-signed certificate and the
+server contexts of the TCP and HTTP listeners.
 
 Owns: generating the self-signed certificate QUIC uses by default (``quic.certificate.
 self_signed``) and reusing it after a restart, and building the ``ssl.SSLContext`` of a TCP
@@ -8,7 +9,8 @@ The self-signed certificate is made at the first start, never shipped and never 
 EC P-256 key, subject and issuer CN=localhost, subject alternative names ``localhost``,
 ``127.0.0.1`` and ``::1``, a leaf (not a CA) for server authentication, valid from a day before its creation for ten years. Both PEM files
 are written with mode 0600 into a directory of mode 0700 (``DataPaths.secrets_dir``), each
-through a temporary file renamed into place so a crash never leaves half a key. If either file
+by ``storage.durability.write_private_file`` (synced, renamed into place: a crash never leaves
+half a key). If either file
 is missing both are made again; if both exist they are used as they are.
 """
 
@@ -25,6 +27,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from rill.server.storage.durability import write_private_file
 
 log = logging.getLogger(__name__)
 
@@ -73,18 +77,6 @@ def generate_self_signed(common_name: str = COMMON_NAME) -> tuple[bytes, bytes]:
     return certificate_pem, key_pem
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(descriptor, data)
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-    os.chmod(temporary, 0o600)  # O_CREAT's mode does not apply to a file left by a crash
-    os.replace(temporary, path)
-
-
 def ensure_self_signed(certificate_path: Path, key_path: Path) -> tuple[Path, Path]:
     """The self-signed pair at these paths, generated there first if either file is missing."""
     certificate_path, key_path = Path(certificate_path), Path(key_path)
@@ -94,8 +86,8 @@ def ensure_self_signed(certificate_path: Path, key_path: Path) -> tuple[Path, Pa
         directory.mkdir(parents=True, exist_ok=True)
         os.chmod(directory, 0o700)
     certificate_pem, key_pem = generate_self_signed()
-    _write_private(key_path, key_pem)
-    _write_private(certificate_path, certificate_pem)
+    write_private_file(key_path, key_pem)
+    write_private_file(certificate_path, certificate_pem)
     log.info("generated a self-signed certificate in %s", certificate_path)
     return certificate_path, key_path
 
