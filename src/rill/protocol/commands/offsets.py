@@ -25,6 +25,7 @@ class GetConsumerOffset(Command):
 
     CODE = 120
     NAME = "get_consumer_offset"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (CONSUMER, IDENT, IDENT, U32)
     consumer: Consumer
     stream_id: Identifier
@@ -41,6 +42,7 @@ class StoreConsumerOffset(Command):
 
     CODE = 121
     NAME = "store_consumer_offset"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (CONSUMER, IDENT, IDENT, U32, U64)
     consumer: Consumer
     stream_id: Identifier
