@@ -178,4 +178,8 @@ def test_follow_with_a_group_still_polls_as_the_group(cli):
     with cli.sdk() as client:  # the group's offsets moved, the poll went through the group
         stored = [client.get_consumer_offset("orders", "eu", Consumer.group("workers"), partition)
                   for partition in (1, 2, 3)]
+        # stored_offset 0 also means "never stored" (as Iggy 0.4.95): the lag rows say committed
+        committed = [(row.partition_id, row.committed) for row in client.get_consumer_lag("orders", "eu")
+                     if row.group_name == "workers"]
     assert [offset.stored_offset for offset in stored] == [0, 0, 0]
+    assert committed == [(1, 1), (2, 1), (3, 1)]
