@@ -72,3 +72,31 @@ def test_list_shows_committed_end_and_lag_of_every_group_and_consumer(cli):
         client.send_messages("orders", "eu", [b"m"], partitioning=1)
     after = cli.run("--json", "consumer-offset", "list", "orders", "eu").json()
     assert [row["lag"] for row in after if row["partition_id"] == 1] == [7, 1]
+
+
+def test_get_tells_stored_zero_from_never_stored(cli):
+    """GET_CONSUMER_OFFSET answers stored_offset 0 for both (as Iggy 0.4.95); ``get`` asks
+    GET_CONSUMER_LAG to keep printing "no offset stored" for a consumer that stored nothing."""
+    with cli.sdk() as client:
+        client.create_stream("orders")
+        client.create_topic("orders", "eu", 2)
+        client.send_messages("orders", "eu", [b"m"] * 3, partitioning=1)
+        client.create_consumer_group("orders", "eu", "workers")
+        assert client.get_consumer_offset("orders", "eu", "billing", 1).stored_offset == 0
+    cli.run("consumer-offset", "set", "orders", "eu", "0", "--consumer", "billing", "--partition", "1")
+    cli.run("consumer-offset", "set", "orders", "eu", "0", "--group", "workers", "--partition", "1")
+
+    def get(*who: str, partition: str = "1"):
+        return cli.run("--json", "consumer-offset", "get", "orders", "eu", *who, "--partition", partition).json()
+
+    stored_zero = {"partition_id": 1, "current_offset": 2, "stored_offset": 0}
+    assert get("--consumer", "billing") == stored_zero  # a named consumer: its xxHash32
+    assert get("--group", "workers") == stored_zero
+    assert get("--group", "1") == stored_zero
+    assert get("--consumer", "billing", partition="2") is None
+    assert get("--consumer", "7") is None
+    assert get("--group", "workers", partition="2") is None
+    text = cli.run("consumer-offset", "get", "orders", "eu", "--consumer", "7").stdout
+    assert "no offset stored for consumer 7 in partition 1" in text
+    no_partition = cli.run("consumer-offset", "get", "orders", "eu", "--partition", "9", ok=False)
+    assert_error_line(no_partition, "(3007 partition_not_found)")

@@ -181,7 +181,11 @@ def test_follow_with_a_group_still_polls_as_the_group(cli):
     with cli.sdk() as client:  # the group's offsets moved, the poll went through the group
         stored = [client.get_consumer_offset("orders", "eu", Consumer.group("workers"), partition)
                   for partition in (1, 2, 3)]
+        # stored_offset 0 also means "never stored" (as Iggy 0.4.95): the lag rows say committed
+        committed = [(row.partition_id, row.committed) for row in client.get_consumer_lag("orders", "eu")
+                     if row.group_name == "workers"]
     assert [offset.stored_offset for offset in stored] == [0, 0, 0]
+    assert committed == [(1, 1), (2, 1), (3, 1)]
 
 
 def _requests(http_url: str, command: str) -> float:
@@ -206,6 +210,6 @@ def test_an_idle_follow_waits_on_the_server_instead_of_polling(cli, rill_server)
         follower.kill()
     assert follower.returncode == 0, err
     assert out.split("\t")[0] == "2" and out.strip().endswith("late")
-    # one poll per partition to reach its end (and again after the 2 s look for new
-    # partitions), not a poll every 0.25 s per partition
-    assert waits >= 1 and polls <= 2 * 3, (polls, waits)
+    # one poll per partition to reach its end, and again after each 2 s wait (which also
+    # looks for new partitions): at most 3 rounds in 3 s, not a poll every 0.25 s per partition
+    assert waits >= 1 and polls <= 3 * 3, (polls, waits)

@@ -69,7 +69,11 @@ def test_same_results_as_tcp(server):
             await http.store_consumer_offset(77, "orders", 1, consumer="reader", partition_id=2)
             assert await http.get_consumer_offset(77, "orders", "reader", 2) == \
                 await tcp.get_consumer_offset(77, "orders", "reader", 2)
-            assert await http.get_consumer_offset(77, "orders", "nobody", 2) is None
+            # nothing stored: the 0.4.95 record with stored_offset 0 on both transports
+            nobody = await http.get_consumer_offset(77, "orders", "nobody", 2)
+            assert nobody == await tcp.get_consumer_offset(77, "orders", "nobody", 2)
+            assert nobody.stored_offset == 0
+            assert await http.get_consumer_offset(77, "nowhere", "nobody", 2) is None
             assert await http.get_streams() == await tcp.get_streams()
             assert await http.get_topics(77) == await tcp.get_topics(77)
             assert await http.get_stream(12345) is None and await tcp.get_stream(12345) is None

@@ -9,7 +9,10 @@ offset); ``--partition`` defaults to 1 for both (the server's "not given" would 
 
 ``get`` prints ``partition_id``, ``current_offset`` (the partition's newest offset) and
 ``stored_offset``; when nothing is stored yet it prints ``null`` with ``--json`` and a note
-otherwise, and exits 0: an unset offset is a state, not an error.
+otherwise, and exits 0: an unset offset is a state, not an error. GET_CONSUMER_OFFSET answers
+``stored_offset`` 0 both for "stored 0" and for "nothing stored" (as Iggy 0.4.95 does,
+docs/wire-notes.md), so on a 0 ``get`` asks GET_CONSUMER_LAG, whose rows say ``committed``;
+a server without that rill extension gets the 0 shown as is.
 
 ``list`` shows, for a topic, every consumer group in every partition and every consumer with a
 stored offset: the committed offset (the last one consumed; ``-``/``null`` when none), the end
@@ -24,6 +27,9 @@ from typing import Any, Optional
 
 import typer
 
+import xxhash
+
+from rill import errors
 from rill.cli import params
 from rill.cli.context import session, settings
 from rill.cli.output import to_json
@@ -65,6 +71,29 @@ def _describe(who: Consumer) -> str:
     return f"{'group' if who.is_group else 'consumer'} {who.id}"
 
 
+def _is_row_of(row: Any, who: Consumer, partition: int) -> bool:
+    """Whether a GET_CONSUMER_LAG row is ``who``'s in ``partition`` (a consumer named by text is
+    stored under its xxHash32, a group is listed with its id and name)."""
+    if row.partition_id != partition:
+        return False
+    value = who.id.value
+    if who.is_group:
+        return row.consumer_kind == ConsumerKind.CONSUMER_GROUP and (
+            row.consumer_id == value if isinstance(value, int) else row.group_name == value)
+    number = value if isinstance(value, int) else xxhash.xxh32_intdigest(value.encode("utf-8"))
+    return row.consumer_kind == ConsumerKind.CONSUMER and row.consumer_id == number
+
+
+def _never_stored(client: Any, stream: str, topic: str, who: Consumer, partition: int) -> bool:
+    """True when the server says ``who`` has no committed offset in ``partition``; False when
+    it has one, or when the server cannot tell (no GET_CONSUMER_LAG: not a rill server)."""
+    try:
+        rows = client.get_consumer_lag(stream, topic)
+    except errors.RillError:
+        return False
+    return not any(row.committed for row in rows if _is_row_of(row, who, partition))
+
+
 CONSUMER_OPTION = typer.Option("1", "--consumer", "-c", help="Consumer ID or name.")
 GROUP_OPTION = typer.Option(None, "--group", "-g", help="A consumer group's offset instead.")
 PARTITION_OPTION = typer.Option(1, "--partition", min=1, max=0xFFFFFFFF, help="Partition ID.")
@@ -84,10 +113,15 @@ def get_consumer_offset(
     who = _consumer(consumer, group)
     with session(ctx, stream=stream, topic=topic, partition=partition, group=group) as client:
         info = client.get_consumer_offset(stream, topic, who, partition)
-        if info is None:
+        if info is None:  # the server answered nothing: find out why, as an error
             from rill.cli.topics import fetch_topic
 
-            fetch_topic(client, stream, topic)  # a missing stream/topic is an error
+            details = fetch_topic(client, stream, topic)  # a missing stream/topic is an error
+            if partition not in {p.id for p in details.partitions}:
+                raise errors.PartitionNotFound(partition, details.id, stream, field="partition_id")
+            raise errors.Unauthorized()  # the topic and partition are there: not ours to read
+        if info.stored_offset == 0 and _never_stored(client, stream, topic, who, partition):
+            info = None
     out = settings(ctx).output
     if out.json_mode:
         out.json(to_json(info) if info is not None else None)

@@ -252,7 +252,10 @@ class CommandMethods(ExtensionMethods):
     async def get_consumer_offset(
         self, stream_id: Id, topic_id: Id, consumer: ConsumerLike = 1, partition_id: int | None = None
     ) -> ConsumerOffsetInfo | None:
-        """A consumer's stored offset, or None when there is none."""
+        """A consumer's (or group's) offset in a partition. A consumer that never stored one
+        reads ``stored_offset`` 0, as from Iggy 0.4.95 (``get_consumer_lag`` rows carry
+        ``committed`` to tell the two apart on a rill server). None: the server answered
+        nothing (unknown stream, topic or partition, or no permission to read it)."""
         return await self.execute(
             offsets.GetConsumerOffset(
                 _consumer(consumer), _id(stream_id), _id(topic_id), _partition(partition_id)

@@ -177,7 +177,8 @@ def restore(world: World) -> None:
         keeper.create_partitions(1, 1, 2 - len(topic.partitions))
     if topic.partitions[0].messages_count == 0:
         keeper.send_messages(1, 1, [b"seed"], partitioning=1)
-    if keeper.get_consumer_offset(1, 1, consumer=1, partition_id=1) is None:
+    # nothing stored reads as stored_offset 0 (as Iggy 0.4.95), so store 0 then: the same value
+    if keeper.get_consumer_offset(1, 1, consumer=1, partition_id=1).stored_offset == 0:
         keeper.store_consumer_offset(1, 1, 0, consumer=1, partition_id=1)
     if world.groups_served and keeper.get_consumer_group(1, 1, 1) is None:
         keeper.create_consumer_group(1, 1, "group", group_id=1)

@@ -217,7 +217,9 @@ def test_partition_changes_rebalance(admin, connect):
     admin.send_messages(1, 1, [b"only"], partitioning=1)
     empty = second.poll_messages(1, 1, consumer=GROUP, strategy=NEXT, auto_commit=True)
     assert (empty.partition_id, empty.count, empty.current_offset) == (0, 0, 0)
-    assert admin.get_consumer_offset(1, 1, consumer=GROUP, partition_id=1) is None
+    # nothing committed: stored_offset 0 (as Iggy 0.4.95), and the lag rows say so
+    assert admin.get_consumer_offset(1, 1, consumer=GROUP, partition_id=1).stored_offset == 0
+    assert not any(row.committed for row in admin.get_consumer_lag(1, 1))
     admin.create_partitions(1, 1, 1)
     assert assignment(admin) == [(1,), (2,)]
     assert polled_partitions(second, 1) == [2]
@@ -242,7 +244,8 @@ def test_group_offsets(admin, connect):
     assert (info.partition_id, info.current_offset, info.stored_offset) == (1, 4, 1)
     assert admin.get_consumer_offset(1, 1, consumer=Consumer.group("g"), partition_id=1) == info
     assert member.get_consumer_offset(1, 1, consumer=GROUP) == info  # the current partition
-    assert admin.get_consumer_offset(1, 1, consumer=1, partition_id=1) is None  # not a regular one
+    # the group's offset is not a regular consumer's: consumer 1 has stored nothing (0, as 0.4.95)
+    assert admin.get_consumer_offset(1, 1, consumer=1, partition_id=1).stored_offset == 0
     # storing without a partition id writes the member's current partition
     member.store_consumer_offset(1, 1, 2, consumer=GROUP)
     assert admin.get_consumer_offset(1, 1, consumer=GROUP, partition_id=1).stored_offset == 2
@@ -262,7 +265,8 @@ def test_group_offsets(admin, connect):
     # deleting the group deletes its offsets
     admin.delete_consumer_group(1, 1, 1)
     admin.create_consumer_group(1, 1, "g")
-    assert admin.get_consumer_offset(1, 1, consumer=GROUP, partition_id=1) is None
+    assert admin.get_consumer_offset(1, 1, consumer=GROUP, partition_id=1).stored_offset == 0
+    assert not any(row.committed for row in admin.get_consumer_lag(1, 1))
 
 
 def test_group_consumes_everything_exactly_once_across_rebalances(admin, connect):

@@ -130,13 +130,17 @@ def test_auto_commit_and_consumer_offsets(client):
     # a named consumer's offsets are stored under xxHash32(name): the same as that numeric id
     hashed = xxhash.xxh32_intdigest(b"billing")
     assert client.get_consumer_offset(1, 1, consumer=hashed, partition_id=1).stored_offset == 4
-    assert client.get_consumer_offset(1, 1, consumer=2, partition_id=1) is None
+    # never stored: stored_offset 0 (as Iggy 0.4.95; it used to be an empty answer)
+    never = client.get_consumer_offset(1, 1, consumer=2, partition_id=1)
+    assert (never.partition_id, never.current_offset, never.stored_offset) == (1, 4, 0)
     with pytest.raises(errors.InvalidOffset):
         client.store_consumer_offset(1, 1, 5, consumer=2, partition_id=1)
     without = client.poll_messages(1, 1, consumer=3, partition_id=1,
                                    strategy=PollingStrategy.next(), count=10)
     assert without.count == 5
-    assert client.get_consumer_offset(1, 1, consumer=3, partition_id=1) is None
+    assert client.get_consumer_offset(1, 1, consumer=3, partition_id=1).stored_offset == 0
+    # polling without auto-commit stored nothing: only "billing" has a committed offset
+    assert [(row.consumer_id, row.committed) for row in client.get_consumer_lag(1, 1)] == [(hashed, 1)]
 
 
 def test_default_partition_for_regular_consumers_is_one(client):

@@ -1,11 +1,21 @@
 """The command base class and the field codecs commands are declared with.
 
 A command is a frozen dataclass whose ``LAYOUT`` lists one field codec per dataclass field, in
-wire order; ``encode`` and ``decode`` walk that layout. Commands with optional parts or a
-free-form tail override ``encode``/``decode``. Each command also knows how to read its OK
+wire order; ``encode`` and ``read`` walk that layout. Commands with optional parts or a
+free-form tail override ``encode``/``read``. Each command also knows how to read its OK
 response (``decode_response``) so that the SDK needs no second table.
 
-Invariant: ``decode(payload)`` consumes the whole payload or raises DecodeError.
+Trailing bytes (the one tolerance rule, wire §3 "Min" column): Iggy server 0.4.95 parses most
+requests by position after a minimum-length check and never looks at what follows the last
+field, while a few (the empty-payload commands, GET_CLIENT's "exactly 4") refuse any extra byte.
+A command class says which it is with ``TRAILING_BYTES_IGNORED``; ``decode`` (and so
+``codes.decode_command``, which the server uses) applies it. docs/wire-notes.md lists each
+command's choice and the 0.4.95 source it was read from; tests/protocol/test_tolerance.py
+pins the table.
+
+Invariant: ``decode(payload)`` consumes the whole payload or raises DecodeError, except that a
+command with ``TRAILING_BYTES_IGNORED`` ignores the bytes after its last field (never a
+partial field: a field the payload cuts short is still a DecodeError).
 """
 
 from __future__ import annotations
@@ -76,6 +86,9 @@ class Command:
     CODE: ClassVar[int]
     NAME: ClassVar[str]  # the one verb name: "create_stream", used by handler, core, SDK
     LAYOUT: ClassVar[tuple[FieldCodec[Any], ...]] = ()
+    # True where Iggy 0.4.95 ignores bytes after the last field (see the module docstring);
+    # False (the default, and every rill extension) refuses them with status 3.
+    TRAILING_BYTES_IGNORED: ClassVar[bool] = False
 
     def encode(self) -> bytes:
         writer = Writer()
@@ -84,14 +97,23 @@ class Command:
         return writer.getvalue()
 
     @classmethod
-    def decode(cls, payload: bytes | bytearray | memoryview) -> Command:
-        reader = Reader(payload)
+    def read(cls, reader: Reader) -> Command:
+        """Read the command's fields from ``reader``, leaving whatever follows them unread."""
         values = [codec.read(reader) for codec in cls.LAYOUT]
-        reader.expect_end()
         try:
             return cls(*values)
         except ValueError as error:  # a value the dataclass refuses (e.g. bad identifier)
             raise DecodeError(str(error)) from None
+
+    @classmethod
+    def decode(cls, payload: bytes | bytearray | memoryview) -> Command:
+        """The command in ``payload``; bytes after its fields are refused unless the command
+        has ``TRAILING_BYTES_IGNORED`` (as Iggy 0.4.95 does for it)."""
+        reader = Reader(payload)
+        command = cls.read(reader)
+        if not cls.TRAILING_BYTES_IGNORED:
+            reader.expect_end()
+        return command
 
     def to_frame(self) -> bytes:
         return encode_request(self.CODE, self.encode())
@@ -103,7 +125,8 @@ class Command:
 
 
 class EmptyCommand(Command):
-    """A command with no payload; any payload byte is a decode error."""
+    """A command with no payload; any payload byte is a decode error (0.4.95 checks
+    ``bytes.is_empty()`` for every one of them)."""
 
     def encode(self) -> bytes:
         return b""

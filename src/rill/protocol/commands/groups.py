@@ -28,6 +28,7 @@ class GetConsumerGroup(Command):
 
     CODE = 600
     NAME = "get_consumer_group"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (IDENT, IDENT, IDENT)
     stream_id: Identifier
     topic_id: Identifier
@@ -42,6 +43,7 @@ class GetConsumerGroups(Command):
 
     CODE = 601
     NAME = "get_consumer_groups"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (IDENT, IDENT)
     stream_id: Identifier
     topic_id: Identifier
@@ -56,6 +58,7 @@ class CreateConsumerGroup(Command):
 
     CODE = 602
     NAME = "create_consumer_group"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (IDENT, IDENT, U32, STR8)
     stream_id: Identifier
     topic_id: Identifier
@@ -71,6 +74,7 @@ class DeleteConsumerGroup(Command):
 
     CODE = 603
     NAME = "delete_consumer_group"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (IDENT, IDENT, IDENT)
     stream_id: Identifier
     topic_id: Identifier
@@ -83,6 +87,7 @@ class JoinConsumerGroup(Command):
 
     CODE = 604
     NAME = "join_consumer_group"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (IDENT, IDENT, IDENT)
     stream_id: Identifier
     topic_id: Identifier
@@ -95,6 +100,7 @@ class LeaveConsumerGroup(Command):
 
     CODE = 605
     NAME = "leave_consumer_group"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (IDENT, IDENT, IDENT)
     stream_id: Identifier
     topic_id: Identifier

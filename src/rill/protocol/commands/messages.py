@@ -27,6 +27,7 @@ class PollMessages(Command):
 
     CODE = 100
     NAME = "poll_messages"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (CONSUMER, IDENT, IDENT, U32, STRATEGY, U32, BOOL)
     consumer: Consumer
     stream_id: Identifier
@@ -80,8 +81,7 @@ class SendMessages(Command):
         return writer.getvalue()
 
     @classmethod
-    def decode(cls, payload: bytes | bytearray | memoryview) -> SendMessages:
-        reader = Reader(payload)
+    def read(cls, reader: Reader) -> SendMessages:
         stream_id = Identifier.decode(reader)
         topic_id = Identifier.decode(reader)
         partitioning = Partitioning.decode(reader)
@@ -94,6 +94,7 @@ class FlushUnsavedBuffer(Command):
 
     CODE = 102
     NAME = "flush_unsaved_buffer"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (IDENT, IDENT, U32, BOOL)
     stream_id: Identifier
     topic_id: Identifier

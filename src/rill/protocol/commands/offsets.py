@@ -21,10 +21,12 @@ from rill.protocol.responses.groups import ConsumerLag, ConsumerOffsetInfo
 @dataclass(frozen=True, slots=True)
 class GetConsumerOffset(Command):
     """120 GET_CONSUMER_OFFSET: consumer (u8 kind + ident); ident stream_id; ident topic_id;
-    u32 partition_id (0 = none). OK: ConsumerOffsetInfo (§4.6), or empty on any failure."""
+    u32 partition_id (0 = none). OK: ConsumerOffsetInfo (§4.6; stored_offset 0 when nothing
+    was stored, as Iggy 0.4.95), or empty on any failure (read as None)."""
 
     CODE = 120
     NAME = "get_consumer_offset"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (CONSUMER, IDENT, IDENT, U32)
     consumer: Consumer
     stream_id: Identifier
@@ -41,6 +43,7 @@ class StoreConsumerOffset(Command):
 
     CODE = 121
     NAME = "store_consumer_offset"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (CONSUMER, IDENT, IDENT, U32, U64)
     consumer: Consumer
     stream_id: Identifier

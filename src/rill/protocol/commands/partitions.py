@@ -15,6 +15,7 @@ class CreatePartitions(Command):
 
     CODE = 402
     NAME = "create_partitions"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (IDENT, IDENT, U32)
     stream_id: Identifier
     topic_id: Identifier
@@ -28,6 +29,7 @@ class DeletePartitions(Command):
 
     CODE = 403
     NAME = "delete_partitions"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (IDENT, IDENT, U32)
     stream_id: Identifier
     topic_id: Identifier

@@ -24,6 +24,7 @@ class GetStream(Command):
 
     CODE = 200
     NAME = "get_stream"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (IDENT,)
     stream_id: Identifier
 
@@ -46,6 +47,7 @@ class CreateStream(Command):
 
     CODE = 202
     NAME = "create_stream"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (U32, STR8)
     stream_id: int
     name: str
@@ -59,6 +61,7 @@ class DeleteStream(Command):
 
     CODE = 203
     NAME = "delete_stream"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (IDENT,)
     stream_id: Identifier
 
@@ -69,6 +72,7 @@ class UpdateStream(Command):
 
     CODE = 204
     NAME = "update_stream"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (IDENT, STR8)
     stream_id: Identifier
     name: str
@@ -80,5 +84,6 @@ class PurgeStream(Command):
 
     CODE = 205
     NAME = "purge_stream"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (IDENT,)
     stream_id: Identifier

@@ -51,6 +51,7 @@ class GetSnapshot(Command):
 
     CODE = 11
     NAME = "get_snapshot"
+    TRAILING_BYTES_IGNORED = True
     compression: SnapshotCompression = SnapshotCompression.DEFLATED
     types: tuple[SnapshotType, ...] = DEFAULT_SNAPSHOT_TYPES
 
@@ -66,12 +67,10 @@ class GetSnapshot(Command):
         return writer.getvalue()
 
     @classmethod
-    def decode(cls, payload: bytes | bytearray | memoryview) -> GetSnapshot:
-        reader = Reader(payload)
+    def read(cls, reader: Reader) -> GetSnapshot:
         compression = decode_enum(SnapshotCompression, reader.u8())
         count = reader.u8()
         types = tuple(decode_enum(SnapshotType, reader.u8()) for _ in range(count))
-        reader.expect_end()
         return cls(compression, types)  # type: ignore[arg-type]
 
     @staticmethod

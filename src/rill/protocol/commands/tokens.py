@@ -41,6 +41,7 @@ class CreatePersonalAccessToken(Command):
 
     CODE = 42
     NAME = "create_personal_access_token"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (STR8, U64)
     name: str
     expiry: int = 0
@@ -54,6 +55,7 @@ class DeletePersonalAccessToken(Command):
 
     CODE = 43
     NAME = "delete_personal_access_token"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (STR8,)
     name: str
 
@@ -64,6 +66,7 @@ class LoginWithPersonalAccessToken(Command):
 
     CODE = 44
     NAME = "login_with_personal_access_token"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (STR8,)
     token: str
 

@@ -28,6 +28,7 @@ class GetTopic(Command):
 
     CODE = 300
     NAME = "get_topic"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (IDENT, IDENT)
     stream_id: Identifier
     topic_id: Identifier
@@ -41,6 +42,7 @@ class GetTopics(Command):
 
     CODE = 301
     NAME = "get_topics"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (IDENT,)
     stream_id: Identifier
 
@@ -56,6 +58,7 @@ class CreateTopic(Command):
 
     CODE = 302
     NAME = "create_topic"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (IDENT, U32, U32, COMPRESSION, U64, U64, U8, STR8)
     stream_id: Identifier
     topic_id: int
@@ -75,6 +78,7 @@ class DeleteTopic(Command):
 
     CODE = 303
     NAME = "delete_topic"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (IDENT, IDENT)
     stream_id: Identifier
     topic_id: Identifier
@@ -88,6 +92,7 @@ class UpdateTopic(Command):
 
     CODE = 304
     NAME = "update_topic"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (IDENT, IDENT, COMPRESSION, U64, U64, U8, STR8)
     stream_id: Identifier
     topic_id: Identifier
@@ -104,6 +109,7 @@ class PurgeTopic(Command):
 
     CODE = 305
     NAME = "purge_topic"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (IDENT, IDENT)
     stream_id: Identifier
     topic_id: Identifier

@@ -1,7 +1,8 @@
 """User and session commands 31-39 (wire reference §3.2).
 
 CREATE_USER, UPDATE_USER, UPDATE_PERMISSIONS and LOGIN_USER have optional parts and override
-``encode``/``decode``; the others use the generic LAYOUT walker. Presence flags that the server
+``encode``/``read``; the others use the generic LAYOUT walker. Every command here but GET_USERS
+and LOGOUT_USER ignores bytes after its last field, as Iggy 0.4.95 does (base.py). Presence flags that the server
 checks to be 0/1 (has_permissions, has_username, has_status) are read strictly: any other byte
 is status 3.
 """
@@ -48,6 +49,7 @@ class GetUser(Command):
 
     CODE = 31
     NAME = "get_user"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (IDENT,)
     user_id: Identifier
 
@@ -68,10 +70,13 @@ class GetUsers(EmptyCommand):
 class CreateUser(Command):
     """33 CREATE_USER: str8 username; str8 password; u8 status (1 active, 2 inactive, else
     status 3); u8 has_permissions (0/1, else status 3); if 1: u32 perm_len + permissions blob
-    (§2.7). OK: UserInfoDetails of the new user."""
+    (§2.7). OK: UserInfoDetails of the new user. As in 0.4.95, the permissions length is read
+    only when has_permissions is 1, and whatever follows the last field read is ignored (a
+    client that sends has_permissions 0 and then a zero length is accepted)."""
 
     CODE = 33
     NAME = "create_user"
+    TRAILING_BYTES_IGNORED = True
     username: str
     password: str
     status: UserStatus = UserStatus.ACTIVE
@@ -83,13 +88,11 @@ class CreateUser(Command):
         return writer.getvalue()
 
     @classmethod
-    def decode(cls, payload: bytes | bytearray | memoryview) -> CreateUser:
-        reader = Reader(payload)
+    def read(cls, reader: Reader) -> CreateUser:
         username = reader.str8()
         password = reader.str8()
         status = _read_status(reader)
         permissions = _read_optional_permissions(reader)
-        reader.expect_end()
         return cls(username, password, status, permissions)
 
     decode_response = staticmethod(single_response(UserInfoDetails.decode))
@@ -101,6 +104,7 @@ class DeleteUser(Command):
 
     CODE = 34
     NAME = "delete_user"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (IDENT,)
     user_id: Identifier
 
@@ -112,6 +116,7 @@ class UpdateUser(Command):
 
     CODE = 35
     NAME = "update_user"
+    TRAILING_BYTES_IGNORED = True
     user_id: Identifier
     username: str | None = None
     status: UserStatus | None = None
@@ -130,12 +135,10 @@ class UpdateUser(Command):
         return writer.getvalue()
 
     @classmethod
-    def decode(cls, payload: bytes | bytearray | memoryview) -> UpdateUser:
-        reader = Reader(payload)
+    def read(cls, reader: Reader) -> UpdateUser:
         user_id = Identifier.decode(reader)
         username = reader.str8() if reader.strict_bool8() else None
         status = _read_status(reader) if reader.strict_bool8() else None
-        reader.expect_end()
         return cls(user_id, username, status)
 
 
@@ -146,6 +149,7 @@ class UpdatePermissions(Command):
 
     CODE = 36
     NAME = "update_permissions"
+    TRAILING_BYTES_IGNORED = True
     user_id: Identifier
     permissions: Permissions | None = None
 
@@ -156,11 +160,9 @@ class UpdatePermissions(Command):
         return writer.getvalue()
 
     @classmethod
-    def decode(cls, payload: bytes | bytearray | memoryview) -> UpdatePermissions:
-        reader = Reader(payload)
+    def read(cls, reader: Reader) -> UpdatePermissions:
         user_id = Identifier.decode(reader)
         permissions = _read_optional_permissions(reader)
-        reader.expect_end()
         return cls(user_id, permissions)
 
 
@@ -171,6 +173,7 @@ class ChangePassword(Command):
 
     CODE = 37
     NAME = "change_password"
+    TRAILING_BYTES_IGNORED = True
     LAYOUT = (IDENT, STR8, STR8)
     user_id: Identifier
     current_password: str
@@ -185,11 +188,13 @@ class LoginUser(Command):
     A zero-length version/context means absent (``None``); the encoder writes a u32 0 for an
     absent value. Tolerance (wire §11): a payload that ends right after the password, or right
     after the version, decodes with the missing fields absent. A partial length field is still
-    a decode error. An empty string is normalised to ``None``.
+    a decode error. Bytes after the context are ignored (as 0.4.95). An empty string is
+    normalised to ``None``.
     """
 
     CODE = 38
     NAME = "login_user"
+    TRAILING_BYTES_IGNORED = True
     username: str
     password: str
     version: str | None = None
@@ -207,13 +212,11 @@ class LoginUser(Command):
         return writer.getvalue()
 
     @classmethod
-    def decode(cls, payload: bytes | bytearray | memoryview) -> LoginUser:
-        reader = Reader(payload)
+    def read(cls, reader: Reader) -> LoginUser:
         username = reader.str8()
         password = reader.str8()
         version = reader.str32() if not reader.at_end() else None
         context = reader.str32() if not reader.at_end() else None
-        reader.expect_end()
         return cls(username, password, version, context)
 
     decode_response = staticmethod(single_response(IdentityInfo.decode))

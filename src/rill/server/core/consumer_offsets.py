@@ -2,9 +2,12 @@
 §6.5). Offsets are keyed by (consumer kind, numeric id): a named regular consumer is hashed
 with xxHash32 (seed 0); a group uses its group id, shared by every member.
 
-GET_CONSUMER_OFFSET answers an empty OK when nothing was stored for the consumer (the fixed
-behaviour of wire §11, which lets a client tell "never committed" from "committed offset 0"),
-and for groups it reads the group's own offsets.
+GET_CONSUMER_OFFSET answers, when nothing was stored for the consumer, the record Iggy 0.4.95
+answers: ``stored_offset`` 0 with the partition's current offset (wire §4.6; clients of that
+era cannot read an empty answer). For groups it reads the group's own offsets (the fix of wire
+§6.5). Failures (unknown stream/topic/partition, permissions) still become an empty OK in the
+binary handler. GET_CONSUMER_LAG's ``committed`` flag is what tells "never stored" from
+"stored 0" (docs/wire-notes.md).
 
 Consumer lag (GET_CONSUMER_LAG, the HTTP ``consumer-lag`` route, the ``rill_consumer_group_lag``
 gauge all come from ``consumer_lag``): per partition, the messages after the committed offset
@@ -81,15 +84,11 @@ class ConsumerOffsetService:
         )
         partition.offsets[key] = offset
 
-    def get_consumer_offset(
-        self, session: Session, command: GetConsumerOffset
-    ) -> ConsumerOffsetInfo | None:
+    def get_consumer_offset(self, session: Session, command: GetConsumerOffset) -> ConsumerOffsetInfo:
         topic = self.state.find_topic(command.stream_id, command.topic_id)
         self.state.authorize(session, "get_consumer_offset", topic.stream_id, topic.id)
         partition, key = self.resolve(session, topic, command.consumer, command.partition_id)
-        stored = partition.offsets.get(key)
-        if stored is None:
-            return None
+        stored = partition.offsets.get(key, 0)  # nothing stored: 0, as Iggy 0.4.95
         return ConsumerOffsetInfo(partition.id, partition.log.current_offset, stored)
 
     def get_consumer_lag(self, session: Session, command: GetConsumerLag) -> list[ConsumerLag]:

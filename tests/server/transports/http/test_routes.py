@@ -187,7 +187,12 @@ def test_message_errors(api, stream):
 
 def test_consumer_offsets(api, stream):
     base = f"/streams/{stream['id']}/topics/t"
-    assert error_of(api.get(f"{base}/consumer-offsets", params={"id": "reader"})) == (404, "not_found")
+    # nothing stored: 200 with stored_offset 0, the binary answer (as Iggy 0.4.95; was a 404)
+    assert api.get(f"{base}/consumer-offsets", params={"id": "reader"}).json() == {
+        "partition_id": 1, "current_offset": 0, "stored_offset": 0}
+    assert error_of(api.get(f"/streams/{stream['id']}/topics/ghost/consumer-offsets",
+                            params={"id": "reader"}))[0] == 404
+    assert error_of(api.get(f"{base}/consumer-offsets", params={"id": "reader", "partition_id": 9}))[0] == 404
     api.post(f"{base}/messages", json={"partitioning": {"kind": "partition_id", "value": b64(struct.pack("<I", 1))},
                                        "messages": [{"payload": b64(b"a")}, {"payload": b64(b"b")}]})
     assert api.put(f"{base}/consumer-offsets", json={"id": "reader", "offset": 1}).status_code == 204
