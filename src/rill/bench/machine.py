@@ -30,6 +30,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from rill.bench.peers import free_port, stop_process
 
 BLOCK = 1024 * 1024
@@ -84,26 +86,41 @@ def loopback_tcp(seconds: int = IPERF3_SECONDS, binary: str = IPERF3) -> Capabil
     path = shutil.which(binary)
     if path is None:
         return Capability("loopback_tcp", label, how, None, reason="not measured (iperf3 not installed)")
-    port = free_port()
-    server = subprocess.Popen([path, "-s", "-B", "127.0.0.1", "-p", str(port), "-1"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         output = ""
-        deadline = time.monotonic() + 5.0
-        while True:  # the server needs a moment to listen; iperf3 -c fails fast until then
-            client = subprocess.run(
-                [path, "-c", "127.0.0.1", "-p", str(port), "-t", str(seconds), "-J"],
-                capture_output=True, text=True, timeout=seconds + 30)
-            output = client.stdout
-            if client.returncode == 0 or time.monotonic() > deadline or server.poll() is not None:
+        for _ in range(3):  # a port taken between free_port() and iperf3's bind: another port
+            port = free_port()
+            server = subprocess.Popen([path, "-s", "-B", "127.0.0.1", "-p", str(port), "-1"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                if not _listening(server, port, timeout=10.0):
+                    continue  # it could not bind: try another port
+                client = subprocess.run(  # the one client of this one-off (-1) server
+                    [path, "-c", "127.0.0.1", "-p", str(port), "-t", str(seconds), "-J"],
+                    capture_output=True, text=True, timeout=seconds + 30)
+                output = client.stdout
                 break
-            time.sleep(0.1)
+            finally:
+                stop_process(server)
         mb_per_s = parse_iperf3(output)
     except (ValueError, OSError, subprocess.TimeoutExpired) as error:
         return Capability("loopback_tcp", label, how, None, reason=f"not measured ({error})")
-    finally:
-        stop_process(server)
     return Capability("loopback_tcp", label, how, mb_per_s)
+
+
+def _listening(server: subprocess.Popen[str], port: int, timeout: float) -> bool:
+    """Whether ``server`` listens on ``port`` within ``timeout`` (read from its sockets, so
+    that the one connection a ``-1`` server takes is the measurement's)."""
+    deadline = time.monotonic() + timeout
+    while server.poll() is None and time.monotonic() < deadline:
+        try:
+            sockets = psutil.Process(server.pid).net_connections(kind="tcp")
+        except psutil.Error:
+            return False
+        if any(s.status == psutil.CONN_LISTEN and s.laddr.port == port for s in sockets):
+            return True
+        time.sleep(0.02)
+    return False
 
 
 # --- sequential disk write + fdatasync --------------------------------------------------------

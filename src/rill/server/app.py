@@ -31,6 +31,7 @@ from rill.errors import RillError
 from rill.server.config import ServerConfig, split_address
 from rill.server.core.core import Core
 from rill.server.core.reconciliation import StartupRefused
+from rill.server.protocols.iggy import IGGY
 from rill.server.logs import configure_logging
 from rill.server.storage import descriptors
 from rill.server.storage.data_lock import DataDirectoryInUse
@@ -136,15 +137,15 @@ class Server:
                 with refused_on_os_error(f"cannot load [tcp.tls] certificate {tls.certificate} "
                                          f"and key {tls.key}"):
                     context = server_ssl_context(tls.certificate, tls.key)
-            self.tcp = TcpListener(self.core, host, port, self.config.tcp.max_frame_size, context,
-                                   self.limits, self.memory, self.supervisor)
+            self.tcp = TcpListener(self.core, IGGY, host, port, self.config.tcp.max_frame_size,
+                                   context, self.limits, self.memory, self.supervisor)
             with refused_on_os_error(f"cannot listen on tcp {self.config.tcp.address}"):
                 self.addresses["tcp"] = await self.tcp.start()
         if self.config.quic.enabled:
             from rill.server.transports.quic import QuicListener
 
             with refused_on_os_error(f"cannot listen on quic {self.config.quic.address}"):
-                self.quic = QuicListener.from_config(self.core, self.config.quic, self.limits,
+                self.quic = QuicListener.from_config(self.core, IGGY, self.config.quic, self.limits,
                                                      self.memory, self.supervisor)
                 self.addresses["quic"] = await self.quic.start()
         if http.enabled:

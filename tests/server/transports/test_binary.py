@@ -11,6 +11,7 @@ from rill.protocol.commands.users import LoginUser
 from rill.protocol.primitives import Transport
 from rill.server.config import ServerConfig
 from rill.server.core.core import Core
+from rill.server.protocols.iggy import IGGY
 from rill.server.transports.binary import BinaryConnection
 
 OK_EMPTY = bytes(8)
@@ -83,7 +84,7 @@ async def finished(connection: BinaryConnection) -> None:
 def test_session_is_registered_and_removed(tmp_path):
     async def scenario(core: Core) -> None:
         link = FakeLink()
-        connection = BinaryConnection(core, link, "10.1.2.3:4567", Transport.QUIC)
+        connection = BinaryConnection(core, link, "10.1.2.3:4567", Transport.QUIC, IGGY)
         session = connection.session
         assert core.sessions[session.client_id] is session
         assert (session.address, session.transport) == ("10.1.2.3:4567", Transport.QUIC)
@@ -98,7 +99,7 @@ def test_session_is_registered_and_removed(tmp_path):
 def test_replies_come_in_submission_order_with_their_tags(tmp_path):
     async def scenario(core: Core) -> None:
         link = FakeLink()
-        connection = BinaryConnection(core, link, "127.0.0.1:1", Transport.TCP)
+        connection = BinaryConnection(core, link, "127.0.0.1:1", Transport.TCP, IGGY)
         connection.submit(1, memoryview(b""), "first")
         connection.submit(LoginUser.CODE, payload(LoginUser("iggy", "iggy")), 8)
         connection.submit(CreateStream.CODE, payload(CreateStream(5, "orders")), None)
@@ -119,7 +120,7 @@ def test_replies_come_in_submission_order_with_their_tags(tmp_path):
 def test_undecodable_request_gets_status_3_and_serving_goes_on(tmp_path):
     async def scenario(core: Core) -> None:
         link = FakeLink()
-        connection = BinaryConnection(core, link, "127.0.0.1:2", Transport.TCP)
+        connection = BinaryConnection(core, link, "127.0.0.1:2", Transport.TCP, IGGY)
         connection.submit(1, memoryview(b"unexpected"), "bad")
         connection.submit(1, memoryview(b""), "good")
         replies = await link.replies_count(2)
@@ -133,7 +134,7 @@ def test_undecodable_request_gets_status_3_and_serving_goes_on(tmp_path):
 def test_refusal_is_answered_after_the_queued_requests_then_the_link_closes(tmp_path):
     async def scenario(core: Core) -> None:
         link = FakeLink()
-        connection = BinaryConnection(core, link, "127.0.0.1:3", Transport.TCP)
+        connection = BinaryConnection(core, link, "127.0.0.1:3", Transport.TCP, IGGY)
         connection.submit(1, memoryview(b""), "a")
         connection.submit(1, memoryview(b""), "b")
         connection.refuse(4029, "refused")
@@ -150,7 +151,7 @@ def test_refusal_is_answered_after_the_queued_requests_then_the_link_closes(tmp_
 def test_a_stale_session_is_answered_30_and_the_link_closes(tmp_path):
     async def scenario(core: Core) -> None:
         link = FakeLink()
-        connection = BinaryConnection(core, link, "127.0.0.1:4", Transport.TCP)
+        connection = BinaryConnection(core, link, "127.0.0.1:4", Transport.TCP, IGGY)
         del core.sessions[connection.session.client_id]  # what the heartbeat verifier does
         connection.submit(1, memoryview(b""), "late")
         replies = await link.replies_count(1)
@@ -165,7 +166,7 @@ def test_a_stale_session_is_answered_30_and_the_link_closes(tmp_path):
 def test_nothing_is_delivered_after_close(tmp_path):
     async def scenario(core: Core) -> None:
         link = FakeLink()
-        connection = BinaryConnection(core, link, "127.0.0.1:5", Transport.TCP)
+        connection = BinaryConnection(core, link, "127.0.0.1:5", Transport.TCP, IGGY)
         connection.submit(1, memoryview(b""), "dropped")
         connection.close()
         await finished(connection)
@@ -177,7 +178,7 @@ def test_nothing_is_delivered_after_close(tmp_path):
 def test_reading_pauses_above_the_queued_limit_and_resumes_at_half(tmp_path):
     async def scenario(core: Core) -> None:
         link = FakeLink()
-        connection = BinaryConnection(core, link, "127.0.0.1:6", Transport.TCP, max_queued_bytes=100)
+        connection = BinaryConnection(core, link, "127.0.0.1:6", Transport.TCP, IGGY, max_queued_bytes=100)
         for index in range(4):  # 4 x 40 bytes: over the limit after the third
             connection.submit(1, memoryview(bytes(40)), index)
         assert link.paused == 1 and link.resumed == 0
@@ -194,7 +195,7 @@ def test_reading_pauses_above_the_queued_limit_and_resumes_at_half(tmp_path):
 def test_paused_writing_holds_the_next_request_until_resumed(tmp_path):
     async def scenario(core: Core) -> None:
         link = FakeLink()
-        connection = BinaryConnection(core, link, "127.0.0.1:7", Transport.TCP)
+        connection = BinaryConnection(core, link, "127.0.0.1:7", Transport.TCP, IGGY)
         connection.pause_writing()
         connection.submit(1, memoryview(b""), "first")
         connection.submit(1, memoryview(b""), "second")
@@ -213,7 +214,7 @@ def test_a_failing_link_is_closed_and_the_session_ends_with_it(tmp_path):
     async def scenario(core: Core) -> None:
         link = FakeLink()
         link.fail_on_send = True
-        connection = BinaryConnection(core, link, "127.0.0.1:8", Transport.TCP)
+        connection = BinaryConnection(core, link, "127.0.0.1:8", Transport.TCP, IGGY)
         connection.submit(1, memoryview(b""), "boom")
         await finished(connection)
         assert link.closed == 1
@@ -243,7 +244,7 @@ def test_a_reply_is_let_go_once_the_link_has_it(tmp_path):
 
         core.handlers["ping"] = big_reply
         link = FakeLink()
-        connection = BinaryConnection(core, link, "10.0.0.1:1", Transport.TCP)
+        connection = BinaryConnection(core, link, "10.0.0.1:1", Transport.TCP, IGGY)
         connection.submit(1, memoryview(b""))
         await link.replies_count(1)
         await settle(connection)  # the loop waits for the next request now
@@ -261,7 +262,7 @@ def test_request_memory_is_taken_while_queued_and_given_back_when_served(tmp_pat
     async def scenario(core: Core) -> None:
         memory = RequestMemory(limit=100)
         link = FakeLink()
-        connection = BinaryConnection(core, link, "10.0.0.1:1", Transport.TCP, memory=memory)
+        connection = BinaryConnection(core, link, "10.0.0.1:1", Transport.TCP, IGGY, memory=memory)
         connection.submit(1, memoryview(bytes(60)))  # undecodable PINGs: status 3, served
         assert memory.used == 60 and link.paused == 0
         connection.submit(1, memoryview(bytes(60)))

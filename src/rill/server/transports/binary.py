@@ -1,10 +1,11 @@
-"""The transport-neutral connection loop of the binary protocol, shared by TCP and QUIC.
+"""The generic connection loop of the binary listeners, shared by TCP and QUIC and by any
+protocol (``server.protocols``: Iggy today).
 
 Owns: one client session per link (``core.connect`` when the link opens, ``core.disconnect``
 when it goes away), the in-order queue of ``(code, payload, tag)`` requests the link has framed,
-calling ``handle_request`` for each one, and handing every reply back to the link through the
-small ``ReplyLink`` interface. The link (a TCP socket, a QUIC connection) keeps the byte-level
-concerns: framing, buffers, certificates, streams.
+calling the protocol's ``handle_request`` for each one, and handing every reply back to the link
+through the small ``ReplyLink`` interface. The link (a TCP socket, a QUIC connection) keeps the
+byte-level concerns: framing, buffers, certificates, streams.
 
 Invariants:
 
@@ -41,7 +42,7 @@ from typing import Any, Protocol, Sequence
 
 from rill.protocol.primitives import Transport
 from rill.server.core.core import Core
-from rill.server.handlers import error_reply, handle_request
+from rill.server.protocols import WireProtocol
 from rill.server.transports.limits import UNLIMITED, ConnectionLimits, RequestMemory, Supervisor
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,7 @@ class BinaryConnection:
         link: ReplyLink,
         address: str,
         transport: Transport,
+        protocol: WireProtocol,
         max_queued_bytes: int = MAX_QUEUED_BYTES,
         limits: ConnectionLimits = UNLIMITED,
         memory: RequestMemory | None = None,
@@ -93,6 +95,7 @@ class BinaryConnection:
     ) -> None:
         self.core = core
         self.link = link
+        self.protocol = protocol
         self.max_queued_bytes = max_queued_bytes
         self.limits = limits
         self.memory = memory if memory is not None else RequestMemory()
@@ -238,7 +241,7 @@ class BinaryConnection:
                     continue
                 item = queue.popleft()
                 if type(item) is _Refusal:
-                    link.send_reply(item.tag, error_reply(item.status).parts)
+                    link.send_reply(item.tag, self.protocol.error_reply(item.status).parts)
                     link.close_link()
                     return
                 code, payload, tag = item
@@ -247,7 +250,7 @@ class BinaryConnection:
                 self.queued_bytes -= size
                 self.serving = True
                 try:
-                    reply = await handle_request(self.core, self.session, code, payload)
+                    reply = await self.protocol.handle_request(self.core, self.session, code, payload)
                 finally:
                     payload = None
                     self.memory.give_back(size)

@@ -58,7 +58,8 @@ from rill.protocol.primitives import Transport
 from rill.quic_tuning import widen_socket_buffers, widen_windows
 from rill.server.config import NEVER, QuicConfig, split_address
 from rill.server.core.core import Core
-from rill.server.handlers import error_reply
+from rill.server.protocols import WireProtocol
+from rill.server.protocols.iggy import IGGY
 from rill.server.transports.binary import Buffer, BinaryConnection
 from rill.server.auth.certificates import ensure_self_signed
 from rill.server.transports.limits import UNLIMITED, ConnectionLimits, RequestMemory, Supervisor
@@ -70,7 +71,7 @@ HEADER_SIZE = FRAME_HEADER.size
 LENGTH = struct.Struct("<I")
 LONGEST_IDLE_TIMEOUT = 365 * 86400.0  # what "none" becomes: aioquic needs a finite timeout
 OVERSIZE_ERROR_CODE = errors.CommandLengthError.code
-MALFORMED_REPLY = error_reply(errors.InvalidCommand.code).parts
+MALFORMED_REPLY = IGGY.error_reply(errors.InvalidCommand.code).parts  # QUIC frames are Iggy's
 
 
 def _is_client_bidirectional(stream_id: int) -> bool:
@@ -125,7 +126,8 @@ class QuicSession(QuicConnectionProtocol):
                 self.shutdown()
                 return None
             self.connection = BinaryConnection(
-                listener.core, self, address, Transport.QUIC, limits=listener.limits,
+                listener.core, self, address, Transport.QUIC, listener.protocol,
+                limits=listener.limits,
                 memory=listener.memory, supervisor=listener.supervisor,
             )
         return self.connection
@@ -266,11 +268,12 @@ class QuicListener:
     """The QUIC endpoint on ``quic.address``; ``start`` returns the bound (host, UDP port)."""
 
     def __init__(
-        self, core: Core, config: QuicConfig, certificate: Path, key: Path,
+        self, core: Core, protocol: WireProtocol, config: QuicConfig, certificate: Path, key: Path,
         limits: ConnectionLimits = UNLIMITED, memory: RequestMemory | None = None,
         supervisor: Supervisor | None = None,
     ) -> None:
         self.core = core
+        self.protocol = protocol  # what the requests framed on its streams mean
         self.config = config
         self.limits = limits
         self.memory = memory if memory is not None else RequestMemory()
@@ -285,8 +288,9 @@ class QuicListener:
 
     @classmethod
     def from_config(
-        cls, core: Core, config: QuicConfig, limits: ConnectionLimits = UNLIMITED,
-        memory: RequestMemory | None = None, supervisor: Supervisor | None = None,
+        cls, core: Core, protocol: WireProtocol, config: QuicConfig,
+        limits: ConnectionLimits = UNLIMITED, memory: RequestMemory | None = None,
+        supervisor: Supervisor | None = None,
     ) -> QuicListener:
         """The listener with its certificate: the generated self-signed one (made at the first
         start in the data directory's secrets, reused afterwards) or the configured PEM files."""
@@ -295,7 +299,7 @@ class QuicListener:
             certificate, key = ensure_self_signed(paths.self_signed_certificate, paths.self_signed_key)
         else:
             certificate, key = Path(config.certificate.certificate), Path(config.certificate.key)
-        return cls(core, config, certificate, key, limits, memory, supervisor)
+        return cls(core, protocol, config, certificate, key, limits, memory, supervisor)
 
     def _configuration(self) -> QuicConfiguration:
         idle = self.config.max_idle_timeout

@@ -31,6 +31,7 @@ from rill import errors
 from rill.protocol.framing import LENGTH_PREFIX_SIZE, REQUEST_HEADER_SIZE
 from rill.protocol.primitives import Transport
 from rill.server.core.core import Core
+from rill.server.protocols import WireProtocol
 from rill.server.transports.binary import Buffer, BinaryConnection
 from rill.server.transports.limits import UNLIMITED, ConnectionLimits, RequestMemory, Supervisor
 
@@ -75,7 +76,7 @@ class TcpConnection(asyncio.BufferedProtocol):
             transport.abort()  # nothing was allocated for it; its descriptor goes at once
             return
         self.connection = BinaryConnection(
-            listener.core, self, address, Transport.TCP, limits=listener.limits,
+            listener.core, self, address, Transport.TCP, listener.protocol, limits=listener.limits,
             memory=listener.memory, supervisor=listener.supervisor,
         )
 
@@ -234,6 +235,7 @@ class TcpListener:
     def __init__(
         self,
         core: Core,
+        protocol: WireProtocol,
         host: str,
         port: int,
         max_frame_size: int,
@@ -243,6 +245,7 @@ class TcpListener:
         supervisor: Supervisor | None = None,
     ) -> None:
         self.core = core
+        self.protocol = protocol  # what the requests framed on its links mean
         self.host = host
         self.port = port
         self.max_frame_size = max_frame_size

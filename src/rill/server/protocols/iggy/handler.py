@@ -1,15 +1,16 @@
-"""The binary side: request (code, payload) -> response frame, for TCP and QUIC alike.
+"""The Iggy request handler: request (code, payload) -> response frame, for TCP and QUIC alike.
 
-Owns: decoding with the shared codec, one core call, encoding the result, and the wire
-dialect's status rules (wire §1.3, §4.12): any decode failure is status 3; get-single commands
-answer an empty OK on any failure; unexpected exceptions are status 1 and are logged, and the
-connection keeps serving. No permission checks, journal writes or retries live here.
+Owns: ``IGGY`` (the ``WireProtocol`` of the binary listeners): decoding with the shared codec,
+one core call, encoding the result, and the wire dialect's status rules (wire §1.3, §4.12): any
+decode failure is status 3; get-single commands answer an empty OK on any failure; unexpected
+exceptions are status 1 and are logged, and the connection keeps serving; a request on a session
+the heartbeat verifier removed is status 30 and closes the link. No permission checks, journal
+writes or retries live here.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 from rill import errors
 from rill.protocol.codes import decode_command
@@ -19,6 +20,7 @@ from rill.protocol.responses.columnar import ColumnarMessages
 from rill.protocol.responses.messages import PolledMessages
 from rill.server.core.core import Core
 from rill.server.core.model import Session
+from rill.server.protocols import Reply
 
 log = logging.getLogger(__name__)
 
@@ -28,12 +30,6 @@ EMPTY_OK_ON_ERROR = frozenset({31, 21, 120, 200, 300, 600})
 CLOSING_STATUSES = frozenset({errors.ClientNotFound.code, errors.StaleClient.code})
 
 OK_EMPTY = RESPONSE_HEADER.pack(0, 0)
-
-
-@dataclass(slots=True)
-class Reply:
-    parts: list[bytes | bytearray | memoryview]
-    close: bool = False
 
 
 def error_reply(status: int) -> Reply:
@@ -82,3 +78,13 @@ async def handle_request(core: Core, session: Session, code: int, payload: memor
         log.exception("client %d: %s failed unexpectedly", session.client_id, command.NAME)
         return error_reply(errors.Error.code)
     return Reply(encode_result(result))
+
+
+class IggyProtocol:
+    """The Iggy binary protocol as the connection loop sees it."""
+
+    handle_request = staticmethod(handle_request)
+    error_reply = staticmethod(error_reply)
+
+
+IGGY = IggyProtocol()
