@@ -2,54 +2,19 @@
 
 from __future__ import annotations
 
-import socket
 import struct
 import threading
 
 import pytest
 
 from rill.client import Client
+from raw_link import RawLink
 from rill.protocol.commands.streams import CreateStream, GetStreams
 from rill.protocol.commands.topics import CreateTopic, GetTopic
-from rill.protocol.commands.users import LoginUser
 from rill.protocol.primitives import CompressionAlgorithm, Identifier
 from rill.protocol.framing import encode_request
 
 PING = bytes.fromhex("0400000001000000")
-
-
-class RawLink:
-    def __init__(self, address: tuple[str, int]):
-        self.sock = socket.create_connection(address, timeout=10)
-
-    def send(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def read_exact(self, size: int) -> bytes:
-        data = bytearray()
-        while len(data) < size:
-            chunk = self.sock.recv(size - len(data))
-            if not chunk:
-                raise ConnectionError("closed")
-            data += chunk
-        return bytes(data)
-
-    def response(self) -> tuple[int, bytes]:
-        status, length = struct.unpack("<II", self.read_exact(8))
-        return status, self.read_exact(length)
-
-    def is_closed(self) -> bool:
-        try:
-            return self.sock.recv(1) == b""
-        except (ConnectionResetError, socket.timeout):
-            return True
-
-    def login(self) -> None:
-        self.send(LoginUser("iggy", "iggy").to_frame())
-        assert self.response() == (0, struct.pack("<I", 1))
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @pytest.fixture

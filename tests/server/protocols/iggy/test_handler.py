@@ -10,7 +10,6 @@ connection with raw frames: rill answers these requests as Iggy server 0.4.95 do
 
 from __future__ import annotations
 
-import socket
 import struct
 
 import pytest
@@ -23,31 +22,13 @@ from rill.protocol.commands.system import GetClient, Ping
 from rill.protocol.commands.topics import CreateTopic, GetTopic
 from rill.protocol.commands.users import GetUser, LoginUser
 from rill.protocol.framing import encode_request
+from raw_link import RawLink
 from rill.protocol.primitives import CompressionAlgorithm, Consumer, Identifier, Partitioning
-
-
-class Link:
-    def __init__(self, address: tuple[str, int]):
-        self.sock = socket.create_connection(address, timeout=10)
-
-    def ask(self, frame: bytes) -> tuple[int, bytes]:
-        self.sock.sendall(frame)
-        status, length = struct.unpack("<II", self._read(8))
-        return status, self._read(length)
-
-    def _read(self, size: int) -> bytes:
-        data = bytearray()
-        while len(data) < size:
-            chunk = self.sock.recv(size - len(data))
-            if not chunk:
-                raise ConnectionError("closed")
-            data += chunk
-        return bytes(data)
 
 
 @pytest.fixture
 def link(rill_server):
-    link = Link(rill_server.tcp_address)
+    link = RawLink(rill_server.tcp_address)
     assert link.ask(LoginUser("iggy", "iggy").to_frame()) == (0, struct.pack("<I", 1))
     assert link.ask(CreateStream(1, "shop").to_frame())[0] == 0
     topic = CreateTopic(Identifier.of(1), 0, 2, CompressionAlgorithm.NONE, 0, 0, 0, "orders")
