@@ -31,20 +31,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rill import errors
-from rill.protocol.commands.groups import (
-    CreateConsumerGroup,
-    DeleteConsumerGroup,
-    GetConsumerGroup,
-    GetConsumerGroups,
-    JoinConsumerGroup,
-    LeaveConsumerGroup,
-)
-from rill.protocol.primitives import ConsumerKind, Identifier
-from rill.protocol.responses.groups import ConsumerGroup as GroupRecord
-from rill.protocol.responses.groups import ConsumerGroupDetails, ConsumerGroupMember
+from rill.protocol.primitives import ConsumerKind
+from rill.server.auth.permissioner import Action
 from rill.server.core.model import Partition, Session, Stream, Topic
 from rill.server.core.names import validate_name
 from rill.server.core.state import CoreState
+from rill.server.core.types import Ref
 from rill.server.storage.metadata import ConsumerGroupRow
 
 TopicKey = tuple[int, int]  # (stream id, topic id)
@@ -71,12 +63,14 @@ class Group:
     id: int
     name: str
     members: dict[int, Member] = field(default_factory=dict)  # client id -> member, join order
+    partitions_count: int = 0  # the topic's, as of the last rebalance
 
     @property
     def membership(self) -> tuple[int, int, int]:
         return (self.stream_id, self.topic_id, self.id)
 
     def rebalance(self, partitions_count: int) -> None:
+        self.partitions_count = partitions_count
         members = list(self.members.values())
         for member in members:
             member.partitions.clear()
@@ -94,6 +88,7 @@ class _NoMessagesLog:
     is_empty = True
     current_offset = 0
     first_offset = 0
+    next_offset = 0
     messages_count = 0
 
     def read(self, offset: int, count: int) -> tuple[int, list[bytes]]:
@@ -117,16 +112,17 @@ class ConsumerGroupService:
             if stream is None or row.topic_id not in stream.topics:
                 continue
             groups = self.topics.setdefault((row.stream_id, row.topic_id), {})
-            groups[row.id] = Group(row.stream_id, row.topic_id, row.id, row.name)
+            groups[row.id] = Group(row.stream_id, row.topic_id, row.id, row.name,
+                                   partitions_count=len(stream.topics[row.topic_id].partitions))
 
     # -- lookups ---------------------------------------------------------------------------
 
     def _groups(self, topic: Topic) -> dict[int, Group]:
         return self.topics.get((topic.stream_id, topic.id), {})
 
-    def find_group(self, topic: Topic, group_id: Identifier) -> Group:
+    def find_group(self, topic: Topic, group_id: Ref) -> Group:
         groups = self._groups(topic)
-        value = group_id.value
+        value = group_id
         if isinstance(value, int):
             group = groups.get(value)
             if group is None:
@@ -140,76 +136,65 @@ class ConsumerGroupService:
     def group_names(self, topic: Topic) -> dict[int, str]:
         return {group_id: group.name for group_id, group in self._groups(topic).items()}
 
-    def _topic_and_group(self, session: Session, command, permission: str) -> tuple[Topic, Group]:
-        topic = self.state.find_topic(command.stream_id, command.topic_id)
-        self.state.authorize(session, permission, topic.stream_id, topic.id)
-        return topic, self.find_group(topic, command.group_id)
-
-    @staticmethod
-    def _details(topic: Topic, group: Group) -> ConsumerGroupDetails:
-        header = GroupRecord(group.id, len(topic.partitions), len(group.members), group.name)
-        members = [
-            ConsumerGroupMember(client_id, member.partitions)
-            for client_id, member in group.members.items()
-        ]
-        return ConsumerGroupDetails(header, members)
+    def _topic_and_group(self, session: Session, stream_id: Ref, topic_id: Ref, group_id: Ref
+                         ) -> tuple[Topic, Group]:
+        topic = self.state.find_topic(stream_id, topic_id)
+        self.state.authorize(session, Action.READ_TOPIC, topic.stream_id, topic.id)
+        return topic, self.find_group(topic, group_id)
 
     # -- commands --------------------------------------------------------------------------
 
-    def get_consumer_group(
-        self, session: Session, command: GetConsumerGroup
-    ) -> ConsumerGroupDetails:
-        topic, group = self._topic_and_group(session, command, "get_consumer_group")
-        return self._details(topic, group)
+    def get_consumer_group(self, session: Session, stream_id: Ref, topic_id: Ref, group_id: Ref
+                           ) -> Group:
+        return self._topic_and_group(session, stream_id, topic_id, group_id)[1]
 
-    def get_consumer_groups(
-        self, session: Session, command: GetConsumerGroups
-    ) -> list[GroupRecord]:
+    def get_consumer_groups(self, session: Session, stream_id: Ref, topic_id: Ref) -> list[Group]:
         state = self.state
-        topic = state.find_topic(command.stream_id, command.topic_id)
-        state.authorize(session, "get_consumer_groups", topic.stream_id, topic.id)
+        topic = state.find_topic(stream_id, topic_id)
+        state.authorize(session, Action.READ_TOPIC, topic.stream_id, topic.id)
         groups = self._groups(topic)
-        return [
-            GroupRecord(gid, len(topic.partitions), len(groups[gid].members), groups[gid].name)
-            for gid in sorted(groups)
-        ]
+        return [groups[gid] for gid in sorted(groups)]
 
-    def create_consumer_group(
-        self, session: Session, command: CreateConsumerGroup
-    ) -> ConsumerGroupDetails:
+    def create_consumer_group(self, session: Session, stream_id: Ref, topic_id: Ref, name: str,
+                              group_id: int = 0) -> Group:
+        """A new group; ``group_id`` 0 takes the topic's lowest free group id."""
         state = self.state
-        topic = state.find_topic(command.stream_id, command.topic_id)
-        state.authorize(session, "create_consumer_group", topic.stream_id, topic.id)
-        name = validate_name(command.name, errors.InvalidConsumerGroupName)
+        topic = state.find_topic(stream_id, topic_id)
+        state.authorize(session, Action.READ_TOPIC, topic.stream_id, topic.id)
+        name = validate_name(name, errors.InvalidConsumerGroupName)
         existing = self._groups(topic)
         if any(group.name == name for group in existing.values()):
             raise errors.ConsumerGroupNameAlreadyExists(name, topic.id, field="name")
-        group_id = command.group_id or state.lowest_free_id(existing)
+        group_id = group_id or state.lowest_free_id(existing)
         if group_id in existing:
             raise errors.ConsumerGroupIdAlreadyExists(group_id, topic.id, field="group_id")
         row = ConsumerGroupRow(topic.stream_id, topic.id, group_id, name)
         state.store.create_consumer_group(row)
-        group = Group(topic.stream_id, topic.id, group_id, name)
+        group = Group(topic.stream_id, topic.id, group_id, name,
+                      partitions_count=len(topic.partitions))
         self.topics.setdefault((topic.stream_id, topic.id), {})[group_id] = group
-        return self._details(topic, group)
+        return group
 
-    def delete_consumer_group(self, session: Session, command: DeleteConsumerGroup) -> None:
-        topic, group = self._topic_and_group(session, command, "delete_consumer_group")
+    def delete_consumer_group(self, session: Session, stream_id: Ref, topic_id: Ref,
+                              group_id: Ref) -> None:
+        topic, group = self._topic_and_group(session, stream_id, topic_id, group_id)
         kind = int(ConsumerKind.CONSUMER_GROUP)
         self.state.store.delete_consumer_group(topic.stream_id, topic.id, group.id, kind)
         for partition in topic.partitions.values():
             partition.offsets.pop((kind, group.id), None)
         self._drop(group)
 
-    def join_consumer_group(self, session: Session, command: JoinConsumerGroup) -> None:
-        topic, group = self._topic_and_group(session, command, "join_consumer_group")
+    def join_consumer_group(self, session: Session, stream_id: Ref, topic_id: Ref,
+                            group_id: Ref) -> None:
+        topic, group = self._topic_and_group(session, stream_id, topic_id, group_id)
         if session.client_id not in group.members:
             group.members[session.client_id] = Member(session)
             session.consumer_groups.append(group.membership)
         group.rebalance(len(topic.partitions))
 
-    def leave_consumer_group(self, session: Session, command: LeaveConsumerGroup) -> None:
-        topic, group = self._topic_and_group(session, command, "leave_consumer_group")
+    def leave_consumer_group(self, session: Session, stream_id: Ref, topic_id: Ref,
+                             group_id: Ref) -> None:
+        topic, group = self._topic_and_group(session, stream_id, topic_id, group_id)
         if group.members.pop(session.client_id, None) is None:
             return  # not a member: nothing changes (Iggy answers OK too)
         _forget(session, group.membership)
@@ -250,7 +235,7 @@ class ConsumerGroupService:
     # -- the offsets resolver --------------------------------------------------------------
 
     def resolve_group_partition(
-        self, session: Session, topic: Topic, group_id: Identifier, partition_id: int,
+        self, session: Session, topic: Topic, group_id: Ref, partition_id: int,
         advance: bool,
     ) -> tuple[Partition, tuple[int, int]]:
         """The partition a group consumer addresses, and the group's offset key.

@@ -23,11 +23,11 @@ from typing import Iterable, Protocol
 import xxhash
 
 from rill import errors
-from rill.protocol.commands.offsets import GetConsumerLag, GetConsumerOffset, StoreConsumerOffset
-from rill.protocol.primitives import Consumer, ConsumerKind, Identifier
-from rill.protocol.responses.groups import ConsumerLag, ConsumerOffsetInfo
+from rill.protocol.primitives import Consumer, ConsumerKind
+from rill.server.auth.permissioner import Action
 from rill.server.core.model import Partition, Session, Topic
 from rill.server.core.state import CoreState
+from rill.server.core.types import ConsumerLag, ConsumerPosition, LogBounds, Ref
 from rill.server.storage.metadata import OffsetRow
 
 OffsetKey = tuple[int, int]
@@ -37,7 +37,7 @@ class GroupPartitionResolver(Protocol):
     """Picks the partition and offset key for a consumer-group consumer (consumer groups)."""
 
     def resolve_group_partition(
-        self, session: Session, topic: Topic, group_id: Identifier, partition_id: int,
+        self, session: Session, topic: Topic, group_id: Ref, partition_id: int,
         advance: bool,
     ) -> tuple[Partition, OffsetKey]: ...
 
@@ -51,13 +51,12 @@ class NoGroups:
         return {}
 
     def resolve_group_partition(self, session, topic, group_id, partition_id, advance):
-        if group_id.is_numeric:
-            raise errors.ConsumerGroupIdNotFound(group_id.value, topic.id)
-        raise errors.ConsumerGroupNameNotFound(group_id.value, topic.id)
+        if isinstance(group_id, int):
+            raise errors.ConsumerGroupIdNotFound(group_id, topic.id)
+        raise errors.ConsumerGroupNameNotFound(group_id, topic.id)
 
 
-def regular_consumer_id(identifier: Identifier) -> int:
-    value = identifier.value
+def regular_consumer_id(value: Ref) -> int:
     return value if isinstance(value, int) else xxhash.xxh32_intdigest(value.encode("utf-8"))
 
 
@@ -73,10 +72,10 @@ class ConsumerOffsetService:
         """The partition a consumer addresses and the key its offsets are stored under."""
         if consumer.kind == ConsumerKind.CONSUMER_GROUP:
             return self.groups.resolve_group_partition(
-                session, topic, consumer.id, partition_id, advance
+                session, topic, consumer.id.value, partition_id, advance
             )
         partition = self.state.find_partition(topic, partition_id or 1)
-        return partition, (ConsumerKind.CONSUMER, regular_consumer_id(consumer.id))
+        return partition, (ConsumerKind.CONSUMER, regular_consumer_id(consumer.id.value))
 
     def store(self, partition: Partition, key: OffsetKey, offset: int) -> None:
         self.state.store.store_offset(
@@ -84,25 +83,30 @@ class ConsumerOffsetService:
         )
         partition.offsets[key] = offset
 
-    def get_consumer_offset(self, session: Session, command: GetConsumerOffset) -> ConsumerOffsetInfo:
-        topic = self.state.find_topic(command.stream_id, command.topic_id)
-        self.state.authorize(session, "get_consumer_offset", topic.stream_id, topic.id)
-        partition, key = self.resolve(session, topic, command.consumer, command.partition_id)
-        stored = partition.offsets.get(key, 0)  # nothing stored: 0, as Iggy 0.4.95
-        return ConsumerOffsetInfo(partition.id, partition.log.current_offset, stored)
+    def get_consumer_offset(self, session: Session, stream_id: Ref, topic_id: Ref,
+                            consumer: Consumer, partition_id: int) -> ConsumerPosition:
+        topic = self.state.find_topic(stream_id, topic_id)
+        self.state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
+        partition, key = self.resolve(session, topic, consumer, partition_id)
+        log = partition.log
+        return ConsumerPosition(partition.id, partition.offsets.get(key),
+                                LogBounds(log.first_offset, log.next_offset, log.next_offset))
 
-    def get_consumer_lag(self, session: Session, command: GetConsumerLag) -> list[ConsumerLag]:
-        topic = self.state.find_topic(command.stream_id, command.topic_id)
-        self.state.authorize(session, "get_consumer_lag", topic.stream_id, topic.id)
+    def get_consumer_lag(self, session: Session, stream_id: Ref, topic_id: Ref
+                         ) -> list[ConsumerLag]:
+        topic = self.state.find_topic(stream_id, topic_id)
+        self.state.authorize(session, Action.READ_TOPIC, topic.stream_id, topic.id)
         return consumer_lag(topic, self.groups.group_names(topic))
 
-    def store_consumer_offset(self, session: Session, command: StoreConsumerOffset) -> None:
-        topic = self.state.find_topic(command.stream_id, command.topic_id)
-        self.state.authorize(session, "store_consumer_offset", topic.stream_id, topic.id)
-        partition, key = self.resolve(session, topic, command.consumer, command.partition_id)
-        if command.offset > partition.log.current_offset:
-            raise errors.InvalidOffset(command.offset, field="offset")
-        self.store(partition, key, command.offset)
+    def store_consumer_offset(self, session: Session, stream_id: Ref, topic_id: Ref,
+                              consumer: Consumer, partition_id: int, offset: int) -> None:
+        """Store ``offset`` as the last one ``consumer`` consumed."""
+        topic = self.state.find_topic(stream_id, topic_id)
+        self.state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
+        partition, key = self.resolve(session, topic, consumer, partition_id)
+        if offset > partition.log.current_offset:
+            raise errors.InvalidOffset(offset, field="offset")
+        self.store(partition, key, offset)
 
 
 def consumer_lag(topic: Topic, group_names: dict[int, str]) -> list[ConsumerLag]:

@@ -2,8 +2,7 @@
 
 Owns: start-up (the metadata store opened and reconciled with the data directory — see
 ``core.reconciliation`` —, metadata -> model, partition logs with recovery, the root user at
-the first start), sessions (one per connection), the table command name -> service method that
-every transport dispatches through, background tasks (retention, token cleaner, heartbeat,
+the first start), sessions (one per connection), background tasks (retention, token cleaner, heartbeat,
 metadata checkpoints under ``fsync = interval``), and the clean-shutdown marker that tells the
 next start whether the tails of the logs need checksum verification.
 
@@ -16,23 +15,21 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import inspect
 import itertools
 import logging
 import time
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable
 
 import xxhash
 
 from rill import errors
-from rill.protocol.codes import COMMANDS_BY_NAME
-from rill.protocol.commands.base import Command
 from rill.protocol.primitives import Transport
 from rill.server.auth.permissioner import Permissioner
 from rill.server.auth.throttling import LoginThrottle, ThrottleSettings
 from rill.server.config import ServerConfig
 from rill.server.auth.access_tokens import JwtManager, load_or_create_secret
 from rill.server.core.consumer_groups import ConsumerGroupService
+from rill.server.core.broker import Broker
 from rill.server.core.clients import ClientService, run_heartbeat_verifier
 from rill.server.core.columnar import ColumnarReadService
 from rill.server.core.consumer_offsets import ConsumerOffsetService
@@ -67,16 +64,6 @@ from rill.server.storage.reserve import SpaceReserve
 from rill.server.storage.verification import verify_in_background
 
 log = logging.getLogger(__name__)
-
-Handler = Callable[[Session, Command], Any]
-
-# commands that need no login (wire §6.1, except GET_STATS: it tells the host's name, OS,
-# memory and the server's version and load, which a stranger has no use for but an attacker
-# does; any logged-in user may read it)
-PUBLIC_COMMANDS = frozenset(
-    {"ping", "login_user", "login_with_personal_access_token", "logout_user"}
-)
-
 
 class Core:
     def __init__(self, config: ServerConfig, recover_metadata: bool = False) -> None:
@@ -148,44 +135,13 @@ class Core:
         self.columnar = ColumnarReadService(state)
         self.transactions = TransactionService(state, self.messages.choose_partition, self._appended)
         self.long_poll = LongPollService(state, self.appends)
-        self.handlers: dict[str, Handler] = self._handler_table()
+        self.broker = Broker(self)  # the neutral API the wire protocols call
         # called with the session when a client disconnects (consumer groups leave, ...)
         self.on_disconnect: list[Callable[[Session], None]] = []
         self.on_disconnect.append(self.consumer_groups.client_disconnected)
         self._client_ids = itertools.count(1)
         self.access_tokens: JwtManager | None = None  # made at start when HTTP is enabled
         self._tasks: list[asyncio.Task[None]] = []
-
-    def _handler_table(self) -> dict[str, Handler]:
-        services = (
-            self.system, self.clients, self.snapshot, self.users, self.tokens, self.streams,
-            self.topics, self.partitions, self.consumer_offsets, self.messages,
-            self.consumer_groups, self.columnar, self.transactions, self.long_poll,
-        )
-        table: dict[str, Handler] = {}
-        for service in services:
-            for name in COMMANDS_BY_NAME:
-                method = getattr(service, name, None)
-                if method is not None:
-                    table[name] = method
-        return table
-
-    # -- dispatch --------------------------------------------------------------------------
-
-    async def execute(self, session: Session, command: Command) -> Any:
-        """Run one decoded command for ``session``; raises RillError on failure."""
-        handler = self.handlers.get(command.NAME)
-        if not session.is_authenticated and command.NAME not in PUBLIC_COMMANDS:
-            # the login gate comes before any lookup, so strangers learn nothing about ids
-            if command.NAME == "purge_stream":  # the dialect answers 41 here (wire §3.6)
-                raise errors.Unauthorized()
-            raise errors.Unauthenticated()
-        if handler is None:
-            raise errors.FeatureUnavailable(reason=f"{command.NAME} is not available yet")
-        result = handler(session, command)
-        if inspect.isawaitable(result):
-            result = await result
-        return result
 
     # -- sessions --------------------------------------------------------------------------
 

@@ -50,6 +50,8 @@ from rill.protocol.buffer import DecodeError
 
 from rill.protocol.stored import crc32, uuid7_block  # noqa: F401 (both used here; re-exported)
 
+RECORD_FORMAT = "iggy-v1"  # the name of this layout (the records a read hands out are in it)
+
 MAX_PAYLOAD_BYTES = 10_000_000  # sum of payloads in one SEND (4022)
 MAX_HEADERS_BYTES = 100_000  # sum of header value bytes in one SEND (4017)
 MAX_POSITION = 0xFFFF_FFFF  # index positions and relative offsets are u32
