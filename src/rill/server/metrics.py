@@ -30,7 +30,6 @@ import weakref
 from collections import defaultdict
 from typing import Any
 
-from rill.protocol.primitives import ConsumerKind
 from rill.server.core.consumer_offsets import consumer_lag
 
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
@@ -165,7 +164,7 @@ class Metrics:
         for stream in streams:
             for topic in stream.topics.values():
                 for row in consumer_lag(topic, core.consumer_groups.group_names(topic)):
-                    if row.consumer_kind == ConsumerKind.CONSUMER_GROUP:
+                    if row.group_name:  # an Iggy consumer group
                         labels = _labels(stream=stream.name, topic=topic.name, group=row.group_name,
                                          partition=row.partition_id)
                         lines.append(f"rill_consumer_group_lag{labels} {row.lag}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-from rill.protocol.primitives import Consumer, ConsumerKind, Identifier, Partitioning
+from rill.protocol.primitives import Partitioning
 from rill.server.core.model import Session, Stream, Topic
 from rill.server.core.types import (
     AppendResult,
@@ -134,20 +134,11 @@ class Broker:
     def commit_offset(self, session: Session, consumer: str, ref: PartitionRef,
                       next_offset: int) -> None:
         """Store where ``consumer`` reads next (Kafka's OffsetCommit meaning)."""
-        if next_offset == 0:
-            return None  # nothing consumed yet: the same as no position
         self._core.consumer_offsets.store_consumer_offset(
-            session, ref.namespace, ref.topic, _named(consumer), ref.partition_id,
-            next_offset - 1)
+            session, ref.namespace, ref.topic, consumer, ref.partition_id, next_offset)
 
     def committed_offset(self, session: Session, consumer: str, ref: PartitionRef) -> int | None:
         """The next offset ``consumer`` reads, or None when it never committed one."""
-        position = self._core.consumer_offsets.get_consumer_offset(
-            session, ref.namespace, ref.topic, _named(consumer), ref.partition_id)
-        stored = position.stored_offset
-        return None if stored is None else stored + 1
-
-
-def _named(consumer: str) -> Consumer:
-    return Consumer(ConsumerKind.CONSUMER, Identifier.of(consumer))
+        return self._core.consumer_offsets.get_consumer_offset(
+            session, ref.namespace, ref.topic, consumer, ref.partition_id).next_offset
 

@@ -31,8 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rill import errors
-from rill.protocol.primitives import ConsumerKind
 from rill.server.auth.permissioner import Action
+from rill.server.core.consumer_offsets import iggy_group_key
 from rill.server.core.model import Partition, Session, Stream, Topic
 from rill.server.core.names import validate_name
 from rill.server.core.state import CoreState
@@ -178,10 +178,10 @@ class ConsumerGroupService:
     def delete_consumer_group(self, session: Session, stream_id: Ref, topic_id: Ref,
                               group_id: Ref) -> None:
         topic, group = self._topic_and_group(session, stream_id, topic_id, group_id)
-        kind = int(ConsumerKind.CONSUMER_GROUP)
-        self.state.store.delete_consumer_group(topic.stream_id, topic.id, group.id, kind)
+        key = iggy_group_key(group.id)
+        self.state.store.delete_consumer_group(topic.stream_id, topic.id, group.id, key)
         for partition in topic.partitions.values():
-            partition.offsets.pop((kind, group.id), None)
+            partition.positions.pop(key, None)
         self._drop(group)
 
     def join_consumer_group(self, session: Session, stream_id: Ref, topic_id: Ref,
@@ -237,14 +237,14 @@ class ConsumerGroupService:
     def resolve_group_partition(
         self, session: Session, topic: Topic, group_id: Ref, partition_id: int,
         advance: bool,
-    ) -> tuple[Partition, tuple[int, int]]:
+    ) -> tuple[Partition, str]:
         """The partition a group consumer addresses, and the group's offset key.
 
         ``advance`` (polls) moves the member's cursor; without it (GET/STORE offset) the
         member's current partition is used.
         """
         group = self.find_group(topic, group_id)
-        key = (int(ConsumerKind.CONSUMER_GROUP), group.id)
+        key = iggy_group_key(group.id)
         if partition_id:
             return self.state.find_partition(topic, partition_id), key
         member = group.members.get(session.client_id)

@@ -266,12 +266,12 @@ class Core:
             topic.partitions[row.id] = state.open_partition(
                 row.stream_id, row.topic_id, row.id, row.created_at
             )
-        for offset in store.load_offsets():
-            stream = state.streams.get(offset.stream_id)
-            topic = stream.topics.get(offset.topic_id) if stream else None
-            partition = topic.partitions.get(offset.partition_id) if topic else None
+        for position in store.load_positions():
+            stream = state.streams.get(position.stream_id)
+            topic = stream.topics.get(position.topic_id) if stream else None
+            partition = topic.partitions.get(position.partition_id) if topic else None
             if partition is not None:
-                partition.offsets[(offset.consumer_kind, offset.consumer_id)] = offset.stored_offset
+                partition.positions[position.consumer] = position.next_offset
         self.consumer_groups.load()
 
     async def stop(self) -> None:

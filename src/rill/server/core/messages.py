@@ -140,7 +140,7 @@ class MessageService:
     # -- poll ------------------------------------------------------------------------------
 
     def _start_offset(
-        self, partition: Partition, key: tuple[int, int], strategy: PollingStrategy, count: int
+        self, partition: Partition, key: str, strategy: PollingStrategy, count: int
     ) -> int | None:
         """Where the poll starts, or None when there is nothing to return."""
         log = partition.log
@@ -153,18 +153,18 @@ class MessageService:
             return log.first_offset
         if kind == PollingKind.LAST:
             return max(log.first_offset, log.current_offset + 1 - count)
-        stored = partition.offsets.get(key)  # NEXT
-        if stored is None:
+        next_offset = partition.positions.get(key)  # NEXT
+        if next_offset is None:
             return log.first_offset
-        if stored >= log.current_offset:
+        if next_offset >= log.next_offset:
             return None
-        return stored + 1
+        return next_offset
 
     def poll_messages(self, session: Session, stream_id: Ref, topic_id: Ref, consumer: Consumer,
                       partition_id: int, strategy: PollingStrategy, count: int,
                       auto_commit: bool) -> RecordRange:
         """A consumer's read: its partition (a group's member gets one assigned), the start the
-        strategy picks, and with ``auto_commit`` its offset stored as the last one read."""
+        strategy picks, and with ``auto_commit`` its position stored past the last one read."""
         state = self.state
         topic = state.find_topic(stream_id, topic_id)
         state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
@@ -177,7 +177,7 @@ class MessageService:
             return read_nothing(partition)
         found = read_range(partition, start, count, state.config.system.max_poll_size)
         if found.count and auto_commit:
-            self.offsets.store(partition, key, found.first_offset + found.count - 1)
+            self.offsets.store(partition, key, found.first_offset + found.count)
         return found
 
     def read(self, session: Session, stream_id: Ref, topic_id: Ref, partition_id: int,

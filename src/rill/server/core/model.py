@@ -45,8 +45,8 @@ class Partition:
     id: int
     created_at: int
     log: PartitionLog
-    # stored consumer offsets: (consumer kind, numeric consumer id) -> offset
-    offsets: dict[tuple[int, int], int] = field(default_factory=dict)
+    # consumer positions: consumer name -> the next offset it reads
+    positions: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(eq=False)

@@ -117,5 +117,5 @@ class StreamService:
         for topic in stream.topics.values():
             for partition in topic.partitions.values():
                 partition.log.purge()
-                partition.offsets.clear()
+                partition.positions.clear()
         state.space_freed()

@@ -156,5 +156,5 @@ class TopicService:
         state.store.purge_topic(topic.stream_id, topic.id)
         for partition in topic.partitions.values():
             partition.log.purge()
-            partition.offsets.clear()
+            partition.positions.clear()
         state.space_freed()

@@ -81,25 +81,23 @@ class PartitionEnd:
 
 @dataclass(frozen=True, slots=True)
 class ConsumerPosition:
-    """Where one consumer is in one partition: ``stored_offset`` is the last offset it
-    consumed (None: it never stored one), with the partition's bounds."""
+    """Where one consumer is in one partition: ``next_offset`` is the next offset it reads
+    (None: it never stored a position), with the partition's bounds."""
 
     partition_id: int
-    stored_offset: int | None
+    next_offset: int | None
     bounds: LogBounds
 
 
 @dataclass(frozen=True, slots=True)
 class ConsumerLag:
-    """How far one consumer (or group) is behind in one partition: ``lag`` counts the stored
-    messages after its committed one (all of them when nothing is committed); ``end_offset``
-    is the offset the partition's next message gets."""
+    """How far one consumer (or group, with its ``group_name``) is behind in one partition:
+    ``lag`` counts the stored messages from its next offset on (all of them when it has no
+    position); ``end_offset`` is the offset the partition's next message gets."""
 
-    consumer_kind: int
-    consumer_id: int
+    consumer: str
     group_name: str
     partition_id: int
-    committed: bool
-    committed_offset: int
+    next_offset: int | None
     end_offset: int
     lag: int

@@ -313,8 +313,9 @@ async def get_consumer_offset(core: Core, session: Session, c):
 
 @command
 async def store_consumer_offset(core: Core, session: Session, c) -> None:
+    # Iggy stores the last offset consumed; the core keeps the next one to read
     core.consumer_offsets.store_consumer_offset(session, c.stream_id.value, c.topic_id.value,
-                                                c.consumer, c.partition_id, c.offset)
+                                                c.consumer, c.partition_id, c.offset + 1)
 
 
 @command

@@ -8,6 +8,7 @@ empty (§4.3); stored consumer offsets are the last offset consumed, 0 when noth
 
 from __future__ import annotations
 
+from rill.protocol.primitives import ConsumerKind
 from rill.protocol.responses.columnar import ColumnarMessages
 from rill.protocol.responses.groups import ConsumerGroup as GroupRecord
 from rill.protocol.responses.groups import (
@@ -107,14 +108,18 @@ def columnar_messages(read: ColumnarRead) -> ColumnarMessages:
 
 
 def consumer_offset(position: ConsumerPosition) -> ConsumerOffsetInfo:
-    stored = position.stored_offset
+    """Iggy's stored offset is the last one consumed: the next offset - 1 (0 when none)."""
+    next_offset = position.next_offset
     return ConsumerOffsetInfo(position.partition_id, current_offset(position.bounds),
-                              0 if stored is None else stored)
+                              0 if next_offset is None else max(next_offset - 1, 0))
 
 
 def consumer_lag(row: LagRow) -> ConsumerLag:
-    return ConsumerLag(row.consumer_kind, row.consumer_id, row.group_name, row.partition_id,
-                       int(row.committed), row.committed_offset, row.end_offset, row.lag)
+    kind = ConsumerKind.CONSUMER_GROUP if row.group_name else ConsumerKind.CONSUMER
+    consumer_id = int(row.consumer.rpartition(":")[2])
+    committed = row.next_offset is not None
+    return ConsumerLag(int(kind), consumer_id, row.group_name, row.partition_id, int(committed),
+                       max((row.next_offset or 0) - 1, 0), row.end_offset, row.lag)
 
 
 def partition_end(row: PartitionEndRow) -> PartitionEnd:
