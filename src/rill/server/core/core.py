@@ -58,7 +58,7 @@ from rill.server.storage.descriptors import configure as configure_descriptors
 from rill.server.storage.descriptors import open_file_limit
 from rill.server.storage.directories import DIRECTORY_MODE, make_directory
 from rill.server.storage.durability import Durability, FsyncPolicy
-from rill.server.storage.partition_log import PartitionLog, configure_append_threads
+from rill.server.storage.partition_log import PartitionLog
 from rill.server.storage.paths import DataPaths
 from rill.server.storage.reserve import SpaceReserve
 from rill.server.storage.verification import verify_in_background
@@ -83,7 +83,6 @@ class Core:
 
     def _open(self, config: ServerConfig, paths: DataPaths, recover_metadata: bool) -> None:
         self._first_start = not paths.metadata_db.exists()
-        configure_append_threads(config.system.append_threads, config.system.append_thread_min_size)
         budget = configure_descriptors(config.system.max_open_files)
         log.info("storage keeps at most %d segment files open (max_open_files = %s, open-file "
                  "limit %d)", budget, config.system.max_open_files, open_file_limit())

@@ -116,7 +116,10 @@ class CoreState:
 
     def log_settings(self) -> LogSettings:
         segment = self.config.system.segment
-        return LogSettings(segment_size=segment.size, validate_checksum=segment.validate_checksum)
+        system = self.config.system
+        return LogSettings(segment_size=segment.size, validate_checksum=segment.validate_checksum,
+                           append_threads=system.append_threads,
+                           append_thread_min_size=system.append_thread_min_size)
 
     def open_partition(
         self, stream_id: int, topic_id: int, partition_id: int, created_at: int

@@ -47,7 +47,7 @@ import time
 from array import array
 from concurrent.futures import Future, ThreadPoolExecutor
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rill.errors import CannotAppendMessage, CannotCreatePartitionDirectory, CannotReadMessage
@@ -77,8 +77,9 @@ _SMALLEST_SEND_MESSAGE = 16 + 4 + 4 + 1  # id, headers_length, payload_length, o
 # inline; several, to several partitions: large batches in threads), and every batch of
 # ``APPEND_THREAD_LARGE_BYTES`` or more. "always": every batch of ``APPEND_THREAD_MIN_BYTES`` or
 # more. "never": all inline. Only with the C stamper,
-# which releases the GIL (the Python one would hold it). The server sets both from
-# ``[system] append_threads`` / ``append_thread_min_size`` (``configure_append_threads``).
+# which releases the GIL (the Python one would hold it). Each log takes its rule from its
+# ``LogSettings`` (the server's ``[system] append_threads`` / ``append_thread_min_size``; these
+# two are the defaults), so two servers in one process keep their own.
 APPEND_THREAD_MODE = "auto" if ACCELERATED else "never"
 APPEND_THREAD_MIN_BYTES = 512 * 1024
 # Regions of this size or more go to a worker thread under "auto" too, whatever the activity:
@@ -90,16 +91,6 @@ APPEND_THREADS = 4  # shared by every partition log; a log has at most one appen
 _executor: ThreadPoolExecutor | None = None
 _last_appended: int | None = None  # id() of the partition log ``append_async`` saw last ...
 _last_appended_at = 0.0  # ... and when (time.monotonic)
-
-
-def configure_append_threads(mode: str, min_bytes: int) -> None:
-    """Set the rule of ``append_async`` (mode auto | always | never); without the C stamper
-    every append stays on the event loop whatever the mode."""
-    global APPEND_THREAD_MODE, APPEND_THREAD_MIN_BYTES
-    if mode not in ("auto", "always", "never"):
-        raise ValueError(f"unknown append thread mode {mode!r}")
-    APPEND_THREAD_MODE = mode if ACCELERATED else "never"
-    APPEND_THREAD_MIN_BYTES = min_bytes
 
 
 def _append_executor() -> ThreadPoolExecutor:
@@ -118,9 +109,10 @@ def _use_thread(log: PartitionLog, size: int) -> bool:
         and now - _last_appended_at < APPEND_CONCURRENCY_WINDOW
     )
     _last_appended, _last_appended_at = id(log), now
-    if APPEND_THREAD_MODE == "never" or size < APPEND_THREAD_MIN_BYTES:
+    mode = log.settings.append_threads if ACCELERATED else "never"
+    if mode == "never" or size < log.settings.append_thread_min_size:
         return False
-    return APPEND_THREAD_MODE == "always" or others or size >= APPEND_THREAD_LARGE_BYTES
+    return mode == "always" or others or size >= APPEND_THREAD_LARGE_BYTES
 
 
 def _stamp_and_write(segment: Segment, raw_messages: bytes | bytearray | memoryview,
@@ -152,10 +144,15 @@ class LogSettings:
     segment_size: int = 1_000_000_000  # bytes; soft limit
     # verify every record of every segment at open (synchronously) rather than on first read
     validate_checksum: bool = False
+    # when ``append_async`` appends in a worker thread (see APPEND_THREAD_MODE)
+    append_threads: str = field(default_factory=lambda: APPEND_THREAD_MODE)
+    append_thread_min_size: int = field(default_factory=lambda: APPEND_THREAD_MIN_BYTES)
 
     def __post_init__(self) -> None:
         if self.segment_size <= 0:
             raise ValueError("segment_size must be positive")
+        if self.append_threads not in ("auto", "always", "never"):
+            raise ValueError(f"unknown append thread mode {self.append_threads!r}")
 
 
 class PartitionLog:
