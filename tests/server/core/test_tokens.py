@@ -279,7 +279,7 @@ def test_a_failed_store_write_changes_nothing(tmp_path):
     store = FailingStore(MetadataStore(tmp_path / "metadata.sqlite3", synchronous_full=False))
     state = CoreState(config, DataPaths(tmp_path), store, durability=None,
                       permissioner=Permissioner())
-    users = UserService(state)
+    users = UserService(state, lambda: (), lambda user_id: None)
     users.load(create_root=True)
     tokens = PersonalAccessTokenService(state, users)
     root = Session(1, "127.0.0.1:1", Transport.TCP, user_id=1)

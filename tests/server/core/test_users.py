@@ -353,11 +353,10 @@ def test_a_failed_store_write_changes_nothing(tmp_path):
     store = FailingStore(MetadataStore(tmp_path / "metadata.sqlite3", synchronous_full=False))
     state = CoreState(config, DataPaths(tmp_path), store, durability=None,
                       permissioner=Permissioner())
-    users = UserService(state)
-    users.load(create_root=True)
     root = Session(1, "127.0.0.1:1", Transport.TCP, user_id=1)
     other = Session(2, "127.0.0.1:2", Transport.TCP)
-    users.live_sessions = lambda: [root, other]
+    users = UserService(state, lambda: [root, other], lambda user_id: None)
+    users.load(create_root=True)
 
     async def scenario() -> None:
         await users.create_user(root, "kept", "kept-pw", UserStatus.ACTIVE, readers())

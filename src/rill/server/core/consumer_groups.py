@@ -133,6 +133,9 @@ class ConsumerGroupService:
                 return group
         raise errors.ConsumerGroupNameNotFound(value, topic.id, field="group_id")
 
+    def groups_of(self, topic: Topic) -> dict[int, Group]:
+        return self._groups(topic)
+
     def group_names(self, topic: Topic) -> dict[int, str]:
         return {group_id: group.name for group_id, group in self._groups(topic).items()}
 

@@ -53,22 +53,10 @@ class GroupPartitionResolver(Protocol):
     def group_names(self, topic: Topic) -> dict[int, str]: ...
 
 
-class NoGroups:
-    """Stand-in until consumer groups exist: every group id is unknown."""
-
-    def group_names(self, topic):
-        return {}
-
-    def resolve_group_partition(self, session, topic, group_id, partition_id, advance):
-        if isinstance(group_id, int):
-            raise errors.ConsumerGroupIdNotFound(group_id, topic.id)
-        raise errors.ConsumerGroupNameNotFound(group_id, topic.id)
-
-
 class ConsumerOffsetService:
-    def __init__(self, state: CoreState) -> None:
+    def __init__(self, state: CoreState, groups: GroupPartitionResolver) -> None:
         self.state = state
-        self.groups: GroupPartitionResolver = NoGroups()
+        self.groups = groups
 
     def resolve(
         self, session: Session, topic: Topic, consumer: Consumer | str, partition_id: int,

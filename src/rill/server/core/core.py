@@ -108,25 +108,19 @@ class Core:
         )
         state = self.state
         self.sessions: dict[int, Session] = {}
-        self.system = SystemService(state, self.sessions)
+        # every service gets what it calls when it is built (no hooks assigned later)
+        groups = self.consumer_groups = ConsumerGroupService(state)
+        self.system = SystemService(state, self.sessions, groups.groups_of)
         self.clients = ClientService(state, self.sessions)
         self.snapshot = SnapshotService(state)
-        self.users = UserService(state)
-        self.users.live_sessions = self.sessions.values  # deleted users are logged out
+        # a deleted or deactivated user is logged out of every live session; its tokens go
+        self.users = UserService(state, self.sessions.values,
+                                 on_user_deleted=lambda user_id: self.tokens.forget_user(user_id))
         self.tokens = PersonalAccessTokenService(state, self.users)
-        self.streams = StreamService(state)
-        self.topics = TopicService(state)
-        self.partitions = PartitionService(state)
-        self.consumer_offsets = ConsumerOffsetService(state)
-        self.consumer_groups = ConsumerGroupService(state)
-        self.consumer_offsets.groups = self.consumer_groups
-        self.partitions.on_partitions_changed = self.consumer_groups.partitions_changed
-        self.streams.on_stream_deleted = self.consumer_groups.stream_deleted
-        self.topics.on_topic_deleted = self.consumer_groups.topic_deleted
-        # GET_STATS counts the groups where the consumer-group service keeps them
-        self.system.groups_of = lambda topic: self.consumer_groups.topics.get(
-            (topic.stream_id, topic.id), {}
-        )
+        self.streams = StreamService(state, on_stream_deleted=groups.stream_deleted)
+        self.topics = TopicService(state, on_topic_deleted=groups.topic_deleted)
+        self.partitions = PartitionService(state, on_partitions_changed=groups.partitions_changed)
+        self.consumer_offsets = ConsumerOffsetService(state, groups)
         self.metrics = Metrics()  # this server's (served at [http.metrics] endpoint)
         self.appends = AppendSignals()  # every append wakes the long polls of its partition
         self.messages = MessageService(state, self.consumer_offsets, self._appended)
@@ -136,8 +130,8 @@ class Core:
         self.long_poll = LongPollService(state, self.appends)
         self.broker = Broker(self)  # the neutral API the wire protocols call
         # called with the session when a client disconnects (consumer groups leave, ...)
-        self.on_disconnect: list[Callable[[Session], None]] = []
-        self.on_disconnect.append(self.consumer_groups.client_disconnected)
+        self._on_disconnect: tuple[Callable[[Session], None], ...] = (
+            groups.client_disconnected,)
         self._client_ids = itertools.count(1)
         self.access_tokens: JwtManager | None = None  # made at start when HTTP is enabled
         self._tasks: list[asyncio.Task[None]] = []
@@ -157,7 +151,7 @@ class Core:
         if self.sessions.get(session.client_id) is not session:
             return  # already removed (e.g. by the heartbeat verifier); its id may be reused
         del self.sessions[session.client_id]
-        for callback in self.on_disconnect:
+        for callback in self._on_disconnect:
             try:
                 callback(session)
             except Exception:

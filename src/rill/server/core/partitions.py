@@ -8,6 +8,7 @@ renames the directories to tombstones, commits, then removes them (``storage.dir
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from rill import errors
 from rill.server.auth.permissioner import Action
@@ -90,9 +91,9 @@ def remove_tombstones(state: CoreState, tombstones: list[Path | None]) -> None:
 
 
 class PartitionService:
-    def __init__(self, state: CoreState) -> None:
+    def __init__(self, state: CoreState, on_partitions_changed: Callable[[Topic], None]) -> None:
         self.state = state
-        self.on_partitions_changed = lambda topic: None  # consumer groups rebalance here
+        self.on_partitions_changed = on_partitions_changed  # consumer groups rebalance here
 
     def create_partitions(self, session: Session, stream_id: Ref, topic_id: Ref, count: int) -> None:
         state = self.state

@@ -10,6 +10,7 @@ back).
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 from rill import errors
 from rill.server.auth.permissioner import Action
@@ -28,9 +29,9 @@ from rill.server.storage.metadata import StreamRow
 log = logging.getLogger(__name__)
 
 class StreamService:
-    def __init__(self, state: CoreState) -> None:
+    def __init__(self, state: CoreState, on_stream_deleted: Callable[[Stream], None]) -> None:
         self.state = state
-        self.on_stream_deleted = lambda stream: None  # consumer groups drop the stream's groups
+        self.on_stream_deleted = on_stream_deleted  # consumer groups drop the stream's groups
 
     def get_stream(self, session: Session, stream_id: Ref) -> Stream:
         stream = self.state.find_stream(stream_id)

@@ -111,17 +111,15 @@ class ServerStats:
 
 
 class SystemService:
-    def __init__(self, state: CoreState, sessions: Mapping[int, Session]) -> None:
+    def __init__(self, state: CoreState, sessions: Mapping[int, Session],
+                 groups_of: Callable[[Topic], Sized]) -> None:
         self.state = state
         self.sessions = sessions  # the Core's registry, shared (not copied)
         self.process = psutil.Process()
         self.cpu = CpuSampler(self.process)
         self.start_time_us = int(self.process.create_time() * 1_000_000)
         self.os_name, self.os_version, self.kernel_version = _os_names()
-        # the consumer groups of a topic (set by the Core to where the group service keeps them)
-        self.groups_of: Callable[[Topic], Sized] = lambda topic: getattr(
-            topic, "consumer_groups", {}
-        )
+        self.groups_of = groups_of  # the consumer groups of a topic (counted by GET_STATS)
 
     def get_stats(self, session: Session) -> ServerStats:
         self.state.authorize(session, Action.LOGGED_IN)  # a login, no permission

@@ -81,7 +81,6 @@ class PersonalAccessTokenService:
         self.users = users
         self.by_hash: dict[str, PersonalAccessToken] = {}
         self.by_user: dict[int, dict[str, PersonalAccessToken]] = {}
-        users.on_user_deleted.append(self._forget_user)
 
     # -- memory ----------------------------------------------------------------------------
 
@@ -102,7 +101,8 @@ class PersonalAccessTokenService:
             if not own:
                 del self.by_user[token.user_id]
 
-    def _forget_user(self, user_id: int) -> None:
+    def forget_user(self, user_id: int) -> None:
+        """A deleted user's tokens (the store cascaded their rows)."""
         for token in list(self.by_user.get(user_id, {}).values()):
             self._forget(token)
 

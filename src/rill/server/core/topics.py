@@ -8,6 +8,7 @@ describe: a failed create leaves nothing behind, a crash never resurrects a dele
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 from rill import errors
 from rill.protocol.primitives import (
@@ -43,9 +44,9 @@ def topic_row(topic: Topic) -> TopicRow:
 
 
 class TopicService:
-    def __init__(self, state: CoreState) -> None:
+    def __init__(self, state: CoreState, on_topic_deleted: Callable[[Topic], None]) -> None:
         self.state = state
-        self.on_topic_deleted = lambda topic: None  # consumer groups drop the topic's groups
+        self.on_topic_deleted = on_topic_deleted  # consumer groups drop the topic's groups
 
     def get_topic(self, session: Session, stream_id: Ref, topic_id: Ref) -> Topic:
         topic = self.state.find_topic(stream_id, topic_id)

@@ -80,13 +80,14 @@ def validate_username(username: str) -> str:
 
 
 class UserService:
-    def __init__(self, state: CoreState) -> None:
+    def __init__(self, state: CoreState, live_sessions: Callable[[], Iterable[Session]],
+                 on_user_deleted: Callable[[int], None]) -> None:
         self.state = state
         self.users: dict[int, User] = {}
-        # set by the Core: every live session (to log out a deleted or deactivated user)
-        self.live_sessions: Callable[[], Iterable[Session]] = lambda: ()
+        # every live session (to log out a deleted or deactivated user)
+        self.live_sessions = live_sessions
         # called with the id of a deleted user, after the store and memory forgot it
-        self.on_user_deleted: list[Callable[[int], None]] = []
+        self.on_user_deleted = on_user_deleted
         self._next_id = ROOT_USER_ID + 1  # ids are not reused while running (wire §6.1)
         self._dummy_hash = _DUMMY_HASH
 
@@ -214,8 +215,7 @@ class UserService:
         state.store.delete_user(user.id)  # cascades to the user's tokens
         del self.users[user.id]
         state.permissioner.remove_user(user.id)
-        for callback in self.on_user_deleted:
-            callback(user.id)
+        self.on_user_deleted(user.id)
         self.end_sessions(user.id)
 
     def update_user(self, session: Session, user_id: Ref, username: str | None,
