@@ -153,3 +153,16 @@ def test_describe_topics_and_unknown_names(tmp_path):
         assert broker.describe_topics(session, "ns") == []
 
     run(tmp_path, scenario)
+
+
+def test_a_topic_records_its_record_format(tmp_path):
+    async def scenario(core, broker, session) -> None:
+        [topic] = broker.describe_topics(session, "ns", ["t"])
+        assert topic.record_format == "iggy-v1"
+        assert topic.partitions[1].log.settings.record_format == "iggy-v1"
+        assert [row.record_format for row in core.state.store.load_topics()] == ["iggy-v1"]
+        with pytest.raises(errors.FeatureUnavailable, match="record format 'kafka-v9'"):
+            broker.create_topic(session, "ns", TopicSpec("k", 1, record_format="kafka-v9"))
+        assert [topic.name for topic in broker.describe_topics(session, "ns")] == ["t"]
+
+    run(tmp_path, scenario)

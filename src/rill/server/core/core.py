@@ -252,13 +252,11 @@ class Core:
         for row in store.load_topics():
             state.streams[row.stream_id].topics[row.id] = Topic(
                 row.stream_id, row.id, row.name, row.created_at, row.compression_algorithm,
-                row.message_expiry, row.max_topic_size, row.replication_factor,
+                row.message_expiry, row.max_topic_size, row.replication_factor, row.record_format,
             )
         for row in store.load_partitions():
             topic = state.streams[row.stream_id].topics[row.topic_id]
-            topic.partitions[row.id] = state.open_partition(
-                row.stream_id, row.topic_id, row.id, row.created_at
-            )
+            topic.partitions[row.id] = state.open_partition(topic, row.id, row.created_at)
         for position in store.load_positions():
             stream = state.streams.get(position.stream_id)
             topic = stream.topics.get(position.topic_id) if stream else None

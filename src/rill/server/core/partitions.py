@@ -43,8 +43,7 @@ def add_partitions(
             write_manifest(paths.topic_manifest(topic.stream_id, topic.id), new_topic,
                            state.durability)
         for row in rows:
-            opened.append(state.open_partition(row.stream_id, row.topic_id, row.id,
-                                               row.created_at))
+            opened.append(state.open_partition(topic, row.id, row.created_at))
         if new_topic is not None:
             state.store.create_topic(new_topic, rows)
         else:

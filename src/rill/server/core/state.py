@@ -114,16 +114,16 @@ class CoreState:
 
     # -- partition files -------------------------------------------------------------------
 
-    def log_settings(self) -> LogSettings:
+    def log_settings(self, topic: Topic) -> LogSettings:
         segment = self.config.system.segment
         system = self.config.system
         return LogSettings(segment_size=segment.size, validate_checksum=segment.validate_checksum,
+                           record_format=topic.record_format,
                            append_threads=system.append_threads,
                            append_thread_min_size=system.append_thread_min_size)
 
-    def open_partition(
-        self, stream_id: int, topic_id: int, partition_id: int, created_at: int
-    ) -> Partition:
-        directory = self.paths.partition_dir(stream_id, topic_id, partition_id)
-        log = PartitionLog.open(directory, self.log_settings(), self.durability, self.clean_start)
-        return Partition(stream_id, topic_id, partition_id, created_at, log)
+    def open_partition(self, topic: Topic, partition_id: int, created_at: int) -> Partition:
+        directory = self.paths.partition_dir(topic.stream_id, topic.id, partition_id)
+        log = PartitionLog.open(directory, self.log_settings(topic), self.durability,
+                                self.clean_start)
+        return Partition(topic.stream_id, topic.id, partition_id, created_at, log)

@@ -32,6 +32,7 @@ from rill.server.core.state import CoreState
 from rill.server.core.types import Ref, TopicSpec
 from rill.server.storage.directories import write_manifest
 from rill.server.storage.metadata import TopicRow
+from rill.server.storage.records import RECORD_FORMAT
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +40,14 @@ log = logging.getLogger(__name__)
 def topic_row(topic: Topic) -> TopicRow:
     return TopicRow(
         topic.stream_id, topic.id, topic.name, topic.created_at, topic.compression_algorithm,
-        topic.message_expiry, topic.max_topic_size, topic.replication_factor,
+        topic.message_expiry, topic.max_topic_size, topic.replication_factor, topic.record_format,
     )
+
+
+def _known_format(name: str) -> str:
+    if name != RECORD_FORMAT:
+        raise errors.FeatureUnavailable(reason=f"record format {name!r} is not available")
+    return name
 
 
 class TopicService:
@@ -94,6 +101,7 @@ class TopicService:
             message_expiry=self._resolve_expiry(spec.message_expiry),
             max_topic_size=self._resolve_max_size(spec.max_topic_size),
             replication_factor=spec.replication_factor or 1,
+            record_format=_known_format(spec.record_format),
         )
         add_partitions(state, topic, spec.partitions_count, topic_row(topic))
         stream.topics[topic.id] = topic
@@ -115,6 +123,7 @@ class TopicService:
             TopicRow(
                 topic.stream_id, topic.id, name, topic.created_at,
                 int(spec.compression_algorithm), expiry, max_size, replication,
+                topic.record_format,
             )
         )
         stream.topics.rename(topic.id, name)

@@ -29,6 +29,7 @@ class TopicSpec:
     message_expiry: int = 0
     max_topic_size: int = 0
     replication_factor: int = 0
+    record_format: str = "iggy-v1"  # how its partitions store records (storage.records)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from rill.errors import CannotWriteToFile
+from rill.server.storage.records import RECORD_FORMAT
 from rill.server.storage.reserve import SpaceReserve
 
-SCHEMA_VERSION = 2  # 1 -> 2: consumer positions keyed by name, holding the next offset
+SCHEMA_VERSION = 2  # 1 -> 2: consumer positions keyed by name, holding the next offset;
+# each topic records its record format
 
 # the names schema 1's numeric consumer keys get (what the core names Iggy's consumers)
 _V1_CONSUMER_NAMES = {1: "iggy-consumer:", 2: "iggy-group:"}
@@ -46,6 +48,7 @@ CREATE TABLE IF NOT EXISTS topics (
     message_expiry INTEGER NOT NULL,
     max_topic_size INTEGER NOT NULL,
     replication_factor INTEGER NOT NULL,
+    record_format TEXT NOT NULL DEFAULT 'iggy-v1',
     PRIMARY KEY (stream_id, id),
     UNIQUE (stream_id, name)
 );
@@ -127,6 +130,7 @@ class TopicRow:
     message_expiry: int
     max_topic_size: int
     replication_factor: int
+    record_format: str = RECORD_FORMAT  # how its partitions store records (``storage.records``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +252,10 @@ class MetadataStore:
                 db.execute(statement)
         if version < 2:
             self._migrate_consumer_offsets()
+            columns = [row[1] for row in db.execute("PRAGMA table_info(topics)")]
+            if "record_format" not in columns:  # every schema-1 topic holds Iggy's records
+                db.execute("ALTER TABLE topics ADD COLUMN record_format TEXT NOT NULL"
+                           " DEFAULT 'iggy-v1'")
         db.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?) ON CONFLICT(key)"
                    " DO UPDATE SET value = excluded.value", (str(SCHEMA_VERSION),))
 
@@ -318,11 +326,12 @@ class MetadataStore:
     def load_topics(self) -> list[TopicRow]:
         rows = self._db.execute(
             "SELECT stream_id, id, name, created_at, compression_algorithm, message_expiry,"
-            " max_topic_size, replication_factor FROM topics ORDER BY stream_id, id"
+            " max_topic_size, replication_factor, record_format FROM topics"
+            " ORDER BY stream_id, id"
         )
         return [
-            TopicRow(s, i, n, c, comp, _from_sql(exp), _from_sql(size), rf)
-            for s, i, n, c, comp, exp, size, rf in rows
+            TopicRow(s, i, n, c, comp, _from_sql(exp), _from_sql(size), rf, fmt)
+            for s, i, n, c, comp, exp, size, rf, fmt in rows
         ]
 
     def load_partitions(self) -> list[PartitionRow]:
@@ -388,12 +397,12 @@ class MetadataStore:
     def create_topic(self, row: TopicRow, partitions: list[PartitionRow]) -> None:
         self._db.execute(
             "INSERT INTO topics(stream_id, id, name, created_at, compression_algorithm,"
-            " message_expiry, max_topic_size, replication_factor)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " message_expiry, max_topic_size, replication_factor, record_format)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 row.stream_id, row.id, row.name, row.created_at, row.compression_algorithm,
                 _to_sql(row.message_expiry), _to_sql(row.max_topic_size),
-                row.replication_factor,
+                row.replication_factor, row.record_format,
             ),
         )
         self._insert_partitions(partitions)

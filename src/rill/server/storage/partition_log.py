@@ -56,6 +56,7 @@ from rill.server.storage.durability import Durability
 from rill.server.storage.records import (
     ACCELERATED,
     MAX_POSITION,
+    RECORD_FORMAT,
     RECORD_GROWTH,
     StampedBatch,
     build_index_entries,
@@ -144,6 +145,8 @@ class LogSettings:
     segment_size: int = 1_000_000_000  # bytes; soft limit
     # verify every record of every segment at open (synchronously) rather than on first read
     validate_checksum: bool = False
+    # the layout of its records (the topic's, recorded in the metadata store)
+    record_format: str = RECORD_FORMAT
     # when ``append_async`` appends in a worker thread (see APPEND_THREAD_MODE)
     append_threads: str = field(default_factory=lambda: APPEND_THREAD_MODE)
     append_thread_min_size: int = field(default_factory=lambda: APPEND_THREAD_MIN_BYTES)
