@@ -8,6 +8,8 @@ empty (§4.3); stored consumer offsets are the last offset consumed, 0 when noth
 
 from __future__ import annotations
 
+import dataclasses
+
 from rill.protocol.primitives import ConsumerKind
 from rill.protocol.responses.columnar import ColumnarMessages
 from rill.protocol.responses.groups import ConsumerGroup as GroupRecord
@@ -160,35 +162,16 @@ def client_details(session: Session) -> ClientInfoDetails:
                                 session.address, groups)
 
 
+# GET_STATS fields narrower than u64 (wire §4.9); the other integers are u64
+_U32_STATS = frozenset({"process_id", "streams_count", "topics_count", "partitions_count",
+                        "segments_count", "clients_count", "consumer_groups_count"})
+
+
 def stats(figures: ServerStats) -> Stats:
-    def u32(value: int) -> int:
-        return max(0, min(int(value), U32_MAX))
-
-    def u64(value: int) -> int:
-        return max(0, min(int(value), U64_MAX))
-
-    return Stats(
-        process_id=u32(figures.process_id),
-        cpu_usage=figures.cpu_usage,
-        total_cpu_usage=figures.total_cpu_usage,
-        memory_usage=u64(figures.memory_usage),
-        total_memory=u64(figures.total_memory),
-        available_memory=u64(figures.available_memory),
-        run_time=u64(figures.run_time),
-        start_time=u64(figures.start_time),
-        read_bytes=u64(figures.read_bytes),
-        written_bytes=u64(figures.written_bytes),
-        messages_size_bytes=u64(figures.messages_size_bytes),
-        streams_count=u32(figures.streams_count),
-        topics_count=u32(figures.topics_count),
-        partitions_count=u32(figures.partitions_count),
-        segments_count=u32(figures.segments_count),
-        messages_count=u64(figures.messages_count),
-        clients_count=u32(figures.clients_count),
-        consumer_groups_count=u32(figures.consumer_groups_count),
-        hostname=figures.hostname,
-        os_name=figures.os_name,
-        os_version=figures.os_version,
-        kernel_version=figures.kernel_version,
-        server_version=figures.server_version,
-    )
+    """The figures, each clamped to its wire width."""
+    values = {}
+    for name, value in dataclasses.asdict(figures).items():
+        if isinstance(value, int):
+            value = max(0, min(value, U32_MAX if name in _U32_STATS else U64_MAX))
+        values[name] = value
+    return Stats(**values)
