@@ -147,6 +147,13 @@ class Core:
         self.sessions[client_id] = session
         return session
 
+    def request_session(self, address: str, transport: Transport, user_id: int) -> Session:
+        """A session for one request of a connectionless transport (HTTP): client id 0,
+        authenticated as ``user_id`` (0: nobody), never registered (no heartbeat, no groups)."""
+        now = self.state.clock()
+        return Session(0, address, transport, user_id=user_id, connected_at=now,
+                       last_heartbeat=now)
+
     def disconnect(self, session: Session) -> None:
         if self.sessions.get(session.client_id) is not session:
             return  # already removed (e.g. by the heartbeat verifier); its id may be reused
