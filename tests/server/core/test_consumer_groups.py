@@ -13,6 +13,7 @@ import pytest
 
 from rill import errors
 from rill.server.protocols.iggy.dispatch import execute
+from rill.server.protocols.iggy.groups import IggyGroupMembers
 from rill.client import Client, Consumer, PollingStrategy
 from rill.protocol.commands.groups import (
     CreateConsumerGroup,
@@ -364,13 +365,14 @@ def test_session_memberships_are_maintained(tmp_path):
         core.disconnect(member)
         assert member.consumer_groups == []
         group = core.consumer_groups.find_group(core.state.streams[1].topics[2], 1)
-        assert list(group.members) == [admin.client_id]
-        assert group.members[admin.client_id].partitions == [1, 2]
+        members = core.consumer_groups.membership.members(group)
+        assert list(members) == [admin.client_id]
+        assert members[admin.client_id].partitions == [1, 2]
 
     async def run() -> None:
         config = ServerConfig()
         config.system.path = str(tmp_path / "data")
-        core = Core(config)
+        core = Core(config, group_membership=IggyGroupMembers())
         await core.start()
         try:
             await scenario(core)

@@ -28,7 +28,11 @@ from rill.server.auth.permissioner import Permissioner
 from rill.server.auth.throttling import LoginThrottle, ThrottleSettings
 from rill.server.config import ServerConfig
 from rill.server.auth.access_tokens import JwtManager, load_or_create_secret
-from rill.server.core.consumer_groups import ConsumerGroupService
+from rill.server.core.consumer_groups import (
+    ConsumerGroupService,
+    GroupMembership,
+    NoMembership,
+)
 from rill.server.core.broker import Broker
 from rill.server.core.clients import ClientService, run_heartbeat_verifier
 from rill.server.core.columnar import ColumnarReadService
@@ -66,10 +70,14 @@ from rill.server.storage.verification import verify_in_background
 log = logging.getLogger(__name__)
 
 class Core:
-    def __init__(self, config: ServerConfig, recover_metadata: bool = False) -> None:
+    def __init__(self, config: ServerConfig, recover_metadata: bool = False,
+                 group_membership: GroupMembership | None = None) -> None:
         """Open the data directory and its metadata store; raises ``StartupRefused`` when the
-        store is damaged or lost its users (``recover_metadata`` rebuilds what it can)."""
+        store is damaged or lost its users (``recover_metadata`` rebuilds what it can).
+        ``group_membership``: who manages the members of consumer groups (Iggy's, when the
+        server serves Iggy; without one no client can be a member)."""
         self.config = config
+        self._group_membership = group_membership or NoMembership()
         paths = DataPaths(config.data_path)
         make_directory(paths.root)
         paths.root.chmod(DIRECTORY_MODE)
@@ -109,7 +117,7 @@ class Core:
         state = self.state
         self.sessions: dict[int, Session] = {}
         # every service gets what it calls when it is built (no hooks assigned later)
-        groups = self.consumer_groups = ConsumerGroupService(state)
+        groups = self.consumer_groups = ConsumerGroupService(state, self._group_membership)
         self.system = SystemService(state, self.sessions, groups.groups_of)
         self.clients = ClientService(state, self.sessions)
         self.snapshot = SnapshotService(state)

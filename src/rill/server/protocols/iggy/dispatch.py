@@ -25,6 +25,7 @@ from rill.server.core.core import Core
 from rill.server.core.model import Session
 from rill.server.core.types import TopicSpec
 from rill.server.protocols.iggy import views
+from rill.server.protocols.iggy.groups import IggyGroupMembers
 
 Call = Callable[[Core, Session, Any], Awaitable[Any]]
 
@@ -324,22 +325,34 @@ async def get_consumer_lag(core: Core, session: Session, c):
         session, c.stream_id.value, c.topic_id.value)]
 
 
+def _members(core: Core) -> IggyGroupMembers:
+    """The Iggy membership this server's groups were built with."""
+    members = core.consumer_groups.membership
+    if not isinstance(members, IggyGroupMembers):
+        raise errors.FeatureUnavailable(reason="consumer group members are not Iggy's here")
+    return members
+
+
 @command
 async def get_consumer_group(core: Core, session: Session, c):
-    return views.group_details(core.consumer_groups.get_consumer_group(
-        session, c.stream_id.value, c.topic_id.value, c.group_id.value))
+    group = core.consumer_groups.get_consumer_group(
+        session, c.stream_id.value, c.topic_id.value, c.group_id.value)
+    return views.group_details(group, _members(core).members(group))
 
 
 @command
 async def get_consumer_groups(core: Core, session: Session, c):
-    return [views.group_record(group) for group in core.consumer_groups.get_consumer_groups(
-        session, c.stream_id.value, c.topic_id.value)]
+    members = _members(core)
+    return [views.group_record(group, members.members(group))
+            for group in core.consumer_groups.get_consumer_groups(
+                session, c.stream_id.value, c.topic_id.value)]
 
 
 @command
 async def create_consumer_group(core: Core, session: Session, c):
-    return views.group_details(core.consumer_groups.create_consumer_group(
-        session, c.stream_id.value, c.topic_id.value, c.name, c.group_id or 0))
+    group = core.consumer_groups.create_consumer_group(
+        session, c.stream_id.value, c.topic_id.value, c.name, c.group_id or 0)
+    return views.group_details(group, {})
 
 
 @command
@@ -350,14 +363,14 @@ async def delete_consumer_group(core: Core, session: Session, c) -> None:
 
 @command
 async def join_consumer_group(core: Core, session: Session, c) -> None:
-    core.consumer_groups.join_consumer_group(session, c.stream_id.value, c.topic_id.value,
-                                             c.group_id.value)
+    _members(core).join(session, core.consumer_groups.get_consumer_group(
+        session, c.stream_id.value, c.topic_id.value, c.group_id.value))
 
 
 @command
 async def leave_consumer_group(core: Core, session: Session, c) -> None:
-    core.consumer_groups.leave_consumer_group(session, c.stream_id.value, c.topic_id.value,
-                                              c.group_id.value)
+    _members(core).leave(session, core.consumer_groups.get_consumer_group(
+        session, c.stream_id.value, c.topic_id.value, c.group_id.value))
 
 
 # -- staged appends (rill extension) ---------------------------------------------------------

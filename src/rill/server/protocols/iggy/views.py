@@ -9,6 +9,7 @@ empty (§4.3); stored consumer offsets are the last offset consumed, 0 when noth
 from __future__ import annotations
 
 import dataclasses
+from typing import Mapping
 
 from rill.protocol.primitives import ConsumerKind
 from rill.protocol.responses.columnar import ColumnarMessages
@@ -37,6 +38,7 @@ from rill.server.core.types import ConsumerPosition, LogBounds, RecordRange
 from rill.server.core.types import ConsumerLag as LagRow
 from rill.server.core.types import PartitionEnd as PartitionEndRow
 from rill.server.core.users import User
+from rill.server.protocols.iggy.groups import Member
 
 U32_MAX = 0xFFFF_FFFF
 U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
@@ -128,14 +130,14 @@ def partition_end(row: PartitionEndRow) -> PartitionEnd:
     return PartitionEnd(row.partition_id, row.next_offset, row.bytes_after)
 
 
-def group_record(group: Group) -> GroupRecord:
-    return GroupRecord(group.id, group.partitions_count, len(group.members), group.name)
+def group_record(group: Group, members: Mapping[int, Member]) -> GroupRecord:
+    return GroupRecord(group.id, group.partitions_count, len(members), group.name)
 
 
-def group_details(group: Group) -> ConsumerGroupDetails:
-    members = [ConsumerGroupMember(client_id, member.partitions)
-               for client_id, member in group.members.items()]
-    return ConsumerGroupDetails(group_record(group), members)
+def group_details(group: Group, members: Mapping[int, Member]) -> ConsumerGroupDetails:
+    listed = [ConsumerGroupMember(client_id, member.partitions)
+              for client_id, member in members.items()]
+    return ConsumerGroupDetails(group_record(group, members), listed)
 
 
 def user_info(user: User) -> UserInfo:
