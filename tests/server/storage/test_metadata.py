@@ -120,7 +120,7 @@ def test_a_schema_1_store_is_migrated_once_to_named_next_offsets(tmp_path):
 
 
 def test_a_store_of_a_newer_rill_is_refused_unchanged(tmp_path):
-    from rill.server.storage.metadata import MetadataStoreDamaged
+    from rill.server.storage.metadata import MetadataStoreTooNew
 
     path = tmp_path / "metadata.sqlite3"
     MetadataStore(path, synchronous_full=False).close()
@@ -128,5 +128,8 @@ def test_a_store_of_a_newer_rill_is_refused_unchanged(tmp_path):
     db.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     db.commit()
     db.close()
-    with pytest.raises(MetadataStoreDamaged, match="schema version 99 is newer"):
+    with pytest.raises(MetadataStoreTooNew, match="schema version 99, newer than this rill"):
         MetadataStore(path, synchronous_full=False)
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("99",)
+    db.close()

@@ -178,6 +178,16 @@ class UserRow:
     created_at: int
 
 
+class MetadataStoreTooNew(Exception):
+    """The store was written by a later rill, with a schema this one cannot read."""
+
+    def __init__(self, path: Path, version: int) -> None:
+        super().__init__(f"metadata store {path} has schema version {version}, newer than this "
+                         f"rill reads ({SCHEMA_VERSION}): it was written by a later rill")
+        self.path = path
+        self.version = version
+
+
 class MetadataStoreDamaged(Exception):
     """The metadata store cannot be read, or its integrity check fails."""
 
@@ -217,6 +227,9 @@ class MetadataStore:
             raise MetadataStoreDamaged(path, str(error)) from error
         try:
             self._open()
+        except MetadataStoreTooNew:
+            self._db.close()
+            raise
         except sqlite3.DatabaseError as error:
             self._db.close()
             if isinstance(error, sqlite3.OperationalError) and _is_full(error):
@@ -245,8 +258,7 @@ class MetadataStore:
             if has_meta else None
         version = int(found[0]) if found else SCHEMA_VERSION
         if version > SCHEMA_VERSION:
-            raise sqlite3.DatabaseError(
-                f"schema version {version} is newer than this rill's ({SCHEMA_VERSION})")
+            raise MetadataStoreTooNew(self.path, version)
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 db.execute(statement)
