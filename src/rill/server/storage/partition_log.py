@@ -51,10 +51,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rill.errors import CannotAppendMessage, CannotCreatePartitionDirectory, CannotReadMessage
+from rill.protocol.buffer import DecodeError
+from rill.protocol.layout import STORED_HEAD
 from rill.server.storage.columnar import ColumnarRange, read_segment_columns
 from rill.server.storage.durability import Durability
 from rill.server.storage.records import (
     ACCELERATED,
+    INDEX_ENTRY,
+    INDEX_ENTRY_SIZE,
     MAX_POSITION,
     RECORD_FORMAT,
     RECORD_GROWTH,
@@ -62,7 +66,11 @@ from rill.server.storage.records import (
     build_index_entries,
     stamp_batch,
 )
-from rill.server.storage.staged_records import restamp_records, uniform_positions
+from rill.server.storage.staged_records import (
+    check_stored_records,
+    restamp_records,
+    uniform_positions,
+)
 from rill.server.storage.recovery import recover_segments
 from rill.server.storage.segment import Segment
 
@@ -336,6 +344,45 @@ class PartitionLog:
         )
         self._write(active, records, index_entries, timestamp)
         return first, first + len(positions) - 1
+
+    def append_replicated(self, records: bytes, positions: bytes | memoryview,
+                          first_offset: int) -> tuple[int, int]:
+        """A follower's append (cluster-design.md): a leader's records as the leader stored
+        them -- offsets, timestamps, ids and checksums kept byte for byte -- at exactly the
+        offsets they carry, which must run on from ``first_offset`` = this log's end.
+
+        Checked as staged records are (layout, checksums, limits: ``check_stored_records``),
+        plus the offsets (``first_offset`` + i) and timestamps (never below the log's last);
+        a rejected batch writes nothing. Returns (first, last) offsets. Per-record Python work
+        here: the replication path is not yet a hot path."""
+        self._settle()
+        if first_offset != self.next_offset:
+            raise CannotAppendMessage(reason=(
+                f"Cannot append message: the leader's records start at offset {first_offset}, "
+                f"this log's next offset is {self.next_offset}"))
+        starts = check_stored_records(records, positions)
+        timestamps = []
+        previous = self._last_timestamp
+        for index, start in enumerate(starts):
+            offset, _, timestamp = STORED_HEAD.unpack_from(records, start)
+            if offset != first_offset + index or timestamp < previous:
+                raise DecodeError(f"record {index}: offset {offset} or timestamp {timestamp} "
+                                  f"out of order (expected offset {first_offset + index}, a "
+                                  f"timestamp from {previous})")
+            timestamps.append(timestamp)
+            previous = timestamp
+        active = self._segment_for(len(records))
+        relative, base = first_offset - active.start_offset, active.size_bytes
+        index_entries = bytearray(INDEX_ENTRY_SIZE * len(starts))
+        for index, start in enumerate(starts):
+            INDEX_ENTRY.pack_into(index_entries, index * INDEX_ENTRY_SIZE, relative + index,
+                                  base + start, timestamps[index])
+        active.append(records, index_entries, timestamps[0], timestamps[-1])
+        self._durability.mark_dirty(active.log_file)
+        self._last_timestamp = timestamps[-1]
+        if active.size_bytes >= self.settings.segment_size:
+            self._seal_active()
+        return first_offset, first_offset + len(starts) - 1
 
     def _segment_for(self, size: int) -> Segment:
         """The active segment, sealed first if ``size`` more bytes could overflow u32 positions."""
