@@ -35,7 +35,6 @@ from rill.server.core.model import Partition, Session, Topic
 from rill.server.core.state import CoreState
 from rill.server.core.types import AppendResult, LogBounds, RecordRange, Ref
 from rill.server.storage.partition_log import PartitionLog
-from rill.server.storage.records import RECORD_FORMAT
 
 _U32 = struct.Struct("<I")
 log = logging.getLogger(__name__)
@@ -223,8 +222,9 @@ def log_bounds(log: PartitionLog) -> LogBounds:
 
 
 def read_nothing(partition: Partition) -> RecordRange:
-    return RecordRange(partition.id, partition.log.next_offset, 0, [], RECORD_FORMAT,
-                       log_bounds(partition.log))
+    log = partition.log
+    return RecordRange(partition.id, log.next_offset, 0, [], log.settings.record_format,
+                       log_bounds(log))
 
 
 def read_range(partition: Partition, offset: int, max_records: int, max_bytes: int
@@ -233,4 +233,5 @@ def read_range(partition: Partition, offset: int, max_records: int, max_bytes: i
     log = partition.log
     first = max(offset, log.first_offset)
     count, chunks = log.read(first, max_records, max_bytes)
-    return RecordRange(partition.id, first, count, chunks, RECORD_FORMAT, log_bounds(log))
+    return RecordRange(partition.id, first, count, chunks, log.settings.record_format,
+                       log_bounds(log))

@@ -32,7 +32,7 @@ from rill.server.core.state import CoreState
 from rill.server.core.types import Ref, TopicSpec
 from rill.server.storage.directories import write_manifest
 from rill.server.storage.metadata import TopicRow
-from rill.server.storage.records import RECORD_FORMAT
+from rill.server.storage.formats import format_named
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +45,7 @@ def topic_row(topic: Topic) -> TopicRow:
 
 
 def _known_format(name: str) -> str:
-    if name != RECORD_FORMAT:
-        raise errors.FeatureUnavailable(reason=f"record format {name!r} is not available")
-    return name
+    return format_named(name).name  # FeatureUnavailable for a format this server cannot store
 
 
 class TopicService:

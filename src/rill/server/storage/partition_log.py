@@ -61,16 +61,11 @@ from rill.server.storage.records import (
     INDEX_ENTRY_SIZE,
     MAX_POSITION,
     RECORD_FORMAT,
-    RECORD_GROWTH,
     StampedBatch,
     build_index_entries,
-    stamp_batch,
 )
-from rill.server.storage.staged_records import (
-    check_stored_records,
-    restamp_records,
-    uniform_positions,
-)
+from rill.server.storage.formats import RecordFormat, format_named
+from rill.server.storage.staged_records import uniform_positions
 from rill.server.storage.recovery import recover_segments
 from rill.server.storage.segment import Segment
 
@@ -125,9 +120,9 @@ def _use_thread(log: PartitionLog, size: int) -> bool:
 
 
 def _stamp_and_write(segment: Segment, raw_messages: bytes | bytearray | memoryview,
-                     timestamp: int) -> StampedBatch:
+                     timestamp: int, record_format: RecordFormat) -> StampedBatch:
     """Runs in a worker thread: the whole per-byte part of an append (stamp, both writes)."""
-    batch = stamp_batch(
+    batch = record_format.stamp(
         raw_messages, segment.next_offset, timestamp, segment.size_bytes, segment.start_offset
     )
     segment.write(batch.records, batch.index_entries)
@@ -178,6 +173,7 @@ class PartitionLog:
     ) -> None:
         self.directory = directory
         self.settings = settings
+        self.format = format_named(settings.record_format)  # how records are laid out
         self._durability = durability
         self._segments = segments
         self._starts = [segment.start_offset for segment in segments]
@@ -266,7 +262,7 @@ class PartitionLog:
         """Validate, stamp and write a SEND message region; returns (first, last) offsets."""
         self._settle()
         active, timestamp = self._prepare(raw_messages, now_us)
-        batch = stamp_batch(
+        batch = self.format.stamp(
             raw_messages, active.next_offset, timestamp, active.size_bytes, active.start_offset
         )
         self._write(active, batch.records, batch.index_entries, timestamp)
@@ -283,7 +279,8 @@ class PartitionLog:
         if not _use_thread(self, len(raw_messages)):
             return self.append(raw_messages, now_us)
         active, timestamp = self._prepare(raw_messages, now_us)
-        work = _append_executor().submit(_stamp_and_write, active, raw_messages, timestamp)
+        work = _append_executor().submit(_stamp_and_write, active, raw_messages, timestamp,
+                                         self.format)
         pending = self._pending = _PendingAppend(active, timestamp, work)
         # publish as soon as the worker is done, even if this coroutine is cancelled meanwhile
         pending.finished.add_done_callback(lambda finished: self._finished(pending, finished))
@@ -318,7 +315,7 @@ class PartitionLog:
     def _prepare(self, raw_messages: bytes | bytearray | memoryview, now_us: int
                  ) -> tuple[Segment, int]:
         """The segment a region goes to, and the timestamp its messages get."""
-        worst_size = len(raw_messages) + RECORD_GROWTH * (
+        worst_size = len(raw_messages) + self.format.growth_per_message * (
             len(raw_messages) // _SMALLEST_SEND_MESSAGE + 1
         )
         active = self._segment_for(worst_size)
@@ -334,7 +331,7 @@ class PartitionLog:
         active = self._segment_for(len(records))
         timestamp = now_us if now_us > self._last_timestamp else self._last_timestamp
         first = active.next_offset
-        restamp_records(records, positions, first, timestamp)
+        self.format.restamp(records, positions, first, timestamp)
         relative = first - active.start_offset
         base = active.size_bytes
         index_entries = build_index_entries(
@@ -360,7 +357,7 @@ class PartitionLog:
             raise CannotAppendMessage(reason=(
                 f"Cannot append message: the leader's records start at offset {first_offset}, "
                 f"this log's next offset is {self.next_offset}"))
-        starts = check_stored_records(records, positions)
+        starts = self.format.check_stored(records, positions)
         timestamps = []
         previous = self._last_timestamp
         for index, start in enumerate(starts):
