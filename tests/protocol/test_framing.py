@@ -117,21 +117,26 @@ def test_any_chunking_of_a_stream_gives_the_same_frames(frames, cuts, side, copy
     assert decoder.buffered == 0
 
 
-_responses = st.lists(
+# the shared-buffer limits the server's TCP links use (the defaults), and the SDK's
+SERVER_TCP = dict(max_buffer_size=256 * 1024)
+SDK_TCP = dict(initial_buffer_size=64 * 1024, max_buffer_size=64 * 1024, large_first_chunk=2**31)
+_sizes_around = st.sampled_from([64 * 1024, 256 * 1024]).flatmap(
+    lambda boundary: st.integers(boundary - 20, boundary + 3000))
+_frames_around = st.lists(
     st.tuples(st.sampled_from([0, 0, 0, 1009, 3]),
-              st.one_of(st.binary(max_size=40), st.integers(256 * 1024 - 20, 256 * 1024 + 3000))),
+              st.one_of(st.binary(max_size=40), _sizes_around)),
     min_size=1, max_size=6,
 )
 
 
 @settings(max_examples=40, deadline=None)
-@given(frames=_responses, cuts=st.lists(st.integers(1, 300_000), max_size=20),
-       side=st.sampled_from(SIDES))
-def test_any_chunking_with_the_default_buffer_sizes(frames, cuts, side):
-    """Around the real boundary: frames that just fit the shared buffer, and just do not."""
+@given(frames=_frames_around, cuts=st.lists(st.integers(1, 300_000), max_size=20),
+       side=st.sampled_from(SIDES), limits=st.sampled_from([SERVER_TCP, SDK_TCP]))
+def test_any_chunking_with_the_buffer_sizes_the_links_use(frames, cuts, side, limits):
+    """Around the real boundaries: frames that just fit the shared buffer, and just do not."""
     decoder_class, encode = side
     frames = _materialise(frames)
-    decoder = decoder_class()
+    decoder = decoder_class(**limits)
     got: list = []
     fill(decoder, b"".join(encode(code, payload) for code, payload in frames), cuts, got)
     assert got == frames
