@@ -167,10 +167,27 @@ def test_a_request_above_the_maximum_is_reported_unread_and_may_be_allowed_later
     assert decoder.next_frame() == Frame(7, memoryview(b"y" * 101))
 
 
-def test_a_request_of_exactly_the_maximum_is_accepted():
+@pytest.mark.parametrize("split", [4, 5, 8, 12])
+def test_a_request_of_exactly_the_maximum_is_accepted(split):
     decoder = RequestFrameDecoder(max_payload_size=5)
-    decoder.feed(encode_request(3, b"12345"))
+    frame = encode_request(3, b"12345")
+    decoder.feed(frame[:split])
+    assert decoder.next_frame() is NEED_DATA
+    decoder.feed(frame[split:])
     assert decoder.next_frame() == Frame(3, memoryview(b"12345"))
+
+
+@pytest.mark.parametrize("decoder_class, encode", SIDES)
+def test_a_frame_that_fills_the_shared_buffer_stays_in_it_one_byte_more_is_large(
+        decoder_class, encode):
+    decoder = decoder_class(**SMALL)  # shared buffer: 16 bytes, growing to 64
+    decoder.feed(encode(1, b"s" * 56)[:20])
+    assert decoder.next_frame() is NEED_DATA
+    assert len(decoder.get_buffer()) == 64 - 20  # grown to its maximum, no further
+    decoder.feed(encode(1, b"s" * 56)[20:])
+    assert decoder.next_frame() == Frame(1, memoryview(b"s" * 56))
+    decoder.feed(encode(2, b"l" * 57)[:20])
+    assert decoder.next_frame() == LargeFrame(2, 57)
 
 
 def test_a_response_above_the_maximum_is_reported():
