@@ -214,8 +214,8 @@ def test_a_large_frame_gets_its_own_buffer_of_exactly_its_size():
         assert 0 < len(buffer) <= size - position  # never past the frame's end
         count = min(len(buffer), 300_000)
         buffer[:count] = payload[position : position + count]
-        decoder.buffer_updated(count)
         position += count
+        assert decoder.buffer_updated(count) is (position == size)  # worth asking next_frame()
         if position < size:
             assert decoder.next_frame() is NEED_DATA
             assert decoder.buffered == position

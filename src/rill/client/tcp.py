@@ -156,7 +156,8 @@ class _LinkProtocol(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         decoder = self._decoder
-        decoder.buffer_updated(nbytes)
+        if not decoder.buffer_updated(nbytes):
+            return  # more of a big payload: nothing to split yet
         while True:
             event = decoder.next_frame()
             if type(event) is Frame:

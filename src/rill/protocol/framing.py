@@ -185,12 +185,15 @@ class FrameDecoder:
                 self._grow(min(2 * len(self._buffer), self.max_buffer_size))
         return memoryview(self._buffer)[self._end :]
 
-    def buffer_updated(self, nbytes: int) -> None:
-        """``nbytes`` were written at the start of the last ``get_buffer()``."""
+    def buffer_updated(self, nbytes: int) -> bool:
+        """``nbytes`` were written at the start of the last ``get_buffer()``. False when they
+        went into a large frame that is still incomplete: ``next_frame()`` would only answer
+        ``NEED_DATA`` (the hot path of a big request need not ask)."""
         if self._large is not None and self._large_filled < self._large_size:
             self._large_filled += nbytes
-        else:
-            self._end += nbytes
+            return self._large_filled == self._large_size
+        self._end += nbytes
+        return True
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Copy ``data`` in (for links that are handed bytes). Never refuses: when the shared

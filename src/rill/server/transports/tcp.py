@@ -116,8 +116,8 @@ class TcpConnection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         if self.refused:
             return
-        self.decoder.buffer_updated(nbytes)
-        self._parse_frames()
+        if self.decoder.buffer_updated(nbytes):
+            self._parse_frames()
 
     def _parse_frames(self) -> None:
         decoder = self.decoder
