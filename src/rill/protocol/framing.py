@@ -110,6 +110,9 @@ class Frame(NamedTuple):
     payload: memoryview
 
 
+_new_frame = tuple.__new__  # Frame(...) without NamedTuple's Python-level __new__: once per frame
+
+
 class LargeFrame(NamedTuple):
     """A frame too big for the shared buffer has begun: ``start_large_frame()`` reads it."""
 
@@ -241,7 +244,7 @@ class FrameDecoder:
             with memoryview(buffer) as view:  # one copy (a bytearray slice would add one)
                 payload = bytes(view[payload_start : payload_start + payload_size])
             self._start = payload_start + payload_size
-            return Frame(code, memoryview(payload))
+            return _new_frame(Frame, (code, memoryview(payload)))
         if payload_size > self.max_buffer_size - HEADER_SIZE:
             return LargeFrame(code, payload_size)
         needed = HEADER_SIZE + payload_size  # make room for the rest of this frame

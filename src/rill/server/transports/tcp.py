@@ -127,12 +127,13 @@ class TcpConnection(asyncio.BufferedProtocol):
         while True:
             event = decoder.next_frame()
             if type(event) is Frame:
+                code, payload = event
                 connection.frame_started_at = None
                 if self.large_size:  # the large frame: its size was taken from memory already
                     self.large_size = 0
-                    connection.submit(event.code, event.payload, accounted=True)
+                    connection.submit(code, payload, accounted=True)
                 else:
-                    connection.submit(event.code, event.payload)
+                    connection.submit(code, payload)
                 continue
             if event is NEED_DATA:
                 if decoder.buffered and connection.frame_started_at is None:
