@@ -173,8 +173,9 @@ class FrameDecoder:
 
     # -- filling ---------------------------------------------------------------------------
 
-    def get_buffer(self) -> memoryview:
-        """Where the next received bytes go; report how many with ``buffer_updated``."""
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        """Where the next received bytes go; report how many with ``buffer_updated``.
+        (``sizehint`` is ignored: the signature is ``asyncio.BufferedProtocol``'s.)"""
         large = self._large
         if large is not None and self._large_filled < self._large_size:
             if self._large_filled == len(large):  # grow with what actually arrived

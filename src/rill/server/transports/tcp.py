@@ -44,6 +44,7 @@ class TcpConnection(asyncio.BufferedProtocol):
         self.max_frame_size = listener.max_frame_size
         self.memory = listener.memory
         self.decoder = RequestFrameDecoder(listener.max_frame_size)
+        self.get_buffer = self.decoder.get_buffer  # the socket reads into the decoder's buffers
         self.large_size = 0  # the announced size of a large frame being read (taken from memory)
         self.waiting_memory = 0  # a large frame's size waiting for the request memory
         self.refused = False
@@ -109,9 +110,6 @@ class TcpConnection(asyncio.BufferedProtocol):
             self.transport.resume_reading()
 
     # -- reading ---------------------------------------------------------------------------
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self.decoder.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
         if self.refused:
