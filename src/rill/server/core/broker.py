@@ -130,6 +130,8 @@ class Broker:
             [(partition + 1, offset) for partition, offset in positions], min_bytes, timeout)
 
     # -- consumer positions (the next offset to read) --------------------------------------
+    # A consumer is any name; a protocol names its own so that they do not meet by chance
+    # (Iggy's are ``iggy-consumer:<u32>`` and ``iggy-group:<id>``, core.consumer_offsets).
 
     def commit_offset(self, session: Session, consumer: str, ref: PartitionRef,
                       next_offset: int) -> None:
