@@ -28,6 +28,7 @@ from rill.server.core.names import validate_name
 from rill.server.core.state import CoreState
 from rill.server.core.types import Ref
 from rill.server.storage.metadata import ConsumerGroupRow
+from rill.server.storage.partition_log import LogSettings
 
 TopicKey = tuple[int, int]  # (stream id, topic id)
 Membership = tuple[int, int, int]  # (stream id, topic id, group id)
@@ -91,6 +92,7 @@ class _NoMessagesLog:
     current_offset = 0
     first_offset = 0
     next_offset = 0
+    settings = LogSettings()
     messages_count = 0
 
     def read(self, offset: int, count: int) -> tuple[int, list[bytes]]:
