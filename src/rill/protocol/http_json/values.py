@@ -316,7 +316,7 @@ def iter_send_messages(region: bytes | bytearray | memoryview) -> Iterator[Messa
     view = memoryview(region)
     for parts in walk_send(view):
         message_id = int.from_bytes(view[parts.start : parts.start + ID_SIZE], "little")
-        headers = (decode_header_map(view[parts.headers_at : parts.headers_at + parts.headers_length])
-                   if parts.headers_length else None)
+        header_bytes = view[parts.headers_at : parts.headers_at + parts.headers_length]
+        headers = decode_header_map(header_bytes) if parts.headers_length else None
         payload = bytes(view[parts.payload_at : parts.payload_at + parts.payload_length])
         yield Message(payload, message_id, headers)

@@ -3,8 +3,9 @@ bytes, for one or many partitions at once, woken by appends (no sleeping loops).
 
 Owns: ``AppendSignals`` (``appended(log)`` wakes the readers waiting on that partition log;
 every path that appends calls it: SEND, deduplicated SEND, staged commits) and the wait for
-messages of one topic's partitions (Iggy's edge: the rill extension WAIT_FOR_MESSAGES, 1030). Any protocol's long poll (Kafka
-Fetch's max wait and min bytes, TANK's consume) is a call to ``wait``.
+messages of one topic's partitions (``LongPollService``; Iggy's edge is the rill extension
+WAIT_FOR_MESSAGES, 1030; the Broker's is ``wait``). Any protocol's long poll (Kafka Fetch's max
+wait and min bytes, TANK's consume) is a call to ``wait``.
 """
 
 from __future__ import annotations
