@@ -12,7 +12,7 @@ from rill.protocol.permissions import (
     StreamPermissions,
     TopicPermissions,
 )
-from rill.server.auth.permissioner import Action, Permissioner, Resource
+from rill.server.auth.permissioner import Action, Permissioner
 
 
 def global_only(**flags) -> Permissions:
@@ -23,7 +23,7 @@ def test_root_may_do_everything():
     permissioner = Permissioner()
     permissioner.set_user(1, Permissions.root())
     for action in Action:
-        permissioner.authorize(1, action, Resource(1, 1))
+        permissioner.authorize(1, action, 1, 1)
 
 
 def test_no_permissions_means_no_rights():
@@ -37,9 +37,9 @@ def test_no_permissions_means_no_rights():
 def test_read_streams_does_not_grant_polling():
     permissioner = Permissioner()
     permissioner.set_user(2, global_only(read_streams=True))
-    permissioner.authorize(2, Action.READ_STREAM, Resource(1))
-    permissioner.authorize(2, Action.READ_TOPIC, Resource(1, 1))
-    assert not permissioner.is_allowed(2, Action.READ_MESSAGES, Resource(1, 1))
+    permissioner.authorize(2, Action.READ_STREAM, 1)
+    permissioner.authorize(2, Action.READ_TOPIC, 1, 1)
+    assert not permissioner.is_allowed(2, Action.READ_MESSAGES, 1, 1)
     assert not permissioner.is_allowed(2, Action.CREATE_STREAM)
 
 
@@ -52,9 +52,9 @@ def test_stream_and_topic_level_rights():
     )
     permissioner = Permissioner()
     permissioner.set_user(3, Permissions(GlobalPermissions(), {5: stream_level}))
-    assert permissioner.is_allowed(3, Action.READ_STREAM, Resource(5))
-    assert permissioner.is_allowed(3, Action.READ_MESSAGES, Resource(5, 1))  # stream-level read_stream
-    assert permissioner.is_allowed(3, Action.WRITE_MESSAGES, Resource(5, 7))  # topic-level send
-    assert not permissioner.is_allowed(3, Action.WRITE_MESSAGES, Resource(5, 8))
-    assert not permissioner.is_allowed(3, Action.READ_STREAM, Resource(6))
-    assert not permissioner.is_allowed(3, Action.MANAGE_STREAM, Resource(5))
+    assert permissioner.is_allowed(3, Action.READ_STREAM, 5)
+    assert permissioner.is_allowed(3, Action.READ_MESSAGES, 5, 1)  # stream-level read_stream
+    assert permissioner.is_allowed(3, Action.WRITE_MESSAGES, 5, 7)  # topic-level send
+    assert not permissioner.is_allowed(3, Action.WRITE_MESSAGES, 5, 8)
+    assert not permissioner.is_allowed(3, Action.READ_STREAM, 6)
+    assert not permissioner.is_allowed(3, Action.MANAGE_STREAM, 5)

@@ -237,7 +237,7 @@ def test_a_reply_is_let_go_once_the_link_has_it(tmp_path, monkeypatch):
     async def scenario(core: Core) -> None:
         watched: list[weakref.ref] = []
 
-        async def big_reply(core, session, command):
+        def big_reply(core, session, command):
             reply = Reply(b"r" * 1_000_000)
             watched.append(weakref.ref(reply))
             return reply

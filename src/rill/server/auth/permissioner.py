@@ -1,8 +1,9 @@
 """Authorization as (principal, action, resource): the permission rules of wire reference
 §6.2, enforced once, in the core, for every protocol and transport.
 
-Owns: the ``Action``s (each with the rule that grants it), ``Resource`` (server, stream or
-topic), and the decision allow/deny for a user. A rule lists the global flags, stream-level
+Owns: the ``Action``s (each with the rule that grants it) and the decision allow/deny for a
+user doing an action on a resource: the server (no ids), a stream (its id) or a topic (its
+stream's id and its own). A rule lists the global flags, stream-level
 flags and topic-level flags that each grant it; a user without a permissions object has no
 rights beyond ``Action.LOGGED_IN`` (and what the core lets anyone do to themselves: their own
 user, their own tokens). A missing stream/topic map simply means "no rights at that level".
@@ -55,19 +56,8 @@ class Action(Enum):
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Resource:
-    """What an action is on: the server (no ids), a stream, or a topic of a stream."""
-
-    stream_id: int | None = None
-    topic_id: int | None = None
-
-
-SERVER = Resource()
-
-
-def allows(permissions: Permissions | None, rule: Rule, resource: Resource = SERVER) -> bool:
-    stream_id, topic_id = resource.stream_id, resource.topic_id
+def allows(permissions: Permissions | None, rule: Rule, stream_id: int | None = None,
+           topic_id: int | None = None) -> bool:
     if permissions is None:
         return False
     global_permissions = permissions.global_permissions
@@ -87,7 +77,7 @@ def allows(permissions: Permissions | None, rule: Rule, resource: Resource = SER
 
 
 class Permissioner:
-    """Holds each user's permissions and answers allow/deny by command name."""
+    """Holds each user's permissions and answers allow/deny for an action on a resource."""
 
     def __init__(self) -> None:
         self._permissions: dict[int, Permissions | None] = {}
@@ -98,12 +88,15 @@ class Permissioner:
     def remove_user(self, user_id: int) -> None:
         self._permissions.pop(user_id, None)
 
-    def is_allowed(self, user_id: int, action: Action, resource: Resource = SERVER) -> bool:
+    def is_allowed(self, user_id: int, action: Action, stream_id: int | None = None,
+                   topic_id: int | None = None) -> bool:
         if action is Action.LOGGED_IN:
             return True
-        return allows(self._permissions.get(user_id), action.value, resource)
+        return allows(self._permissions.get(user_id), action.value, stream_id, topic_id)
 
-    def authorize(self, user_id: int, action: Action, resource: Resource = SERVER) -> None:
-        """Raise Unauthorized (41) unless ``user_id`` may do ``action`` on ``resource``."""
-        if not self.is_allowed(user_id, action, resource):
+    def authorize(self, user_id: int, action: Action, stream_id: int | None = None,
+                  topic_id: int | None = None) -> None:
+        """Raise Unauthorized (41) unless ``user_id`` may do ``action`` on the resource: the
+        server (no ids), stream ``stream_id``, or topic ``topic_id`` of that stream."""
+        if not self.is_allowed(user_id, action, stream_id, topic_id):
             raise Unauthorized()

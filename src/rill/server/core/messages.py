@@ -218,7 +218,8 @@ class MessageService:
 
 
 def log_bounds(log: PartitionLog) -> LogBounds:
-    return LogBounds(log.first_offset, log.next_offset, log.next_offset)
+    end = log.next_offset
+    return LogBounds(log.first_offset, end, end)
 
 
 def read_nothing(partition: Partition) -> RecordRange:
@@ -231,7 +232,9 @@ def read_range(partition: Partition, offset: int, max_records: int, max_bytes: i
                ) -> RecordRange:
     """The stored bytes of up to ``max_records`` records from ``offset``, as they are on disk."""
     log = partition.log
-    first = max(offset, log.first_offset)
+    first_stored = log.first_offset
+    first = max(offset, first_stored)
     count, chunks = log.read(first, max_records, max_bytes)
+    end = log.next_offset  # (bounds inline: this is the poll path)
     return RecordRange(partition.id, first, count, chunks, log.settings.record_format,
-                       log_bounds(log))
+                       LogBounds(first_stored, end, end))

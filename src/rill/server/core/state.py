@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from rill import errors
-from rill.server.auth.permissioner import Action, Permissioner, Resource
+from rill.server.auth.permissioner import Action, Permissioner
 from rill.server.auth.throttling import LoginThrottle, ThrottleSettings
 from rill.server.config import ServerConfig
 from rill.server.core.model import Partition, Session, Stream, Topic
@@ -54,7 +54,7 @@ class CoreState:
         server (no ids), the stream or the topic."""
         if not session.is_authenticated:
             raise errors.Unauthenticated()
-        self.permissioner.authorize(session.user_id, action, Resource(stream_id, topic_id))
+        self.permissioner.authorize(session.user_id, action, stream_id, topic_id)
 
     # -- lookups ---------------------------------------------------------------------------
 

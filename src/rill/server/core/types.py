@@ -16,7 +16,7 @@ from dataclasses import dataclass
 Ref = int | str  # a stream or a topic, by id or by name
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TopicSpec:
     """A topic's settings. ``message_expiry`` µs and ``max_topic_size`` bytes take the
     protocol-neutral sentinels of ``rill.protocol.primitives`` (server default, never,
@@ -32,7 +32,7 @@ class TopicSpec:
     record_format: str = "iggy-v1"  # how its partitions store records (storage.records)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AppendResult:
     """What an append assigned: offsets ``first_offset..last_offset`` and ``timestamp`` µs."""
 
@@ -42,7 +42,7 @@ class AppendResult:
     timestamp: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LogBounds:
     """``first_offset``: the oldest offset retention kept; ``next_offset``: the offset the next
     append gets; ``high_watermark``: the end readers may see (the log end on one server; below
@@ -53,7 +53,7 @@ class LogBounds:
     high_watermark: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RecordRange:
     """A read: ``count`` stored records from ``first_offset`` as the log holds them on disk
     (``chunks`` of one record format, ``format``), and the partition's bounds at the read."""
@@ -70,7 +70,7 @@ class RecordRange:
         return self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PartitionEnd:
     """A long poll's answer per partition: where its log ends and how many bytes are stored
     from the offset the reader waited past."""
@@ -80,7 +80,7 @@ class PartitionEnd:
     bytes_after: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ConsumerPosition:
     """Where one consumer is in one partition: ``next_offset`` is the next offset it reads
     (None: it never stored a position), with the partition's bounds."""
@@ -90,7 +90,7 @@ class ConsumerPosition:
     bounds: LogBounds
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ConsumerLag:
     """How far one consumer (or group, with its ``group_name``) is behind in one partition:
     ``lag`` counts the stored messages from its next offset on (all of them when it has no

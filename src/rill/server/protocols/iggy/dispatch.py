@@ -10,8 +10,9 @@ state change lives here: the core's services do those.
 
 from __future__ import annotations
 
+import inspect
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable
 
 from rill import errors
 from rill.protocol.commands.base import Command
@@ -27,7 +28,7 @@ from rill.server.core.types import TopicSpec
 from rill.server.protocols.iggy import views
 from rill.server.protocols.iggy.groups import IggyGroupMembers
 
-Call = Callable[[Core, Session, Any], Awaitable[Any]]
+Call = Callable[[Core, Session, Any], Any]  # a coroutine function where the core call awaits
 
 # commands that need no login (wire §6.1, except GET_STATS: it tells the host's name, OS,
 # memory and the server's version and load, which a stranger has no use for but an attacker
@@ -37,11 +38,14 @@ PUBLIC_COMMANDS = frozenset(
 )
 
 COMMANDS: dict[str, Call] = {}
+AWAITED: set[str] = set()  # the commands whose call is a coroutine function
 
 
 def command(call: Call) -> Call:
     """Register ``call`` as the Iggy command of the same name."""
     COMMANDS[call.__name__] = call
+    if inspect.iscoroutinefunction(call):
+        AWAITED.add(call.__name__)
     return call
 
 
@@ -57,7 +61,9 @@ async def execute(core: Core, session: Session, command: Command) -> Any:
         raise errors.FeatureUnavailable(reason=f"{command.NAME} is not available yet")
     if core.metrics.enabled:
         return await _measured(call, core, session, command)
-    return await call(core, session, command)
+    if command.NAME in AWAITED:
+        return await call(core, session, command)
+    return call(core, session, command)
 
 
 async def _measured(call: Call, core: Core, session: Session, command: Command) -> Any:
@@ -67,7 +73,9 @@ async def _measured(call: Call, core: Core, session: Session, command: Command) 
     started = time.perf_counter()
     outcome = "ok"
     try:
-        result = await call(core, session, command)
+        result = call(core, session, command)
+        if command.NAME in AWAITED:
+            result = await result
     except Exception as error:
         outcome = getattr(error, "name", "error")
         raise
@@ -84,12 +92,12 @@ async def _measured(call: Call, core: Core, session: Session, command: Command) 
 
 
 @command
-async def ping(core: Core, session: Session, c) -> None:
+def ping(core: Core, session: Session, c) -> None:
     return None  # the handler already counted the request as the session's heartbeat
 
 
 @command
-async def get_stats(core: Core, session: Session, c):
+def get_stats(core: Core, session: Session, c):
     return views.stats(core.system.get_stats(session))
 
 
@@ -99,17 +107,17 @@ async def get_snapshot(core: Core, session: Session, c) -> bytes:
 
 
 @command
-async def get_me(core: Core, session: Session, c):
+def get_me(core: Core, session: Session, c):
     return views.client_details(core.clients.get_me(session))
 
 
 @command
-async def get_client(core: Core, session: Session, c):
+def get_client(core: Core, session: Session, c):
     return views.client_details(core.clients.get_client(session, c.client_id))
 
 
 @command
-async def get_clients(core: Core, session: Session, c):
+def get_clients(core: Core, session: Session, c):
     return [views.client_info(client) for client in core.clients.get_clients(session)]
 
 
@@ -117,12 +125,12 @@ async def get_clients(core: Core, session: Session, c):
 
 
 @command
-async def get_user(core: Core, session: Session, c):
+def get_user(core: Core, session: Session, c):
     return views.user_details(core.users.get_user(session, c.user_id.value))
 
 
 @command
-async def get_users(core: Core, session: Session, c):
+def get_users(core: Core, session: Session, c):
     return [views.user_info(user) for user in core.users.get_users(session)]
 
 
@@ -133,17 +141,17 @@ async def create_user(core: Core, session: Session, c):
 
 
 @command
-async def delete_user(core: Core, session: Session, c) -> None:
+def delete_user(core: Core, session: Session, c) -> None:
     core.users.delete_user(session, c.user_id.value)
 
 
 @command
-async def update_user(core: Core, session: Session, c) -> None:
+def update_user(core: Core, session: Session, c) -> None:
     core.users.update_user(session, c.user_id.value, c.username, c.status)
 
 
 @command
-async def update_permissions(core: Core, session: Session, c) -> None:
+def update_permissions(core: Core, session: Session, c) -> None:
     core.users.update_permissions(session, c.user_id.value, c.permissions)
 
 
@@ -159,28 +167,28 @@ async def login_user(core: Core, session: Session, c):
 
 
 @command
-async def logout_user(core: Core, session: Session, c) -> None:
+def logout_user(core: Core, session: Session, c) -> None:
     core.users.logout_user(session)
 
 
 @command
-async def get_personal_access_tokens(core: Core, session: Session, c):
+def get_personal_access_tokens(core: Core, session: Session, c):
     return [views.token_info(token) for token in core.tokens.get_personal_access_tokens(session)]
 
 
 @command
-async def create_personal_access_token(core: Core, session: Session, c):
+def create_personal_access_token(core: Core, session: Session, c):
     return RawPersonalAccessToken(
         core.tokens.create_personal_access_token(session, c.name, c.expiry))
 
 
 @command
-async def delete_personal_access_token(core: Core, session: Session, c) -> None:
+def delete_personal_access_token(core: Core, session: Session, c) -> None:
     core.tokens.delete_personal_access_token(session, c.name)
 
 
 @command
-async def login_with_personal_access_token(core: Core, session: Session, c):
+def login_with_personal_access_token(core: Core, session: Session, c):
     return IdentityInfo(core.tokens.login_with_personal_access_token(session, c.token))
 
 
@@ -188,42 +196,42 @@ async def login_with_personal_access_token(core: Core, session: Session, c):
 
 
 @command
-async def get_stream(core: Core, session: Session, c):
+def get_stream(core: Core, session: Session, c):
     return views.stream_details(core.streams.get_stream(session, c.stream_id.value))
 
 
 @command
-async def get_streams(core: Core, session: Session, c):
+def get_streams(core: Core, session: Session, c):
     return [views.stream_record(stream) for stream in core.streams.get_streams(session)]
 
 
 @command
-async def create_stream(core: Core, session: Session, c):
+def create_stream(core: Core, session: Session, c):
     return views.stream_details(core.streams.create_stream(session, c.name, c.stream_id or 0))
 
 
 @command
-async def update_stream(core: Core, session: Session, c) -> None:
+def update_stream(core: Core, session: Session, c) -> None:
     core.streams.update_stream(session, c.stream_id.value, c.name)
 
 
 @command
-async def delete_stream(core: Core, session: Session, c) -> None:
+def delete_stream(core: Core, session: Session, c) -> None:
     core.streams.delete_stream(session, c.stream_id.value)
 
 
 @command
-async def purge_stream(core: Core, session: Session, c) -> None:
+def purge_stream(core: Core, session: Session, c) -> None:
     core.streams.purge_stream(session, c.stream_id.value)
 
 
 @command
-async def get_topic(core: Core, session: Session, c):
+def get_topic(core: Core, session: Session, c):
     return views.topic_details(core.topics.get_topic(session, c.stream_id.value, c.topic_id.value))
 
 
 @command
-async def get_topics(core: Core, session: Session, c):
+def get_topics(core: Core, session: Session, c):
     return [views.topic_record(topic) for topic in core.topics.get_topics(session, c.stream_id.value)]
 
 
@@ -233,34 +241,34 @@ def _topic_spec(c, partitions_count: int = 0, topic_id: int = 0) -> TopicSpec:
 
 
 @command
-async def create_topic(core: Core, session: Session, c):
+def create_topic(core: Core, session: Session, c):
     spec = _topic_spec(c, c.partitions_count, c.topic_id or 0)
     return views.topic_details(core.topics.create_topic(session, c.stream_id.value, spec))
 
 
 @command
-async def update_topic(core: Core, session: Session, c) -> None:
+def update_topic(core: Core, session: Session, c) -> None:
     core.topics.update_topic(session, c.stream_id.value, c.topic_id.value, _topic_spec(c))
 
 
 @command
-async def delete_topic(core: Core, session: Session, c) -> None:
+def delete_topic(core: Core, session: Session, c) -> None:
     core.topics.delete_topic(session, c.stream_id.value, c.topic_id.value)
 
 
 @command
-async def purge_topic(core: Core, session: Session, c) -> None:
+def purge_topic(core: Core, session: Session, c) -> None:
     core.topics.purge_topic(session, c.stream_id.value, c.topic_id.value)
 
 
 @command
-async def create_partitions(core: Core, session: Session, c) -> None:
+def create_partitions(core: Core, session: Session, c) -> None:
     core.partitions.create_partitions(session, c.stream_id.value, c.topic_id.value,
                                       c.partitions_count)
 
 
 @command
-async def delete_partitions(core: Core, session: Session, c) -> None:
+def delete_partitions(core: Core, session: Session, c) -> None:
     core.partitions.delete_partitions(session, c.stream_id.value, c.topic_id.value,
                                       c.partitions_count)
 
@@ -275,7 +283,7 @@ async def send_messages(core: Core, session: Session, c) -> None:
 
 
 @command
-async def poll_messages(core: Core, session: Session, c):
+def poll_messages(core: Core, session: Session, c):
     return views.polled_messages(core.messages.poll_messages(
         session, c.stream_id.value, c.topic_id.value, c.consumer, c.partition_id, c.strategy,
         c.count, c.auto_commit))
@@ -288,7 +296,7 @@ async def flush_unsaved_buffer(core: Core, session: Session, c) -> None:
 
 
 @command
-async def poll_messages_columnar(core: Core, session: Session, c):
+def poll_messages_columnar(core: Core, session: Session, c):
     max_bytes = min(c.max_bytes or DEFAULT_COLUMNAR_BYTES, MAX_COLUMNAR_BYTES)
     return views.columnar_messages(core.columnar.poll_messages_columnar(
         session, c.stream_id.value, c.topic_id.value, c.partition_id, c.offset, c.count,
@@ -307,20 +315,20 @@ async def wait_for_messages(core: Core, session: Session, c):
 
 
 @command
-async def get_consumer_offset(core: Core, session: Session, c):
+def get_consumer_offset(core: Core, session: Session, c):
     return views.consumer_offset(core.consumer_offsets.get_consumer_offset(
         session, c.stream_id.value, c.topic_id.value, c.consumer, c.partition_id))
 
 
 @command
-async def store_consumer_offset(core: Core, session: Session, c) -> None:
+def store_consumer_offset(core: Core, session: Session, c) -> None:
     # Iggy stores the last offset consumed; the core keeps the next one to read
     core.consumer_offsets.store_consumer_offset(session, c.stream_id.value, c.topic_id.value,
                                                 c.consumer, c.partition_id, c.offset + 1)
 
 
 @command
-async def get_consumer_lag(core: Core, session: Session, c):
+def get_consumer_lag(core: Core, session: Session, c):
     return [views.consumer_lag(row) for row in core.consumer_offsets.get_consumer_lag(
         session, c.stream_id.value, c.topic_id.value)]
 
@@ -334,14 +342,14 @@ def _members(core: Core) -> IggyGroupMembers:
 
 
 @command
-async def get_consumer_group(core: Core, session: Session, c):
+def get_consumer_group(core: Core, session: Session, c):
     group = core.consumer_groups.get_consumer_group(
         session, c.stream_id.value, c.topic_id.value, c.group_id.value)
     return views.group_details(group, _members(core).members(group))
 
 
 @command
-async def get_consumer_groups(core: Core, session: Session, c):
+def get_consumer_groups(core: Core, session: Session, c):
     members = _members(core)
     return [views.group_record(group, members.members(group))
             for group in core.consumer_groups.get_consumer_groups(
@@ -349,26 +357,26 @@ async def get_consumer_groups(core: Core, session: Session, c):
 
 
 @command
-async def create_consumer_group(core: Core, session: Session, c):
+def create_consumer_group(core: Core, session: Session, c):
     group = core.consumer_groups.create_consumer_group(
         session, c.stream_id.value, c.topic_id.value, c.name, c.group_id or 0)
     return views.group_details(group, {})
 
 
 @command
-async def delete_consumer_group(core: Core, session: Session, c) -> None:
+def delete_consumer_group(core: Core, session: Session, c) -> None:
     core.consumer_groups.delete_consumer_group(session, c.stream_id.value, c.topic_id.value,
                                                c.group_id.value)
 
 
 @command
-async def join_consumer_group(core: Core, session: Session, c) -> None:
+def join_consumer_group(core: Core, session: Session, c) -> None:
     _members(core).join(session, core.consumer_groups.get_consumer_group(
         session, c.stream_id.value, c.topic_id.value, c.group_id.value))
 
 
 @command
-async def leave_consumer_group(core: Core, session: Session, c) -> None:
+def leave_consumer_group(core: Core, session: Session, c) -> None:
     _members(core).leave(session, core.consumer_groups.get_consumer_group(
         session, c.stream_id.value, c.topic_id.value, c.group_id.value))
 
@@ -397,5 +405,5 @@ async def abort_staged_messages(core: Core, session: Session, c) -> None:
 
 
 @command
-async def get_producer_state(core: Core, session: Session, c):
+def get_producer_state(core: Core, session: Session, c):
     return ProducerState(*core.transactions.get_producer_state(session, c.producer_id))

@@ -99,8 +99,10 @@ def topic_details(topic: Topic) -> TopicDetails:
 
 
 def polled_messages(found: RecordRange) -> PolledMessages:
-    return PolledMessages(found.partition_id, current_offset(found.bounds), found.count,
-                          found.data)
+    chunks = found.chunks
+    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    return PolledMessages(found.partition_id, max(found.bounds.next_offset - 1, 0), found.count,
+                          data)  # current_offset, inline: this is the poll path
 
 
 def columnar_messages(read: ColumnarRead) -> ColumnarMessages:
