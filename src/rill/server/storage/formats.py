@@ -11,9 +11,15 @@ CRC over the whole batch (../shared/spec/kafka-notes.md §3), so a ``kafka-v2`` 
 client batches as they arrive and keep a **batch-granular** index (one entry per batch: first
 offset, position, max timestamp; the last offset is where the next entry starts), with a
 leader epoch per batch for replication (cluster-design.md). ``batch_index`` tells the log
-which kind a format keeps. Today the write path (stamp, restamp, checks of stored records)
-goes through the format; reads, recovery and index rebuilds still call the ``iggy-v1``
-functions directly (``record_checks``), the next step of the seam.
+which kind a format keeps.
+
+Every record-layout question of storage goes through the log's format: the write path
+(``stamp``, ``restamp``, ``check_stored``), reads and the background verifier (``verify``),
+recovery's structural check (``record_head``, ``record_end``, ``min_record_size``) and index
+rebuilds (``scan``, ``find``). Only ``records``, ``record_checks``, ``staged_records`` and this
+module name iggy-v1's functions; the rest of storage is handed a ``RecordFormat``
+(``PartitionLog`` -> ``Segment``, ``recover_segments``, ``locate_records``, the verifier's
+jobs), ``IGGY_V1`` by default.
 """
 
 from __future__ import annotations
@@ -23,7 +29,21 @@ from dataclasses import dataclass
 from typing import Callable
 
 from rill.errors import FeatureUnavailable
-from rill.server.storage.records import RECORD_FORMAT, RECORD_GROWTH, StampedBatch, stamp_batch
+from rill.server.storage.record_checks import (
+    ScanResult,
+    find_record,
+    record_end,
+    record_header,
+    scan_records,
+    verify_records,
+)
+from rill.server.storage.records import (
+    RECORD_FORMAT,
+    RECORD_GROWTH,
+    RECORD_OVERHEAD,
+    StampedBatch,
+    stamp_batch,
+)
 from rill.server.storage.staged_records import check_stored_records, restamp_records
 
 
@@ -40,6 +60,30 @@ class RecordFormat:
     restamp: Callable[[bytearray, array, int, int], None]
     # checks stored records a client or a leader built; their start positions
     check_stored: Callable[[bytes, bytes | memoryview], array]
+    # reads and the background verifier: stored bytes against their index entries
+    # (data, entries, first offset, relative offset of the first entry, position of data[0])
+    # -> (entries verified, kind, reason); see ``record_checks.verify_records``
+    verify: Callable[[bytes | bytearray | memoryview, bytes | bytearray | memoryview, int, int,
+                      int], tuple[int, int, str | None]]
+    # recovery and index rebuilds: walk the log from a position without an index
+    # (data, position, offset, segment start, previous timestamp, max offsets, checksums)
+    # -> ScanResult (``count`` offsets, one index entry per record or per batch)
+    scan: Callable[..., ScanResult]
+    # where records can be found again after bytes that are not records (per-record formats):
+    # (data, from position, first offset, last offset) -> (position, offset) or None
+    find: Callable[[bytes | bytearray | memoryview, int, int, int], tuple[int, int] | None]
+    # end of the record (or batch) at a position by its own lengths; None if it overruns
+    record_end: Callable[[bytes | bytearray | memoryview, int], int | None]
+    # (first offset, offsets it holds, index timestamp) of the record (or batch) at a position
+    record_head: Callable[[bytes | bytearray | memoryview, int], tuple[int, int, int]]
+    # the fewest bytes a stored record (or batch) takes: headers read before lengths are known
+    min_record_size: int
+
+
+def _iggy_record_head(view: bytes | bytearray | memoryview, position: int
+                     ) -> tuple[int, int, int]:
+    offset, _, timestamp, _, _ = record_header(view, position)
+    return offset, 1, timestamp
 
 
 IGGY_V1 = RecordFormat(
@@ -49,6 +93,12 @@ IGGY_V1 = RecordFormat(
     stamp=stamp_batch,
     restamp=restamp_records,
     check_stored=check_stored_records,
+    verify=verify_records,
+    scan=scan_records,
+    find=find_record,
+    record_end=record_end,
+    record_head=_iggy_record_head,
+    min_record_size=RECORD_OVERHEAD,
 )
 
 FORMATS: dict[str, RecordFormat] = {IGGY_V1.name: IGGY_V1}

@@ -206,6 +206,7 @@ class PartitionLog:
                 durability,
                 clean_shutdown=clean_shutdown,
                 validate_checksum=settings.validate_checksum,
+                record_format=format_named(settings.record_format),
             )
         )
         log = cls(directory, settings, durability, segments)
@@ -436,7 +437,7 @@ class PartitionLog:
             logger.exception("cannot create the next segment in %s", self.directory)
 
     def _add_segment(self, start_offset: int) -> None:
-        segment = Segment.create(self.directory, start_offset, self._durability)
+        segment = Segment.create(self.directory, start_offset, self._durability, self.format)
         self._segments.append(segment)
         self._starts.append(start_offset)
         self._durability.sync_directory(self.directory)

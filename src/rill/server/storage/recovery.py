@@ -44,8 +44,8 @@ from rill.server.storage.paths import (
     DataPaths,
     parse_segment_file_name,
 )
-from rill.server.storage.record_checks import record_end, record_header
-from rill.server.storage.records import INDEX_ENTRY, INDEX_ENTRY_SIZE, RECORD_OVERHEAD
+from rill.server.storage.formats import IGGY_V1, RecordFormat
+from rill.server.storage.records import INDEX_ENTRY, INDEX_ENTRY_SIZE
 from rill.server.storage.file_io import read_all_at
 from rill.server.storage.segment import Segment
 
@@ -53,10 +53,12 @@ logger = logging.getLogger(__name__)
 
 
 def recover_segments(
-    directory: Path, durability: Durability, *, clean_shutdown: bool, validate_checksum: bool
+    directory: Path, durability: Durability, *, clean_shutdown: bool, validate_checksum: bool,
+    record_format: RecordFormat = IGGY_V1,
 ) -> list[Segment]:
     """Open the segments found in ``directory``, oldest first, the last one active (or sealed,
-    with no active segment yet, when its end cannot be read; see above).
+    with no active segment yet, when its end cannot be read; see above). Their records are
+    ``record_format``'s (the topic's).
 
     Returns an empty list when the directory holds no segment log.
     """
@@ -84,12 +86,13 @@ def recover_segments(
     for number, start_offset in enumerate(starts):
         if number == len(starts) - 1:
             segments.append(_recover_tail(directory, start_offset, durability, clean_shutdown,
-                                          validate_checksum))
+                                          validate_checksum, record_format))
         else:
             expected_count = starts[number + 1] - start_offset
             segments.append(
                 _recover_sealed(
-                    directory, start_offset, durability, expected_count, validate_checksum
+                    directory, start_offset, durability, expected_count, validate_checksum,
+                    record_format,
                 )
             )
     if strays:
@@ -99,7 +102,7 @@ def recover_segments(
 
 def _recover_tail(
     directory: Path, start_offset: int, durability: Durability, clean_shutdown: bool,
-    validate_checksum: bool,
+    validate_checksum: bool, record_format: RecordFormat,
 ) -> Segment:
     log_path = DataPaths.segment_log(directory, start_offset)
     index_path = DataPaths.segment_index(directory, start_offset)
@@ -110,14 +113,16 @@ def _recover_tail(
         problem = "index file is missing"
     elif clean_shutdown and not validate_checksum:
         problem = _structural_problem(
-            log_path, start_offset, log_size, len(index_entries), index_entries.__getitem__, None
+            log_path, start_offset, log_size, len(index_entries), index_entries.__getitem__, None,
+            record_format,
         )
         if problem is None:
             return Segment.open_active(directory, start_offset, durability, index_entries,
-                                       log_size)
+                                       log_size, record_format=record_format)
     if problem is not None:
         logger.warning("segment %s: %s; locating its records in the log", log_path, problem)
-    located = locate_log_records(log_path, log_size, start_offset, None, index_entries)
+    located = locate_log_records(log_path, log_size, start_offset, None, index_entries,
+                                 record_format)
     if not clean_shutdown:
         located = located.without_trailing_bad(start_offset)
     _write_index_if_changed(index_path, index_entries, located, durability)
@@ -128,7 +133,8 @@ def _recover_tail(
                 "kept unserved, and the segment is sealed", log_path,
                 log_size - located.end_position, start_offset + located.count - 1,
                 located.end_reason)
-            return _open_located_sealed(directory, start_offset, durability, located)
+            return _open_located_sealed(directory, start_offset, durability, located,
+                                        record_format)
         logger.warning(
             "segment %s: cutting %d bytes of torn or invalid tail after offset %d: %s",
             log_path, log_size - located.end_position, start_offset + located.count - 1,
@@ -137,7 +143,8 @@ def _recover_tail(
         _truncate_file(log_path, located.end_position, durability)
         log_size = located.end_position
     return Segment.open_active(directory, start_offset, durability, located.index_entries,
-                               log_size, verified=True, bad=located.bad)
+                               log_size, verified=True, bad=located.bad,
+                               record_format=record_format)
 
 
 def _recover_sealed(
@@ -146,6 +153,7 @@ def _recover_sealed(
     durability: Durability,
     expected_count: int,
     validate_checksum: bool,
+    record_format: RecordFormat,
 ) -> Segment:
     log_path = DataPaths.segment_log(directory, start_offset)
     index_path = DataPaths.segment_index(directory, start_offset)
@@ -162,6 +170,7 @@ def _recover_sealed(
             index_size,
             lambda span: _read_file_range(index_path, span.stop - span.start, span.start),
             expected_count,
+            record_format,
         )
         if problem is None and not validate_checksum:
             return Segment.open_sealed(
@@ -169,25 +178,29 @@ def _recover_sealed(
                 size_bytes=log_size,
                 first_timestamp=_indexed_timestamp(index_path, 0),
                 last_timestamp=_indexed_timestamp(index_path, index_size - INDEX_ENTRY_SIZE),
+                record_format=record_format,
             )
         index_entries = index_path.read_bytes()
     if problem is not None:
         logger.warning("sealed segment %s: %s; locating its records in the log", log_path, problem)
-    located = locate_log_records(log_path, log_size, start_offset, expected_count, index_entries)
+    located = locate_log_records(log_path, log_size, start_offset, expected_count, index_entries,
+                                 record_format)
     _write_index_if_changed(index_path, index_entries, located, durability)
     if located.end_position < log_size:
         logger.warning("sealed segment %s: %d bytes after its last record are not served",
                        log_path, log_size - located.end_position)
-    return _open_located_sealed(directory, start_offset, durability, located)
+    return _open_located_sealed(directory, start_offset, durability, located, record_format)
 
 
 def _open_located_sealed(
-    directory: Path, start_offset: int, durability: Durability, located: LocatedRecords
+    directory: Path, start_offset: int, durability: Durability, located: LocatedRecords,
+    record_format: RecordFormat,
 ) -> Segment:
     return Segment.open_sealed(
         directory, start_offset, durability, messages_count=located.count,
         size_bytes=located.end_position, first_timestamp=located.first_timestamp,
         last_timestamp=located.last_timestamp, verified=True, bad=located.bad,
+        record_format=record_format,
     )
 
 
@@ -208,11 +221,13 @@ def _structural_problem(
     index_size: int,
     read_index,
     expected_count: int | None,
+    record_format: RecordFormat,
 ) -> str | None:
     """Why the index and the log disagree, checked at both ends; None when they agree.
 
     ``read_index(slice)`` returns those bytes of the index.
     """
+    record_head, overhead = record_format.record_head, record_format.min_record_size
     if index_size % INDEX_ENTRY_SIZE:
         return f"index length {index_size} is not a multiple of {INDEX_ENTRY_SIZE}"
     count = index_size // INDEX_ENTRY_SIZE
@@ -228,19 +243,19 @@ def _structural_problem(
     )
     if first_relative != 0 or first_position != 0:
         return f"first index entry is ({first_relative}, {first_position}), expected (0, 0)"
-    if last_relative != count - 1 or last_position + RECORD_OVERHEAD > log_size:
+    if last_relative != count - 1 or last_position + overhead > log_size:
         return f"last index entry ({last_relative}, {last_position}) is past a {log_size}-byte log"
-    head = _read_file_range(log_path, RECORD_OVERHEAD, 0)
-    if len(head) < RECORD_OVERHEAD or record_header(head, 0)[0] != start_offset:
+    head = _read_file_range(log_path, overhead, 0)
+    if len(head) < overhead or record_head(head, 0)[0] != start_offset:
         return f"first record does not carry offset {start_offset}"
-    if record_header(head, 0)[2] != first_timestamp:
+    if record_head(head, 0)[2] != first_timestamp:
         return f"first record does not carry the indexed timestamp {first_timestamp}"
     tail = _read_file_range(log_path, log_size - last_position, last_position)
-    offset, _, timestamp, _, _ = record_header(tail, 0)
+    offset, _, timestamp = record_head(tail, 0)
     last_offset = start_offset + count - 1
     if offset != last_offset or timestamp != last_timestamp:
         return f"record at position {last_position} is not the indexed offset {last_offset}"
-    if record_end(tail, 0) != len(tail):
+    if record_format.record_end(tail, 0) != len(tail):
         return f"last record does not end at the end of the log ({log_size} bytes)"
     return None
 

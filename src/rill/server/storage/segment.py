@@ -23,7 +23,7 @@ Invariants:
     budget).
   * Every record a read returns was verified since it was last written (``verification``):
     records this process appended count as verified; any other range is checked by its first
-    read (``record_checks.verify_records``: layout, checksum, header map, against the index)
+    read (its format's ``verify``; iggy-v1's: layout, checksum, header map, against the index)
     before it is returned. A read stops before a bad record (logged once, refused with
     ``CannotReadMessage`` naming its offset when it is the first asked for); the records around
     it are served.
@@ -52,7 +52,8 @@ from rill.server.storage.descriptors import CachedFile, MappedFile, shared
 from rill.server.storage.durability import Durability
 from rill.server.storage.file_io import read_all_at, write_all_at
 from rill.server.storage.paths import DataPaths
-from rill.server.storage.record_checks import KIND_CONTENT, KIND_GOOD, verify_records
+from rill.server.storage.formats import IGGY_V1, RecordFormat
+from rill.server.storage.record_checks import KIND_CONTENT, KIND_GOOD
 from rill.server.storage.records import INDEX_ENTRY, INDEX_ENTRY_SIZE
 from rill.server.storage.segment_checks import SegmentChecks
 from rill.server.storage.verification import SegmentVerification
@@ -69,9 +70,11 @@ class Segment(SegmentChecks):
     """One segment of a partition log; active (appendable) until sealed."""
 
     def __init__(
-        self, directory: str | os.PathLike[str], start_offset: int, durability: Durability
+        self, directory: str | os.PathLike[str], start_offset: int, durability: Durability,
+        record_format: RecordFormat = IGGY_V1,
     ) -> None:
         self.directory = Path(directory)
+        self.format = record_format  # how its records are laid out, checked and found
         self.start_offset = start_offset
         self.log_path = DataPaths.segment_log(self.directory, start_offset)
         self.index_path = DataPaths.segment_index(self.directory, start_offset)
@@ -91,10 +94,11 @@ class Segment(SegmentChecks):
     # ------------------------------------------------------------------ opening
     @classmethod
     def create(
-        cls, directory: str | os.PathLike[str], start_offset: int, durability: Durability
+        cls, directory: str | os.PathLike[str], start_offset: int, durability: Durability,
+        record_format: RecordFormat = IGGY_V1,
     ) -> Segment:
         """A new, empty, active segment (existing files of that name are emptied)."""
-        segment = cls(directory, start_offset, durability)
+        segment = cls(directory, start_offset, durability, record_format)
         files = shared()
         flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC
         try:
@@ -119,10 +123,11 @@ class Segment(SegmentChecks):
         size_bytes: int,
         verified: bool = False,
         bad: dict[int, str] | None = None,
+        record_format: RecordFormat = IGGY_V1,
     ) -> Segment:
         """Reopen the last segment of a partition; its files must already agree (see recovery).
         ``verified``: recovery checked every record, and found ``bad`` refused."""
-        segment = cls(directory, start_offset, durability)
+        segment = cls(directory, start_offset, durability, record_format)
         segment._log_file = shared().file(segment.log_path, os.O_RDWR)
         segment._index_file = shared().file(segment.index_path, os.O_RDWR)
         mirror = bytearray(max(_INITIAL_INDEX_CAPACITY, 2 * len(index_entries)))
@@ -152,10 +157,11 @@ class Segment(SegmentChecks):
         last_timestamp: int | None,
         verified: bool = False,
         bad: dict[int, str] | None = None,
+        record_format: RecordFormat = IGGY_V1,
     ) -> Segment:
         """A sealed segment whose files were checked at start; it opens nothing until read.
         ``verified``: recovery checked every record, and found ``bad`` refused."""
-        segment = cls(directory, start_offset, durability)
+        segment = cls(directory, start_offset, durability, record_format)
         segment._open_read_only()
         segment.messages_count = messages_count
         segment.size_bytes = size_bytes
@@ -345,7 +351,7 @@ class Segment(SegmentChecks):
             begin = self._position(index, gap_start) - base
             end = len(data) if gap_end == stop else self._position(index, gap_end) - base
             if 0 <= begin <= end <= len(data):
-                count, kind, reason = verify_records(
+                count, kind, reason = self.format.verify(
                     memoryview(data)[begin:end],
                     index[(gap_start - start) * INDEX_ENTRY_SIZE
                           : (gap_end - start) * INDEX_ENTRY_SIZE],

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from rill.errors import CannotReadMessage
 from rill.server.storage.durability import Durability
+from rill.server.storage.formats import RecordFormat
 from rill.server.storage.index_rebuild import LocatedRecords, RebuildJob
 from rill.server.storage.record_checks import KIND_CONTENT, KIND_GOOD
 from rill.server.storage.records import INDEX_ENTRY_SIZE
@@ -42,6 +43,7 @@ class SegmentChecks:
         last_timestamp: int | None
         verification: SegmentVerification
         index_generation: int
+        format: RecordFormat
         _durability: Durability
 
         @property
@@ -78,7 +80,7 @@ class SegmentChecks:
                 self.log_path, first, end, first - start, base,
                 min(max(end_position, base), self.size_bytes),
                 bytes(index[(first - start) * INDEX_ENTRY_SIZE : (end - start) * INDEX_ENTRY_SIZE]),
-                self.index_generation,
+                self.index_generation, self.format,
             )
         return None
 
@@ -104,7 +106,7 @@ class SegmentChecks:
         return RebuildJob(
             self.log_path, self.index_path, self.size_bytes, self.start_offset,
             self.messages_count, self._index_hints(), self.sealed, self._durability,
-            self.index_generation,
+            self.index_generation, self.format,
         )
 
     def apply_rebuild(
