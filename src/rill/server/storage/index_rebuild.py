@@ -60,7 +60,8 @@ class LocatedRecords:
     def last_timestamp(self) -> int | None:
         if not self.count:
             return None
-        return INDEX_ENTRY.unpack_from(self.index_entries, (self.count - 1) * INDEX_ENTRY_SIZE)[2]
+        return INDEX_ENTRY.unpack_from(self.index_entries,
+                                       len(self.index_entries) - INDEX_ENTRY_SIZE)[2]
 
     def without_trailing_bad(self, start_offset: int) -> LocatedRecords:
         """The records up to the last good one (a torn tail after an unclean stop)."""
@@ -87,6 +88,8 @@ def locate_records(
     ``expected_count`` offsets (a sealed segment: those not found are refused), or (None) as
     many as it holds (a tail: the walk ends where no further record can be found). The
     records are ``record_format``'s."""
+    if record_format.batch_index:
+        return _locate_batches(data, start_offset, expected_count, record_format)
     scan, record_end = record_format.scan, record_format.record_end
     view = memoryview(data)
     length = len(view)
@@ -144,6 +147,32 @@ def locate_records(
             following = entries[at + INDEX_ENTRY_SIZE : at + INDEX_ENTRY_SIZE + 8]
             if int.from_bytes(entries[at : at + 8], "little") > int.from_bytes(following, "little"):
                 entries[at : at + 8] = following
+    return LocatedRecords(entries, count, position, bad, end_reason)
+
+
+def _locate_batches(
+    data: bytes | bytearray | memoryview, start_offset: int, expected_count: int | None,
+    record_format: RecordFormat,
+) -> LocatedRecords:
+    """``locate_records`` for a batch-index format: one entry per batch, ``count`` offsets.
+
+    A batch cannot be cut and carries no offset of its own records, so the walk does not look
+    for batches again after a broken one: a tail ends there (recovery cuts it after an unclean
+    stop), and a sealed segment's offsets after it are refused, under one entry at the byte
+    where they were lost (a read of any of them is refused; the batches before are served)."""
+    view = memoryview(data)
+    found = record_format.scan(view, 0, start_offset, start_offset, 0,
+                               max_count=_NO_LIMIT if expected_count is None else expected_count)
+    entries, count, position = bytearray(found.index_entries), found.count, found.end_position
+    end_reason = None if found.stop_kind == KIND_GOOD else found.stop_reason
+    bad: dict[int, str] = {}
+    if expected_count is not None and count < expected_count:
+        reason = end_reason or f"the log ends at byte {len(view)}, before offset {start_offset + count}"
+        bad = {lost: reason if lost == start_offset + count
+               else f"cannot be located (lost before byte {position})"
+               for lost in range(start_offset + count, start_offset + expected_count)}
+        entries += INDEX_ENTRY.pack(count, position, found.last_timestamp or 0)
+        count = expected_count
     return LocatedRecords(entries, count, position, bad, end_reason)
 
 

@@ -47,6 +47,7 @@ from rill.server.storage.paths import (
 from rill.server.storage.formats import IGGY_V1, RecordFormat
 from rill.server.storage.records import INDEX_ENTRY, INDEX_ENTRY_SIZE
 from rill.server.storage.file_io import read_all_at
+from rill.server.storage.batch_segment import segment_class
 from rill.server.storage.segment import Segment
 
 logger = logging.getLogger(__name__)
@@ -112,13 +113,14 @@ def _recover_tail(
     if index_entries is None:
         problem = "index file is missing"
     elif clean_shutdown and not validate_checksum:
-        problem = _structural_problem(
+        problem, messages_count = _structural_problem(
             log_path, start_offset, log_size, len(index_entries), index_entries.__getitem__, None,
             record_format,
         )
         if problem is None:
-            return Segment.open_active(directory, start_offset, durability, index_entries,
-                                       log_size, record_format=record_format)
+            return segment_class(record_format).open_active(
+                directory, start_offset, durability, index_entries, log_size,
+                record_format=record_format, messages_count=messages_count)
     if problem is not None:
         logger.warning("segment %s: %s; locating its records in the log", log_path, problem)
     located = locate_log_records(log_path, log_size, start_offset, None, index_entries,
@@ -142,9 +144,9 @@ def _recover_tail(
         )
         _truncate_file(log_path, located.end_position, durability)
         log_size = located.end_position
-    return Segment.open_active(directory, start_offset, durability, located.index_entries,
-                               log_size, verified=True, bad=located.bad,
-                               record_format=record_format)
+    return segment_class(record_format).open_active(
+        directory, start_offset, durability, located.index_entries, log_size, verified=True,
+        bad=located.bad, record_format=record_format, messages_count=located.count)
 
 
 def _recover_sealed(
@@ -163,7 +165,7 @@ def _recover_sealed(
         index_entries = None
     else:
         index_size = index_path.stat().st_size
-        problem = _structural_problem(
+        problem, _ = _structural_problem(
             log_path,
             start_offset,
             log_size,
@@ -173,7 +175,7 @@ def _recover_sealed(
             record_format,
         )
         if problem is None and not validate_checksum:
-            return Segment.open_sealed(
+            return segment_class(record_format).open_sealed(
                 directory, start_offset, durability, messages_count=expected_count,
                 size_bytes=log_size,
                 first_timestamp=_indexed_timestamp(index_path, 0),
@@ -196,7 +198,7 @@ def _open_located_sealed(
     directory: Path, start_offset: int, durability: Durability, located: LocatedRecords,
     record_format: RecordFormat,
 ) -> Segment:
-    return Segment.open_sealed(
+    return segment_class(record_format).open_sealed(
         directory, start_offset, durability, messages_count=located.count,
         size_bytes=located.end_position, first_timestamp=located.first_timestamp,
         last_timestamp=located.last_timestamp, verified=True, bad=located.bad,
@@ -222,19 +224,25 @@ def _structural_problem(
     read_index,
     expected_count: int | None,
     record_format: RecordFormat,
-) -> str | None:
-    """Why the index and the log disagree, checked at both ends; None when they agree.
+) -> tuple[str | None, int]:
+    """Why the index and the log disagree, checked at both ends (None when they agree), and
+    the offsets the segment holds.
 
-    ``read_index(slice)`` returns those bytes of the index.
+    ``read_index(slice)`` returns those bytes of the index. A per-record index has one entry
+    per offset; a batch index (``record_format.batch_index``) one per batch, the last batch's
+    record giving how many offsets it holds.
     """
     record_head, overhead = record_format.record_head, record_format.min_record_size
+    per_batch = record_format.batch_index
     if index_size % INDEX_ENTRY_SIZE:
-        return f"index length {index_size} is not a multiple of {INDEX_ENTRY_SIZE}"
+        return f"index length {index_size} is not a multiple of {INDEX_ENTRY_SIZE}", 0
     count = index_size // INDEX_ENTRY_SIZE
-    if expected_count is not None and count != expected_count:
-        return f"index has {count} entries where {expected_count} are expected"
+    if not per_batch and expected_count is not None and count != expected_count:
+        return f"index has {count} entries where {expected_count} are expected", 0
     if count == 0:
-        return None if log_size == 0 else f"index is empty but the log has {log_size} bytes"
+        if expected_count:
+            return f"index is empty where {expected_count} offsets are expected", 0
+        return (None if log_size == 0 else f"index is empty but the log has {log_size} bytes"), 0
     first_relative, first_position, first_timestamp = INDEX_ENTRY.unpack(
         read_index(slice(0, INDEX_ENTRY_SIZE))
     )
@@ -242,22 +250,27 @@ def _structural_problem(
         read_index(slice(index_size - INDEX_ENTRY_SIZE, index_size))
     )
     if first_relative != 0 or first_position != 0:
-        return f"first index entry is ({first_relative}, {first_position}), expected (0, 0)"
-    if last_relative != count - 1 or last_position + overhead > log_size:
-        return f"last index entry ({last_relative}, {last_position}) is past a {log_size}-byte log"
+        return f"first index entry is ({first_relative}, {first_position}), expected (0, 0)", 0
+    dense = last_relative >= count - 1 if per_batch else last_relative == count - 1
+    if not dense or last_position + overhead > log_size:
+        return (f"last index entry ({last_relative}, {last_position}) is past a {log_size}-byte "
+                f"log"), 0
     head = _read_file_range(log_path, overhead, 0)
     if len(head) < overhead or record_head(head, 0)[0] != start_offset:
-        return f"first record does not carry offset {start_offset}"
+        return f"first record does not carry offset {start_offset}", 0
     if record_head(head, 0)[2] != first_timestamp:
-        return f"first record does not carry the indexed timestamp {first_timestamp}"
+        return f"first record does not carry the indexed timestamp {first_timestamp}", 0
     tail = _read_file_range(log_path, log_size - last_position, last_position)
-    offset, _, timestamp = record_head(tail, 0)
-    last_offset = start_offset + count - 1
+    offset, held, timestamp = record_head(tail, 0)
+    last_offset = start_offset + last_relative
     if offset != last_offset or timestamp != last_timestamp:
-        return f"record at position {last_position} is not the indexed offset {last_offset}"
+        return f"record at position {last_position} is not the indexed offset {last_offset}", 0
     if record_format.record_end(tail, 0) != len(tail):
-        return f"last record does not end at the end of the log ({log_size} bytes)"
-    return None
+        return f"last record does not end at the end of the log ({log_size} bytes)", 0
+    messages = last_relative + held
+    if expected_count is not None and messages != expected_count:
+        return f"the segment holds {messages} offsets where {expected_count} are expected", 0
+    return None, messages
 
 
 def _indexed_timestamp(index_path: Path, position: int) -> int:

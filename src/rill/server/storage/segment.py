@@ -124,16 +124,19 @@ class Segment(SegmentChecks):
         verified: bool = False,
         bad: dict[int, str] | None = None,
         record_format: RecordFormat = IGGY_V1,
+        messages_count: int | None = None,
     ) -> Segment:
         """Reopen the last segment of a partition; its files must already agree (see recovery).
-        ``verified``: recovery checked every record, and found ``bad`` refused."""
+        ``verified``: recovery checked every record, and found ``bad`` refused.
+        ``messages_count``: the offsets it holds, when that is not one per index entry."""
         segment = cls(directory, start_offset, durability, record_format)
         segment._log_file = shared().file(segment.log_path, os.O_RDWR)
         segment._index_file = shared().file(segment.index_path, os.O_RDWR)
         mirror = bytearray(max(_INITIAL_INDEX_CAPACITY, 2 * len(index_entries)))
         mirror[: len(index_entries)] = index_entries
         segment._index_mirror = mirror
-        segment.messages_count = len(index_entries) // INDEX_ENTRY_SIZE
+        segment.messages_count = (len(index_entries) // INDEX_ENTRY_SIZE
+                                  if messages_count is None else messages_count)
         segment.size_bytes = size_bytes
         if segment.messages_count:
             segment.first_timestamp = _TIMESTAMP_AT.unpack_from(mirror, 0)[0]
@@ -200,10 +203,12 @@ class Segment(SegmentChecks):
         index_entries: bytes | bytearray,
         first_timestamp: int,
         last_timestamp: int,
+        count: int | None = None,
     ) -> None:
-        """Write one stamped batch: one write to the log, one to the index."""
+        """Write one stamped batch: one write to the log, one to the index. ``count``: the
+        offsets it holds (a batch-index format's; a per-record one's index entries tell)."""
         self.write(records, index_entries)
-        self.publish(len(records), index_entries, first_timestamp, last_timestamp)
+        self.publish(len(records), index_entries, first_timestamp, last_timestamp, count)
 
     def write(self, records: bytes | bytearray, index_entries: bytes | bytearray) -> None:
         """The file half of ``append``: write a batch after the published end of both files.
@@ -212,10 +217,14 @@ class Segment(SegmentChecks):
         while the event loop serves reads, provided nothing else writes to, publishes on or
         closes this segment meanwhile (the partition log keeps one append in flight).
         """
+        self._write_files(records, index_entries, self.messages_count * INDEX_ENTRY_SIZE)
+
+    def _write_files(self, records: bytes | bytearray, index_entries: bytes | bytearray,
+                     index_length: int) -> None:
+        """``write`` after ``index_length`` bytes of index (one entry per record here)."""
         if self.sealed or self._index_mirror is None:
             raise RuntimeError(f"segment {self.log_path} is sealed")
         assert self._log_file is not None and self._index_file is not None
-        index_length = self.messages_count * INDEX_ENTRY_SIZE
         log_file, index_file = self._log_file, self._index_file
         try:
             log_descriptor = log_file.pin()
@@ -255,8 +264,10 @@ class Segment(SegmentChecks):
         index_entries: bytes | bytearray,
         first_timestamp: int,
         last_timestamp: int,
+        count: int | None = None,
     ) -> None:
-        """The memory half of ``append`` (event loop): make a batch ``write`` wrote readable."""
+        """The memory half of ``append`` (event loop): make a batch ``write`` wrote readable.
+        One index entry per record: ``count`` is not needed (see ``BatchSegment``)."""
         if self.sealed or self._index_mirror is None:
             raise RuntimeError(f"segment {self.log_path} is sealed")
         index_length = self.messages_count * INDEX_ENTRY_SIZE
@@ -532,6 +543,10 @@ class Segment(SegmentChecks):
         if self._index_map is not None:
             self._index_map.drop()  # the file was replaced: map the new one when read
         self._index_mirror = None if written else bytearray(entries)
+
+    def bad_end(self, offset: int) -> int:
+        """Where the unit a read refuses with the bad record ``offset`` ends: the record."""
+        return offset + 1
 
     def _index_hints(self) -> bytes | None:
         """The index as it is, for a rebuild to find records with (None when unreadable)."""

@@ -57,6 +57,8 @@ class SegmentChecks:
 
         def _index_hints(self) -> bytes | None: ...
 
+        def bad_end(self, offset: int) -> int: ...
+
     def unverified_chunk(self, offset: int, max_bytes: int) -> VerificationJob | None:
         """The first unverified records at or after ``offset`` that are not known bad (about
         ``max_bytes`` of log, at least one record), to verify off the event loop; None when
@@ -96,8 +98,9 @@ class SegmentChecks:
             return job.end_offset, None
         bad = job.first_offset + count
         if kind == KIND_CONTENT:
-            self.verification.mark_bad(bad, bad + 1, reason or "")
-            return bad + 1, None
+            bad_end = self.bad_end(bad)
+            self.verification.mark_bad(bad, bad_end, reason or "")
+            return bad_end, None
         return bad, f"offset {bad}: {reason}"
 
     def rebuild_job(self) -> RebuildJob:
