@@ -90,7 +90,7 @@ def locate_records(
     records are ``record_format``'s."""
     if record_format.batch_index:
         return _locate_batches(data, start_offset, expected_count, record_format)
-    scan, record_end = record_format.scan, record_format.record_end
+    scan, end_of = record_format.scan, record_format.record_end
     view = memoryview(data)
     length = len(view)
     end_offset = None if expected_count is None else start_offset + expected_count
@@ -117,7 +117,7 @@ def locate_records(
         if found.stop_kind == KIND_GOOD:
             break
         reason = found.stop_reason or ""
-        stop = record_end(view, position)
+        stop = end_of(view, position)
         if found.stop_kind == KIND_TIMESTAMP or (
             found.stop_kind == KIND_CONTENT and _ends_at_a_record(view, stop, offset + 1)
         ):
