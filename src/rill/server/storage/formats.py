@@ -20,6 +20,31 @@ rebuilds (``scan``, ``find``). Only ``records``, ``record_checks``, ``staged_rec
 module name iggy-v1's functions; the rest of storage is handed a ``RecordFormat``
 (``PartitionLog`` -> ``Segment``, ``recover_segments``, ``locate_records``, the verifier's
 jobs), ``IGGY_V1`` by default.
+
+What a batch-index format (``batch_index=True``) must give, and how the log uses it
+(``storage.batch_segment``; ``tests/server/storage/test_formats.py`` runs one):
+  * ``stamp`` returns ONE index entry for the client batch, ``relative_offset u32`` (its first
+    offset - segment start) | ``position u32`` | ``timestamp u64`` (its max timestamp), and the
+    batch's offset ``count``; the log never cuts a batch: reads return whole batches from the
+    one holding the offset asked for.
+  * ``verify(data, entries, first_offset, relative_first, base_position)`` checks whole
+    batches against their entries and returns the OFFSETS of the good batches before the first
+    bad one (a per-record format's count of records is the same thing), so the log marks
+    verified and bad ranges by offset whichever the granularity.
+  * ``scan`` returns ``count`` in offsets and one entry per batch; ``record_head`` gives a
+    batch's (first offset, offset count, max timestamp); ``find`` may give None (a batch is
+    not searched for again after a broken one: a tail is cut there, a sealed segment's later
+    offsets are refused).
+
+Room for a leader epoch per batch (cluster-design.md), not built yet: the first 16 bytes of an
+entry keep the layout above, which is all the log reads; a batch format that needs the epoch
+in its index (Kafka's OffsetsForLeaderEpoch: the first offset of each epoch, a search over
+batch entries) declares a larger entry, e.g. 24 bytes ``... | leader_epoch u32 | reserved u32``,
+and the log steps over entries by that size (``RecordFormat`` would gain ``index_entry_size``,
+16 by default; ``BatchSegment``, recovery's structural check and ``LocatedRecords`` read entries
+by stride instead of ``INDEX_ENTRY_SIZE``; per-record formats keep 16). The epoch itself is
+set by ``stamp`` (a leader's current epoch, passed like the timestamp) and kept verbatim by a
+follower's append, as Kafka keeps partitionLeaderEpoch in the batch header.
 """
 
 from __future__ import annotations

@@ -28,6 +28,9 @@ Invariants:
     batches are appended inline, where a thread hop would cost more than it frees
     (``_use_thread``).
 
+Record formats: the topic's ``RecordFormat`` (``formats``) lays out, checks and finds the records;
+its segments are per-record ``Segment``s or, for a batch-index format, ``BatchSegment``s.
+
 Size accounting: ``size_bytes`` is the sum of the ``.log`` sizes (records in poll layout, 45
 bytes of overhead per message). It does not match Iggy's §6.7 formula byte for byte (Iggy adds
 24 bytes per persisted batch and counts a smaller per-message overhead).
@@ -453,6 +456,9 @@ class PartitionLog:
         and, with ``max_bytes``, to that many bytes of records (at least one record).
 
         Offsets below ``first_offset`` start at ``first_offset``. One pread per segment touched.
+        A batch-index format returns whole batches, from the one holding ``offset`` (so the
+        records may start before it, and the count, from ``offset`` to the end of the last
+        batch, may pass ``count``).
         Every record returned was verified (``Segment.read``): the read stops before a bad
         record, and raises CannotReadMessage (4011) naming it when it is the first.
         """

@@ -21,6 +21,10 @@ cut. After a clean stop nothing is cut: a tail with bytes after its last record 
 read as records is kept, unserved, and sealed (appends go to a new segment). Sealed segments are
 never truncated: their data was acknowledged.
 
+Everything about the records themselves (their heads, lengths, checks, walks) is the log's
+``RecordFormat``'s; a batch-index format's segments are checked the same way, one entry per
+batch (the last batch's head says how many offsets it holds).
+
 Stray files: an ``.index`` without its ``.log`` and a leftover ``.index.rebuild`` are deleted;
 files not named like segments are left alone.
 """

@@ -1,5 +1,9 @@
 """Segment: a ``.log`` of stored records and its ``.index``, named by the segment's first offset.
 
+This class is the per-record kind (one index entry per offset, looked up directly, e.g.
+iggy-v1); formats that index batches use its subclass ``batch_segment.BatchSegment``. The
+record layout is the segment's ``format``'s (``formats.RecordFormat``).
+
 The ``.log`` holds records exactly as a poll returns them (see ``records``). The ``.index`` holds
 one 16-byte entry per message: ``relative_offset u32 | position u32 | timestamp u64``. Offsets
 are dense, so entry ``i`` is offset ``start_offset + i``: offset -> position is arithmetic, and
