@@ -47,7 +47,12 @@ Index = bytearray | mmap.mmap | bytes
 
 def segment_class(record_format: RecordFormat) -> type[Segment]:
     """The segment kind a format's index needs."""
-    return BatchSegment if record_format.batch_index else Segment
+    if record_format.batch_index:
+        return BatchSegment
+    if record_format.index_entry_size != INDEX_ENTRY_SIZE:
+        raise ValueError(f"format {record_format.name}: a per-record index has "
+                         f"{INDEX_ENTRY_SIZE}-byte entries")
+    return Segment
 
 
 class BatchSegment(Segment):
@@ -57,29 +62,40 @@ class BatchSegment(Segment):
                  durability: Durability, record_format: RecordFormat) -> None:
         super().__init__(directory, start_offset, durability, record_format)
         self.entries_count = 0
+        # 16 bytes the log reads, then the format's own (a leader epoch)
+        self._entry_size = record_format.index_entry_size
 
     # ------------------------------------------------------------------ opening
     @classmethod
-    def open_active(cls, directory, start_offset, durability, index_entries, size_bytes,  # type: ignore[no-untyped-def, override]
-                    verified=False, bad=None, record_format=None, messages_count=None):
+    def open_active(  # type: ignore[no-untyped-def, override]
+        cls, directory, start_offset, durability, index_entries, size_bytes, verified=False,
+        bad=None, record_format=None, messages_count=None,
+    ):
         if messages_count is None:
             raise ValueError("a batch-index segment needs its messages_count")
         segment = super().open_active(directory, start_offset, durability, index_entries,
                                       size_bytes, verified, bad, record_format, messages_count)
         assert isinstance(segment, BatchSegment)
-        segment.entries_count = len(index_entries) // INDEX_ENTRY_SIZE
+        size = segment._entry_size
+        segment.entries_count = len(index_entries) // size
+        if segment.entries_count:  # (the base class read them at a 16-byte stride)
+            segment.first_timestamp = _TIMESTAMP_AT.unpack_from(index_entries, 0)[0]
+            segment.last_timestamp = _TIMESTAMP_AT.unpack_from(
+                index_entries, len(index_entries) - size)[0]
         return segment
 
     @classmethod
-    def open_sealed(cls, directory, start_offset, durability, **kwargs):  # type: ignore[no-untyped-def, override]
+    def open_sealed(  # type: ignore[no-untyped-def, override]
+        cls, directory, start_offset, durability, **kwargs
+    ):
         segment = super().open_sealed(directory, start_offset, durability, **kwargs)
         assert isinstance(segment, BatchSegment)
-        segment.entries_count = segment.index_path.stat().st_size // INDEX_ENTRY_SIZE
+        segment.entries_count = segment.index_path.stat().st_size // segment._entry_size
         return segment
 
     # ------------------------------------------------------------------ writing
     def write(self, records: bytes | bytearray, index_entries: bytes | bytearray) -> None:
-        self._write_files(records, index_entries, self.entries_count * INDEX_ENTRY_SIZE)
+        self._write_files(records, index_entries, self.entries_count * self._entry_size)
 
     def publish(self, records_size: int, index_entries: bytes | bytearray,
                 first_timestamp: int, last_timestamp: int, count: int | None = None) -> None:
@@ -89,7 +105,7 @@ class BatchSegment(Segment):
         mirror = self._index_mirror
         if self.sealed or mirror is None:
             raise RuntimeError(f"segment {self.log_path} is sealed")
-        index_length = self.entries_count * INDEX_ENTRY_SIZE
+        index_length = self.entries_count * self._entry_size
         needed = index_length + len(index_entries)
         if needed > len(mirror):
             grown = bytearray(max(needed, 2 * len(mirror)))
@@ -99,7 +115,7 @@ class BatchSegment(Segment):
         if self.messages_count == 0:
             self.first_timestamp = first_timestamp
         first_new = self.next_offset
-        self.entries_count += len(index_entries) // INDEX_ENTRY_SIZE
+        self.entries_count += len(index_entries) // self._entry_size
         self.messages_count += count
         self.verification.add_verified(first_new, self.next_offset)  # stamped here
         self.size_bytes += records_size
@@ -111,18 +127,18 @@ class BatchSegment(Segment):
         relative = offset - self.start_offset
         return bisect_right(range(self.entries_count), relative,
                             key=lambda number: _RELATIVE_AT.unpack_from(
-                                index, number * INDEX_ENTRY_SIZE)[0]) - 1
+                                index, number * self._entry_size)[0]) - 1
 
     def _entry_first(self, index: Index, number: int) -> int:
         """First offset of entry ``number`` (the segment's end past the last entry)."""
         if number >= self.entries_count:
             return self.next_offset
-        return self.start_offset + _RELATIVE_AT.unpack_from(index, number * INDEX_ENTRY_SIZE)[0]
+        return self.start_offset + _RELATIVE_AT.unpack_from(index, number * self._entry_size)[0]
 
     def _entry_position(self, index: Index, number: int) -> int:
         if number >= self.entries_count:
             return self.size_bytes
-        return _POSITION_AT.unpack_from(index, number * INDEX_ENTRY_SIZE)[0]
+        return _POSITION_AT.unpack_from(index, number * self._entry_size)[0]
 
     def _position(self, index: Index, offset: int) -> int:
         return self._entry_position(index, self.entry_of(index, offset))
@@ -168,7 +184,7 @@ class BatchSegment(Segment):
                 continue
             if not self.verification.is_verified(batch_first, batch_end):
                 count, kind, reason = self.format.verify(
-                    data, index[first_entry * INDEX_ENTRY_SIZE : end_entry * INDEX_ENTRY_SIZE],
+                    data, index[first_entry * self._entry_size : end_entry * self._entry_size],
                     batch_first, batch_first - self.start_offset, first_position)
                 self.verification.add_verified(batch_first, batch_first + count)
                 if kind != KIND_GOOD:
@@ -211,7 +227,7 @@ class BatchSegment(Segment):
         index = self._index()
         found = bisect_left(range(self.entries_count), timestamp_us,
                             key=lambda number: _TIMESTAMP_AT.unpack_from(
-                                index, number * INDEX_ENTRY_SIZE)[0])
+                                index, number * self._entry_size)[0])
         return self._entry_first(index, found)
 
     def index_columns(self, first_offset: int, end_offset: int) -> tuple[bytes, bytes]:
@@ -221,7 +237,7 @@ class BatchSegment(Segment):
     def index_entry(self, offset: int) -> tuple[int, int, int]:
         """``(relative_offset, position, max timestamp)`` of the batch holding ``offset``."""
         index = self._index()
-        return INDEX_ENTRY.unpack_from(index, self.entry_of(index, offset) * INDEX_ENTRY_SIZE)
+        return INDEX_ENTRY.unpack_from(index, self.entry_of(index, offset) * self._entry_size)
 
     # ------------------------------------------------------------------ index bookkeeping
     def _index(self) -> Index:
@@ -235,7 +251,7 @@ class BatchSegment(Segment):
             raise CannotReadMessage(
                 reason=f"Cannot read message: cannot map the index {self.index_path}: {error}"
             ) from error
-        if len(mapping) < self.entries_count * INDEX_ENTRY_SIZE:
+        if len(mapping) < self.entries_count * self._entry_size:
             raise CannotReadMessage(
                 reason=f"Cannot read message: the index of {self.log_path} is shorter than its "
                 f"{self.entries_count} batches")
@@ -243,10 +259,10 @@ class BatchSegment(Segment):
 
     def _install_index(self, entries: bytearray, written: bool) -> None:
         super()._install_index(entries, written)
-        self.entries_count = len(entries) // INDEX_ENTRY_SIZE
+        self.entries_count = len(entries) // self._entry_size
 
     def _index_hints(self) -> bytes | None:
-        length = self.entries_count * INDEX_ENTRY_SIZE
+        length = self.entries_count * self._entry_size
         if self._index_mirror is not None:
             return bytes(self._index_mirror[:length])
         try:
@@ -276,7 +292,7 @@ class BatchSegment(Segment):
                 self.log_path, batch_first, self._entry_first(index, end_entry),
                 batch_first - self.start_offset, base,
                 min(max(self._entry_position(index, end_entry), base), self.size_bytes),
-                bytes(index[first_entry * INDEX_ENTRY_SIZE : end_entry * INDEX_ENTRY_SIZE]),
+                bytes(index[first_entry * self._entry_size : end_entry * self._entry_size]),
                 self.index_generation, self.format,
             )
         return None

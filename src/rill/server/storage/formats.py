@@ -36,15 +36,14 @@ What a batch-index format (``batch_index=True``) must give, and how the log uses
     not searched for again after a broken one: a tail is cut there, a sealed segment's later
     offsets are refused).
 
-Room for a leader epoch per batch (cluster-design.md), not built yet: the first 16 bytes of an
-entry keep the layout above, which is all the log reads; a batch format that needs the epoch
-in its index (Kafka's OffsetsForLeaderEpoch: the first offset of each epoch, a search over
-batch entries) declares a larger entry, e.g. 24 bytes ``... | leader_epoch u32 | reserved u32``,
-and the log steps over entries by that size (``RecordFormat`` would gain ``index_entry_size``,
-16 by default; ``BatchSegment``, recovery's structural check and ``LocatedRecords`` read entries
-by stride instead of ``INDEX_ENTRY_SIZE``; per-record formats keep 16). The epoch itself is
-set by ``stamp`` (a leader's current epoch, passed like the timestamp) and kept verbatim by a
-follower's append, as Kafka keeps partitionLeaderEpoch in the batch header.
+A leader epoch per batch (cluster-design.md): the first 16 bytes of an entry keep the layout
+above, which is all the log reads; a batch format that needs the epoch in its index (Kafka's
+OffsetsForLeaderEpoch: the first offset of each epoch, a search over batch entries) declares a
+larger ``index_entry_size``, e.g. 24 bytes ``... | leader_epoch u32 | reserved u32``, and the
+log steps over entries by that size (``BatchSegment``, recovery's structural check,
+``LocatedRecords``); its ``stamp`` and ``scan`` write the whole entry (the epoch is in the
+batch itself, as Kafka's partitionLeaderEpoch is, so a rebuild finds it again). Not built yet:
+passing a leader's current epoch to ``stamp`` (like the timestamp) and the epoch search.
 """
 
 from __future__ import annotations
@@ -65,6 +64,7 @@ from rill.server.storage.record_checks import (
 from rill.server.storage.records import (
     RECORD_FORMAT,
     RECORD_GROWTH,
+    INDEX_ENTRY_SIZE,
     RECORD_OVERHEAD,
     StampedBatch,
     stamp_batch,
@@ -103,6 +103,10 @@ class RecordFormat:
     record_head: Callable[[bytes | bytearray | memoryview, int], tuple[int, int, int]]
     # the fewest bytes a stored record (or batch) takes: headers read before lengths are known
     min_record_size: int
+    # bytes per index entry: the first 16 are ``relative_offset u32 | position u32 |
+    # timestamp u64``, all the log reads; a batch-index format may add its own after them (a
+    # leader epoch); a per-record format keeps 16 (its segments index entries directly)
+    index_entry_size: int = INDEX_ENTRY_SIZE
 
 
 def _iggy_record_head(view: bytes | bytearray | memoryview, position: int

@@ -51,6 +51,7 @@ class LocatedRecords:
     end_position: int
     bad: dict[int, str] = field(default_factory=dict)
     end_reason: str | None = None  # why the walk of a tail ended before the end of the data
+    entry_size: int = INDEX_ENTRY_SIZE  # the format's (its first 16 bytes are INDEX_ENTRY)
 
     @property
     def first_timestamp(self) -> int | None:
@@ -61,7 +62,7 @@ class LocatedRecords:
         if not self.count:
             return None
         return INDEX_ENTRY.unpack_from(self.index_entries,
-                                       len(self.index_entries) - INDEX_ENTRY_SIZE)[2]
+                                       len(self.index_entries) - self.entry_size)[2]
 
     def without_trailing_bad(self, start_offset: int) -> LocatedRecords:
         """The records up to the last good one (a torn tail after an unclean stop)."""
@@ -167,13 +168,16 @@ def _locate_batches(
     end_reason = None if found.stop_kind == KIND_GOOD else found.stop_reason
     bad: dict[int, str] = {}
     if expected_count is not None and count < expected_count:
-        reason = end_reason or f"the log ends at byte {len(view)}, before offset {start_offset + count}"
+        reason = end_reason or (
+            f"the log ends at byte {len(view)}, before offset {start_offset + count}")
         bad = {lost: reason if lost == start_offset + count
                else f"cannot be located (lost before byte {position})"
                for lost in range(start_offset + count, start_offset + expected_count)}
         entries += INDEX_ENTRY.pack(count, position, found.last_timestamp or 0)
+        entries += bytes(record_format.index_entry_size - INDEX_ENTRY_SIZE)
         count = expected_count
-    return LocatedRecords(entries, count, position, bad, end_reason)
+    return LocatedRecords(entries, count, position, bad, end_reason,
+                          record_format.index_entry_size)
 
 
 def _kept_timestamp(hints: bytes | None, relative: int, position: int, previous: int) -> int:

@@ -183,7 +183,8 @@ def _recover_sealed(
                 directory, start_offset, durability, messages_count=expected_count,
                 size_bytes=log_size,
                 first_timestamp=_indexed_timestamp(index_path, 0),
-                last_timestamp=_indexed_timestamp(index_path, index_size - INDEX_ENTRY_SIZE),
+                last_timestamp=_indexed_timestamp(
+                    index_path, index_size - record_format.index_entry_size),
                 record_format=record_format,
             )
         index_entries = index_path.read_bytes()
@@ -237,10 +238,10 @@ def _structural_problem(
     record giving how many offsets it holds.
     """
     record_head, overhead = record_format.record_head, record_format.min_record_size
-    per_batch = record_format.batch_index
-    if index_size % INDEX_ENTRY_SIZE:
-        return f"index length {index_size} is not a multiple of {INDEX_ENTRY_SIZE}", 0
-    count = index_size // INDEX_ENTRY_SIZE
+    per_batch, size = record_format.batch_index, record_format.index_entry_size
+    if index_size % size:
+        return f"index length {index_size} is not a multiple of {size}", 0
+    count = index_size // size
     if not per_batch and expected_count is not None and count != expected_count:
         return f"index has {count} entries where {expected_count} are expected", 0
     if count == 0:
@@ -251,7 +252,7 @@ def _structural_problem(
         read_index(slice(0, INDEX_ENTRY_SIZE))
     )
     last_relative, last_position, last_timestamp = INDEX_ENTRY.unpack(
-        read_index(slice(index_size - INDEX_ENTRY_SIZE, index_size))
+        read_index(slice(index_size - size, index_size - size + INDEX_ENTRY_SIZE))
     )
     if first_relative != 0 or first_position != 0:
         return f"first index entry is ({first_relative}, {first_position}), expected (0, 0)", 0
