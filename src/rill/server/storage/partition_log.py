@@ -28,6 +28,9 @@ Invariants:
     batches are appended inline, where a thread hop would cost more than it frees
     (``_use_thread``).
 
+Record formats: the topic's ``RecordFormat`` (``formats``) lays out, checks and finds the records;
+its segments are per-record ``Segment``s or, for a batch-index format, ``BatchSegment``s.
+
 Size accounting: ``size_bytes`` is the sum of the ``.log`` sizes (records in poll layout, 45
 bytes of overhead per message). It does not match Iggy's §6.7 formula byte for byte (Iggy adds
 24 bytes per persisted batch and counts a smaller per-message overhead).
@@ -67,6 +70,7 @@ from rill.server.storage.records import (
 from rill.server.storage.formats import RecordFormat, format_named
 from rill.server.storage.staged_records import uniform_positions
 from rill.server.storage.recovery import recover_segments
+from rill.server.storage.batch_segment import segment_class
 from rill.server.storage.segment import Segment
 
 logger = logging.getLogger(__name__)
@@ -174,6 +178,7 @@ class PartitionLog:
         self.directory = directory
         self.settings = settings
         self.format = format_named(settings.record_format)  # how records are laid out
+        self._segment_class = segment_class(self.format)  # per-record or per-batch index
         self._durability = durability
         self._segments = segments
         self._starts = [segment.start_offset for segment in segments]
@@ -206,6 +211,7 @@ class PartitionLog:
                 durability,
                 clean_shutdown=clean_shutdown,
                 validate_checksum=settings.validate_checksum,
+                record_format=format_named(settings.record_format),
             )
         )
         log = cls(directory, settings, durability, segments)
@@ -265,7 +271,7 @@ class PartitionLog:
         batch = self.format.stamp(
             raw_messages, active.next_offset, timestamp, active.size_bytes, active.start_offset
         )
-        self._write(active, batch.records, batch.index_entries, timestamp)
+        self._write(active, batch.records, batch.index_entries, timestamp, batch.count)
         return batch.first_offset, batch.last_offset
 
     async def append_async(
@@ -306,7 +312,7 @@ class PartitionLog:
         try:
             batch = pending.work.result()
             self._write(pending.segment, batch.records, batch.index_entries, pending.timestamp,
-                        written=True)
+                        batch.count, written=True)
         except BaseException as error:  # noqa: BLE001 - handed to the appending coroutine
             pending.error = error
         else:
@@ -339,7 +345,7 @@ class PartitionLog:
             uniform_positions(positions, len(records), base) or [p + base for p in positions],
             timestamp,
         )
-        self._write(active, records, index_entries, timestamp)
+        self._write(active, records, index_entries, timestamp, len(positions))
         return first, first + len(positions) - 1
 
     def append_replicated(self, records: bytes, positions: bytes | memoryview,
@@ -394,12 +400,13 @@ class PartitionLog:
         return active
 
     def _write(self, active: Segment, records: bytes | bytearray, index_entries: bytearray,
-               timestamp: int, written: bool = False) -> None:
-        """Write (unless a worker already did: ``written``) and publish one stamped batch."""
+               timestamp: int, count: int, written: bool = False) -> None:
+        """Write (unless a worker already did: ``written``) and publish one stamped batch of
+        ``count`` offsets."""
         if written:
-            active.publish(len(records), index_entries, timestamp, timestamp)
+            active.publish(len(records), index_entries, timestamp, timestamp, count)
         else:
-            active.append(records, index_entries, timestamp, timestamp)
+            active.append(records, index_entries, timestamp, timestamp, count)
         self._durability.mark_dirty(active.log_file)
         self._last_timestamp = timestamp
         if active.size_bytes >= self.settings.segment_size:
@@ -436,7 +443,8 @@ class PartitionLog:
             logger.exception("cannot create the next segment in %s", self.directory)
 
     def _add_segment(self, start_offset: int) -> None:
-        segment = Segment.create(self.directory, start_offset, self._durability)
+        segment = self._segment_class.create(self.directory, start_offset, self._durability,
+                                             self.format)
         self._segments.append(segment)
         self._starts.append(start_offset)
         self._durability.sync_directory(self.directory)
@@ -448,6 +456,9 @@ class PartitionLog:
         and, with ``max_bytes``, to that many bytes of records (at least one record).
 
         Offsets below ``first_offset`` start at ``first_offset``. One pread per segment touched.
+        A batch-index format returns whole batches, from the one holding ``offset`` (so the
+        records may start before it, and the count, from ``offset`` to the end of the last
+        batch, may pass ``count``).
         Every record returned was verified (``Segment.read``): the read stops before a bad
         record, and raises CannotReadMessage (4011) naming it when it is the first.
         """
