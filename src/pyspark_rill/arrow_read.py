@@ -25,10 +25,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rill.client import Client
+from rill.protocol.layout import (
+    ID_SIZE,
+    STORED_FIXED_SIZE,
+    STORED_HEADERS_LENGTH_AT,
+    STORED_ID_AT,
+    STORED_OVERHEAD,
+)
 from rill.protocol.messages import iter_polled_messages
 from rill.protocol.responses.columnar import ColumnarMessages
 
 from pyspark_rill.schema import KEY_HEADER, arrow_schema, headers_type
+
+# where the columns' bytes sit in a stored record (``rill.protocol.layout``)
+_ID, _HEADERS_LENGTH, _FIXED = STORED_ID_AT, STORED_HEADERS_LENGTH_AT, STORED_FIXED_SIZE
 
 _REST = 2**31 - 1  # binary_slice's "to the end" (it mis-sizes its output without a stop)
 _PREFETCH = 2  # columnar requests kept in flight ahead of the one being converted
@@ -62,19 +72,19 @@ def to_record_batch(reply: ColumnarMessages, spec: RangeSpec, typed_headers: boo
     size = _uniform_size(boundaries, count)
     if size:  # records of one size (the common case): a zero-copy fixed-size view of them
         fixed = pa.Array.from_buffers(pa.binary(size), count, [None, region])
-        header_lengths = _u32(pc.binary_slice(fixed, 37, 41).buffers()[1], count)
-        ids = _to_binary(pc.binary_slice(fixed, 17, 33), 16)
+        header_lengths = _u32(pc.binary_slice(fixed, _HEADERS_LENGTH, _FIXED).buffers()[1], count)
+        ids = _to_binary(pc.binary_slice(fixed, _ID, _ID + ID_SIZE), ID_SIZE)
     else:
         offsets = pc.subtract(boundaries, pa.scalar(reply.base_position, pa.uint32())).cast(
             pa.int32())
         records = pa.Array.from_buffers(pa.binary(), count, [None, offsets.buffers()[1], region])
-        header_lengths = _u32(pc.binary_slice(records, 37, 41).buffers()[2], count)
-        ids = pc.binary_slice(records, 17, 33)
+        header_lengths = _u32(pc.binary_slice(records, _HEADERS_LENGTH, _FIXED).buffers()[2], count)
+        ids = pc.binary_slice(records, _ID, _ID + ID_SIZE)
     if pc.max(header_lengths).as_py():
         values, keys, headers = _with_headers(reply, typed_headers)
     else:
-        values = (_to_binary(pc.binary_slice(fixed, 45, size), size - 45) if size
-                  else pc.binary_slice(records, 45, _REST))
+        values = (_to_binary(pc.binary_slice(fixed, STORED_OVERHEAD, size), size - STORED_OVERHEAD)
+                  if size else pc.binary_slice(records, STORED_OVERHEAD, _REST))
         keys = _nulls(count, pa.binary())
         headers = _nulls(count, headers_type(typed_headers))
     columns = [
@@ -98,7 +108,7 @@ def _uniform_size(boundaries: pa.Array, count: int) -> int:
         return 0
     first, second = boundaries[0].as_py(), boundaries[1].as_py()
     size = second - first
-    if size <= 45 or boundaries[count].as_py() - first != size * count:
+    if size <= STORED_OVERHEAD or boundaries[count].as_py() - first != size * count:
         return 0
     if count > 1:
         smallest, largest = pc.min_max(pc.pairwise_diff(boundaries.slice(1))).values()

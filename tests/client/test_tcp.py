@@ -1,4 +1,4 @@
-"""TcpTransport against a fake link, and its frame splitter fed with arbitrary chunkings."""
+"""TcpTransport against a fake link, and its reading side fed responses split across reads."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ import hashlib
 import socket
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from rill import errors
 from rill.client.tcp import SCRATCH_SIZE, TcpTransport, _LinkProtocol
@@ -214,49 +212,33 @@ def test_parse_address():
     assert payload_parts([b"a", b"b"]) == (b"a", b"b")
 
 
-# --- the frame splitter, without sockets --------------------------------------------------------
-
-_responses = st.lists(
-    st.tuples(
-        st.sampled_from([0, 0, 0, 1009, 3]),
-        st.one_of(st.binary(max_size=40), st.integers(SCRATCH_SIZE - 20, SCRATCH_SIZE + 3000)),
-    ),
-    min_size=1,
-    max_size=8,
-)
+# --- the link's reading side, without sockets (the splitting itself: tests/protocol) -------------
 
 
-@settings(max_examples=60, deadline=None)
-@given(responses=_responses, cuts=st.lists(st.integers(1, 70_000), max_size=30))
-def test_the_splitter_matches_any_chunking_of_the_stream(responses, cuts):
-    frames = []
-    for index, (status, body) in enumerate(responses):
-        if isinstance(body, int):
-            body = bytes([index % 251]) * body
-        frames.append((status, b"" if status else body))
+def test_responses_split_across_reads_resolve_their_callers_in_order():
+    frames = [(0, b"a"), (1009, b""), (0, bytes(range(256)) * 300), (0, b""), (3, b""),
+              (0, b"z" * (SCRATCH_SIZE - 8)), (0, b"y" * (SCRATCH_SIZE - 7))]
     stream = b"".join(framing.encode_response(status, body) for status, body in frames)
 
     async def main():
-        protocol = _LinkProtocol(max_response_size=2**31)
-        futures = [asyncio.get_running_loop().create_future() for _ in frames]
-        protocol.pending.extend(futures)
-        position, cut_index = 0, 0
-        while position < len(stream):
-            buffer = protocol.get_buffer(-1)
-            want = cuts[cut_index % len(cuts)] if cuts else len(stream)
-            cut_index += 1
-            size = min(len(buffer), want, len(stream) - position)
-            buffer[:size] = stream[position : position + size]
-            protocol.buffer_updated(size)
-            position += size
-        for future, (status, body) in zip(futures, frames):
-            assert future.done()
-            if status:
-                assert isinstance(future.exception(), errors.RillError)
-                assert future.exception().code == status
-            else:
-                assert bytes(future.result()) == body
-        assert not protocol.pending
+        for cut in (1, 7, 1000, 70_000):
+            protocol = _LinkProtocol(max_response_size=2**31)
+            futures = [asyncio.get_running_loop().create_future() for _ in frames]
+            protocol.pending.extend(futures)
+            position = 0
+            while position < len(stream):
+                buffer = protocol.get_buffer(-1)
+                size = min(len(buffer), cut, len(stream) - position)
+                buffer[:size] = stream[position : position + size]
+                protocol.buffer_updated(size)
+                position += size
+            for future, (status, body) in zip(futures, frames):
+                if status:
+                    assert isinstance(future.exception(), errors.RillError)
+                    assert future.exception().code == status
+                else:
+                    assert bytes(future.result()) == body
+            assert not protocol.pending and not protocol.lost
 
     run(main())
 

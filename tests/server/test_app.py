@@ -65,8 +65,7 @@ def test_the_refusal_lifts_once_the_password_changes_or_on_explicit_override(tmp
             server._refuse_default_password()
             config.root.allow_default_password = False
             root = Session(1, "127.0.0.1:1", Transport.TCP, user_id=1)
-            await server.core.users.change_password(
-                root, ChangePassword(Identifier.of(1), "iggy", "a-better-one"))
+            await server.core.users.change_password(root, 1, "iggy", "a-better-one")
             server._refuse_default_password()
             config.quic.address = "127.0.0.1:0"
             config.root.password = "iggy"

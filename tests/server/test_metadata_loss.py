@@ -171,3 +171,29 @@ def test_a_damaged_store_refuses_the_start_and_is_moved_aside_on_request(tmp_pat
         bytes(damaged)]
     assert data_files(data_dir) == before
     recovered.kill()
+
+
+def test_a_store_from_a_later_rill_refuses_the_start_even_with_recovery(tmp_path):
+    """A store whose schema is newer than this rill reads is neither migrated nor moved aside
+    (``--recover-metadata`` included): one line says so, and nothing changes."""
+    import sqlite3
+
+    data_dir = tmp_path / "data"
+    server = RillProcess(data_dir, env=NO_CHECKPOINTS).start()
+    with session(server) as client:
+        populate(client, "orders", 3)
+    server.stop()
+    store = data_dir / "metadata.sqlite3"
+    db = sqlite3.connect(store)
+    db.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+    before = store.read_bytes()
+    for args in ((), ("--recover-metadata",)):
+        refused = serve(data_dir, *args)
+        assert refused.returncode == 1
+        last = refused.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"rill: cannot start: metadata store {store} has schema version 7")
+        assert "written by a later rill" in last
+        assert store.read_bytes() == before
+        assert not list(data_dir.glob("metadata.sqlite3.damaged-*"))

@@ -3,9 +3,10 @@
 Owns: ``QuicTransport`` (registered as ``"quic"``, so ``AsyncClient(address, transport="quic")``
 uses it) and its aioquic connection protocol. Each ``request`` opens a new client-initiated
 bidirectional stream, writes the same request frame as TCP, finishes its side and waits for
-the response frame the server writes on that stream before finishing it (wire §1.5). Streams
-are independent, so any number of requests may be in flight on one connection at once; answers
-are matched by stream id, not by order.
+the response frame the server writes on that stream before finishing it (wire §1.5), split by
+a ``ResponseFrameDecoder`` (``rill.protocol.framing``). Streams are independent, so any number
+of requests may be in flight on one connection at once; answers are matched by stream id, not
+by order.
 
 Certificates are verified by default (unlike Iggy's clients, whose ``validate_certificate``
 is false): against the system's CAs, or ``ca_file=PATH`` (e.g. a rill server's self-signed
@@ -29,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl as ssl_module
-import struct
 from typing import Any
 
 from aioquic.asyncio.protocol import QuicConnectionProtocol
@@ -38,23 +38,37 @@ from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import QuicConnection
 
 from rill import errors
+from rill.protocol.framing import (
+    HEADER_SIZE,
+    BadLength,
+    Frame,
+    LargeFrame,
+    ResponseFrameDecoder,
+    request_header,
+)
 from rill.quic_tuning import widen_socket_buffers, widen_windows
 from rill.client.transport import Payload, Transport, parse_address, payload_parts, register_transport
 
 DEFAULT_QUIC_PORT = 8080
-_REQUEST_HEADER = struct.Struct("<II")  # length (= 4 + payload length), code
-_RESPONSE_HEADER = struct.Struct("<II")  # status, payload length
 DEFAULT_MAX_RESPONSE_SIZE = 2**31
 _CANCELLED = 0  # application error code of streams whose caller gave up
 
 
 class _Response:
-    __slots__ = ("future", "chunks", "size")
+    """One response stream: its caller, its frame decoder, the bytes it brought, and its frame
+    once whole (the stream must end right after it)."""
 
-    def __init__(self, future: asyncio.Future[Any]) -> None:
+    __slots__ = ("future", "decoder", "size", "frame")
+
+    def __init__(self, future: asyncio.Future[Any], max_response_size: int) -> None:
         self.future = future
-        self.chunks: list[bytes] = []
+        # a small shared buffer (bytes arrive a packet at a time); a larger payload is read into
+        # one buffer of exactly its size, handed to the caller without a copy
+        self.decoder = ResponseFrameDecoder(max_response_size, initial_buffer_size=2048,
+                                            max_buffer_size=16 * 1024,
+                                            large_first_chunk=max_response_size)
         self.size = 0
+        self.frame: Frame | None = None
 
 
 def _is_tls_alert(error_code: int) -> bool:
@@ -103,29 +117,42 @@ class _ClientProtocol(QuicConnectionProtocol):
         response = self.responses.get(stream_id)
         if response is None:
             return  # the caller gave up on this stream
-        response.chunks.append(data)
         response.size += len(data)
-        if response.size > self.max_response_size + _RESPONSE_HEADER.size:
-            self.abandon(stream_id)
-            response.future.set_exception(errors.Disconnected(
-                reason=f"Disconnected: response exceeds {self.max_response_size} bytes"))
+        if response.size > self.max_response_size + HEADER_SIZE:
+            self._too_large(stream_id, response)
             return
+        decoder = response.decoder
+        decoder.feed(data)
+        if response.frame is None:
+            event = decoder.next_frame()
+            if type(event) is Frame:
+                response.frame = event
+            elif type(event) is LargeFrame:
+                decoder.start_large_frame()
+            elif type(event) is BadLength:  # announced above max_response_size
+                self._too_large(stream_id, response)
+                return
         if not end_stream:
             return
         del self.responses[stream_id]
         if response.future.done():
             return
-        frame = response.chunks[0] if len(response.chunks) == 1 else b"".join(response.chunks)
-        if len(frame) < _RESPONSE_HEADER.size:
-            response.future.set_exception(errors.EmptyResponse() if not frame else errors.InvalidBytesResponse())
-            return
-        status, length = _RESPONSE_HEADER.unpack_from(frame)
-        if status:
-            response.future.set_exception(errors.from_status(status))
-        elif length != len(frame) - _RESPONSE_HEADER.size:
+        frame = response.frame
+        if frame is None:  # no frame, or a short one
+            response.future.set_exception(
+                errors.EmptyResponse() if not response.size else errors.InvalidBytesResponse())
+        elif frame.code:
+            response.future.set_exception(errors.from_status(frame.code))
+        elif decoder.buffered:  # bytes after the frame
             response.future.set_exception(errors.InvalidBytesResponse())
         else:
-            response.future.set_result(memoryview(frame)[_RESPONSE_HEADER.size:] if length else b"")
+            response.future.set_result(frame.payload)
+
+    def _too_large(self, stream_id: int, response: _Response) -> None:
+        self.abandon(stream_id)
+        if not response.future.done():
+            response.future.set_exception(errors.Disconnected(
+                reason=f"Disconnected: response exceeds {self.max_response_size} bytes"))
 
     def lose(self, failure: Exception) -> None:
         """The connection is over: fail the handshake waiter and every request in flight."""
@@ -145,7 +172,7 @@ class _ClientProtocol(QuicConnectionProtocol):
     def send_request(self, frame_parts: list[Any], future: asyncio.Future[Any]) -> int:
         quic = self._quic
         stream_id = quic.get_next_available_stream_id()
-        self.responses[stream_id] = _Response(future)
+        self.responses[stream_id] = _Response(future, self.max_response_size)
         last = len(frame_parts) - 1
         for index, part in enumerate(frame_parts):
             quic.send_stream_data(stream_id, part, end_stream=index == last)
@@ -278,8 +305,7 @@ class QuicTransport(Transport):
         parts = payload_parts(payload)
         length = sum(memoryview(part).nbytes for part in parts)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        header = _REQUEST_HEADER.pack(length + 4, code)
-        stream_id = protocol.send_request([header, *parts], future)
+        stream_id = protocol.send_request([request_header(code, length), *parts], future)
         try:
             return await future
         except asyncio.CancelledError:

@@ -4,12 +4,13 @@ Owns: ``TcpTransport`` and its ``asyncio.BufferedProtocol``. Requests are pipeli
 ``request`` writes its frame at once and waits on a future; the server answers strictly in
 order (wire §1.3), so responses are matched to callers first-in, first-out.
 
-Reading: small responses land in one reusable 64 KiB scratch buffer and are sliced out from
-there, so many pipelined replies cost one ``recv`` together. As soon as a header announces a
-payload that is not complete in the scratch buffer, one ``bytearray`` of exactly that size is
-allocated and the socket reads straight into it (``get_buffer``/``buffer_updated``); a poll
-response of tens of MB is therefore read without ``StreamReader`` and without copies beyond
-the part that arrived together with its header.
+Reading: frames are split by a ``ResponseFrameDecoder`` (``rill.protocol.framing``). Small
+responses land in its one 64 KiB scratch buffer and are copied out from there, so many
+pipelined replies cost one ``recv`` together. As soon as a header announces a payload too big
+for the scratch buffer, one ``bytearray`` of exactly that size is allocated and the socket
+reads straight into it (``get_buffer``/``buffer_updated``); a poll response of tens of MB is
+therefore read without ``StreamReader`` and without copies beyond the part that arrived
+together with its header. A length above ``max_response_size`` drops the link.
 
 Writing: the 8-byte header and the payload parts are handed to the transport separately
 (``writelines`` where the event loop implements it natively, e.g. TLS or Python >= 3.12);
@@ -26,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl as ssl_module
-import struct
 from collections import deque
 from typing import Any
 
@@ -40,10 +40,14 @@ from rill.client.transport import (
     payload_parts,
     register_transport,
 )
-
-_REQUEST_HEADER = struct.Struct("<II")  # length (= 4 + payload length), code
-_RESPONSE_HEADER = struct.Struct("<II")  # status, payload length
-_HEADER_SIZE = 8
+from rill.protocol.framing import (
+    HEADER_SIZE,
+    NEED_DATA,
+    Frame,
+    LargeFrame,
+    ResponseFrameDecoder,
+    request_header,
+)
 
 SCRATCH_SIZE = 64 * 1024
 COALESCE_LIMIT = 64 * 1024  # parts smaller than this are joined into one write
@@ -62,13 +66,10 @@ class _LinkProtocol(asyncio.BufferedProtocol):
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._max_response_size = max_response_size
         self._drain_waiters: list[asyncio.Future[None]] = []
-        self._scratch = bytearray(SCRATCH_SIZE)
-        self._scratch_view = memoryview(self._scratch)
-        self._kept = 0  # bytes of an incomplete header kept at the start of the scratch buffer
-        self._payload: bytearray | None = None  # the big payload being read in place
-        self._payload_view: memoryview | None = None
-        self._filled = 0
-        self._status = 0
+        # one scratch buffer; a payload that does not fit whole gets one of exactly its size
+        self._decoder = ResponseFrameDecoder(
+            max_response_size, initial_buffer_size=SCRATCH_SIZE, max_buffer_size=SCRATCH_SIZE,
+            large_first_chunk=max_response_size)
         self._native_writelines = False
 
     # --- connection events -------------------------------------------------------------------
@@ -88,7 +89,7 @@ class _LinkProtocol(asyncio.BufferedProtocol):
             if not future.done():
                 future.set_exception(errors.Disconnected(reason=reason))
         self._wake_writers()
-        self._payload = self._payload_view = None
+        self._decoder = ResponseFrameDecoder(0)  # let go of a big payload being read
         if not self.closed.done():
             self.closed.set_result(None)
 
@@ -122,7 +123,7 @@ class _LinkProtocol(asyncio.BufferedProtocol):
         assert transport is not None
         chunks: list[Buffer] = []
         small: list[Buffer] = [header]
-        small_size = _HEADER_SIZE
+        small_size = HEADER_SIZE
         for part in parts:
             size = memoryview(part).nbytes
             if size == 0:
@@ -151,47 +152,28 @@ class _LinkProtocol(asyncio.BufferedProtocol):
     # --- reading -------------------------------------------------------------------------------
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._payload_view is not None:
-            return self._payload_view[self._filled :]
-        return self._scratch_view[self._kept :]
+        return self._decoder.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self._payload is not None:
-            self._filled += nbytes
-            if self._filled == len(self._payload):
-                payload_view = self._payload_view
-                self._payload = self._payload_view = None
-                self._deliver(self._status, payload_view)
-            return
-        view = self._scratch_view
-        end = self._kept + nbytes
-        position = 0
-        while end - position >= _HEADER_SIZE:
-            status, length = _RESPONSE_HEADER.unpack_from(view, position)
-            position += _HEADER_SIZE
-            if length > self._max_response_size:
-                self._abort(f"response of {length} bytes exceeds {self._max_response_size}")
-                return
-            available = end - position
-            if length <= available:
-                payload = bytes(view[position : position + length]) if length else b""
-                position += length
-                self._deliver(status, payload)
+        decoder = self._decoder
+        if not decoder.buffer_updated(nbytes):
+            return  # more of a big payload: nothing to split yet
+        while True:
+            event = decoder.next_frame()
+            if type(event) is Frame:
+                self._deliver(event.code, event.payload)
                 if self.lost:
                     return
-            else:  # a big payload: read the rest of it straight into its own buffer
-                buffer = bytearray(length)
-                buffer[:available] = view[position:end]
-                self._payload, self._payload_view = buffer, memoryview(buffer)
-                self._filled, self._status = available, status
-                position = end
-                break
-        kept = end - position
-        if kept:
-            self._scratch[:kept] = bytes(view[position:end])
-        self._kept = kept
+            elif type(event) is LargeFrame:  # read the rest straight into its own buffer
+                decoder.start_large_frame()
+            elif event is NEED_DATA:
+                return
+            else:
+                self._abort(f"response of {event.payload_size} bytes exceeds "
+                            f"{self._max_response_size}")
+                return
 
-    def _deliver(self, status: int, payload: bytes | memoryview | None) -> None:
+    def _deliver(self, status: int, payload: memoryview) -> None:
         if not self.pending:
             self._abort(f"unsolicited response with status {status}")
             return
@@ -279,7 +261,7 @@ class TcpTransport(Transport):
         length = sum(memoryview(part).nbytes for part in parts)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         protocol.pending.append(future)
-        protocol.write_frame(_REQUEST_HEADER.pack(length + 4, code), parts)
+        protocol.write_frame(request_header(code, length), parts)
         if protocol.paused:
             await protocol.drain()
         return await future

@@ -3,22 +3,57 @@
 Request:  [length u32 = 4 + payload length][code u32][payload]
 Response: [status u32][length u32 = payload length][payload]
 
-Owns: building frames and incrementally splitting a byte stream into frames, without I/O.
-Invariant: a ``length`` below 4 or above the configured maximum is reported, never trusted.
+Owns: the two header layouts (nowhere else declares them), building frames, and incrementally
+splitting a byte stream into frames without I/O: ``RequestFrameDecoder`` (the server's side)
+and ``ResponseFrameDecoder`` (the SDK's), one ``FrameDecoder`` parametrised by the header shape.
+
+A decoder is filled either zero-copy (``get_buffer()`` then ``buffer_updated(n)``, the shape of
+``asyncio.BufferedProtocol``) or by copying (``feed(data)``), and asked ``next_frame()`` until it
+answers ``NEED_DATA``. It answers, one at a time:
+
+* ``Frame(code, payload)``: a whole frame; ``code`` is the request code or the response status,
+  ``payload`` a memoryview over bytes the decoder no longer touches;
+* ``NEED_DATA``: feed more bytes;
+* ``LargeFrame(code, payload_size)``: a frame too big for the shared buffer has begun; the owner
+  calls ``start_large_frame()`` (perhaps later, e.g. once the server's request memory can take
+  ``payload_size``) and its payload is then read into a buffer of its own, which ends up exactly
+  ``payload_size`` bytes long and is handed out without a copy. Until then the same
+  ``LargeFrame`` is answered again;
+* ``BadLength(length, payload_size, too_large)``: the length field cannot be honoured (a request
+  length below its 4 code bytes, or a payload above ``max_payload_size``). The decoder stays
+  where it is and answers the same again; what to send back (Iggy: status 3 or 4029) and whether
+  to wait (the server lets a frame behind a pending login wait for it) is the owner's choice.
+
+Small frames are parsed out of one shared buffer, which starts at ``initial_buffer_size`` and
+grows, only when a frame needs it, up to ``max_buffer_size`` (``feed`` alone may grow it further:
+its caller holds those bytes already).
+
+Invariants: a ``length`` below 4 (requests) or above ``max_payload_size`` is reported, never
+trusted: nothing is allocated for it; the own buffer of a large frame grows with the bytes that
+arrive (from ``large_first_chunk``, doubling), never to what a header merely announces; frames
+come out in stream order and a frame's bytes are never handed out twice.
 """
 
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
+from typing import NamedTuple
 
 REQUEST_HEADER = struct.Struct("<II")  # length, code
 RESPONSE_HEADER = struct.Struct("<II")  # status, length
 REQUEST_HEADER_SIZE = 8
 RESPONSE_HEADER_SIZE = 8
+HEADER_SIZE = 8  # both layouts
 LENGTH_PREFIX_SIZE = 4
 CODE_SIZE = 4
 
 DEFAULT_MAX_FRAME_SIZE = 64 * 1024 * 1024
+INITIAL_BUFFER_SIZE = 4 * 1024  # what an idle decoder holds
+MAX_BUFFER_SIZE = 256 * 1024  # frames up to this are parsed from the shared buffer
+LARGE_FIRST_CHUNK = 1024 * 1024  # a large frame's own buffer starts here and doubles
+
+_LENGTH = struct.Struct("<I")
 
 
 def encode_request(code: int, payload: bytes | bytearray | memoryview = b"") -> bytes:
@@ -27,6 +62,11 @@ def encode_request(code: int, payload: bytes | bytearray | memoryview = b"") -> 
 
 def encode_response(status: int, payload: bytes | bytearray | memoryview = b"") -> bytes:
     return RESPONSE_HEADER.pack(status, len(payload)) + payload
+
+
+def request_header(code: int, payload_length: int) -> bytes:
+    """Only the 8-byte header, for requests whose payload is written separately."""
+    return REQUEST_HEADER.pack(payload_length + CODE_SIZE, code)
 
 
 def response_header(status: int, payload_length: int) -> bytes:
@@ -50,3 +90,227 @@ def decode_request_header(header: bytes | bytearray | memoryview) -> tuple[int, 
 def decode_response_header(header: bytes | bytearray | memoryview) -> tuple[int, int]:
     """(status, payload length) from the 8 header bytes."""
     return RESPONSE_HEADER.unpack_from(header)
+
+
+# --- what a decoder answers -----------------------------------------------------------------
+
+
+class _NeedData:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NEED_DATA"
+
+
+NEED_DATA = _NeedData()
+
+
+class Frame(NamedTuple):
+    code: int  # the request's code, or the response's status
+    payload: memoryview
+
+
+_new_frame = tuple.__new__  # Frame(...) without NamedTuple's Python-level __new__: once per frame
+
+
+class LargeFrame(NamedTuple):
+    """A frame too big for the shared buffer has begun: ``start_large_frame()`` reads it."""
+
+    code: int
+    payload_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class BadLength:
+    """The header's length field cannot be honoured; the stream cannot be read past it."""
+
+    length: int  # as received
+    payload_size: int  # what it announces (negative: a request length below its code)
+    too_large: bool  # above max_payload_size; otherwise below the minimum
+
+
+# --- the decoder ------------------------------------------------------------------------------
+
+
+class FrameDecoder:
+    """Splits one byte stream into frames (see the module doc); subclasses fix the header shape:
+    where the length field sits, where the code sits, and how many non-payload bytes the length
+    counts."""
+
+    LENGTH_OFFSET = 0
+    CODE_OFFSET = 4
+    LENGTH_COUNTS = 0  # bytes the length field counts besides the payload
+
+    __slots__ = ("max_payload_size", "initial_buffer_size", "max_buffer_size", "large_first_chunk",
+                 "_buffer", "_start", "_end", "_large", "_large_size", "_large_filled",
+                 "_large_code")
+
+    def __init__(self, max_payload_size: int = DEFAULT_MAX_FRAME_SIZE, *,
+                 initial_buffer_size: int = INITIAL_BUFFER_SIZE,
+                 max_buffer_size: int = MAX_BUFFER_SIZE,
+                 large_first_chunk: int = LARGE_FIRST_CHUNK) -> None:
+        if not HEADER_SIZE <= initial_buffer_size <= max_buffer_size:
+            raise ValueError("buffer sizes must satisfy 8 <= initial <= max")
+        self.max_payload_size = max_payload_size  # may be changed between calls (e.g. at login)
+        self.initial_buffer_size = initial_buffer_size
+        self.max_buffer_size = max_buffer_size
+        self.large_first_chunk = large_first_chunk
+        self._buffer = bytearray(initial_buffer_size)
+        self._start = 0  # first byte not yet handed out
+        self._end = 0  # end of the received bytes
+        self._large: bytearray | None = None  # the own buffer of a large frame
+        self._large_size = 0  # its payload size
+        self._large_filled = 0
+        self._large_code = 0
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet handed out in a frame (0: between frames)."""
+        held = self._end - self._start
+        if self._large is not None:
+            held += self._large_filled
+        return held
+
+    # -- filling ---------------------------------------------------------------------------
+
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        """Where the next received bytes go; report how many with ``buffer_updated``.
+        (``sizehint`` is ignored: the signature is ``asyncio.BufferedProtocol``'s.)"""
+        large = self._large
+        if large is not None and self._large_filled < self._large_size:
+            if self._large_filled == len(large):  # grow with what actually arrived
+                grown = bytearray(min(self._large_size, 2 * len(large)))
+                grown[: self._large_filled] = large
+                self._large = large = grown
+            return memoryview(large)[self._large_filled :]
+        if self._end == len(self._buffer):
+            self._compact()
+            if self._end == len(self._buffer) < self.max_buffer_size:  # a frame's start fills it
+                self._grow(min(2 * len(self._buffer), self.max_buffer_size))
+        return memoryview(self._buffer)[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> bool:
+        """``nbytes`` were written at the start of the last ``get_buffer()``. False when they
+        went into a large frame that is still incomplete: ``next_frame()`` would only answer
+        ``NEED_DATA`` (the hot path of a big request need not ask)."""
+        if self._large is not None and self._large_filled < self._large_size:
+            self._large_filled += nbytes
+            return self._large_filled == self._large_size
+        self._end += nbytes
+        return True
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Copy ``data`` in (for links that are handed bytes). Never refuses: when the shared
+        buffer is full it grows past ``max_buffer_size``, as the caller holds the bytes already;
+        calling ``next_frame()`` after each feed keeps large frames in their own buffers."""
+        view = memoryview(data).cast("B")
+        while view:
+            target = self.get_buffer()
+            if not target:
+                self._grow(self._end - self._start + len(view))
+                target = self.get_buffer()
+            size = min(len(target), len(view))
+            target[:size] = view[:size]
+            self.buffer_updated(size)
+            view = view[size:]
+
+    # -- splitting -------------------------------------------------------------------------
+
+    def next_frame(self) -> Frame | LargeFrame | BadLength | _NeedData:
+        large = self._large
+        if large is not None:
+            if self._large_filled < self._large_size:
+                return NEED_DATA
+            self._large = None
+            return Frame(self._large_code, memoryview(large))
+        buffer = self._buffer
+        start = self._start
+        available = self._end - start
+        length_at = start + self.LENGTH_OFFSET
+        if available < HEADER_SIZE:
+            if length_at + LENGTH_PREFIX_SIZE <= self._end:  # a request's length is in already
+                bad = self._check_length(_LENGTH.unpack_from(buffer, length_at)[0])
+                if bad is not None:
+                    return bad
+            elif not available:
+                self._start = self._end = 0
+            return NEED_DATA
+        length = _LENGTH.unpack_from(buffer, length_at)[0]
+        payload_size = length - self.LENGTH_COUNTS
+        if payload_size < 0 or payload_size > self.max_payload_size:
+            return self._check_length(length)
+        code = _LENGTH.unpack_from(buffer, start + self.CODE_OFFSET)[0]
+        payload_start = start + HEADER_SIZE
+        if available - HEADER_SIZE >= payload_size:
+            with memoryview(buffer) as view:  # one copy (a bytearray slice would add one)
+                payload = bytes(view[payload_start : payload_start + payload_size])
+            self._start = payload_start + payload_size
+            return _new_frame(Frame, (code, memoryview(payload)))
+        if payload_size > self.max_buffer_size - HEADER_SIZE:
+            return LargeFrame(code, payload_size)
+        needed = HEADER_SIZE + payload_size  # make room for the rest of this frame
+        if len(buffer) - start < needed:
+            if len(buffer) >= needed:
+                self._compact()
+            else:
+                self._grow(1 << (needed - 1).bit_length())
+        return NEED_DATA
+
+    def start_large_frame(self) -> None:
+        """Read the payload of the ``LargeFrame`` just answered into a buffer of its own."""
+        event = self.next_frame()
+        if type(event) is not LargeFrame:
+            raise RuntimeError(f"no large frame has begun (the decoder answers {event!r})")
+        payload_start = self._start + HEADER_SIZE
+        available = self._end - payload_start  # all of it belongs to this frame: it is incomplete
+        large = bytearray(max(min(event.payload_size, self.large_first_chunk), available))
+        with memoryview(self._buffer) as view:
+            large[:available] = view[payload_start : self._end]
+        self._large = large
+        self._large_size = event.payload_size
+        self._large_filled = available
+        self._large_code = event.code
+        self._start = self._end = 0
+        if len(self._buffer) > self.initial_buffer_size:  # the frame has its own buffer now
+            self._buffer = bytearray(self.initial_buffer_size)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _check_length(self, length: int) -> BadLength | None:
+        payload_size = length - self.LENGTH_COUNTS
+        if payload_size < 0:
+            return BadLength(length, payload_size, too_large=False)
+        if payload_size > self.max_payload_size:
+            return BadLength(length, payload_size, too_large=True)
+        return None
+
+    def _compact(self) -> None:
+        remaining = self._end - self._start
+        self._buffer[:remaining] = self._buffer[self._start : self._end]
+        self._start, self._end = 0, remaining
+
+    def _grow(self, size: int) -> None:
+        """Move the unparsed bytes to the start of a new buffer of ``size`` bytes or more."""
+        remaining = self._end - self._start
+        grown = bytearray(max(size, len(self._buffer)))
+        grown[:remaining] = self._buffer[self._start : self._end]
+        self._buffer, self._start, self._end = grown, 0, remaining
+
+
+class RequestFrameDecoder(FrameDecoder):
+    """[length u32 = 4 + payload length][code u32][payload]: a length below 4 is reported as
+    soon as its 4 bytes are in."""
+
+    __slots__ = ()
+    LENGTH_OFFSET = 0
+    CODE_OFFSET = 4
+    LENGTH_COUNTS = CODE_SIZE
+
+
+class ResponseFrameDecoder(FrameDecoder):
+    """[status u32][length u32 = payload length][payload]."""
+
+    __slots__ = ()
+    LENGTH_OFFSET = 4
+    CODE_OFFSET = 0
+    LENGTH_COUNTS = 0

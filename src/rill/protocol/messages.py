@@ -19,10 +19,12 @@ from typing import Iterable, Iterator
 
 from rill.protocol.buffer import DecodeError
 from rill.protocol.headers import HeaderValue, decode_header_map, encode_header_map
+from rill.protocol.layout import SEND_PREFIX_SIZE, STORED_OVERHEAD, STORED_PREFIX
 
-SEND_MESSAGE_PREFIX = 16 + 4  # id + headers_length
-POLLED_MESSAGE_OVERHEAD = 8 + 1 + 8 + 16 + 4 + 4 + 4  # 45 bytes around headers and payload
-POLLED_FIXED = struct.Struct("<QBQ16sII")  # offset, state, timestamp, id, checksum, headers_length
+# the layouts' sizes and fixed part, as the SDK names them (``rill.protocol.layout`` owns them)
+SEND_MESSAGE_PREFIX = SEND_PREFIX_SIZE  # id + headers_length
+POLLED_MESSAGE_OVERHEAD = STORED_OVERHEAD  # 45 bytes around headers and payload
+POLLED_FIXED = STORED_PREFIX  # offset, state, timestamp, id, checksum, headers_length
 _U32 = struct.Struct("<I")
 
 

@@ -247,3 +247,15 @@ EXPIRY_SERVER_DEFAULT = 0
 EXPIRY_NEVER = 0xFFFF_FFFF_FFFF_FFFF
 MAX_TOPIC_SIZE_SERVER_DEFAULT = 0
 MAX_TOPIC_SIZE_UNLIMITED = 0xFFFF_FFFF_FFFF_FFFF
+
+
+# staged appends (rill extension, docs/extensions.md): what a stage and a commit did
+class StageOutcome(IntEnum):
+    STAGED = 0
+    ALREADY_COMMITTED = 1  # the batch was committed before: the messages were dropped
+    ABORTED = 2  # this run of the batch was aborted: the messages were dropped
+
+
+class CommitOutcome(IntEnum):
+    COMMITTED = 0
+    ALREADY_COMMITTED = 1  # a replay of a committed batch: nothing was appended

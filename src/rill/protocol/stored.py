@@ -25,6 +25,7 @@ from array import array
 from typing import Iterable
 
 from rill.protocol.headers import encode_header_map
+from rill.protocol.layout import STORED_OVERHEAD, STORED_PREFIX  # noqa: F401 (re-exported)
 from rill.protocol.messages import Message
 
 try:  # ISA-L's CRC-32 is the same function as zlib's, 3x faster on 1 KB payloads; optional
@@ -32,8 +33,6 @@ try:  # ISA-L's CRC-32 is the same function as zlib's, 3x faster on 1 KB payload
 except ImportError:  # pragma: no cover - depends on the environment
     from zlib import crc32
 
-STORED_PREFIX = struct.Struct("<QBQ16sII")  # offset, state, timestamp, id, checksum, h. length
-STORED_OVERHEAD = 45  # the prefix and payload_length
 _U32 = struct.Struct("<I")
 _VERSION_7 = bytes((byte & 0x0F) | 0x70 for byte in range(256))
 _VARIANT_RFC = bytes((byte & 0x3F) | 0x80 for byte in range(256))

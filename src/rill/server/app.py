@@ -32,6 +32,7 @@ from rill.server.config import ServerConfig, split_address
 from rill.server.core.core import Core
 from rill.server.core.reconciliation import StartupRefused
 from rill.server.protocols.iggy import IGGY
+from rill.server.protocols.iggy.groups import IggyGroupMembers
 from rill.server.logs import configure_logging
 from rill.server.storage import descriptors
 from rill.server.storage.data_lock import DataDirectoryInUse
@@ -71,7 +72,7 @@ class Server:
     def __init__(self, config: ServerConfig, recover_metadata: bool = False) -> None:
         self.config = config
         with refused_on_os_error(f"cannot use the data directory {config.data_path}"):
-            self.core = Core(config, recover_metadata)
+            self.core = Core(config, recover_metadata, group_membership=IggyGroupMembers())
         self.tcp: TcpListener | None = None
         self.quic = None  # QuicListener, imported only when QUIC is enabled (aioquic)
         self.http = None  # HttpListener, imported only when HTTP is enabled

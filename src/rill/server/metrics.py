@@ -2,12 +2,12 @@
 
 Owns: the counters and histograms, and their rendering. What is measured:
 
-* every command that reaches ``Core.execute``, whatever the transport: a request counter by
-  command, transport and outcome (``ok`` or the error's snake_case name) and a latency
-  histogram by command and transport -- ``instrument(core)`` wraps the Core's one entry point,
-  so transports need no code of their own for it;
-* bytes in (SEND message regions) and bytes/messages out (POLL answers), by transport, taken
-  from the same wrapper;
+* every request a protocol's dispatch runs while ``enabled`` (``instrument(core)`` turns it
+  on), whatever the transport: a request counter by request kind (the Iggy command's name),
+  transport and outcome (``ok`` or the error's snake_case name) and a latency histogram by
+  kind and transport (``record_request``);
+* bytes in (SEND message regions) and bytes/messages out (POLL answers), by transport
+  (``record_sent``, ``record_polled``);
 * messages appended (``record_appended``, one line in the send path): counted from the
   partition log's next offset, so duplicates dropped by deduplication are not counted. A
   mark per log remembers the next offset last seen; ``instrument`` primes the marks of the
@@ -28,11 +28,8 @@ import bisect
 import time
 import weakref
 from collections import defaultdict
-from typing import Any, Callable
+from typing import Any
 
-from rill.protocol.commands.messages import SendMessages
-from rill.protocol.primitives import ConsumerKind
-from rill.protocol.responses.messages import PolledMessages
 from rill.server.core.consumer_offsets import consumer_lag
 
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
@@ -71,45 +68,31 @@ class Metrics:
         self.http_requests: dict[tuple[str, int], int] = defaultdict(int)
         self._marks: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._core: Any = None
+        self.enabled = False  # set by ``instrument``
 
     # -- recording -------------------------------------------------------------------------
 
     def instrument(self, core: Any) -> None:
-        """Wrap ``core.execute`` (after ``core.start()``) so every command is measured."""
+        """Measure every request from now on (after ``core.start()``): while ``enabled`` the
+        protocols record each request (``record_request``, ``record_sent``, ``record_polled``)."""
         self._core = core
         for stream in core.state.streams.values():
             for topic in stream.topics.values():
                 for partition in topic.partitions.values():
                     self._marks[partition.log] = partition.log.next_offset
-        execute = core.execute
-        if getattr(execute, "__rill_metrics__", False):
-            return
-        core.execute = self._measured(execute)
+        self.enabled = True
 
-    def _measured(self, execute: Callable[..., Any]) -> Callable[..., Any]:
-        clock = time.perf_counter
+    def record_request(self, name: str, transport: str, outcome: str, seconds: float) -> None:
+        """One request of kind ``name`` ("ok" or the error's name), and how long it took."""
+        self.latency[(name, transport)].observe(seconds)
+        self.requests[(name, transport, outcome)] += 1
 
-        async def measured(session: Any, command: Any) -> Any:
-            transport = session.transport.name.lower()
-            started = clock()
-            outcome = "ok"
-            try:
-                result = await execute(session, command)
-            except Exception as error:
-                outcome = getattr(error, "name", "error")
-                raise
-            finally:
-                self.latency[(command.NAME, transport)].observe(clock() - started)
-                self.requests[(command.NAME, transport, outcome)] += 1
-            if isinstance(result, PolledMessages):
-                self.messages_out[transport] += result.count
-                self.bytes_out[transport] += len(result.raw)
-            elif isinstance(command, SendMessages):
-                self.bytes_in[transport] += len(command.messages)
-            return result
+    def record_sent(self, transport: str, nbytes: int) -> None:
+        self.bytes_in[transport] += nbytes
 
-        measured.__rill_metrics__ = True  # type: ignore[attr-defined]
-        return measured
+    def record_polled(self, transport: str, count: int, nbytes: int) -> None:
+        self.messages_out[transport] += count
+        self.bytes_out[transport] += nbytes
 
     def record_appended(self, log: Any) -> None:
         """Called right after an append to ``log`` (no await in between)."""
@@ -181,7 +164,7 @@ class Metrics:
         for stream in streams:
             for topic in stream.topics.values():
                 for row in consumer_lag(topic, core.consumer_groups.group_names(topic)):
-                    if row.consumer_kind == ConsumerKind.CONSUMER_GROUP:
+                    if row.group_name:  # an Iggy consumer group
                         labels = _labels(stream=stream.name, topic=topic.name, group=row.group_name,
                                          partition=row.partition_id)
                         lines.append(f"rill_consumer_group_lag{labels} {row.lag}")

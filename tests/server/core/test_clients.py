@@ -13,7 +13,8 @@ from rill import errors
 from rill.client import Client, Permissions
 from rill.protocol.permissions import GlobalPermissions
 from rill.protocol.primitives import Transport
-from rill.server.core.clients import client_details, client_info, stale_sessions
+from rill.server.core.clients import stale_sessions
+from rill.server.protocols.iggy.views import client_details, client_info
 from rill.server.core.model import Session
 
 HEARTBEAT = {"RILL_HEARTBEAT_ENABLED": "true", "RILL_HEARTBEAT_INTERVAL": "300 ms"}

@@ -12,6 +12,8 @@ import time
 import pytest
 
 from rill import errors
+from rill.server.protocols.iggy.dispatch import execute
+from rill.server.protocols.iggy.groups import IggyGroupMembers
 from rill.client import Client, Consumer, PollingStrategy
 from rill.protocol.commands.groups import (
     CreateConsumerGroup,
@@ -339,37 +341,38 @@ def test_session_memberships_are_maintained(tmp_path):
         admin = core.connect("127.0.0.1:1000", Transport.TCP)
         member = core.connect("127.0.0.1:1001", Transport.TCP)
         admin.user_id = member.user_id = 1  # the root user
-        await core.execute(admin, CreateStream(1, "s"))
+        await execute(core, admin, CreateStream(1, "s"))
         for topic_id in (1, 2):
-            await core.execute(admin, topic(topic_id))
+            await execute(core, admin, topic(topic_id))
             for group_id in (1, 2):
-                await core.execute(admin, CreateConsumerGroup(_id(1), _id(topic_id), group_id,
+                await execute(core, admin, CreateConsumerGroup(_id(1), _id(topic_id), group_id,
                                                               f"g{group_id}"))
-                await core.execute(member, group_command(JoinConsumerGroup, topic_id, group_id))
+                await execute(core, member, group_command(JoinConsumerGroup, topic_id, group_id))
         everything = [(1, 1, 1), (1, 1, 2), (1, 2, 1), (1, 2, 2)]
         assert member.consumer_groups == everything
-        await core.execute(member, group_command(JoinConsumerGroup, 1, 1))  # again: no duplicate
+        await execute(core, member, group_command(JoinConsumerGroup, 1, 1))  # again: no duplicate
         assert member.consumer_groups == everything
-        await core.execute(member, group_command(LeaveConsumerGroup, 1, 1))
-        await core.execute(admin, group_command(DeleteConsumerGroup, 1, 2))
+        await execute(core, member, group_command(LeaveConsumerGroup, 1, 1))
+        await execute(core, admin, group_command(DeleteConsumerGroup, 1, 2))
         assert member.consumer_groups == [(1, 2, 1), (1, 2, 2)]
-        await core.execute(admin, group_command(JoinConsumerGroup, 2, 1))
-        await core.execute(admin, DeleteTopic(_id(1), _id(2)))
+        await execute(core, admin, group_command(JoinConsumerGroup, 2, 1))
+        await execute(core, admin, DeleteTopic(_id(1), _id(2)))
         assert member.consumer_groups == [] and admin.consumer_groups == []
-        await core.execute(admin, topic(2))
-        await core.execute(admin, CreateConsumerGroup(_id(1), _id(2), 1, "g"))
-        await core.execute(member, group_command(JoinConsumerGroup, 2, 1))
-        await core.execute(admin, group_command(JoinConsumerGroup, 2, 1))
+        await execute(core, admin, topic(2))
+        await execute(core, admin, CreateConsumerGroup(_id(1), _id(2), 1, "g"))
+        await execute(core, member, group_command(JoinConsumerGroup, 2, 1))
+        await execute(core, admin, group_command(JoinConsumerGroup, 2, 1))
         core.disconnect(member)
         assert member.consumer_groups == []
-        group = core.consumer_groups.find_group(core.state.streams[1].topics[2], _id(1))
-        assert list(group.members) == [admin.client_id]
-        assert group.members[admin.client_id].partitions == [1, 2]
+        group = core.consumer_groups.find_group(core.state.streams[1].topics[2], 1)
+        members = core.consumer_groups.membership.members(group)
+        assert list(members) == [admin.client_id]
+        assert members[admin.client_id].partitions == [1, 2]
 
     async def run() -> None:
         config = ServerConfig()
         config.system.path = str(tmp_path / "data")
-        core = Core(config)
+        core = Core(config, group_membership=IggyGroupMembers())
         await core.start()
         try:
             await scenario(core)

@@ -8,6 +8,7 @@ import asyncio
 import os
 import threading
 
+from rill.server.protocols.iggy.dispatch import execute
 from rill.protocol.commands.messages import SendMessages
 from rill.protocol.commands.streams import CreateStream
 from rill.protocol.commands.topics import CreateTopic
@@ -44,14 +45,14 @@ def test_a_send_waits_for_the_fsync_that_covers_it(tmp_path, monkeypatch):
         core = Core(config)
         await core.start()
         try:
-            core.streams.create_stream(ROOT, CreateStream(1, "s"))
-            core.topics.create_topic(ROOT, CreateTopic(Identifier.of(1), 1, 1, CompressionAlgorithm.NONE,
+            await execute(core, ROOT, CreateStream(1, "s"))
+            await execute(core, ROOT, CreateTopic(Identifier.of(1), 1, 1, CompressionAlgorithm.NONE,
                                                        0, 0, 0, "t"))
             held = HeldFsync()
             monkeypatch.setattr(durability.os, "fsync", held)
             send = SendMessages(Identifier.of(1), Identifier.of(1), Partitioning.partition_id(1),
                                 encode_messages([Message(b"must be durable first")]))
-            acknowledged = asyncio.ensure_future(core.messages.send_messages(ROOT, send))
+            acknowledged = asyncio.ensure_future(execute(core, ROOT, send))
             await asyncio.sleep(0.5)
             assert held.calls >= 1  # the group-commit round is in its fsync
             assert not acknowledged.done()  # and the SEND waits for it

@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from rill import errors
+from rill.server.protocols.iggy.dispatch import execute
 from rill.protocol.commands.messages import SendMessages
 from rill.protocol.commands.partitions import CreatePartitions, DeletePartitions
 from rill.protocol.commands.streams import CreateStream, DeleteStream
@@ -65,18 +66,18 @@ def test_a_topic_whose_third_partition_cannot_be_made_leaves_nothing_behind(tmp_
     async def scenario(core: Core, attempt: int) -> None:
         state = core.state
         if attempt == 0:
-            core.streams.create_stream(ROOT, CreateStream(1, "s"))
+            await execute(core, ROOT, CreateStream(1, "s"))
             opening = state.open_partition
             state.open_partition = fail_on(3, OSError(24, "Too many open files"))(opening)
             with pytest.raises(errors.CannotCreatePartitionDirectory) as raised:
-                core.topics.create_topic(ROOT, create_topic("t", 5))
+                await execute(core, ROOT, create_topic("t", 5))
             assert "Too many open files" in raised.value.reason
             state.open_partition = opening
         assert state.store.load_topics() == [] and state.store.load_partitions() == []
         assert not state.paths.topics_dir(1).exists() or not any(state.paths.topics_dir(1).iterdir())
         assert list(state.streams[1].topics) == []
         if attempt == 1:  # the same name and id are free
-            created = core.topics.create_topic(ROOT, create_topic("t", 5, topic_id=1))
+            created = await execute(core, ROOT, create_topic("t", 5, topic_id=1))
             assert [p.id for p in created.partitions] == [1, 2, 3, 4, 5]
 
     run_core(tmp_path, scenario)
@@ -86,19 +87,19 @@ def test_a_failed_metadata_commit_removes_the_files_it_made(tmp_path):
     async def scenario(core: Core, attempt: int) -> None:
         state = core.state
         if attempt == 0:
-            core.streams.create_stream(ROOT, CreateStream(1, "s"))
-            core.topics.create_topic(ROOT, create_topic("t", 2))
+            await execute(core, ROOT, CreateStream(1, "s"))
+            await execute(core, ROOT, create_topic("t", 2))
             store = state.store
             full = errors.CannotWriteToFile(reason="disk full")
             store.create_topic = fail_on(1, full)(store.create_topic)
             store.create_partitions = fail_on(1, full)(store.create_partitions)
             store.create_stream = fail_on(1, full)(store.create_stream)
             with pytest.raises(errors.CannotWriteToFile):
-                core.topics.create_topic(ROOT, create_topic("u", 3))
+                await execute(core, ROOT, create_topic("u", 3))
             with pytest.raises(errors.CannotWriteToFile):
-                core.partitions.create_partitions(ROOT, CreatePartitions(STREAM, Identifier.of(1), 4))
+                await execute(core, ROOT, CreatePartitions(STREAM, Identifier.of(1), 4))
             with pytest.raises(errors.CannotWriteToFile):
-                core.streams.create_stream(ROOT, CreateStream(2, "other"))
+                await execute(core, ROOT, CreateStream(2, "other"))
             for name in ("create_topic", "create_partitions", "create_stream"):
                 delattr(store, name)
         assert [(row.id, row.name) for row in state.store.load_topics()] == [(1, "t")]
@@ -114,26 +115,26 @@ def test_a_failed_delete_commit_keeps_the_data(tmp_path):
     async def scenario(core: Core, attempt: int) -> None:
         state = core.state
         if attempt == 0:
-            core.streams.create_stream(ROOT, CreateStream(1, "s"))
-            core.topics.create_topic(ROOT, create_topic("t", 3))
-            await core.messages.send_messages(ROOT, _send(b"kept"))
+            await execute(core, ROOT, CreateStream(1, "s"))
+            await execute(core, ROOT, create_topic("t", 3))
+            await execute(core, ROOT, _send(b"kept"))
             store = state.store
             failure = errors.CannotWriteToFile(reason="disk full")
             for name in ("delete_topic", "delete_partitions", "delete_stream"):
                 setattr(store, name, fail_on(1, failure)(getattr(store, name)))
             with pytest.raises(errors.CannotWriteToFile):
-                core.topics.delete_topic(ROOT, DeleteTopic(STREAM, Identifier.of(1)))
+                await execute(core, ROOT, DeleteTopic(STREAM, Identifier.of(1)))
             with pytest.raises(errors.CannotWriteToFile):
-                core.partitions.delete_partitions(ROOT, DeletePartitions(STREAM, Identifier.of(1), 2))
+                await execute(core, ROOT, DeletePartitions(STREAM, Identifier.of(1), 2))
             with pytest.raises(errors.CannotWriteToFile):
-                core.streams.delete_stream(ROOT, DeleteStream(STREAM))
+                await execute(core, ROOT, DeleteStream(STREAM))
         assert sorted(p.name for p in state.paths.partitions_dir(1, 1).iterdir()) == ["1", "2", "3"]
         log = state.streams[1].topics[1].partitions[1].log
         assert log.read(0, 10)[0] == 1
         if attempt == 1:  # the deletions work once the store does
-            core.partitions.delete_partitions(ROOT, DeletePartitions(STREAM, Identifier.of(1), 2))
+            await execute(core, ROOT, DeletePartitions(STREAM, Identifier.of(1), 2))
             assert sorted(p.name for p in state.paths.partitions_dir(1, 1).iterdir()) == ["1"]
-            core.streams.delete_stream(ROOT, DeleteStream(STREAM))
+            await execute(core, ROOT, DeleteStream(STREAM))
             assert list(state.paths.streams_dir.iterdir()) == []
 
     run_core(tmp_path, scenario)

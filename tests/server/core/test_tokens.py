@@ -279,25 +279,24 @@ def test_a_failed_store_write_changes_nothing(tmp_path):
     store = FailingStore(MetadataStore(tmp_path / "metadata.sqlite3", synchronous_full=False))
     state = CoreState(config, DataPaths(tmp_path), store, durability=None,
                       permissioner=Permissioner())
-    users = UserService(state)
+    users = UserService(state, lambda: (), lambda user_id: None)
     users.load(create_root=True)
     tokens = PersonalAccessTokenService(state, users)
     root = Session(1, "127.0.0.1:1", Transport.TCP, user_id=1)
-    raw = tokens.create_personal_access_token(root, CreatePersonalAccessToken("kept")).token
-    tokens.create_personal_access_token(root, CreatePersonalAccessToken("stale", 1))
+    raw = tokens.create_personal_access_token(root, "kept", 0)
+    tokens.create_personal_access_token(root, "stale", 1)
     store.failing = {"create_personal_access_token", "delete_personal_access_token",
                      "delete_personal_access_tokens"}
     with pytest.raises(sqlite3.OperationalError):
-        tokens.create_personal_access_token(root, CreatePersonalAccessToken("lost"))
+        tokens.create_personal_access_token(root, "lost", 0)
     with pytest.raises(sqlite3.OperationalError):
-        tokens.delete_personal_access_token(root, DeletePersonalAccessToken("kept"))
+        tokens.delete_personal_access_token(root, "kept")
     with pytest.raises(sqlite3.OperationalError):
         tokens.delete_expired()
-    listed = tokens.get_personal_access_tokens(root, GetPersonalAccessTokens())
+    listed = tokens.get_personal_access_tokens(root)
     assert [token.name for token in listed] == ["kept", "stale"]
     stranger = Session(2, "127.0.0.1:2", Transport.TCP)
-    assert tokens.login_with_personal_access_token(
-        stranger, LoginWithPersonalAccessToken(raw)).user_id == 1
+    assert tokens.login_with_personal_access_token(stranger, raw) == 1
     store.failing = set()
     assert tokens.delete_expired() == 1
     assert [row.name for row in store.store.load_personal_access_tokens()] == ["kept"]

@@ -10,6 +10,7 @@ import sqlite3
 import pytest
 
 from rill import errors
+from rill.server.protocols.iggy.dispatch import execute
 from rill.client import Client, Message, Permissions
 from rill.protocol.commands.messages import SendMessages
 from rill.protocol.commands.streams import CreateStream
@@ -282,16 +283,16 @@ def test_a_journal_from_before_owners_is_migrated_at_start(tmp_path) -> None:
     async def adopt(core: Core, session) -> None:
         producer = core.transactions.producers["p"]
         assert (producer.last_committed, producer.owner) == (5, None)
-        replay = await core.execute(session, stage("p", 5, 0, b"old", owner=A))
+        replay = await execute(core, session, stage("p", 5, 0, b"old", owner=A))
         assert replay.outcome == StageOutcome.ALREADY_COMMITTED
-        await core.execute(session, stage("p", 6, 0, b"new", owner=A))
-        await core.execute(session, CommitStagedMessages("p", 6, (StagedHandle(0, 1, 1),), A))
+        await execute(core, session, stage("p", 6, 0, b"new", owner=A))
+        await execute(core, session, CommitStagedMessages("p", 6, (StagedHandle(0, 1, 1),), A))
         assert producer.owner == A
 
     async def restarted(core: Core, session) -> None:
         assert core.transactions.producers["p"].owner == A
         with pytest.raises(errors.ProducerOwnerMismatch):
-            await core.execute(session, stage("p", 7, 0, b"other", owner=B))
+            await execute(core, session, stage("p", 7, 0, b"other", owner=B))
         assert core.state.streams[1].topics[1].partitions[1].log.next_offset == 1
 
     run_core(data_dir, adopt)
@@ -320,10 +321,10 @@ def run_core(data_dir, scenario, configure=None) -> None:
         await core.start()
         try:
             session = core.connect("127.0.0.1:1", Transport.TCP)
-            await core.execute(session, LoginUser("iggy", "iggy"))
+            await execute(core, session, LoginUser("iggy", "iggy"))
             if 1 not in core.state.streams:
-                await core.execute(session, CreateStream(1, "s"))
-                await core.execute(session, CreateTopic(
+                await execute(core, session, CreateStream(1, "s"))
+                await execute(core, session, CreateTopic(
                     Identifier(1), 1, 1, CompressionAlgorithm.NONE, 0, 0, 0, "t"))
             await scenario(core, session)
         finally:
@@ -341,8 +342,8 @@ def test_a_commit_interrupted_after_its_decision_is_finished_exactly_once(tmp_pa
                                 [Message(p) for p in payloads])
 
     async def crash(core: Core, session) -> None:
-        await core.execute(session, region(b"a", b"b"))
-        await core.execute(session, region(b"c"))
+        await execute(core, session, region(b"a", b"b"))
+        await execute(core, session, region(b"c"))
         real_append = PartitionLog.append_stamped
         calls = []
 
@@ -354,11 +355,11 @@ def test_a_commit_interrupted_after_its_decision_is_finished_exactly_once(tmp_pa
 
         monkeypatch.setattr(PartitionLog, "append_stamped", failing_append)
         with pytest.raises(OSError):
-            await core.execute(session, CommitStagedMessages("p", 4, (StagedHandle(0, 1, 3),)))
+            await execute(core, session, CommitStagedMessages("p", 4, (StagedHandle(0, 1, 3),)))
         monkeypatch.setattr(PartitionLog, "append_stamped", real_append)
         log = core.state.streams[1].topics[1].partitions[1].log
         assert log.next_offset == 2  # the first region landed, the second did not
-        state = await core.execute(session, GetProducerState("p"))
+        state = await execute(core, session, GetProducerState("p"))
         assert state.last_batch == 4  # decided: a replay of batch 4 must append nothing
 
     async def restarted(core: Core, session) -> None:
@@ -366,7 +367,7 @@ def test_a_commit_interrupted_after_its_decision_is_finished_exactly_once(tmp_pa
         found = log.read_columnar(0, 10, 1 << 20)
         assert [m.payload for m in iter_polled_messages(found.records, found.count)] == [
             b"a", b"b", b"c"]
-        state = await core.execute(session, GetProducerState("p"))
+        state = await execute(core, session, GetProducerState("p"))
         assert (state.last_batch, state.staged_handles) == (4, 0)
         assert core.transactions.journal.load_pending() == []
 
@@ -379,7 +380,7 @@ def test_a_replay_skips_the_part_of_a_region_already_in_the_log(tmp_path) -> Non
     rest only (records after the recorded next offset)."""
 
     async def scenario(core: Core, session) -> None:
-        await core.execute(session, StageMessages.of(
+        await execute(core, session, StageMessages.of(
             "p", 1, 0, 0, 1, 1, 1, Partitioning.partition_id(1),
             [Message(b"one"), Message(b"two, longer"), Message(b"three")]))
         service = core.transactions
@@ -442,25 +443,25 @@ def test_a_commit_that_would_overflow_the_topic_fails_whole(tmp_path) -> None:
 
     async def scenario(core: Core, session) -> None:
         # 100-byte payloads are 145-byte records: 10 fit in 1500 bytes, 11 do not
-        await core.execute(session, CreateTopic(
+        await execute(core, session, CreateTopic(
             Identifier(1), 2, 2, CompressionAlgorithm.NONE, 0, 1500, 0, "small"))
         topic = core.state.streams[1].topics[2]
-        await core.execute(session, staged(1, 0, 1, b"x" * 100, 6))
-        await core.execute(session, staged(1, 1, 2, b"y" * 100, 5))
+        await execute(core, session, staged(1, 0, 1, b"x" * 100, 6))
+        await execute(core, session, staged(1, 1, 2, b"y" * 100, 5))
         with pytest.raises(errors.TopicFull):
-            await core.execute(session, commit(1, (0, 6), (1, 5)))
-        state = await core.execute(session, GetProducerState("q"))
+            await execute(core, session, commit(1, (0, 6), (1, 5)))
+        state = await execute(core, session, GetProducerState("q"))
         assert (state.last_batch, state.staged_messages) == (None, 11)  # nothing dropped
         assert topic.messages_count == 0  # nothing appended
-        await core.execute(session, AbortStagedMessages("q", 1, 0, True, 1, 1))
-        assert (await core.execute(session, commit(1, (0, 6)))).messages_count == 6
-        await core.execute(session, staged(2, 0, 2, b"z" * 100, 4))
-        assert (await core.execute(session, commit(2, (0, 4)))).messages_count == 4
+        await execute(core, session, AbortStagedMessages("q", 1, 0, True, 1, 1))
+        assert (await execute(core, session, commit(1, (0, 6)))).messages_count == 6
+        await execute(core, session, staged(2, 0, 2, b"z" * 100, 4))
+        assert (await execute(core, session, commit(2, (0, 4)))).messages_count == 4
         assert topic.size_bytes == 1450
-        await core.execute(session, SendMessages.of(1, 2, Partitioning.partition_id(1),
+        await execute(core, session, SendMessages.of(1, 2, Partitioning.partition_id(1),
                                                     [Message(b"w" * 100)]))  # SEND: not full yet
         with pytest.raises(errors.TopicFull):  # now full: refused already at stage time
-            await core.execute(session, staged(3, 0, 1, b"v", 1))
+            await execute(core, session, staged(3, 0, 1, b"v", 1))
 
     run_core(tmp_path / "data", scenario, configure)
 
@@ -486,11 +487,11 @@ def test_staged_batches_idle_for_the_expiry_are_dropped(tmp_path) -> None:
     async def scenario(core: Core, session) -> None:
         service = core.transactions
         staging = core.state.paths.staging_dir
-        await core.execute(session, stage("old", 1, 0, b"a"))
-        await core.execute(session, stage("old", 1, 1, b"b"))
-        await core.execute(session, stage("busy", 1, 0, b"c"))
-        await core.execute(session, stage("busy", 2, 0, b"d"))
-        await core.execute(session, AbortStagedMessages("gone", 5, run_id=3))
+        await execute(core, session, stage("old", 1, 0, b"a"))
+        await execute(core, session, stage("old", 1, 1, b"b"))
+        await execute(core, session, stage("busy", 1, 0, b"c"))
+        await execute(core, session, stage("busy", 2, 0, b"d"))
+        await execute(core, session, AbortStagedMessages("gone", 5, run_id=3))
         now = core.state.clock()
         for staged in service.producers["old"].staged[1].values():
             staged.last_active_us = now - 11_000_000  # both handles idle for 11 s
@@ -502,7 +503,7 @@ def test_staged_batches_idle_for_the_expiry_are_dropped(tmp_path) -> None:
         assert len(list(staging.iterdir())) == 1
         # the late commit of an expired batch fails and shows nothing
         with pytest.raises(errors.StagedMessagesNotFound):
-            await core.execute(session, CommitStagedMessages(
+            await execute(core, session, CommitStagedMessages(
                 "old", 1, (StagedHandle(0, 1, 1), StagedHandle(1, 1, 1))))
         assert core.state.streams[1].topics[1].partitions[1].log.next_offset == 0
         # fences expire too, in memory and in the journal
@@ -518,7 +519,7 @@ def test_the_background_cleaner_drops_expired_staged_data(tmp_path) -> None:
         config.transactions.cleaner_interval = 0.02
 
     async def scenario(core: Core, session) -> None:
-        await core.execute(session, stage("abandoned", 1, 0, b"a"))
+        await execute(core, session, stage("abandoned", 1, 0, b"a"))
         for _ in range(1000):  # bounded wait (up to 20 s) for the cleaner to run
             if "abandoned" not in core.transactions.producers:
                 break
@@ -531,7 +532,7 @@ def test_the_background_cleaner_drops_expired_staged_data(tmp_path) -> None:
 
 def test_after_a_restart_expiry_counts_from_the_staged_file_time(tmp_path) -> None:
     async def first(core: Core, session) -> None:
-        await core.execute(session, stage("p", 1, 0, b"a"))
+        await execute(core, session, stage("p", 1, 0, b"a"))
 
     async def second(core: Core, session) -> None:
         [staged] = core.transactions.producers["p"].staged[1].values()

@@ -15,7 +15,7 @@ from rill.protocol.commands.users import (ChangePassword, CreateUser, DeleteUser
 from rill.protocol.permissions import GlobalPermissions, Permissions, StreamPermissions
 from rill.protocol.primitives import Identifier, Transport
 from rill.server.auth.passwords import verify_password
-from rill.server.auth.permissioner import Permissioner
+from rill.server.auth.permissioner import Action, Permissioner
 from rill.server.config import ServerConfig
 from rill.server.core.model import Session
 from rill.server.core.state import CoreState
@@ -353,32 +353,32 @@ def test_a_failed_store_write_changes_nothing(tmp_path):
     store = FailingStore(MetadataStore(tmp_path / "metadata.sqlite3", synchronous_full=False))
     state = CoreState(config, DataPaths(tmp_path), store, durability=None,
                       permissioner=Permissioner())
-    users = UserService(state)
-    users.load(create_root=True)
     root = Session(1, "127.0.0.1:1", Transport.TCP, user_id=1)
     other = Session(2, "127.0.0.1:2", Transport.TCP)
-    users.live_sessions = lambda: [root, other]
+    users = UserService(state, lambda: [root, other], lambda user_id: None)
+    users.load(create_root=True)
 
     async def scenario() -> None:
-        await users.create_user(root, CreateUser("kept", "kept-pw", permissions=readers()))
-        await users.login_user(other, LoginUser("kept", "kept-pw"))
+        await users.create_user(root, "kept", "kept-pw", UserStatus.ACTIVE, readers())
+        await users.login_user(other, "kept", "kept-pw")
         store.failing = {"create_user", "update_user", "update_permissions", "change_password",
                          "delete_user"}
         with pytest.raises(sqlite3.OperationalError):
-            await users.create_user(root, CreateUser("lost", "lost-pw"))
+            await users.create_user(root, "lost", "lost-pw", UserStatus.ACTIVE, None)
         with pytest.raises(sqlite3.OperationalError):
-            await users.change_password(root, ChangePassword(Identifier.of(2), "kept-pw", "pw2"))
-        for command in (UpdateUser(Identifier.of(2), "renamed", UserStatus.INACTIVE),
-                        UpdatePermissions(Identifier.of(2), None), DeleteUser(Identifier.of(2))):
+            await users.change_password(root, 2, "kept-pw", "pw2")
+        for change in (lambda: users.update_user(root, 2, "renamed", UserStatus.INACTIVE),
+                       lambda: users.update_permissions(root, 2, None),
+                       lambda: users.delete_user(root, 2)):
             with pytest.raises(sqlite3.OperationalError):
-                getattr(users, command.NAME)(root, command)
+                change()
 
     asyncio.run(scenario())
     assert sorted(users.users) == [1, 2]
     kept = users.users[2]
     assert (kept.username, kept.status, kept.permissions) == ("kept", UserStatus.ACTIVE, readers())
-    assert state.permissioner.is_allowed(2, "get_users")
-    assert not state.permissioner.is_allowed(3, "get_users")
+    assert state.permissioner.is_allowed(2, Action.READ_USERS)
+    assert not state.permissioner.is_allowed(3, Action.READ_USERS)
     assert other.user_id == 2  # still logged in
     assert [row.username for row in store.store.load_users()] == ["iggy", "kept"]
     assert verify_password("kept-pw", kept.password_hash)

@@ -82,3 +82,18 @@ def test_quarantine_moves_everything_and_deletes_nothing(tmp_path):
     assert target.relative_to(paths.quarantine_dir).parts[1:] == ("streams", "9")
     assert (target / "topics/1/partitions/1/00000000000000000000.log").read_bytes() == b"precious"
     assert not paths.stream_dir(9).exists()
+
+
+def test_a_topic_manifest_written_before_record_formats_reads_as_iggy_v1(tmp_path):
+    """Manifests of schema-1 servers have no ``record_format``: their topics hold Iggy's
+    records. A field no version wrote is still refused."""
+    paths = DataPaths(tmp_path)
+    paths.topic_dir(3, 4).mkdir(parents=True)
+    old = (b'{"stream_id":3,"id":4,"name":"eu","created_at":123,"compression_algorithm":1,'
+           b'"message_expiry":18446744073709551615,"max_topic_size":1000000000,'
+           b'"replication_factor":1}')
+    paths.topic_manifest(3, 4).write_bytes(old)
+    assert read_topic_manifest(paths.topic_manifest(3, 4)) == TOPIC
+    assert TOPIC.record_format == "iggy-v1"
+    paths.topic_manifest(3, 4).write_bytes(old[:-1] + b',"colour":"red"}')
+    assert read_topic_manifest(paths.topic_manifest(3, 4)) is None

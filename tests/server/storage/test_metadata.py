@@ -8,8 +8,8 @@ import pytest
 
 from rill.server.storage.metadata import (
     MetadataStore,
-    OffsetRow,
     PartitionRow,
+    PositionRow,
     StreamRow,
     TopicRow,
     UserRow,
@@ -34,15 +34,16 @@ def test_round_trip_across_reopen(tmp_path):
     store = MetadataStore(path, synchronous_full=False)
     store.create_stream(StreamRow(1, "s", 5))
     store.create_topic(topic(), [PartitionRow(1, 1, 1, 6), PartitionRow(1, 1, 2, 6)])
-    store.store_offset(OffsetRow(1, 1, 2, 1, 4_000_000_000, 77))
-    store.store_offset(OffsetRow(1, 1, 2, 1, 4_000_000_000, 78))
+    store.store_position(PositionRow(1, 1, 2, "iggy-consumer:4000000000", 77))
+    store.store_position(PositionRow(1, 1, 2, "iggy-consumer:4000000000", U64_MAX))
     store.create_user(UserRow(1, "iggy", "$2b$hash", 1, b"\x01" * 11, 9))
     store.close()
     again = MetadataStore(path, synchronous_full=False)
     assert again.load_streams() == [StreamRow(1, "s", 5)]
     assert again.load_topics() == [topic()]  # u64::MAX survives SQLite's signed integers
     assert [p.id for p in again.load_partitions()] == [1, 2]
-    assert list(again.load_offsets()) == [OffsetRow(1, 1, 2, 1, 4_000_000_000, 78)]
+    assert list(again.load_positions()) == [PositionRow(1, 1, 2, "iggy-consumer:4000000000",
+                                                        U64_MAX)]
     assert again.load_users()[0].permissions == b"\x01" * 11
     again.close()
 
@@ -50,10 +51,10 @@ def test_round_trip_across_reopen(tmp_path):
 def test_deleting_a_stream_cascades(store):
     store.create_stream(StreamRow(1, "s", 5))
     store.create_topic(topic(), [PartitionRow(1, 1, 1, 6)])
-    store.store_offset(OffsetRow(1, 1, 1, 1, 3, 0))
+    store.store_position(PositionRow(1, 1, 1, "billing", 0))
     store.delete_stream(1)
     assert store.load_topics() == [] and store.load_partitions() == []
-    assert list(store.load_offsets()) == []
+    assert list(store.load_positions()) == []
 
 
 def test_failed_transaction_changes_nothing(store):
@@ -67,6 +68,68 @@ def test_failed_transaction_changes_nothing(store):
 def test_purge_drops_offsets_only(store):
     store.create_stream(StreamRow(1, "s", 5))
     store.create_topic(topic(), [PartitionRow(1, 1, 1, 6)])
-    store.store_offset(OffsetRow(1, 1, 1, 1, 3, 9))
+    store.store_position(PositionRow(1, 1, 1, "billing", 9))
     store.purge_topic(1, 1)
-    assert list(store.load_offsets()) == [] and len(store.load_partitions()) == 1
+    assert list(store.load_positions()) == [] and len(store.load_partitions()) == 1
+
+
+SCHEMA_1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO meta VALUES ('schema_version', '1');
+CREATE TABLE streams (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,
+                      created_at INTEGER NOT NULL);
+CREATE TABLE topics (stream_id INTEGER NOT NULL REFERENCES streams(id) ON DELETE CASCADE,
+    id INTEGER NOT NULL, name TEXT NOT NULL, created_at INTEGER NOT NULL,
+    compression_algorithm INTEGER NOT NULL, message_expiry INTEGER NOT NULL,
+    max_topic_size INTEGER NOT NULL, replication_factor INTEGER NOT NULL,
+    PRIMARY KEY (stream_id, id), UNIQUE (stream_id, name));
+CREATE TABLE partitions (stream_id INTEGER NOT NULL, topic_id INTEGER NOT NULL,
+    id INTEGER NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (stream_id, topic_id, id),
+    FOREIGN KEY (stream_id, topic_id) REFERENCES topics(stream_id, id) ON DELETE CASCADE);
+CREATE TABLE consumer_offsets (stream_id INTEGER NOT NULL, topic_id INTEGER NOT NULL,
+    partition_id INTEGER NOT NULL, consumer_kind INTEGER NOT NULL,
+    consumer_id INTEGER NOT NULL, stored_offset INTEGER NOT NULL,
+    PRIMARY KEY (stream_id, topic_id, partition_id, consumer_kind, consumer_id));
+INSERT INTO streams VALUES (1, 's', 5);
+INSERT INTO topics VALUES (1, 1, 't', 10, 1, -1, -1, 1);
+INSERT INTO partitions VALUES (1, 1, 1, 6), (1, 1, 2, 6);
+INSERT INTO consumer_offsets VALUES (1, 1, 1, 1, 4000000000, 41), (1, 1, 2, 2, 3, 0);
+"""
+
+
+def test_a_schema_1_store_is_migrated_once_to_named_next_offsets(tmp_path):
+    """Schema 1 kept (kind, numeric id) -> last consumed offset; schema 2 keeps name -> next
+    offset. The rows move over once, +1, under the names the core gives Iggy's consumers."""
+    path = tmp_path / "metadata.sqlite3"
+    old = sqlite3.connect(path)
+    old.executescript(SCHEMA_1)
+    old.close()
+    for _ in range(2):  # the second open finds schema 2 and changes nothing
+        store = MetadataStore(path, synchronous_full=False)
+        assert sorted(store.load_positions(), key=lambda row: row.partition_id) == [
+            PositionRow(1, 1, 1, "iggy-consumer:4000000000", 42),
+            PositionRow(1, 1, 2, "iggy-group:3", 1),
+        ]
+        assert store.load_topics() == [topic()]
+        store.close()
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    assert db.execute("SELECT name FROM sqlite_master WHERE name = 'consumer_offsets'"
+                      ).fetchone() is None
+    db.close()
+
+
+def test_a_store_of_a_newer_rill_is_refused_unchanged(tmp_path):
+    from rill.server.storage.metadata import MetadataStoreTooNew
+
+    path = tmp_path / "metadata.sqlite3"
+    MetadataStore(path, synchronous_full=False).close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+    with pytest.raises(MetadataStoreTooNew, match="schema version 99, newer than this rill"):
+        MetadataStore(path, synchronous_full=False)
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("99",)
+    db.close()

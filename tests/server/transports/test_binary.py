@@ -228,21 +228,21 @@ class Reply(bytearray):
     """A reply payload that can be watched with a weak reference."""
 
 
-def test_a_reply_is_let_go_once_the_link_has_it(tmp_path):
+def test_a_reply_is_let_go_once_the_link_has_it(tmp_path, monkeypatch):
     import gc
     import weakref
 
-    from rill.protocol.commands.system import Ping
+    from rill.server.protocols.iggy.dispatch import COMMANDS
 
     async def scenario(core: Core) -> None:
         watched: list[weakref.ref] = []
 
-        def big_reply(session, command):
+        def big_reply(core, session, command):
             reply = Reply(b"r" * 1_000_000)
             watched.append(weakref.ref(reply))
             return reply
 
-        core.handlers["ping"] = big_reply
+        monkeypatch.setitem(COMMANDS, "ping", big_reply)
         link = FakeLink()
         connection = BinaryConnection(core, link, "10.0.0.1:1", Transport.TCP, IGGY)
         connection.submit(1, memoryview(b""))

@@ -37,10 +37,10 @@ from typing import Any
 
 from rill.bench.peers import Peer, PeerUnavailable, Workload, stop_process
 from rill.bench.results import ActorResult, Recorder
+from rill.protocol.framing import REQUEST_HEADER, RESPONSE_HEADER
 
 POLL_CODE = 100
 SEND_CODE = 101
-_HEADER = struct.Struct("<II")  # request: length (4 + payload), code; response: status, length
 _U32 = struct.Struct("<I")
 _OK_EMPTY = bytes(8)
 _INITIAL_BUFFER = 2 * 1024 * 1024
@@ -103,7 +103,7 @@ class BareServer:
         read_position = 0
         try:
             while _recv_exactly(connection, header_view, 8):
-                length, code = _HEADER.unpack_from(header)
+                length, code = REQUEST_HEADER.unpack_from(header)
                 size = length - 4
                 if size > len(buffer):
                     buffer = bytearray(size)
@@ -113,7 +113,7 @@ class BareServer:
                 if code == POLL_CODE:
                     wanted = _U32.unpack_from(buffer)[0]
                     available = max(0, min(wanted, os.fstat(read_fd).st_size - read_position))
-                    connection.send(_HEADER.pack(0, available), socket.MSG_MORE)
+                    connection.send(RESPONSE_HEADER.pack(0, available), socket.MSG_MORE)
                     sent = 0
                     while sent < available:
                         sent += os.sendfile(

@@ -16,13 +16,12 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-import struct
 from dataclasses import fields
 from typing import Any, Iterator, Mapping
 
 from rill import errors
-from rill.protocol.buffer import DecodeError
 from rill.protocol.headers import HeaderKind, HeaderValue, decode_header_map, encode_header_map
+from rill.protocol.layout import ID_SIZE, walk_send
 from rill.protocol.messages import Message
 from rill.protocol.permissions import (
     GlobalPermissions,
@@ -35,7 +34,6 @@ from rill.protocol.primitives import Consumer, Identifier
 Params = Mapping[str, str]
 
 U8_MAX, U32_MAX, U64_MAX, U128_MAX = 2**8 - 1, 2**32 - 1, 2**64 - 1, 2**128 - 1
-_U32 = struct.Struct("<I")
 
 
 # -- request values ---------------------------------------------------------------------------
@@ -316,20 +314,9 @@ def read_consumer(text: Any, field: str = "id") -> Consumer:
 def iter_send_messages(region: bytes | bytearray | memoryview) -> Iterator[Message]:
     """Walk a SEND region (id u128, headers_length u32, headers, payload_length u32, payload)."""
     view = memoryview(region)
-    position, end = 0, len(view)
-    while position < end:
-        if position + 24 > end:
-            raise DecodeError("send message truncated")
-        message_id = int.from_bytes(view[position : position + 16], "little")
-        (headers_length,) = _U32.unpack_from(view, position + 16)
-        position += 20
-        headers = decode_header_map(view[position : position + headers_length]) if headers_length else None
-        position += headers_length
-        if position + 4 > end:
-            raise DecodeError("send message truncated")
-        (payload_length,) = _U32.unpack_from(view, position)
-        position += 4
-        if position + payload_length > end:
-            raise DecodeError("send message payload truncated")
-        yield Message(bytes(view[position : position + payload_length]), message_id, headers)
-        position += payload_length
+    for parts in walk_send(view):
+        message_id = int.from_bytes(view[parts.start : parts.start + ID_SIZE], "little")
+        header_bytes = view[parts.headers_at : parts.headers_at + parts.headers_length]
+        headers = decode_header_map(header_bytes) if parts.headers_length else None
+        payload = bytes(view[parts.payload_at : parts.payload_at + parts.payload_length])
+        yield Message(payload, message_id, headers)

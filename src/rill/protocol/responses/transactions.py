@@ -10,21 +10,10 @@ ProducerState    u8 has_committed; u64 last_committed_batch; u32 staged_handles;
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
 
 from rill.protocol.commands.base import BOOL, U32, U64, FieldCodec, enum8
+from rill.protocol.primitives import CommitOutcome, StageOutcome  # noqa: F401 (re-exported)
 from rill.protocol.responses.base import Record
-
-
-class StageOutcome(IntEnum):
-    STAGED = 0
-    ALREADY_COMMITTED = 1  # the batch was committed before: the messages were dropped
-    ABORTED = 2  # this run of the batch was aborted: the messages were dropped
-
-
-class CommitOutcome(IntEnum):
-    COMMITTED = 0
-    ALREADY_COMMITTED = 1  # a replay of a committed batch: nothing was appended
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,15 +1,18 @@
-"""The permission rules of wire reference §6.2, enforced once, in the core, for every transport.
+"""Authorization as (principal, action, resource): the permission rules of wire reference
+§6.2, enforced once, in the core, for every protocol and transport.
 
-Owns: the table command name -> rule, and the decision allow/deny for a user. A rule lists the
-global flags, stream-level flags and topic-level flags that each grant it; a user without a
-permissions object has no rights beyond what needs no rule (login, ping, stats once logged in,
-own user and own tokens). Invariant: every command the core serves has an entry here or is listed in
-``NO_PERMISSION_NEEDED``; a missing stream/topic map simply means "no rights at that level".
+Owns: the ``Action``s (each with the rule that grants it) and the decision allow/deny for a
+user doing an action on a resource: the server (no ids), a stream (its id) or a topic (its
+stream's id and its own). A rule lists the global flags, stream-level
+flags and topic-level flags that each grant it; a user without a permissions object has no
+rights beyond ``Action.LOGGED_IN`` (and what the core lets anyone do to themselves: their own
+user, their own tokens). A missing stream/topic map simply means "no rights at that level".
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from rill.errors import Unauthorized
 from rill.protocol.permissions import Permissions
@@ -22,99 +25,39 @@ class Rule:
     topic_flags: tuple[str, ...] = ()
 
 
-SERVER_READ = Rule(("manage_servers", "read_servers"))
-USERS_READ = Rule(("manage_users", "read_users"))
-USERS_MANAGE = Rule(("manage_users",))
-STREAMS_LIST = Rule(("manage_streams", "read_streams"))
-STREAM_READ = Rule(("manage_streams", "read_streams"), ("manage_stream", "read_stream"))
-STREAM_CREATE = Rule(("manage_streams",))
-STREAM_MANAGE = Rule(("manage_streams",), ("manage_stream",))
-TOPIC_READ = Rule(
-    ("read_streams", "manage_streams", "manage_topics", "read_topics"),
-    ("manage_topics", "read_topics"),
-    ("manage_topic", "read_topic"),
-)
-TOPIC_CREATE = Rule(("manage_streams", "manage_topics"), ("manage_topics",))
-TOPIC_MANAGE = Rule(("manage_streams", "manage_topics"), ("manage_topics",), ("manage_topic",))
-MESSAGES_POLL = Rule(
-    ("poll_messages",),
-    ("poll_messages", "read_stream", "manage_topics", "read_topics"),
-    ("poll_messages", "read_topic", "manage_topic"),
-)
-MESSAGES_SEND = Rule(
-    ("send_messages",),
-    ("send_messages", "manage_stream", "manage_topics"),
-    ("send_messages", "manage_topic"),
-)
+class Action(Enum):
+    """What a principal wants to do; each is granted by the flags of its rule (wire §6.2).
+    Every protocol's requests map onto these (Iggy's per command in the core's services)."""
 
-# command name -> rule. get_user and change_password on oneself need no rule (checked by core).
-RULES: dict[str, Rule] = {
-    "get_me": SERVER_READ,
-    "get_snapshot": SERVER_READ,  # process list, resource usage, server logs
-    "get_client": SERVER_READ,
-    "get_clients": SERVER_READ,
-    "get_user": USERS_READ,
-    "get_users": USERS_READ,
-    "create_user": USERS_MANAGE,
-    "delete_user": USERS_MANAGE,
-    "update_user": USERS_MANAGE,
-    "update_permissions": USERS_MANAGE,
-    "change_password": USERS_MANAGE,
-    "get_streams": STREAMS_LIST,
-    "get_stream": STREAM_READ,
-    "create_stream": STREAM_CREATE,
-    "update_stream": STREAM_MANAGE,
-    "delete_stream": STREAM_MANAGE,
-    "purge_stream": STREAM_MANAGE,
-    "get_topic": TOPIC_READ,
-    "get_topics": TOPIC_READ,
-    "create_topic": TOPIC_CREATE,
-    "update_topic": TOPIC_MANAGE,
-    "delete_topic": TOPIC_MANAGE,
-    "purge_topic": TOPIC_MANAGE,
-    "create_partitions": TOPIC_MANAGE,
-    "delete_partitions": TOPIC_MANAGE,
-    "get_consumer_group": TOPIC_READ,
-    "get_consumer_groups": TOPIC_READ,
-    "create_consumer_group": TOPIC_READ,
-    "delete_consumer_group": TOPIC_READ,
-    "join_consumer_group": TOPIC_READ,
-    "leave_consumer_group": TOPIC_READ,
-    "poll_messages": MESSAGES_POLL,
-    "get_consumer_offset": MESSAGES_POLL,
-    "store_consumer_offset": MESSAGES_POLL,
-    "send_messages": MESSAGES_SEND,
-    "flush_unsaved_buffer": MESSAGES_SEND,
-    # rill extensions (docs/extensions.md); staged appends are checked per topic staged to
-    "poll_messages_columnar": MESSAGES_POLL,
-    "get_consumer_lag": TOPIC_READ,
-    "wait_for_messages": MESSAGES_POLL,  # offsets and ends, no message content: as get_consumer_group
-    "stage_messages": MESSAGES_SEND,
-    "commit_staged_messages": MESSAGES_SEND,
-    "abort_staged_messages": MESSAGES_SEND,
-}
-
-NO_PERMISSION_NEEDED = frozenset(
-    {
-        "ping",
-        "get_stats",  # any logged-in user (the login gate is in the core)
-        "login_user",
-        "logout_user",
-        "login_with_personal_access_token",
-        "get_personal_access_tokens",
-        "create_personal_access_token",
-        "delete_personal_access_token",
-        "get_producer_state",  # rill extension: a login suffices
-    }
-)
+    LOGGED_IN = None  # a login suffices (stats, one's own tokens, producer state)
+    READ_SERVER = Rule(("manage_servers", "read_servers"))
+    READ_USERS = Rule(("manage_users", "read_users"))
+    MANAGE_USERS = Rule(("manage_users",))
+    LIST_STREAMS = Rule(("manage_streams", "read_streams"))
+    READ_STREAM = Rule(("manage_streams", "read_streams"), ("manage_stream", "read_stream"))
+    CREATE_STREAM = Rule(("manage_streams",))
+    MANAGE_STREAM = Rule(("manage_streams",), ("manage_stream",))
+    READ_TOPIC = Rule(
+        ("read_streams", "manage_streams", "manage_topics", "read_topics"),
+        ("manage_topics", "read_topics"),
+        ("manage_topic", "read_topic"),
+    )
+    CREATE_TOPIC = Rule(("manage_streams", "manage_topics"), ("manage_topics",))
+    MANAGE_TOPIC = Rule(("manage_streams", "manage_topics"), ("manage_topics",), ("manage_topic",))
+    READ_MESSAGES = Rule(
+        ("poll_messages",),
+        ("poll_messages", "read_stream", "manage_topics", "read_topics"),
+        ("poll_messages", "read_topic", "manage_topic"),
+    )
+    WRITE_MESSAGES = Rule(
+        ("send_messages",),
+        ("send_messages", "manage_stream", "manage_topics"),
+        ("send_messages", "manage_topic"),
+    )
 
 
-def allows(
-    permissions: Permissions | None,
-    rule: Rule,
-    stream_id: int | None = None,
-    topic_id: int | None = None,
-) -> bool:
+def allows(permissions: Permissions | None, rule: Rule, stream_id: int | None = None,
+           topic_id: int | None = None) -> bool:
     if permissions is None:
         return False
     global_permissions = permissions.global_permissions
@@ -134,7 +77,7 @@ def allows(
 
 
 class Permissioner:
-    """Holds each user's permissions and answers allow/deny by command name."""
+    """Holds each user's permissions and answers allow/deny for an action on a resource."""
 
     def __init__(self) -> None:
         self._permissions: dict[int, Permissions | None] = {}
@@ -145,16 +88,15 @@ class Permissioner:
     def remove_user(self, user_id: int) -> None:
         self._permissions.pop(user_id, None)
 
-    def is_allowed(
-        self, user_id: int, command: str, stream_id: int | None = None, topic_id: int | None = None
-    ) -> bool:
-        if command in NO_PERMISSION_NEEDED:
+    def is_allowed(self, user_id: int, action: Action, stream_id: int | None = None,
+                   topic_id: int | None = None) -> bool:
+        if action is Action.LOGGED_IN:
             return True
-        return allows(self._permissions.get(user_id), RULES[command], stream_id, topic_id)
+        return allows(self._permissions.get(user_id), action.value, stream_id, topic_id)
 
-    def authorize(
-        self, user_id: int, command: str, stream_id: int | None = None, topic_id: int | None = None
-    ) -> None:
-        """Raise Unauthorized (41) unless ``user_id`` may run ``command`` on the target."""
-        if not self.is_allowed(user_id, command, stream_id, topic_id):
+    def authorize(self, user_id: int, action: Action, stream_id: int | None = None,
+                  topic_id: int | None = None) -> None:
+        """Raise Unauthorized (41) unless ``user_id`` may do ``action`` on the resource: the
+        server (no ids), stream ``stream_id``, or topic ``topic_id`` of that stream."""
+        if not self.is_allowed(user_id, action, stream_id, topic_id):
             raise Unauthorized()

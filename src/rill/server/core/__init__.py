@@ -1,6 +1,10 @@
-"""The use cases of the server, one service per resource; the only thing transports call.
+"""The protocol-neutral broker: the use cases of the server, one service per resource, which
+every wire protocol calls (Iggy's dispatch today; Kafka's and TANK's next, through ``broker``).
 
-Each service method takes the caller's Session and a decoded command, and runs
-authorize -> validate -> journal (metadata store) -> mutate (memory, files), returning a
-response record, raw bytes, or None for an empty OK.
+Each service method takes the caller's Session and neutral values (``types``: ids or names,
+specs, offsets), and runs authorize (an action on a resource, ``auth.permissioner``) ->
+validate -> journal (metadata store) -> mutate (memory, files), returning model objects or
+neutral results. Nothing here decodes a frame or builds a protocol's answer: an import
+contract (pyproject.toml) keeps ``rill.protocol.commands``, ``responses``, ``framing`` and
+``http_json`` out of the core, auth and storage.
 """

@@ -1,8 +1,8 @@
 """Connected clients: GET_ME, GET_CLIENT, GET_CLIENTS (wire §3.1, §4.7) and the heartbeat
 verifier (wire §1.4).
 
-Owns: turning sessions into ClientInfo / ClientInfoDetails records, and dropping the sessions
-that went silent. Reads the Core's session registry (client id -> Session), never the sockets.
+Owns: answering who is connected (sessions; the Iggy package turns them into ClientInfo
+records), and dropping the sessions that went silent. Reads the Core's session registry (client id -> Session), never the sockets.
 
 Rules:
   * All three commands need a login and the server-read rule (global ``read_servers`` or
@@ -25,8 +25,7 @@ import logging
 from typing import Callable, Mapping
 
 from rill import errors
-from rill.protocol.commands.system import GetClient, GetClients, GetMe
-from rill.protocol.responses.system import ClientConsumerGroup, ClientInfo, ClientInfoDetails
+from rill.server.auth.permissioner import Action
 from rill.server.core.model import Session
 from rill.server.core.state import CoreState
 
@@ -35,47 +34,27 @@ log = logging.getLogger(__name__)
 HEARTBEAT_GRACE = 1.2  # a session is stale after this many intervals without a request
 
 
-def client_info(session: Session) -> ClientInfo:
-    return ClientInfo(
-        session.client_id,
-        session.user_id,
-        int(session.transport),
-        session.address,
-        len(session.consumer_groups),
-    )
-
-
-def client_details(session: Session) -> ClientInfoDetails:
-    groups = [
-        ClientConsumerGroup(stream_id, topic_id, group_id)
-        for stream_id, topic_id, group_id in list(session.consumer_groups)
-    ]
-    return ClientInfoDetails.of(
-        session.client_id, session.user_id, int(session.transport), session.address, groups
-    )
-
-
 class ClientService:
     def __init__(self, state: CoreState, sessions: Mapping[int, Session]) -> None:
         self.state = state
         self.sessions = sessions  # the Core's registry, shared (not copied)
 
-    def get_me(self, session: Session, command: GetMe) -> ClientInfoDetails:
-        self.state.authorize(session, "get_me")
-        return client_details(session)
+    def get_me(self, session: Session) -> Session:
+        self.state.authorize(session, Action.READ_SERVER)
+        return session
 
-    def get_client(self, session: Session, command: GetClient) -> ClientInfoDetails:
-        self.state.authorize(session, "get_client")
-        if command.client_id == 0:
+    def get_client(self, session: Session, client_id: int) -> Session:
+        self.state.authorize(session, Action.READ_SERVER)
+        if client_id == 0:
             raise errors.InvalidClientId(field="client_id")
-        target = self.sessions.get(command.client_id)
+        target = self.sessions.get(client_id)
         if target is None:
-            raise errors.ClientNotFound(command.client_id, field="client_id")
-        return client_details(target)
+            raise errors.ClientNotFound(client_id, field="client_id")
+        return target
 
-    def get_clients(self, session: Session, command: GetClients) -> list[ClientInfo]:
-        self.state.authorize(session, "get_clients")
-        return [client_info(self.sessions[client_id]) for client_id in sorted(self.sessions)]
+    def get_clients(self, session: Session) -> list[Session]:
+        self.state.authorize(session, Action.READ_SERVER)
+        return [self.sessions[client_id] for client_id in sorted(self.sessions)]
 
 
 def stale_sessions(sessions: Mapping[int, Session], now_us: int, interval: float) -> list[Session]:

@@ -1,67 +1,70 @@
-"""Consumer groups: commands 600-605, membership, partition assignment and rebalancing
-(wire §3.9, §4.4, §6.5, §6.6).
+"""Consumer groups: the named groups of each topic (commands 600-605, wire §3.9, §4.4), durable
+in the metadata store, and the group side of consumer positions.
 
-Owns: the groups of every topic (their ids, names and live members), each member's assigned
-partitions and round-robin cursor, and the group side of consumer offsets (it is the
-``groups`` resolver of ConsumerOffsetService, so polls and GET/STORE_CONSUMER_OFFSET with a
-group consumer come here to learn which partition they address).
+Owns: the groups of every topic (ids, names, the topic's partition count), and the answer to
+"which partition, under which position name" for a group consumer (it is the ``groups``
+resolver of ConsumerOffsetService). Who the members are and which partitions each is dealt is
+a protocol's (``GroupMembership``, given when the Core is built: Iggy's is
+``protocols.iggy.groups``); this module tells it every change that moves partitions or ends
+groups, and asks it for a member's partition.
 
-Invariants and decisions (where the wire reference leaves a choice):
-
-* Groups and their offsets are durable (metadata store); members are live connections only and
-  are never persisted: after a restart every group is empty until clients join again.
-* Member order is join order. Every join, leave, disconnect, CREATE_PARTITIONS and
-  DELETE_PARTITIONS rebalances: assignments, cursors and "current partition" are cleared and
-  partition ids 1..N are dealt round-robin (partition i, 0-based, goes to member i mod M).
-* Joining again while already a member keeps the member's place in the join order and still
-  rebalances (every cursor restarts).
-* Leaving a group one is not a member of succeeds silently (Iggy behaviour) and changes
-  nothing; the group itself must exist (5000/5003).
-* A group poll without a partition id by a member with no assigned partitions (more members
-  than partitions) answers an empty result with partition id 0 and current offset 0, instead
-  of Iggy's quirk of reading partition 1 (wire §11).
-* GET/STORE_CONSUMER_OFFSET for a group without a partition id use the member's current
-  partition: the one its last group poll returned since the last rebalance; none ⇒ 3007.
-  With a partition id there is no membership check (the group must still exist).
-* A group's ``partitions_count`` is the topic's current partition count.
+* A group's positions are stored under ``iggy-group:<id>`` and deleted with it.
+* With a partition id a group consumer addresses that partition, with no membership check
+  (the group must still exist); without one, the membership picks it.
+* A member with no partition to read (more members than partitions) polls a stand-in
+  partition 0 that is always empty.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Callable, Protocol
 
 from rill import errors
-from rill.protocol.commands.groups import (
-    CreateConsumerGroup,
-    DeleteConsumerGroup,
-    GetConsumerGroup,
-    GetConsumerGroups,
-    JoinConsumerGroup,
-    LeaveConsumerGroup,
-)
-from rill.protocol.primitives import ConsumerKind, Identifier
-from rill.protocol.responses.groups import ConsumerGroup as GroupRecord
-from rill.protocol.responses.groups import ConsumerGroupDetails, ConsumerGroupMember
+from rill.server.auth.permissioner import Action
+from rill.server.core.consumer_offsets import iggy_group_key
 from rill.server.core.model import Partition, Session, Stream, Topic
 from rill.server.core.names import validate_name
 from rill.server.core.state import CoreState
+from rill.server.core.types import Ref
 from rill.server.storage.metadata import ConsumerGroupRow
+from rill.server.storage.partition_log import LogSettings
 
 TopicKey = tuple[int, int]  # (stream id, topic id)
+Membership = tuple[int, int, int]  # (stream id, topic id, group id)
 
 
-@dataclass(eq=False)
-class Member:
-    session: Session
-    partitions: list[int] = field(default_factory=list)
-    cursor: int = 0  # index into ``partitions`` of the next group poll
-    current_partition: int = 0  # partition of the last group poll since the rebalance; 0 = none
+class GroupMembership(Protocol):
+    """A protocol's live membership of the groups (Iggy's: ``protocols.iggy.groups``)."""
 
-    def next_partition(self) -> int:
-        partition_id = self.partitions[self.cursor]
-        self.cursor = (self.cursor + 1) % len(self.partitions)
-        self.current_partition = partition_id
-        return partition_id
+    def rebalance(self, group: Group) -> None:
+        """The group's topic has another partition count now (``group.partitions_count``)."""
+
+    def forget(self, group: Group) -> None:
+        """The group is gone (deleted, or its topic or stream)."""
+
+    def client_disconnected(self, session: Session,
+                            find: Callable[[Membership], Group | None]) -> None:
+        """``session``'s connection closed."""
+
+    def member_partition(self, session: Session, group: Group, advance: bool) -> int:
+        """The partition id a member addresses without naming one (0: none to read)."""
+
+
+class NoMembership:
+    """Groups with no protocol to manage their members: every member is unknown."""
+
+    def rebalance(self, group: Group) -> None:
+        pass
+
+    def forget(self, group: Group) -> None:
+        pass
+
+    def client_disconnected(self, session: Session, find) -> None:
+        pass
+
+    def member_partition(self, session: Session, group: Group, advance: bool) -> int:
+        raise errors.ConsumerGroupMemberNotFound(session.client_id, group.id, group.topic_id)
 
 
 @dataclass(eq=False)
@@ -70,22 +73,16 @@ class Group:
     topic_id: int
     id: int
     name: str
-    members: dict[int, Member] = field(default_factory=dict)  # client id -> member, join order
+    partitions_count: int = 0  # the topic's
 
     @property
-    def membership(self) -> tuple[int, int, int]:
+    def membership(self) -> Membership:
         return (self.stream_id, self.topic_id, self.id)
 
-    def rebalance(self, partitions_count: int) -> None:
-        members = list(self.members.values())
-        for member in members:
-            member.partitions.clear()
-            member.cursor = 0
-            member.current_partition = 0
-        if not members:
-            return
-        for index in range(partitions_count):
-            members[index % len(members)].partitions.append(index + 1)
+    @property
+    def key(self) -> str:
+        """The name the group's positions are stored under."""
+        return iggy_group_key(self.id)
 
 
 class _NoMessagesLog:
@@ -94,6 +91,8 @@ class _NoMessagesLog:
     is_empty = True
     current_offset = 0
     first_offset = 0
+    next_offset = 0
+    settings = LogSettings()
     messages_count = 0
 
     def read(self, offset: int, count: int) -> tuple[int, list[bytes]]:
@@ -105,8 +104,9 @@ def _no_partition(topic: Topic) -> Partition:
 
 
 class ConsumerGroupService:
-    def __init__(self, state: CoreState) -> None:
+    def __init__(self, state: CoreState, membership: GroupMembership) -> None:
         self.state = state
+        self.membership = membership
         self.topics: dict[TopicKey, dict[int, Group]] = {}
 
     def load(self) -> None:
@@ -117,16 +117,17 @@ class ConsumerGroupService:
             if stream is None or row.topic_id not in stream.topics:
                 continue
             groups = self.topics.setdefault((row.stream_id, row.topic_id), {})
-            groups[row.id] = Group(row.stream_id, row.topic_id, row.id, row.name)
+            groups[row.id] = Group(row.stream_id, row.topic_id, row.id, row.name,
+                                   partitions_count=len(stream.topics[row.topic_id].partitions))
 
     # -- lookups ---------------------------------------------------------------------------
 
     def _groups(self, topic: Topic) -> dict[int, Group]:
         return self.topics.get((topic.stream_id, topic.id), {})
 
-    def find_group(self, topic: Topic, group_id: Identifier) -> Group:
+    def find_group(self, topic: Topic, group_id: Ref) -> Group:
         groups = self._groups(topic)
-        value = group_id.value
+        value = group_id
         if isinstance(value, int):
             group = groups.get(value)
             if group is None:
@@ -137,101 +138,73 @@ class ConsumerGroupService:
                 return group
         raise errors.ConsumerGroupNameNotFound(value, topic.id, field="group_id")
 
+    def groups_of(self, topic: Topic) -> dict[int, Group]:
+        return self._groups(topic)
+
     def group_names(self, topic: Topic) -> dict[int, str]:
         return {group_id: group.name for group_id, group in self._groups(topic).items()}
 
-    def _topic_and_group(self, session: Session, command, permission: str) -> tuple[Topic, Group]:
-        topic = self.state.find_topic(command.stream_id, command.topic_id)
-        self.state.authorize(session, permission, topic.stream_id, topic.id)
-        return topic, self.find_group(topic, command.group_id)
-
-    @staticmethod
-    def _details(topic: Topic, group: Group) -> ConsumerGroupDetails:
-        header = GroupRecord(group.id, len(topic.partitions), len(group.members), group.name)
-        members = [
-            ConsumerGroupMember(client_id, member.partitions)
-            for client_id, member in group.members.items()
-        ]
-        return ConsumerGroupDetails(header, members)
+    def _topic_and_group(self, session: Session, stream_id: Ref, topic_id: Ref, group_id: Ref
+                         ) -> tuple[Topic, Group]:
+        topic = self.state.find_topic(stream_id, topic_id)
+        self.state.authorize(session, Action.READ_TOPIC, topic.stream_id, topic.id)
+        return topic, self.find_group(topic, group_id)
 
     # -- commands --------------------------------------------------------------------------
 
-    def get_consumer_group(
-        self, session: Session, command: GetConsumerGroup
-    ) -> ConsumerGroupDetails:
-        topic, group = self._topic_and_group(session, command, "get_consumer_group")
-        return self._details(topic, group)
+    def get_consumer_group(self, session: Session, stream_id: Ref, topic_id: Ref, group_id: Ref
+                           ) -> Group:
+        return self._topic_and_group(session, stream_id, topic_id, group_id)[1]
 
-    def get_consumer_groups(
-        self, session: Session, command: GetConsumerGroups
-    ) -> list[GroupRecord]:
+    def get_consumer_groups(self, session: Session, stream_id: Ref, topic_id: Ref) -> list[Group]:
         state = self.state
-        topic = state.find_topic(command.stream_id, command.topic_id)
-        state.authorize(session, "get_consumer_groups", topic.stream_id, topic.id)
+        topic = state.find_topic(stream_id, topic_id)
+        state.authorize(session, Action.READ_TOPIC, topic.stream_id, topic.id)
         groups = self._groups(topic)
-        return [
-            GroupRecord(gid, len(topic.partitions), len(groups[gid].members), groups[gid].name)
-            for gid in sorted(groups)
-        ]
+        return [groups[gid] for gid in sorted(groups)]
 
-    def create_consumer_group(
-        self, session: Session, command: CreateConsumerGroup
-    ) -> ConsumerGroupDetails:
+    def create_consumer_group(self, session: Session, stream_id: Ref, topic_id: Ref, name: str,
+                              group_id: int = 0) -> Group:
+        """A new group; ``group_id`` 0 takes the topic's lowest free group id."""
         state = self.state
-        topic = state.find_topic(command.stream_id, command.topic_id)
-        state.authorize(session, "create_consumer_group", topic.stream_id, topic.id)
-        name = validate_name(command.name, errors.InvalidConsumerGroupName)
+        topic = state.find_topic(stream_id, topic_id)
+        state.authorize(session, Action.READ_TOPIC, topic.stream_id, topic.id)
+        name = validate_name(name, errors.InvalidConsumerGroupName)
         existing = self._groups(topic)
         if any(group.name == name for group in existing.values()):
             raise errors.ConsumerGroupNameAlreadyExists(name, topic.id, field="name")
-        group_id = command.group_id or state.lowest_free_id(existing)
+        group_id = group_id or state.lowest_free_id(existing)
         if group_id in existing:
             raise errors.ConsumerGroupIdAlreadyExists(group_id, topic.id, field="group_id")
         row = ConsumerGroupRow(topic.stream_id, topic.id, group_id, name)
         state.store.create_consumer_group(row)
-        group = Group(topic.stream_id, topic.id, group_id, name)
+        group = Group(topic.stream_id, topic.id, group_id, name,
+                      partitions_count=len(topic.partitions))
         self.topics.setdefault((topic.stream_id, topic.id), {})[group_id] = group
-        return self._details(topic, group)
+        return group
 
-    def delete_consumer_group(self, session: Session, command: DeleteConsumerGroup) -> None:
-        topic, group = self._topic_and_group(session, command, "delete_consumer_group")
-        kind = int(ConsumerKind.CONSUMER_GROUP)
-        self.state.store.delete_consumer_group(topic.stream_id, topic.id, group.id, kind)
+    def delete_consumer_group(self, session: Session, stream_id: Ref, topic_id: Ref,
+                              group_id: Ref) -> None:
+        topic, group = self._topic_and_group(session, stream_id, topic_id, group_id)
+        self.state.store.delete_consumer_group(topic.stream_id, topic.id, group.id, group.key)
         for partition in topic.partitions.values():
-            partition.offsets.pop((kind, group.id), None)
+            partition.positions.pop(group.key, None)
         self._drop(group)
-
-    def join_consumer_group(self, session: Session, command: JoinConsumerGroup) -> None:
-        topic, group = self._topic_and_group(session, command, "join_consumer_group")
-        if session.client_id not in group.members:
-            group.members[session.client_id] = Member(session)
-            session.consumer_groups.append(group.membership)
-        group.rebalance(len(topic.partitions))
-
-    def leave_consumer_group(self, session: Session, command: LeaveConsumerGroup) -> None:
-        topic, group = self._topic_and_group(session, command, "leave_consumer_group")
-        if group.members.pop(session.client_id, None) is None:
-            return  # not a member: nothing changes (Iggy answers OK too)
-        _forget(session, group.membership)
-        group.rebalance(len(topic.partitions))
 
     # -- hooks -----------------------------------------------------------------------------
 
     def client_disconnected(self, session: Session) -> None:
         """A closed connection leaves every group it had joined."""
-        for stream_id, topic_id, group_id in list(session.consumer_groups):
-            group = self.topics.get((stream_id, topic_id), {}).get(group_id)
-            if group is not None and group.members.pop(session.client_id, None) is not None:
-                topic = self.state.streams[stream_id].topics[topic_id]
-                group.rebalance(len(topic.partitions))
-        session.consumer_groups.clear()
+        self.membership.client_disconnected(
+            session, lambda membership: self.topics.get(membership[:2], {}).get(membership[2]))
 
     def partitions_changed(self, topic: Topic) -> None:
         for group in self._groups(topic).values():
-            group.rebalance(len(topic.partitions))
+            group.partitions_count = len(topic.partitions)
+            self.membership.rebalance(group)
 
     def topic_deleted(self, topic: Topic) -> None:
-        """Drop the topic's groups from memory (the store cascades their rows and offsets)."""
+        """Drop the topic's groups from memory (the store cascades their rows and positions)."""
         for group in list(self._groups(topic).values()):
             self._drop(group)
         self.topics.pop((topic.stream_id, topic.id), None)
@@ -241,41 +214,21 @@ class ConsumerGroupService:
             self.topic_deleted(topic)
 
     def _drop(self, group: Group) -> None:
-        for member in group.members.values():
-            _forget(member.session, group.membership)
-        group.members.clear()
+        self.membership.forget(group)
         groups = self.topics.get((group.stream_id, group.topic_id), {})
         groups.pop(group.id, None)
 
-    # -- the offsets resolver --------------------------------------------------------------
+    # -- the positions resolver ------------------------------------------------------------
 
     def resolve_group_partition(
-        self, session: Session, topic: Topic, group_id: Identifier, partition_id: int,
+        self, session: Session, topic: Topic, group_id: Ref, partition_id: int,
         advance: bool,
-    ) -> tuple[Partition, tuple[int, int]]:
-        """The partition a group consumer addresses, and the group's offset key.
-
-        ``advance`` (polls) moves the member's cursor; without it (GET/STORE offset) the
-        member's current partition is used.
-        """
+    ) -> tuple[Partition, str]:
+        """The partition a group consumer addresses, and the name of the group's positions.
+        ``advance`` (polls) moves the member on to its next partition."""
         group = self.find_group(topic, group_id)
-        key = (int(ConsumerKind.CONSUMER_GROUP), group.id)
-        if partition_id:
-            return self.state.find_partition(topic, partition_id), key
-        member = group.members.get(session.client_id)
-        if member is None:
-            raise errors.ConsumerGroupMemberNotFound(session.client_id, group.id, topic.id)
-        if advance:
-            if not member.partitions:
-                return _no_partition(topic), key
-            partition_id = member.next_partition()
-        else:
-            partition_id = member.current_partition
+        if not partition_id:
+            partition_id = self.membership.member_partition(session, group, advance)
             if partition_id == 0:
-                raise errors.PartitionNotFound(0, topic.id, topic.stream_id, field="partition_id")
-        return self.state.find_partition(topic, partition_id), key
-
-
-def _forget(session: Session, membership: tuple[int, int, int]) -> None:
-    if membership in session.consumer_groups:
-        session.consumer_groups.remove(membership)
+                return _no_partition(topic), group.key
+        return self.state.find_partition(topic, partition_id), group.key

@@ -1,17 +1,15 @@
-"""Consumer offsets: where each consumer (or consumer group) is in each partition (wire §3.5,
-§6.5). Offsets are keyed by (consumer kind, numeric id): a named regular consumer is hashed
-with xxHash32 (seed 0); a group uses its group id, shared by every member.
+"""Consumer positions: where each consumer reads next in each partition (wire §3.5, §6.5 for
+Iggy's consumers and groups; any name for the broker's consumers).
 
-GET_CONSUMER_OFFSET answers, when nothing was stored for the consumer, the record Iggy 0.4.95
-answers: ``stored_offset`` 0 with the partition's current offset (wire §4.6; clients of that
-era cannot read an empty answer). For groups it reads the group's own offsets (the fix of wire
-§6.5). Failures (unknown stream/topic/partition, permissions) still become an empty OK in the
-binary handler. GET_CONSUMER_LAG's ``committed`` flag is what tells "never stored" from
-"stored 0" (docs/wire-notes.md).
+Positions are keyed by a consumer *name* and hold the **next offset to read** (Kafka's commit
+meaning; schema 2 of the metadata store, migrated once from schema 1's numeric keys and "last
+consumed" offsets). Iggy's consumers are named ``iggy-consumer:<u32>`` (a named regular consumer
+is hashed with xxHash32, seed 0, as Iggy does) and its groups ``iggy-group:<group id>``, shared by
+every member; the Iggy edge converts its "last consumed" offsets (stored = next - 1).
 
 Consumer lag (GET_CONSUMER_LAG, the HTTP ``consumer-lag`` route, the ``rill_consumer_group_lag``
-gauge all come from ``consumer_lag``): per partition, the messages after the committed offset
-that are still stored, ``end - max(committed + 1, first)``; when nothing is committed, every
+gauge all come from ``consumer_lag``): per partition, the messages from the consumer's next
+offset on that are still stored, ``end - max(next, first)``; when nothing is committed, every
 stored message, ``end - first`` (``end``: the offset the next message gets; ``first``: the
 oldest one retention kept).
 """
@@ -23,107 +21,111 @@ from typing import Iterable, Protocol
 import xxhash
 
 from rill import errors
-from rill.protocol.commands.offsets import GetConsumerLag, GetConsumerOffset, StoreConsumerOffset
-from rill.protocol.primitives import Consumer, ConsumerKind, Identifier
-from rill.protocol.responses.groups import ConsumerLag, ConsumerOffsetInfo
+from rill.protocol.primitives import Consumer, ConsumerKind
+from rill.server.auth.permissioner import Action
 from rill.server.core.model import Partition, Session, Topic
 from rill.server.core.state import CoreState
-from rill.server.storage.metadata import OffsetRow
+from rill.server.core.types import ConsumerLag, ConsumerPosition, LogBounds, Ref
+from rill.server.storage.metadata import PositionRow
 
-OffsetKey = tuple[int, int]
+ConsumerKey = str  # a consumer's name; its positions are stored under it
+ICONSUMER, IGROUP = "iggy-consumer:", "iggy-group:"  # the names of Iggy's consumers
+
+
+def iggy_consumer_key(consumer_id: Ref) -> ConsumerKey:
+    value = consumer_id if isinstance(consumer_id, int) else xxhash.xxh32_intdigest(
+        consumer_id.encode("utf-8"))
+    return f"{ICONSUMER}{value}"
+
+
+def iggy_group_key(group_id: int) -> ConsumerKey:
+    return f"{IGROUP}{group_id}"
 
 
 class GroupPartitionResolver(Protocol):
-    """Picks the partition and offset key for a consumer-group consumer (consumer groups)."""
+    """Picks the partition and position key for a consumer-group consumer (consumer groups)."""
 
     def resolve_group_partition(
-        self, session: Session, topic: Topic, group_id: Identifier, partition_id: int,
+        self, session: Session, topic: Topic, group_id: Ref, partition_id: int,
         advance: bool,
-    ) -> tuple[Partition, OffsetKey]: ...
+    ) -> tuple[Partition, ConsumerKey]: ...
 
     def group_names(self, topic: Topic) -> dict[int, str]: ...
 
 
-class NoGroups:
-    """Stand-in until consumer groups exist: every group id is unknown."""
-
-    def group_names(self, topic):
-        return {}
-
-    def resolve_group_partition(self, session, topic, group_id, partition_id, advance):
-        if group_id.is_numeric:
-            raise errors.ConsumerGroupIdNotFound(group_id.value, topic.id)
-        raise errors.ConsumerGroupNameNotFound(group_id.value, topic.id)
-
-
-def regular_consumer_id(identifier: Identifier) -> int:
-    value = identifier.value
-    return value if isinstance(value, int) else xxhash.xxh32_intdigest(value.encode("utf-8"))
-
-
 class ConsumerOffsetService:
-    def __init__(self, state: CoreState) -> None:
+    def __init__(self, state: CoreState, groups: GroupPartitionResolver) -> None:
         self.state = state
-        self.groups: GroupPartitionResolver = NoGroups()
+        self.groups = groups
 
     def resolve(
-        self, session: Session, topic: Topic, consumer: Consumer, partition_id: int,
+        self, session: Session, topic: Topic, consumer: Consumer | str, partition_id: int,
         advance: bool = False,
-    ) -> tuple[Partition, OffsetKey]:
-        """The partition a consumer addresses and the key its offsets are stored under."""
+    ) -> tuple[Partition, ConsumerKey]:
+        """The partition a consumer addresses and the name its positions are stored under:
+        a ``str`` is a consumer's own name (the broker's); a ``Consumer`` is Iggy's."""
+        if isinstance(consumer, str):
+            return self.state.find_partition(topic, partition_id), consumer
         if consumer.kind == ConsumerKind.CONSUMER_GROUP:
             return self.groups.resolve_group_partition(
-                session, topic, consumer.id, partition_id, advance
+                session, topic, consumer.id.value, partition_id, advance
             )
         partition = self.state.find_partition(topic, partition_id or 1)
-        return partition, (ConsumerKind.CONSUMER, regular_consumer_id(consumer.id))
+        return partition, iggy_consumer_key(consumer.id.value)
 
-    def store(self, partition: Partition, key: OffsetKey, offset: int) -> None:
-        self.state.store.store_offset(
-            OffsetRow(partition.stream_id, partition.topic_id, partition.id, key[0], key[1], offset)
+    def store(self, partition: Partition, key: ConsumerKey, next_offset: int) -> None:
+        self.state.store.store_position(
+            PositionRow(partition.stream_id, partition.topic_id, partition.id, key, next_offset)
         )
-        partition.offsets[key] = offset
+        partition.positions[key] = next_offset
 
-    def get_consumer_offset(self, session: Session, command: GetConsumerOffset) -> ConsumerOffsetInfo:
-        topic = self.state.find_topic(command.stream_id, command.topic_id)
-        self.state.authorize(session, "get_consumer_offset", topic.stream_id, topic.id)
-        partition, key = self.resolve(session, topic, command.consumer, command.partition_id)
-        stored = partition.offsets.get(key, 0)  # nothing stored: 0, as Iggy 0.4.95
-        return ConsumerOffsetInfo(partition.id, partition.log.current_offset, stored)
+    def get_consumer_offset(self, session: Session, stream_id: Ref, topic_id: Ref,
+                            consumer: Consumer | str, partition_id: int) -> ConsumerPosition:
+        topic = self.state.find_topic(stream_id, topic_id)
+        self.state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
+        partition, key = self.resolve(session, topic, consumer, partition_id)
+        log = partition.log
+        return ConsumerPosition(partition.id, partition.positions.get(key),
+                                LogBounds(log.first_offset, log.next_offset, log.next_offset))
 
-    def get_consumer_lag(self, session: Session, command: GetConsumerLag) -> list[ConsumerLag]:
-        topic = self.state.find_topic(command.stream_id, command.topic_id)
-        self.state.authorize(session, "get_consumer_lag", topic.stream_id, topic.id)
+    def get_consumer_lag(self, session: Session, stream_id: Ref, topic_id: Ref
+                         ) -> list[ConsumerLag]:
+        topic = self.state.find_topic(stream_id, topic_id)
+        self.state.authorize(session, Action.READ_TOPIC, topic.stream_id, topic.id)
         return consumer_lag(topic, self.groups.group_names(topic))
 
-    def store_consumer_offset(self, session: Session, command: StoreConsumerOffset) -> None:
-        topic = self.state.find_topic(command.stream_id, command.topic_id)
-        self.state.authorize(session, "store_consumer_offset", topic.stream_id, topic.id)
-        partition, key = self.resolve(session, topic, command.consumer, command.partition_id)
-        if command.offset > partition.log.current_offset:
-            raise errors.InvalidOffset(command.offset, field="offset")
-        self.store(partition, key, command.offset)
+    def store_consumer_offset(self, session: Session, stream_id: Ref, topic_id: Ref,
+                              consumer: Consumer | str, partition_id: int, next_offset: int
+                              ) -> None:
+        """Store ``next_offset`` as where ``consumer`` reads next: at most the log's end (or 1
+        on an empty log, where an Iggy client may store "offset 0 consumed")."""
+        topic = self.state.find_topic(stream_id, topic_id)
+        self.state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
+        partition, key = self.resolve(session, topic, consumer, partition_id)
+        if not 0 <= next_offset <= max(partition.log.next_offset, 1):
+            raise errors.InvalidOffset(next_offset - 1, field="offset")
+        self.store(partition, key, next_offset)
 
 
 def consumer_lag(topic: Topic, group_names: dict[int, str]) -> list[ConsumerLag]:
-    """Every consumer with a stored offset in ``topic``, and every group in every partition,
-    with its lag (see the module's docstring); groups first, by id, then consumers."""
+    """Every Iggy consumer with a stored position in ``topic``, and every Iggy group in every
+    partition, with its lag (see the module's docstring); groups first, by id, then consumers
+    by id. (Consumers other protocols name are not Iggy's to list.)"""
     rows: list[ConsumerLag] = []
     partitions = [topic.partitions[key] for key in sorted(topic.partitions)]
-    consumers = sorted({key for partition in partitions for key in partition.offsets
-                        if key[0] == ConsumerKind.CONSUMER})
-    keys: Iterable[tuple[OffsetKey, str]] = [
-        *(((int(ConsumerKind.CONSUMER_GROUP), group_id), name) for group_id, name in sorted(group_names.items())),
-        *((key, "") for key in consumers),
+    consumers = sorted({int(key[len(ICONSUMER):]) for partition in partitions
+                        for key in partition.positions if key.startswith(ICONSUMER)})
+    keys: Iterable[tuple[ConsumerKey, str]] = [
+        *((iggy_group_key(group_id), name) for group_id, name in sorted(group_names.items())),
+        *((f"{ICONSUMER}{consumer_id}", "") for consumer_id in consumers),
     ]
     for key, name in keys:
         for partition in partitions:
-            stored = partition.offsets.get(key)
-            if stored is None and key[0] == ConsumerKind.CONSUMER:
+            next_offset = partition.positions.get(key)
+            if next_offset is None and not name:
                 continue
             log = partition.log
             end, first = log.next_offset, log.first_offset
-            lag = end - first if stored is None else max(0, end - max(stored + 1, first))
-            rows.append(ConsumerLag(key[0], key[1], name, partition.id, stored is not None,
-                                    stored or 0, end, lag))
+            lag = end - first if next_offset is None else max(0, end - max(next_offset, first))
+            rows.append(ConsumerLag(key, name, partition.id, next_offset, end, lag))
     return rows

@@ -2,8 +2,7 @@
 
 Owns: start-up (the metadata store opened and reconciled with the data directory — see
 ``core.reconciliation`` —, metadata -> model, partition logs with recovery, the root user at
-the first start), sessions (one per connection), the table command name -> service method that
-every transport dispatches through, background tasks (retention, token cleaner, heartbeat,
+the first start), sessions (one per connection), background tasks (retention, token cleaner, heartbeat,
 metadata checkpoints under ``fsync = interval``), and the clean-shutdown marker that tells the
 next start whether the tails of the logs need checksum verification.
 
@@ -16,23 +15,25 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import inspect
 import itertools
 import logging
 import time
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable
 
 import xxhash
 
 from rill import errors
-from rill.protocol.codes import COMMANDS_BY_NAME
-from rill.protocol.commands.base import Command
 from rill.protocol.primitives import Transport
 from rill.server.auth.permissioner import Permissioner
 from rill.server.auth.throttling import LoginThrottle, ThrottleSettings
 from rill.server.config import ServerConfig
 from rill.server.auth.access_tokens import JwtManager, load_or_create_secret
-from rill.server.core.consumer_groups import ConsumerGroupService
+from rill.server.core.consumer_groups import (
+    ConsumerGroupService,
+    GroupMembership,
+    NoMembership,
+)
+from rill.server.core.broker import Broker
 from rill.server.core.clients import ClientService, run_heartbeat_verifier
 from rill.server.core.columnar import ColumnarReadService
 from rill.server.core.consumer_offsets import ConsumerOffsetService
@@ -61,28 +62,22 @@ from rill.server.storage.descriptors import configure as configure_descriptors
 from rill.server.storage.descriptors import open_file_limit
 from rill.server.storage.directories import DIRECTORY_MODE, make_directory
 from rill.server.storage.durability import Durability, FsyncPolicy
-from rill.server.storage.partition_log import PartitionLog, configure_append_threads
+from rill.server.storage.partition_log import PartitionLog
 from rill.server.storage.paths import DataPaths
 from rill.server.storage.reserve import SpaceReserve
 from rill.server.storage.verification import verify_in_background
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Session, Command], Any]
-
-# commands that need no login (wire §6.1, except GET_STATS: it tells the host's name, OS,
-# memory and the server's version and load, which a stranger has no use for but an attacker
-# does; any logged-in user may read it)
-PUBLIC_COMMANDS = frozenset(
-    {"ping", "login_user", "login_with_personal_access_token", "logout_user"}
-)
-
-
 class Core:
-    def __init__(self, config: ServerConfig, recover_metadata: bool = False) -> None:
+    def __init__(self, config: ServerConfig, recover_metadata: bool = False,
+                 group_membership: GroupMembership | None = None) -> None:
         """Open the data directory and its metadata store; raises ``StartupRefused`` when the
-        store is damaged or lost its users (``recover_metadata`` rebuilds what it can)."""
+        store is damaged or lost its users (``recover_metadata`` rebuilds what it can).
+        ``group_membership``: who manages the members of consumer groups (Iggy's, when the
+        server serves Iggy; without one no client can be a member)."""
         self.config = config
+        self._group_membership = group_membership or NoMembership()
         paths = DataPaths(config.data_path)
         make_directory(paths.root)
         paths.root.chmod(DIRECTORY_MODE)
@@ -96,7 +91,6 @@ class Core:
 
     def _open(self, config: ServerConfig, paths: DataPaths, recover_metadata: bool) -> None:
         self._first_start = not paths.metadata_db.exists()
-        configure_append_threads(config.system.append_threads, config.system.append_thread_min_size)
         budget = configure_descriptors(config.system.max_open_files)
         log.info("storage keeps at most %d segment files open (max_open_files = %s, open-file "
                  "limit %d)", budget, config.system.max_open_files, open_file_limit())
@@ -122,25 +116,19 @@ class Core:
         )
         state = self.state
         self.sessions: dict[int, Session] = {}
-        self.system = SystemService(state, self.sessions)
+        # every service gets what it calls when it is built (no hooks assigned later)
+        groups = self.consumer_groups = ConsumerGroupService(state, self._group_membership)
+        self.system = SystemService(state, self.sessions, groups.groups_of)
         self.clients = ClientService(state, self.sessions)
         self.snapshot = SnapshotService(state)
-        self.users = UserService(state)
-        self.users.live_sessions = self.sessions.values  # deleted users are logged out
+        # a deleted or deactivated user is logged out of every live session; its tokens go
+        self.users = UserService(state, self.sessions.values,
+                                 on_user_deleted=lambda user_id: self.tokens.forget_user(user_id))
         self.tokens = PersonalAccessTokenService(state, self.users)
-        self.streams = StreamService(state)
-        self.topics = TopicService(state)
-        self.partitions = PartitionService(state)
-        self.consumer_offsets = ConsumerOffsetService(state)
-        self.consumer_groups = ConsumerGroupService(state)
-        self.consumer_offsets.groups = self.consumer_groups
-        self.partitions.on_partitions_changed = self.consumer_groups.partitions_changed
-        self.streams.on_stream_deleted = self.consumer_groups.stream_deleted
-        self.topics.on_topic_deleted = self.consumer_groups.topic_deleted
-        # GET_STATS counts the groups where the consumer-group service keeps them
-        self.system.groups_of = lambda topic: self.consumer_groups.topics.get(
-            (topic.stream_id, topic.id), {}
-        )
+        self.streams = StreamService(state, on_stream_deleted=groups.stream_deleted)
+        self.topics = TopicService(state, on_topic_deleted=groups.topic_deleted)
+        self.partitions = PartitionService(state, on_partitions_changed=groups.partitions_changed)
+        self.consumer_offsets = ConsumerOffsetService(state, groups)
         self.metrics = Metrics()  # this server's (served at [http.metrics] endpoint)
         self.appends = AppendSignals()  # every append wakes the long polls of its partition
         self.messages = MessageService(state, self.consumer_offsets, self._appended)
@@ -148,44 +136,13 @@ class Core:
         self.columnar = ColumnarReadService(state)
         self.transactions = TransactionService(state, self.messages.choose_partition, self._appended)
         self.long_poll = LongPollService(state, self.appends)
-        self.handlers: dict[str, Handler] = self._handler_table()
+        self.broker = Broker(self)  # the neutral API the wire protocols call
         # called with the session when a client disconnects (consumer groups leave, ...)
-        self.on_disconnect: list[Callable[[Session], None]] = []
-        self.on_disconnect.append(self.consumer_groups.client_disconnected)
+        self._on_disconnect: tuple[Callable[[Session], None], ...] = (
+            groups.client_disconnected,)
         self._client_ids = itertools.count(1)
         self.access_tokens: JwtManager | None = None  # made at start when HTTP is enabled
         self._tasks: list[asyncio.Task[None]] = []
-
-    def _handler_table(self) -> dict[str, Handler]:
-        services = (
-            self.system, self.clients, self.snapshot, self.users, self.tokens, self.streams,
-            self.topics, self.partitions, self.consumer_offsets, self.messages,
-            self.consumer_groups, self.columnar, self.transactions, self.long_poll,
-        )
-        table: dict[str, Handler] = {}
-        for service in services:
-            for name in COMMANDS_BY_NAME:
-                method = getattr(service, name, None)
-                if method is not None:
-                    table[name] = method
-        return table
-
-    # -- dispatch --------------------------------------------------------------------------
-
-    async def execute(self, session: Session, command: Command) -> Any:
-        """Run one decoded command for ``session``; raises RillError on failure."""
-        handler = self.handlers.get(command.NAME)
-        if not session.is_authenticated and command.NAME not in PUBLIC_COMMANDS:
-            # the login gate comes before any lookup, so strangers learn nothing about ids
-            if command.NAME == "purge_stream":  # the dialect answers 41 here (wire §3.6)
-                raise errors.Unauthorized()
-            raise errors.Unauthenticated()
-        if handler is None:
-            raise errors.FeatureUnavailable(reason=f"{command.NAME} is not available yet")
-        result = handler(session, command)
-        if inspect.isawaitable(result):
-            result = await result
-        return result
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -198,11 +155,18 @@ class Core:
         self.sessions[client_id] = session
         return session
 
+    def request_session(self, address: str, transport: Transport, user_id: int) -> Session:
+        """A session for one request of a connectionless transport (HTTP): client id 0,
+        authenticated as ``user_id`` (0: nobody), never registered (no heartbeat, no groups)."""
+        now = self.state.clock()
+        return Session(0, address, transport, user_id=user_id, connected_at=now,
+                       last_heartbeat=now)
+
     def disconnect(self, session: Session) -> None:
         if self.sessions.get(session.client_id) is not session:
             return  # already removed (e.g. by the heartbeat verifier); its id may be reused
         del self.sessions[session.client_id]
-        for callback in self.on_disconnect:
+        for callback in self._on_disconnect:
             try:
                 callback(session)
             except Exception:
@@ -303,19 +267,17 @@ class Core:
         for row in store.load_topics():
             state.streams[row.stream_id].topics[row.id] = Topic(
                 row.stream_id, row.id, row.name, row.created_at, row.compression_algorithm,
-                row.message_expiry, row.max_topic_size, row.replication_factor,
+                row.message_expiry, row.max_topic_size, row.replication_factor, row.record_format,
             )
         for row in store.load_partitions():
             topic = state.streams[row.stream_id].topics[row.topic_id]
-            topic.partitions[row.id] = state.open_partition(
-                row.stream_id, row.topic_id, row.id, row.created_at
-            )
-        for offset in store.load_offsets():
-            stream = state.streams.get(offset.stream_id)
-            topic = stream.topics.get(offset.topic_id) if stream else None
-            partition = topic.partitions.get(offset.partition_id) if topic else None
+            topic.partitions[row.id] = state.open_partition(topic, row.id, row.created_at)
+        for position in store.load_positions():
+            stream = state.streams.get(position.stream_id)
+            topic = stream.topics.get(position.topic_id) if stream else None
+            partition = topic.partitions.get(position.partition_id) if topic else None
             if partition is not None:
-                partition.offsets[(offset.consumer_kind, offset.consumer_id)] = offset.stored_offset
+                partition.positions[position.consumer] = position.next_offset
         self.consumer_groups.load()
 
     async def stop(self) -> None:

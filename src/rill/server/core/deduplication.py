@@ -32,10 +32,10 @@ from collections import deque
 from itertools import repeat
 from typing import Callable
 
+from rill.protocol.layout import SEND_HEAD, SEND_PREFIX_SIZE
 from rill.server.config import MessageDeduplicationConfig
 from rill.server.core.model import Partition
 
-_SEND_HEAD = struct.Struct("<16sI")  # id, headers_length
 _U32 = struct.Struct("<I")
 _ZERO_ID = bytes(16)
 
@@ -106,7 +106,7 @@ class MessageDeduplicator:
         if view.format != "B" or view.ndim != 1:
             view = view.cast("B")
         end = len(view)
-        read_head = _SEND_HEAD.unpack_from
+        read_head = SEND_HEAD.unpack_from
         read_u32 = _U32.unpack_from
         window = self.window(partition)
         window.forget_expired(self.clock(), self.expiry)
@@ -117,7 +117,7 @@ class MessageDeduplicator:
         try:
             while position < end:
                 message_id, headers_length = read_head(view, position)
-                payload_length_position = position + 20 + headers_length
+                payload_length_position = position + SEND_PREFIX_SIZE + headers_length
                 (payload_length,) = read_u32(view, payload_length_position)
                 stop = payload_length_position + 4 + payload_length
                 if payload_length == 0 or stop > end:

@@ -2,9 +2,10 @@
 bytes, for one or many partitions at once, woken by appends (no sleeping loops).
 
 Owns: ``AppendSignals`` (``appended(log)`` wakes the readers waiting on that partition log;
-every path that appends calls it: SEND, deduplicated SEND, staged commits) and WAIT_FOR_MESSAGES
-(rill extension 1030), the Iggy edge of ``AppendSignals.wait``. Any protocol's long poll (Kafka
-Fetch's max wait and min bytes, TANK's consume) is a call to ``wait``.
+every path that appends calls it: SEND, deduplicated SEND, staged commits) and the wait for
+messages of one topic's partitions (``LongPollService``; Iggy's edge is the rill extension
+WAIT_FOR_MESSAGES, 1030; the Broker's is ``wait``). Any protocol's long poll (Kafka Fetch's max
+wait and min bytes, TANK's consume) is a call to ``wait``.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from rill.protocol.commands.long_poll import MAX_WAIT_MS, WaitForMessages
-from rill.protocol.responses.long_poll import PartitionEnd
+from rill.server.auth.permissioner import Action
 from rill.server.core.model import Session
 from rill.server.core.state import CoreState
+from rill.server.core.types import PartitionEnd, Ref
 from rill.server.storage.partition_log import PartitionLog
 
 
@@ -63,14 +64,17 @@ class LongPollService:
         self.state = state
         self.signals = signals
 
-    async def wait_for_messages(self, session: Session, command: WaitForMessages
-                                ) -> list[PartitionEnd]:
+    async def wait_for_messages(self, session: Session, stream_id: Ref, topic_id: Ref,
+                                positions: Sequence[tuple[int, int]], min_bytes: int,
+                                timeout: float) -> list[PartitionEnd]:
+        """Wait until the partitions hold ``min_bytes`` (at least one record) from their
+        offsets, ``positions`` (partition id, offset), on, or ``timeout`` seconds passed."""
         state = self.state
-        topic = state.find_topic(command.stream_id, command.topic_id)
-        state.authorize(session, "wait_for_messages", topic.stream_id, topic.id)
+        topic = state.find_topic(stream_id, topic_id)
+        state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
         partitions = [(state.find_partition(topic, partition_id), offset)
-                      for partition_id, offset in command.positions]
+                      for partition_id, offset in positions]
         await self.signals.wait([(partition.log, offset) for partition, offset in partitions],
-                                command.min_bytes, min(command.max_wait_ms, MAX_WAIT_MS) / 1000)
+                                min_bytes, timeout)
         return [PartitionEnd(partition.id, partition.log.next_offset, partition.log.bytes_after(offset))
                 for partition, offset in partitions]

@@ -20,14 +20,20 @@ from typing import Callable
 import xxhash
 
 from rill import errors
-from rill.protocol.commands.messages import FlushUnsavedBuffer, PollMessages, SendMessages
-from rill.protocol.primitives import MAX_TOPIC_SIZE_UNLIMITED, Partitioning, PartitioningKind
-from rill.protocol.primitives import PollingKind
-from rill.protocol.responses.messages import PolledMessages
+from rill.protocol.primitives import (
+    MAX_TOPIC_SIZE_UNLIMITED,
+    Consumer,
+    Partitioning,
+    PartitioningKind,
+    PollingKind,
+    PollingStrategy,
+)
+from rill.server.auth.permissioner import Action
 from rill.server.core.consumer_offsets import ConsumerOffsetService
 from rill.server.core.deduplication import MessageDeduplicator
 from rill.server.core.model import Partition, Session, Topic
 from rill.server.core.state import CoreState
+from rill.server.core.types import AppendResult, LogBounds, RecordRange, Ref
 from rill.server.storage.partition_log import PartitionLog
 
 _U32 = struct.Struct("<I")
@@ -95,11 +101,16 @@ class MessageService:
             partition_id = partition_for_key(value, len(topic.partitions))
         return self.state.find_partition(topic, partition_id)
 
-    async def send_messages(self, session: Session, command: SendMessages) -> None:
+    async def send_messages(self, session: Session, stream_id: Ref, topic_id: Ref,
+                            partitioning: Partitioning, messages: bytes | memoryview
+                            ) -> AppendResult:
+        """Append a SEND message region to the partition ``partitioning`` picks; answers once
+        the append is as durable as the fsync policy promises, with what it assigned (with
+        deduplication on, only the messages that were not duplicates; none: last < first)."""
         state = self.state
-        topic = state.find_topic(command.stream_id, command.topic_id)
-        state.authorize(session, "send_messages", topic.stream_id, topic.id)
-        partition = self.choose_partition(topic, command.partitioning)
+        topic = state.find_topic(stream_id, topic_id)
+        state.authorize(session, Action.WRITE_MESSAGES, topic.stream_id, topic.id)
+        partition = self.choose_partition(topic, partitioning)
         if topic.max_topic_size != MAX_TOPIC_SIZE_UNLIMITED and topic.size_bytes >= topic.max_topic_size:
             raise errors.TopicFull(topic.id, topic.stream_id)
         try:
@@ -108,11 +119,14 @@ class MessageService:
                 raise errors.CannotSaveMessagesToSegment(reason=(
                     "Cannot save messages to segment: the disk is full (its last "
                     f"{reserve.size} bytes are kept for metadata, so deletions still work)"))
+            now = state.clock()
             if self.deduplicator is None:
                 # large batches are stamped and written in a worker thread (storage.partition_log)
-                await partition.log.append_async(command.messages, state.clock())
+                first, last = await partition.log.append_async(messages, now)
             else:
-                self.deduplicator.append(partition, command.messages, state.clock())
+                first = partition.log.next_offset
+                self.deduplicator.append(partition, messages, now)
+                last = partition.log.next_offset - 1
             self.appended(partition.log)
             await partition.log.wait_durable()
         except WRITE_FAILURES as error:
@@ -120,15 +134,15 @@ class MessageService:
             raise
         if self.write_failures.count:
             self.write_failures.recovered()
+        return AppendResult(partition.id, first, last, now)
 
     # -- poll ------------------------------------------------------------------------------
 
     def _start_offset(
-        self, partition: Partition, key: tuple[int, int], command: PollMessages
+        self, partition: Partition, key: str, strategy: PollingStrategy, count: int
     ) -> int | None:
         """Where the poll starts, or None when there is nothing to return."""
         log = partition.log
-        strategy = command.strategy
         kind = strategy.kind
         if kind == PollingKind.OFFSET:
             return strategy.value
@@ -137,41 +151,90 @@ class MessageService:
         if kind == PollingKind.FIRST:
             return log.first_offset
         if kind == PollingKind.LAST:
-            return max(log.first_offset, log.current_offset + 1 - command.count)
-        stored = partition.offsets.get(key)  # NEXT
-        if stored is None:
+            return max(log.first_offset, log.current_offset + 1 - count)
+        next_offset = partition.positions.get(key)  # NEXT
+        if next_offset is None:
             return log.first_offset
-        if stored >= log.current_offset:
+        if next_offset >= log.next_offset:
             return None
-        return stored + 1
+        return next_offset
 
-    def poll_messages(self, session: Session, command: PollMessages) -> PolledMessages:
+    def poll_messages(self, session: Session, stream_id: Ref, topic_id: Ref, consumer: Consumer,
+                      partition_id: int, strategy: PollingStrategy, count: int,
+                      auto_commit: bool) -> RecordRange:
+        """A consumer's read: its partition (a group's member gets one assigned), the start the
+        strategy picks, and with ``auto_commit`` its position stored past the last one read."""
         state = self.state
-        topic = state.find_topic(command.stream_id, command.topic_id)
-        state.authorize(session, "poll_messages", topic.stream_id, topic.id)
-        if command.count == 0:
+        topic = state.find_topic(stream_id, topic_id)
+        state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
+        if count == 0:
             raise errors.InvalidMessagesCount(field="count")
-        partition, key = self.offsets.resolve(
-            session, topic, command.consumer, command.partition_id, advance=True
-        )
+        partition, key = self.offsets.resolve(session, topic, consumer, partition_id, advance=True)
         log = partition.log
-        start = None if log.is_empty else self._start_offset(partition, key, command)
+        start = None if log.is_empty else self._start_offset(partition, key, strategy, count)
         if start is None:
-            return PolledMessages(partition.id, log.current_offset, 0, b"")
-        first = max(start, log.first_offset)
-        count, chunks = log.read(first, command.count, state.config.system.max_poll_size)
-        if count and command.auto_commit:
-            self.offsets.store(partition, key, first + count - 1)
-        raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        return PolledMessages(partition.id, log.current_offset, count, raw)
+            return read_nothing(partition)
+        found = read_range(partition, start, count, state.config.system.max_poll_size)
+        if found.count and auto_commit:
+            self.offsets.store(partition, key, found.first_offset + found.count)
+        return found
+
+    def read(self, session: Session, stream_id: Ref, topic_id: Ref, partition_id: int,
+             offset: int, max_records: int, max_bytes: int) -> RecordRange:
+        """Records from ``offset`` (from the first one stored when retention removed it),
+        at most ``max_records`` and ``max_bytes`` (at least one record), by offset only."""
+        state = self.state
+        topic = state.find_topic(stream_id, topic_id)
+        state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
+        partition = state.find_partition(topic, partition_id)
+        return read_range(partition, offset, max_records, max_bytes)
+
+    def bounds(self, session: Session, stream_id: Ref, topic_id: Ref, partition_id: int
+               ) -> LogBounds:
+        state = self.state
+        topic = state.find_topic(stream_id, topic_id)
+        state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
+        return log_bounds(state.find_partition(topic, partition_id).log)
+
+    def offset_for_timestamp(self, session: Session, stream_id: Ref, topic_id: Ref,
+                             partition_id: int, timestamp_us: int) -> int | None:
+        """The first offset stored at or after ``timestamp_us``; None when there is none."""
+        state = self.state
+        topic = state.find_topic(stream_id, topic_id)
+        state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
+        return state.find_partition(topic, partition_id).log.offset_for_timestamp(timestamp_us)
 
     # -- flush -----------------------------------------------------------------------------
 
-    async def flush_unsaved_buffer(self, session: Session, command: FlushUnsavedBuffer) -> None:
+    async def flush_unsaved_buffer(self, session: Session, stream_id: Ref, topic_id: Ref,
+                                   partition_id: int) -> None:
         """rill writes every batch when it is sent, so nothing is ever buffered in memory;
         flushing makes the partition's written bytes durable now (an fsync) whatever the policy."""
         state = self.state
-        topic = state.find_topic(command.stream_id, command.topic_id)
-        state.authorize(session, "flush_unsaved_buffer", topic.stream_id, topic.id)
-        partition = state.find_partition(topic, command.partition_id)
+        topic = state.find_topic(stream_id, topic_id)
+        state.authorize(session, Action.WRITE_MESSAGES, topic.stream_id, topic.id)
+        partition = state.find_partition(topic, partition_id)
         await partition.log.sync()
+
+
+def log_bounds(log: PartitionLog) -> LogBounds:
+    end = log.next_offset
+    return LogBounds(log.first_offset, end, end)
+
+
+def read_nothing(partition: Partition) -> RecordRange:
+    log = partition.log
+    return RecordRange(partition.id, log.next_offset, 0, [], log.settings.record_format,
+                       log_bounds(log))
+
+
+def read_range(partition: Partition, offset: int, max_records: int, max_bytes: int
+               ) -> RecordRange:
+    """The stored bytes of up to ``max_records`` records from ``offset``, as they are on disk."""
+    log = partition.log
+    first_stored = log.first_offset
+    first = max(offset, first_stored)
+    count, chunks = log.read(first, max_records, max_bytes)
+    end = log.next_offset  # (bounds inline: this is the poll path)
+    return RecordRange(partition.id, first, count, chunks, log.settings.record_format,
+                       LogBounds(first_stored, end, end))

@@ -45,8 +45,8 @@ class Partition:
     id: int
     created_at: int
     log: PartitionLog
-    # stored consumer offsets: (consumer kind, numeric consumer id) -> offset
-    offsets: dict[tuple[int, int], int] = field(default_factory=dict)
+    # consumer positions: consumer name -> the next offset it reads
+    positions: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
@@ -59,6 +59,7 @@ class Topic:
     message_expiry: int  # resolved µs, or u64::MAX = never
     max_topic_size: int  # resolved bytes, or u64::MAX = unlimited
     replication_factor: int
+    record_format: str  # how its partitions store records (storage.records)
     partitions: dict[int, Partition] = field(default_factory=dict)
     # balanced partitioning: the next partition id to receive a batch (1-based round robin)
     _round_robin: itertools.count = field(default_factory=itertools.count)

@@ -8,11 +8,13 @@ renames the directories to tombstones, commits, then removes them (``storage.dir
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from rill import errors
-from rill.protocol.commands.partitions import CreatePartitions, DeletePartitions
+from rill.server.auth.permissioner import Action
 from rill.server.core.model import Partition, Session, Topic
 from rill.server.core.state import CoreState
+from rill.server.core.types import Ref
 from rill.server.storage.directories import remove_tree, restore, retire, write_manifest
 from rill.server.storage.metadata import PartitionRow, TopicRow
 
@@ -41,8 +43,7 @@ def add_partitions(
             write_manifest(paths.topic_manifest(topic.stream_id, topic.id), new_topic,
                            state.durability)
         for row in rows:
-            opened.append(state.open_partition(row.stream_id, row.topic_id, row.id,
-                                               row.created_at))
+            opened.append(state.open_partition(topic, row.id, row.created_at))
         if new_topic is not None:
             state.store.create_topic(new_topic, rows)
         else:
@@ -89,26 +90,26 @@ def remove_tombstones(state: CoreState, tombstones: list[Path | None]) -> None:
 
 
 class PartitionService:
-    def __init__(self, state: CoreState) -> None:
+    def __init__(self, state: CoreState, on_partitions_changed: Callable[[Topic], None]) -> None:
         self.state = state
-        self.on_partitions_changed = lambda topic: None  # consumer groups rebalance here
+        self.on_partitions_changed = on_partitions_changed  # consumer groups rebalance here
 
-    def create_partitions(self, session: Session, command: CreatePartitions) -> None:
+    def create_partitions(self, session: Session, stream_id: Ref, topic_id: Ref, count: int) -> None:
         state = self.state
-        topic = state.find_topic(command.stream_id, command.topic_id)
-        state.authorize(session, "create_partitions", topic.stream_id, topic.id)
-        if not 1 <= command.partitions_count <= MAX_PARTITIONS_PER_REQUEST:
+        topic = state.find_topic(stream_id, topic_id)
+        state.authorize(session, Action.MANAGE_TOPIC, topic.stream_id, topic.id)
+        if not 1 <= count <= MAX_PARTITIONS_PER_REQUEST:
             raise errors.TooManyPartitions(field="partitions_count")
-        add_partitions(state, topic, command.partitions_count)
+        add_partitions(state, topic, count)
         self.on_partitions_changed(topic)
 
-    def delete_partitions(self, session: Session, command: DeletePartitions) -> None:
+    def delete_partitions(self, session: Session, stream_id: Ref, topic_id: Ref, count: int) -> None:
         state = self.state
-        topic = state.find_topic(command.stream_id, command.topic_id)
-        state.authorize(session, "delete_partitions", topic.stream_id, topic.id)
-        if not 1 <= command.partitions_count <= MAX_PARTITIONS_PER_REQUEST:
+        topic = state.find_topic(stream_id, topic_id)
+        state.authorize(session, Action.MANAGE_TOPIC, topic.stream_id, topic.id)
+        if not 1 <= count <= MAX_PARTITIONS_PER_REQUEST:
             raise errors.TooManyPartitions(field="partitions_count")
-        count = min(command.partitions_count, len(topic.partitions))
+        count = min(count, len(topic.partitions))
         doomed = sorted(topic.partitions)[len(topic.partitions) - count :]
         directories = [state.paths.partition_dir(topic.stream_id, topic.id, pid) for pid in doomed]
         try:

@@ -45,6 +45,7 @@ from rill.server.storage.durability import Durability
 from rill.server.storage.metadata import (
     MetadataStore,
     MetadataStoreDamaged,
+    MetadataStoreTooNew,
     PartitionRow,
     StreamRow,
     TopicRow,
@@ -84,6 +85,8 @@ def open_store(
             if reserve is None or not reserve.release():
                 raise
             return MetadataStore(path, synchronous_full, reserve)
+    except MetadataStoreTooNew as too_new:
+        raise StartupRefused(f"{too_new}. Nothing was changed; start it with that rill.")
     except MetadataStoreDamaged as damaged:
         if not recover:
             raise StartupRefused(f"{damaged}. Nothing was changed. To start, {RECOVER_HINT}.")

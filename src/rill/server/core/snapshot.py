@@ -34,13 +34,13 @@ import time
 import zipfile
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import psutil
 
 from rill import errors
-from rill.protocol.commands.system import GetSnapshot
 from rill.protocol.primitives import SnapshotCompression, SnapshotType
+from rill.server.auth.permissioner import Action
 from rill.server.core.model import Session
 from rill.server.core.state import CoreState
 
@@ -222,9 +222,10 @@ class SnapshotService:
     def __init__(self, state: CoreState) -> None:
         self.state = state
 
-    async def get_snapshot(self, session: Session, command: GetSnapshot) -> bytes:
-        self.state.authorize(session, "get_snapshot")  # read_servers or manage_servers
+    async def get_snapshot(self, session: Session, compression: SnapshotCompression,
+                           types: Sequence[SnapshotType]) -> bytes:
+        self.state.authorize(session, Action.READ_SERVER)  # read_servers or manage_servers
         paths = self.state.paths
         return await asyncio.to_thread(
-            build_snapshot, command.compression, command.types, paths.root, paths.logs_dir
+            build_snapshot, compression, types, paths.root, paths.logs_dir
         )

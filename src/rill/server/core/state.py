@@ -1,6 +1,6 @@
 """What every service shares: the model, the metadata store, the files, the clock.
 
-Owns: lookups by Identifier (with the right not-found error for ids and names), id
+Owns: lookups by id or name (``Ref``) (with the right not-found error for ids and names), id
 assignment, creating and opening partition logs, and the authentication gate. Invariant:
 services reach streams, topics and partitions only through these lookups.
 """
@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from rill import errors
-from rill.protocol.primitives import Identifier
-from rill.server.auth.permissioner import Permissioner
+from rill.server.auth.permissioner import Action, Permissioner
 from rill.server.auth.throttling import LoginThrottle, ThrottleSettings
 from rill.server.config import ServerConfig
 from rill.server.core.model import Partition, Session, Stream, Topic
 from rill.server.core.registry import Registry
+from rill.server.core.types import Ref
 from rill.server.storage.durability import Durability
 from rill.server.storage.metadata import MetadataStore
 from rill.server.storage.partition_log import LogSettings, PartitionLog
@@ -46,19 +46,20 @@ class CoreState:
     def authorize(
         self,
         session: Session,
-        command: str,
+        action: Action,
         stream_id: int | None = None,
         topic_id: int | None = None,
     ) -> None:
-        """40 when not logged in; 41 when the user's permissions do not grant ``command``."""
+        """40 when not logged in; 41 when the user's permissions do not grant ``action`` on the
+        server (no ids), the stream or the topic."""
         if not session.is_authenticated:
             raise errors.Unauthenticated()
-        self.permissioner.authorize(session.user_id, command, stream_id, topic_id)
+        self.permissioner.authorize(session.user_id, action, stream_id, topic_id)
 
     # -- lookups ---------------------------------------------------------------------------
 
-    def find_stream(self, stream_id: Identifier) -> Stream:
-        value = stream_id.value
+    def find_stream(self, stream_id: Ref) -> Stream:
+        value = stream_id
         if isinstance(value, int):
             stream = self.streams.get(value)
             if stream is None:
@@ -69,9 +70,9 @@ class CoreState:
             raise errors.StreamNameNotFound(value, field="stream_id")
         return stream
 
-    def find_topic(self, stream_id: Identifier, topic_id: Identifier) -> Topic:
+    def find_topic(self, stream_id: Ref, topic_id: Ref) -> Topic:
         stream = self.find_stream(stream_id)
-        value = topic_id.value
+        value = topic_id
         if isinstance(value, int):
             topic = stream.topics.get(value)
             if topic is None:
@@ -113,13 +114,16 @@ class CoreState:
 
     # -- partition files -------------------------------------------------------------------
 
-    def log_settings(self) -> LogSettings:
+    def log_settings(self, topic: Topic) -> LogSettings:
         segment = self.config.system.segment
-        return LogSettings(segment_size=segment.size, validate_checksum=segment.validate_checksum)
+        system = self.config.system
+        return LogSettings(segment_size=segment.size, validate_checksum=segment.validate_checksum,
+                           record_format=topic.record_format,
+                           append_threads=system.append_threads,
+                           append_thread_min_size=system.append_thread_min_size)
 
-    def open_partition(
-        self, stream_id: int, topic_id: int, partition_id: int, created_at: int
-    ) -> Partition:
-        directory = self.paths.partition_dir(stream_id, topic_id, partition_id)
-        log = PartitionLog.open(directory, self.log_settings(), self.durability, self.clean_start)
-        return Partition(stream_id, topic_id, partition_id, created_at, log)
+    def open_partition(self, topic: Topic, partition_id: int, created_at: int) -> Partition:
+        directory = self.paths.partition_dir(topic.stream_id, topic.id, partition_id)
+        log = PartitionLog.open(directory, self.log_settings(topic), self.durability,
+                                self.clean_start)
+        return Partition(topic.stream_id, topic.id, partition_id, created_at, log)

@@ -10,22 +10,14 @@ back).
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 from rill import errors
-from rill.protocol.commands.streams import (
-    CreateStream,
-    DeleteStream,
-    GetStream,
-    GetStreams,
-    PurgeStream,
-    UpdateStream,
-)
-from rill.protocol.responses.streams import Stream as StreamRecord
-from rill.protocol.responses.streams import StreamDetails
+from rill.server.auth.permissioner import Action
 from rill.server.core.model import Session, Stream
 from rill.server.core.names import validate_name
 from rill.server.core.state import CoreState
-from rill.server.core.views import stream_details, stream_record
+from rill.server.core.types import Ref
 from rill.server.core.partitions import (
     remove_tombstones,
     restore_directories,
@@ -37,26 +29,27 @@ from rill.server.storage.metadata import StreamRow
 log = logging.getLogger(__name__)
 
 class StreamService:
-    def __init__(self, state: CoreState) -> None:
+    def __init__(self, state: CoreState, on_stream_deleted: Callable[[Stream], None]) -> None:
         self.state = state
-        self.on_stream_deleted = lambda stream: None  # consumer groups drop the stream's groups
+        self.on_stream_deleted = on_stream_deleted  # consumer groups drop the stream's groups
 
-    def get_stream(self, session: Session, command: GetStream) -> StreamDetails:
-        stream = self.state.find_stream(command.stream_id)
-        self.state.authorize(session, "get_stream", stream.id)
-        return stream_details(stream)
+    def get_stream(self, session: Session, stream_id: Ref) -> Stream:
+        stream = self.state.find_stream(stream_id)
+        self.state.authorize(session, Action.READ_STREAM, stream.id)
+        return stream
 
-    def get_streams(self, session: Session, command: GetStreams) -> list[StreamRecord]:
-        self.state.authorize(session, "get_streams")
-        return [stream_record(self.state.streams[sid]) for sid in sorted(self.state.streams)]
+    def get_streams(self, session: Session) -> list[Stream]:
+        self.state.authorize(session, Action.LIST_STREAMS)
+        return [self.state.streams[sid] for sid in sorted(self.state.streams)]
 
-    def create_stream(self, session: Session, command: CreateStream) -> StreamDetails:
+    def create_stream(self, session: Session, name: str, stream_id: int = 0) -> Stream:
+        """A new stream; ``stream_id`` 0 takes the lowest free id."""
         state = self.state
-        state.authorize(session, "create_stream")
-        name = validate_name(command.name, errors.InvalidStreamName)
+        state.authorize(session, Action.CREATE_STREAM)
+        name = validate_name(name, errors.InvalidStreamName)
         if state.streams.named(name) is not None:
             raise errors.StreamNameAlreadyExists(name, field="name")
-        stream_id = command.stream_id or state.streams.lowest_free_id()
+        stream_id = stream_id or state.streams.lowest_free_id()
         if stream_id in state.streams:
             raise errors.StreamIdAlreadyExists(stream_id, field="stream_id")
         row = StreamRow(stream_id, name, state.clock())
@@ -72,13 +65,13 @@ class StreamService:
             remove_tree(directory)
             raise
         stream = state.streams[stream_id] = Stream(row.id, row.name, row.created_at)
-        return stream_details(stream)
+        return stream
 
-    def update_stream(self, session: Session, command: UpdateStream) -> None:
+    def update_stream(self, session: Session, stream_id: Ref, name: str) -> None:
         state = self.state
-        stream = state.find_stream(command.stream_id)
-        state.authorize(session, "update_stream", stream.id)
-        name = validate_name(command.name, errors.InvalidStreamName)
+        stream = state.find_stream(stream_id)
+        state.authorize(session, Action.MANAGE_STREAM, stream.id)
+        name = validate_name(name, errors.InvalidStreamName)
         if name == stream.name:
             return
         if state.streams.named(name) is not None:
@@ -97,10 +90,10 @@ class StreamService:
         except OSError:
             log.exception("cannot write the manifest of stream %d", stream.id)
 
-    def delete_stream(self, session: Session, command: DeleteStream) -> None:
+    def delete_stream(self, session: Session, stream_id: Ref) -> None:
         state = self.state
-        stream = state.find_stream(command.stream_id)
-        state.authorize(session, "delete_stream", stream.id)
+        stream = state.find_stream(stream_id)
+        state.authorize(session, Action.MANAGE_STREAM, stream.id)
         try:
             tombstones = retire_directories(state, [state.paths.stream_dir(stream.id)])
         except OSError as error:
@@ -117,13 +110,13 @@ class StreamService:
                 partition.log.destroy()
         remove_tombstones(state, tombstones)
 
-    def purge_stream(self, session: Session, command: PurgeStream) -> None:
+    def purge_stream(self, session: Session, stream_id: Ref) -> None:
         state = self.state
-        stream = state.find_stream(command.stream_id)
-        state.authorize(session, "purge_stream", stream.id)
+        stream = state.find_stream(stream_id)
+        state.authorize(session, Action.MANAGE_STREAM, stream.id)
         state.store.purge_stream(stream.id)
         for topic in stream.topics.values():
             for partition in topic.partitions.values():
                 partition.log.purge()
-                partition.offsets.clear()
+                partition.positions.clear()
         state.space_freed()

@@ -1,6 +1,6 @@
-"""System commands: PING and GET_STATS (wire §3.1, §4.9).
+"""The server's figures: what GET_STATS (wire §3.1, §4.9), /stats and `rill stats` show.
 
-Owns: the Stats figures. Process and machine figures come from psutil; the model figures
+Owns: ``ServerStats``. Process and machine figures come from psutil; the model figures
 (streams, topics, partitions, segments, messages, sizes, consumer groups) are counted from the
 in-memory model; clients are the Core's registered sessions.
 
@@ -22,13 +22,13 @@ import logging
 import platform
 import socket
 import time
+from dataclasses import dataclass
 from typing import Callable, Mapping, Sized
 
 import psutil
 
 from rill import __version__
-from rill.protocol.commands.system import GetStats, Ping
-from rill.protocol.responses.system import Stats
+from rill.server.auth.permissioner import Action
 from rill.server.core.model import Session, Topic
 from rill.server.core.state import CoreState
 from rill.server.storage.file_io import IO_TOTALS
@@ -36,8 +36,6 @@ from rill.server.storage.file_io import IO_TOTALS
 log = logging.getLogger(__name__)
 
 CPU_SAMPLE_WINDOW = 0.25  # seconds: the shortest period a CPU percentage is measured over
-U32_MAX = 0xFFFF_FFFF
-U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
 
 
 class CpuSampler:
@@ -83,28 +81,48 @@ def _os_names() -> tuple[str, str, str]:
     return name, version, kernel
 
 
-def _clamp(value: int, maximum: int) -> int:
-    return max(0, min(int(value), maximum))
+@dataclass(frozen=True, slots=True)
+class ServerStats:
+    """The figures of the module's docstring (µs, bytes, percentages, counts)."""
+
+    process_id: int
+    cpu_usage: float
+    total_cpu_usage: float
+    memory_usage: int
+    total_memory: int
+    available_memory: int
+    run_time: int
+    start_time: int
+    read_bytes: int
+    written_bytes: int
+    messages_size_bytes: int
+    streams_count: int
+    topics_count: int
+    partitions_count: int
+    segments_count: int
+    messages_count: int
+    clients_count: int
+    consumer_groups_count: int
+    hostname: str
+    os_name: str
+    os_version: str
+    kernel_version: str
+    server_version: str
 
 
 class SystemService:
-    def __init__(self, state: CoreState, sessions: Mapping[int, Session]) -> None:
+    def __init__(self, state: CoreState, sessions: Mapping[int, Session],
+                 groups_of: Callable[[Topic], Sized]) -> None:
         self.state = state
         self.sessions = sessions  # the Core's registry, shared (not copied)
         self.process = psutil.Process()
         self.cpu = CpuSampler(self.process)
         self.start_time_us = int(self.process.create_time() * 1_000_000)
         self.os_name, self.os_version, self.kernel_version = _os_names()
-        # the consumer groups of a topic (set by the Core to where the group service keeps them)
-        self.groups_of: Callable[[Topic], Sized] = lambda topic: getattr(
-            topic, "consumer_groups", {}
-        )
+        self.groups_of = groups_of  # the consumer groups of a topic (counted by GET_STATS)
 
-    def ping(self, session: Session, command: Ping) -> None:
-        return None  # the transport already refreshed the session's heartbeat
-
-    def get_stats(self, session: Session, command: GetStats) -> Stats:
-        self.state.authorize(session, "get_stats")  # a login, no permission
+    def get_stats(self, session: Session) -> ServerStats:
+        self.state.authorize(session, Action.LOGGED_IN)  # a login, no permission
         streams = topics = partitions = segments = messages = size = groups = 0
         for stream in self.state.streams.values():
             streams += 1
@@ -121,25 +139,25 @@ class SystemService:
         memory = psutil.virtual_memory()
         read_bytes, written_bytes = IO_TOTALS.read_bytes, IO_TOTALS.written_bytes
         now_us = self.state.clock()
-        return Stats(
-            process_id=_clamp(self.process.pid, U32_MAX),
+        return ServerStats(
+            process_id=self.process.pid,
             cpu_usage=float(process_cpu),
             total_cpu_usage=float(system_cpu),
-            memory_usage=_clamp(self._rss(), U64_MAX),
-            total_memory=_clamp(memory.total, U64_MAX),
-            available_memory=_clamp(memory.available, U64_MAX),
-            run_time=_clamp(now_us - self.start_time_us, U64_MAX),
-            start_time=_clamp(self.start_time_us, U64_MAX),
-            read_bytes=_clamp(read_bytes, U64_MAX),
-            written_bytes=_clamp(written_bytes, U64_MAX),
-            messages_size_bytes=_clamp(size, U64_MAX),
-            streams_count=_clamp(streams, U32_MAX),
-            topics_count=_clamp(topics, U32_MAX),
-            partitions_count=_clamp(partitions, U32_MAX),
-            segments_count=_clamp(segments, U32_MAX),
-            messages_count=_clamp(messages, U64_MAX),
-            clients_count=_clamp(len(self.sessions), U32_MAX),
-            consumer_groups_count=_clamp(groups, U32_MAX),
+            memory_usage=self._rss(),
+            total_memory=memory.total,
+            available_memory=memory.available,
+            run_time=max(0, now_us - self.start_time_us),
+            start_time=self.start_time_us,
+            read_bytes=read_bytes,
+            written_bytes=written_bytes,
+            messages_size_bytes=size,
+            streams_count=streams,
+            topics_count=topics,
+            partitions_count=partitions,
+            segments_count=segments,
+            messages_count=messages,
+            clients_count=len(self.sessions),
+            consumer_groups_count=groups,
             hostname=socket.gethostname() or "unknown_hostname",
             os_name=self.os_name,
             os_version=self.os_version,

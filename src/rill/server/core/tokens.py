@@ -26,18 +26,8 @@ from dataclasses import dataclass
 from blake3 import blake3
 
 from rill import errors
-from rill.protocol.commands.tokens import (
-    CreatePersonalAccessToken,
-    DeletePersonalAccessToken,
-    GetPersonalAccessTokens,
-    LoginWithPersonalAccessToken,
-)
 from rill.protocol.primitives import EXPIRY_NEVER, EXPIRY_SERVER_DEFAULT
-from rill.protocol.responses.users import (
-    IdentityInfo,
-    PersonalAccessTokenInfo,
-    RawPersonalAccessToken,
-)
+from rill.server.auth.permissioner import Action
 from rill.server.config import NEVER
 from rill.server.core.model import Session
 from rill.server.core.names import normalize_name, validate_name
@@ -91,7 +81,6 @@ class PersonalAccessTokenService:
         self.users = users
         self.by_hash: dict[str, PersonalAccessToken] = {}
         self.by_user: dict[int, dict[str, PersonalAccessToken]] = {}
-        users.on_user_deleted.append(self._forget_user)
 
     # -- memory ----------------------------------------------------------------------------
 
@@ -112,25 +101,24 @@ class PersonalAccessTokenService:
             if not own:
                 del self.by_user[token.user_id]
 
-    def _forget_user(self, user_id: int) -> None:
+    def forget_user(self, user_id: int) -> None:
+        """A deleted user's tokens (the store cascaded their rows)."""
         for token in list(self.by_user.get(user_id, {}).values()):
             self._forget(token)
 
     # -- commands --------------------------------------------------------------------------
 
-    def get_personal_access_tokens(
-        self, session: Session, command: GetPersonalAccessTokens
-    ) -> list[PersonalAccessTokenInfo]:
-        self.state.authorize(session, "get_personal_access_tokens")  # own tokens: login only
+    def get_personal_access_tokens(self, session: Session) -> list[PersonalAccessToken]:
+        self.state.authorize(session, Action.LOGGED_IN)  # own tokens: login only
         own = self.by_user.get(session.user_id, {})
-        return [PersonalAccessTokenInfo(name, own[name].expiry_at) for name in sorted(own)]
+        return [own[name] for name in sorted(own)]
 
-    def create_personal_access_token(
-        self, session: Session, command: CreatePersonalAccessToken
-    ) -> RawPersonalAccessToken:
+    def create_personal_access_token(self, session: Session, name: str, expiry: int) -> str:
+        """A new token of the session's user, ``expiry`` µs from now (wire sentinels for the
+        server default and never); the raw token, which is never stored."""
         state = self.state
-        state.authorize(session, "create_personal_access_token")
-        name = validate_token_name(command.name)
+        state.authorize(session, Action.LOGGED_IN)
+        name = validate_token_name(name)
         user_id = session.user_id
         own = self.by_user.get(user_id, {})
         limit = state.config.personal_access_token.max_tokens_per_user
@@ -140,36 +128,33 @@ class PersonalAccessTokenService:
             raise errors.PersonalAccessTokenAlreadyExists(name, user_id, field="name")
         raw = new_token()
         token = PersonalAccessToken(user_id, name, hash_token(raw),
-                                    expiry_at(state.clock(), command.expiry))
+                                    expiry_at(state.clock(), expiry))
         state.store.create_personal_access_token(
             PersonalAccessTokenRow(token.user_id, token.name, token.token_hash, token.expiry_at)
         )
         self._remember(token)
-        return RawPersonalAccessToken(raw)
+        return raw
 
-    def delete_personal_access_token(
-        self, session: Session, command: DeletePersonalAccessToken
-    ) -> None:
+    def delete_personal_access_token(self, session: Session, name: str) -> None:
         state = self.state
-        state.authorize(session, "delete_personal_access_token")
-        validate_token_name(command.name)
+        state.authorize(session, Action.LOGGED_IN)
+        validate_token_name(name)
         # stored names are normalised, and normalising is idempotent: exact names still match
-        token = self.by_user.get(session.user_id, {}).get(normalize_name(command.name))
+        token = self.by_user.get(session.user_id, {}).get(normalize_name(name))
         if token is None:
-            raise errors.ResourceNotFound(command.name, field="name")
+            raise errors.ResourceNotFound(name, field="name")
         state.store.delete_personal_access_token(token.user_id, token.name)
         self._forget(token)
 
-    def login_with_personal_access_token(
-        self, session: Session, command: LoginWithPersonalAccessToken
-    ) -> IdentityInfo:
+    def login_with_personal_access_token(self, session: Session, raw_token: str) -> int:
+        """Authenticate ``session`` by a personal access token; the user's id."""
         throttle = self.state.login_throttle
         throttle.check(session.address)  # guessing tokens is throttled per address
         try:
             low, high = TOKEN_LENGTH
-            if not low <= len(command.token.encode("utf-8")) <= high:
+            if not low <= len(raw_token.encode("utf-8")) <= high:
                 raise errors.InvalidPersonalAccessToken(field="token")
-            token = self.by_hash.get(hash_token(command.token))
+            token = self.by_hash.get(hash_token(raw_token))
             if token is None:
                 raise errors.ResourceNotFound("personal access token", field="token")
             if token.is_expired(self.state.clock()):

@@ -8,24 +8,16 @@ describe: a failed create leaves nothing behind, a crash never resurrects a dele
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 from rill import errors
-from rill.protocol.commands.topics import (
-    CreateTopic,
-    DeleteTopic,
-    GetTopic,
-    GetTopics,
-    PurgeTopic,
-    UpdateTopic,
-)
 from rill.protocol.primitives import (
     EXPIRY_NEVER,
     EXPIRY_SERVER_DEFAULT,
     MAX_TOPIC_SIZE_SERVER_DEFAULT,
     MAX_TOPIC_SIZE_UNLIMITED,
 )
-from rill.protocol.responses.topics import Topic as TopicRecord
-from rill.protocol.responses.topics import TopicDetails
+from rill.server.auth.permissioner import Action
 from rill.server.config import NEVER
 from rill.server.core.model import Session, Topic
 from rill.server.core.names import validate_name
@@ -37,9 +29,10 @@ from rill.server.core.partitions import (
     retire_directories,
 )
 from rill.server.core.state import CoreState
-from rill.server.core.views import topic_details, topic_record
+from rill.server.core.types import Ref, TopicSpec
 from rill.server.storage.directories import write_manifest
 from rill.server.storage.metadata import TopicRow
+from rill.server.storage.formats import format_named
 
 log = logging.getLogger(__name__)
 
@@ -47,24 +40,28 @@ log = logging.getLogger(__name__)
 def topic_row(topic: Topic) -> TopicRow:
     return TopicRow(
         topic.stream_id, topic.id, topic.name, topic.created_at, topic.compression_algorithm,
-        topic.message_expiry, topic.max_topic_size, topic.replication_factor,
+        topic.message_expiry, topic.max_topic_size, topic.replication_factor, topic.record_format,
     )
 
 
+def _known_format(name: str) -> str:
+    return format_named(name).name  # FeatureUnavailable for a format this server cannot store
+
+
 class TopicService:
-    def __init__(self, state: CoreState) -> None:
+    def __init__(self, state: CoreState, on_topic_deleted: Callable[[Topic], None]) -> None:
         self.state = state
-        self.on_topic_deleted = lambda topic: None  # consumer groups drop the topic's groups
+        self.on_topic_deleted = on_topic_deleted  # consumer groups drop the topic's groups
 
-    def get_topic(self, session: Session, command: GetTopic) -> TopicDetails:
-        topic = self.state.find_topic(command.stream_id, command.topic_id)
-        self.state.authorize(session, "get_topic", topic.stream_id, topic.id)
-        return topic_details(topic)
+    def get_topic(self, session: Session, stream_id: Ref, topic_id: Ref) -> Topic:
+        topic = self.state.find_topic(stream_id, topic_id)
+        self.state.authorize(session, Action.READ_TOPIC, topic.stream_id, topic.id)
+        return topic
 
-    def get_topics(self, session: Session, command: GetTopics) -> list[TopicRecord]:
-        stream = self.state.find_stream(command.stream_id)
-        self.state.authorize(session, "get_topics", stream.id)
-        return [topic_record(stream.topics[tid]) for tid in sorted(stream.topics)]
+    def get_topics(self, session: Session, stream_id: Ref) -> list[Topic]:
+        stream = self.state.find_stream(stream_id)
+        self.state.authorize(session, Action.READ_TOPIC, stream.id)
+        return [stream.topics[tid] for tid in sorted(stream.topics)]
 
     def _resolve_expiry(self, expiry: int) -> int:
         if expiry != EXPIRY_SERVER_DEFAULT:
@@ -81,16 +78,16 @@ class TopicService:
                 raise errors.InvalidTopicSize(max_size, segment_size, field="max_topic_size")
         return max_size
 
-    def create_topic(self, session: Session, command: CreateTopic) -> TopicDetails:
+    def create_topic(self, session: Session, stream_id: Ref, spec: TopicSpec) -> Topic:
         state = self.state
-        stream = state.find_stream(command.stream_id)
-        state.authorize(session, "create_topic", stream.id)
-        name = validate_name(command.name, errors.InvalidTopicName)
-        if command.partitions_count > MAX_PARTITIONS_PER_REQUEST:
+        stream = state.find_stream(stream_id)
+        state.authorize(session, Action.CREATE_TOPIC, stream.id)
+        name = validate_name(spec.name, errors.InvalidTopicName)
+        if spec.partitions_count > MAX_PARTITIONS_PER_REQUEST:
             raise errors.TooManyPartitions(field="partitions_count")
         if stream.topics.named(name) is not None:
             raise errors.TopicNameAlreadyExists(name, stream.id, field="name")
-        topic_id = command.topic_id or stream.topics.lowest_free_id()
+        topic_id = spec.topic_id or stream.topics.lowest_free_id()
         if topic_id in stream.topics:
             raise errors.TopicIdAlreadyExists(topic_id, stream.id, field="topic_id")
         topic = Topic(
@@ -98,34 +95,37 @@ class TopicService:
             id=topic_id,
             name=name,
             created_at=state.clock(),
-            compression_algorithm=int(command.compression_algorithm),
-            message_expiry=self._resolve_expiry(command.message_expiry),
-            max_topic_size=self._resolve_max_size(command.max_topic_size),
-            replication_factor=command.replication_factor or 1,
+            compression_algorithm=int(spec.compression_algorithm),
+            message_expiry=self._resolve_expiry(spec.message_expiry),
+            max_topic_size=self._resolve_max_size(spec.max_topic_size),
+            replication_factor=spec.replication_factor or 1,
+            record_format=_known_format(spec.record_format),
         )
-        add_partitions(state, topic, command.partitions_count, topic_row(topic))
+        add_partitions(state, topic, spec.partitions_count, topic_row(topic))
         stream.topics[topic.id] = topic
-        return topic_details(topic)
+        return topic
 
-    def update_topic(self, session: Session, command: UpdateTopic) -> None:
+    def update_topic(self, session: Session, stream_id: Ref, topic_id: Ref, spec: TopicSpec) -> None:
+        """New settings (``partitions_count`` and ``topic_id`` are not changed here)."""
         state = self.state
-        topic = state.find_topic(command.stream_id, command.topic_id)
-        state.authorize(session, "update_topic", topic.stream_id, topic.id)
-        name = validate_name(command.name, errors.InvalidTopicName)
+        topic = state.find_topic(stream_id, topic_id)
+        state.authorize(session, Action.MANAGE_TOPIC, topic.stream_id, topic.id)
+        name = validate_name(spec.name, errors.InvalidTopicName)
         stream = state.streams[topic.stream_id]
         if stream.topics.named(name) not in (None, topic):
             raise errors.TopicNameAlreadyExists(name, stream.id, field="name")
-        expiry = self._resolve_expiry(command.message_expiry)
-        max_size = self._resolve_max_size(command.max_topic_size)
-        replication = command.replication_factor or 1
+        expiry = self._resolve_expiry(spec.message_expiry)
+        max_size = self._resolve_max_size(spec.max_topic_size)
+        replication = spec.replication_factor or 1
         state.store.update_topic(
             TopicRow(
                 topic.stream_id, topic.id, name, topic.created_at,
-                int(command.compression_algorithm), expiry, max_size, replication,
+                int(spec.compression_algorithm), expiry, max_size, replication,
+                topic.record_format,
             )
         )
         stream.topics.rename(topic.id, name)
-        topic.compression_algorithm = int(command.compression_algorithm)
+        topic.compression_algorithm = int(spec.compression_algorithm)
         topic.message_expiry = expiry
         topic.max_topic_size = max_size
         topic.replication_factor = replication
@@ -136,10 +136,10 @@ class TopicService:
             log.exception("cannot write the manifest of topic %d of stream %d", topic.id,
                           topic.stream_id)
 
-    def delete_topic(self, session: Session, command: DeleteTopic) -> None:
+    def delete_topic(self, session: Session, stream_id: Ref, topic_id: Ref) -> None:
         state = self.state
-        topic = state.find_topic(command.stream_id, command.topic_id)
-        state.authorize(session, "delete_topic", topic.stream_id, topic.id)
+        topic = state.find_topic(stream_id, topic_id)
+        state.authorize(session, Action.MANAGE_TOPIC, topic.stream_id, topic.id)
         try:
             tombstones = retire_directories(state, [state.paths.topic_dir(topic.stream_id, topic.id)])
         except OSError as error:
@@ -157,12 +157,12 @@ class TopicService:
             partition.log.destroy()
         remove_tombstones(state, tombstones)
 
-    def purge_topic(self, session: Session, command: PurgeTopic) -> None:
+    def purge_topic(self, session: Session, stream_id: Ref, topic_id: Ref) -> None:
         state = self.state
-        topic = state.find_topic(command.stream_id, command.topic_id)
-        state.authorize(session, "purge_topic", topic.stream_id, topic.id)
+        topic = state.find_topic(stream_id, topic_id)
+        state.authorize(session, Action.MANAGE_TOPIC, topic.stream_id, topic.id)
         state.store.purge_topic(topic.stream_id, topic.id)
         for partition in topic.partitions.values():
             partition.log.purge()
-            partition.offsets.clear()
+            partition.positions.clear()
         state.space_freed()

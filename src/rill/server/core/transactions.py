@@ -51,26 +51,20 @@ import asyncio
 import logging
 from array import array
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, NamedTuple, Protocol, Sequence
 
 from rill import errors
-from rill.protocol.commands.transactions import (
-    AbortStagedMessages,
-    CommitStagedMessages,
-    GetProducerState,
-    StageMessages,
-)
-from rill.protocol.primitives import MAX_TOPIC_SIZE_UNLIMITED, Partitioning
-from rill.protocol.responses.transactions import (
+from rill.protocol.primitives import (
+    MAX_TOPIC_SIZE_UNLIMITED,
     CommitOutcome,
-    CommitResult,
-    ProducerState,
+    Partitioning,
     StageOutcome,
-    StageResult,
 )
+from rill.server.auth.permissioner import Action
 from rill.server.config import NEVER
 from rill.server.core.model import Partition, Session, Topic
 from rill.server.core.state import CoreState
+from rill.server.core.types import Ref
 from rill.server.storage.partition_log import PartitionLog
 from rill.server.storage.staged_records import check_stored_records
 from rill.server.storage.staging import StagedFile, StagingArea
@@ -105,6 +99,32 @@ class Producer:
             raise errors.ProducerOwnerMismatch(producer_id, self.owner, owner)
 
 
+class StageResult(NamedTuple):
+    outcome: StageOutcome
+    partition_id: int  # the partition the messages will be appended to (0 when dropped)
+    staged_messages: int  # messages staged under this handle so far
+
+
+class CommitResult(NamedTuple):
+    outcome: CommitOutcome
+    messages_count: int  # messages appended by this commit
+
+
+class ProducerState(NamedTuple):
+    has_committed: bool
+    last_committed_batch: int  # 0 unless has_committed
+    staged_handles: int  # staged and neither committed nor aborted, all batches
+    staged_messages: int
+
+
+class Handle(Protocol):
+    """One staged handle a commit names, with the messages it expects there."""
+
+    task_id: int
+    attempt_id: int
+    messages_count: int
+
+
 class TransactionService:
     def __init__(
         self, state: CoreState, choose_partition: Callable[[Topic, Partitioning], Partition],
@@ -124,42 +144,44 @@ class TransactionService:
 
     # -- commands --------------------------------------------------------------------------
 
-    async def stage_messages(self, session: Session, command: StageMessages) -> StageResult:
+    async def stage_messages(
+        self, session: Session, stream_id: Ref, topic_id: Ref, partitioning: Partitioning,
+        producer_id: str, batch_id: int, run_id: int, task_id: int, attempt_id: int,
+        positions: bytes | memoryview, records: bytes | memoryview, owner: str = "",
+    ) -> StageResult:
         state = self.state
-        topic = state.find_topic(command.stream_id, command.topic_id)
-        state.authorize(session, "stage_messages", topic.stream_id, topic.id)
-        partition = self.choose_partition(topic, command.partitioning)
-        producer = self.producers.setdefault(command.producer_id, Producer())
-        producer.check_owner(command.producer_id, command.owner)
-        if producer.is_committed(command.batch_id):
+        topic = state.find_topic(stream_id, topic_id)
+        state.authorize(session, Action.WRITE_MESSAGES, topic.stream_id, topic.id)
+        partition = self.choose_partition(topic, partitioning)
+        producer = self.producers.setdefault(producer_id, Producer())
+        producer.check_owner(producer_id, owner)
+        if producer.is_committed(batch_id):
             return StageResult(StageOutcome.ALREADY_COMMITTED, 0, 0)
-        if (command.batch_id, command.run_id) in producer.fenced:
+        if (batch_id, run_id) in producer.fenced:
             return StageResult(StageOutcome.ABORTED, 0, 0)
         _check_not_full(topic, 0)
-        records = bytes(command.records)
-        check_stored_records(records, command.positions)
-        handles = producer.staged.setdefault(command.batch_id, {})
-        key = (command.task_id, command.attempt_id)
+        records = bytes(records)
+        check_stored_records(records, positions)
+        handles = producer.staged.setdefault(batch_id, {})
+        key = (task_id, attempt_id)
         staged = handles.get(key)
         if staged is None:
-            staged = handles[key] = self.staging.create(command.producer_id, command.batch_id, *key)
-        staged.append(topic.stream_id, topic.id, partition.id, bytes(command.positions), records)
+            staged = handles[key] = self.staging.create(producer_id, batch_id, *key)
+        staged.append(topic.stream_id, topic.id, partition.id, bytes(positions), records)
         staged.last_active_us = self.state.clock()
         await staged.wait_durable()
         return StageResult(StageOutcome.STAGED, partition.id, staged.messages_count)
 
-    async def commit_staged_messages(
-        self, session: Session, command: CommitStagedMessages
-    ) -> CommitResult:
-        producer_id, batch_id = command.producer_id, command.batch_id
+    async def commit_staged_messages(self, session: Session, producer_id: str, batch_id: int,
+                                     handles: Sequence[Handle], owner: str = "") -> CommitResult:
         producer = self.producers.setdefault(producer_id, Producer())
         async with producer.lock:
-            producer.check_owner(producer_id, command.owner)
+            producer.check_owner(producer_id, owner)
             if producer.is_committed(batch_id):
                 self._drop_through(producer_id, producer, batch_id)
                 return CommitResult(CommitOutcome.ALREADY_COMMITTED, 0)
-            chosen = self._chosen_handles(producer, command)
-            targets = self._targets(session, chosen, "commit_staged_messages")
+            chosen = self._chosen_handles(producer, producer_id, batch_id, handles)
+            targets = self._targets(session, chosen)
             self._check_topic_sizes(chosen)
             # no await from here on: nothing else can append to the targets in between
             plan = {
@@ -167,10 +189,10 @@ class TransactionService:
                 "partitions": [[*key, partition.log.next_offset]
                                for key, partition in targets.items()],
             }
-            self.journal.decide(producer_id, batch_id, plan, self.state.clock(), command.owner)
+            self.journal.decide(producer_id, batch_id, plan, self.state.clock(), owner)
             producer.last_committed = batch_id
-            if producer.owner is None and command.owner:
-                producer.owner = command.owner
+            if producer.owner is None and owner:
+                producer.owner = owner
             try:
                 appended = self._apply(chosen, targets, skips={})
             except BaseException:
@@ -182,37 +204,40 @@ class TransactionService:
             await partition.log.wait_durable()
         return CommitResult(CommitOutcome.COMMITTED, appended)
 
-    async def abort_staged_messages(self, session: Session, command: AbortStagedMessages) -> None:
-        producer = self.producers.get(command.producer_id)
+    async def abort_staged_messages(
+        self, session: Session, producer_id: str, batch_id: int, run_id: int = 0,
+        one_handle: bool = False, task_id: int = 0, attempt_id: int = 0, owner: str = "",
+    ) -> None:
+        producer = self.producers.get(producer_id)
         if producer is None:
-            if command.one_handle or not command.run_id:
+            if one_handle or not run_id:
                 return  # nothing staged, nothing to fence
             # fence the run even though none of its stage calls has arrived yet
-            producer = self.producers.setdefault(command.producer_id, Producer())
+            producer = self.producers.setdefault(producer_id, Producer())
         async with producer.lock:
-            producer.check_owner(command.producer_id, command.owner)
-            handles = producer.staged.get(command.batch_id, {})
-            if command.one_handle:
-                key = (command.task_id, command.attempt_id)
+            producer.check_owner(producer_id, owner)
+            handles = producer.staged.get(batch_id, {})
+            if one_handle:
+                key = (task_id, attempt_id)
                 handles = {key: handles[key]} if key in handles else {}
             topics = {(entry.stream_id, entry.topic_id)
                       for staged in handles.values() for entry in staged.entries}
             for stream_id, topic_id in sorted(topics):
-                self.state.authorize(session, "abort_staged_messages", stream_id, topic_id)
-            batch = producer.staged.get(command.batch_id, {})
+                self.state.authorize(session, Action.WRITE_MESSAGES, stream_id, topic_id)
+            batch = producer.staged.get(batch_id, {})
             for key, staged in list(handles.items()):
                 del batch[key]
                 staged.delete()
             if not batch:
-                producer.staged.pop(command.batch_id, None)
-            if command.run_id and not command.one_handle and not producer.is_committed(
-                    command.batch_id):
+                producer.staged.pop(batch_id, None)
+            if run_id and not one_handle and not producer.is_committed(
+                    batch_id):
                 now = self.state.clock()
-                self.journal.fence(command.producer_id, command.batch_id, command.run_id, now)
-                producer.fenced[command.batch_id, command.run_id] = now
+                self.journal.fence(producer_id, batch_id, run_id, now)
+                producer.fenced[batch_id, run_id] = now
 
-    def get_producer_state(self, session: Session, command: GetProducerState) -> ProducerState:
-        producer = self.producers.get(command.producer_id)
+    def get_producer_state(self, session: Session, producer_id: str) -> ProducerState:
+        producer = self.producers.get(producer_id)
         if producer is None:
             return ProducerState(False, 0, 0, 0)
         files = [staged for handles in producer.staged.values() for staged in handles.values()]
@@ -224,12 +249,13 @@ class TransactionService:
     # -- the commit steps ------------------------------------------------------------------
 
     @staticmethod
-    def _chosen_handles(producer: Producer, command: CommitStagedMessages) -> list[StagedFile]:
-        handles = producer.staged.get(command.batch_id, {})
+    def _chosen_handles(producer: Producer, producer_id: str, batch_id: int,
+                        named_handles: Sequence[Handle]) -> list[StagedFile]:
+        handles = producer.staged.get(batch_id, {})
         chosen = []
-        for named in command.handles:
+        for named in named_handles:
             staged = handles.get((named.task_id, named.attempt_id))
-            label = (command.producer_id, command.batch_id, named.task_id, named.attempt_id)
+            label = (producer_id, batch_id, named.task_id, named.attempt_id)
             if staged is None:
                 if named.messages_count:
                     raise errors.StagedMessagesNotFound(*label)
@@ -242,7 +268,7 @@ class TransactionService:
         return chosen
 
     def _targets(
-        self, session: Session, chosen: list[StagedFile], command: str
+        self, session: Session, chosen: list[StagedFile]
     ) -> dict[PartitionKey, Partition]:
         """Every partition the handles append to (first-use order), authorized for ``session``."""
         targets: dict[PartitionKey, Partition] = {}
@@ -255,7 +281,7 @@ class TransactionService:
                 topic = stream.topics.get(entry.topic_id) if stream else None
                 if topic is None:
                     raise errors.TopicIdNotFound(entry.topic_id, entry.stream_id)
-                self.state.authorize(session, command, topic.stream_id, topic.id)
+                self.state.authorize(session, Action.WRITE_MESSAGES, topic.stream_id, topic.id)
                 targets[key] = self.state.find_partition(topic, entry.partition_id)
         return targets
 

@@ -21,20 +21,9 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from rill import errors
-from rill.protocol.commands.users import (
-    ChangePassword,
-    CreateUser,
-    DeleteUser,
-    GetUser,
-    GetUsers,
-    LoginUser,
-    LogoutUser,
-    UpdatePermissions,
-    UpdateUser,
-)
 from rill.protocol.permissions import Permissions
-from rill.protocol.primitives import Identifier, UserStatus
-from rill.protocol.responses.users import IdentityInfo, UserInfo, UserInfoDetails
+from rill.protocol.primitives import UserStatus
+from rill.server.auth.permissioner import Action
 from rill.server.auth.passwords import (
     hash_password,
     hash_password_async,
@@ -44,6 +33,7 @@ from rill.server.auth.passwords import (
 from rill.server.core.model import Session
 from rill.server.core.names import validate_name
 from rill.server.core.state import CoreState
+from rill.server.core.types import Ref
 from rill.server.storage.metadata import UserRow
 
 ROOT_USER_ID = 1
@@ -78,14 +68,6 @@ def user_row(user: User) -> UserRow:
                    user.created_at)
 
 
-def user_info(user: User) -> UserInfo:
-    return UserInfo(user.id, user.created_at, int(user.status), user.username)
-
-
-def user_details(user: User) -> UserInfoDetails:
-    return UserInfoDetails(user_info(user), user.permissions)
-
-
 def check_password(password: str) -> None:
     low, high = PASSWORD_LENGTH
     if not low <= len(password.encode("utf-8")) <= high:
@@ -98,13 +80,14 @@ def validate_username(username: str) -> str:
 
 
 class UserService:
-    def __init__(self, state: CoreState) -> None:
+    def __init__(self, state: CoreState, live_sessions: Callable[[], Iterable[Session]],
+                 on_user_deleted: Callable[[int], None]) -> None:
         self.state = state
         self.users: dict[int, User] = {}
-        # set by the Core: every live session (to log out a deleted or deactivated user)
-        self.live_sessions: Callable[[], Iterable[Session]] = lambda: ()
+        # every live session (to log out a deleted or deactivated user)
+        self.live_sessions = live_sessions
         # called with the id of a deleted user, after the store and memory forgot it
-        self.on_user_deleted: list[Callable[[int], None]] = []
+        self.on_user_deleted = on_user_deleted
         self._next_id = ROOT_USER_ID + 1  # ids are not reused while running (wire §6.1)
         self._dummy_hash = _DUMMY_HASH
 
@@ -155,23 +138,23 @@ class UserService:
                 return user
         return None
 
-    def find_user(self, identifier: Identifier) -> User:
+    def find_user(self, identifier: Ref) -> User:
         """By id or exact username; 20 resource_not_found when there is no such user."""
-        value = identifier.value
+        value = identifier
         user = self.users.get(value) if isinstance(value, int) else self.find_by_username(value)
         if user is None:
             raise errors.ResourceNotFound(value, field="user_id")
         return user
 
-    def _target(self, session: Session, identifier: Identifier, command: str) -> User:
-        """The user a command names: oneself needs no permission, anyone else ``command``'s."""
+    def _target(self, session: Session, identifier: Ref, action: Action) -> User:
+        """The user a command names: oneself needs no permission, anyone else ``action``."""
         if not session.is_authenticated:
             raise errors.Unauthenticated()
         own = self.users.get(session.user_id)
-        value = identifier.value
+        value = identifier
         if own is not None and value == (own.id if isinstance(value, int) else own.username):
             return own
-        self.state.authorize(session, command)  # before the lookup: no probing for names
+        self.state.authorize(session, action)  # before the lookup: no probing for names
         return self.find_user(identifier)
 
     def _ensure_name_free(self, username: str, owner: User | None = None) -> None:
@@ -191,59 +174,62 @@ class UserService:
 
     # -- queries ---------------------------------------------------------------------------
 
-    def get_user(self, session: Session, command: GetUser) -> UserInfoDetails:
-        return user_details(self._target(session, command.user_id, "get_user"))
+    def get_user(self, session: Session, user_id: Ref) -> User:
+        return self._target(session, user_id, Action.READ_USERS)
 
-    def get_users(self, session: Session, command: GetUsers) -> list[UserInfo]:
-        self.state.authorize(session, "get_users")
-        return [user_info(self.users[user_id]) for user_id in sorted(self.users)]
+    def get_users(self, session: Session) -> list[User]:
+        self.state.authorize(session, Action.READ_USERS)
+        return [self.users[user_id] for user_id in sorted(self.users)]
 
     # -- changes ---------------------------------------------------------------------------
 
-    async def create_user(self, session: Session, command: CreateUser) -> UserInfoDetails:
+    async def create_user(self, session: Session, username: str, password: str, status: int,
+                          permissions: Permissions | None) -> User:
         state = self.state
-        state.authorize(session, "create_user")
-        username = validate_username(command.username)
-        check_password(command.password)
+        state.authorize(session, Action.MANAGE_USERS)
+        username = validate_username(username)
+        check_password(password)
         self._ensure_name_free(username)
-        password_hash = await hash_password_async(command.password, self._cost)
-        state.authorize(session, "create_user")  # the world may have changed while hashing
+        password_hash = await hash_password_async(password, self._cost)
+        state.authorize(session, Action.MANAGE_USERS)  # the world may have changed while hashing
         self._ensure_name_free(username)
         user = User(
             id=max(self._next_id, max(self.users, default=0) + 1),
             username=username,
             password_hash=password_hash,
-            status=UserStatus(command.status),
-            permissions=command.permissions,
+            status=UserStatus(status),
+            permissions=permissions,
             created_at=state.clock(),
         )
         state.store.create_user(user_row(user))
         self._remember(user)
         self._next_id = user.id + 1
-        return user_details(user)
+        return user
 
-    def delete_user(self, session: Session, command: DeleteUser) -> None:
+    def delete_user(self, session: Session, user_id: Ref) -> None:
         state = self.state
-        state.authorize(session, "delete_user")
-        user = self.find_user(command.user_id)
+        state.authorize(session, Action.MANAGE_USERS)
+        user = self.find_user(user_id)
         if user.id == ROOT_USER_ID:
             raise errors.CannotDeleteUser(user.id, field="user_id")
         state.store.delete_user(user.id)  # cascades to the user's tokens
         del self.users[user.id]
         state.permissioner.remove_user(user.id)
-        for callback in self.on_user_deleted:
-            callback(user.id)
+        self.on_user_deleted(user.id)
         self.end_sessions(user.id)
 
-    def update_user(self, session: Session, command: UpdateUser) -> None:
+    def update_user(self, session: Session, user_id: Ref, username: str | None,
+                    status: int | None) -> None:
+        """A new name and/or status (None: unchanged)."""
         state = self.state
-        state.authorize(session, "update_user")
-        user = self.find_user(command.user_id)
-        username = user.username
-        if command.username is not None:
-            username = validate_username(command.username)
+        state.authorize(session, Action.MANAGE_USERS)
+        user = self.find_user(user_id)
+        if username is None:
+            username = user.username
+        else:
+            username = validate_username(username)
             self._ensure_name_free(username, owner=user)
-        status = user.status if command.status is None else UserStatus(command.status)
+        status = user.status if status is None else UserStatus(status)
         if username == user.username and status == user.status:
             return
         state.store.update_user(user.id, username, int(status))
@@ -252,54 +238,56 @@ class UserService:
         if not user.is_active:
             self.end_sessions(user.id)
 
-    def update_permissions(self, session: Session, command: UpdatePermissions) -> None:
+    def update_permissions(self, session: Session, user_id: Ref,
+                           permissions: Permissions | None) -> None:
         state = self.state
-        state.authorize(session, "update_permissions")
-        user = self.find_user(command.user_id)
+        state.authorize(session, Action.MANAGE_USERS)
+        user = self.find_user(user_id)
         if user.id == ROOT_USER_ID:
             raise errors.CannotChangePermissions(user.id, field="user_id")
-        permissions = command.permissions
         state.store.update_permissions(
             user.id, permissions.to_bytes() if permissions is not None else None
         )
         user.permissions = permissions
         state.permissioner.set_user(user.id, permissions)
 
-    async def change_password(self, session: Session, command: ChangePassword) -> None:
-        user = self._target(session, command.user_id, "change_password")
-        check_password(command.new_password)
-        current = command.current_password
-        if not await verify_password_async(current, user.password_hash):
+    async def change_password(self, session: Session, user_id: Ref, current_password: str,
+                              new_password: str) -> None:
+        user = self._target(session, user_id, Action.MANAGE_USERS)
+        check_password(new_password)
+        if not await verify_password_async(current_password, user.password_hash):
             raise errors.InvalidCredentials(field="current_password")
-        password_hash = await hash_password_async(command.new_password, self._cost)
+        password_hash = await hash_password_async(new_password, self._cost)
         self._ensure_current(user)
         self.state.store.change_password(user.id, password_hash)
         user.password_hash = password_hash
 
     # -- sessions --------------------------------------------------------------------------
 
-    def log_in(self, session: Session, user: User) -> IdentityInfo:
-        """Make ``session`` belong to ``user`` (replacing any previous user); 47 if inactive."""
+    def log_in(self, session: Session, user: User) -> int:
+        """Make ``session`` belong to ``user`` (replacing any previous user); 47 if inactive.
+        Returns the user's id."""
         self._ensure_current(user)
         if not user.is_active:
             raise errors.UserInactive()
         session.user_id = user.id
-        return IdentityInfo(user.id)
+        return user.id
 
-    async def login_user(self, session: Session, command: LoginUser) -> IdentityInfo:
+    async def login_user(self, session: Session, username: str, password: str) -> int:
+        """Authenticate ``session`` by username and password; the user's id."""
         throttle = self.state.login_throttle
-        throttle.check(session.address, command.username)  # before any bcrypt: cheap refusals
-        user = self.find_by_username(command.username)
+        throttle.check(session.address, username)  # before any bcrypt: cheap refusals
+        user = self.find_by_username(username)
         password_hash = user.password_hash if user is not None else self._dummy_hash
-        valid = await verify_password_async(command.password, password_hash)
+        valid = await verify_password_async(password, password_hash)
         if user is None or not valid or self.users.get(user.id) is not user:
-            throttle.failed(session.address, command.username)
+            throttle.failed(session.address, username)
             raise errors.InvalidCredentials()
         identity = self.log_in(session, user)
         throttle.succeeded(session.address, user.username)
         return identity
 
-    def logout_user(self, session: Session, command: LogoutUser) -> None:
+    def logout_user(self, session: Session) -> None:
         session.user_id = 0
 
 

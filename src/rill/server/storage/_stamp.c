@@ -1458,6 +1458,9 @@ PyMODINIT_FUNC PyInit__stamp(void)
         PyModule_AddIntConstant(module, "MAX_PAYLOAD_BYTES", (long)MAX_PAYLOAD_BYTES) ||
         PyModule_AddIntConstant(module, "MAX_HEADERS_BYTES", (long)MAX_HEADERS_BYTES) ||
         PyModule_AddIntConstant(module, "RECORD_GROWTH", RECORD_GROWTH) ||
+        PyModule_AddIntConstant(module, "SEND_PREFIX_SIZE", SEND_PREFIX_SIZE) ||
+        PyModule_AddIntConstant(module, "RECORD_OVERHEAD", RECORD_OVERHEAD) ||
+        PyModule_AddIntConstant(module, "RECORD_HEADERS_AT", RECORD_HEADERS_AT) ||
         PyModule_AddIntConstant(module, "KIND_CONTENT", KIND_CONTENT) ||
         PyModule_AddIntConstant(module, "KIND_STRUCTURE", KIND_STRUCTURE) ||
         PyModule_AddIntConstant(module, "KIND_TIMESTAMP", KIND_TIMESTAMP) ||

@@ -83,9 +83,12 @@ def _read_manifest(path: Path, row_type: type) -> StreamRow | TopicRow | None:
     try:
         values = json.loads(path.read_bytes())
         fields = dataclasses.fields(row_type)
-        if not isinstance(values, dict) or set(values) != {f.name for f in fields}:
-            raise ValueError("unexpected fields")
+        required = {f.name for f in fields if f.default is dataclasses.MISSING}
+        if not isinstance(values, dict) or not required <= set(values) <= {f.name for f in fields}:
+            raise ValueError("unexpected fields")  # (a field added later may be missing)
         for spec in fields:
+            if spec.name not in values:
+                continue
             kind = str if spec.type in (str, "str") else int
             if type(values[spec.name]) is not kind:
                 raise ValueError(f"{spec.name} is not {kind.__name__}")

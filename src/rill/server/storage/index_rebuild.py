@@ -8,7 +8,7 @@ Owns:
     the walk goes on after it. Where the layout is broken (a corrupted offset or length), the
     walk finds records again: at the end its own lengths give, at the old index's position of
     the next offset (``hints``), or at the first byte from there where a record of a later
-    offset begins and checks (``record_checks.find_record``). Only the offsets in between are
+    offset begins and checks (the format's ``find``). Only the offsets in between are
     refused; the records before and after are served.
   * ``replace_index_file``: a rebuilt index written safely (a temporary file, synced per the
     durability policy, renamed over the index, the directory synced).
@@ -34,15 +34,9 @@ from pathlib import Path
 from rill.server.storage.file_io import write_all_at
 from rill.server.storage.durability import Durability
 from rill.server.storage.paths import DataPaths
-from rill.server.storage.record_checks import (
-    KIND_CONTENT,
-    KIND_GOOD,
-    KIND_TIMESTAMP,
-    find_record,
-    record_end,
-    scan_records,
-)
-from rill.server.storage.records import INDEX_ENTRY, INDEX_ENTRY_SIZE, RECORD_OVERHEAD
+from rill.server.storage.formats import IGGY_V1, RecordFormat
+from rill.server.storage.record_checks import KIND_CONTENT, KIND_GOOD, KIND_TIMESTAMP
+from rill.server.storage.records import INDEX_ENTRY, INDEX_ENTRY_SIZE
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +51,7 @@ class LocatedRecords:
     end_position: int
     bad: dict[int, str] = field(default_factory=dict)
     end_reason: str | None = None  # why the walk of a tail ended before the end of the data
+    entry_size: int = INDEX_ENTRY_SIZE  # the format's (its first 16 bytes are INDEX_ENTRY)
 
     @property
     def first_timestamp(self) -> int | None:
@@ -66,7 +61,8 @@ class LocatedRecords:
     def last_timestamp(self) -> int | None:
         if not self.count:
             return None
-        return INDEX_ENTRY.unpack_from(self.index_entries, (self.count - 1) * INDEX_ENTRY_SIZE)[2]
+        return INDEX_ENTRY.unpack_from(self.index_entries,
+                                       len(self.index_entries) - self.entry_size)[2]
 
     def without_trailing_bad(self, start_offset: int) -> LocatedRecords:
         """The records up to the last good one (a torn tail after an unclean stop)."""
@@ -87,10 +83,15 @@ def locate_records(
     start_offset: int,
     expected_count: int | None,
     hints: bytes | None = None,
+    record_format: RecordFormat = IGGY_V1,
 ) -> LocatedRecords:
     """Locate and check the records of a log whose first offset is ``start_offset``: exactly
     ``expected_count`` offsets (a sealed segment: those not found are refused), or (None) as
-    many as it holds (a tail: the walk ends where no further record can be found)."""
+    many as it holds (a tail: the walk ends where no further record can be found). The
+    records are ``record_format``'s."""
+    if record_format.batch_index:
+        return _locate_batches(data, start_offset, expected_count, record_format)
+    scan, end_of = record_format.scan, record_format.record_end
     view = memoryview(data)
     length = len(view)
     end_offset = None if expected_count is None else start_offset + expected_count
@@ -107,8 +108,8 @@ def locate_records(
                                                             previous)))
 
     while end_offset is None or offset < end_offset:
-        found = scan_records(view, position, offset, start_offset, previous,
-                             max_count=_NO_LIMIT if end_offset is None else end_offset - offset)
+        found = scan(view, position, offset, start_offset, previous,
+                     max_count=_NO_LIMIT if end_offset is None else end_offset - offset)
         entries += found.index_entries
         offset += found.count
         position = found.end_position
@@ -117,7 +118,7 @@ def locate_records(
         if found.stop_kind == KIND_GOOD:
             break
         reason = found.stop_reason or ""
-        stop = record_end(view, position)
+        stop = end_of(view, position)
         if found.stop_kind == KIND_TIMESTAMP or (
             found.stop_kind == KIND_CONTENT and _ends_at_a_record(view, stop, offset + 1)
         ):
@@ -127,8 +128,9 @@ def locate_records(
             position = stop
             continue
         last = (end_offset - 1 if end_offset is not None
-                else offset + (length - position) // (RECORD_OVERHEAD + 1))
-        again = _next_record(view, position, offset, last, stop, hints, start_offset)
+                else offset + (length - position) // (record_format.min_record_size + 1))
+        again = _next_record(view, position, offset, last, stop, hints, start_offset,
+                             record_format)
         if again is None:
             if end_offset is not None:  # the expected offsets left cannot be located
                 refuse(offset, end_offset, length, reason)
@@ -147,6 +149,35 @@ def locate_records(
             if int.from_bytes(entries[at : at + 8], "little") > int.from_bytes(following, "little"):
                 entries[at : at + 8] = following
     return LocatedRecords(entries, count, position, bad, end_reason)
+
+
+def _locate_batches(
+    data: bytes | bytearray | memoryview, start_offset: int, expected_count: int | None,
+    record_format: RecordFormat,
+) -> LocatedRecords:
+    """``locate_records`` for a batch-index format: one entry per batch, ``count`` offsets.
+
+    A batch cannot be cut and carries no offset of its own records, so the walk does not look
+    for batches again after a broken one: a tail ends there (recovery cuts it after an unclean
+    stop), and a sealed segment's offsets after it are refused, under one entry at the byte
+    where they were lost (a read of any of them is refused; the batches before are served)."""
+    view = memoryview(data)
+    found = record_format.scan(view, 0, start_offset, start_offset, 0,
+                               max_count=_NO_LIMIT if expected_count is None else expected_count)
+    entries, count, position = bytearray(found.index_entries), found.count, found.end_position
+    end_reason = None if found.stop_kind == KIND_GOOD else found.stop_reason
+    bad: dict[int, str] = {}
+    if expected_count is not None and count < expected_count:
+        reason = end_reason or (
+            f"the log ends at byte {len(view)}, before offset {start_offset + count}")
+        bad = {lost: reason if lost == start_offset + count
+               else f"cannot be located (lost before byte {position})"
+               for lost in range(start_offset + count, start_offset + expected_count)}
+        entries += INDEX_ENTRY.pack(count, position, found.last_timestamp or 0)
+        entries += bytes(record_format.index_entry_size - INDEX_ENTRY_SIZE)
+        count = expected_count
+    return LocatedRecords(entries, count, position, bad, end_reason,
+                          record_format.index_entry_size)
 
 
 def _kept_timestamp(hints: bytes | None, relative: int, position: int, previous: int) -> int:
@@ -173,7 +204,7 @@ def _ends_at_a_record(view: memoryview, stop: int | None, next_offset: int) -> b
 
 def _next_record(
     view: memoryview, position: int, offset: int, last: int, stop: int | None,
-    hints: bytes | None, start_offset: int,
+    hints: bytes | None, start_offset: int, record_format: RecordFormat,
 ) -> tuple[int, int] | None:
     """Where records can be read again after the broken record of ``offset`` at ``position``:
     ``(position, offset)`` of the next record that checks, or None."""
@@ -186,21 +217,21 @@ def _next_record(
         if hinted > position:
             candidates.append(hinted)
     for candidate in candidates:  # a record of the next offset there, even if its bytes are bad
-        checked = scan_records(view, candidate, offset + 1, start_offset, 0, max_count=1)
+        checked = record_format.scan(view, candidate, offset + 1, start_offset, 0, max_count=1)
         if checked.count == 1 or checked.stop_kind in (KIND_TIMESTAMP, KIND_CONTENT):
             return candidate, offset + 1
     # the first byte from here where a later offset's record begins and checks (a record of a
     # later offset right here too: the offsets between were lost)
-    return find_record(view, position, offset + 1, last)
+    return record_format.find(view, position, offset + 1, last)
 
 
 def locate_log_records(
     log_path: Path, log_size: int, start_offset: int, expected_count: int | None,
-    hints: bytes | None = None,
+    hints: bytes | None = None, record_format: RecordFormat = IGGY_V1,
 ) -> LocatedRecords:
     """``locate_records`` over the first ``log_size`` bytes of a log file (a read-only map)."""
     if log_size == 0:
-        return locate_records(b"", start_offset, expected_count, hints)
+        return locate_records(b"", start_offset, expected_count, hints, record_format)
     descriptor = os.open(log_path, os.O_RDONLY)
     try:
         mapping = mmap.mmap(descriptor, log_size, access=mmap.ACCESS_READ)
@@ -208,7 +239,7 @@ def locate_log_records(
         os.close(descriptor)  # read-only, never dirty: the mapping outlives it
     try:
         with memoryview(mapping) as view:
-            return locate_records(view, start_offset, expected_count, hints)
+            return locate_records(view, start_offset, expected_count, hints, record_format)
     finally:
         try:
             mapping.close()
@@ -245,12 +276,13 @@ class RebuildJob:
     write_file: bool
     durability: Durability
     generation: int
+    record_format: RecordFormat = IGGY_V1
 
     def run(self) -> tuple[LocatedRecords, bool]:
         """Locate every record (may run in a worker thread); returns what was found and
         whether the index file now holds it."""
         located = locate_log_records(self.log_path, self.log_size, self.start_offset,
-                                     self.count, self.hints)
+                                     self.count, self.hints, self.record_format)
         if not self.write_file or located.index_entries == self.hints:
             return located, located.index_entries == self.hints
         try:

@@ -1,4 +1,4 @@
-"""The metadata store: streams, topics, partitions, users and consumer offsets in SQLite (WAL).
+"""The metadata store: streams, topics, partitions, users and consumer positions in SQLite (WAL).
 
 Owns: the schema and every SQL statement of the server. Each public method is one transaction,
 so a crash (even kill -9) leaves either the whole change or none of it. Durability follows the
@@ -23,9 +23,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from rill.errors import CannotWriteToFile
+from rill.server.storage.records import RECORD_FORMAT
 from rill.server.storage.reserve import SpaceReserve
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 1 -> 2: consumer positions keyed by name, holding the next offset;
+# each topic records its record format
+
+# the names schema 1's numeric consumer keys get (what the core names Iggy's consumers)
+_V1_CONSUMER_NAMES = {1: "iggy-consumer:", 2: "iggy-group:"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -43,6 +48,7 @@ CREATE TABLE IF NOT EXISTS topics (
     message_expiry INTEGER NOT NULL,
     max_topic_size INTEGER NOT NULL,
     replication_factor INTEGER NOT NULL,
+    record_format TEXT NOT NULL DEFAULT 'iggy-v1',
     PRIMARY KEY (stream_id, id),
     UNIQUE (stream_id, name)
 );
@@ -54,14 +60,13 @@ CREATE TABLE IF NOT EXISTS partitions (
     PRIMARY KEY (stream_id, topic_id, id),
     FOREIGN KEY (stream_id, topic_id) REFERENCES topics(stream_id, id) ON DELETE CASCADE
 );
-CREATE TABLE IF NOT EXISTS consumer_offsets (
+CREATE TABLE IF NOT EXISTS consumer_positions (
     stream_id INTEGER NOT NULL,
     topic_id INTEGER NOT NULL,
     partition_id INTEGER NOT NULL,
-    consumer_kind INTEGER NOT NULL,
-    consumer_id INTEGER NOT NULL,
-    stored_offset INTEGER NOT NULL,
-    PRIMARY KEY (stream_id, topic_id, partition_id, consumer_kind, consumer_id),
+    consumer TEXT NOT NULL,
+    next_offset INTEGER NOT NULL,
+    PRIMARY KEY (stream_id, topic_id, partition_id, consumer),
     FOREIGN KEY (stream_id, topic_id, partition_id)
         REFERENCES partitions(stream_id, topic_id, id) ON DELETE CASCADE
 );
@@ -125,6 +130,7 @@ class TopicRow:
     message_expiry: int
     max_topic_size: int
     replication_factor: int
+    record_format: str = RECORD_FORMAT  # how its partitions store records (``storage.records``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,13 +142,14 @@ class PartitionRow:
 
 
 @dataclass(frozen=True, slots=True)
-class OffsetRow:
+class PositionRow:
+    """Where consumer ``consumer`` (a name) reads next in one partition."""
+
     stream_id: int
     topic_id: int
     partition_id: int
-    consumer_kind: int
-    consumer_id: int
-    stored_offset: int
+    consumer: str
+    next_offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +176,16 @@ class UserRow:
     status: int
     permissions: bytes | None
     created_at: int
+
+
+class MetadataStoreTooNew(Exception):
+    """The store was written by a later rill, with a schema this one cannot read."""
+
+    def __init__(self, path: Path, version: int) -> None:
+        super().__init__(f"metadata store {path} has schema version {version}, newer than this "
+                         f"rill reads ({SCHEMA_VERSION}): it was written by a later rill")
+        self.path = path
+        self.version = version
 
 
 class MetadataStoreDamaged(Exception):
@@ -210,6 +227,9 @@ class MetadataStore:
             raise MetadataStoreDamaged(path, str(error)) from error
         try:
             self._open()
+        except MetadataStoreTooNew:
+            self._db.close()
+            raise
         except sqlite3.DatabaseError as error:
             self._db.close()
             if isinstance(error, sqlite3.OperationalError) and _is_full(error):
@@ -229,13 +249,47 @@ class MetadataStore:
 
     @_writes
     def _create_schema(self) -> None:
+        """A new store gets the current schema; an older one is migrated once, in the same
+        transaction; a newer one (written by a later rill) is refused, unchanged."""
+        db = self._db
+        has_meta = db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
+        found = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
+            if has_meta else None
+        version = int(found[0]) if found else SCHEMA_VERSION
+        if version > SCHEMA_VERSION:
+            raise MetadataStoreTooNew(self.path, version)
         for statement in _SCHEMA.split(";"):
             if statement.strip():
-                self._db.execute(statement)
-        self._db.execute(
-            "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
-            (str(SCHEMA_VERSION),),
-        )
+                db.execute(statement)
+        if version < 2:
+            self._migrate_consumer_offsets()
+            columns = [row[1] for row in db.execute("PRAGMA table_info(topics)")]
+            if "record_format" not in columns:  # every schema-1 topic holds Iggy's records
+                db.execute("ALTER TABLE topics ADD COLUMN record_format TEXT NOT NULL"
+                           " DEFAULT 'iggy-v1'")
+        db.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?) ON CONFLICT(key)"
+                   " DO UPDATE SET value = excluded.value", (str(SCHEMA_VERSION),))
+
+    def _migrate_consumer_offsets(self) -> None:
+        """Schema 1 -> 2: (kind, numeric id) keys become names; the stored "last consumed"
+        offset becomes the next offset to read (+1)."""
+        db = self._db
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table'"
+                          " AND name = 'consumer_offsets'").fetchone():
+            return
+        rows = db.execute(  # of partitions that exist (schema 1 cascaded deletes too)
+            "SELECT o.stream_id, o.topic_id, o.partition_id, o.consumer_kind, o.consumer_id,"
+            " o.stored_offset FROM consumer_offsets o JOIN partitions p ON p.stream_id ="
+            " o.stream_id AND p.topic_id = o.topic_id AND p.id = o.partition_id").fetchall()
+        db.executemany(
+            "INSERT OR REPLACE INTO consumer_positions(stream_id, topic_id, partition_id,"
+            " consumer, next_offset) VALUES (?, ?, ?, ?, ?)",
+            [(stream_id, topic_id, partition_id,
+              _V1_CONSUMER_NAMES.get(kind, f"kind-{kind}:") + str(consumer_id),
+              _from_sql(stored) + 1)
+             for stream_id, topic_id, partition_id, kind, consumer_id, stored in rows])
+        db.execute("DROP TABLE consumer_offsets")
 
     def close(self) -> None:
         self._db.close()
@@ -284,11 +338,12 @@ class MetadataStore:
     def load_topics(self) -> list[TopicRow]:
         rows = self._db.execute(
             "SELECT stream_id, id, name, created_at, compression_algorithm, message_expiry,"
-            " max_topic_size, replication_factor FROM topics ORDER BY stream_id, id"
+            " max_topic_size, replication_factor, record_format FROM topics"
+            " ORDER BY stream_id, id"
         )
         return [
-            TopicRow(s, i, n, c, comp, _from_sql(exp), _from_sql(size), rf)
-            for s, i, n, c, comp, exp, size, rf in rows
+            TopicRow(s, i, n, c, comp, _from_sql(exp), _from_sql(size), rf, fmt)
+            for s, i, n, c, comp, exp, size, rf, fmt in rows
         ]
 
     def load_partitions(self) -> list[PartitionRow]:
@@ -298,13 +353,13 @@ class MetadataStore:
         )
         return [PartitionRow(*row) for row in rows]
 
-    def load_offsets(self) -> Iterator[OffsetRow]:
+    def load_positions(self) -> Iterator[PositionRow]:
         rows = self._db.execute(
-            "SELECT stream_id, topic_id, partition_id, consumer_kind, consumer_id, stored_offset"
-            " FROM consumer_offsets"
+            "SELECT stream_id, topic_id, partition_id, consumer, next_offset"
+            " FROM consumer_positions"
         )
         for row in rows:
-            yield OffsetRow(*row[:5], _from_sql(row[5]))
+            yield PositionRow(*row[:4], _from_sql(row[4]))
 
     def load_consumer_groups(self) -> list[ConsumerGroupRow]:
         rows = self._db.execute(
@@ -346,7 +401,7 @@ class MetadataStore:
 
     @_writes
     def purge_stream(self, stream_id: int) -> None:
-        self._db.execute("DELETE FROM consumer_offsets WHERE stream_id = ?", (stream_id,))
+        self._db.execute("DELETE FROM consumer_positions WHERE stream_id = ?", (stream_id,))
 
     # -- topics ----------------------------------------------------------------------------
 
@@ -354,12 +409,12 @@ class MetadataStore:
     def create_topic(self, row: TopicRow, partitions: list[PartitionRow]) -> None:
         self._db.execute(
             "INSERT INTO topics(stream_id, id, name, created_at, compression_algorithm,"
-            " message_expiry, max_topic_size, replication_factor)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " message_expiry, max_topic_size, replication_factor, record_format)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 row.stream_id, row.id, row.name, row.created_at, row.compression_algorithm,
                 _to_sql(row.message_expiry), _to_sql(row.max_topic_size),
-                row.replication_factor,
+                row.replication_factor, row.record_format,
             ),
         )
         self._insert_partitions(partitions)
@@ -384,7 +439,7 @@ class MetadataStore:
     @_writes
     def purge_topic(self, stream_id: int, topic_id: int) -> None:
         self._db.execute(
-            "DELETE FROM consumer_offsets WHERE stream_id = ? AND topic_id = ?",
+            "DELETE FROM consumer_positions WHERE stream_id = ? AND topic_id = ?",
             (stream_id, topic_id),
         )
 
@@ -410,32 +465,14 @@ class MetadataStore:
     # -- consumer offsets ------------------------------------------------------------------
 
     @_writes
-    def store_offset(self, row: OffsetRow) -> None:
+    def store_position(self, row: PositionRow) -> None:
         self._db.execute(
-            "INSERT INTO consumer_offsets(stream_id, topic_id, partition_id, consumer_kind,"
-            " consumer_id, stored_offset) VALUES (?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT(stream_id, topic_id, partition_id, consumer_kind, consumer_id)"
-            " DO UPDATE SET stored_offset = excluded.stored_offset",
-            (
-                row.stream_id, row.topic_id, row.partition_id, row.consumer_kind,
-                row.consumer_id, _to_sql(row.stored_offset),
-            ),
-        )
-
-    @_writes
-    def delete_consumer_offsets(
-        self, stream_id: int, topic_id: int, consumer_kind: int, consumer_id: int
-    ) -> None:
-        """Every partition's offset of one consumer (used when a consumer group is deleted)."""
-        self._delete_consumer_offsets(stream_id, topic_id, consumer_kind, consumer_id)
-
-    def _delete_consumer_offsets(
-        self, stream_id: int, topic_id: int, consumer_kind: int, consumer_id: int
-    ) -> None:
-        self._db.execute(
-            "DELETE FROM consumer_offsets WHERE stream_id = ? AND topic_id = ?"
-            " AND consumer_kind = ? AND consumer_id = ?",
-            (stream_id, topic_id, consumer_kind, consumer_id),
+            "INSERT INTO consumer_positions(stream_id, topic_id, partition_id, consumer,"
+            " next_offset) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT(stream_id, topic_id, partition_id, consumer)"
+            " DO UPDATE SET next_offset = excluded.next_offset",
+            (row.stream_id, row.topic_id, row.partition_id, row.consumer,
+             _to_sql(row.next_offset)),
         )
 
     # -- consumer groups -------------------------------------------------------------------
@@ -448,15 +485,18 @@ class MetadataStore:
         )
 
     @_writes
-    def delete_consumer_group(
-        self, stream_id: int, topic_id: int, group_id: int, group_consumer_kind: int
-    ) -> None:
-        """The group and its stored offsets, in one transaction."""
+    def delete_consumer_group(self, stream_id: int, topic_id: int, group_id: int,
+                              consumer: str) -> None:
+        """The group and its positions (stored under the name ``consumer``), in one
+        transaction."""
         self._db.execute(
             "DELETE FROM consumer_groups WHERE stream_id = ? AND topic_id = ? AND id = ?",
             (stream_id, topic_id, group_id),
         )
-        self._delete_consumer_offsets(stream_id, topic_id, group_consumer_kind, group_id)
+        self._db.execute(
+            "DELETE FROM consumer_positions WHERE stream_id = ? AND topic_id = ? AND consumer = ?",
+            (stream_id, topic_id, consumer),
+        )
 
     # -- users -----------------------------------------------------------------------------
 

@@ -28,6 +28,9 @@ Invariants:
     batches are appended inline, where a thread hop would cost more than it frees
     (``_use_thread``).
 
+Record formats: the topic's ``RecordFormat`` (``formats``) lays out, checks and finds the records;
+its segments are per-record ``Segment``s or, for a batch-index format, ``BatchSegment``s.
+
 Size accounting: ``size_bytes`` is the sum of the ``.log`` sizes (records in poll layout, 45
 bytes of overhead per message). It does not match Iggy's §6.7 formula byte for byte (Iggy adds
 24 bytes per persisted batch and counts a smaller per-message overhead).
@@ -47,22 +50,27 @@ import time
 from array import array
 from concurrent.futures import Future, ThreadPoolExecutor
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rill.errors import CannotAppendMessage, CannotCreatePartitionDirectory, CannotReadMessage
+from rill.protocol.buffer import DecodeError
+from rill.protocol.layout import STORED_HEAD
 from rill.server.storage.columnar import ColumnarRange, read_segment_columns
 from rill.server.storage.durability import Durability
 from rill.server.storage.records import (
     ACCELERATED,
+    INDEX_ENTRY,
+    INDEX_ENTRY_SIZE,
     MAX_POSITION,
-    RECORD_GROWTH,
+    RECORD_FORMAT,
     StampedBatch,
     build_index_entries,
-    stamp_batch,
 )
-from rill.server.storage.staged_records import restamp_records, uniform_positions
+from rill.server.storage.formats import RecordFormat, format_named
+from rill.server.storage.staged_records import uniform_positions
 from rill.server.storage.recovery import recover_segments
+from rill.server.storage.batch_segment import segment_class
 from rill.server.storage.segment import Segment
 
 logger = logging.getLogger(__name__)
@@ -77,8 +85,9 @@ _SMALLEST_SEND_MESSAGE = 16 + 4 + 4 + 1  # id, headers_length, payload_length, o
 # inline; several, to several partitions: large batches in threads), and every batch of
 # ``APPEND_THREAD_LARGE_BYTES`` or more. "always": every batch of ``APPEND_THREAD_MIN_BYTES`` or
 # more. "never": all inline. Only with the C stamper,
-# which releases the GIL (the Python one would hold it). The server sets both from
-# ``[system] append_threads`` / ``append_thread_min_size`` (``configure_append_threads``).
+# which releases the GIL (the Python one would hold it). Each log takes its rule from its
+# ``LogSettings`` (the server's ``[system] append_threads`` / ``append_thread_min_size``; these
+# two are the defaults), so two servers in one process keep their own.
 APPEND_THREAD_MODE = "auto" if ACCELERATED else "never"
 APPEND_THREAD_MIN_BYTES = 512 * 1024
 # Regions of this size or more go to a worker thread under "auto" too, whatever the activity:
@@ -90,16 +99,6 @@ APPEND_THREADS = 4  # shared by every partition log; a log has at most one appen
 _executor: ThreadPoolExecutor | None = None
 _last_appended: int | None = None  # id() of the partition log ``append_async`` saw last ...
 _last_appended_at = 0.0  # ... and when (time.monotonic)
-
-
-def configure_append_threads(mode: str, min_bytes: int) -> None:
-    """Set the rule of ``append_async`` (mode auto | always | never); without the C stamper
-    every append stays on the event loop whatever the mode."""
-    global APPEND_THREAD_MODE, APPEND_THREAD_MIN_BYTES
-    if mode not in ("auto", "always", "never"):
-        raise ValueError(f"unknown append thread mode {mode!r}")
-    APPEND_THREAD_MODE = mode if ACCELERATED else "never"
-    APPEND_THREAD_MIN_BYTES = min_bytes
 
 
 def _append_executor() -> ThreadPoolExecutor:
@@ -118,15 +117,16 @@ def _use_thread(log: PartitionLog, size: int) -> bool:
         and now - _last_appended_at < APPEND_CONCURRENCY_WINDOW
     )
     _last_appended, _last_appended_at = id(log), now
-    if APPEND_THREAD_MODE == "never" or size < APPEND_THREAD_MIN_BYTES:
+    mode = log.settings.append_threads if ACCELERATED else "never"
+    if mode == "never" or size < log.settings.append_thread_min_size:
         return False
-    return APPEND_THREAD_MODE == "always" or others or size >= APPEND_THREAD_LARGE_BYTES
+    return mode == "always" or others or size >= APPEND_THREAD_LARGE_BYTES
 
 
 def _stamp_and_write(segment: Segment, raw_messages: bytes | bytearray | memoryview,
-                     timestamp: int) -> StampedBatch:
+                     timestamp: int, record_format: RecordFormat) -> StampedBatch:
     """Runs in a worker thread: the whole per-byte part of an append (stamp, both writes)."""
-    batch = stamp_batch(
+    batch = record_format.stamp(
         raw_messages, segment.next_offset, timestamp, segment.size_bytes, segment.start_offset
     )
     segment.write(batch.records, batch.index_entries)
@@ -152,10 +152,17 @@ class LogSettings:
     segment_size: int = 1_000_000_000  # bytes; soft limit
     # verify every record of every segment at open (synchronously) rather than on first read
     validate_checksum: bool = False
+    # the layout of its records (the topic's, recorded in the metadata store)
+    record_format: str = RECORD_FORMAT
+    # when ``append_async`` appends in a worker thread (see APPEND_THREAD_MODE)
+    append_threads: str = field(default_factory=lambda: APPEND_THREAD_MODE)
+    append_thread_min_size: int = field(default_factory=lambda: APPEND_THREAD_MIN_BYTES)
 
     def __post_init__(self) -> None:
         if self.segment_size <= 0:
             raise ValueError("segment_size must be positive")
+        if self.append_threads not in ("auto", "always", "never"):
+            raise ValueError(f"unknown append thread mode {self.append_threads!r}")
 
 
 class PartitionLog:
@@ -170,6 +177,8 @@ class PartitionLog:
     ) -> None:
         self.directory = directory
         self.settings = settings
+        self.format = format_named(settings.record_format)  # how records are laid out
+        self._segment_class = segment_class(self.format)  # per-record or per-batch index
         self._durability = durability
         self._segments = segments
         self._starts = [segment.start_offset for segment in segments]
@@ -202,6 +211,7 @@ class PartitionLog:
                 durability,
                 clean_shutdown=clean_shutdown,
                 validate_checksum=settings.validate_checksum,
+                record_format=format_named(settings.record_format),
             )
         )
         log = cls(directory, settings, durability, segments)
@@ -258,10 +268,10 @@ class PartitionLog:
         """Validate, stamp and write a SEND message region; returns (first, last) offsets."""
         self._settle()
         active, timestamp = self._prepare(raw_messages, now_us)
-        batch = stamp_batch(
+        batch = self.format.stamp(
             raw_messages, active.next_offset, timestamp, active.size_bytes, active.start_offset
         )
-        self._write(active, batch.records, batch.index_entries, timestamp)
+        self._write(active, batch.records, batch.index_entries, timestamp, batch.count)
         return batch.first_offset, batch.last_offset
 
     async def append_async(
@@ -275,7 +285,8 @@ class PartitionLog:
         if not _use_thread(self, len(raw_messages)):
             return self.append(raw_messages, now_us)
         active, timestamp = self._prepare(raw_messages, now_us)
-        work = _append_executor().submit(_stamp_and_write, active, raw_messages, timestamp)
+        work = _append_executor().submit(_stamp_and_write, active, raw_messages, timestamp,
+                                         self.format)
         pending = self._pending = _PendingAppend(active, timestamp, work)
         # publish as soon as the worker is done, even if this coroutine is cancelled meanwhile
         pending.finished.add_done_callback(lambda finished: self._finished(pending, finished))
@@ -301,7 +312,7 @@ class PartitionLog:
         try:
             batch = pending.work.result()
             self._write(pending.segment, batch.records, batch.index_entries, pending.timestamp,
-                        written=True)
+                        batch.count, written=True)
         except BaseException as error:  # noqa: BLE001 - handed to the appending coroutine
             pending.error = error
         else:
@@ -310,7 +321,7 @@ class PartitionLog:
     def _prepare(self, raw_messages: bytes | bytearray | memoryview, now_us: int
                  ) -> tuple[Segment, int]:
         """The segment a region goes to, and the timestamp its messages get."""
-        worst_size = len(raw_messages) + RECORD_GROWTH * (
+        worst_size = len(raw_messages) + self.format.growth_per_message * (
             len(raw_messages) // _SMALLEST_SEND_MESSAGE + 1
         )
         active = self._segment_for(worst_size)
@@ -326,7 +337,7 @@ class PartitionLog:
         active = self._segment_for(len(records))
         timestamp = now_us if now_us > self._last_timestamp else self._last_timestamp
         first = active.next_offset
-        restamp_records(records, positions, first, timestamp)
+        self.format.restamp(records, positions, first, timestamp)
         relative = first - active.start_offset
         base = active.size_bytes
         index_entries = build_index_entries(
@@ -334,8 +345,47 @@ class PartitionLog:
             uniform_positions(positions, len(records), base) or [p + base for p in positions],
             timestamp,
         )
-        self._write(active, records, index_entries, timestamp)
+        self._write(active, records, index_entries, timestamp, len(positions))
         return first, first + len(positions) - 1
+
+    def append_replicated(self, records: bytes, positions: bytes | memoryview,
+                          first_offset: int) -> tuple[int, int]:
+        """A follower's append (cluster-design.md): a leader's records as the leader stored
+        them -- offsets, timestamps, ids and checksums kept byte for byte -- at exactly the
+        offsets they carry, which must run on from ``first_offset`` = this log's end.
+
+        Checked as staged records are (layout, checksums, limits: ``check_stored_records``),
+        plus the offsets (``first_offset`` + i) and timestamps (never below the log's last);
+        a rejected batch writes nothing. Returns (first, last) offsets. Per-record Python work
+        here: the replication path is not yet a hot path."""
+        self._settle()
+        if first_offset != self.next_offset:
+            raise CannotAppendMessage(reason=(
+                f"Cannot append message: the leader's records start at offset {first_offset}, "
+                f"this log's next offset is {self.next_offset}"))
+        starts = self.format.check_stored(records, positions)
+        timestamps = []
+        previous = self._last_timestamp
+        for index, start in enumerate(starts):
+            offset, _, timestamp = STORED_HEAD.unpack_from(records, start)
+            if offset != first_offset + index or timestamp < previous:
+                raise DecodeError(f"record {index}: offset {offset} or timestamp {timestamp} "
+                                  f"out of order (expected offset {first_offset + index}, a "
+                                  f"timestamp from {previous})")
+            timestamps.append(timestamp)
+            previous = timestamp
+        active = self._segment_for(len(records))
+        relative, base = first_offset - active.start_offset, active.size_bytes
+        index_entries = bytearray(INDEX_ENTRY_SIZE * len(starts))
+        for index, start in enumerate(starts):
+            INDEX_ENTRY.pack_into(index_entries, index * INDEX_ENTRY_SIZE, relative + index,
+                                  base + start, timestamps[index])
+        active.append(records, index_entries, timestamps[0], timestamps[-1])
+        self._durability.mark_dirty(active.log_file)
+        self._last_timestamp = timestamps[-1]
+        if active.size_bytes >= self.settings.segment_size:
+            self._seal_active()
+        return first_offset, first_offset + len(starts) - 1
 
     def _segment_for(self, size: int) -> Segment:
         """The active segment, sealed first if ``size`` more bytes could overflow u32 positions."""
@@ -350,12 +400,13 @@ class PartitionLog:
         return active
 
     def _write(self, active: Segment, records: bytes | bytearray, index_entries: bytearray,
-               timestamp: int, written: bool = False) -> None:
-        """Write (unless a worker already did: ``written``) and publish one stamped batch."""
+               timestamp: int, count: int, written: bool = False) -> None:
+        """Write (unless a worker already did: ``written``) and publish one stamped batch of
+        ``count`` offsets."""
         if written:
-            active.publish(len(records), index_entries, timestamp, timestamp)
+            active.publish(len(records), index_entries, timestamp, timestamp, count)
         else:
-            active.append(records, index_entries, timestamp, timestamp)
+            active.append(records, index_entries, timestamp, timestamp, count)
         self._durability.mark_dirty(active.log_file)
         self._last_timestamp = timestamp
         if active.size_bytes >= self.settings.segment_size:
@@ -392,7 +443,8 @@ class PartitionLog:
             logger.exception("cannot create the next segment in %s", self.directory)
 
     def _add_segment(self, start_offset: int) -> None:
-        segment = Segment.create(self.directory, start_offset, self._durability)
+        segment = self._segment_class.create(self.directory, start_offset, self._durability,
+                                             self.format)
         self._segments.append(segment)
         self._starts.append(start_offset)
         self._durability.sync_directory(self.directory)
@@ -404,6 +456,9 @@ class PartitionLog:
         and, with ``max_bytes``, to that many bytes of records (at least one record).
 
         Offsets below ``first_offset`` start at ``first_offset``. One pread per segment touched.
+        A batch-index format returns whole batches, from the one holding ``offset`` (so the
+        records may start before it, and the count, from ``offset`` to the end of the last
+        batch, may pass ``count``).
         Every record returned was verified (``Segment.read``): the read stops before a bad
         record, and raises CannotReadMessage (4011) naming it when it is the first.
         """

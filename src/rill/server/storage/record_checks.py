@@ -32,6 +32,7 @@ import struct
 from dataclasses import dataclass
 
 from rill.protocol.buffer import DecodeError
+from rill.protocol.layout import STORED_TIMESTAMP_AT
 from rill.server.storage.records import (
     ACCELERATOR,
     INDEX_ENTRY,
@@ -52,7 +53,7 @@ KIND_TIMESTAMP = 3
 
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
-_TIMESTAMP_AT = 9
+_TIMESTAMP_AT = STORED_TIMESTAMP_AT
 _NO_LIMIT = 0xFFFF_FFFF_FFFF_FFFF
 
 

@@ -47,26 +47,34 @@ from dataclasses import dataclass
 
 from rill.errors import InvalidMessagesCount, TooBigHeadersPayload, TooBigMessagePayload
 from rill.protocol.buffer import DecodeError
+from rill.protocol.layout import (
+    SEND_HEAD,
+    SEND_OVERHEAD,
+    SEND_PREFIX_SIZE,
+    STATE_AVAILABLE,
+    STORED_FIXED,
+    STORED_FIXED_SIZE,
+    STORED_OVERHEAD,
+)
 
 from rill.protocol.stored import crc32, uuid7_block  # noqa: F401 (both used here; re-exported)
+
+RECORD_FORMAT = "iggy-v1"  # the name of this layout (the records a read hands out are in it)
 
 MAX_PAYLOAD_BYTES = 10_000_000  # sum of payloads in one SEND (4022)
 MAX_HEADERS_BYTES = 100_000  # sum of header value bytes in one SEND (4017)
 MAX_POSITION = 0xFFFF_FFFF  # index positions and relative offsets are u32
 
-STATE_AVAILABLE = 1
 KNOWN_STATES = frozenset({1, 10, 20, 30})  # available, unavailable, poisoned, marked for deletion
 
-SEND_PREFIX_SIZE = 20  # id + headers_length
-RECORD_FIXED_SIZE = 41  # offset, state, timestamp, id, checksum, headers_length
-RECORD_OVERHEAD = 45  # the fixed part plus payload_length
-RECORD_GROWTH = RECORD_OVERHEAD - SEND_PREFIX_SIZE - 4  # 21 bytes added to each SEND message
+# the stored layout's sizes (``rill.protocol.layout`` owns the layouts)
+RECORD_FIXED_SIZE = STORED_FIXED_SIZE  # offset, state, timestamp, id, checksum, headers_length
+RECORD_OVERHEAD = STORED_OVERHEAD  # the fixed part plus payload_length
+RECORD_GROWTH = STORED_OVERHEAD - SEND_OVERHEAD  # 21 bytes added to each SEND message
+RECORD_FIXED = STORED_FIXED  # offset, state, timestamp, (id), checksum, headers_length
 INDEX_ENTRY_SIZE = 16
 
-_SEND_HEAD = struct.Struct("<16sI")  # id, headers_length
-_RECORD_PREFIX = struct.Struct("<QBQ16sI")  # offset, state, timestamp, id, checksum
-# offset, state, timestamp, (id), checksum, headers_length
-RECORD_FIXED = struct.Struct("<QBQ16xII")
+_RECORD_PREFIX = struct.Struct("<QBQ16sI")  # STORED_PREFIX less headers_length (packed apart)
 _U32 = struct.Struct("<I")
 INDEX_ENTRY = struct.Struct("<IIQ")  # relative_offset, position, timestamp
 
@@ -118,7 +126,7 @@ def stamp_batch_python(
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")
     end = len(view)
-    read_head = _SEND_HEAD.unpack_from
+    read_head = SEND_HEAD.unpack_from
     read_u32 = _U32.unpack_from
     pack_prefix = _RECORD_PREFIX.pack
     pieces: list[bytes | memoryview] = []  # alternating: fixed record prefix, rest of the message
@@ -203,8 +211,10 @@ def _load_accelerator():  # type: ignore[no-untyped-def]
     except ImportError:
         return None
     if (_stamp.MAX_PAYLOAD_BYTES, _stamp.MAX_HEADERS_BYTES, _stamp.MAX_POSITION,
-            _stamp.RECORD_GROWTH) != (MAX_PAYLOAD_BYTES, MAX_HEADERS_BYTES, MAX_POSITION,
-                                      RECORD_GROWTH):
+            _stamp.RECORD_GROWTH, _stamp.SEND_PREFIX_SIZE, _stamp.RECORD_OVERHEAD,
+            _stamp.RECORD_HEADERS_AT) != (
+                MAX_PAYLOAD_BYTES, MAX_HEADERS_BYTES, MAX_POSITION, RECORD_GROWTH,
+                SEND_PREFIX_SIZE, STORED_OVERHEAD, STORED_FIXED_SIZE):
         return None  # built from an older source: never run a twin with other limits
     return _stamp
 

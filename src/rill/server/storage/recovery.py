@@ -21,6 +21,10 @@ cut. After a clean stop nothing is cut: a tail with bytes after its last record 
 read as records is kept, unserved, and sealed (appends go to a new segment). Sealed segments are
 never truncated: their data was acknowledged.
 
+Everything about the records themselves (their heads, lengths, checks, walks) is the log's
+``RecordFormat``'s; a batch-index format's segments are checked the same way, one entry per
+batch (the last batch's head says how many offsets it holds).
+
 Stray files: an ``.index`` without its ``.log`` and a leftover ``.index.rebuild`` are deleted;
 files not named like segments are left alone.
 """
@@ -44,19 +48,22 @@ from rill.server.storage.paths import (
     DataPaths,
     parse_segment_file_name,
 )
-from rill.server.storage.record_checks import record_end, record_header
-from rill.server.storage.records import INDEX_ENTRY, INDEX_ENTRY_SIZE, RECORD_OVERHEAD
+from rill.server.storage.formats import IGGY_V1, RecordFormat
+from rill.server.storage.records import INDEX_ENTRY, INDEX_ENTRY_SIZE
 from rill.server.storage.file_io import read_all_at
+from rill.server.storage.batch_segment import segment_class
 from rill.server.storage.segment import Segment
 
 logger = logging.getLogger(__name__)
 
 
 def recover_segments(
-    directory: Path, durability: Durability, *, clean_shutdown: bool, validate_checksum: bool
+    directory: Path, durability: Durability, *, clean_shutdown: bool, validate_checksum: bool,
+    record_format: RecordFormat = IGGY_V1,
 ) -> list[Segment]:
     """Open the segments found in ``directory``, oldest first, the last one active (or sealed,
-    with no active segment yet, when its end cannot be read; see above).
+    with no active segment yet, when its end cannot be read; see above). Their records are
+    ``record_format``'s (the topic's).
 
     Returns an empty list when the directory holds no segment log.
     """
@@ -84,12 +91,13 @@ def recover_segments(
     for number, start_offset in enumerate(starts):
         if number == len(starts) - 1:
             segments.append(_recover_tail(directory, start_offset, durability, clean_shutdown,
-                                          validate_checksum))
+                                          validate_checksum, record_format))
         else:
             expected_count = starts[number + 1] - start_offset
             segments.append(
                 _recover_sealed(
-                    directory, start_offset, durability, expected_count, validate_checksum
+                    directory, start_offset, durability, expected_count, validate_checksum,
+                    record_format,
                 )
             )
     if strays:
@@ -99,7 +107,7 @@ def recover_segments(
 
 def _recover_tail(
     directory: Path, start_offset: int, durability: Durability, clean_shutdown: bool,
-    validate_checksum: bool,
+    validate_checksum: bool, record_format: RecordFormat,
 ) -> Segment:
     log_path = DataPaths.segment_log(directory, start_offset)
     index_path = DataPaths.segment_index(directory, start_offset)
@@ -109,15 +117,18 @@ def _recover_tail(
     if index_entries is None:
         problem = "index file is missing"
     elif clean_shutdown and not validate_checksum:
-        problem = _structural_problem(
-            log_path, start_offset, log_size, len(index_entries), index_entries.__getitem__, None
+        problem, messages_count = _structural_problem(
+            log_path, start_offset, log_size, len(index_entries), index_entries.__getitem__, None,
+            record_format,
         )
         if problem is None:
-            return Segment.open_active(directory, start_offset, durability, index_entries,
-                                       log_size)
+            return segment_class(record_format).open_active(
+                directory, start_offset, durability, index_entries, log_size,
+                record_format=record_format, messages_count=messages_count)
     if problem is not None:
         logger.warning("segment %s: %s; locating its records in the log", log_path, problem)
-    located = locate_log_records(log_path, log_size, start_offset, None, index_entries)
+    located = locate_log_records(log_path, log_size, start_offset, None, index_entries,
+                                 record_format)
     if not clean_shutdown:
         located = located.without_trailing_bad(start_offset)
     _write_index_if_changed(index_path, index_entries, located, durability)
@@ -128,7 +139,8 @@ def _recover_tail(
                 "kept unserved, and the segment is sealed", log_path,
                 log_size - located.end_position, start_offset + located.count - 1,
                 located.end_reason)
-            return _open_located_sealed(directory, start_offset, durability, located)
+            return _open_located_sealed(directory, start_offset, durability, located,
+                                        record_format)
         logger.warning(
             "segment %s: cutting %d bytes of torn or invalid tail after offset %d: %s",
             log_path, log_size - located.end_position, start_offset + located.count - 1,
@@ -136,8 +148,9 @@ def _recover_tail(
         )
         _truncate_file(log_path, located.end_position, durability)
         log_size = located.end_position
-    return Segment.open_active(directory, start_offset, durability, located.index_entries,
-                               log_size, verified=True, bad=located.bad)
+    return segment_class(record_format).open_active(
+        directory, start_offset, durability, located.index_entries, log_size, verified=True,
+        bad=located.bad, record_format=record_format, messages_count=located.count)
 
 
 def _recover_sealed(
@@ -146,6 +159,7 @@ def _recover_sealed(
     durability: Durability,
     expected_count: int,
     validate_checksum: bool,
+    record_format: RecordFormat,
 ) -> Segment:
     log_path = DataPaths.segment_log(directory, start_offset)
     index_path = DataPaths.segment_index(directory, start_offset)
@@ -155,39 +169,45 @@ def _recover_sealed(
         index_entries = None
     else:
         index_size = index_path.stat().st_size
-        problem = _structural_problem(
+        problem, _ = _structural_problem(
             log_path,
             start_offset,
             log_size,
             index_size,
             lambda span: _read_file_range(index_path, span.stop - span.start, span.start),
             expected_count,
+            record_format,
         )
         if problem is None and not validate_checksum:
-            return Segment.open_sealed(
+            return segment_class(record_format).open_sealed(
                 directory, start_offset, durability, messages_count=expected_count,
                 size_bytes=log_size,
                 first_timestamp=_indexed_timestamp(index_path, 0),
-                last_timestamp=_indexed_timestamp(index_path, index_size - INDEX_ENTRY_SIZE),
+                last_timestamp=_indexed_timestamp(
+                    index_path, index_size - record_format.index_entry_size),
+                record_format=record_format,
             )
         index_entries = index_path.read_bytes()
     if problem is not None:
         logger.warning("sealed segment %s: %s; locating its records in the log", log_path, problem)
-    located = locate_log_records(log_path, log_size, start_offset, expected_count, index_entries)
+    located = locate_log_records(log_path, log_size, start_offset, expected_count, index_entries,
+                                 record_format)
     _write_index_if_changed(index_path, index_entries, located, durability)
     if located.end_position < log_size:
         logger.warning("sealed segment %s: %d bytes after its last record are not served",
                        log_path, log_size - located.end_position)
-    return _open_located_sealed(directory, start_offset, durability, located)
+    return _open_located_sealed(directory, start_offset, durability, located, record_format)
 
 
 def _open_located_sealed(
-    directory: Path, start_offset: int, durability: Durability, located: LocatedRecords
+    directory: Path, start_offset: int, durability: Durability, located: LocatedRecords,
+    record_format: RecordFormat,
 ) -> Segment:
-    return Segment.open_sealed(
+    return segment_class(record_format).open_sealed(
         directory, start_offset, durability, messages_count=located.count,
         size_bytes=located.end_position, first_timestamp=located.first_timestamp,
         last_timestamp=located.last_timestamp, verified=True, bad=located.bad,
+        record_format=record_format,
     )
 
 
@@ -208,41 +228,54 @@ def _structural_problem(
     index_size: int,
     read_index,
     expected_count: int | None,
-) -> str | None:
-    """Why the index and the log disagree, checked at both ends; None when they agree.
+    record_format: RecordFormat,
+) -> tuple[str | None, int]:
+    """Why the index and the log disagree, checked at both ends (None when they agree), and
+    the offsets the segment holds.
 
-    ``read_index(slice)`` returns those bytes of the index.
+    ``read_index(slice)`` returns those bytes of the index. A per-record index has one entry
+    per offset; a batch index (``record_format.batch_index``) one per batch, the last batch's
+    record giving how many offsets it holds.
     """
-    if index_size % INDEX_ENTRY_SIZE:
-        return f"index length {index_size} is not a multiple of {INDEX_ENTRY_SIZE}"
-    count = index_size // INDEX_ENTRY_SIZE
-    if expected_count is not None and count != expected_count:
-        return f"index has {count} entries where {expected_count} are expected"
+    record_head, overhead = record_format.record_head, record_format.min_record_size
+    per_batch, size = record_format.batch_index, record_format.index_entry_size
+    if index_size % size:
+        return f"index length {index_size} is not a multiple of {size}", 0
+    count = index_size // size
+    if not per_batch and expected_count is not None and count != expected_count:
+        return f"index has {count} entries where {expected_count} are expected", 0
     if count == 0:
-        return None if log_size == 0 else f"index is empty but the log has {log_size} bytes"
+        if expected_count:
+            return f"index is empty where {expected_count} offsets are expected", 0
+        return (None if log_size == 0 else f"index is empty but the log has {log_size} bytes"), 0
     first_relative, first_position, first_timestamp = INDEX_ENTRY.unpack(
         read_index(slice(0, INDEX_ENTRY_SIZE))
     )
     last_relative, last_position, last_timestamp = INDEX_ENTRY.unpack(
-        read_index(slice(index_size - INDEX_ENTRY_SIZE, index_size))
+        read_index(slice(index_size - size, index_size - size + INDEX_ENTRY_SIZE))
     )
     if first_relative != 0 or first_position != 0:
-        return f"first index entry is ({first_relative}, {first_position}), expected (0, 0)"
-    if last_relative != count - 1 or last_position + RECORD_OVERHEAD > log_size:
-        return f"last index entry ({last_relative}, {last_position}) is past a {log_size}-byte log"
-    head = _read_file_range(log_path, RECORD_OVERHEAD, 0)
-    if len(head) < RECORD_OVERHEAD or record_header(head, 0)[0] != start_offset:
-        return f"first record does not carry offset {start_offset}"
-    if record_header(head, 0)[2] != first_timestamp:
-        return f"first record does not carry the indexed timestamp {first_timestamp}"
+        return f"first index entry is ({first_relative}, {first_position}), expected (0, 0)", 0
+    dense = last_relative >= count - 1 if per_batch else last_relative == count - 1
+    if not dense or last_position + overhead > log_size:
+        return (f"last index entry ({last_relative}, {last_position}) is past a {log_size}-byte "
+                f"log"), 0
+    head = _read_file_range(log_path, overhead, 0)
+    if len(head) < overhead or record_head(head, 0)[0] != start_offset:
+        return f"first record does not carry offset {start_offset}", 0
+    if record_head(head, 0)[2] != first_timestamp:
+        return f"first record does not carry the indexed timestamp {first_timestamp}", 0
     tail = _read_file_range(log_path, log_size - last_position, last_position)
-    offset, _, timestamp, _, _ = record_header(tail, 0)
-    last_offset = start_offset + count - 1
+    offset, held, timestamp = record_head(tail, 0)
+    last_offset = start_offset + last_relative
     if offset != last_offset or timestamp != last_timestamp:
-        return f"record at position {last_position} is not the indexed offset {last_offset}"
-    if record_end(tail, 0) != len(tail):
-        return f"last record does not end at the end of the log ({log_size} bytes)"
-    return None
+        return f"record at position {last_position} is not the indexed offset {last_offset}", 0
+    if record_format.record_end(tail, 0) != len(tail):
+        return f"last record does not end at the end of the log ({log_size} bytes)", 0
+    messages = last_relative + held
+    if expected_count is not None and messages != expected_count:
+        return f"the segment holds {messages} offsets where {expected_count} are expected", 0
+    return None, messages
 
 
 def _indexed_timestamp(index_path: Path, position: int) -> int:

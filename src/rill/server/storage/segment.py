@@ -1,5 +1,9 @@
 """Segment: a ``.log`` of stored records and its ``.index``, named by the segment's first offset.
 
+This class is the per-record kind (one index entry per offset, looked up directly, e.g.
+iggy-v1); formats that index batches use its subclass ``batch_segment.BatchSegment``. The
+record layout is the segment's ``format``'s (``formats.RecordFormat``).
+
 The ``.log`` holds records exactly as a poll returns them (see ``records``). The ``.index`` holds
 one 16-byte entry per message: ``relative_offset u32 | position u32 | timestamp u64``. Offsets
 are dense, so entry ``i`` is offset ``start_offset + i``: offset -> position is arithmetic, and
@@ -23,7 +27,7 @@ Invariants:
     budget).
   * Every record a read returns was verified since it was last written (``verification``):
     records this process appended count as verified; any other range is checked by its first
-    read (``record_checks.verify_records``: layout, checksum, header map, against the index)
+    read (its format's ``verify``; iggy-v1's: layout, checksum, header map, against the index)
     before it is returned. A read stops before a bad record (logged once, refused with
     ``CannotReadMessage`` naming its offset when it is the first asked for); the records around
     it are served.
@@ -52,7 +56,8 @@ from rill.server.storage.descriptors import CachedFile, MappedFile, shared
 from rill.server.storage.durability import Durability
 from rill.server.storage.file_io import read_all_at, write_all_at
 from rill.server.storage.paths import DataPaths
-from rill.server.storage.record_checks import KIND_CONTENT, KIND_GOOD, verify_records
+from rill.server.storage.formats import IGGY_V1, RecordFormat
+from rill.server.storage.record_checks import KIND_CONTENT, KIND_GOOD
 from rill.server.storage.records import INDEX_ENTRY, INDEX_ENTRY_SIZE
 from rill.server.storage.segment_checks import SegmentChecks
 from rill.server.storage.verification import SegmentVerification
@@ -69,9 +74,11 @@ class Segment(SegmentChecks):
     """One segment of a partition log; active (appendable) until sealed."""
 
     def __init__(
-        self, directory: str | os.PathLike[str], start_offset: int, durability: Durability
+        self, directory: str | os.PathLike[str], start_offset: int, durability: Durability,
+        record_format: RecordFormat = IGGY_V1,
     ) -> None:
         self.directory = Path(directory)
+        self.format = record_format  # how its records are laid out, checked and found
         self.start_offset = start_offset
         self.log_path = DataPaths.segment_log(self.directory, start_offset)
         self.index_path = DataPaths.segment_index(self.directory, start_offset)
@@ -91,10 +98,11 @@ class Segment(SegmentChecks):
     # ------------------------------------------------------------------ opening
     @classmethod
     def create(
-        cls, directory: str | os.PathLike[str], start_offset: int, durability: Durability
+        cls, directory: str | os.PathLike[str], start_offset: int, durability: Durability,
+        record_format: RecordFormat = IGGY_V1,
     ) -> Segment:
         """A new, empty, active segment (existing files of that name are emptied)."""
-        segment = cls(directory, start_offset, durability)
+        segment = cls(directory, start_offset, durability, record_format)
         files = shared()
         flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC
         try:
@@ -119,16 +127,20 @@ class Segment(SegmentChecks):
         size_bytes: int,
         verified: bool = False,
         bad: dict[int, str] | None = None,
+        record_format: RecordFormat = IGGY_V1,
+        messages_count: int | None = None,
     ) -> Segment:
         """Reopen the last segment of a partition; its files must already agree (see recovery).
-        ``verified``: recovery checked every record, and found ``bad`` refused."""
-        segment = cls(directory, start_offset, durability)
+        ``verified``: recovery checked every record, and found ``bad`` refused.
+        ``messages_count``: the offsets it holds, when that is not one per index entry."""
+        segment = cls(directory, start_offset, durability, record_format)
         segment._log_file = shared().file(segment.log_path, os.O_RDWR)
         segment._index_file = shared().file(segment.index_path, os.O_RDWR)
         mirror = bytearray(max(_INITIAL_INDEX_CAPACITY, 2 * len(index_entries)))
         mirror[: len(index_entries)] = index_entries
         segment._index_mirror = mirror
-        segment.messages_count = len(index_entries) // INDEX_ENTRY_SIZE
+        segment.messages_count = (len(index_entries) // INDEX_ENTRY_SIZE
+                                  if messages_count is None else messages_count)
         segment.size_bytes = size_bytes
         if segment.messages_count:
             segment.first_timestamp = _TIMESTAMP_AT.unpack_from(mirror, 0)[0]
@@ -152,10 +164,11 @@ class Segment(SegmentChecks):
         last_timestamp: int | None,
         verified: bool = False,
         bad: dict[int, str] | None = None,
+        record_format: RecordFormat = IGGY_V1,
     ) -> Segment:
         """A sealed segment whose files were checked at start; it opens nothing until read.
         ``verified``: recovery checked every record, and found ``bad`` refused."""
-        segment = cls(directory, start_offset, durability)
+        segment = cls(directory, start_offset, durability, record_format)
         segment._open_read_only()
         segment.messages_count = messages_count
         segment.size_bytes = size_bytes
@@ -194,10 +207,12 @@ class Segment(SegmentChecks):
         index_entries: bytes | bytearray,
         first_timestamp: int,
         last_timestamp: int,
+        count: int | None = None,
     ) -> None:
-        """Write one stamped batch: one write to the log, one to the index."""
+        """Write one stamped batch: one write to the log, one to the index. ``count``: the
+        offsets it holds (a batch-index format's; a per-record one's index entries tell)."""
         self.write(records, index_entries)
-        self.publish(len(records), index_entries, first_timestamp, last_timestamp)
+        self.publish(len(records), index_entries, first_timestamp, last_timestamp, count)
 
     def write(self, records: bytes | bytearray, index_entries: bytes | bytearray) -> None:
         """The file half of ``append``: write a batch after the published end of both files.
@@ -206,10 +221,14 @@ class Segment(SegmentChecks):
         while the event loop serves reads, provided nothing else writes to, publishes on or
         closes this segment meanwhile (the partition log keeps one append in flight).
         """
+        self._write_files(records, index_entries, self.messages_count * INDEX_ENTRY_SIZE)
+
+    def _write_files(self, records: bytes | bytearray, index_entries: bytes | bytearray,
+                     index_length: int) -> None:
+        """``write`` after ``index_length`` bytes of index (one entry per record here)."""
         if self.sealed or self._index_mirror is None:
             raise RuntimeError(f"segment {self.log_path} is sealed")
         assert self._log_file is not None and self._index_file is not None
-        index_length = self.messages_count * INDEX_ENTRY_SIZE
         log_file, index_file = self._log_file, self._index_file
         try:
             log_descriptor = log_file.pin()
@@ -249,8 +268,10 @@ class Segment(SegmentChecks):
         index_entries: bytes | bytearray,
         first_timestamp: int,
         last_timestamp: int,
+        count: int | None = None,
     ) -> None:
-        """The memory half of ``append`` (event loop): make a batch ``write`` wrote readable."""
+        """The memory half of ``append`` (event loop): make a batch ``write`` wrote readable.
+        One index entry per record: ``count`` is not needed (see ``BatchSegment``)."""
         if self.sealed or self._index_mirror is None:
             raise RuntimeError(f"segment {self.log_path} is sealed")
         index_length = self.messages_count * INDEX_ENTRY_SIZE
@@ -345,7 +366,7 @@ class Segment(SegmentChecks):
             begin = self._position(index, gap_start) - base
             end = len(data) if gap_end == stop else self._position(index, gap_end) - base
             if 0 <= begin <= end <= len(data):
-                count, kind, reason = verify_records(
+                count, kind, reason = self.format.verify(
                     memoryview(data)[begin:end],
                     index[(gap_start - start) * INDEX_ENTRY_SIZE
                           : (gap_end - start) * INDEX_ENTRY_SIZE],
@@ -526,6 +547,10 @@ class Segment(SegmentChecks):
         if self._index_map is not None:
             self._index_map.drop()  # the file was replaced: map the new one when read
         self._index_mirror = None if written else bytearray(entries)
+
+    def bad_end(self, offset: int) -> int:
+        """Where the unit a read refuses with the bad record ``offset`` ends: the record."""
+        return offset + 1
 
     def _index_hints(self) -> bytes | None:
         """The index as it is, for a rebuild to find records with (None when unreadable)."""

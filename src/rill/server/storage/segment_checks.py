@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from rill.errors import CannotReadMessage
 from rill.server.storage.durability import Durability
+from rill.server.storage.formats import RecordFormat
 from rill.server.storage.index_rebuild import LocatedRecords, RebuildJob
 from rill.server.storage.record_checks import KIND_CONTENT, KIND_GOOD
 from rill.server.storage.records import INDEX_ENTRY_SIZE
@@ -42,6 +43,7 @@ class SegmentChecks:
         last_timestamp: int | None
         verification: SegmentVerification
         index_generation: int
+        format: RecordFormat
         _durability: Durability
 
         @property
@@ -54,6 +56,8 @@ class SegmentChecks:
         def _install_index(self, entries: bytearray, written: bool) -> None: ...
 
         def _index_hints(self) -> bytes | None: ...
+
+        def bad_end(self, offset: int) -> int: ...
 
     def unverified_chunk(self, offset: int, max_bytes: int) -> VerificationJob | None:
         """The first unverified records at or after ``offset`` that are not known bad (about
@@ -78,7 +82,7 @@ class SegmentChecks:
                 self.log_path, first, end, first - start, base,
                 min(max(end_position, base), self.size_bytes),
                 bytes(index[(first - start) * INDEX_ENTRY_SIZE : (end - start) * INDEX_ENTRY_SIZE]),
-                self.index_generation,
+                self.index_generation, self.format,
             )
         return None
 
@@ -94,8 +98,9 @@ class SegmentChecks:
             return job.end_offset, None
         bad = job.first_offset + count
         if kind == KIND_CONTENT:
-            self.verification.mark_bad(bad, bad + 1, reason or "")
-            return bad + 1, None
+            bad_end = self.bad_end(bad)
+            self.verification.mark_bad(bad, bad_end, reason or "")
+            return bad_end, None
         return bad, f"offset {bad}: {reason}"
 
     def rebuild_job(self) -> RebuildJob:
@@ -104,7 +109,7 @@ class SegmentChecks:
         return RebuildJob(
             self.log_path, self.index_path, self.size_bytes, self.start_offset,
             self.messages_count, self._index_hints(), self.sealed, self._durability,
-            self.index_generation,
+            self.index_generation, self.format,
         )
 
     def apply_rebuild(

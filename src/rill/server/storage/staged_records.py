@@ -18,6 +18,7 @@ from rill.errors import InvalidMessagesCount, TooBigHeadersPayload, TooBigMessag
 from rill.protocol.buffer import DecodeError
 from rill.protocol.headers import header_values_size
 from rill.protocol.stored import crc32
+from rill.protocol.layout import STORED_FIXED, STORED_HEAD
 from rill.server.storage.records import (
     MAX_HEADERS_BYTES,
     MAX_PAYLOAD_BYTES,
@@ -28,8 +29,8 @@ from rill.server.storage.records import (
 
 _LITTLE_ENDIAN_HOST = sys.byteorder == "little"
 _U32 = struct.Struct("<I")
-_RECORD_FIXED = struct.Struct("<QBQ16xII")  # offset, state, timestamp, checksum, h. length
-_OFFSET_STATE_TIMESTAMP = struct.Struct("<QBQ")  # the first 17 bytes of a record
+_RECORD_FIXED = STORED_FIXED  # offset, state, timestamp, checksum, headers_length
+_OFFSET_STATE_TIMESTAMP = STORED_HEAD  # the first 17 bytes of a record
 
 
 def check_stored_records(records: bytes, positions: bytes | memoryview) -> array:

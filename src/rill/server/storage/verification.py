@@ -9,7 +9,7 @@ Owns:
     bad record is logged once (one error line naming the file, offsets and reason) and
     refused with ``CannotReadMessage`` (4011) naming its offset, never sent.
   * ``VerificationJob``: one chunk of a segment checked off the event loop (its own read of
-    the log, then ``record_checks.verify_records``, which releases the GIL).
+    the log, then its record format's ``verify``; iggy-v1's C twin releases the GIL).
   * ``verify_in_background``: walks every segment not yet verified, chunk by chunk in a worker
     thread, yielding to the event loop between chunks, and logs what it finds.
 
@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from rill.errors import CannotReadMessage
 from rill.server.storage.file_io import read_all_at
-from rill.server.storage.record_checks import verify_records
 
 if TYPE_CHECKING:
+    from rill.server.storage.formats import RecordFormat
     from rill.server.storage.partition_log import PartitionLog
 
 logger = logging.getLogger(__name__)
@@ -164,6 +164,7 @@ class VerificationJob:
     end_position: int
     entries: bytes
     generation: int
+    record_format: RecordFormat
 
     def run(self) -> tuple[int, int, str | None]:
         """In a worker thread: read the range (own descriptor) and verify it."""
@@ -173,8 +174,8 @@ class VerificationJob:
                                self.base_position)
         finally:
             os.close(descriptor)
-        return verify_records(data, self.entries, self.first_offset, self.relative_first,
-                              self.base_position)
+        return self.record_format.verify(data, self.entries, self.first_offset,
+                                         self.relative_first, self.base_position)
 
 
 async def verify_in_background(

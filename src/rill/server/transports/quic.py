@@ -1,9 +1,9 @@
 """The binary protocol over QUIC (aioquic), wire reference §1.5.
 
 Owns: the UDP endpoint, one ``QuicSession`` per QUIC connection, turning request streams into
-frames for the shared ``BinaryConnection`` loop (``transports/binary.py``) and writing its
-answers back on the stream each request came from. Certificates come from
-``transports/certificates.py``.
+frames (one ``RequestFrameDecoder`` of ``rill.protocol.framing`` per stream) for the shared
+``BinaryConnection`` loop (``transports/binary.py``) and writing its answers back on the stream
+each request came from. Certificates come from ``server/auth/certificates.py``.
 
 Wire rules:
 
@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -54,6 +53,7 @@ from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.packet import QuicErrorCode
 
 from rill import errors
+from rill.protocol.framing import HEADER_SIZE, BadLength, Frame, LargeFrame, RequestFrameDecoder
 from rill.protocol.primitives import Transport
 from rill.quic_tuning import widen_socket_buffers, widen_windows
 from rill.server.config import NEVER, QuicConfig, split_address
@@ -66,9 +66,6 @@ from rill.server.transports.limits import UNLIMITED, ConnectionLimits, RequestMe
 
 log = logging.getLogger(__name__)
 
-FRAME_HEADER = struct.Struct("<II")  # length (= 4 + payload length), code
-HEADER_SIZE = FRAME_HEADER.size
-LENGTH = struct.Struct("<I")
 LONGEST_IDLE_TIMEOUT = 365 * 86400.0  # what "none" becomes: aioquic needs a finite timeout
 OVERSIZE_ERROR_CODE = errors.CommandLengthError.code
 MALFORMED_REPLY = IGGY.error_reply(errors.InvalidCommand.code).parts  # QUIC frames are Iggy's
@@ -78,6 +75,21 @@ def _is_client_bidirectional(stream_id: int) -> bool:
     return stream_id & 0x3 == 0  # RFC 9000 §2.1: low bits 00 = client-initiated, bidirectional
 
 
+class _RequestStream:
+    """One request stream being received: its frame decoder, the bytes it brought (taken from
+    the request memory), and its frame once whole (the stream must end right after it)."""
+
+    __slots__ = ("decoder", "size", "frame")
+
+    def __init__(self) -> None:
+        # small buffers: a stream's bytes arrive a packet at a time, and what a header merely
+        # announces must not be allocated ahead of them
+        self.decoder = RequestFrameDecoder(initial_buffer_size=2048, max_buffer_size=16 * 1024,
+                                           large_first_chunk=16 * 1024)
+        self.size = 0
+        self.frame: Frame | None = None
+
+
 class QuicSession(QuicConnectionProtocol):
     """One QUIC connection: request streams in, ``BinaryConnection`` in the middle, answers out."""
 
@@ -85,7 +97,7 @@ class QuicSession(QuicConnectionProtocol):
         super().__init__(quic, stream_handler)
         self.listener = listener
         self.peer: Any = None
-        self.requests: dict[int, bytearray] = {}  # request streams still being received
+        self.requests: dict[int, _RequestStream] = {}  # request streams still being received
         self.held = 0  # their bytes, taken from the listener's request memory
         self.refused: set[int] = set()  # oversize streams whose remaining data is ignored
         self.connection: BinaryConnection | None = None
@@ -156,13 +168,13 @@ class QuicSession(QuicConnectionProtocol):
                 self.refused.discard(stream_id)
             return
         memory = self.listener.memory
-        buffer = self.requests.get(stream_id)
-        if buffer is None:
+        request = self.requests.get(stream_id)
+        if request is None:
             if memory.spent:  # every connection together holds too much already
                 self._refuse_stream(stream_id)
                 return
-            buffer = self.requests[stream_id] = bytearray()
-        buffer += data
+            request = self.requests[stream_id] = _RequestStream()
+        request.size += len(data)
         self.held += len(data)
         memory.take(len(data))
         connection = self._open()
@@ -170,37 +182,46 @@ class QuicSession(QuicConnectionProtocol):
             self._drop_request(stream_id)
             return
         limit = connection.max_request_size(self.listener.max_request_size)
-        if len(buffer) > limit or (len(buffer) >= 4 and LENGTH.unpack_from(buffer)[0] + 4 > limit):
-            self._refuse_stream(stream_id)  # too long already, or announced as too long
+        if request.size > limit:
+            self._refuse_stream(stream_id)  # too long already
             return
+        decoder = request.decoder
+        decoder.max_payload_size = limit - HEADER_SIZE
+        decoder.feed(data)
+        if request.frame is None:
+            event = decoder.next_frame()
+            if type(event) is Frame:
+                request.frame = event
+            elif type(event) is LargeFrame:  # its bytes are accounted as they arrive
+                decoder.start_large_frame()
+            elif type(event) is BadLength and event.too_large:
+                self._refuse_stream(stream_id)  # announced as too long
+                return
         if end_stream:
             del self.requests[stream_id]
-            self.held -= len(buffer)  # from here on the BinaryConnection accounts it
-            self._request(stream_id, buffer)
+            self.held -= request.size  # from here on the BinaryConnection accounts it
+            self._request(stream_id, request)
 
     def _drop_request(self, stream_id: int) -> None:
-        buffer = self.requests.pop(stream_id, None)
-        if buffer is not None:
-            self.held -= len(buffer)
-            self.listener.memory.give_back(len(buffer))
+        request = self.requests.pop(stream_id, None)
+        if request is not None:
+            self.held -= request.size
+            self.listener.memory.give_back(request.size)
 
-    def _request(self, stream_id: int, frame: bytearray) -> None:
-        if len(frame) < HEADER_SIZE:
-            self.listener.memory.give_back(len(frame))
+    def _request(self, stream_id: int, request: _RequestStream) -> None:
+        frame = request.frame
+        if frame is None or request.decoder.buffered:  # short, a bad length, or bytes after it
+            self.listener.memory.give_back(request.size)
             self.send_reply(stream_id, MALFORMED_REPLY)
             return
-        length, code = FRAME_HEADER.unpack_from(frame)
-        if length != len(frame) - 4:
-            self.listener.memory.give_back(len(frame))
-            self.send_reply(stream_id, MALFORMED_REPLY)
-            return
+        payload_size = len(frame.payload)
         # the header's bytes go back now; the payload's once its request is served
-        self.listener.memory.give_back(HEADER_SIZE)
+        self.listener.memory.give_back(request.size - payload_size)
         connection = self._open()
         if connection is None:
-            self.listener.memory.give_back(len(frame) - HEADER_SIZE)
+            self.listener.memory.give_back(payload_size)
             return
-        connection.submit(code, memoryview(frame)[HEADER_SIZE:], stream_id, accounted=True)
+        connection.submit(frame.code, frame.payload, stream_id, accounted=True)
 
     def _refuse_stream(self, stream_id: int) -> None:
         self._drop_request(stream_id)

@@ -1,13 +1,13 @@
 """The binary protocol over TCP (optionally TLS).
 
 Owns: accepting connections (wrapped in TLS when the listener has an ``ssl.SSLContext``) and
-splitting each byte stream into frames with few copies. Small frames are parsed out of the
-connection's receive buffer, which starts small (a connection costs little at accept) and grows
-only when a frame needs it (up to ``SHARED_BUFFER_MAX``). A larger frame gets a buffer of its own
-that the socket fills directly (BufferedProtocol): it grows with the bytes that actually arrive,
-never to what the header merely announces, and its announced size is taken from the server-wide
-request memory first (reading waits while that is spent), so that a frame once begun can always
-complete.
+feeding each byte stream to its ``RequestFrameDecoder`` (``rill.protocol.framing``) with few
+copies: the socket reads straight into the decoder's buffers (BufferedProtocol). Small frames
+are parsed out of its shared buffer, which starts small (a connection costs little at accept)
+and grows only when a frame needs it; a larger frame gets a buffer of its own that grows with
+the bytes that actually arrive, never to what the header merely announces, and its announced
+size is taken from the server-wide request memory first (reading waits while that is spent),
+so that a frame once begun can always complete.
 
 Refused without being read, the client answered and the connection closed (nobody else is
 affected): a length below 4 (status 3) and a frame above the limit (4029), which is
@@ -15,7 +15,7 @@ affected): a length below 4 (status 3) and a frame above the limit (4029), which
 before (a larger frame behind a login that is still being served waits for that login's answer).
 Timeouts and the in-order serving belong to the transport-neutral ``BinaryConnection``
 (``transports/binary.py``, shared with QUIC); this module feeds it frames, tells it when a frame
-is arriving, and writes what it answers.
+is arriving (from its first byte), and writes what it answers.
 """
 
 from __future__ import annotations
@@ -23,39 +23,29 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-import struct
 import time
 from typing import Any, Sequence
 
 from rill import errors
-from rill.protocol.framing import LENGTH_PREFIX_SIZE, REQUEST_HEADER_SIZE
+from rill.protocol.framing import NEED_DATA, BadLength, Frame, LargeFrame, RequestFrameDecoder
 from rill.protocol.primitives import Transport
 from rill.server.core.core import Core
 from rill.server.protocols import WireProtocol
 from rill.server.transports.binary import Buffer, BinaryConnection
 from rill.server.transports.limits import UNLIMITED, ConnectionLimits, RequestMemory, Supervisor
 
-LENGTH = struct.Struct("<I")
-CODE = struct.Struct("<I")
-INITIAL_BUFFER_SIZE = 4 * 1024  # what an idle connection holds
-SHARED_BUFFER_MAX = 256 * 1024  # frames up to this are parsed from the receive buffer
-LARGE_FIRST_CHUNK = 1024 * 1024  # a large frame's buffer starts here and doubles as bytes arrive
-
 
 class TcpConnection(asyncio.BufferedProtocol):
-    """One TCP link: framing in, ``BinaryConnection`` in the middle, frames out."""
+    """One TCP link: framing in (``RequestFrameDecoder``), ``BinaryConnection`` in the middle,
+    frames out."""
 
     def __init__(self, listener: TcpListener) -> None:
         self.listener = listener
         self.max_frame_size = listener.max_frame_size
         self.memory = listener.memory
-        self.buffer = bytearray(INITIAL_BUFFER_SIZE)
-        self.start = 0  # first unparsed byte in buffer
-        self.end = 0  # end of received bytes in buffer
-        self.large: bytearray | None = None  # payload of a frame too big for the buffer
-        self.large_size = 0  # its announced size (taken from the request memory)
-        self.large_filled = 0
-        self.large_code = 0
+        self.decoder = RequestFrameDecoder(listener.max_frame_size)
+        self.get_buffer = self.decoder.get_buffer  # the socket reads into the decoder's buffers
+        self.large_size = 0  # the announced size of a large frame being read (taken from memory)
         self.waiting_memory = 0  # a large frame's size waiting for the request memory
         self.refused = False
         self.transport: asyncio.Transport | None = None
@@ -81,11 +71,11 @@ class TcpConnection(asyncio.BufferedProtocol):
         )
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self.large is not None or self.waiting_memory:
+        if self.large_size or self.waiting_memory:
             self.memory.forget(self)
-            if self.large is not None:
+            if self.large_size:
                 self.memory.give_back(self.large_size)
-            self.large = None
+            self.large_size = 0
             self.waiting_memory = 0
         if self.connection is not None:
             self.connection.close()
@@ -112,7 +102,7 @@ class TcpConnection(asyncio.BufferedProtocol):
         connection's queue, a login being answered."""
         if self.refused or self.transport.is_closing():
             return
-        if self.waiting_memory or self.start < self.end:
+        if self.waiting_memory or self.decoder.buffered:
             self._parse_frames()  # a frame held back (memory, login) may go on now
         connection = self.connection
         if not (self.refused or self.waiting_memory or connection.reading_paused
@@ -121,106 +111,67 @@ class TcpConnection(asyncio.BufferedProtocol):
 
     # -- reading ---------------------------------------------------------------------------
 
-    def get_buffer(self, sizehint: int) -> memoryview:
-        if self.large is not None:
-            if self.large_filled == len(self.large):  # grow with what actually arrived
-                grown = bytearray(min(self.large_size, 2 * len(self.large)))
-                grown[: self.large_filled] = self.large
-                self.large = grown
-            return memoryview(self.large)[self.large_filled :]
-        if self.end == len(self.buffer):
-            self._compact()
-            if self.end == len(self.buffer):  # a frame's start fills it: grow (up to the max)
-                self._grow(2 * len(self.buffer))
-        return memoryview(self.buffer)[self.end :]
-
-    def _compact(self) -> None:
-        remaining = self.end - self.start
-        self.buffer[:remaining] = self.buffer[self.start : self.end]
-        self.start, self.end = 0, remaining
-
-    def _grow(self, size: int) -> None:
-        grown = bytearray(min(max(size, len(self.buffer)), SHARED_BUFFER_MAX))
-        grown[: self.end - self.start] = self.buffer[self.start : self.end]
-        self.buffer, self.start, self.end = grown, 0, self.end - self.start
-
     def buffer_updated(self, nbytes: int) -> None:
         if self.refused:
             return
-        if self.large is not None:
-            self.large_filled += nbytes
-            if self.large_filled == self.large_size:
-                large, self.large = self.large, None
-                self.connection.frame_started_at = None
-                self.connection.submit(self.large_code, memoryview(large), accounted=True)
-            return
-        self.end += nbytes
-        self._parse_frames()
+        if self.decoder.buffer_updated(nbytes):
+            self._parse_frames()
 
     def _parse_frames(self) -> None:
-        buffer = self.buffer
+        decoder = self.decoder
         connection = self.connection
-        while self.end - self.start >= LENGTH_PREFIX_SIZE and not self.refused:
-            (length,) = LENGTH.unpack_from(buffer, self.start)
-            if length < 4:  # cannot even hold the code: the stream cannot be resynchronised
-                self._refuse(errors.InvalidCommand.code)
-                return
-            if self.end - self.start < REQUEST_HEADER_SIZE:
-                break
-            code = CODE.unpack_from(buffer, self.start + LENGTH_PREFIX_SIZE)[0]
-            payload_size = length - 4
-            if payload_size > connection.max_request_size(self.max_frame_size):
-                if connection.busy and payload_size <= self.max_frame_size:
-                    # maybe a login is being served: decide once it is answered
-                    self.transport.pause_reading()
-                    connection.wait_for_drain()
-                    return
-                self._refuse(errors.CommandLengthError.code)
-                return
-            payload_start = self.start + REQUEST_HEADER_SIZE
-            available = self.end - payload_start
-            if available >= payload_size:
-                with memoryview(buffer) as view:  # one copy (a bytearray slice would add one)
-                    payload = bytes(view[payload_start : payload_start + payload_size])
-                self.start = payload_start + payload_size
+        # the limit changes only when a login is served, never while this loop runs
+        decoder.max_payload_size = connection.max_request_size(self.max_frame_size)
+        while True:
+            event = decoder.next_frame()
+            if type(event) is Frame:
+                code, payload = event
                 connection.frame_started_at = None
-                connection.submit(code, memoryview(payload))
-                continue
-            if connection.frame_started_at is None:
-                connection.frame_started_at = time.monotonic()
-            if payload_size > SHARED_BUFFER_MAX - REQUEST_HEADER_SIZE:
-                self._start_large(code, payload_size, payload_start, available)
-                return
-            needed = REQUEST_HEADER_SIZE + payload_size
-            if len(buffer) - self.start < needed:
-                if len(buffer) >= needed:
-                    self._compact()
+                if self.large_size:  # the large frame: its size was taken from memory already
+                    self.large_size = 0
+                    connection.submit(code, payload, accounted=True)
                 else:
-                    self._grow(1 << (needed - 1).bit_length())
+                    connection.submit(code, payload)
+                continue
+            if event is NEED_DATA:
+                if decoder.buffered and connection.frame_started_at is None:
+                    connection.frame_started_at = time.monotonic()
+                return
+            if type(event) is LargeFrame:
+                if connection.frame_started_at is None:
+                    connection.frame_started_at = time.monotonic()
+                if not self._start_large(event.payload_size):
+                    return
+                continue
+            self._bad_length(event)
             return
-        if self.start == self.end:
-            self.start = self.end = 0
 
-    def _start_large(self, code: int, payload_size: int, payload_start: int, available: int) -> None:
+    def _start_large(self, payload_size: int) -> bool:
         """Give a frame too big for the receive buffer its own, once the request memory can
-        take its announced size; until then reading waits."""
+        take its announced size; until then reading waits (False)."""
         memory = self.memory
         if memory.spent:
             self.waiting_memory = payload_size
             self.transport.pause_reading()
             memory.wait(self, self.resume_reading)
-            return
+            return False
         self.waiting_memory = 0
         memory.take(payload_size)
         self.large_size = payload_size
-        self.large = bytearray(max(min(payload_size, LARGE_FIRST_CHUNK), available))
-        with memoryview(self.buffer) as view:
-            self.large[:available] = view[payload_start : self.end]
-        self.large_filled = available
-        self.large_code = code
-        self.start = self.end = 0
-        if len(self.buffer) > INITIAL_BUFFER_SIZE:  # the frame has its own buffer now
-            self.buffer = bytearray(INITIAL_BUFFER_SIZE)
+        self.decoder.start_large_frame()
+        return True
+
+    def _bad_length(self, bad: BadLength) -> None:
+        """Below 4 (status 3) or above the limit (4029); a frame above the limit before login
+        but within it after waits while a login may be being served."""
+        if not bad.too_large:  # cannot even hold the code: the stream cannot be resynchronised
+            self._refuse(errors.InvalidCommand.code)
+        elif self.connection.busy and bad.payload_size <= self.max_frame_size:
+            # maybe a login is being served: decide once it is answered
+            self.transport.pause_reading()
+            self.connection.wait_for_drain()
+        else:
+            self._refuse(errors.CommandLengthError.code)
 
     def _refuse(self, status: int) -> None:
         """Stop reading this connection; answer what is queued, then ``status``, then close."""

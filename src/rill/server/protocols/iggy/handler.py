@@ -21,6 +21,7 @@ from rill.protocol.responses.messages import PolledMessages
 from rill.server.core.core import Core
 from rill.server.core.model import Session
 from rill.server.protocols import Reply
+from rill.server.protocols.iggy.dispatch import execute
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ async def handle_request(core: Core, session: Session, code: int, payload: memor
         log.debug("client %d: undecodable request %d: %s", session.client_id, code, error)
         return error_reply(errors.InvalidCommand.code)
     try:
-        result = await core.execute(session, command)
+        result = await execute(core, session, command)
     except errors.RillError as error:
         if code in EMPTY_OK_ON_ERROR:
             return Reply([OK_EMPTY])

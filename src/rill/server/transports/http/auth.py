@@ -9,9 +9,9 @@ configured clock skew, not revoked) and that its user still exists and is active
 to the router's 404 (a wrong URL is told as such, with or without a token). The verified token
 is left in ``scope["state"]``.
 
-``session_of(request)`` builds the short-lived ``Session`` a route executes with: client id 0,
-transport HTTP, the caller's address and the token's user id. It is never registered with the
-Core, so HTTP callers do not appear in GET_CLIENTS and cannot be consumer-group members.
+``session_of(request)`` asks the core for the short-lived ``Session`` a route executes with:
+client id 0, transport HTTP, the caller's address and the token's user id. It is never
+registered with the Core, so HTTP callers do not appear in GET_CLIENTS and cannot be consumer-group members.
 """
 
 from __future__ import annotations
@@ -95,9 +95,9 @@ def access_token(request: Request) -> AccessToken | None:
 
 
 def session_of(request: Request) -> Session:
-    """A Session for one request: client id 0, never registered with the Core."""
+    """The core's session for one request (``Core.request_session``)."""
     token = access_token(request)
     client = request.client
     address = f"{client.host}:{client.port}" if client else "unknown"
-    return Session(client_id=0, address=address, transport=Transport.HTTP,
-                   user_id=token.user_id if token else 0)
+    return request.app.state.rill.core.request_session(address, Transport.HTTP,
+                                                        token.user_id if token else 0)

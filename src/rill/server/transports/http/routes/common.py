@@ -3,7 +3,8 @@
 Owns: ``HttpContext`` (the Core, the token manager, the HTTP config, the metrics; kept on
 ``app.state.rill``) and ``run``, the whole life of a routed request: the path params, query and
 validated body go through ``rill.protocol.http_json`` into the command dataclass, the command
-goes to ``Core.execute`` (which does login gating, permissions, validation and journaling),
+goes to the Iggy dispatch (``protocols.iggy.dispatch.execute``: the login gate, then the
+core, which does permissions, validation and journaling),
 and the result comes back as JSON with the endpoint's success status. Get-single endpoints
 answer any failure -- and a missing result -- with the 404 ``not_found`` body (wire §8.3).
 """
@@ -22,6 +23,7 @@ from rill.protocol import http_json
 from rill.server.config import HttpConfig
 from rill.server.core.core import Core
 from rill.server.metrics import Metrics
+from rill.server.protocols.iggy.dispatch import execute as execute_command
 from rill.server.transports.http import schemas
 from rill.server.transports.http.auth import bearer, session_of
 from rill.server.transports.http.errors import not_found
@@ -73,7 +75,7 @@ def replies(model: Any = None, status: int = 200, body: bool = True,
 async def execute(request: Request, name: str, body: BaseModel | None = None) -> Any:
     """Decode the request into ``name``'s command and run it; returns the result."""
     command = http_json.decode_request(name, request.path_params, request.query_params, to_json(body))
-    return await context(request).core.execute(session_of(request), command)
+    return await execute_command(context(request).core, session_of(request), command)
 
 
 async def run(request: Request, name: str, body: BaseModel | None = None) -> Response:

@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from rill import __version__
 from rill.protocol.commands.system import Ping
+from rill.server.protocols.iggy.dispatch import execute as execute_command
 from rill.server.transports.http import schemas
 from rill.server.transports.http.auth import session_of
 from rill.server.transports.http.models import SnapshotBody
@@ -36,7 +37,7 @@ async def root() -> PlainTextResponse:
 
 @public.get("/ping", response_class=PlainTextResponse, summary="Liveness: answers pong")
 async def ping(request: Request) -> PlainTextResponse:
-    await context(request).core.execute(session_of(request), Ping())
+    await execute_command(context(request).core, session_of(request), Ping())
     return PlainTextResponse("pong", headers={"X-Rill-Version": __version__})
 
 

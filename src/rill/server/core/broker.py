@@ -1,0 +1,146 @@
+"""The broker: the one neutral API a wire protocol calls (Kafka's and TANK's handlers; Iggy's
+dispatch uses the same services with its own dialect on top).
+
+Owns: the protocol-facing surface of the core in neutral types (``core.types``): sessions
+and authentication (username/password, token), namespaces (Iggy's streams) and topics,
+partitions, ``append`` that returns what it assigned, ``read`` of a partition range bounded by
+records and bytes and by the high watermark, log bounds, offset for a timestamp, a long poll
+over many partitions, and consumer positions with "next offset to read" semantics. Every call
+authorizes as (principal, action, resource) in the services it reaches
+(``auth.permissioner``); nothing here knows a frame, a command or a response record.
+
+Partitions are numbered from 0 here (``PartitionRef.partition``), as Kafka and TANK number
+them; the model's partition ids (and the directory names on disk) are ``partition + 1``, which
+is also Iggy's wire numbering.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+from rill.protocol.primitives import Partitioning
+from rill.server.core.model import Session, Stream, Topic
+from rill.server.core.types import (
+    AppendResult,
+    LogBounds,
+    PartitionEnd,
+    RecordRange,
+    Ref,
+    TopicSpec,
+)
+
+if TYPE_CHECKING:
+    from rill.server.core.core import Core
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRef:
+    namespace: Ref  # the stream the topic is in
+    topic: Ref
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRef:
+    namespace: Ref
+    topic: Ref
+    partition: int  # 0-based
+
+    @property
+    def partition_id(self) -> int:
+        return self.partition + 1
+
+
+class Broker:
+    def __init__(self, core: Core) -> None:
+        self._core = core
+
+    # -- sessions and identity -------------------------------------------------------------
+
+    def connect(self, address: str, transport: int) -> Session:
+        return self._core.connect(address, transport)
+
+    def disconnect(self, session: Session) -> None:
+        self._core.disconnect(session)
+
+    async def authenticate(self, session: Session, username: str, password: str) -> int:
+        """Log ``session`` in (SASL PLAIN, Iggy LOGIN); the principal's user id."""
+        return await self._core.users.login_user(session, username, password)
+
+    def authenticate_token(self, session: Session, token: str) -> int:
+        return self._core.tokens.login_with_personal_access_token(session, token)
+
+    # -- catalogue -------------------------------------------------------------------------
+
+    def create_namespace(self, session: Session, name: str) -> Stream:
+        return self._core.streams.create_stream(session, name)
+
+    def namespaces(self, session: Session) -> list[Stream]:
+        return self._core.streams.get_streams(session)
+
+    def create_topic(self, session: Session, namespace: Ref, spec: TopicSpec) -> Topic:
+        return self._core.topics.create_topic(session, namespace, spec)
+
+    def delete_topic(self, session: Session, ref: TopicRef) -> None:
+        self._core.topics.delete_topic(session, ref.namespace, ref.topic)
+
+    def describe_topics(self, session: Session, namespace: Ref,
+                        topics: Sequence[Ref] | None = None) -> list[Topic]:
+        """The topics named (every topic of the namespace for None); unknown ones raise."""
+        service = self._core.topics
+        if topics is None:
+            return service.get_topics(session, namespace)
+        return [service.get_topic(session, namespace, topic) for topic in topics]
+
+    def create_partitions(self, session: Session, ref: TopicRef, count: int) -> None:
+        self._core.partitions.create_partitions(session, ref.namespace, ref.topic, count)
+
+    # -- data ------------------------------------------------------------------------------
+
+    async def append(self, session: Session, ref: PartitionRef, region: bytes | memoryview
+                     ) -> AppendResult:
+        """Append a batch (today the ``iggy-v1`` SEND region, ``storage.records``) and answer
+        once it is as durable as the fsync policy promises, with the offsets it got."""
+        return await self._core.messages.send_messages(
+            session, ref.namespace, ref.topic, Partitioning.partition_id(ref.partition_id), region)
+
+    def read(self, session: Session, ref: PartitionRef, offset: int, max_records: int,
+             max_bytes: int) -> RecordRange:
+        """Stored records from ``offset`` up to the high watermark, at most ``max_records``
+        and ``max_bytes`` (at least one record when any is there)."""
+        bounds = self.bounds(session, ref)
+        max_records = min(max_records, max(0, bounds.high_watermark - offset))
+        return self._core.messages.read(session, ref.namespace, ref.topic, ref.partition_id,
+                                        offset, max_records, max_bytes)
+
+    def bounds(self, session: Session, ref: PartitionRef) -> LogBounds:
+        return self._core.messages.bounds(session, ref.namespace, ref.topic, ref.partition_id)
+
+    def offset_for_timestamp(self, session: Session, ref: PartitionRef, timestamp_us: int
+                             ) -> int | None:
+        return self._core.messages.offset_for_timestamp(session, ref.namespace, ref.topic,
+                                                        ref.partition_id, timestamp_us)
+
+    async def wait(self, session: Session, ref: TopicRef, positions: Sequence[tuple[int, int]],
+                   min_bytes: int, timeout: float) -> list[PartitionEnd]:
+        """Until the partitions (0-based, with the offset to wait past) of one topic hold
+        ``min_bytes`` from their offsets on, or ``timeout`` seconds passed."""
+        return await self._core.long_poll.wait_for_messages(
+            session, ref.namespace, ref.topic,
+            [(partition + 1, offset) for partition, offset in positions], min_bytes, timeout)
+
+    # -- consumer positions (the next offset to read) --------------------------------------
+    # A consumer is any name; a protocol names its own so that they do not meet by chance
+    # (Iggy's are ``iggy-consumer:<u32>`` and ``iggy-group:<id>``, core.consumer_offsets).
+
+    def commit_offset(self, session: Session, consumer: str, ref: PartitionRef,
+                      next_offset: int) -> None:
+        """Store where ``consumer`` reads next (Kafka's OffsetCommit meaning)."""
+        self._core.consumer_offsets.store_consumer_offset(
+            session, ref.namespace, ref.topic, consumer, ref.partition_id, next_offset)
+
+    def committed_offset(self, session: Session, consumer: str, ref: PartitionRef) -> int | None:
+        """The next offset ``consumer`` reads, or None when it never committed one."""
+        return self._core.consumer_offsets.get_consumer_offset(
+            session, ref.namespace, ref.topic, consumer, ref.partition_id).next_offset
+

@@ -1,0 +1,104 @@
+"""The neutral types of the broker API: what every wire protocol passes to the core and gets
+back, with no protocol's frames or records in them.
+
+Owns: ``Ref`` (a stream or topic named by id or by name), the topic settings a create or an
+update carries (``TopicSpec``), and what data calls answer: ``AppendResult`` (the offsets and
+timestamp an append assigned), ``LogBounds`` (first offset, next offset, high watermark),
+``RecordRange`` (a read's stored bytes and where they sit) and ``PartitionEnd`` (a long poll's
+answer). Partitions are numbered as the model numbers them, 1..N; a protocol that counts from
+0 (Kafka, TANK) converts at its edge, as Iggy's 1-based ids need no conversion.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+Ref = int | str  # a stream or a topic, by id or by name
+
+
+@dataclass(slots=True)
+class TopicSpec:
+    """A topic's settings. ``message_expiry`` µs and ``max_topic_size`` bytes take the
+    protocol-neutral sentinels of ``rill.protocol.primitives`` (server default, never,
+    unlimited); ``topic_id`` 0 lets the server choose; ``replication_factor`` 0 means 1."""
+
+    name: str
+    partitions_count: int = 0
+    topic_id: int = 0
+    compression_algorithm: int = 1
+    message_expiry: int = 0
+    max_topic_size: int = 0
+    replication_factor: int = 0
+    record_format: str = "iggy-v1"  # how its partitions store records (storage.records)
+
+
+@dataclass(slots=True)
+class AppendResult:
+    """What an append assigned: offsets ``first_offset..last_offset`` and ``timestamp`` µs."""
+
+    partition_id: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class LogBounds:
+    """``first_offset``: the oldest offset retention kept; ``next_offset``: the offset the next
+    append gets; ``high_watermark``: the end readers may see (the log end on one server; below
+    it on a replicated follower, cluster-design.md)."""
+
+    first_offset: int
+    next_offset: int
+    high_watermark: int
+
+
+@dataclass(slots=True)
+class RecordRange:
+    """A read: ``count`` stored records from ``first_offset`` as the log holds them on disk
+    (``chunks`` of one record format, ``format``), and the partition's bounds at the read."""
+
+    partition_id: int
+    first_offset: int
+    count: int
+    chunks: list[bytes | memoryview]
+    format: str
+    bounds: LogBounds
+
+    @property
+    def data(self) -> bytes | memoryview:
+        return self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
+
+
+@dataclass(slots=True)
+class PartitionEnd:
+    """A long poll's answer per partition: where its log ends and how many bytes are stored
+    from the offset the reader waited past."""
+
+    partition_id: int
+    next_offset: int
+    bytes_after: int
+
+
+@dataclass(slots=True)
+class ConsumerPosition:
+    """Where one consumer is in one partition: ``next_offset`` is the next offset it reads
+    (None: it never stored a position), with the partition's bounds."""
+
+    partition_id: int
+    next_offset: int | None
+    bounds: LogBounds
+
+
+@dataclass(slots=True)
+class ConsumerLag:
+    """How far one consumer (or group, with its ``group_name``) is behind in one partition:
+    ``lag`` counts the stored messages from its next offset on (all of them when it has no
+    position); ``end_offset`` is the offset the partition's next message gets."""
+
+    consumer: str
+    group_name: str
+    partition_id: int
+    next_offset: int | None
+    end_offset: int
+    lag: int

@@ -1,0 +1,181 @@
+"""Iggy's answers built from the core's neutral results (wire §4): the records of streams,
+topics, partitions, users, tokens, clients, groups, offsets and stats.
+
+Owns: the Iggy dialect of answers: ``current_offset`` is the last offset, 0 when the log is
+empty (§4.3); stored consumer offsets are the last offset consumed, 0 when nothing was stored
+(§4.6, as 0.4.95 answers); figures are clamped to their wire widths.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping
+
+from rill.protocol.primitives import ConsumerKind
+from rill.protocol.responses.columnar import ColumnarMessages
+from rill.protocol.responses.groups import ConsumerGroup as GroupRecord
+from rill.protocol.responses.groups import (
+    ConsumerGroupDetails,
+    ConsumerGroupMember,
+    ConsumerLag,
+    ConsumerOffsetInfo,
+)
+from rill.protocol.responses.long_poll import PartitionEnd
+from rill.protocol.responses.messages import PolledMessages
+from rill.protocol.responses.streams import Stream as StreamRecord
+from rill.protocol.responses.streams import StreamDetails
+from rill.protocol.responses.system import ClientConsumerGroup, ClientInfo, ClientInfoDetails, Stats
+from rill.protocol.responses.topics import Partition as PartitionRecord
+from rill.protocol.responses.topics import Topic as TopicRecord
+from rill.protocol.responses.topics import TopicDetails
+from rill.protocol.responses.users import PersonalAccessTokenInfo, UserInfo, UserInfoDetails
+from rill.server.core.columnar import ColumnarRead
+from rill.server.core.consumer_groups import Group
+from rill.server.core.model import Partition, Session, Stream, Topic
+from rill.server.core.system import ServerStats
+from rill.server.core.tokens import PersonalAccessToken
+from rill.server.core.types import ConsumerPosition, LogBounds, RecordRange
+from rill.server.core.types import ConsumerLag as LagRow
+from rill.server.core.types import PartitionEnd as PartitionEndRow
+from rill.server.core.users import User
+from rill.server.protocols.iggy.groups import Member
+
+U32_MAX = 0xFFFF_FFFF
+U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
+
+
+def current_offset(bounds: LogBounds) -> int:
+    """Iggy's "current offset": the last offset, 0 when the log is empty."""
+    return max(bounds.next_offset - 1, 0)
+
+
+def stream_record(stream: Stream) -> StreamRecord:
+    topics = stream.topics.values()
+    return StreamRecord(
+        id=stream.id,
+        created_at=stream.created_at,
+        topics_count=len(stream.topics),
+        size_bytes=sum(t.size_bytes for t in topics),
+        messages_count=sum(t.messages_count for t in topics),
+        name=stream.name,
+    )
+
+
+def stream_details(stream: Stream) -> StreamDetails:
+    topics = tuple(topic_record(stream.topics[tid]) for tid in sorted(stream.topics))
+    return StreamDetails(stream_record(stream), topics)
+
+
+def topic_record(topic: Topic) -> TopicRecord:
+    return TopicRecord(
+        id=topic.id,
+        created_at=topic.created_at,
+        partitions_count=len(topic.partitions),
+        message_expiry=topic.message_expiry,
+        compression_algorithm=topic.compression_algorithm,
+        max_topic_size=topic.max_topic_size,
+        replication_factor=topic.replication_factor,
+        size_bytes=topic.size_bytes,
+        messages_count=topic.messages_count,
+        name=topic.name,
+    )
+
+
+def partition_record(partition: Partition) -> PartitionRecord:
+    log = partition.log
+    return PartitionRecord(
+        id=partition.id,
+        created_at=partition.created_at,
+        segments_count=log.segments_count,
+        current_offset=log.current_offset,
+        size_bytes=log.size_bytes,
+        messages_count=log.messages_count,
+    )
+
+
+def topic_details(topic: Topic) -> TopicDetails:
+    partitions = tuple(partition_record(topic.partitions[pid]) for pid in sorted(topic.partitions))
+    return TopicDetails(topic_record(topic), partitions)
+
+
+def polled_messages(found: RecordRange) -> PolledMessages:
+    chunks = found.chunks
+    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    return PolledMessages(found.partition_id, max(found.bounds.next_offset - 1, 0), found.count,
+                          data)  # current_offset, inline: this is the poll path
+
+
+def columnar_messages(read: ColumnarRead) -> ColumnarMessages:
+    found = read.found
+    return ColumnarMessages(
+        read.partition_id, read.bounds.first_offset, read.bounds.next_offset, found.base_offset,
+        found.count, found.base_position, found.timestamps, found.boundaries, found.records,
+    )
+
+
+def consumer_offset(position: ConsumerPosition) -> ConsumerOffsetInfo:
+    """Iggy's stored offset is the last one consumed: the next offset - 1 (0 when none)."""
+    next_offset = position.next_offset
+    return ConsumerOffsetInfo(position.partition_id, current_offset(position.bounds),
+                              0 if next_offset is None else max(next_offset - 1, 0))
+
+
+def consumer_lag(row: LagRow) -> ConsumerLag:
+    kind = ConsumerKind.CONSUMER_GROUP if row.group_name else ConsumerKind.CONSUMER
+    consumer_id = int(row.consumer.rpartition(":")[2])
+    committed = row.next_offset is not None
+    return ConsumerLag(int(kind), consumer_id, row.group_name, row.partition_id, int(committed),
+                       max((row.next_offset or 0) - 1, 0), row.end_offset, row.lag)
+
+
+def partition_end(row: PartitionEndRow) -> PartitionEnd:
+    return PartitionEnd(row.partition_id, row.next_offset, row.bytes_after)
+
+
+def group_record(group: Group, members: Mapping[int, Member]) -> GroupRecord:
+    return GroupRecord(group.id, group.partitions_count, len(members), group.name)
+
+
+def group_details(group: Group, members: Mapping[int, Member]) -> ConsumerGroupDetails:
+    listed = [ConsumerGroupMember(client_id, member.partitions)
+              for client_id, member in members.items()]
+    return ConsumerGroupDetails(group_record(group, members), listed)
+
+
+def user_info(user: User) -> UserInfo:
+    return UserInfo(user.id, user.created_at, int(user.status), user.username)
+
+
+def user_details(user: User) -> UserInfoDetails:
+    return UserInfoDetails(user_info(user), user.permissions)
+
+
+def token_info(token: PersonalAccessToken) -> PersonalAccessTokenInfo:
+    return PersonalAccessTokenInfo(token.name, token.expiry_at)
+
+
+def client_info(session: Session) -> ClientInfo:
+    return ClientInfo(session.client_id, session.user_id, int(session.transport), session.address,
+                      len(session.consumer_groups))
+
+
+def client_details(session: Session) -> ClientInfoDetails:
+    groups = [ClientConsumerGroup(stream_id, topic_id, group_id)
+              for stream_id, topic_id, group_id in list(session.consumer_groups)]
+    return ClientInfoDetails.of(session.client_id, session.user_id, int(session.transport),
+                                session.address, groups)
+
+
+# GET_STATS fields narrower than u64 (wire §4.9); the other integers are u64
+_U32_STATS = frozenset({"process_id", "streams_count", "topics_count", "partitions_count",
+                        "segments_count", "clients_count", "consumer_groups_count"})
+
+
+def stats(figures: ServerStats) -> Stats:
+    """The figures, each clamped to its wire width."""
+    values = {}
+    for name, value in dataclasses.asdict(figures).items():
+        if isinstance(value, int):
+            value = max(0, min(value, U32_MAX if name in _U32_STATS else U64_MAX))
+        values[name] = value
+    return Stats(**values)

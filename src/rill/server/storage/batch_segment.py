@@ -1,0 +1,298 @@
+"""BatchSegment: a segment of a batch-index record format (``RecordFormat.batch_index``).
+
+Such a format stores each client batch as one unit that cannot be cut (Kafka's RecordBatch
+v2: kafka-notes §3) and keeps ONE 16-byte index entry per batch, in the same layout as a
+per-record index: ``relative_offset u32`` (the batch's first offset - segment start) |
+``position u32`` | ``timestamp u64`` (the batch's max timestamp, never decreasing). A batch's
+last offset is the next entry's first - 1, or the segment's end for the last batch.
+
+Owns the lookups of such an index, all binary searches over its entries (a per-record
+``Segment`` indexes entry ``offset - start`` directly and keeps doing so):
+  * offset -> the entry of the batch holding it (``entry_of``: the last entry whose first
+    offset is <= offset);
+  * a read of offsets [first, end) returns whole batches, from the one holding ``first`` to
+    the one holding ``end - 1`` (as Kafka's Fetch does): its ``count`` runs from ``first`` to
+    the end of the last batch returned, so a reader goes on at the next batch;
+  * ``max_bytes`` cuts between batches (at least one is returned);
+  * timestamp -> the first offset of the first batch whose max timestamp is >= it.
+
+Invariants: ``entries_count`` is the number of entries in use, ``messages_count`` the offsets
+they cover; a bad batch is refused whole (every offset of it is marked bad); verification is
+per batch (the format's ``verify`` returns the offsets of the batches it verified).
+Not supported here yet: columnar reads (``index_columns``: they hand out per-record columns).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from bisect import bisect_left, bisect_right
+from pathlib import Path
+
+from rill.errors import CannotReadMessage, FeatureUnavailable
+from rill.server.storage.durability import Durability
+from rill.server.storage.formats import RecordFormat
+from rill.server.storage.record_checks import KIND_CONTENT, KIND_GOOD
+from rill.server.storage.records import INDEX_ENTRY, INDEX_ENTRY_SIZE
+from rill.server.storage.segment import Segment
+from rill.server.storage.verification import VerificationJob
+
+_RELATIVE_AT = struct.Struct("<I")
+_POSITION_AT = struct.Struct("<4xI")
+_TIMESTAMP_AT = struct.Struct("<8xQ")
+
+Index = bytearray | mmap.mmap | bytes
+
+
+def segment_class(record_format: RecordFormat) -> type[Segment]:
+    """The segment kind a format's index needs."""
+    if record_format.batch_index:
+        return BatchSegment
+    if record_format.index_entry_size != INDEX_ENTRY_SIZE:
+        raise ValueError(f"format {record_format.name}: a per-record index has "
+                         f"{INDEX_ENTRY_SIZE}-byte entries")
+    return Segment
+
+
+class BatchSegment(Segment):
+    """A segment whose index has one entry per batch (see the module docstring)."""
+
+    def __init__(self, directory: str | os.PathLike[str], start_offset: int,
+                 durability: Durability, record_format: RecordFormat) -> None:
+        super().__init__(directory, start_offset, durability, record_format)
+        self.entries_count = 0
+        # 16 bytes the log reads, then the format's own (a leader epoch)
+        self._entry_size = record_format.index_entry_size
+
+    # ------------------------------------------------------------------ opening
+    @classmethod
+    def open_active(  # type: ignore[no-untyped-def, override]
+        cls, directory, start_offset, durability, index_entries, size_bytes, verified=False,
+        bad=None, record_format=None, messages_count=None,
+    ):
+        if messages_count is None:
+            raise ValueError("a batch-index segment needs its messages_count")
+        segment = super().open_active(directory, start_offset, durability, index_entries,
+                                      size_bytes, verified, bad, record_format, messages_count)
+        assert isinstance(segment, BatchSegment)
+        size = segment._entry_size
+        segment.entries_count = len(index_entries) // size
+        if segment.entries_count:  # (the base class read them at a 16-byte stride)
+            segment.first_timestamp = _TIMESTAMP_AT.unpack_from(index_entries, 0)[0]
+            segment.last_timestamp = _TIMESTAMP_AT.unpack_from(
+                index_entries, len(index_entries) - size)[0]
+        return segment
+
+    @classmethod
+    def open_sealed(  # type: ignore[no-untyped-def, override]
+        cls, directory, start_offset, durability, **kwargs
+    ):
+        segment = super().open_sealed(directory, start_offset, durability, **kwargs)
+        assert isinstance(segment, BatchSegment)
+        segment.entries_count = segment.index_path.stat().st_size // segment._entry_size
+        return segment
+
+    # ------------------------------------------------------------------ writing
+    def write(self, records: bytes | bytearray, index_entries: bytes | bytearray) -> None:
+        self._write_files(records, index_entries, self.entries_count * self._entry_size)
+
+    def publish(self, records_size: int, index_entries: bytes | bytearray,
+                first_timestamp: int, last_timestamp: int, count: int | None = None) -> None:
+        """Make a written batch readable; ``count``: the offsets it holds (required)."""
+        if count is None:
+            raise ValueError("a batch-index segment needs the offsets a batch holds")
+        mirror = self._index_mirror
+        if self.sealed or mirror is None:
+            raise RuntimeError(f"segment {self.log_path} is sealed")
+        index_length = self.entries_count * self._entry_size
+        needed = index_length + len(index_entries)
+        if needed > len(mirror):
+            grown = bytearray(max(needed, 2 * len(mirror)))
+            grown[:index_length] = memoryview(mirror)[:index_length]
+            self._index_mirror = mirror = grown
+        mirror[index_length:needed] = index_entries
+        if self.messages_count == 0:
+            self.first_timestamp = first_timestamp
+        first_new = self.next_offset
+        self.entries_count += len(index_entries) // self._entry_size
+        self.messages_count += count
+        self.verification.add_verified(first_new, self.next_offset)  # stamped here
+        self.size_bytes += records_size
+        self.last_timestamp = last_timestamp
+
+    # ------------------------------------------------------------------ index lookups
+    def entry_of(self, index: Index, offset: int) -> int:
+        """Number of the entry of the batch holding ``offset`` (a binary search)."""
+        relative = offset - self.start_offset
+        return bisect_right(range(self.entries_count), relative,
+                            key=lambda number: _RELATIVE_AT.unpack_from(
+                                index, number * self._entry_size)[0]) - 1
+
+    def _entry_first(self, index: Index, number: int) -> int:
+        """First offset of entry ``number`` (the segment's end past the last entry)."""
+        if number >= self.entries_count:
+            return self.next_offset
+        return self.start_offset + _RELATIVE_AT.unpack_from(index, number * self._entry_size)[0]
+
+    def _entry_position(self, index: Index, number: int) -> int:
+        if number >= self.entries_count:
+            return self.size_bytes
+        return _POSITION_AT.unpack_from(index, number * self._entry_size)[0]
+
+    def _position(self, index: Index, offset: int) -> int:
+        return self._entry_position(index, self.entry_of(index, offset))
+
+    def bad_end(self, offset: int) -> int:
+        """A bad batch is refused whole: the end of the batch holding ``offset``."""
+        index = self._index()
+        return self._entry_first(index, self.entry_of(index, offset) + 1)
+
+    # ------------------------------------------------------------------ reading
+    def read(self, first_offset: int, end_offset: int) -> tuple[int, bytes]:
+        """Whole verified batches, from the one holding ``first_offset`` to the one holding
+        ``end_offset - 1``, stopping before a bad batch: ``(count, records)`` where ``count``
+        runs from ``first_offset`` to the end of the last batch returned. Raises
+        CannotReadMessage when the batch holding ``first_offset`` is bad."""
+        self._check_range(first_offset, end_offset)
+        for _ in range(3):
+            generation = self.index_generation
+            index = self._index()
+            first_entry = self.entry_of(index, first_offset)
+            end_entry = self.entry_of(index, end_offset - 1) + 1
+            if first_entry < 0:
+                self._rebuild_index(f"no index entry holds offset {first_offset}")
+                continue
+            batch_first = self._entry_first(index, first_entry)
+            stop = self.verification.first_bad(batch_first, self._entry_first(index, end_entry))
+            if stop < self._entry_first(index, first_entry + 1):
+                raise self.verification.error(stop)  # the batch asked for is refused
+            end_entry = min(end_entry, self.entry_of(index, stop - 1) + 1)
+            first_position = self._entry_position(index, first_entry)
+            end_position = self._entry_position(index, end_entry)
+            batch_end = self._entry_first(index, end_entry)
+            if not first_position < end_position <= self.size_bytes:
+                self._rebuild_index(
+                    f"index positions {first_position}..{end_position} of offsets "
+                    f"{batch_first}..{batch_end - 1} are out of order")
+                continue
+            data = self._read_log(end_position - first_position, first_position)
+            if len(data) < end_position - first_position:
+                self._rebuild_index(
+                    f"the log ends at byte {first_position + len(data)}, before the "
+                    f"{end_position} its index gives")
+                continue
+            if not self.verification.is_verified(batch_first, batch_end):
+                count, kind, reason = self.format.verify(
+                    data, index[first_entry * self._entry_size : end_entry * self._entry_size],
+                    batch_first, batch_first - self.start_offset, first_position)
+                self.verification.add_verified(batch_first, batch_first + count)
+                if kind != KIND_GOOD:
+                    bad = batch_first + count  # where the first batch that is not good starts
+                    if kind == KIND_CONTENT:
+                        self.verification.mark_bad(bad, self.bad_end(bad), reason or "")
+                    else:
+                        self._rebuild_index(f"offset {bad}: {reason}")
+                    if self.index_generation != generation or bad == batch_first:
+                        continue  # read again: with the new index, or to refuse the batch
+                    batch_end = bad
+                    data = data[: self._position(index, bad) - first_position]
+            return batch_end - first_offset, data
+        raise CannotReadMessage(
+            reason=f"Cannot read message: the index of {self.log_path} keeps disagreeing "
+            "with its log")
+
+    def end_within(self, first_offset: int, end_offset: int, max_bytes: int) -> int:
+        """The largest end <= ``end_offset`` at a batch boundary such that the batches from
+        the one holding ``first_offset`` take at most ``max_bytes`` (``first_offset`` when not
+        even that one fits; ``end_offset`` when all fit)."""
+        self._check_range(first_offset, end_offset)
+        index = self._index()
+        first_entry = self.entry_of(index, first_offset)
+        end_entry = self.entry_of(index, end_offset - 1) + 1
+        limit = self._entry_position(index, first_entry) + max_bytes
+        if self._entry_position(index, end_entry) <= limit:
+            return end_offset
+        fitting = bisect_right(range(first_entry + 1, end_entry), limit,
+                               key=lambda number: self._entry_position(index, number))
+        if fitting == 0:
+            return first_offset
+        return self._entry_first(index, first_entry + fitting)
+
+    def find_timestamp(self, timestamp_us: int) -> int | None:
+        """First offset of the first batch whose max timestamp is >= ``timestamp_us``."""
+        if (not self.messages_count or self.last_timestamp is None
+                or self.last_timestamp < timestamp_us):
+            return None
+        index = self._index()
+        found = bisect_left(range(self.entries_count), timestamp_us,
+                            key=lambda number: _TIMESTAMP_AT.unpack_from(
+                                index, number * self._entry_size)[0])
+        return self._entry_first(index, found)
+
+    def index_columns(self, first_offset: int, end_offset: int) -> tuple[bytes, bytes]:
+        raise FeatureUnavailable(reason=f"columnar reads are per record; format "
+                                        f"{self.format.name} is stored per batch")
+
+    def index_entry(self, offset: int) -> tuple[int, int, int]:
+        """``(relative_offset, position, max timestamp)`` of the batch holding ``offset``."""
+        index = self._index()
+        return INDEX_ENTRY.unpack_from(index, self.entry_of(index, offset) * self._entry_size)
+
+    # ------------------------------------------------------------------ index bookkeeping
+    def _index(self) -> Index:
+        if self._index_mirror is not None:
+            return self._index_mirror
+        if self.entries_count == 0 or self._index_map is None:
+            return b""
+        try:
+            mapping = self._index_map.get()
+        except (ValueError, OSError) as error:
+            raise CannotReadMessage(
+                reason=f"Cannot read message: cannot map the index {self.index_path}: {error}"
+            ) from error
+        if len(mapping) < self.entries_count * self._entry_size:
+            raise CannotReadMessage(
+                reason=f"Cannot read message: the index of {self.log_path} is shorter than its "
+                f"{self.entries_count} batches")
+        return mapping
+
+    def _install_index(self, entries: bytearray, written: bool) -> None:
+        super()._install_index(entries, written)
+        self.entries_count = len(entries) // self._entry_size
+
+    def _index_hints(self) -> bytes | None:
+        length = self.entries_count * self._entry_size
+        if self._index_mirror is not None:
+            return bytes(self._index_mirror[:length])
+        try:
+            return Path(self.index_path).read_bytes()[:length]
+        except OSError:
+            return None
+
+    def unverified_chunk(self, offset: int, max_bytes: int) -> VerificationJob | None:
+        """The first unverified batches at or after ``offset`` that are not known bad (about
+        ``max_bytes`` of log, at least one batch)."""
+        verification = self.verification
+        index = self._index()
+        for first, end in verification.gaps(offset, self.next_offset):
+            while first < end and first in verification.bad:
+                first = self.bad_end(first)
+            if first >= end:
+                continue
+            first_entry = self.entry_of(index, first)
+            end = verification.first_bad(first, end)
+            end_entry = self.entry_of(index, end - 1) + 1
+            base = self._entry_position(index, first_entry)
+            fitting = bisect_right(range(first_entry + 1, end_entry), base + max_bytes,
+                                   key=lambda number: self._entry_position(index, number))
+            end_entry = first_entry + max(fitting, 1)
+            batch_first = self._entry_first(index, first_entry)
+            return VerificationJob(
+                self.log_path, batch_first, self._entry_first(index, end_entry),
+                batch_first - self.start_offset, base,
+                min(max(self._entry_position(index, end_entry), base), self.size_bytes),
+                bytes(index[first_entry * self._entry_size : end_entry * self._entry_size]),
+                self.index_generation, self.format,
+            )
+        return None

@@ -1,0 +1,141 @@
+"""Record formats: how a topic's partitions lay their records out, chosen per topic and
+recorded in the metadata store (``topics.record_format``, ``LogSettings.record_format``).
+
+Owns: ``RecordFormat`` (what a partition log asks of a format), ``FORMATS`` (the formats this
+server can store, by name) and ``format_named``. One format today, ``iggy-v1``: Iggy's stored
+layout (``rill.protocol.layout``), stamped from SEND regions by ``storage.records`` and its C
+twin, one 16-byte index entry per record.
+
+What the seam is for: Kafka's record batches cannot be cut at any offset and carry their own
+CRC over the whole batch (../shared/spec/kafka-notes.md §3), so a ``kafka-v2`` format will store
+client batches as they arrive and keep a **batch-granular** index (one entry per batch: first
+offset, position, max timestamp; the last offset is where the next entry starts), with a
+leader epoch per batch for replication (cluster-design.md). ``batch_index`` tells the log
+which kind a format keeps.
+
+Every record-layout question of storage goes through the log's format: the write path
+(``stamp``, ``restamp``, ``check_stored``), reads and the background verifier (``verify``),
+recovery's structural check (``record_head``, ``record_end``, ``min_record_size``) and index
+rebuilds (``scan``, ``find``). Only ``records``, ``record_checks``, ``staged_records`` and this
+module name iggy-v1's functions; the rest of storage is handed a ``RecordFormat``
+(``PartitionLog`` -> ``Segment``, ``recover_segments``, ``locate_records``, the verifier's
+jobs), ``IGGY_V1`` by default.
+
+What a batch-index format (``batch_index=True``) must give, and how the log uses it
+(``storage.batch_segment``; ``tests/server/storage/test_formats.py`` runs one):
+  * ``stamp`` returns ONE index entry for the client batch, ``relative_offset u32`` (its first
+    offset - segment start) | ``position u32`` | ``timestamp u64`` (its max timestamp), and the
+    batch's offset ``count``; the log never cuts a batch: reads return whole batches from the
+    one holding the offset asked for.
+  * ``verify(data, entries, first_offset, relative_first, base_position)`` checks whole
+    batches against their entries and returns the OFFSETS of the good batches before the first
+    bad one (a per-record format's count of records is the same thing), so the log marks
+    verified and bad ranges by offset whichever the granularity.
+  * ``scan`` returns ``count`` in offsets and one entry per batch; ``record_head`` gives a
+    batch's (first offset, offset count, max timestamp); ``find`` may give None (a batch is
+    not searched for again after a broken one: a tail is cut there, a sealed segment's later
+    offsets are refused).
+
+A leader epoch per batch (cluster-design.md): the first 16 bytes of an entry keep the layout
+above, which is all the log reads; a batch format that needs the epoch in its index (Kafka's
+OffsetsForLeaderEpoch: the first offset of each epoch, a search over batch entries) declares a
+larger ``index_entry_size``, e.g. 24 bytes ``... | leader_epoch u32 | reserved u32``, and the
+log steps over entries by that size (``BatchSegment``, recovery's structural check,
+``LocatedRecords``); its ``stamp`` and ``scan`` write the whole entry (the epoch is in the
+batch itself, as Kafka's partitionLeaderEpoch is, so a rebuild finds it again). Not built yet:
+passing a leader's current epoch to ``stamp`` (like the timestamp) and the epoch search.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass
+from typing import Callable
+
+from rill.errors import FeatureUnavailable
+from rill.server.storage.record_checks import (
+    ScanResult,
+    find_record,
+    record_end,
+    record_header,
+    scan_records,
+    verify_records,
+)
+from rill.server.storage.records import (
+    RECORD_FORMAT,
+    RECORD_GROWTH,
+    INDEX_ENTRY_SIZE,
+    RECORD_OVERHEAD,
+    StampedBatch,
+    stamp_batch,
+)
+from rill.server.storage.staged_records import check_stored_records, restamp_records
+
+
+@dataclass(frozen=True)
+class RecordFormat:
+    name: str
+    # one index entry per batch (True) or per record (False: any offset can start a read)
+    batch_index: bool
+    # bytes a record grows by when a client message is stored (a segment's room check)
+    growth_per_message: int
+    # a client batch (for iggy-v1 a SEND region) -> records and index entries at an offset
+    stamp: Callable[[bytes | bytearray | memoryview, int, int, int, int], StampedBatch]
+    # stored records whose offsets and timestamp are set at commit (staged appends)
+    restamp: Callable[[bytearray, array, int, int], None]
+    # checks stored records a client or a leader built; their start positions
+    check_stored: Callable[[bytes, bytes | memoryview], array]
+    # reads and the background verifier: stored bytes against their index entries
+    # (data, entries, first offset, relative offset of the first entry, position of data[0])
+    # -> (entries verified, kind, reason); see ``record_checks.verify_records``
+    verify: Callable[[bytes | bytearray | memoryview, bytes | bytearray | memoryview, int, int,
+                      int], tuple[int, int, str | None]]
+    # recovery and index rebuilds: walk the log from a position without an index
+    # (data, position, offset, segment start, previous timestamp, max offsets, checksums)
+    # -> ScanResult (``count`` offsets, one index entry per record or per batch)
+    scan: Callable[..., ScanResult]
+    # where records can be found again after bytes that are not records (per-record formats):
+    # (data, from position, first offset, last offset) -> (position, offset) or None
+    find: Callable[[bytes | bytearray | memoryview, int, int, int], tuple[int, int] | None]
+    # end of the record (or batch) at a position by its own lengths; None if it overruns
+    record_end: Callable[[bytes | bytearray | memoryview, int], int | None]
+    # (first offset, offsets it holds, index timestamp) of the record (or batch) at a position
+    record_head: Callable[[bytes | bytearray | memoryview, int], tuple[int, int, int]]
+    # the fewest bytes a stored record (or batch) takes: headers read before lengths are known
+    min_record_size: int
+    # bytes per index entry: the first 16 are ``relative_offset u32 | position u32 |
+    # timestamp u64``, all the log reads; a batch-index format may add its own after them (a
+    # leader epoch); a per-record format keeps 16 (its segments index entries directly)
+    index_entry_size: int = INDEX_ENTRY_SIZE
+
+
+def _iggy_record_head(view: bytes | bytearray | memoryview, position: int
+                     ) -> tuple[int, int, int]:
+    offset, _, timestamp, _, _ = record_header(view, position)
+    return offset, 1, timestamp
+
+
+IGGY_V1 = RecordFormat(
+    name=RECORD_FORMAT,
+    batch_index=False,
+    growth_per_message=RECORD_GROWTH,
+    stamp=stamp_batch,
+    restamp=restamp_records,
+    check_stored=check_stored_records,
+    verify=verify_records,
+    scan=scan_records,
+    find=find_record,
+    record_end=record_end,
+    record_head=_iggy_record_head,
+    min_record_size=RECORD_OVERHEAD,
+)
+
+FORMATS: dict[str, RecordFormat] = {IGGY_V1.name: IGGY_V1}
+
+
+def format_named(name: str) -> RecordFormat:
+    found = FORMATS.get(name)
+    if found is None:
+        raise FeatureUnavailable(reason=f"record format {name!r} is not available "
+                                        f"(this server stores: {', '.join(sorted(FORMATS))})")
+    return found

@@ -1,0 +1,184 @@
+"""The neutral broker API (``server.core.broker``), in process, with no wire protocol: what a
+Kafka or TANK handler will call. Appends answer what they assigned, reads are bounded by
+records, bytes and the high watermark, consumer positions mean "the next offset to read",
+partitions are numbered from 0, waits are woken by appends, and every call authorizes."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from rill import errors
+from rill.protocol.commands.messages import PollMessages
+from rill.protocol.messages import encode_messages
+from rill.protocol.primitives import Consumer, Identifier, PollingStrategy, Transport
+from rill.server.config import ServerConfig
+from rill.server.core.broker import PartitionRef, TopicRef
+from rill.server.core.core import Core
+from rill.server.core.types import TopicSpec
+from rill.server.protocols.iggy.dispatch import execute
+
+
+def run(tmp_path, scenario) -> None:
+    async def main() -> None:
+        config = ServerConfig()
+        config.system.path = str(tmp_path / "data")
+        config.root.password_hash_cost = 4
+        core = Core(config)
+        await core.start()
+        try:
+            broker = core.broker
+            session = broker.connect("127.0.0.1:1", Transport.TCP)
+            await broker.authenticate(session, "iggy", "iggy")
+            broker.create_namespace(session, "ns")
+            broker.create_topic(session, "ns", TopicSpec("t", partitions_count=2))
+            await scenario(core, broker, session)
+        finally:
+            await core.stop()
+
+    asyncio.run(main())
+
+
+P0 = PartitionRef("ns", "t", 0)
+
+
+def test_append_answers_the_offsets_and_timestamp_it_assigned(tmp_path):
+    async def scenario(core, broker, session) -> None:
+        first = await broker.append(session, P0, encode_messages([b"a", b"b", b"c"]))
+        second = await broker.append(session, P0, encode_messages([b"d"]))
+        assert (first.first_offset, first.last_offset) == (0, 2)
+        assert (second.first_offset, second.last_offset) == (3, 3)
+        assert first.partition_id == 1 and second.timestamp >= first.timestamp > 0
+        bounds = broker.bounds(session, P0)
+        assert (bounds.first_offset, bounds.next_offset, bounds.high_watermark) == (0, 4, 4)
+        other = broker.bounds(session, PartitionRef("ns", "t", 1))
+        assert (other.first_offset, other.next_offset) == (0, 0)
+
+    run(tmp_path, scenario)
+
+
+def test_partition_0_of_the_broker_is_iggy_partition_1(tmp_path):
+    async def scenario(core, broker, session) -> None:
+        await broker.append(session, P0, encode_messages([b"from the broker"]))
+        polled = await execute(core, session, PollMessages(
+            Consumer.regular(9), Identifier.of("ns"), Identifier.of("t"), 1,
+            PollingStrategy.offset(0), 10, False))
+        assert polled.count == 1 and b"from the broker" in bytes(polled.raw)
+
+    run(tmp_path, scenario)
+
+
+def test_read_is_bounded_by_records_and_bytes_and_starts_where_asked(tmp_path):
+    async def scenario(core, broker, session) -> None:
+        await broker.append(session, P0, encode_messages([b"x" * 100] * 10))
+        some = broker.read(session, P0, 2, 3, 1 << 20)
+        assert (some.first_offset, some.count, some.format) == (2, 3, "iggy-v1")
+        assert len(some.data) == 3 * (45 + 100)
+        assert broker.read(session, P0, 0, 10, 200).count == 1  # bytes bound, one at least
+        end = broker.read(session, P0, 10, 10, 1 << 20)
+        assert (end.count, end.bounds.next_offset) == (0, 10)
+
+    run(tmp_path, scenario)
+
+
+def test_offset_for_timestamp(tmp_path):
+    async def scenario(core, broker, session) -> None:
+        first = await broker.append(session, P0, encode_messages([b"early"]))
+        await asyncio.sleep(0.002)
+        later = await broker.append(session, P0, encode_messages([b"late"]))
+        assert broker.offset_for_timestamp(session, P0, 0) == 0
+        assert broker.offset_for_timestamp(session, P0, first.timestamp + 1) == 1
+        assert broker.offset_for_timestamp(session, P0, later.timestamp + 1) is None
+
+    run(tmp_path, scenario)
+
+
+def test_consumer_positions_are_the_next_offset_to_read(tmp_path):
+    async def scenario(core, broker, session) -> None:
+        await broker.append(session, P0, encode_messages([b"m"] * 5))
+        assert broker.committed_offset(session, "billing", P0) is None
+        broker.commit_offset(session, "billing", P0, 3)
+        assert broker.committed_offset(session, "billing", P0) == 3
+        assert broker.committed_offset(session, "other", P0) is None
+        assert broker.committed_offset(session, "billing", PartitionRef("ns", "t", 1)) is None
+
+    run(tmp_path, scenario)
+
+
+def test_a_wait_is_woken_by_an_append(tmp_path):
+    async def scenario(core, broker, session) -> None:
+        waiting = asyncio.ensure_future(
+            broker.wait(session, TopicRef("ns", "t"), [(0, 0), (1, 0)], 1, 30))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        await broker.append(session, PartitionRef("ns", "t", 1), encode_messages([b"wake"]))
+        ends = await asyncio.wait_for(waiting, 5)
+        assert [(end.partition_id, end.next_offset) for end in ends] == [(1, 0), (2, 1)]
+
+    run(tmp_path, scenario)
+
+
+def test_every_call_authorizes(tmp_path):
+    async def scenario(core, broker, session) -> None:
+        stranger = broker.connect("127.0.0.1:2", Transport.TCP)
+        with pytest.raises(errors.Unauthenticated):
+            await broker.append(stranger, P0, encode_messages([b"no"]))
+        await core.users.create_user(session, "plain", "plain-pw", 1, None)
+        await broker.authenticate(stranger, "plain", "plain-pw")
+        for call in (lambda: broker.read(stranger, P0, 0, 1, 100),
+                     lambda: broker.bounds(stranger, P0),
+                     lambda: broker.describe_topics(stranger, "ns"),
+                     lambda: broker.committed_offset(stranger, "c", P0)):
+            with pytest.raises(errors.Unauthorized):
+                call()
+        with pytest.raises(errors.Unauthorized):
+            await broker.append(stranger, P0, encode_messages([b"no"]))
+        with pytest.raises(errors.InvalidCredentials):
+            await broker.authenticate(stranger, "plain", "wrong")
+
+    run(tmp_path, scenario)
+
+
+def test_describe_topics_and_unknown_names(tmp_path):
+    async def scenario(core, broker, session) -> None:
+        assert [topic.name for topic in broker.describe_topics(session, "ns")] == ["t"]
+        [topic] = broker.describe_topics(session, "ns", ["t"])
+        assert len(topic.partitions) == 2
+        with pytest.raises(errors.TopicNameNotFound):
+            broker.describe_topics(session, "ns", ["nope"])
+        broker.create_partitions(session, TopicRef("ns", "t"), 1)
+        assert len(broker.describe_topics(session, "ns", ["t"])[0].partitions) == 3
+        broker.delete_topic(session, TopicRef("ns", "t"))
+        assert broker.describe_topics(session, "ns") == []
+
+    run(tmp_path, scenario)
+
+
+def test_a_topic_records_its_record_format(tmp_path):
+    async def scenario(core, broker, session) -> None:
+        [topic] = broker.describe_topics(session, "ns", ["t"])
+        assert topic.record_format == "iggy-v1"
+        assert topic.partitions[1].log.settings.record_format == "iggy-v1"
+        assert [row.record_format for row in core.state.store.load_topics()] == ["iggy-v1"]
+        with pytest.raises(errors.FeatureUnavailable, match="record format 'kafka-v9'"):
+            broker.create_topic(session, "ns", TopicSpec("k", 1, record_format="kafka-v9"))
+        assert [topic.name for topic in broker.describe_topics(session, "ns")] == ["t"]
+
+    run(tmp_path, scenario)
+
+
+def test_reads_stop_at_the_high_watermark(tmp_path):
+    """On one server the high watermark is the log's end; a replicated follower's may be below
+    it (cluster-design.md): what is above it is not read yet."""
+    from rill.server.core.types import LogBounds
+
+    async def scenario(core, broker, session) -> None:
+        await broker.append(session, P0, encode_messages([b"m"] * 10))
+        assert broker.read(session, P0, 0, 100, 1 << 20).count == 10
+        core.messages.bounds = lambda *args: LogBounds(0, 10, 6)  # as a follower would see it
+        assert broker.read(session, P0, 0, 100, 1 << 20).count == 6
+        assert broker.read(session, P0, 4, 100, 1 << 20).count == 2
+        assert broker.read(session, P0, 6, 100, 1 << 20).count == 0
+
+    run(tmp_path, scenario)
