@@ -102,16 +102,9 @@ class BatchSegment(Segment):
         """Make a written batch readable; ``count``: the offsets it holds (required)."""
         if count is None:
             raise ValueError("a batch-index segment needs the offsets a batch holds")
-        mirror = self._index_mirror
-        if self.sealed or mirror is None:
+        if self.sealed or self._index_mirror is None:
             raise RuntimeError(f"segment {self.log_path} is sealed")
-        index_length = self.entries_count * self._entry_size
-        needed = index_length + len(index_entries)
-        if needed > len(mirror):
-            grown = bytearray(max(needed, 2 * len(mirror)))
-            grown[:index_length] = memoryview(mirror)[:index_length]
-            self._index_mirror = mirror = grown
-        mirror[index_length:needed] = index_entries
+        self._mirror_entries(index_entries, self.entries_count * self._entry_size)
         if self.messages_count == 0:
             self.first_timestamp = first_timestamp
         first_new = self.next_offset

@@ -274,14 +274,7 @@ class Segment(SegmentChecks):
         One index entry per record: ``count`` is not needed (see ``BatchSegment``)."""
         if self.sealed or self._index_mirror is None:
             raise RuntimeError(f"segment {self.log_path} is sealed")
-        index_length = self.messages_count * INDEX_ENTRY_SIZE
-        needed = index_length + len(index_entries)
-        mirror = self._index_mirror
-        if needed > len(mirror):
-            grown = bytearray(max(needed, 2 * len(mirror)))
-            grown[:index_length] = memoryview(mirror)[:index_length]
-            self._index_mirror = mirror = grown
-        mirror[index_length:needed] = index_entries
+        self._mirror_entries(index_entries, self.messages_count * INDEX_ENTRY_SIZE)
         if self.messages_count == 0:
             self.first_timestamp = first_timestamp
         first_new = self.next_offset
@@ -289,6 +282,17 @@ class Segment(SegmentChecks):
         self.verification.add_verified(first_new, self.next_offset)  # stamped here
         self.size_bytes += records_size
         self.last_timestamp = last_timestamp
+
+    def _mirror_entries(self, index_entries: bytes | bytearray, index_length: int) -> None:
+        """Put ``index_entries`` in the in-memory index after its first ``index_length`` bytes
+        (growing it by doubling)."""
+        mirror = self._index_mirror
+        needed = index_length + len(index_entries)
+        if needed > len(mirror):
+            grown = bytearray(max(needed, 2 * len(mirror)))
+            grown[:index_length] = memoryview(mirror)[:index_length]
+            self._index_mirror = mirror = grown
+        mirror[index_length:needed] = index_entries
 
     def seal(self) -> None:
         """Make the segment durable (per policy) and read-only; its descriptors are closed.
