@@ -108,8 +108,6 @@ class Broker:
              max_bytes: int) -> RecordRange:
         """Stored records from ``offset`` up to the high watermark, at most ``max_records``
         and ``max_bytes`` (at least one record when any is there)."""
-        bounds = self.bounds(session, ref)
-        max_records = min(max_records, max(0, bounds.high_watermark - offset))
         return self._core.messages.read(session, ref.namespace, ref.topic, ref.partition_id,
                                         offset, max_records, max_bytes)
 

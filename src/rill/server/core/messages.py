@@ -181,28 +181,32 @@ class MessageService:
 
     def read(self, session: Session, stream_id: Ref, topic_id: Ref, partition_id: int,
              offset: int, max_records: int, max_bytes: int) -> RecordRange:
-        """Records from ``offset`` (from the first one stored when retention removed it),
-        at most ``max_records`` and ``max_bytes`` (at least one record), by offset only."""
-        state = self.state
-        topic = state.find_topic(stream_id, topic_id)
-        state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
-        partition = state.find_partition(topic, partition_id)
-        return read_range(partition, offset, max_records, max_bytes)
+        """Records from ``offset`` (from the first one stored when retention removed it) up to
+        the high watermark, at most ``max_records`` and ``max_bytes`` (at least one record
+        when any is there), by offset only."""
+        partition = self._partition(session, Action.READ_MESSAGES, stream_id, topic_id,
+                                    partition_id)
+        readable = log_bounds(partition.log).high_watermark - offset
+        return read_range(partition, offset, min(max_records, max(0, readable)), max_bytes)
 
     def bounds(self, session: Session, stream_id: Ref, topic_id: Ref, partition_id: int
                ) -> LogBounds:
-        state = self.state
-        topic = state.find_topic(stream_id, topic_id)
-        state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
-        return log_bounds(state.find_partition(topic, partition_id).log)
+        return log_bounds(self._partition(session, Action.READ_MESSAGES, stream_id, topic_id,
+                                          partition_id).log)
 
     def offset_for_timestamp(self, session: Session, stream_id: Ref, topic_id: Ref,
                              partition_id: int, timestamp_us: int) -> int | None:
         """The first offset stored at or after ``timestamp_us``; None when there is none."""
+        return self._partition(session, Action.READ_MESSAGES, stream_id, topic_id,
+                               partition_id).log.offset_for_timestamp(timestamp_us)
+
+    def _partition(self, session: Session, action: Action, stream_id: Ref, topic_id: Ref,
+                   partition_id: int) -> Partition:
+        """The partition, once ``session`` may do ``action`` on its topic."""
         state = self.state
         topic = state.find_topic(stream_id, topic_id)
-        state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
-        return state.find_partition(topic, partition_id).log.offset_for_timestamp(timestamp_us)
+        state.authorize(session, action, topic.stream_id, topic.id)
+        return state.find_partition(topic, partition_id)
 
     # -- flush -----------------------------------------------------------------------------
 
@@ -210,10 +214,8 @@ class MessageService:
                                    partition_id: int) -> None:
         """rill writes every batch when it is sent, so nothing is ever buffered in memory;
         flushing makes the partition's written bytes durable now (an fsync) whatever the policy."""
-        state = self.state
-        topic = state.find_topic(stream_id, topic_id)
-        state.authorize(session, Action.WRITE_MESSAGES, topic.stream_id, topic.id)
-        partition = state.find_partition(topic, partition_id)
+        partition = self._partition(session, Action.WRITE_MESSAGES, stream_id, topic_id,
+                                    partition_id)
         await partition.log.sync()
 
 

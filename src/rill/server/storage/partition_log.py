@@ -380,11 +380,8 @@ class PartitionLog:
         for index, start in enumerate(starts):
             INDEX_ENTRY.pack_into(index_entries, index * INDEX_ENTRY_SIZE, relative + index,
                                   base + start, timestamps[index])
-        active.append(records, index_entries, timestamps[0], timestamps[-1])
-        self._durability.mark_dirty(active.log_file)
-        self._last_timestamp = timestamps[-1]
-        if active.size_bytes >= self.settings.segment_size:
-            self._seal_active()
+        self._write(active, records, index_entries, timestamps[0], len(starts),
+                    last_timestamp=timestamps[-1])
         return first_offset, first_offset + len(starts) - 1
 
     def _segment_for(self, size: int) -> Segment:
@@ -400,15 +397,18 @@ class PartitionLog:
         return active
 
     def _write(self, active: Segment, records: bytes | bytearray, index_entries: bytearray,
-               timestamp: int, count: int, written: bool = False) -> None:
+               timestamp: int, count: int, written: bool = False,
+               last_timestamp: int | None = None) -> None:
         """Write (unless a worker already did: ``written``) and publish one stamped batch of
-        ``count`` offsets."""
+        ``count`` offsets, stamped ``timestamp`` (its first one's, and its last one's unless
+        ``last_timestamp``: a leader's records keep theirs)."""
+        last = timestamp if last_timestamp is None else last_timestamp
         if written:
-            active.publish(len(records), index_entries, timestamp, timestamp, count)
+            active.publish(len(records), index_entries, timestamp, last, count)
         else:
-            active.append(records, index_entries, timestamp, timestamp, count)
+            active.append(records, index_entries, timestamp, last, count)
         self._durability.mark_dirty(active.log_file)
-        self._last_timestamp = timestamp
+        self._last_timestamp = last
         if active.size_bytes >= self.settings.segment_size:
             self._seal_active()
 
