@@ -67,3 +67,102 @@ def test_two_servers_in_one_process_keep_their_own_settings_and_metrics(tmp_path
                 await core.stop()
 
     asyncio.run(main())
+
+
+async def _started_cores(tmp_path, names: tuple[str, ...], **system) -> list[Core]:
+    """Cores in one process, each on its own data directory with one topic ``s``/``t``."""
+    from rill.protocol.primitives import Transport
+    from rill.server.core.types import TopicSpec
+
+    cores = []
+    for name in names:
+        config = ServerConfig()
+        config.system.path = str(tmp_path / name)
+        config.root.password_hash_cost = 4
+        for key, value in system.items():
+            setattr(config.system, key, value)
+        core = Core(config)
+        await core.start()
+        cores.append(core)
+        session = core.broker.connect("127.0.0.1:1", Transport.TCP)
+        await core.broker.authenticate(session, "iggy", "iggy")
+        core.broker.create_namespace(session, "s")
+        core.broker.create_topic(session, "s", TopicSpec("t", partitions_count=1))
+    return cores
+
+
+def _session(core: Core):
+    return core.sessions[next(iter(core.sessions))]
+
+
+def test_two_servers_in_one_process_count_their_own_read_and_written_bytes(tmp_path) -> None:
+    """GET_STATS ``read_bytes``/``written_bytes`` are the bytes of this server's storage only:
+    another Core of the process appending and reading moves neither figure."""
+    from rill.protocol.messages import encode_messages
+    from rill.server.core.broker import PartitionRef
+
+    ref = PartitionRef("s", "t", 0)
+
+    def io(core: Core) -> tuple[int, int]:
+        stats = core.system.get_stats(_session(core))
+        return stats.read_bytes, stats.written_bytes
+
+    async def main() -> None:
+        busy, idle = await _started_cores(tmp_path, ("busy", "idle"))
+        try:
+            before = io(idle)
+            assert before == (0, 0)  # nothing appended or read there yet
+            await busy.broker.append(_session(busy), ref, encode_messages([b"x" * 1000] * 50))
+            busy.broker.read(_session(busy), ref, 0, 50, 1 << 20)
+            read_bytes, written_bytes = io(busy)
+            assert written_bytes >= 50 * 1000
+            assert read_bytes >= 50 * 1000
+            assert io(idle) == before  # the busy server's bytes are not the idle one's
+
+            await idle.broker.append(_session(idle), ref, encode_messages([b"y" * 10]))
+            assert io(idle)[1] > 0
+            assert io(busy) == (read_bytes, written_bytes)
+        finally:
+            for core in (busy, idle):
+                await core.stop()
+
+    asyncio.run(main())
+
+
+def test_stopping_one_server_leaves_the_other_s_append_threads_working(
+    tmp_path, monkeypatch
+) -> None:
+    """Each Core has its own append worker threads, shut down by its own stop only."""
+    import threading
+
+    from rill.protocol.messages import encode_messages
+    from rill.server.core.broker import PartitionRef
+    from rill.server.storage import partition_log as partition_log_module
+
+    threads: list[str] = []
+    original = partition_log_module._stamp_and_write
+    monkeypatch.setattr(partition_log_module, "_stamp_and_write", lambda *args: threads.append(
+        threading.current_thread().name) or original(*args))
+    monkeypatch.setattr(partition_log_module, "ACCELERATED", True)
+    ref = PartitionRef("s", "t", 0)
+    large = encode_messages([b"z" * 1000] * 8)  # over append_thread_min_size: a worker's
+
+    async def main() -> None:
+        first, second = await _started_cores(
+            tmp_path, ("first", "second"), append_threads="always", append_thread_min_size=4096)
+        try:
+            for core in (first, second):
+                assert await core.broker.append(_session(core), ref, large) is not None
+            executors = [core.state.durability.append_executor() for core in (first, second)]
+            assert executors[0] is not executors[1]
+            await first.stop()
+            assert executors[0]._shutdown and not executors[1]._shutdown
+            for _ in range(3):
+                await second.broker.append(_session(second), ref, large)
+            assert len(threads) == 5 and all(n.startswith("rill-append") for n in threads)
+            log = second.state.streams[1].topics[1].partitions[1].log
+            assert log.next_offset == 4 * 8
+        finally:
+            await second.stop()
+
+    asyncio.run(main())

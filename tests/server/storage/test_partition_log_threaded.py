@@ -303,7 +303,6 @@ def test_auto_mode_uses_threads_only_while_other_partitions_are_appended_to(
 ) -> None:
     monkeypatch.setattr(partition_log_module, "APPEND_THREAD_MODE", "auto")
     monkeypatch.setattr(partition_log_module, "APPEND_CONCURRENCY_WINDOW", 3600.0)
-    monkeypatch.setattr(partition_log_module, "_last_appended", None)  # forget other tests
     durability = Durability(FsyncPolicy.NEVER)
     first, second = (
         PartitionLog.open(tmp_path / name, LogSettings(), durability, clean_shutdown=True)
@@ -336,7 +335,6 @@ def test_auto_mode_always_takes_very_large_batches_off_the_event_loop(
     monkeypatch.setattr(partition_log_module, "APPEND_THREAD_MODE", "auto")
     monkeypatch.setattr(partition_log_module, "APPEND_THREAD_MIN_BYTES", 1000)
     monkeypatch.setattr(partition_log_module, "APPEND_THREAD_LARGE_BYTES", 50_000)
-    monkeypatch.setattr(partition_log_module, "_last_appended", None)
     log = open_log()
     threads: list[str] = []
     original = partition_log_module._stamp_and_write

@@ -11,9 +11,10 @@ of all cores), taken with psutil's non-blocking ``interval=None`` against a base
 the service is built; a new sample is taken when the last one is at least ``CPU_SAMPLE_WINDOW``
 old, so back-to-back requests see the last sample rather than a meaningless 0 over a few µs.
 ``read_bytes`` / ``written_bytes`` are the bytes the server's storage read from and wrote to
-its log files since it started (``storage.file_io.IO_TOTALS``; the kernel's I/O counters of the
-process would count a start's imports and miss reads the page cache answers). Every figure is gathered without blocking for more than a few
-reads of /proc; strings that cannot be found are ``unknown_<field>``.
+its log files since it started (its own ``Durability.io_totals``, not shared with another
+server in the process; the kernel's I/O counters of the process would count a start's imports
+and miss reads the page cache answers). Every figure is gathered without blocking for more
+than a few reads of /proc; strings that cannot be found are ``unknown_<field>``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from rill import __version__
 from rill.server.auth.permissioner import Action
 from rill.server.core.model import Session, Topic
 from rill.server.core.state import CoreState
-from rill.server.storage.file_io import IO_TOTALS
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,8 @@ class SystemService:
                     size += partition_log.size_bytes
         process_cpu, system_cpu = self.cpu.read()
         memory = psutil.virtual_memory()
-        read_bytes, written_bytes = IO_TOTALS.read_bytes, IO_TOTALS.written_bytes
+        totals = self.state.durability.io_totals
+        read_bytes, written_bytes = totals.read_bytes, totals.written_bytes
         now_us = self.state.clock()
         return ServerStats(
             process_id=self.process.pid,

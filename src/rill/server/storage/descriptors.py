@@ -5,6 +5,8 @@ Owns: the process-wide ``DescriptorCache`` (``shared()``; its budget is set from
 how to open it; the cache opens its descriptor when it is used and may close it when it is
 not), and ``MappedFile`` (a sealed segment's index, memory-mapped on demand). 10,000 partitions
 therefore need no 20,000 descriptors: a partition that is not being written or read holds none.
+The cache is process-wide on purpose, shared by every server in the process: the open-file
+limit it keeps under is the process's.
 
 Invariants:
   * A descriptor is used only while pinned (``pin``/``unpin``): the cache closes unpinned

@@ -45,12 +45,15 @@ from typing import Union
 
 from rill.errors import CannotSyncFile
 from rill.server.storage.descriptors import CachedFile, FileClosed
+from rill.server.storage.file_io import IoTotals
 
 logger = logging.getLogger(__name__)
 
 # fsyncs of one round that run at once (one file each) unless told otherwise
 # ([system] fsync_threads); 1 syncs the files of a round one after the other in one thread.
 FSYNC_THREADS = 8
+# worker threads of one server's off-loop appends (a log has at most one append in flight)
+APPEND_THREADS = 4
 
 
 class FsyncPolicy(str, Enum):
@@ -115,6 +118,10 @@ class Durability:
         self._interval_task: asyncio.Task[None] | None = None
         self._stopping: asyncio.Event | None = None
         self._executor: ThreadPoolExecutor | None = None
+        self.io_totals = IoTotals()  # see "Per-server storage state" above
+        # (id() of the partition log that appended last, time.monotonic() then)
+        self.last_append: tuple[int | None, float] = (None, 0.0)
+        self._append_executor: ThreadPoolExecutor | None = None
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -138,6 +145,16 @@ class Durability:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
+        if self._append_executor is not None:
+            self._append_executor.shutdown(wait=True)
+            self._append_executor = None
+
+    def append_executor(self) -> ThreadPoolExecutor:
+        """The worker threads of this server's off-loop appends (made on first use)."""
+        if self._append_executor is None:
+            self._append_executor = ThreadPoolExecutor(APPEND_THREADS,
+                                                       thread_name_prefix="rill-append")
+        return self._append_executor
 
     # ------------------------------------------------------------------ tracking
     def mark_dirty(self, file: File) -> None:

@@ -253,7 +253,7 @@ def replace_index_file(path: Path, entries: bytes | bytearray, durability: Durab
     temporary = DataPaths.segment_index_rebuild(path)
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        write_all_at(descriptor, entries, 0)
+        write_all_at(descriptor, entries, 0, durability.io_totals)
         durability.sync_now(descriptor)
     finally:
         durability.close_file(descriptor)

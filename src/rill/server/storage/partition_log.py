@@ -48,7 +48,7 @@ import os
 import shutil
 import time
 from array import array
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,28 +95,21 @@ APPEND_THREAD_MIN_BYTES = 512 * 1024
 # of microseconds, so no connection waits behind one large SEND.
 APPEND_THREAD_LARGE_BYTES = 4 * 1024 * 1024
 APPEND_CONCURRENCY_WINDOW = 0.01
-APPEND_THREADS = 4  # shared by every partition log; a log has at most one append in flight
-_executor: ThreadPoolExecutor | None = None
-_last_appended: int | None = None  # id() of the partition log ``append_async`` saw last ...
-_last_appended_at = 0.0  # ... and when (time.monotonic)
-
-
-def _append_executor() -> ThreadPoolExecutor:
-    global _executor
-    if _executor is None:
-        _executor = ThreadPoolExecutor(APPEND_THREADS, thread_name_prefix="rill-append")
-    return _executor
+# The worker threads, and the log ``append_async`` saw last, are the server's: its
+# ``Durability`` holds them (``append_executor()``, ``last_append``), so two servers in one
+# process neither share threads nor see each other's appends as concurrent.
 
 
 def _use_thread(log: PartitionLog, size: int) -> bool:
     """Whether ``append_async`` should append ``size`` bytes to ``log`` in a worker thread."""
-    global _last_appended, _last_appended_at
+    durability = log._durability
     now = time.monotonic()
+    last_appended, last_appended_at = durability.last_append
     others = (
-        _last_appended not in (None, id(log))
-        and now - _last_appended_at < APPEND_CONCURRENCY_WINDOW
+        last_appended not in (None, id(log))
+        and now - last_appended_at < APPEND_CONCURRENCY_WINDOW
     )
-    _last_appended, _last_appended_at = id(log), now
+    durability.last_append = (id(log), now)
     mode = log.settings.append_threads if ACCELERATED else "never"
     if mode == "never" or size < log.settings.append_thread_min_size:
         return False
@@ -285,8 +278,8 @@ class PartitionLog:
         if not _use_thread(self, len(raw_messages)):
             return self.append(raw_messages, now_us)
         active, timestamp = self._prepare(raw_messages, now_us)
-        work = _append_executor().submit(_stamp_and_write, active, raw_messages, timestamp,
-                                         self.format)
+        work = self._durability.append_executor().submit(
+            _stamp_and_write, active, raw_messages, timestamp, self.format)
         pending = self._pending = _PendingAppend(active, timestamp, work)
         # publish as soon as the worker is done, even if this coroutine is cancelled meanwhile
         pending.finished.add_done_callback(lambda finished: self._finished(pending, finished))

@@ -50,7 +50,7 @@ from rill.server.storage.paths import (
 )
 from rill.server.storage.formats import IGGY_V1, RecordFormat
 from rill.server.storage.records import INDEX_ENTRY, INDEX_ENTRY_SIZE
-from rill.server.storage.file_io import read_all_at
+from rill.server.storage.file_io import IoTotals, read_all_at
 from rill.server.storage.batch_segment import segment_class
 from rill.server.storage.segment import Segment
 
@@ -119,7 +119,7 @@ def _recover_tail(
     elif clean_shutdown and not validate_checksum:
         problem, messages_count = _structural_problem(
             log_path, start_offset, log_size, len(index_entries), index_entries.__getitem__, None,
-            record_format,
+            record_format, durability.io_totals,
         )
         if problem is None:
             return segment_class(record_format).open_active(
@@ -168,23 +168,26 @@ def _recover_sealed(
         problem: str | None = "index file is missing"
         index_entries = None
     else:
+        totals = durability.io_totals
         index_size = index_path.stat().st_size
         problem, _ = _structural_problem(
             log_path,
             start_offset,
             log_size,
             index_size,
-            lambda span: _read_file_range(index_path, span.stop - span.start, span.start),
+            lambda span: _read_file_range(index_path, span.stop - span.start, span.start,
+                                          totals),
             expected_count,
             record_format,
+            totals,
         )
         if problem is None and not validate_checksum:
             return segment_class(record_format).open_sealed(
                 directory, start_offset, durability, messages_count=expected_count,
                 size_bytes=log_size,
-                first_timestamp=_indexed_timestamp(index_path, 0),
+                first_timestamp=_indexed_timestamp(index_path, 0, totals),
                 last_timestamp=_indexed_timestamp(
-                    index_path, index_size - record_format.index_entry_size),
+                    index_path, index_size - record_format.index_entry_size, totals),
                 record_format=record_format,
             )
         index_entries = index_path.read_bytes()
@@ -229,6 +232,7 @@ def _structural_problem(
     read_index,
     expected_count: int | None,
     record_format: RecordFormat,
+    totals: IoTotals,
 ) -> tuple[str | None, int]:
     """Why the index and the log disagree, checked at both ends (None when they agree), and
     the offsets the segment holds.
@@ -260,12 +264,12 @@ def _structural_problem(
     if not dense or last_position + overhead > log_size:
         return (f"last index entry ({last_relative}, {last_position}) is past a {log_size}-byte "
                 f"log"), 0
-    head = _read_file_range(log_path, overhead, 0)
+    head = _read_file_range(log_path, overhead, 0, totals)
     if len(head) < overhead or record_head(head, 0)[0] != start_offset:
         return f"first record does not carry offset {start_offset}", 0
     if record_head(head, 0)[2] != first_timestamp:
         return f"first record does not carry the indexed timestamp {first_timestamp}", 0
-    tail = _read_file_range(log_path, log_size - last_position, last_position)
+    tail = _read_file_range(log_path, log_size - last_position, last_position, totals)
     offset, held, timestamp = record_head(tail, 0)
     last_offset = start_offset + last_relative
     if offset != last_offset or timestamp != last_timestamp:
@@ -278,16 +282,16 @@ def _structural_problem(
     return None, messages
 
 
-def _indexed_timestamp(index_path: Path, position: int) -> int:
-    return INDEX_ENTRY.unpack(_read_file_range(index_path, INDEX_ENTRY_SIZE, position))[2]
+def _indexed_timestamp(index_path: Path, position: int, totals: IoTotals) -> int:
+    return INDEX_ENTRY.unpack(_read_file_range(index_path, INDEX_ENTRY_SIZE, position, totals))[2]
 
 
 # ---------------------------------------------------------------------- repairs
-def _read_file_range(path: Path, length: int, position: int) -> bytes:
+def _read_file_range(path: Path, length: int, position: int, totals: IoTotals) -> bytes:
     """Read bytes of a file that is not open."""
     descriptor = os.open(path, os.O_RDONLY)
     try:
-        return read_all_at(descriptor, length, position)
+        return read_all_at(descriptor, length, position, totals)
     finally:
         os.close(descriptor)
 

@@ -240,8 +240,9 @@ class Segment(SegmentChecks):
             except OSError as error:
                 raise self._cannot_save(error) from error
             try:
-                write_all_at(log_descriptor, records, self.size_bytes)
-                write_all_at(index_descriptor, index_entries, index_length)
+                totals = self._durability.io_totals
+                write_all_at(log_descriptor, records, self.size_bytes, totals)
+                write_all_at(index_descriptor, index_entries, index_length, totals)
             except OSError as error:
                 for descriptor, length in (
                     (log_descriptor, self.size_bytes),
@@ -523,7 +524,7 @@ class Segment(SegmentChecks):
                 reason=f"Cannot read message: cannot open {self.log_path}: {error}"
             ) from error
         try:
-            return read_all_at(descriptor, length, position)
+            return read_all_at(descriptor, length, position, self._durability.io_totals)
         finally:
             self._log_file.unpin()
 
@@ -541,7 +542,7 @@ class Segment(SegmentChecks):
             try:
                 descriptor = index_file.pin()
                 try:
-                    write_all_at(descriptor, entries, 0)
+                    write_all_at(descriptor, entries, 0, self._durability.io_totals)
                 finally:
                     index_file.unpin()
                 self._durability.sync_now(index_file)

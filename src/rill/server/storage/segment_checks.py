@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from rill.errors import CannotReadMessage
 from rill.server.storage.durability import Durability
+from rill.server.storage.file_io import IoTotals
 from rill.server.storage.formats import RecordFormat
 from rill.server.storage.index_rebuild import LocatedRecords, RebuildJob
 from rill.server.storage.record_checks import KIND_CONTENT, KIND_GOOD
@@ -58,6 +59,11 @@ class SegmentChecks:
         def _index_hints(self) -> bytes | None: ...
 
         def bad_end(self, offset: int) -> int: ...
+
+    @property
+    def io_totals(self) -> IoTotals:
+        """Where reads and writes of this segment's files are counted (its server's)."""
+        return self._durability.io_totals
 
     def unverified_chunk(self, offset: int, max_bytes: int) -> VerificationJob | None:
         """The first unverified records at or after ``offset`` that are not known bad (about

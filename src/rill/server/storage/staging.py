@@ -133,8 +133,9 @@ class StagedFile:
                                       checksum)
         position = self.size + len(head) + len(entry_head)
         try:
-            write_all_at(descriptor, head + entry_head + positions, self.size)
-            write_all_at(descriptor, records, position + len(positions))
+            totals = self._durability.io_totals
+            write_all_at(descriptor, head + entry_head + positions, self.size, totals)
+            write_all_at(descriptor, records, position + len(positions), totals)
         except OSError:
             os.ftruncate(descriptor, self.size)
             raise
@@ -158,7 +159,7 @@ class StagedFile:
             head, body = cached
         else:
             data = memoryview(read_all_at(self._open(), 4 * entry.count + entry.length,
-                                          entry.position))
+                                          entry.position, self._durability.io_totals))
             head, body = data[: 4 * entry.count], data[4 * entry.count :]
         positions = array("I")
         positions.frombytes(head)

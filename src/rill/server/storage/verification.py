@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from rill.errors import CannotReadMessage
-from rill.server.storage.file_io import read_all_at
+from rill.server.storage.file_io import IoTotals, read_all_at
 
 if TYPE_CHECKING:
     from rill.server.storage.formats import RecordFormat
@@ -166,12 +166,13 @@ class VerificationJob:
     generation: int
     record_format: RecordFormat
 
-    def run(self) -> tuple[int, int, str | None]:
-        """In a worker thread: read the range (own descriptor) and verify it."""
+    def run(self, totals: IoTotals) -> tuple[int, int, str | None]:
+        """In a worker thread: read the range (own descriptor; counted in ``totals``, the
+        server's) and verify it."""
         descriptor = os.open(self.log_path, os.O_RDONLY)
         try:
             data = read_all_at(descriptor, self.end_position - self.base_position,
-                               self.base_position)
+                               self.base_position, totals)
         finally:
             os.close(descriptor)
         return self.record_format.verify(data, self.entries, self.first_offset,
@@ -200,7 +201,7 @@ async def verify_in_background(
                     if job is None:
                         break
                     try:
-                        found = await loop.run_in_executor(executor, job.run)
+                        found = await loop.run_in_executor(executor, job.run, segment.io_totals)
                     except OSError as error:  # the file went away (retention) or cannot be read
                         logger.warning("background verification of %s: %s", job.log_path, error)
                         break
