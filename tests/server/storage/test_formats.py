@@ -8,8 +8,9 @@ log, segments, recovery and verification as iggy-v1.
 
 with ONE 24-byte index entry per batch: first offset, position, max timestamp (the 16 bytes the
 log reads), then the batch's leader epoch and 4 reserved bytes (a format-defined entry size).
-A client batch is ``count u32 | body``; every batch gets epoch ``EPOCH``. It stands in for
-kafka-v2 (kafka-notes §3): batches cannot be cut.
+A client batch is ``count u32 | body``; every batch gets the leader epoch the log stamps it with
+(``PartitionLog.leader_epoch``; the tests below that do not set it use ``EPOCH``). It stands in
+for kafka-v2 (kafka-notes §3): batches cannot be cut.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from rill.errors import CannotReadMessage
+from rill.errors import CannotAppendMessage, CannotReadMessage, FeatureUnavailable
 from rill.protocol.buffer import DecodeError
-from rill.server.storage import formats
+from rill.protocol.messages import Message
+from rill.server.storage import formats, records
 from rill.server.storage.batch_segment import BatchSegment
 from rill.server.storage.formats import IGGY_V1, RecordFormat
 from rill.server.storage.record_checks import KIND_CONTENT, KIND_GOOD, KIND_STRUCTURE, ScanResult
@@ -42,7 +44,7 @@ _NO_LIMIT = 0xFFFF_FFFF_FFFF_FFFF
 
 
 def _stamp(raw, base_offset: int, timestamp: int, base_position: int,
-           segment_start: int) -> StampedBatch:
+           segment_start: int, leader_epoch: int) -> StampedBatch:
     view = memoryview(raw)
     if len(view) < 5:
         raise DecodeError("a client batch is count u32 | body (at least one byte)")
@@ -50,8 +52,10 @@ def _stamp(raw, base_offset: int, timestamp: int, base_position: int,
     if count == 0:
         raise DecodeError("a batch holds at least one record")
     body = bytes(view[4:])
-    records = FRAME.pack(base_offset, count, timestamp, EPOCH, zlib.crc32(body), len(body)) + body
-    entry = bytearray(ENTRY.pack(base_offset - segment_start, base_position, timestamp, EPOCH, 0))
+    records = (FRAME.pack(base_offset, count, timestamp, leader_epoch, zlib.crc32(body), len(body))
+               + body)
+    entry = bytearray(ENTRY.pack(base_offset - segment_start, base_position, timestamp,
+                                 leader_epoch, 0))
     return StampedBatch(records, entry, count, base_offset, base_offset + count - 1, timestamp)
 
 
@@ -129,6 +133,10 @@ def _record_end(view, position: int) -> int | None:
     return end if end <= len(view) else None
 
 
+def _entry_epoch(index, position: int) -> int:
+    return ENTRY.unpack_from(index, position)[3]
+
+
 def _not_per_record(*args):
     raise DecodeError(f"{NAME} stores client batches, not per-record layouts")
 
@@ -137,7 +145,7 @@ TEST_BATCH_V1 = RecordFormat(
     name=NAME, batch_index=True, growth_per_message=FRAME.size, stamp=_stamp,
     restamp=_not_per_record, check_stored=_not_per_record, verify=_verify, scan=_scan,
     find=lambda *args: None, record_end=_record_end, record_head=_record_head,
-    min_record_size=FRAME.size, index_entry_size=ENTRY.size,
+    min_record_size=FRAME.size, index_entry_size=ENTRY.size, entry_epoch=_entry_epoch,
 )
 
 
@@ -160,8 +168,10 @@ def batch_log(open_log, monkeypatch):
     """``open_log`` for a topic of the test batch format (registered for this test only)."""
     monkeypatch.setitem(formats.FORMATS, NAME, TEST_BATCH_V1)
 
-    def opener(**options):
-        return open_log(record_format=NAME, **options)
+    def opener(epoch: int = EPOCH, **options):
+        log = open_log(record_format=NAME, **options)
+        log.leader_epoch = epoch
+        return log
 
     return opener
 
@@ -334,6 +344,120 @@ def test_the_background_verifier_checks_batches(batch_log, partition_dir: Path) 
     assert first.verification.intervals == [(0, 2), (5, 6)]  # batches 0-1, 2-4 (bad), 5
     assert all(segment.verification.is_verified(segment.start_offset, segment.next_offset)
                for segment in reopened.segments[1:])
+
+
+# ---------------------------------------------------------------------- leader epochs
+SIZES = [2, 3, 1, 4, 2, 2, 1]  # offsets 0-1, 2-4, 5 | 6-9, 10-11, 12-13 | 14 (segment_size=80)
+EPOCHS = [1, 1, 1, 3, 3, 5, 5]  # epoch 3 starts a segment; epoch 5 spans two
+ANSWERS = {0: None, 1: (1, 6), 2: (1, 6), 3: (3, 12), 4: (3, 12), 5: (5, 15), 9: (5, 15)}
+
+
+def fill_epochs(log, sizes=SIZES, epochs=EPOCHS, now: int = 1_000) -> None:
+    for number, (size, epoch) in enumerate(zip(sizes, epochs)):
+        log.leader_epoch = epoch
+        log.append(client_batch(size, b"batch %d" % number), now + number)
+
+
+def epoch_answers(log) -> dict[int, tuple[int, int] | None]:
+    return {epoch: log.epoch_end(epoch) for epoch in ANSWERS}
+
+
+def stored_epochs(partition_dir: Path) -> list[tuple[int, int]]:
+    """(frame epoch, index entry epoch) of every stored batch, oldest first."""
+    found = []
+    for log_path in sorted(partition_dir.glob("*.log")):
+        data, index = log_path.read_bytes(), log_path.with_suffix(".index").read_bytes()
+        at = 0
+        for number in range(len(index) // ENTRY.size):
+            found.append((FRAME.unpack_from(data, at)[3],
+                          ENTRY.unpack_from(index, number * ENTRY.size)[3]))
+            at += FRAME.size + FRAME.unpack_from(data, at)[5]
+    return found
+
+
+def test_each_batch_carries_the_leader_epoch_it_was_appended_at(
+    batch_log, partition_dir: Path
+) -> None:
+    log = batch_log(segment_size=80, epoch=0)
+    fill_epochs(log)
+    assert log.segments_count == 3 and log.last_epoch == 5
+    assert stored_epochs(partition_dir) == list(zip(EPOCHS, EPOCHS))
+
+
+def test_an_append_off_the_event_loop_carries_the_epoch_too(
+    batch_log, partition_dir: Path
+) -> None:
+    log = batch_log(append_threads="always", append_thread_min_size=1, epoch=4)
+    assert asyncio.run(log.append_async(client_batch(2, b"threaded"), 1_000)) == (0, 1)
+    assert stored_epochs(partition_dir) == [(4, 4)]
+
+
+def test_epoch_end_answers_offsets_for_leader_epoch_across_segments(batch_log) -> None:
+    log = batch_log(segment_size=80, epoch=0)
+    assert log.epoch_end(3) is None  # nothing stored
+    fill_epochs(log)
+    assert log.next_offset == 15 and log.segments_count == 3
+    assert epoch_answers(log) == ANSWERS
+
+
+def test_epoch_end_after_retention_and_an_empty_active_segment(batch_log) -> None:
+    log = batch_log(segment_size=80, epoch=0)
+    fill_epochs(log, SIZES + [1, 1], EPOCHS + [6, 6])  # 15 | 16, seals: a new, empty segment
+    assert log.segments_count == 4 and log.segments[-1].messages_count == 0
+    assert log.epoch_end(5) == (5, 15) and log.epoch_end(6) == log.epoch_end(7) == (6, 17)
+    assert log.delete_oldest_segment()  # offsets 0-5: every batch of epoch 1
+    assert log.epoch_end(1) is None and log.epoch_end(2) is None
+    assert log.epoch_end(3) == (3, 12) and log.epoch_end(5) == (5, 15)
+
+
+def test_epoch_end_is_the_same_after_a_reopen_and_an_index_rebuild(
+    batch_log, partition_dir: Path
+) -> None:
+    log = batch_log(segment_size=80, epoch=0)
+    fill_epochs(log)
+    indexes = {path.name: path.read_bytes() for path in partition_dir.glob("*.index")}
+    log.close()
+    reopened = batch_log(segment_size=80, epoch=0)
+    assert epoch_answers(reopened) == ANSWERS and reopened.last_epoch == 5
+    reopened.close()
+    for path in partition_dir.glob("*.index"):
+        path.unlink()
+    rebuilt = batch_log(segment_size=80, clean_shutdown=False, epoch=0)
+    assert {path.name: path.read_bytes() for path in partition_dir.glob("*.index")} == indexes
+    assert epoch_answers(rebuilt) == ANSWERS
+
+
+def test_an_append_below_the_last_stored_epoch_is_refused(batch_log, partition_dir: Path) -> None:
+    log = batch_log(segment_size=80, epoch=0)
+    fill_epochs(log)
+    with pytest.raises(ValueError, match="leader epoch 4 is below this log's 5"):
+        log.leader_epoch = 4
+    log.close()
+    reopened = batch_log(segment_size=80, epoch=0)  # the epoch is not kept apart: set it again
+    before = {path.name: path.read_bytes() for path in partition_dir.iterdir()}
+    with pytest.raises(CannotAppendMessage, match="leader epoch 0 is below the epoch 5"):
+        reopened.append(client_batch(1, b"stale"), 9_000)
+    assert {path.name: path.read_bytes() for path in partition_dir.iterdir()} == before
+    reopened.leader_epoch = 5
+    assert reopened.append(client_batch(1, b"same"), 9_000) == (15, 15)
+    reopened.leader_epoch = 8
+    assert reopened.append(client_batch(1, b"newer"), 9_001) == (16, 16)
+    assert reopened.epoch_end(5) == (5, 16) and reopened.epoch_end(8) == (8, 17)
+
+
+def test_iggy_v1_accepts_and_ignores_the_epoch(open_log) -> None:
+    raw = region(Message(b"a", id=4), Message(b"b", id=5))  # ids given: no fresh UUIDs
+    plain = records.stamp_batch_python(raw, 3, 1_000, 0, 0)
+    for stamp in (records.stamp_batch_python, records.stamp_batch):
+        with_epoch = stamp(raw, 3, 1_000, 0, 0, 9)
+        assert (bytes(with_epoch.records), bytes(with_epoch.index_entries), with_epoch.count) == (
+            bytes(plain.records), bytes(plain.index_entries), plain.count)
+    log = open_log()
+    log.leader_epoch = 9
+    assert log.append(region(b"x"), 1) == (0, 0)
+    assert log.last_epoch is None
+    with pytest.raises(FeatureUnavailable, match="keeps no leader epochs"):
+        log.epoch_end(9)
 
 
 # ---------------------------------------------------------------------- the seam itself

@@ -4,16 +4,19 @@ and whatever is out of place is refused with nothing written."""
 
 from __future__ import annotations
 
+import struct
 from array import array
 from pathlib import Path
 
 import pytest
 from storage_helpers import read_messages, snapshot
+from test_formats import ANSWERS, FRAME, NAME, TEST_BATCH_V1, epoch_answers, fill_epochs
 
 from rill.errors import CannotAppendMessage
 from rill.protocol.buffer import DecodeError
 from rill.protocol.layout import walk_stored
 from rill.protocol.messages import Message, encode_messages
+from rill.server.storage import formats
 from rill.server.storage.durability import Durability, FsyncPolicy
 from rill.server.storage.partition_log import LogSettings, PartitionLog
 
@@ -70,3 +73,88 @@ def test_records_out_of_place_are_refused_and_nothing_is_written(tmp_path: Path)
     assert follower.append_replicated(records, positions, 0) == (0, 2)
     leader.close()
     follower.close()
+
+
+# ---------------------------------------------------------------------- a batch-index format
+BATCH_SETTINGS = LogSettings(segment_size=80, record_format=NAME)  # three batches a segment
+
+
+@pytest.fixture
+def batch_logs(tmp_path: Path, monkeypatch):
+    """Open logs of the test batch format (``test_formats``) under ``tmp_path``, by name."""
+    monkeypatch.setitem(formats.FORMATS, NAME, TEST_BATCH_V1)
+    durability = Durability(FsyncPolicy.NEVER)
+    opened: list[PartitionLog] = []
+
+    def opener(name: str, clean_shutdown: bool = True) -> PartitionLog:
+        log = PartitionLog.open(tmp_path / name, BATCH_SETTINGS, durability, clean_shutdown)
+        opened.append(log)
+        return log
+
+    yield opener
+    for log in opened:
+        log.close()
+
+
+def leader_bytes(log: PartitionLog, offset: int, count: int) -> tuple[int, bytes]:
+    """What a leader ships: whole stored batches from the one holding ``offset``; the first
+    offset they carry."""
+    _, chunks = log.read(offset, count)
+    data = b"".join(chunks)
+    return FRAME.unpack_from(data, 0)[0], data
+
+
+def test_a_follower_of_a_batch_format_holds_the_leaders_bytes(batch_logs, tmp_path: Path
+                                                              ) -> None:
+    leader = batch_logs("leader")
+    fill_epochs(leader)  # 15 offsets in 7 batches over 3 segments, epochs 1, 3, 5
+    whole = batch_logs("whole")  # everything in one append: split into the leader's segments
+    first, data = leader_bytes(leader, 0, 100)
+    assert whole.append_replicated(data, None, first) == (0, 14)
+    pieces = batch_logs("pieces")  # batch runs that do not follow the segments
+    offset = 0
+    while offset < leader.next_offset:
+        first, data = leader_bytes(leader, offset, 3)
+        assert first == offset
+        offset = pieces.append_replicated(data, None, first)[1] + 1
+    for follower in (whole, pieces):
+        assert snapshot(tmp_path / follower.directory.name) == snapshot(tmp_path / "leader")
+        assert follower.next_offset == 15 and follower.segments_count == 3
+        assert follower.last_timestamp == leader.last_timestamp
+        assert epoch_answers(follower) == ANSWERS
+        assert follower.read(7, 5) == leader.read(7, 5)
+        assert follower.offset_for_timestamp(1_004) == leader.offset_for_timestamp(1_004) == 10
+    whole.close()
+    reopened = batch_logs("whole", clean_shutdown=False)
+    assert epoch_answers(reopened) == ANSWERS
+    assert reopened.read(0, 100) == leader.read(0, 100)
+
+
+def test_a_follower_refuses_batches_out_of_place_and_writes_nothing(batch_logs, tmp_path: Path
+                                                                     ) -> None:
+    leader = batch_logs("leader")
+    fill_epochs(leader)
+    follower = batch_logs("follower")
+    _, first_batches = leader_bytes(leader, 0, 5)  # offsets 0-4: two batches
+    first_offset, later = leader_bytes(leader, 6, 4)  # offsets 6-9
+    assert follower.append_replicated(first_batches, None, 0) == (0, 4)
+    before = snapshot(tmp_path / "follower")
+    with pytest.raises(CannotAppendMessage, match="start at offset 6, this log's next offset is 5"):
+        follower.append_replicated(later, None, first_offset)
+    with pytest.raises(DecodeError, match="do not scan cleanly: batch at byte 0 is not offset 5"):
+        follower.append_replicated(later, None, 5)  # offsets 6-9 where 5 belongs
+    _, batch = leader_bytes(leader, 5, 1)  # offset 5, epoch 1
+    corrupt = bytearray(batch)
+    corrupt[-1] ^= 0xFF  # a body byte: the checksum no longer matches
+    with pytest.raises(DecodeError, match="bad checksum"):
+        follower.append_replicated(bytes(corrupt), None, 5)
+    with pytest.raises(DecodeError, match="do not scan cleanly"):
+        follower.append_replicated(batch + later[:20], None, 5)  # a torn batch after a good one
+    with pytest.raises(DecodeError, match="do not scan cleanly: no batch"):
+        follower.append_replicated(b"", None, 5)
+    stale = bytearray(batch)
+    struct.pack_into("<I", stale, 20, 0)  # the frame's epoch (not in its checksum): 0 after 1
+    with pytest.raises(DecodeError, match="leader epoch 0, below the 1 before it"):
+        follower.append_replicated(bytes(stale), None, 5)
+    assert snapshot(tmp_path / "follower") == before and follower.next_offset == 5
+    assert follower.append_replicated(batch + later, None, 5) == (5, 9)

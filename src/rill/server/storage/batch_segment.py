@@ -14,11 +14,16 @@ Owns the lookups of such an index, all binary searches over its entries (a per-r
     the one holding ``end - 1`` (as Kafka's Fetch does): its ``count`` runs from ``first`` to
     the end of the last batch returned, so a reader goes on at the next batch;
   * ``max_bytes`` cuts between batches (at least one is returned);
-  * timestamp -> the first offset of the first batch whose max timestamp is >= it.
+  * timestamp -> the first offset of the first batch whose max timestamp is >= it;
+  * leader epochs, for a format whose entries carry one (``RecordFormat.entry_epoch``, entries
+    of ``index_entry_size`` bytes): ``epoch_split`` gives, within the segment, the last epoch
+    <= a requested one and the first offset of the first batch of a larger epoch (epochs never
+    decrease along a log), the segment's part of ``PartitionLog.epoch_end``; ``last_epoch``.
 
 Invariants: ``entries_count`` is the number of entries in use, ``messages_count`` the offsets
 they cover; a bad batch is refused whole (every offset of it is marked bad); verification is
-per batch (the format's ``verify`` returns the offsets of the batches it verified).
+per batch (the format's ``verify`` returns the offsets of the batches it verified); the leader
+epochs of a segment's entries never decrease (the log refuses an append that would lower them).
 Not supported here yet: columnar reads (``index_columns``: they hand out per-record columns).
 """
 
@@ -29,6 +34,7 @@ import os
 import struct
 from bisect import bisect_left, bisect_right
 from pathlib import Path
+from typing import Callable
 
 from rill.errors import CannotReadMessage, FeatureUnavailable
 from rill.server.storage.durability import Durability
@@ -52,6 +58,8 @@ def segment_class(record_format: RecordFormat) -> type[Segment]:
     if record_format.index_entry_size != INDEX_ENTRY_SIZE:
         raise ValueError(f"format {record_format.name}: a per-record index has "
                          f"{INDEX_ENTRY_SIZE}-byte entries")
+    if record_format.entry_epoch is not None:
+        raise ValueError(f"format {record_format.name}: only a batch index keeps leader epochs")
     return Segment
 
 
@@ -222,6 +230,33 @@ class BatchSegment(Segment):
                             key=lambda number: _TIMESTAMP_AT.unpack_from(
                                 index, number * self._entry_size)[0])
         return self._entry_first(index, found)
+
+    # ------------------------------------------------------------------ leader epochs
+    def _entry_epochs(self) -> Callable[..., int]:
+        entry_epoch = self.format.entry_epoch
+        if entry_epoch is None:
+            raise FeatureUnavailable(reason=f"format {self.format.name} keeps no leader epochs")
+        return entry_epoch
+
+    def epoch_split(self, epoch: int) -> tuple[int | None, int | None]:
+        """Over this segment's batches: the epoch of the last batch whose epoch is <= ``epoch``
+        (None when every batch has a larger one, or there is none), and the first offset of the
+        first batch whose epoch is larger (None when there is none). A binary search: epochs
+        never decrease along the entries."""
+        entry_epoch = self._entry_epochs()
+        index, size = self._index(), self._entry_size
+        larger = bisect_right(range(self.entries_count), epoch,
+                              key=lambda number: entry_epoch(index, number * size))
+        floor = entry_epoch(index, (larger - 1) * size) if larger else None
+        return floor, (self._entry_first(index, larger) if larger < self.entries_count else None)
+
+    @property
+    def last_epoch(self) -> int | None:
+        """Leader epoch of the segment's last batch; None when it holds none."""
+        entry_epoch = self._entry_epochs()
+        if not self.entries_count:
+            return None
+        return entry_epoch(self._index(), (self.entries_count - 1) * self._entry_size)
 
     def index_columns(self, first_offset: int, end_offset: int) -> tuple[bytes, bytes]:
         raise FeatureUnavailable(reason=f"columnar reads are per record; format "

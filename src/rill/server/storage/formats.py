@@ -36,14 +36,24 @@ What a batch-index format (``batch_index=True``) must give, and how the log uses
     not searched for again after a broken one: a tail is cut there, a sealed segment's later
     offsets are refused).
 
-A leader epoch per batch (cluster-design.md): the first 16 bytes of an entry keep the layout
-above, which is all the log reads; a batch format that needs the epoch in its index (Kafka's
-OffsetsForLeaderEpoch: the first offset of each epoch, a search over batch entries) declares a
-larger ``index_entry_size``, e.g. 24 bytes ``... | leader_epoch u32 | reserved u32``, and the
-log steps over entries by that size (``BatchSegment``, recovery's structural check,
-``LocatedRecords``); its ``stamp`` and ``scan`` write the whole entry (the epoch is in the
-batch itself, as Kafka's partitionLeaderEpoch is, so a rebuild finds it again). Not built yet:
-passing a leader's current epoch to ``stamp`` (like the timestamp) and the epoch search.
+Leader epochs (cluster-design.md, replication): the log passes its ``leader_epoch`` (the
+epoch of the leader writing it; 0 for a log without replication) to ``stamp`` on every append,
+as it passes the timestamp. A format that keeps epochs writes it into the batch itself (as
+Kafka's partitionLeaderEpoch) and into the batch's index entry: the first 16 bytes of an entry
+keep the layout above, which is all the log reads for offsets and positions; such a format
+declares a larger ``index_entry_size``, e.g. 24 bytes ``... | leader_epoch u32 | reserved u32``,
+and the log steps over entries by that size (``BatchSegment``, recovery's structural check,
+``LocatedRecords``); its ``stamp`` and ``scan`` write the whole entry (the epoch being in the
+batch, a rebuilt index has it again), and its ``entry_epoch(index, entry_position)`` reads the
+epoch back from an entry. The log keeps epochs non-decreasing along its batches, so
+``PartitionLog.epoch_end`` (Kafka's OffsetsForLeaderEpoch) is a binary search over each
+segment's entries. A format without epochs (iggy-v1: ``entry_epoch`` None) accepts and ignores
+the epoch given to ``stamp``, and ``epoch_end`` is not available on its logs (an Iggy-format
+topic would keep its epoch boundaries in a checkpoint beside the log).
+
+A follower (``PartitionLog.append_replicated``) appends a leader's stored bytes verbatim: a
+per-record format checks them with ``check_stored``; a batch-index format with ``scan`` over
+the given bytes, whose entries (epochs included) become the follower's index entries.
 """
 
 from __future__ import annotations
@@ -79,8 +89,9 @@ class RecordFormat:
     batch_index: bool
     # bytes a record grows by when a client message is stored (a segment's room check)
     growth_per_message: int
-    # a client batch (for iggy-v1 a SEND region) -> records and index entries at an offset
-    stamp: Callable[[bytes | bytearray | memoryview, int, int, int, int], StampedBatch]
+    # a client batch (for iggy-v1 a SEND region) -> records and index entries at an offset:
+    # (raw, base offset, timestamp, base position, segment start, leader epoch)
+    stamp: Callable[[bytes | bytearray | memoryview, int, int, int, int, int], StampedBatch]
     # stored records whose offsets and timestamp are set at commit (staged appends)
     restamp: Callable[[bytearray, array, int, int], None]
     # checks stored records a client or a leader built; their start positions
@@ -107,6 +118,9 @@ class RecordFormat:
     # timestamp u64``, all the log reads; a batch-index format may add its own after them (a
     # leader epoch); a per-record format keeps 16 (its segments index entries directly)
     index_entry_size: int = INDEX_ENTRY_SIZE
+    # the leader epoch an index entry carries: (index bytes, byte position of the entry) ->
+    # epoch; None for a format without epochs (only a batch-index format can have them)
+    entry_epoch: Callable[[bytes | bytearray | memoryview, int], int] | None = None
 
 
 def _iggy_record_head(view: bytes | bytearray | memoryview, position: int

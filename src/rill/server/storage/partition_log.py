@@ -31,6 +31,12 @@ Invariants:
 Record formats: the topic's ``RecordFormat`` (``formats``) lays out, checks and finds the records;
 its segments are per-record ``Segment``s or, for a batch-index format, ``BatchSegment``s.
 
+Leader epochs (room for replication): every append stamps ``leader_epoch`` (0 without
+replication; set by the owner); a format that keeps epochs stores it per batch, epochs never
+decrease along the log (an append below the last stored epoch is refused), and ``epoch_end``
+answers Kafka's OffsetsForLeaderEpoch from the batch index. ``append_replicated`` is a
+follower's verbatim append (per-record or per-batch formats).
+
 Size accounting: ``size_bytes`` is the sum of the ``.log`` sizes (records in poll layout, 45
 bytes of overhead per message). It does not match Iggy's §6.7 formula byte for byte (Iggy adds
 24 bytes per persisted batch and counts a smaller per-message overhead).
@@ -53,11 +59,17 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rill.errors import CannotAppendMessage, CannotCreatePartitionDirectory, CannotReadMessage
+from rill.errors import (
+    CannotAppendMessage,
+    CannotCreatePartitionDirectory,
+    CannotReadMessage,
+    FeatureUnavailable,
+)
 from rill.protocol.buffer import DecodeError
 from rill.protocol.layout import STORED_HEAD
 from rill.server.storage.columnar import ColumnarRange, read_segment_columns
 from rill.server.storage.durability import Durability
+from rill.server.storage.record_checks import KIND_GOOD
 from rill.server.storage.records import (
     ACCELERATED,
     INDEX_ENTRY,
@@ -70,7 +82,7 @@ from rill.server.storage.records import (
 from rill.server.storage.formats import RecordFormat, format_named
 from rill.server.storage.staged_records import uniform_positions
 from rill.server.storage.recovery import recover_segments
-from rill.server.storage.batch_segment import segment_class
+from rill.server.storage.batch_segment import BatchSegment, segment_class
 from rill.server.storage.segment import Segment
 
 logger = logging.getLogger(__name__)
@@ -117,10 +129,12 @@ def _use_thread(log: PartitionLog, size: int) -> bool:
 
 
 def _stamp_and_write(segment: Segment, raw_messages: bytes | bytearray | memoryview,
-                     timestamp: int, record_format: RecordFormat) -> StampedBatch:
+                     timestamp: int, record_format: RecordFormat,
+                     leader_epoch: int = 0) -> StampedBatch:
     """Runs in a worker thread: the whole per-byte part of an append (stamp, both writes)."""
     batch = record_format.stamp(
-        raw_messages, segment.next_offset, timestamp, segment.size_bytes, segment.start_offset
+        raw_messages, segment.next_offset, timestamp, segment.size_bytes, segment.start_offset,
+        leader_epoch,
     )
     segment.write(batch.records, batch.index_entries)
     return batch
@@ -160,6 +174,8 @@ class LogSettings:
 
 class PartitionLog:
     """Append, read and retention over the segments of one partition directory."""
+
+    _leader_epoch = 0  # see ``leader_epoch``
 
     def __init__(
         self,
@@ -256,13 +272,77 @@ class PartitionLog:
     def segments(self) -> tuple[Segment, ...]:
         return tuple(self._segments)
 
+    # ------------------------------------------------------------------ leader epochs
+    @property
+    def leader_epoch(self) -> int:
+        """The leader epoch every append stamps (``RecordFormat.stamp``): 0 for a log without
+        replication; a replication layer sets it to the partition's current epoch when this
+        node becomes its leader (after every open too: it is not stored apart from the
+        batches). It never decreases, and an append refuses an epoch below the log's
+        ``last_epoch``, so epochs never decrease along the log. A format without epochs
+        (iggy-v1) ignores it."""
+        return self._leader_epoch
+
+    @leader_epoch.setter
+    def leader_epoch(self, epoch: int) -> None:
+        if epoch < self._leader_epoch:
+            raise ValueError(f"leader epoch {epoch} is below this log's {self._leader_epoch}")
+        self._leader_epoch = epoch
+
+    @property
+    def last_epoch(self) -> int | None:
+        """Leader epoch of the last stored batch; None when the log holds none or its format
+        keeps no epochs."""
+        if self.format.entry_epoch is None:
+            return None
+        for segment in reversed(self._segments):
+            assert isinstance(segment, BatchSegment)
+            epoch = segment.last_epoch
+            if epoch is not None:
+                return epoch
+        return None
+
+    def epoch_end(self, epoch: int) -> tuple[int, int] | None:
+        """Kafka's OffsetsForLeaderEpoch over the stored batches: ``(the largest epoch <=
+        epoch stored in the log, its end offset)``, the end offset being the first offset of
+        the first batch of a larger epoch, or ``next_offset`` when there is none. None when
+        every stored batch has a larger epoch (including below what retention left), or there
+        is no batch: Kafka's broker answers that case with ``(epoch, start offset of the first
+        epoch it knows)`` = ``(epoch, first_offset)`` here, so that a follower truncates to
+        the leader's log start; the caller chooses. Newest segment first, a binary search over
+        each one's entries. Raises FeatureUnavailable for a format without epochs (iggy-v1)."""
+        if self.format.entry_epoch is None:
+            raise FeatureUnavailable(reason=f"format {self.format.name} keeps no leader epochs "
+                                            "in its log")
+        end = self.next_offset
+        for segment in reversed(self._segments):
+            assert isinstance(segment, BatchSegment)
+            found, larger_from = segment.epoch_split(epoch)
+            if larger_from is not None:
+                end = larger_from
+            if found is not None:
+                return found, end
+        return None
+
+    def _stamping_epoch(self) -> int:
+        """The epoch an append stamps, refused if below the last stored batch's."""
+        last = self.last_epoch
+        if last is not None and self._leader_epoch < last:
+            raise CannotAppendMessage(reason=(
+                f"Cannot append message: leader epoch {self._leader_epoch} is below the epoch "
+                f"{last} of the last batch of {self.directory}"))
+        return self._leader_epoch
+
     # ------------------------------------------------------------------ appending
     def append(self, raw_messages: bytes | bytearray | memoryview, now_us: int) -> tuple[int, int]:
-        """Validate, stamp and write a SEND message region; returns (first, last) offsets."""
+        """Validate, stamp (at ``leader_epoch``) and write a SEND message region (a client batch
+        of a batch format); returns (first, last) offsets."""
         self._settle()
+        epoch = self._stamping_epoch()
         active, timestamp = self._prepare(raw_messages, now_us)
         batch = self.format.stamp(
-            raw_messages, active.next_offset, timestamp, active.size_bytes, active.start_offset
+            raw_messages, active.next_offset, timestamp, active.size_bytes, active.start_offset,
+            epoch,
         )
         self._write(active, batch.records, batch.index_entries, timestamp, batch.count)
         return batch.first_offset, batch.last_offset
@@ -277,9 +357,10 @@ class PartitionLog:
             self._settle()
         if not _use_thread(self, len(raw_messages)):
             return self.append(raw_messages, now_us)
+        epoch = self._stamping_epoch()
         active, timestamp = self._prepare(raw_messages, now_us)
         work = self._durability.append_executor().submit(
-            _stamp_and_write, active, raw_messages, timestamp, self.format)
+            _stamp_and_write, active, raw_messages, timestamp, self.format, epoch)
         pending = self._pending = _PendingAppend(active, timestamp, work)
         # publish as soon as the worker is done, even if this coroutine is cancelled meanwhile
         pending.finished.add_done_callback(lambda finished: self._finished(pending, finished))
@@ -341,21 +422,30 @@ class PartitionLog:
         self._write(active, records, index_entries, timestamp, len(positions))
         return first, first + len(positions) - 1
 
-    def append_replicated(self, records: bytes, positions: bytes | memoryview,
+    def append_replicated(self, records: bytes, positions: bytes | memoryview | None,
                           first_offset: int) -> tuple[int, int]:
         """A follower's append (cluster-design.md): a leader's records as the leader stored
-        them -- offsets, timestamps, ids and checksums kept byte for byte -- at exactly the
-        offsets they carry, which must run on from ``first_offset`` = this log's end.
+        them -- offsets, timestamps, ids and checksums (a batch format: whole batches, their
+        leader epochs too) kept byte for byte -- at exactly the offsets they carry, which must
+        run on from ``first_offset`` = this log's end. A rejected append writes nothing.
+        Returns (first, last) offsets.
 
-        Checked as staged records are (layout, checksums, limits: ``check_stored_records``),
-        plus the offsets (``first_offset`` + i) and timestamps (never below the log's last);
-        a rejected batch writes nothing. Returns (first, last) offsets. Per-record Python work
-        here: the replication path is not yet a hot path."""
+        Per-record formats (iggy-v1; ``positions``: where each record starts, u32 array
+        bytes): checked as staged records are (layout, checksums, limits:
+        ``check_stored_records``), plus the offsets (``first_offset`` + i) and timestamps
+        (never below the log's last). Batch-index formats (``positions`` unused, None): see
+        ``_append_replicated_batches``. Per-record Python work here: the replication path is
+        not yet a hot path."""
         self._settle()
         if first_offset != self.next_offset:
             raise CannotAppendMessage(reason=(
                 f"Cannot append message: the leader's records start at offset {first_offset}, "
                 f"this log's next offset is {self.next_offset}"))
+        if self.format.batch_index:
+            return self._append_replicated_batches(records, first_offset)
+        if positions is None:
+            raise ValueError(f"format {self.format.name}: a follower's append needs the "
+                             "positions of the records")
         starts = self.format.check_stored(records, positions)
         timestamps = []
         previous = self._last_timestamp
@@ -376,6 +466,60 @@ class PartitionLog:
         self._write(active, records, index_entries, timestamps[0], len(starts),
                     last_timestamp=timestamps[-1])
         return first_offset, first_offset + len(starts) - 1
+
+    def _append_replicated_batches(self, records: bytes, first_offset: int) -> tuple[int, int]:
+        """``append_replicated`` for a batch-index format: ``records`` must be whole batches
+        that the format's ``scan`` walks cleanly to their end (checksums verified), offsets
+        dense from ``first_offset``, timestamps from the log's last on, leader epochs never
+        decreasing from the log's last; the entries ``scan`` builds (epochs included) are the
+        index entries, moved to the segment's offsets and positions. The batches go into
+        segments as the leader's appends put them (after each batch, a segment of
+        ``segment_size`` bytes or more is sealed), so a follower with the leader's settings
+        holds the leader's files byte for byte however the bytes are shipped."""
+        entry_size = self.format.index_entry_size
+        scanned = self.format.scan(records, 0, first_offset, first_offset, self._last_timestamp)
+        if scanned.stop_kind != KIND_GOOD or scanned.end_position != len(records) or not (
+                scanned.count):
+            raise DecodeError(
+                f"the leader's batches from offset {first_offset} do not scan cleanly: "
+                f"{scanned.stop_reason or 'no batch'} (byte {scanned.end_position} of "
+                f"{len(records)})")
+        entries = scanned.index_entries
+        numbers = len(entries) // entry_size
+        heads = [INDEX_ENTRY.unpack_from(entries, number * entry_size)
+                 for number in range(numbers)]  # (first offset - first_offset, position, ts)
+        entry_epoch = self.format.entry_epoch
+        if entry_epoch is not None:
+            previous = self.last_epoch
+            for number in range(numbers):
+                epoch = entry_epoch(entries, number * entry_size)
+                if previous is not None and epoch < previous:
+                    raise DecodeError(f"the leader's batch at offset "
+                                      f"{first_offset + heads[number][0]} has leader epoch "
+                                      f"{epoch}, below the {previous} before it")
+                previous = epoch
+        ends = [head[1] for head in heads[1:]] + [len(records)]
+        end_offset = first_offset + scanned.count
+        number = 0
+        while number < numbers:  # one write per run of batches that share a segment
+            active = self._segment_for(ends[number] - heads[number][1])
+            start, base = heads[number][1], active.size_bytes
+            last = number
+            while (last + 1 < numbers and base + ends[last] - start < self.settings.segment_size
+                   and base + ends[last + 1] - start <= MAX_POSITION):
+                last += 1
+            group = bytearray(entries[number * entry_size:(last + 1) * entry_size])
+            shift = first_offset - active.start_offset
+            for at in range(last + 1 - number):
+                relative, position, timestamp = heads[number + at]
+                INDEX_ENTRY.pack_into(group, at * entry_size, relative + shift,
+                                      position - start + base, timestamp)
+            group_end = (first_offset + heads[last + 1][0]) if last + 1 < numbers else end_offset
+            self._write(active, records[start:ends[last]], group, heads[number][2],
+                        group_end - (first_offset + heads[number][0]),
+                        last_timestamp=heads[last][2])
+            number = last + 1
+        return first_offset, end_offset - 1
 
     def _segment_for(self, size: int) -> Segment:
         """The active segment, sealed first if ``size`` more bytes could overflow u32 positions."""

@@ -112,11 +112,15 @@ def stamp_batch_python(
     timestamp_us: int,
     base_position: int,
     segment_start: int,
+    leader_epoch: int = 0,
 ) -> StampedBatch:
     """Validate a SEND message region and turn it into stored records plus index entries.
 
     ``base_offset`` is the offset of the first message, ``base_position`` the .log position its
-    record will have, ``segment_start`` the start offset of the segment it goes to. Raises
+    record will have, ``segment_start`` the start offset of the segment it goes to.
+    ``leader_epoch`` (what ``RecordFormat.stamp`` is given) is accepted and ignored: iggy-v1
+    records have no room for it (an Iggy-format topic keeps its epoch boundaries in a
+    checkpoint beside the log, cluster-design.md). Raises
     DecodeError for the first malformed message, InvalidMessagesCount (4009) for an empty
     region, TooBigHeadersPayload (4017) and TooBigMessagePayload (4022) as soon as the running
     total of header value bytes or payload bytes passes its limit. Nothing is returned unless
@@ -230,8 +234,10 @@ def stamp_batch_accelerated(
     timestamp_us: int,
     base_position: int,
     segment_start: int,
+    leader_epoch: int = 0,
 ) -> StampedBatch:
-    """``stamp_batch_python`` done by the C twin (which must be built); same result, same errors."""
+    """``stamp_batch_python`` done by the C twin (which must be built); same result, same errors
+    (``leader_epoch`` is ignored here too: the twin is not given it)."""
     found = _accelerator.stamp(raw, base_offset, timestamp_us, base_position, segment_start,
                                uuid7_block)
     if type(found) is tuple:
