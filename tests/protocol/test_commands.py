@@ -306,3 +306,67 @@ def test_permissions_blob_length_is_enforced() -> None:
     struct.pack_into("<I", smaller, length_offset, 10)
     with pytest.raises(DecodeError):
         UpdatePermissions.decode(bytes(smaller))
+
+
+# -- the fast decoders of SEND and POLL ------------------------------------------------------
+
+
+def _declared(command_class: type[Command], payload: bytes) -> Command | str:
+    """What the declared layout decodes (the reference), or the DecodeError's class name."""
+    try:
+        return Command.decode.__func__(command_class, payload)  # type: ignore[attr-defined]
+    except DecodeError:
+        return "DecodeError"
+
+
+def _fast(command_class: type[Command], payload: bytes) -> Command | str:
+    try:
+        return command_class.decode(payload)
+    except DecodeError:
+        return "DecodeError"
+
+
+def _ident(kind: int, length: int, value: bytes) -> bytes:
+    return bytes([kind, length]) + value
+
+
+NUMERIC = _ident(1, 4, struct.pack("<I", 7))
+BIG = _ident(1, 4, struct.pack("<I", 0xFFFF_FFFF))
+NAMED = _ident(2, 3, b"abc")
+IDENTS = [NUMERIC, BIG, NAMED, _ident(1, 3, b"abc"), _ident(3, 4, bytes(4)), _ident(1, 0, b"")]
+
+
+@pytest.mark.parametrize("consumer_kind", [0, 1, 2, 3])
+@pytest.mark.parametrize("ident", IDENTS)
+@pytest.mark.parametrize("strategy_kind", [0, 1, 3, 5, 6])
+@pytest.mark.parametrize("auto_commit", [0, 1, 2])
+@pytest.mark.parametrize("tail", [b"", b"\x00", b"-trailing-"])
+def test_the_poll_fast_path_decodes_exactly_what_the_layout_does(
+    consumer_kind: int, ident: bytes, strategy_kind: int, auto_commit: int, tail: bytes
+) -> None:
+    body = (bytes([consumer_kind]) + NUMERIC + ident + BIG + struct.pack("<I", 3)
+            + bytes([strategy_kind]) + struct.pack("<Q", 2**64 - 1) + struct.pack("<I", 10)
+            + bytes([auto_commit]))
+    for payload in (body + tail, body[:-1], body[:-9]):
+        assert _fast(PollMessages, payload) == _declared(PollMessages, payload)
+
+
+@pytest.mark.parametrize("ident", IDENTS)
+@pytest.mark.parametrize("partitioning", [
+    b"\x01\x00", b"\x02\x04" + struct.pack("<I", 2), b"\x03\x05hello", b"\x00\x00", b"\x04\x01x",
+    b"\x03\xffshort", b"\x02",
+])
+@pytest.mark.parametrize("messages", [b"", bytes(range(40))])
+def test_the_send_fast_path_decodes_exactly_what_the_layout_does(
+    ident: bytes, partitioning: bytes, messages: bytes
+) -> None:
+    for payload in (NUMERIC + ident + partitioning + messages,
+                    ident + NUMERIC + partitioning + messages):
+        fast, declared = _fast(SendMessages, payload), _declared(SendMessages, payload)
+        if isinstance(declared, str):
+            assert fast == declared
+            continue
+        assert isinstance(fast, SendMessages)
+        assert (fast.stream_id, fast.topic_id, fast.partitioning) == (
+            declared.stream_id, declared.topic_id, declared.partitioning)
+        assert bytes(fast.messages) == bytes(declared.messages)

@@ -223,17 +223,18 @@ class FrameDecoder:
                 return NEED_DATA
             self._large = None
             return Frame(self._large_code, memoryview(large))
-        buffer = self._buffer
         start = self._start
         available = self._end - start
+        if not available:  # between frames (the usual answer after the last frame of a read)
+            self._start = self._end = 0
+            return NEED_DATA
+        buffer = self._buffer
         length_at = start + self.LENGTH_OFFSET
         if available < HEADER_SIZE:
             if length_at + LENGTH_PREFIX_SIZE <= self._end:  # a request's length is in already
                 bad = self._check_length(_LENGTH.unpack_from(buffer, length_at)[0])
                 if bad is not None:
                     return bad
-            elif not available:
-                self._start = self._end = 0
             return NEED_DATA
         length = _LENGTH.unpack_from(buffer, length_at)[0]
         payload_size = length - self.LENGTH_COUNTS

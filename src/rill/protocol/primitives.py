@@ -69,6 +69,16 @@ class Identifier:
         return str(self.value)
 
 
+# Identifiers of small numeric ids, shared (they are immutable): the SEND/POLL decoders' fast
+# path makes one per identifier of every request, and nearly every id is small.
+_SMALL_IDENTIFIERS = tuple(Identifier(value) for value in range(256))
+
+
+def numeric_identifier(value: int) -> Identifier:
+    """``Identifier(value)`` for a u32 read off the wire."""
+    return _SMALL_IDENTIFIERS[value] if value < 256 else Identifier(value)
+
+
 class ConsumerKind(IntEnum):
     CONSUMER = 1
     CONSUMER_GROUP = 2

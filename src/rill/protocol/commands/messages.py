@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -15,8 +16,29 @@ from rill.protocol.commands.base import (
     Command,
 )
 from rill.protocol.messages import Message, encode_messages
-from rill.protocol.primitives import Consumer, Identifier, Partitioning, PollingStrategy
+from rill.protocol.primitives import (
+    Consumer,
+    ConsumerKind,
+    Identifier,
+    Partitioning,
+    PartitioningKind,
+    PollingKind,
+    PollingStrategy,
+    numeric_identifier,
+)
 from rill.protocol.responses.messages import PolledMessages
+
+# The hot paths' fast decoders (POLL and SEND with numeric identifiers, what clients nearly always
+# send): one unpack instead of a Reader call per field. Anything else -- names, bad kinds, short
+# payloads -- goes through the declared layout, which also produces every decode error; the fast
+# path accepts exactly what the layout accepts (tests/protocol/test_commands.py compares them).
+# consumer kind, (kind, length, id) x 3, partition_id, strategy kind, value, count, auto_commit
+_NUMERIC_POLL = struct.Struct("<BBBIBBIBBIIBQIB")
+# (kind, length, id) x 2, partitioning kind, its length
+_NUMERIC_SEND_HEAD = struct.Struct("<BBIBBIBB")
+_CONSUMER_KINDS = (None, ConsumerKind.CONSUMER, ConsumerKind.CONSUMER_GROUP)
+_POLLING_KINDS = (None, *PollingKind)
+_PARTITIONING_KINDS = (None, *PartitioningKind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +58,22 @@ class PollMessages(Command):
     strategy: PollingStrategy
     count: int
     auto_commit: bool
+
+    @classmethod
+    def decode(cls, payload: bytes | bytearray | memoryview) -> PollMessages:
+        if len(payload) >= _NUMERIC_POLL.size:  # (bytes after the fields are ignored)
+            (consumer_kind, kind1, length1, consumer_id, kind2, length2, stream_id, kind3,
+             length3, topic_id, partition_id, strategy_kind, value, count, auto_commit
+             ) = _NUMERIC_POLL.unpack_from(payload)
+            if (kind1 == kind2 == kind3 == 1 and length1 == length2 == length3 == 4
+                    and 1 <= consumer_kind <= 2 and 1 <= strategy_kind <= 5):
+                return cls(
+                    Consumer(_CONSUMER_KINDS[consumer_kind], numeric_identifier(consumer_id)),
+                    numeric_identifier(stream_id), numeric_identifier(topic_id), partition_id,
+                    PollingStrategy(_POLLING_KINDS[strategy_kind], value), count,
+                    auto_commit == 1,
+                )
+        return Command.decode.__func__(cls, payload)  # type: ignore[attr-defined, return-value]
 
     @staticmethod
     def decode_response(payload: memoryview | bytes) -> PolledMessages:
@@ -79,6 +117,23 @@ class SendMessages(Command):
         self.partitioning.encode(writer)
         writer.raw(self.messages)
         return writer.getvalue()
+
+    @classmethod
+    def decode(cls, payload: bytes | bytearray | memoryview) -> SendMessages:
+        if len(payload) >= _NUMERIC_SEND_HEAD.size:
+            (kind1, length1, stream_id, kind2, length2, topic_id, partitioning_kind,
+             key_length) = _NUMERIC_SEND_HEAD.unpack_from(payload)
+            end = _NUMERIC_SEND_HEAD.size + key_length
+            if (kind1 == kind2 == 1 and length1 == length2 == 4 and 1 <= partitioning_kind <= 3
+                    and len(payload) >= end):
+                view = memoryview(payload)
+                return cls(
+                    numeric_identifier(stream_id), numeric_identifier(topic_id),
+                    Partitioning(_PARTITIONING_KINDS[partitioning_kind],
+                                 bytes(view[_NUMERIC_SEND_HEAD.size:end])),
+                    view[end:],
+                )
+        return Command.decode.__func__(cls, payload)  # type: ignore[attr-defined, return-value]
 
     @classmethod
     def read(cls, reader: Reader) -> SendMessages:

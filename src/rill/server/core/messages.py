@@ -161,9 +161,11 @@ class MessageService:
 
     def poll_messages(self, session: Session, stream_id: Ref, topic_id: Ref, consumer: Consumer,
                       partition_id: int, strategy: PollingStrategy, count: int,
-                      auto_commit: bool) -> RecordRange:
+                      auto_commit: bool, regions: bool = False) -> RecordRange:
         """A consumer's read: its partition (a group's member gets one assigned), the start the
-        strategy picks, and with ``auto_commit`` its position stored past the last one read."""
+        strategy picks, and with ``auto_commit`` its position stored past the last one read.
+        ``regions``: large ranges may come as file regions to send as they are
+        (``storage.file_region``; for links that can send files)."""
         state = self.state
         topic = state.find_topic(stream_id, topic_id)
         state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
@@ -174,7 +176,7 @@ class MessageService:
         start = None if log.is_empty else self._start_offset(partition, key, strategy, count)
         if start is None:
             return read_nothing(partition)
-        found = read_range(partition, start, count, state.config.system.max_poll_size)
+        found = read_range(partition, start, count, state.config.system.max_poll_size, regions)
         if found.count and auto_commit:
             self.offsets.store(partition, key, found.first_offset + found.count)
         return found
@@ -230,13 +232,14 @@ def read_nothing(partition: Partition) -> RecordRange:
                        log_bounds(log))
 
 
-def read_range(partition: Partition, offset: int, max_records: int, max_bytes: int
-               ) -> RecordRange:
-    """The stored bytes of up to ``max_records`` records from ``offset``, as they are on disk."""
+def read_range(partition: Partition, offset: int, max_records: int, max_bytes: int,
+               regions: bool = False) -> RecordRange:
+    """The stored bytes of up to ``max_records`` records from ``offset``, as they are on disk
+    (with ``regions``, large ranges as file regions: ``PartitionLog.read``)."""
     log = partition.log
     first_stored = log.first_offset
     first = max(offset, first_stored)
-    count, chunks = log.read(first, max_records, max_bytes)
+    count, chunks = log.read(first, max_records, max_bytes, regions)
     end = log.next_offset  # (bounds inline: this is the poll path)
     return RecordRange(partition.id, first, count, chunks, log.settings.record_format,
                        LogBounds(first_stored, end, end))

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rill.server.storage.file_region import FileRegion
+
 Ref = int | str  # a stream or a topic, by id or by name
 
 
@@ -56,18 +58,20 @@ class LogBounds:
 @dataclass(slots=True)
 class RecordRange:
     """A read: ``count`` stored records from ``first_offset`` as the log holds them on disk
-    (``chunks`` of one record format, ``format``), and the partition's bounds at the read."""
+    (``chunks`` of one record format, ``format``), and the partition's bounds at the read.
+    A chunk is bytes, or a ``FileRegion`` when the read asked for regions (``data`` reads it)."""
 
     partition_id: int
     first_offset: int
     count: int
-    chunks: list[bytes | memoryview]
+    chunks: list[bytes | memoryview | FileRegion]
     format: str
     bounds: LogBounds
 
     @property
     def data(self) -> bytes | memoryview:
-        return self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
+        chunks = [chunk.read() if type(chunk) is FileRegion else chunk for chunk in self.chunks]
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 @dataclass(slots=True)

@@ -69,6 +69,7 @@ from rill.protocol.buffer import DecodeError
 from rill.protocol.layout import STORED_HEAD
 from rill.server.storage.columnar import ColumnarRange, read_segment_columns
 from rill.server.storage.durability import Durability
+from rill.server.storage.file_region import FileRegion
 from rill.server.storage.record_checks import KIND_GOOD
 from rill.server.storage.records import (
     ACCELERATED,
@@ -587,8 +588,8 @@ class PartitionLog:
         self._durability.sync_directory(self.directory)
 
     # ------------------------------------------------------------------ reading
-    def read(self, offset: int, count: int, max_bytes: int | None = None
-             ) -> tuple[int, list[bytes]]:
+    def read(self, offset: int, count: int, max_bytes: int | None = None, regions: bool = False
+             ) -> tuple[int, list[bytes | FileRegion]]:
         """Records (poll layout) of offsets [offset, offset + count), clipped to what exists
         and, with ``max_bytes``, to that many bytes of records (at least one record).
 
@@ -598,12 +599,15 @@ class PartitionLog:
         batch, may pass ``count``).
         Every record returned was verified (``Segment.read``): the read stops before a bad
         record, and raises CannotReadMessage (4011) naming it when it is the first.
+        ``regions``: a per-record log may answer large verified ranges as ``FileRegion``s of
+        its files (``storage.file_region``: sent with sendfile), the rest as bytes.
         """
         start = max(offset, self.first_offset)
         end = min(offset + count, self.next_offset)
         if count <= 0 or start >= end:
             return 0, []
-        chunks: list[bytes] = []
+        chunks: list[bytes | FileRegion] = []
+        regions = regions and not self.format.batch_index
         number = bisect_right(self._starts, start) - 1
         position = start
         budget = max_bytes
@@ -621,12 +625,15 @@ class PartitionLog:
                     fitting += 1  # but a read returns at least one
                 cut, segment_end = fitting < segment_end, fitting
             if segment_end > position:
-                try:
-                    count, records = segment.read(position, segment_end)
-                except CannotReadMessage:
-                    if not chunks:
-                        raise
-                    break  # the records before the bad one are served
+                found = segment.read_region(position, segment_end) if regions else None
+                if found is None:
+                    try:
+                        found = segment.read(position, segment_end)
+                    except CannotReadMessage:
+                        if not chunks:
+                            raise
+                        break  # the records before the bad one are served
+                count, records = found
                 chunks.append(records)
                 position += count
                 if position < segment_end or cut:

@@ -55,6 +55,7 @@ from rill.errors import (
 from rill.server.storage.descriptors import CachedFile, MappedFile, shared
 from rill.server.storage.durability import Durability
 from rill.server.storage.file_io import read_all_at, write_all_at
+from rill.server.storage.file_region import MIN_REGION_BYTES, FileRegion
 from rill.server.storage.paths import DataPaths
 from rill.server.storage.formats import IGGY_V1, RecordFormat
 from rill.server.storage.record_checks import KIND_CONTENT, KIND_GOOD
@@ -359,6 +360,34 @@ class Segment(SegmentChecks):
             reason=f"Cannot read message: the index of {self.log_path} keeps disagreeing "
             "with its log"
         )
+
+    def read_region(self, first_offset: int, end_offset: int) -> tuple[int, FileRegion] | None:
+        """Records of [first_offset, end_offset) as a region of the log file, to be sent
+        without reading them: only when every one of them is verified already and they span at
+        least ``MIN_REGION_BYTES`` (None otherwise: ``read`` them)."""
+        self._check_range(first_offset, end_offset)
+        verification = self.verification
+        if (verification.first_bad(first_offset, end_offset) != end_offset
+                or verification.gaps(first_offset, end_offset)):
+            return None
+        index = self._index()
+        first_position = self._position(index, first_offset)
+        end_position = (self.size_bytes if end_offset == self.next_offset
+                        else self._position(index, end_offset))
+        if (end_position - first_position < MIN_REGION_BYTES
+                or not 0 <= first_position < end_position <= self.size_bytes):
+            return None  # small (or an index to check: ``read`` does)
+        assert self._log_file is not None
+        try:
+            descriptor = self._log_file.pin()
+        except OSError:
+            return None  # ``read`` reports it
+        try:
+            region = FileRegion(descriptor, first_position, end_position - first_position,
+                                self._durability.io_totals.add_read)
+        finally:
+            self._log_file.unpin()
+        return end_offset - first_offset, region
 
     def _verify_read(
         self, index: bytearray | mmap.mmap | bytes, data: bytes, base: int, first: int, stop: int

@@ -21,6 +21,7 @@ is arriving (from its first byte), and writes what it answers.
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import ssl
 import time
@@ -31,8 +32,11 @@ from rill.protocol.framing import NEED_DATA, BadLength, Frame, LargeFrame, Reque
 from rill.protocol.primitives import Transport
 from rill.server.core.core import Core
 from rill.server.protocols import WireProtocol
+from rill.server.storage.file_region import FileRegion, send_region
 from rill.server.transports.binary import Buffer, BinaryConnection
 from rill.server.transports.limits import UNLIMITED, ConnectionLimits, RequestMemory, Supervisor
+
+log = logging.getLogger(__name__)
 
 
 class TcpConnection(asyncio.BufferedProtocol):
@@ -48,6 +52,7 @@ class TcpConnection(asyncio.BufferedProtocol):
         self.large_size = 0  # the announced size of a large frame being read (taken from memory)
         self.waiting_memory = 0  # a large frame's size waiting for the request memory
         self.refused = False
+        self.socket_descriptor: int | None = None  # plain TCP: replies may sendfile into it
         self.transport: asyncio.Transport | None = None
         self.connection: BinaryConnection | None = None
 
@@ -58,6 +63,8 @@ class TcpConnection(asyncio.BufferedProtocol):
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.listener.ssl_context is None:  # the kernel may send log files as they are
+                self.socket_descriptor = sock.fileno()
         peer = transport.get_extra_info("peername") or ("unknown", 0)
         address = f"{peer[0]}:{peer[1]}"
         listener = self.listener
@@ -88,8 +95,44 @@ class TcpConnection(asyncio.BufferedProtocol):
 
     # -- the ReplyLink side of BinaryConnection ----------------------------------------------
 
-    def send_reply(self, tag: Any, parts: Sequence[Buffer]) -> None:
-        self.transport.writelines(parts)
+    def send_reply(self, tag: Any, parts: Sequence[Buffer | FileRegion]) -> None:
+        transport = self.transport
+        for part in parts:
+            if type(part) is FileRegion:
+                break
+        else:
+            transport.writelines(parts)
+            return
+        try:
+            self._send_with_files(transport, parts)
+        except OSError as error:  # the peer went away, or a log file cannot be read
+            log.info("connection %s: reply dropped (%s)", self.connection.session.address, error)
+            transport.abort()
+        finally:
+            for part in parts:
+                if type(part) is FileRegion:
+                    part.close()
+
+    def _send_with_files(self, transport: asyncio.Transport,
+                         parts: Sequence[Buffer | FileRegion]) -> None:
+        """Write ``parts`` in order; a file region goes from the page cache to the socket
+        (sendfile) while nothing is buffered ahead of it, and the part the socket did not
+        take at once (or all of it, over TLS) is read and written through the transport."""
+        pending: list[Buffer] = []
+        for part in parts:
+            if type(part) is not FileRegion:
+                pending.append(part)
+                continue
+            if pending:
+                transport.writelines(pending)
+                pending = []
+            sent = 0
+            if self.socket_descriptor is not None and not transport.get_write_buffer_size():
+                sent = send_region(self.socket_descriptor, part)
+            if sent < part.length:
+                pending.append(part.read(sent))
+        if pending:
+            transport.writelines(pending)
 
     def close_link(self) -> None:
         self.transport.close()

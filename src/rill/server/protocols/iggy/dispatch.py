@@ -19,6 +19,7 @@ from rill.protocol.commands.base import Command
 from rill.protocol.commands.columnar import DEFAULT_COLUMNAR_BYTES, MAX_COLUMNAR_BYTES
 from rill.protocol.commands.long_poll import MAX_WAIT_MS
 from rill.protocol.commands.messages import SendMessages
+from rill.protocol.primitives import Transport
 from rill.protocol.responses.messages import PolledMessages
 from rill.protocol.responses.transactions import CommitResult, ProducerState, StageResult
 from rill.protocol.responses.users import IdentityInfo, RawPersonalAccessToken
@@ -83,6 +84,8 @@ async def _measured(call: Call, core: Core, session: Session, command: Command) 
         metrics.record_request(command.NAME, transport, outcome, time.perf_counter() - started)
     if isinstance(result, PolledMessages):
         metrics.record_polled(transport, result.count, len(result.raw))
+    elif isinstance(result, views.PolledParts):
+        metrics.record_polled(transport, result.head.count, result.size)
     elif isinstance(command, SendMessages):
         metrics.record_sent(transport, len(command.messages))
     return result
@@ -286,7 +289,7 @@ async def send_messages(core: Core, session: Session, c) -> None:
 def poll_messages(core: Core, session: Session, c):
     return views.polled_messages(core.messages.poll_messages(
         session, c.stream_id.value, c.topic_id.value, c.consumer, c.partition_id, c.strategy,
-        c.count, c.auto_commit))
+        c.count, c.auto_commit, session.transport is Transport.TCP))  # TCP links send files
 
 
 @command

@@ -22,6 +22,7 @@ from rill.server.core.core import Core
 from rill.server.core.model import Session
 from rill.server.protocols import Reply
 from rill.server.protocols.iggy.dispatch import execute
+from rill.server.protocols.iggy.views import PolledParts
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,9 @@ def encode_result(result: object) -> list[bytes | bytearray | memoryview]:
     if isinstance(result, PolledMessages):
         prefix = result.prefix()
         return [RESPONSE_HEADER.pack(0, len(prefix) + len(result.raw)) + prefix, result.raw]
+    if type(result) is PolledParts:  # the records include file regions (sendfile on TCP)
+        prefix = result.head.prefix()
+        return [RESPONSE_HEADER.pack(0, len(prefix) + result.size) + prefix, *result.parts]
     if isinstance(result, (bytes, bytearray, memoryview)):
         return [RESPONSE_HEADER.pack(0, len(result)), result]
     if isinstance(result, ColumnarMessages):  # rill extension: the records region as is

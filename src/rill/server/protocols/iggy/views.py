@@ -9,6 +9,7 @@ empty (§4.3); stored consumer offsets are the last offset consumed, 0 when noth
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Mapping
 
 from rill.protocol.primitives import ConsumerKind
@@ -38,6 +39,7 @@ from rill.server.core.types import ConsumerPosition, LogBounds, RecordRange
 from rill.server.core.types import ConsumerLag as LagRow
 from rill.server.core.types import PartitionEnd as PartitionEndRow
 from rill.server.core.users import User
+from rill.server.storage.file_region import FileRegion
 from rill.server.protocols.iggy.groups import Member
 
 U32_MAX = 0xFFFF_FFFF
@@ -98,11 +100,29 @@ def topic_details(topic: Topic) -> TopicDetails:
     return TopicDetails(topic_record(topic), partitions)
 
 
-def polled_messages(found: RecordRange) -> PolledMessages:
+@dataclass(slots=True)
+class PolledParts:
+    """POLL's answer when its records include file regions (a TCP link sends them with
+    sendfile, other links read them): ``head`` without records, then ``parts`` in order."""
+
+    head: PolledMessages
+    parts: list[bytes | memoryview | FileRegion]
+
+    @property
+    def size(self) -> int:
+        return sum(len(part) for part in self.parts)
+
+
+def polled_messages(found: RecordRange) -> PolledMessages | PolledParts:
     chunks = found.chunks
-    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    return PolledMessages(found.partition_id, max(found.bounds.next_offset - 1, 0), found.count,
-                          data)  # current_offset, inline: this is the poll path
+    current_offset = max(found.bounds.next_offset - 1, 0)  # inline: this is the poll path
+    if len(chunks) == 1:
+        data = chunks[0]
+        if type(data) is not FileRegion:
+            return PolledMessages(found.partition_id, current_offset, found.count, data)
+    elif not any(type(chunk) is FileRegion for chunk in chunks):
+        return PolledMessages(found.partition_id, current_offset, found.count, b"".join(chunks))
+    return PolledParts(PolledMessages(found.partition_id, current_offset, found.count), chunks)
 
 
 def columnar_messages(read: ColumnarRead) -> ColumnarMessages:
