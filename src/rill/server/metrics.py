@@ -163,8 +163,8 @@ class Metrics:
                   "committed offset, by partition.", "# TYPE rill_consumer_group_lag gauge"]
         for stream in streams:
             for topic in stream.topics.values():
-                for row in consumer_lag(topic, core.consumer_groups.group_names(topic)):
-                    if row.group_name:  # an Iggy consumer group
+                for row in consumer_lag(topic, core.consumer_groups.group_position_names(topic)):
+                    if row.group_name:  # a consumer group
                         labels = _labels(stream=stream.name, topic=topic.name, group=row.group_name,
                                          partition=row.partition_id)
                         lines.append(f"rill_consumer_group_lag{labels} {row.lag}")

@@ -129,7 +129,8 @@ class Broker:
 
     # -- consumer positions (the next offset to read) --------------------------------------
     # A consumer is any name; a protocol names its own so that they do not meet by chance
-    # (Iggy's are ``iggy-consumer:<u32>`` and ``iggy-group:<id>``, core.consumer_offsets).
+    # (Iggy's are ``iggy-consumer:<u32>``, protocols.iggy.consumers; the groups' are
+    # ``iggy-group:<id>``, core.consumer_groups).
 
     def commit_offset(self, session: Session, consumer: str, ref: PartitionRef,
                       next_offset: int) -> None:

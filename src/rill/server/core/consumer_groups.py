@@ -8,7 +8,9 @@ a protocol's (``GroupMembership``, given when the Core is built: Iggy's is
 ``protocols.iggy.groups``); this module tells it every change that moves partitions or ends
 groups, and asks it for a member's partition.
 
-* A group's positions are stored under ``iggy-group:<id>`` and deleted with it.
+* A group's positions are stored under ``iggy-group:<id>`` (``group_position_name``: the name
+  schema 2 of the metadata store gave them; Iggy's commands are what creates groups today) and
+  deleted with it.
 * With a partition id a group consumer addresses that partition, with no membership check
   (the group must still exist); without one, the membership picks it.
 * A member with no partition to read (more members than partitions) polls a stand-in
@@ -22,7 +24,6 @@ from typing import Callable, Protocol
 
 from rill import errors
 from rill.server.auth.permissioner import Action
-from rill.server.core.consumer_offsets import iggy_group_key
 from rill.server.core.model import Partition, Session, Stream, Topic
 from rill.server.core.names import validate_name
 from rill.server.core.state import CoreState
@@ -31,6 +32,13 @@ from rill.server.storage.metadata import ConsumerGroupRow
 from rill.server.storage.partition_log import LogSettings
 
 TopicKey = tuple[int, int]  # (stream id, topic id)
+GROUP_POSITIONS = "iggy-group:"
+
+
+def group_position_name(group_id: int) -> str:
+    """The name group ``group_id``'s positions are stored under."""
+    return f"{GROUP_POSITIONS}{group_id}"
+
 Membership = tuple[int, int, int]  # (stream id, topic id, group id)
 
 
@@ -82,7 +90,7 @@ class Group:
     @property
     def key(self) -> str:
         """The name the group's positions are stored under."""
-        return iggy_group_key(self.id)
+        return group_position_name(self.id)
 
 
 class _NoMessagesLog:
@@ -141,8 +149,10 @@ class ConsumerGroupService:
     def groups_of(self, topic: Topic) -> dict[int, Group]:
         return self._groups(topic)
 
-    def group_names(self, topic: Topic) -> dict[int, str]:
-        return {group_id: group.name for group_id, group in self._groups(topic).items()}
+    def group_position_names(self, topic: Topic) -> list[tuple[str, str]]:
+        """(position name, group name) of the topic's groups, by id."""
+        groups = self._groups(topic)
+        return [(groups[group_id].key, groups[group_id].name) for group_id in sorted(groups)]
 
     def _topic_and_group(self, session: Session, stream_id: Ref, topic_id: Ref, group_id: Ref
                          ) -> tuple[Topic, Group]:

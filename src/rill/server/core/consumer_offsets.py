@@ -1,27 +1,26 @@
-"""Consumer positions: where each consumer reads next in each partition (wire §3.5, §6.5 for
-Iggy's consumers and groups; any name for the broker's consumers).
+"""Consumer positions: where each consumer reads next in each partition.
 
 Positions are keyed by a consumer *name* and hold the **next offset to read** (Kafka's commit
 meaning; schema 2 of the metadata store, migrated once from schema 1's numeric keys and "last
-consumed" offsets). Iggy's consumers are named ``iggy-consumer:<u32>`` (a named regular consumer
-is hashed with xxHash32, seed 0, as Iggy does) and its groups ``iggy-group:<group id>``, shared by
-every member; the Iggy edge converts its "last consumed" offsets (stored = next - 1).
+consumed" offsets). A protocol names its consumers so that they do not meet by chance (Iggy's
+are ``iggy-consumer:<u32>``, ``protocols.iggy.consumers``); a member of one of a topic's
+consumer groups (``GroupMember``) reads and commits under its group's name
+(``consumer_groups.group_position_name``), in the partition the group's membership deals it
+unless it names one.
 
-Consumer lag (GET_CONSUMER_LAG, the HTTP ``consumer-lag`` route, the ``rill_consumer_group_lag``
-gauge all come from ``consumer_lag``): per partition, the messages from the consumer's next
-offset on that are still stored, ``end - max(next, first)``; when nothing is committed, every
-stored message, ``end - first`` (``end``: the offset the next message gets; ``first``: the
-oldest one retention kept).
+Consumer lag (``consumer_lag``: GET_CONSUMER_LAG, the HTTP ``consumer-lag`` route, the
+``rill_consumer_group_lag`` gauge): per partition, the messages from the consumer's next offset
+on that are still stored, ``end - max(next, first)``; when nothing is committed, every stored
+message, ``end - first`` (``end``: the offset the next message gets; ``first``: the oldest one
+retention kept).
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Protocol
-
-import xxhash
+from dataclasses import dataclass
+from typing import Protocol
 
 from rill import errors
-from rill.protocol.primitives import Consumer, ConsumerKind
 from rill.server.auth.permissioner import Action
 from rill.server.core.model import Partition, Session, Topic
 from rill.server.core.state import CoreState
@@ -29,28 +28,27 @@ from rill.server.core.types import ConsumerLag, ConsumerPosition, LogBounds, Ref
 from rill.server.storage.metadata import PositionRow
 
 ConsumerKey = str  # a consumer's name; its positions are stored under it
-ICONSUMER, IGROUP = "iggy-consumer:", "iggy-group:"  # the names of Iggy's consumers
 
 
-def iggy_consumer_key(consumer_id: Ref) -> ConsumerKey:
-    value = consumer_id if isinstance(consumer_id, int) else xxhash.xxh32_intdigest(
-        consumer_id.encode("utf-8"))
-    return f"{ICONSUMER}{value}"
+@dataclass(frozen=True, slots=True)
+class GroupMember:
+    """A consumer reading as a member of the topic's consumer group ``group`` (id or name)."""
+
+    group: Ref
 
 
-def iggy_group_key(group_id: int) -> ConsumerKey:
-    return f"{IGROUP}{group_id}"
+Reader = ConsumerKey | GroupMember  # who reads: a consumer by its name, or a group's member
 
 
 class GroupPartitionResolver(Protocol):
-    """Picks the partition and position key for a consumer-group consumer (consumer groups)."""
+    """Picks the partition and position key for a group's member (consumer groups)."""
 
     def resolve_group_partition(
         self, session: Session, topic: Topic, group_id: Ref, partition_id: int,
         advance: bool,
     ) -> tuple[Partition, ConsumerKey]: ...
 
-    def group_names(self, topic: Topic) -> dict[int, str]: ...
+    def group_position_names(self, topic: Topic) -> list[tuple[ConsumerKey, str]]: ...
 
 
 class ConsumerOffsetService:
@@ -59,19 +57,16 @@ class ConsumerOffsetService:
         self.groups = groups
 
     def resolve(
-        self, session: Session, topic: Topic, consumer: Consumer | str, partition_id: int,
+        self, session: Session, topic: Topic, consumer: Reader, partition_id: int,
         advance: bool = False,
     ) -> tuple[Partition, ConsumerKey]:
-        """The partition a consumer addresses and the name its positions are stored under:
-        a ``str`` is a consumer's own name (the broker's); a ``Consumer`` is Iggy's."""
-        if isinstance(consumer, str):
-            return self.state.find_partition(topic, partition_id), consumer
-        if consumer.kind == ConsumerKind.CONSUMER_GROUP:
+        """The partition a consumer addresses and the name its positions are stored under
+        (``advance``: a poll, which moves a group's member on to its next partition)."""
+        if type(consumer) is GroupMember:
             return self.groups.resolve_group_partition(
-                session, topic, consumer.id.value, partition_id, advance
+                session, topic, consumer.group, partition_id, advance
             )
-        partition = self.state.find_partition(topic, partition_id or 1)
-        return partition, iggy_consumer_key(consumer.id.value)
+        return self.state.find_partition(topic, partition_id), consumer
 
     def store(self, partition: Partition, key: ConsumerKey, next_offset: int) -> None:
         self.state.store.store_position(
@@ -80,7 +75,7 @@ class ConsumerOffsetService:
         partition.positions[key] = next_offset
 
     def get_consumer_offset(self, session: Session, stream_id: Ref, topic_id: Ref,
-                            consumer: Consumer | str, partition_id: int) -> ConsumerPosition:
+                            consumer: Reader, partition_id: int) -> ConsumerPosition:
         topic = self.state.find_topic(stream_id, topic_id)
         self.state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
         partition, key = self.resolve(session, topic, consumer, partition_id)
@@ -92,10 +87,10 @@ class ConsumerOffsetService:
                          ) -> list[ConsumerLag]:
         topic = self.state.find_topic(stream_id, topic_id)
         self.state.authorize(session, Action.READ_TOPIC, topic.stream_id, topic.id)
-        return consumer_lag(topic, self.groups.group_names(topic))
+        return consumer_lag(topic, self.groups.group_position_names(topic))
 
     def store_consumer_offset(self, session: Session, stream_id: Ref, topic_id: Ref,
-                              consumer: Consumer | str, partition_id: int, next_offset: int
+                              consumer: Reader, partition_id: int, next_offset: int
                               ) -> None:
         """Store ``next_offset`` as where ``consumer`` reads next: at most the log's end (or 1
         on an empty log, where an Iggy client may store "offset 0 consumed")."""
@@ -107,19 +102,16 @@ class ConsumerOffsetService:
         self.store(partition, key, next_offset)
 
 
-def consumer_lag(topic: Topic, group_names: dict[int, str]) -> list[ConsumerLag]:
-    """Every Iggy consumer with a stored position in ``topic``, and every Iggy group in every
-    partition, with its lag (see the module's docstring); groups first, by id, then consumers
-    by id. (Consumers other protocols name are not Iggy's to list.)"""
+def consumer_lag(topic: Topic, groups: list[tuple[ConsumerKey, str]]) -> list[ConsumerLag]:
+    """The lag of every group of ``groups`` (position name, group name; in that order) in every
+    partition, then of every other consumer with a stored position in ``topic``, by name, in
+    the partitions where it has one."""
     rows: list[ConsumerLag] = []
     partitions = [topic.partitions[key] for key in sorted(topic.partitions)]
-    consumers = sorted({int(key[len(ICONSUMER):]) for partition in partitions
-                        for key in partition.positions if key.startswith(ICONSUMER)})
-    keys: Iterable[tuple[ConsumerKey, str]] = [
-        *((iggy_group_key(group_id), name) for group_id, name in sorted(group_names.items())),
-        *((f"{ICONSUMER}{consumer_id}", "") for consumer_id in consumers),
-    ]
-    for key, name in keys:
+    group_keys = {key for key, _ in groups}
+    consumers = sorted({key for partition in partitions for key in partition.positions
+                        if key not in group_keys})
+    for key, name in [*groups, *((consumer, "") for consumer in consumers)]:
         for partition in partitions:
             next_offset = partition.positions.get(key)
             if next_offset is None and not name:

@@ -20,20 +20,13 @@ from typing import Callable
 import xxhash
 
 from rill import errors
-from rill.protocol.primitives import (
-    MAX_TOPIC_SIZE_UNLIMITED,
-    Consumer,
-    Partitioning,
-    PartitioningKind,
-    PollingKind,
-    PollingStrategy,
-)
+from rill.protocol.primitives import MAX_TOPIC_SIZE_UNLIMITED, Partitioning, PartitioningKind
 from rill.server.auth.permissioner import Action
-from rill.server.core.consumer_offsets import ConsumerOffsetService
+from rill.server.core.consumer_offsets import ConsumerOffsetService, Reader
 from rill.server.core.deduplication import MessageDeduplicator
 from rill.server.core.model import Partition, Session, Topic
 from rill.server.core.state import CoreState
-from rill.server.core.types import AppendResult, LogBounds, RecordRange, Ref
+from rill.server.core.types import AppendResult, LogBounds, ReadFrom, RecordRange, Ref
 from rill.server.storage.partition_log import PartitionLog
 
 _U32 = struct.Struct("<I")
@@ -139,18 +132,18 @@ class MessageService:
     # -- poll ------------------------------------------------------------------------------
 
     def _start_offset(
-        self, partition: Partition, key: str, strategy: PollingStrategy, count: int
+        self, partition: Partition, key: str, start: int, value: int, count: int
     ) -> int | None:
-        """Where the poll starts, or None when there is nothing to return."""
+        """Where the read starts (``start``: a ``ReadFrom``), or None when there is nothing
+        to return."""
         log = partition.log
-        kind = strategy.kind
-        if kind == PollingKind.OFFSET:
-            return strategy.value
-        if kind == PollingKind.TIMESTAMP:
-            return log.offset_for_timestamp(strategy.value)
-        if kind == PollingKind.FIRST:
+        if start == ReadFrom.OFFSET:
+            return value
+        if start == ReadFrom.TIMESTAMP:
+            return log.offset_for_timestamp(value)
+        if start == ReadFrom.FIRST:
             return log.first_offset
-        if kind == PollingKind.LAST:
+        if start == ReadFrom.LAST:
             return max(log.first_offset, log.current_offset + 1 - count)
         next_offset = partition.positions.get(key)  # NEXT
         if next_offset is None:
@@ -159,11 +152,12 @@ class MessageService:
             return None
         return next_offset
 
-    def poll_messages(self, session: Session, stream_id: Ref, topic_id: Ref, consumer: Consumer,
-                      partition_id: int, strategy: PollingStrategy, count: int,
-                      auto_commit: bool, regions: bool = False) -> RecordRange:
-        """A consumer's read: its partition (a group's member gets one assigned), the start the
-        strategy picks, and with ``auto_commit`` its position stored past the last one read.
+    def poll_messages(self, session: Session, stream_id: Ref, topic_id: Ref, consumer: Reader,
+                      partition_id: int, start: int, value: int, count: int, commit: bool,
+                      regions: bool = False) -> RecordRange:
+        """A consumer's read of up to ``count`` records: its partition (a group's member gets
+        one dealt when it names none), the start ``start`` (a ``ReadFrom``) and ``value``
+        pick, and with ``commit`` its position stored past the last one read.
         ``regions``: large ranges may come as file regions to send as they are
         (``storage.file_region``; for links that can send files)."""
         state = self.state
@@ -173,11 +167,11 @@ class MessageService:
             raise errors.InvalidMessagesCount(field="count")
         partition, key = self.offsets.resolve(session, topic, consumer, partition_id, advance=True)
         log = partition.log
-        start = None if log.is_empty else self._start_offset(partition, key, strategy, count)
-        if start is None:
+        first = None if log.is_empty else self._start_offset(partition, key, start, value, count)
+        if first is None:
             return read_nothing(partition)
-        found = read_range(partition, start, count, state.config.system.max_poll_size, regions)
-        if found.count and auto_commit:
+        found = read_range(partition, first, count, state.config.system.max_poll_size, regions)
+        if found.count and commit:
             self.offsets.store(partition, key, found.first_offset + found.count)
         return found
 

@@ -12,10 +12,24 @@ answer). Partitions are numbered as the model numbers them, 1..N; a protocol tha
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
 
 from rill.server.storage.file_region import FileRegion
 
 Ref = int | str  # a stream or a topic, by id or by name
+
+
+class ReadFrom(IntEnum):
+    """Where a consumer's read starts (``MessageService.poll_messages``), with its value: an
+    offset, a timestamp (µs: the first record at or after it), the first record kept, the
+    last ``count`` records, or the consumer's next offset (its first record when it has none).
+    The numbers are Iggy's polling kinds (wire §2.4), so that edge passes them on as they are."""
+
+    OFFSET = 1
+    TIMESTAMP = 2
+    FIRST = 3
+    LAST = 4
+    NEXT = 5
 
 
 @dataclass(slots=True)

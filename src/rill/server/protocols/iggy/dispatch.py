@@ -27,6 +27,7 @@ from rill.server.core.core import Core
 from rill.server.core.model import Session
 from rill.server.core.types import TopicSpec
 from rill.server.protocols.iggy import views
+from rill.server.protocols.iggy.consumers import iggy_lag, reader
 from rill.server.protocols.iggy.groups import IggyGroupMembers
 
 Call = Callable[[Core, Session, Any], Any]  # a coroutine function where the core call awaits
@@ -287,9 +288,12 @@ async def send_messages(core: Core, session: Session, c) -> None:
 
 @command
 def poll_messages(core: Core, session: Session, c):
+    consumer, partition_id = reader(c.consumer, c.partition_id)
+    strategy = c.strategy  # (its kinds are the core's ReadFrom numbers)
     return views.polled_messages(core.messages.poll_messages(
-        session, c.stream_id.value, c.topic_id.value, c.consumer, c.partition_id, c.strategy,
-        c.count, c.auto_commit, session.transport is Transport.TCP))  # TCP links send files
+        session, c.stream_id.value, c.topic_id.value, consumer, partition_id, strategy.kind,
+        strategy.value, c.count, c.auto_commit,
+        session.transport is Transport.TCP))  # TCP links send files
 
 
 @command
@@ -320,20 +324,21 @@ async def wait_for_messages(core: Core, session: Session, c):
 @command
 def get_consumer_offset(core: Core, session: Session, c):
     return views.consumer_offset(core.consumer_offsets.get_consumer_offset(
-        session, c.stream_id.value, c.topic_id.value, c.consumer, c.partition_id))
+        session, c.stream_id.value, c.topic_id.value, *reader(c.consumer, c.partition_id)))
 
 
 @command
 def store_consumer_offset(core: Core, session: Session, c) -> None:
     # Iggy stores the last offset consumed; the core keeps the next one to read
-    core.consumer_offsets.store_consumer_offset(session, c.stream_id.value, c.topic_id.value,
-                                                c.consumer, c.partition_id, c.offset + 1)
+    core.consumer_offsets.store_consumer_offset(
+        session, c.stream_id.value, c.topic_id.value, *reader(c.consumer, c.partition_id),
+        c.offset + 1)
 
 
 @command
 def get_consumer_lag(core: Core, session: Session, c):
-    return [views.consumer_lag(row) for row in core.consumer_offsets.get_consumer_lag(
-        session, c.stream_id.value, c.topic_id.value)]
+    return [views.consumer_lag(row) for row in iggy_lag(core.consumer_offsets.get_consumer_lag(
+        session, c.stream_id.value, c.topic_id.value))]
 
 
 def _members(core: Core) -> IggyGroupMembers:

@@ -1,0 +1,44 @@
+"""Iggy's consumers as the core's readers (wire §2.2, §3.5, §6.5).
+
+Owns: the name a regular Iggy consumer's positions are stored under (``iggy-consumer:<u32>``; a
+consumer named by a string is hashed with xxHash32, seed 0, as Iggy does), ``reader`` (an Iggy
+``Consumer`` and partition id as the core's reader and partition: a regular consumer that names
+no partition reads partition 1; a group's member that names none is dealt one by the group's
+membership, ``groups``) and ``iggy_lag`` (GET_CONSUMER_LAG lists Iggy's own consumers and the
+groups, groups first, each by id).
+"""
+
+from __future__ import annotations
+
+import xxhash
+
+from rill.protocol.primitives import Consumer, ConsumerKind
+from rill.server.core.consumer_offsets import GroupMember, Reader
+from rill.server.core.types import ConsumerLag, Ref
+
+CONSUMER_PREFIX = "iggy-consumer:"
+
+
+def consumer_name(consumer_id: Ref) -> str:
+    """The name regular consumer ``consumer_id`` stores its positions under."""
+    value = consumer_id if isinstance(consumer_id, int) else xxhash.xxh32_intdigest(
+        consumer_id.encode("utf-8"))
+    return f"{CONSUMER_PREFIX}{value}"
+
+
+def reader(consumer: Consumer, partition_id: int) -> tuple[Reader, int]:
+    """The core's reader for ``consumer`` and the partition it addresses (0: the group's
+    membership picks one)."""
+    if consumer.kind == ConsumerKind.CONSUMER_GROUP:
+        return GroupMember(consumer.id.value), partition_id
+    return consumer_name(consumer.id.value), partition_id or 1
+
+
+def iggy_lag(rows: list[ConsumerLag]) -> list[ConsumerLag]:
+    """The groups' rows as they come (by group id), then Iggy's consumers' by consumer id
+    (other protocols' consumers are not Iggy's to list)."""
+    groups = [row for row in rows if row.group_name]
+    consumers = [row for row in rows if not row.group_name
+                 and row.consumer.startswith(CONSUMER_PREFIX)]
+    consumers.sort(key=lambda row: int(row.consumer[len(CONSUMER_PREFIX):]))
+    return groups + consumers
