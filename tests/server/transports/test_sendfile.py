@@ -1,6 +1,7 @@
-"""Large polls over plain TCP go from the log files to the socket (sendfile), whole and in
-order, also when the socket takes only part of them at once (the rest waits for it, the next
-reply waits behind it, other connections are served meanwhile); over TLS they are read and sent.
+"""With ``[tcp] sendfile``, large polls over plain TCP go from the log files to the socket
+(sendfile), whole and in order, also when the socket takes only part of them at once (the rest
+waits for it, the next reply waits behind it, other connections are served meanwhile); over TLS
+they are read and sent; without it, nothing is sent from the files.
 The regions themselves are tested in tests/server/storage/test_file_region.py."""
 
 from __future__ import annotations
@@ -59,8 +60,8 @@ async def _response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
     return status, await asyncio.wait_for(reader.readexactly(length), 10)
 
 
-async def _serve_and_poll(tmp_path, slow_reader: bool, counted: CountedSendfile
-                          ) -> tuple[PolledMessages, bytes, int]:
+async def _serve_and_poll(tmp_path, slow_reader: bool, counted: CountedSendfile,
+                          sendfile: bool = True) -> tuple[PolledMessages, bytes, int]:
     """A server in this process; fills a partition, polls all of it in one request over TCP.
     Returns the poll's answer, the records a plain read of the log gives, and the size of
     the reply."""
@@ -69,7 +70,7 @@ async def _serve_and_poll(tmp_path, slow_reader: bool, counted: CountedSendfile
     config.root.password_hash_cost = 4
     core = Core(config)
     await core.start()
-    listener = TcpListener(core, IGGY, "127.0.0.1", 0, 64 << 20)
+    listener = TcpListener(core, IGGY, "127.0.0.1", 0, 64 << 20, sendfile=sendfile)
     host, port = await listener.start()
     if slow_reader:  # the reply cannot fit the socket buffers: sendfile takes part of it
         # (accepted sockets inherit the listening socket's buffer sizes)
@@ -135,6 +136,13 @@ def test_small_polls_are_sent_as_bytes(tmp_path, monkeypatch) -> None:
     assert bytes(polled.raw) == stored and counted.calls == 0
 
 
+def test_without_sendfile_configured_polls_are_sent_as_bytes(tmp_path, monkeypatch) -> None:
+    counted = CountedSendfile()
+    monkeypatch.setattr(file_region.os, "sendfile", counted)
+    polled, stored, _ = asyncio.run(_serve_and_poll(tmp_path, False, counted, sendfile=False))
+    assert bytes(polled.raw) == stored and counted.calls == 0
+
+
 def test_a_large_poll_over_tls_arrives_whole(rill_factory, tmp_path) -> None:
     from rill.server.auth.certificates import generate_self_signed
     import ssl
@@ -143,6 +151,7 @@ def test_a_large_poll_over_tls_arrives_whole(rill_factory, tmp_path) -> None:
     (tmp_path / "cert.pem").write_bytes(certificate_pem)
     (tmp_path / "key.pem").write_bytes(key_pem)
     server = rill_factory({
+        "RILL_TCP_SENDFILE": "true",  # (TLS cannot send files: the regions are read)
         "RILL_TCP_TLS_ENABLED": "true",
         "RILL_TCP_TLS_CERTIFICATE": str(tmp_path / "cert.pem"),
         "RILL_TCP_TLS_KEY": str(tmp_path / "key.pem"),

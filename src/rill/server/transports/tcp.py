@@ -62,15 +62,15 @@ class TcpConnection(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        listener = self.listener
         sock = transport.get_extra_info("socket")
         socket_descriptor = None  # set where replies may sendfile into the socket
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if self.listener.ssl_context is None:  # the kernel may send log files as they are
-                socket_descriptor = sock.fileno()
+            if listener.sendfile and listener.ssl_context is None:
+                socket_descriptor = sock.fileno()  # the kernel may send log files as they are
         peer = transport.get_extra_info("peername") or ("unknown", 0)
         address = f"{peer[0]}:{peer[1]}"
-        listener = self.listener
         if listener.supervisor is not None and not listener.supervisor.admits(address):
             self.refused = True
             transport.abort()  # nothing was allocated for it; its descriptor goes at once
@@ -82,6 +82,7 @@ class TcpConnection(asyncio.BufferedProtocol):
             listener.core, self, address, Transport.TCP, listener.protocol, limits=listener.limits,
             memory=listener.memory, supervisor=listener.supervisor,
         )
+        self.connection.session.sends_files = socket_descriptor is not None
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.large_size or self.waiting_memory:
@@ -229,6 +230,7 @@ class TcpListener:
         limits: ConnectionLimits = UNLIMITED,
         memory: RequestMemory | None = None,
         supervisor: Supervisor | None = None,
+        sendfile: bool = False,
     ) -> None:
         self.core = core
         self.protocol = protocol  # what the requests framed on its links mean
@@ -239,6 +241,7 @@ class TcpListener:
         self.limits = limits
         self.memory = memory if memory is not None else RequestMemory()
         self.supervisor = supervisor
+        self.sendfile = sendfile  # large polls may go from the log files by sendfile (not TLS)
         self.server: asyncio.base_events.Server | None = None
 
     async def start(self) -> tuple[str, int]:
