@@ -41,6 +41,7 @@ VARIANTS: dict[str, dict[str, str]] = {
     # every append of 64 KiB or more in a worker thread
     "threaded-appends": {"RILL_SYSTEM_APPEND_THREADS": "always",
                          "RILL_SYSTEM_APPEND_THREAD_MIN_SIZE": "65536"},
+    "sendfile": {"RILL_TCP_SENDFILE": "true"},  # large polls from the log files by sendfile
 }
 
 

@@ -139,7 +139,8 @@ class Server:
                                          f"and key {tls.key}"):
                     context = server_ssl_context(tls.certificate, tls.key)
             self.tcp = TcpListener(self.core, IGGY, host, port, self.config.tcp.max_frame_size,
-                                   context, self.limits, self.memory, self.supervisor)
+                                   context, self.limits, self.memory, self.supervisor,
+                                   sendfile=self.config.tcp.sendfile)
             with refused_on_os_error(f"cannot listen on tcp {self.config.tcp.address}"):
                 self.addresses["tcp"] = await self.tcp.start()
         if self.config.quic.enabled:

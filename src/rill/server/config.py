@@ -217,6 +217,9 @@ class TcpConfig:
     enabled: bool = True
     address: str = "127.0.0.1:8090"
     max_frame_size: int = _size("64 MiB")  # larger requests are refused unread; the link closes
+    # large polls go from the log files to the socket (sendfile; not over TLS). Off by default:
+    # on loopback it measured no faster (docs/performance.md, "Zero-copy polls")
+    sendfile: bool = False
     tls: TlsConfig = field(default_factory=TlsConfig)
 
 

@@ -1,5 +1,7 @@
-"""Large polls over plain TCP go from the log files to the socket (sendfile), whole and in
-order, also when the socket takes only part of them at once; over TLS they are read and sent.
+"""With ``[tcp] sendfile``, large polls over plain TCP go from the log files to the socket
+(sendfile), whole and in order, also when the socket takes only part of them at once (the rest
+waits for it, the next reply waits behind it, other connections are served meanwhile); over TLS
+they are read and sent; without it, nothing is sent from the files.
 The regions themselves are tested in tests/server/storage/test_file_region.py."""
 
 from __future__ import annotations
@@ -54,11 +56,12 @@ class CountedSendfile:
 
 
 async def _response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
-    status, length = struct.unpack("<II", await reader.readexactly(8))
-    return status, await reader.readexactly(length)
+    status, length = struct.unpack("<II", await asyncio.wait_for(reader.readexactly(8), 10))
+    return status, await asyncio.wait_for(reader.readexactly(length), 10)
 
 
-async def _serve_and_poll(tmp_path, slow_reader: bool) -> tuple[PolledMessages, bytes, int]:
+async def _serve_and_poll(tmp_path, slow_reader: bool, counted: CountedSendfile,
+                          sendfile: bool = True) -> tuple[PolledMessages, bytes, int]:
     """A server in this process; fills a partition, polls all of it in one request over TCP.
     Returns the poll's answer, the records a plain read of the log gives, and the size of
     the reply."""
@@ -67,7 +70,7 @@ async def _serve_and_poll(tmp_path, slow_reader: bool) -> tuple[PolledMessages, 
     config.root.password_hash_cost = 4
     core = Core(config)
     await core.start()
-    listener = TcpListener(core, IGGY, "127.0.0.1", 0, 64 << 20)
+    listener = TcpListener(core, IGGY, "127.0.0.1", 0, 64 << 20, sendfile=sendfile)
     host, port = await listener.start()
     if slow_reader:  # the reply cannot fit the socket buffers: sendfile takes part of it
         # (accepted sockets inherit the listening socket's buffer sizes)
@@ -82,8 +85,13 @@ async def _serve_and_poll(tmp_path, slow_reader: bool) -> tuple[PolledMessages, 
         poll = PollMessages(Consumer.regular(1), S, T, 1, PollingStrategy.offset(0), MESSAGES,
                             False)
         writer.write(poll.to_frame() + Ping().to_frame())  # the PING is answered after it
-        if slow_reader:
-            await asyncio.sleep(0.3)  # the server writes while nobody reads
+        if slow_reader:  # nobody reads: the socket fills, the rest waits for it ...
+            await asyncio.sleep(0.3)
+            assert 0 < counted.sent < MESSAGES * 1000
+            other_reader, other_writer = await asyncio.open_connection(host, port)
+            other_writer.write(Ping().to_frame())  # ... while other connections are served
+            assert await _response(other_reader) == (0, b"")
+            other_writer.close()
         status, payload = await _response(reader)
         assert status == 0
         assert await _response(reader) == (0, b"")
@@ -109,13 +117,13 @@ def test_a_large_poll_is_sent_from_the_log_file_whole_and_in_order(
 ) -> None:
     counted = CountedSendfile()
     monkeypatch.setattr(file_region.os, "sendfile", counted)
-    polled, stored, size = _run(loop_kind, _serve_and_poll(tmp_path, slow_reader))
+    polled, stored, size = _run(loop_kind, _serve_and_poll(tmp_path, slow_reader, counted))
     assert polled.count == MESSAGES
     assert bytes(polled.raw) == stored
     assert [message.payload for message in polled.messages] == PAYLOADS
-    assert counted.sent > 0  # the records went by sendfile ...
+    assert counted.sent == len(stored)  # every record went by sendfile
     if slow_reader:
-        assert counted.sent < len(stored)  # ... the rest through the transport
+        assert counted.calls > 2  # in pieces, as the socket took them
 
 
 def test_small_polls_are_sent_as_bytes(tmp_path, monkeypatch) -> None:
@@ -124,7 +132,14 @@ def test_small_polls_are_sent_as_bytes(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(file_region, "MIN_REGION_BYTES", 10 << 20)  # nothing is that large
     from rill.server.storage import segment
     monkeypatch.setattr(segment, "MIN_REGION_BYTES", 10 << 20)
-    polled, stored, _ = asyncio.run(_serve_and_poll(tmp_path, slow_reader=False))
+    polled, stored, _ = asyncio.run(_serve_and_poll(tmp_path, False, counted))
+    assert bytes(polled.raw) == stored and counted.calls == 0
+
+
+def test_without_sendfile_configured_polls_are_sent_as_bytes(tmp_path, monkeypatch) -> None:
+    counted = CountedSendfile()
+    monkeypatch.setattr(file_region.os, "sendfile", counted)
+    polled, stored, _ = asyncio.run(_serve_and_poll(tmp_path, False, counted, sendfile=False))
     assert bytes(polled.raw) == stored and counted.calls == 0
 
 
@@ -136,6 +151,7 @@ def test_a_large_poll_over_tls_arrives_whole(rill_factory, tmp_path) -> None:
     (tmp_path / "cert.pem").write_bytes(certificate_pem)
     (tmp_path / "key.pem").write_bytes(key_pem)
     server = rill_factory({
+        "RILL_TCP_SENDFILE": "true",  # (TLS cannot send files: the regions are read)
         "RILL_TCP_TLS_ENABLED": "true",
         "RILL_TCP_TLS_CERTIFICATE": str(tmp_path / "cert.pem"),
         "RILL_TCP_TLS_KEY": str(tmp_path / "key.pem"),

@@ -32,6 +32,9 @@ class Session:
     # set by the transport: closes the connection this session is served on (a session the
     # core drops, e.g. as heartbeat-stale, must not keep its socket open)
     close_link: Callable[[], None] | None = None
+    # set by the transport: its link can send file regions (``storage.file_region``), so large
+    # reads may answer with them instead of bytes
+    sends_files: bool = False
 
     @property
     def is_authenticated(self) -> bool:

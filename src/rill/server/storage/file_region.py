@@ -61,17 +61,18 @@ class FileRegion:
         return f"FileRegion(position={self.position}, length={self.length})"
 
 
-def send_region(socket_descriptor: int, region: FileRegion) -> int:
-    """Send as much of ``region`` as the (non-blocking) socket takes now; the bytes sent."""
+def send_region(socket_descriptor: int, region: FileRegion, start: int = 0) -> int:
+    """Send as much of ``region`` from byte ``start`` on as the (non-blocking) socket takes
+    now; the bytes sent."""
     sent = 0
-    while sent < region.length:
+    while start + sent < region.length:
         try:
-            count = os.sendfile(socket_descriptor, region.descriptor, region.position + sent,
-                                region.length - sent)
+            count = os.sendfile(socket_descriptor, region.descriptor,
+                                region.position + start + sent, region.length - start - sent)
         except (BlockingIOError, InterruptedError):
             break
         if count == 0:
-            break
+            raise OSError(f"the log file ends before its region does ({region!r})")
         sent += count
     if sent:
         region._counted(sent)

@@ -32,8 +32,9 @@ from rill.protocol.framing import NEED_DATA, BadLength, Frame, LargeFrame, Reque
 from rill.protocol.primitives import Transport
 from rill.server.core.core import Core
 from rill.server.protocols import WireProtocol
-from rill.server.storage.file_region import FileRegion, send_region
+from rill.server.storage.file_region import FileRegion
 from rill.server.transports.binary import Buffer, BinaryConnection
+from rill.server.transports.file_send import FileSender
 from rill.server.transports.limits import UNLIMITED, ConnectionLimits, RequestMemory, Supervisor
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,8 @@ class TcpConnection(asyncio.BufferedProtocol):
         self.large_size = 0  # the announced size of a large frame being read (taken from memory)
         self.waiting_memory = 0  # a large frame's size waiting for the request memory
         self.refused = False
-        self.socket_descriptor: int | None = None  # plain TCP: replies may sendfile into it
+        self.files: FileSender | None = None  # replies that hold file regions
+        self.transport_paused = False  # the transport's buffer is above its high-water mark
         self.transport: asyncio.Transport | None = None
         self.connection: BinaryConnection | None = None
 
@@ -60,22 +62,27 @@ class TcpConnection(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        listener = self.listener
         sock = transport.get_extra_info("socket")
+        socket_descriptor = None  # set where replies may sendfile into the socket
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if self.listener.ssl_context is None:  # the kernel may send log files as they are
-                self.socket_descriptor = sock.fileno()
+            if listener.sendfile and listener.ssl_context is None:
+                socket_descriptor = sock.fileno()  # the kernel may send log files as they are
         peer = transport.get_extra_info("peername") or ("unknown", 0)
         address = f"{peer[0]}:{peer[1]}"
-        listener = self.listener
         if listener.supervisor is not None and not listener.supervisor.admits(address):
             self.refused = True
             transport.abort()  # nothing was allocated for it; its descriptor goes at once
             return
+        self.files = FileSender(self.transport, socket_descriptor,
+                                hold=lambda: self.connection.pause_writing(),
+                                release=self._release_writing)
         self.connection = BinaryConnection(
             listener.core, self, address, Transport.TCP, listener.protocol, limits=listener.limits,
             memory=listener.memory, supervisor=listener.supervisor,
         )
+        self.connection.session.sends_files = socket_descriptor is not None
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.large_size or self.waiting_memory:
@@ -84,55 +91,41 @@ class TcpConnection(asyncio.BufferedProtocol):
                 self.memory.give_back(self.large_size)
             self.large_size = 0
             self.waiting_memory = 0
+        if self.files is not None:
+            self.files.close()
         if self.connection is not None:
             self.connection.close()
 
     def pause_writing(self) -> None:
+        self.transport_paused = True
         self.connection.pause_writing()
 
     def resume_writing(self) -> None:
-        self.connection.resume_writing()
+        self.transport_paused = False
+        if not self.files.busy:  # (a file region still waiting for the socket holds it)
+            self.connection.resume_writing()
 
     # -- the ReplyLink side of BinaryConnection ----------------------------------------------
 
     def send_reply(self, tag: Any, parts: Sequence[Buffer | FileRegion]) -> None:
-        transport = self.transport
         for part in parts:
             if type(part) is FileRegion:
                 break
         else:
-            transport.writelines(parts)
+            self.transport.writelines(parts)
             return
         try:
-            self._send_with_files(transport, parts)
+            self.files.send(parts)
         except OSError as error:  # the peer went away, or a log file cannot be read
             log.info("connection %s: reply dropped (%s)", self.connection.session.address, error)
-            transport.abort()
-        finally:
-            for part in parts:
-                if type(part) is FileRegion:
-                    part.close()
+            self.files.close()
+            self.transport.abort()
 
-    def _send_with_files(self, transport: asyncio.Transport,
-                         parts: Sequence[Buffer | FileRegion]) -> None:
-        """Write ``parts`` in order; a file region goes from the page cache to the socket
-        (sendfile) while nothing is buffered ahead of it, and the part the socket did not
-        take at once (or all of it, over TLS) is read and written through the transport."""
-        pending: list[Buffer] = []
-        for part in parts:
-            if type(part) is not FileRegion:
-                pending.append(part)
-                continue
-            if pending:
-                transport.writelines(pending)
-                pending = []
-            sent = 0
-            if self.socket_descriptor is not None and not transport.get_write_buffer_size():
-                sent = send_region(self.socket_descriptor, part)
-            if sent < part.length:
-                pending.append(part.read(sent))
-        if pending:
-            transport.writelines(pending)
+    def _release_writing(self) -> None:
+        """A reply's file region is sent: the next reply may go, unless the transport's own
+        buffer still holds writing back."""
+        if not self.transport_paused:
+            self.connection.resume_writing()
 
     def close_link(self) -> None:
         self.transport.close()
@@ -237,6 +230,7 @@ class TcpListener:
         limits: ConnectionLimits = UNLIMITED,
         memory: RequestMemory | None = None,
         supervisor: Supervisor | None = None,
+        sendfile: bool = False,
     ) -> None:
         self.core = core
         self.protocol = protocol  # what the requests framed on its links mean
@@ -247,6 +241,7 @@ class TcpListener:
         self.limits = limits
         self.memory = memory if memory is not None else RequestMemory()
         self.supervisor = supervisor
+        self.sendfile = sendfile  # large polls may go from the log files by sendfile (not TLS)
         self.server: asyncio.base_events.Server | None = None
 
     async def start(self) -> tuple[str, int]:

@@ -19,7 +19,6 @@ from rill.protocol.commands.base import Command
 from rill.protocol.commands.columnar import DEFAULT_COLUMNAR_BYTES, MAX_COLUMNAR_BYTES
 from rill.protocol.commands.long_poll import MAX_WAIT_MS
 from rill.protocol.commands.messages import SendMessages
-from rill.protocol.primitives import Transport
 from rill.protocol.responses.messages import PolledMessages
 from rill.protocol.responses.transactions import CommitResult, ProducerState, StageResult
 from rill.protocol.responses.users import IdentityInfo, RawPersonalAccessToken
@@ -292,8 +291,7 @@ def poll_messages(core: Core, session: Session, c):
     strategy = c.strategy  # (its kinds are the core's ReadFrom numbers)
     return views.polled_messages(core.messages.poll_messages(
         session, c.stream_id.value, c.topic_id.value, consumer, partition_id, strategy.kind,
-        strategy.value, c.count, c.auto_commit,
-        session.transport is Transport.TCP))  # TCP links send files
+        strategy.value, c.count, c.auto_commit, session.sends_files))
 
 
 @command
