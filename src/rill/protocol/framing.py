@@ -132,14 +132,72 @@ class BadLength:
 # --- the decoder ------------------------------------------------------------------------------
 
 
-class FrameDecoder:
-    """Splits one byte stream into frames (see the module doc); subclasses fix the header shape:
-    where the length field sits, where the code sits, and how many non-payload bytes the length
-    counts."""
+def frame_splitter(*, header_size: int, length: struct.Struct, length_offset: int,
+                   length_counts: int, code: struct.Struct, code_offset: int,
+                   min_payload: int = 0):
+    """``next_frame`` for one header shape, its constants bound in a closure (it runs once per
+    frame and once more per read): ``header_size`` bytes come before the payload; the length
+    field (``length``, at ``length_offset``) counts the payload and ``length_counts`` more
+    bytes; the code (``code``, at ``code_offset``) may lie in the payload (Kafka's API key);
+    a payload below ``min_payload`` bytes is a ``BadLength``."""
+    unpack_length, unpack_code = length.unpack_from, code.unpack_from
+    length_end = length_offset + length.size  # bytes in before the length can be judged
+    peek_end = max(header_size, code_offset + code.size)  # ... before a frame can be named
 
-    LENGTH_OFFSET = 0
-    CODE_OFFSET = 4
-    LENGTH_COUNTS = 0  # bytes the length field counts besides the payload
+    def check_length(value: int, max_payload_size: int) -> BadLength | None:
+        payload_size = value - length_counts
+        if payload_size < min_payload:
+            return BadLength(value, payload_size, too_large=False)
+        if payload_size > max_payload_size:
+            return BadLength(value, payload_size, too_large=True)
+        return None
+
+    def next_frame(self: FrameDecoder) -> Frame | LargeFrame | BadLength | _NeedData:
+        large = self._large
+        if large is not None:
+            if self._large_filled < self._large_size:
+                return NEED_DATA
+            self._large = None
+            return Frame(self._large_code, memoryview(large))
+        start = self._start
+        available = self._end - start
+        if not available:  # between frames (the usual answer after the last frame of a read)
+            self._start = self._end = 0
+            return NEED_DATA
+        if available < length_end:
+            return NEED_DATA
+        buffer = self._buffer
+        value = unpack_length(buffer, start + length_offset)[0]
+        payload_size = value - length_counts
+        if payload_size < min_payload or payload_size > self.max_payload_size:
+            return check_length(value, self.max_payload_size)  # (reported before the rest)
+        if available < peek_end:
+            return NEED_DATA
+        frame_code = unpack_code(buffer, start + code_offset)[0]
+        payload_start = start + header_size
+        if available - header_size >= payload_size:
+            with memoryview(buffer) as view:  # one copy (a bytearray slice would add one)
+                payload = bytes(view[payload_start : payload_start + payload_size])
+            self._start = payload_start + payload_size
+            return _new_frame(Frame, (frame_code, memoryview(payload)))
+        if payload_size > self.max_buffer_size - header_size:
+            return LargeFrame(frame_code, payload_size)
+        needed = header_size + payload_size  # make room for the rest of this frame
+        if len(buffer) - start < needed:
+            if len(buffer) >= needed:
+                self._compact()
+            else:
+                self._grow(1 << (needed - 1).bit_length())
+        return NEED_DATA
+
+    return next_frame
+
+
+class FrameDecoder:
+    """Splits one byte stream into frames (see the module doc); a subclass gives its header's
+    shape: ``HEADER_SIZE`` and ``next_frame = frame_splitter(...)``."""
+
+    HEADER_SIZE = HEADER_SIZE  # bytes before the payload
 
     __slots__ = ("max_payload_size", "initial_buffer_size", "max_buffer_size", "large_first_chunk",
                  "_buffer", "_start", "_end", "_large", "_large_size", "_large_filled",
@@ -217,52 +275,15 @@ class FrameDecoder:
     # -- splitting -------------------------------------------------------------------------
 
     def next_frame(self) -> Frame | LargeFrame | BadLength | _NeedData:
-        large = self._large
-        if large is not None:
-            if self._large_filled < self._large_size:
-                return NEED_DATA
-            self._large = None
-            return Frame(self._large_code, memoryview(large))
-        start = self._start
-        available = self._end - start
-        if not available:  # between frames (the usual answer after the last frame of a read)
-            self._start = self._end = 0
-            return NEED_DATA
-        buffer = self._buffer
-        length_at = start + self.LENGTH_OFFSET
-        if available < HEADER_SIZE:
-            if length_at + LENGTH_PREFIX_SIZE <= self._end:  # a request's length is in already
-                bad = self._check_length(_LENGTH.unpack_from(buffer, length_at)[0])
-                if bad is not None:
-                    return bad
-            return NEED_DATA
-        length = _LENGTH.unpack_from(buffer, length_at)[0]
-        payload_size = length - self.LENGTH_COUNTS
-        if payload_size < 0 or payload_size > self.max_payload_size:
-            return self._check_length(length)
-        code = _LENGTH.unpack_from(buffer, start + self.CODE_OFFSET)[0]
-        payload_start = start + HEADER_SIZE
-        if available - HEADER_SIZE >= payload_size:
-            with memoryview(buffer) as view:  # one copy (a bytearray slice would add one)
-                payload = bytes(view[payload_start : payload_start + payload_size])
-            self._start = payload_start + payload_size
-            return _new_frame(Frame, (code, memoryview(payload)))
-        if payload_size > self.max_buffer_size - HEADER_SIZE:
-            return LargeFrame(code, payload_size)
-        needed = HEADER_SIZE + payload_size  # make room for the rest of this frame
-        if len(buffer) - start < needed:
-            if len(buffer) >= needed:
-                self._compact()
-            else:
-                self._grow(1 << (needed - 1).bit_length())
-        return NEED_DATA
+        """The next event (see the module doc)."""
+        raise NotImplementedError  # a subclass binds ``frame_splitter(...)`` here
 
     def start_large_frame(self) -> None:
         """Read the payload of the ``LargeFrame`` just answered into a buffer of its own."""
         event = self.next_frame()
         if type(event) is not LargeFrame:
             raise RuntimeError(f"no large frame has begun (the decoder answers {event!r})")
-        payload_start = self._start + HEADER_SIZE
+        payload_start = self._start + self.HEADER_SIZE
         available = self._end - payload_start  # all of it belongs to this frame: it is incomplete
         large = bytearray(max(min(event.payload_size, self.large_first_chunk), available))
         with memoryview(self._buffer) as view:
@@ -276,14 +297,6 @@ class FrameDecoder:
             self._buffer = bytearray(self.initial_buffer_size)
 
     # -- internals -------------------------------------------------------------------------
-
-    def _check_length(self, length: int) -> BadLength | None:
-        payload_size = length - self.LENGTH_COUNTS
-        if payload_size < 0:
-            return BadLength(length, payload_size, too_large=False)
-        if payload_size > self.max_payload_size:
-            return BadLength(length, payload_size, too_large=True)
-        return None
 
     def _compact(self) -> None:
         remaining = self._end - self._start
@@ -303,15 +316,13 @@ class RequestFrameDecoder(FrameDecoder):
     soon as its 4 bytes are in."""
 
     __slots__ = ()
-    LENGTH_OFFSET = 0
-    CODE_OFFSET = 4
-    LENGTH_COUNTS = CODE_SIZE
+    next_frame = frame_splitter(header_size=HEADER_SIZE, length=_LENGTH, length_offset=0,
+                                length_counts=CODE_SIZE, code=_LENGTH, code_offset=4)
 
 
 class ResponseFrameDecoder(FrameDecoder):
     """[status u32][length u32 = payload length][payload]."""
 
     __slots__ = ()
-    LENGTH_OFFSET = 4
-    CODE_OFFSET = 0
-    LENGTH_COUNTS = 0
+    next_frame = frame_splitter(header_size=HEADER_SIZE, length=_LENGTH, length_offset=4,
+                                length_counts=0, code=_LENGTH, code_offset=0)

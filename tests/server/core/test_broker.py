@@ -13,31 +13,14 @@ from rill import errors
 from rill.protocol.commands.messages import PollMessages
 from rill.protocol.messages import encode_messages
 from rill.protocol.primitives import Consumer, Identifier, PollingStrategy, Transport
-from rill.server.config import ServerConfig
 from rill.server.core.broker import PartitionRef, TopicRef
-from rill.server.core.core import Core
 from rill.server.core.types import TopicSpec
 from rill.server.protocols.iggy.dispatch import execute
 
+from in_process_core import run_with_broker
 
-def run(tmp_path, scenario) -> None:
-    async def main() -> None:
-        config = ServerConfig()
-        config.system.path = str(tmp_path / "data")
-        config.root.password_hash_cost = 4
-        core = Core(config)
-        await core.start()
-        try:
-            broker = core.broker
-            session = broker.connect("127.0.0.1:1", Transport.TCP)
-            await broker.authenticate(session, "iggy", "iggy")
-            broker.create_namespace(session, "ns")
-            broker.create_topic(session, "ns", TopicSpec("t", partitions_count=2))
-            await scenario(core, broker, session)
-        finally:
-            await core.stop()
 
-    asyncio.run(main())
+run = run_with_broker
 
 
 P0 = PartitionRef("ns", "t", 0)

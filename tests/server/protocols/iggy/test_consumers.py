@@ -4,20 +4,18 @@ consumers, in Iggy's order."""
 
 from __future__ import annotations
 
-import asyncio
-
 import xxhash
 
 from rill.protocol.commands.offsets import GetConsumerLag
 from rill.protocol.messages import encode_messages
-from rill.protocol.primitives import Consumer, Identifier, Transport
-from rill.server.config import ServerConfig
+from rill.protocol.primitives import Consumer, Identifier
 from rill.server.core.broker import PartitionRef
 from rill.server.core.consumer_offsets import GroupMember
-from rill.server.core.core import Core
-from rill.server.core.types import ConsumerLag, TopicSpec
+from rill.server.core.types import ConsumerLag
 from rill.server.protocols.iggy.consumers import consumer_name, iggy_lag, reader
 from rill.server.protocols.iggy.dispatch import execute
+
+from in_process_core import run_with_broker
 
 
 def test_a_regular_consumer_is_named_by_its_id_or_the_hash_of_its_name() -> None:
@@ -46,27 +44,14 @@ def test_the_lag_lists_groups_then_iggy_consumers_by_id_and_nothing_else() -> No
 
 
 def test_another_protocols_consumer_is_not_in_iggys_lag(tmp_path) -> None:
-    async def main() -> None:
-        config = ServerConfig()
-        config.system.path = str(tmp_path / "data")
-        config.root.password_hash_cost = 4
-        core = Core(config)
-        await core.start()
-        try:
-            broker = core.broker
-            session = broker.connect("127.0.0.1:1", Transport.TCP)
-            await broker.authenticate(session, "iggy", "iggy")
-            broker.create_namespace(session, "ns")
-            broker.create_topic(session, "ns", TopicSpec("t", partitions_count=1))
-            partition = PartitionRef("ns", "t", 0)
-            await broker.append(session, partition, encode_messages([b"m"] * 5))
-            broker.commit_offset(session, "kafka-group:payments", partition, 2)
-            broker.commit_offset(session, consumer_name(4), partition, 3)
-            lag = await execute(core, session, GetConsumerLag(Identifier("ns"), Identifier("t")))
-            assert [(row.consumer_id, row.committed_offset, row.lag) for row in lag] == [(4, 2, 2)]
-            every = core.consumer_offsets.get_consumer_lag(session, "ns", "t")
-            assert {row.consumer for row in every} == {"iggy-consumer:4", "kafka-group:payments"}
-        finally:
-            await core.stop()
+    async def scenario(core, broker, session) -> None:
+        partition = PartitionRef("ns", "t", 0)
+        await broker.append(session, partition, encode_messages([b"m"] * 5))
+        broker.commit_offset(session, "kafka-group:payments", partition, 2)
+        broker.commit_offset(session, consumer_name(4), partition, 3)
+        lag = await execute(core, session, GetConsumerLag(Identifier("ns"), Identifier("t")))
+        assert [(row.consumer_id, row.committed_offset, row.lag) for row in lag] == [(4, 2, 2)]
+        every = core.consumer_offsets.get_consumer_lag(session, "ns", "t")
+        assert {row.consumer for row in every} == {"iggy-consumer:4", "kafka-group:payments"}
 
-    asyncio.run(main())
+    run_with_broker(tmp_path, scenario)
