@@ -2,13 +2,18 @@
 recorded in the metadata store (``topics.record_format``, ``LogSettings.record_format``).
 
 Owns: ``RecordFormat`` (what a partition log asks of a format), ``FORMATS`` (the formats this
-server can store, by name) and ``format_named``. One format today, ``iggy-v1``: Iggy's stored
-layout (``rill.protocol.layout``), stamped from SEND regions by ``storage.records`` and its C
-twin, one 16-byte index entry per record.
+server can store, by name) and ``format_named``. Two formats:
+  * ``iggy-v1``: Iggy's stored layout (``rill.protocol.layout``), stamped from SEND regions by
+    ``storage.records`` and its C twin, one 16-byte index entry per record;
+  * ``kafka-v2``: Kafka's RecordBatch v2 as the client sent it (``storage.kafka_records``
+    owns the layout): validated (lengths, magic, CRC-32C, counts, codec), only baseOffset and
+    partitionLeaderEpoch rewritten, never decompressed; one 24-byte index entry per batch
+    with its leader epoch. Its index timestamp is the log's append timestamp, which the Kafka
+    handler sets to the batch's maxTimestamp (``kafka_records.batch_time_us``): see there.
 
 What the seam is for: Kafka's record batches cannot be cut at any offset and carry their own
-CRC over the whole batch (../shared/spec/kafka-notes.md §3), so a ``kafka-v2`` format will store
-client batches as they arrive and keep a **batch-granular** index (one entry per batch: first
+CRC over the whole batch (../shared/spec/kafka-notes.md §3), so ``kafka-v2`` stores client
+batches as they arrive and keeps a **batch-granular** index (one entry per batch: first
 offset, position, max timestamp; the last offset is where the next entry starts), with a
 leader epoch per batch for replication (cluster-design.md). ``batch_index`` tells the log
 which kind a format keeps.
@@ -80,6 +85,7 @@ from rill.server.storage.records import (
     stamp_batch,
 )
 from rill.server.storage.staged_records import check_stored_records, restamp_records
+from rill.server.storage import kafka_records
 
 
 @dataclass(frozen=True)
@@ -144,7 +150,24 @@ IGGY_V1 = RecordFormat(
     min_record_size=RECORD_OVERHEAD,
 )
 
-FORMATS: dict[str, RecordFormat] = {IGGY_V1.name: IGGY_V1}
+KAFKA_V2 = RecordFormat(
+    name=kafka_records.FORMAT_NAME,
+    batch_index=True,
+    growth_per_message=0,  # stored as sent
+    stamp=kafka_records.stamp_batches,
+    restamp=kafka_records.no_staged_appends,
+    check_stored=kafka_records.no_staged_appends,
+    verify=kafka_records.verify_batches,
+    scan=kafka_records.scan_batches,
+    find=kafka_records.no_search,
+    record_end=kafka_records.batch_end,
+    record_head=kafka_records.batch_head,
+    min_record_size=kafka_records.BATCH_HEADER_SIZE,
+    index_entry_size=kafka_records.INDEX_ENTRY_SIZE,
+    entry_epoch=kafka_records.entry_epoch,
+)
+
+FORMATS: dict[str, RecordFormat] = {IGGY_V1.name: IGGY_V1, KAFKA_V2.name: KAFKA_V2}
 
 
 def format_named(name: str) -> RecordFormat:

@@ -1,0 +1,330 @@
+"""The ``kafka-v2`` record format: Kafka's RecordBatch v2 stored as the client sent it.
+
+Owns the layout of a stored Kafka batch and everything storage asks of it through the
+record-format seam (``formats.RecordFormat``, ``batch_index=True``): stamping a produced
+``records`` field, verifying stored batches against their index, walking them without an index
+(recovery, index rebuilds, a follower's append), and their heads and lengths.
+
+Stored layout: the client's batches byte for byte (../shared/spec/kafka-notes.md §3.1), all
+integers big-endian, 61 header bytes then the records block (compressed as one block when the
+codec bits are set)::
+
+    baseOffset i64 | batchLength i32 | partitionLeaderEpoch i32 | magic i8 (=2) | crc u32 |
+    attributes i16 | lastOffsetDelta i32 | baseTimestamp i64 | maxTimestamp i64 |
+    producerId i64 | producerEpoch i16 | baseSequence i32 | recordsCount i32 | records
+
+Only ``baseOffset`` (the log's offset of the batch's first record) and
+``partitionLeaderEpoch`` (the log's ``leader_epoch``) are rewritten; both lie before the
+CRC-32C range (bytes 21..end), so the CRC is never recomputed and nothing is recompressed or
+decoded: the work is per batch (one header unpack, one CRC-32C over its bytes in C, one pack),
+never per record. A Fetch hands the stored bytes back.
+
+Index entry, one per batch, 24 bytes, little-endian like every rill index::
+
+    relative_offset u32 (baseOffset - segment start) | position u32 | timestamp u64 (µs) |
+    leader_epoch u32 | reserved u32 (0)
+
+The batch holds offsets ``baseOffset .. baseOffset + lastOffsetDelta`` (the next entry starts
+after them).
+
+What ``stamp`` accepts (``InvalidRecordBatch`` otherwise, before anything is written; its
+``corrupt`` says which Kafka error a handler answers: True -> CORRUPT_MESSAGE (2), False ->
+INVALID_RECORD (87)):
+  * one or more whole batches back to back, each at least a 61-byte header, its batchLength
+    ending inside the bytes given, nothing left over, and not nothing at all (corrupt);
+  * magic 2 (invalid: legacy MessageSets are not stored), CRC-32C right (corrupt);
+  * recordsCount >= 1 and lastOffsetDelta == recordsCount - 1 (invalid). Kafka's
+    LogValidator demands exactly this of produced v2 batches ("inconsistent batch offset
+    range"); every client writes it (only compaction leaves gaps, never a producer). A stored
+    batch (``scan``: a leader's bytes) is only asked lastOffsetDelta >= 0 and recordsCount >= 1,
+    and holds lastOffsetDelta + 1 offsets;
+  * a codec of none/gzip/snappy/lz4/zstd (0..4; invalid otherwise), not decompressed;
+  * not a control batch (attributes bit 5: only a broker writes those), and a producer id
+    implies baseSequence >= 0 (invalid), as LogValidator checks.
+
+Timestamps (the decision): the index timestamp of a batch is the timestamp the log stamps the
+append with (``timestamp_us`` = max(now_us, the log's last), never decreasing: what
+``BatchSegment`` binary-searches and what the log keeps as the segment's first and last), so
+the index and the log's own bookkeeping always agree, whatever the caller passes. The Kafka
+handler appends with ``now_us = batch_time_us(raw)``: the largest maxTimestamp of the batches
+(ms, CreateTime; for a batch whose attributes say LogAppendTime, maxTimestamp is that append
+time) x 1000. The index timestamp is then max(this batch's maxTimestamp, the one before it),
+Kafka's own time index (a running maximum), and a timestamp search finds the first batch whose
+maxTimestamp is >= the time asked for, as ListOffsets needs; the exact record inside the batch
+is the Kafka handler's to find. ``scan`` rebuilds exactly that from the bytes:
+max(maxTimestamp x 1000, the previous entry's timestamp; negative maxTimestamps count as 0),
+``batch_head`` gives maxTimestamp x 1000. Limits of that (the seam gives ``stamp`` no previous
+entry, and the log keeps its own timestamp): a caller appending at the wall clock gets an
+append-time index instead (a rebuild then turns it into the CreateTime one); an append of
+several batches indexes all of them at the append's timestamp (a rebuild gives each its
+running maximum: Kafka itself takes one batch per partition per produce); and where the
+running maximum is above a segment's first or last batch's own maxTimestamp (a producer's
+clock going back), recovery's structural check sees a different timestamp and the segment's
+index is rebuilt by a scan at open. Offsets and positions are never affected.
+
+Staged appends (``restamp``, ``check_stored``) are an Iggy extension laid out per record:
+FeatureUnavailable here. A follower's ``append_replicated`` walks the leader's bytes with
+``scan``, whose entries carry each batch's own partitionLeaderEpoch.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from crc32c import crc32c
+
+from rill.errors import FeatureUnavailable
+from rill.protocol.buffer import DecodeError
+from rill.server.storage.record_checks import (
+    KIND_CONTENT,
+    KIND_GOOD,
+    KIND_STRUCTURE,
+    ScanResult,
+)
+from rill.server.storage.records import StampedBatch
+
+FORMAT_NAME = "kafka-v2"
+
+# the whole fixed header, in wire order
+BATCH_HEADER = struct.Struct(">qiiBIhiqqqhii")
+BATCH_HEADER_SIZE = BATCH_HEADER.size  # 61
+LENGTH_PREFIX_SIZE = 12  # baseOffset and batchLength: batchLength counts the bytes after them
+MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LENGTH_PREFIX_SIZE
+CRC_FROM = 21  # the CRC-32C covers attributes .. end
+MAGIC = 2
+# baseOffset, batchLength (kept), partitionLeaderEpoch: what the broker rewrites
+_REWRITTEN = struct.Struct(">qii")
+_LENGTH_AT = struct.Struct(">8xi")
+
+CODEC_MASK = 0x07
+CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+TIMESTAMP_TYPE_BIT = 0x08  # LogAppendTime
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+
+INDEX_ENTRY = struct.Struct("<IIQII")  # relative_offset, position, timestamp, epoch, reserved
+INDEX_ENTRY_SIZE = INDEX_ENTRY.size  # 24
+_EPOCH_AT = struct.Struct("<16xI")
+
+MAX_EPOCH = 0x7FFF_FFFF  # partitionLeaderEpoch is an int32
+_MAX_TIMESTAMP = 0xFFFF_FFFF_FFFF_FFFF
+_NO_LIMIT = 0xFFFF_FFFF_FFFF_FFFF
+
+
+class InvalidRecordBatch(DecodeError):
+    """A produced ``records`` field this format refuses. ``corrupt``: the bytes disagree with
+    their own lengths or CRC (Kafka's CORRUPT_MESSAGE, 2); otherwise they are well formed but
+    not acceptable (INVALID_RECORD, 87)."""
+
+    def __init__(self, detail: str, corrupt: bool) -> None:
+        super().__init__(detail)
+        self.corrupt = corrupt
+
+
+def _time_us(max_timestamp_ms: int) -> int:
+    """A batch's maxTimestamp (ms; -1 = none) as an index timestamp (µs, unsigned)."""
+    if max_timestamp_ms <= 0:
+        return 0
+    return min(max_timestamp_ms * 1000, _MAX_TIMESTAMP)
+
+
+def batch_time_us(raw: bytes | bytearray | memoryview) -> int:
+    """The largest maxTimestamp (x 1000: µs) of the batches in a produced ``records`` field,
+    0 when none can be read: what the Kafka handler passes as ``now_us`` to append (see the
+    module docstring). Reads headers only; ``stamp`` does the checking."""
+    view = memoryview(raw)
+    latest, at, total = 0, 0, len(view)
+    while total - at >= BATCH_HEADER_SIZE:
+        header = BATCH_HEADER.unpack_from(view, at)
+        latest = max(latest, _time_us(header[8]))
+        if header[1] < MIN_BATCH_LENGTH:
+            break
+        at += LENGTH_PREFIX_SIZE + header[1]
+    return latest
+
+
+# ---------------------------------------------------------------------- the write path
+def stamp_batches(raw: bytes | bytearray | memoryview, base_offset: int, timestamp_us: int,
+                  base_position: int, segment_start: int, leader_epoch: int = 0
+                  ) -> StampedBatch:
+    """Check a produced ``records`` field (one or more RecordBatch v2) and give it offsets from
+    ``base_offset`` and ``leader_epoch`` in a copy, with one index entry per batch (at
+    ``timestamp_us``). Raises InvalidRecordBatch (nothing returned) for anything the module
+    docstring refuses."""
+    if not 0 <= leader_epoch <= MAX_EPOCH:
+        raise ValueError(f"leader epoch {leader_epoch} is not an int32 >= 0")
+    view = memoryview(raw)
+    total = len(view)
+    if total == 0:
+        raise InvalidRecordBatch("no record batch in the records", corrupt=True)
+    records = bytearray(view)  # the one copy; the client's buffer is left alone
+    entries = bytearray()
+    unpack, pack_entry, rewrite = BATCH_HEADER.unpack_from, INDEX_ENTRY.pack, _REWRITTEN.pack_into
+    at, offset, relative = 0, base_offset, base_offset - segment_start
+    number = 0
+    while at < total:
+        if total - at < BATCH_HEADER_SIZE:
+            raise InvalidRecordBatch(
+                f"batch {number} at byte {at}: {total - at} bytes left, less than a "
+                f"{BATCH_HEADER_SIZE}-byte batch header", corrupt=True)
+        (_, length, _, magic, crc, attributes, last_delta, _, _, producer_id, _, base_sequence,
+         count) = unpack(view, at)
+        end = at + LENGTH_PREFIX_SIZE + length
+        if length < MIN_BATCH_LENGTH or end > total:
+            raise InvalidRecordBatch(
+                f"batch {number} at byte {at}: batchLength {length} does not fit the "
+                f"{total - at - LENGTH_PREFIX_SIZE} bytes after it", corrupt=True)
+        if magic != MAGIC:
+            raise InvalidRecordBatch(f"batch {number} at byte {at}: magic {magic}, only "
+                                     f"RecordBatch v2 (magic 2) is stored", corrupt=False)
+        if crc32c(view[at + CRC_FROM : end]) != crc:
+            raise InvalidRecordBatch(f"batch {number} at byte {at}: CRC-32C mismatch",
+                                     corrupt=True)
+        if count < 1 or last_delta != count - 1:
+            raise InvalidRecordBatch(
+                f"batch {number} at byte {at}: recordsCount {count} with lastOffsetDelta "
+                f"{last_delta} (a batch holds >= 1 record, offsets 0..count-1)", corrupt=False)
+        if attributes & CODEC_MASK not in CODECS:
+            raise InvalidRecordBatch(f"batch {number} at byte {at}: unknown compression codec "
+                                     f"{attributes & CODEC_MASK}", corrupt=False)
+        if attributes & CONTROL_BIT:
+            raise InvalidRecordBatch(f"batch {number} at byte {at}: a client cannot write a "
+                                     f"control batch", corrupt=False)
+        if producer_id >= 0 and base_sequence < 0:
+            raise InvalidRecordBatch(f"batch {number} at byte {at}: producer id {producer_id} "
+                                     f"without a base sequence", corrupt=False)
+        rewrite(records, at, offset, length, leader_epoch)
+        entries += pack_entry(relative + offset - base_offset, base_position + at, timestamp_us,
+                              leader_epoch, 0)
+        offset += count
+        at = end
+        number += 1
+    return StampedBatch(records, entries, offset - base_offset, base_offset, offset - 1,
+                        timestamp_us)
+
+
+def no_staged_appends(*args: object) -> None:
+    raise FeatureUnavailable(reason=f"record format {FORMAT_NAME} stores client batches: staged "
+                                    "appends (a per-record Iggy layout) are not available")
+
+
+# ---------------------------------------------------------------------- stored batches
+def _check_stored(view: memoryview, at: int, limit: int, offset: int, checksums: bool
+                  ) -> tuple[int, str | None, int, int, int, int]:
+    """``(kind, reason, end, offsets held, timestamp µs, epoch)`` of the stored batch at
+    ``view[at]``, expected to hold ``offset`` first and to end by ``limit``."""
+    if limit - at < BATCH_HEADER_SIZE:
+        return KIND_STRUCTURE, f"incomplete batch at byte {at} (offset {offset})", 0, 0, 0, 0
+    (first, length, epoch, magic, crc, _, last_delta, _, max_timestamp, _, _, _,
+     count) = BATCH_HEADER.unpack_from(view, at)
+    end = at + LENGTH_PREFIX_SIZE + length
+    if length < MIN_BATCH_LENGTH or end > limit:
+        return (KIND_STRUCTURE, f"batch at byte {at} (offset {offset}): batchLength {length} "
+                f"overruns its room", 0, 0, 0, 0)
+    if first != offset:
+        return (KIND_STRUCTURE, f"batch at byte {at} carries offset {first}, not {offset}",
+                0, 0, 0, 0)
+    if epoch < 0:
+        return KIND_STRUCTURE, f"batch at byte {at} (offset {offset}): leader epoch {epoch}", \
+            0, 0, 0, 0
+    if magic != MAGIC:
+        return (KIND_CONTENT, f"batch at byte {at} (offset {offset}): magic {magic}", end,
+                0, 0, 0)
+    if checksums and crc32c(view[at + CRC_FROM : end]) != crc:
+        return (KIND_CONTENT, f"batch at byte {at} (offset {offset}): CRC-32C mismatch", end,
+                0, 0, 0)
+    if count < 1 or last_delta < 0:
+        return (KIND_STRUCTURE, f"batch at byte {at} (offset {offset}): recordsCount {count}, "
+                f"lastOffsetDelta {last_delta}", 0, 0, 0, 0)
+    return KIND_GOOD, None, end, last_delta + 1, _time_us(max_timestamp), epoch
+
+
+def verify_batches(data: bytes | bytearray | memoryview, entries: bytes | bytearray | memoryview,
+                   first_offset: int, relative_first: int, base_position: int
+                   ) -> tuple[int, int, str | None]:
+    """Stored batches against their index entries: ``(offsets verified, kind, reason)``, the
+    offsets being those of the good batches before the first that is not."""
+    view, index = memoryview(data), memoryview(entries)
+    numbers = len(index) // INDEX_ENTRY_SIZE
+    verified, at = 0, 0
+    unpack = INDEX_ENTRY.unpack_from
+    for number in range(numbers):
+        relative, position, _, epoch, _ = unpack(index, number * INDEX_ENTRY_SIZE)
+        following = (unpack(index, (number + 1) * INDEX_ENTRY_SIZE)[1] - base_position
+                     if number + 1 < numbers else len(view))
+        if relative != relative_first + verified or position - base_position != at:
+            return verified, KIND_STRUCTURE, (f"index entry {number} (offset "
+                                              f"{first_offset + verified}) is not where its "
+                                              f"batch is")
+        kind, reason, end, held, _, stored_epoch = _check_stored(
+            view, at, following, first_offset + verified, True)
+        if kind != KIND_GOOD:
+            return verified, kind, reason
+        if end != following:
+            return verified, KIND_STRUCTURE, (f"batch at byte {position} ends at "
+                                              f"{end - at + position}, its index says "
+                                              f"{following + base_position}")
+        if stored_epoch != epoch:
+            return verified, KIND_STRUCTURE, (f"batch at byte {position}: leader epoch "
+                                              f"{stored_epoch}, its index says {epoch}")
+        if number + 1 < numbers and unpack(index, (number + 1) * INDEX_ENTRY_SIZE)[0] != (
+                relative + held):
+            return verified, KIND_STRUCTURE, (f"batch at byte {position} holds {held} offsets, "
+                                              f"the index's next entry disagrees")
+        verified += held
+        at = end
+    return verified, KIND_GOOD, None
+
+
+def scan_batches(data: bytes | bytearray | memoryview, start_position: int, expected_offset: int,
+                 segment_start: int, previous_timestamp: int = 0, max_count: int = _NO_LIMIT,
+                 verify_checksums: bool = True) -> ScanResult:
+    """Stored batches walked from ``start_position`` without an index, the first expected to
+    hold ``expected_offset``: one entry per good batch (timestamp: the running maximum of
+    maxTimestamp x 1000 from ``previous_timestamp``; epoch: the batch's), stopping at the first
+    that is not good (a timestamp going back is no reason to stop)."""
+    view = memoryview(data)
+    entries = bytearray()
+    at, offset, previous = start_position, expected_offset, previous_timestamp
+    first_timestamp = None
+    kind, reason = KIND_GOOD, None
+    total = len(view)
+    while at < total and offset - expected_offset < max_count:
+        kind, reason, end, held, timestamp, epoch = _check_stored(view, at, total, offset,
+                                                                  verify_checksums)
+        if kind != KIND_GOOD:
+            break
+        if timestamp > previous:
+            previous = timestamp
+        entries += INDEX_ENTRY.pack(offset - segment_start, at, previous, epoch, 0)
+        if first_timestamp is None:
+            first_timestamp = previous
+        offset += held
+        at = end
+    found = offset - expected_offset
+    return ScanResult(found, at, entries, first_timestamp, previous if found else None, kind,
+                      reason)
+
+
+def batch_end(view: bytes | bytearray | memoryview, position: int) -> int | None:
+    """End of the batch at ``position`` by its batchLength; None if it overruns the data."""
+    if len(view) - position < LENGTH_PREFIX_SIZE:
+        return None
+    length = _LENGTH_AT.unpack_from(view, position)[0]
+    end = position + LENGTH_PREFIX_SIZE + length
+    return end if length >= MIN_BATCH_LENGTH and end <= len(view) else None
+
+
+def batch_head(view: bytes | bytearray | memoryview, position: int) -> tuple[int, int, int]:
+    """``(baseOffset, offsets held, maxTimestamp x 1000)`` of the batch at ``position``."""
+    header = BATCH_HEADER.unpack_from(view, position)
+    return header[0], header[6] + 1, _time_us(header[8])
+
+
+def entry_epoch(index: bytes | bytearray | memoryview, position: int) -> int:
+    return _EPOCH_AT.unpack_from(index, position)[0]
+
+
+def no_search(*args: object) -> None:
+    """Batches are not searched for again after a broken one (``RecordFormat.find``)."""
+    return None
