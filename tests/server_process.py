@@ -2,7 +2,8 @@
 
 ``RillProcess.start()`` waits for the "rill listening on tcp HOST:PORT" line (and the
 "rill listening on quic HOST:PORT" / "rill listening on http HOST:PORT" ones unless
-RILL_QUIC_ENABLED / RILL_HTTP_ENABLED is false); ``stop()`` sends
+RILL_QUIC_ENABLED / RILL_HTTP_ENABLED is false, and "rill listening on kafka HOST:PORT" with
+RILL_KAFKA_ENABLED or --kafka-address); ``stop()`` sends
 SIGTERM (a clean shutdown), ``kill()`` sends SIGKILL (a crash). Restarting reuses the data dir
 and the ports. ``open_files=N`` starts the server with RLIMIT_NOFILE soft = hard = N, so it
 cannot raise its own limit; ``open_files=(soft, hard)`` sets the two apart.
@@ -36,6 +37,7 @@ class RillProcess:
         self.tcp_address: tuple[str, int] | None = None
         self.http_address: tuple[str, int] | None = None
         self.quic_address: tuple[str, int] | None = None  # UDP
+        self.kafka_address: tuple[str, int] | None = None  # with RILL_KAFKA_ENABLED
         self.last_port = 0  # restart() binds the same port again
         self.last_http_port = 0
         self.last_quic_port = 0
@@ -62,6 +64,8 @@ class RillProcess:
         env.setdefault("RILL_LOGGING_LEVEL", "warning")
         expect_http = env.get("RILL_HTTP_ENABLED", "true").strip().lower() not in ("false", "0", "no", "off")
         expect_quic = env.get("RILL_QUIC_ENABLED", "true").strip().lower() not in ("false", "0", "no", "off")
+        expect_kafka = (env.get("RILL_KAFKA_ENABLED", "false").strip().lower() in ("true", "1", "yes", "on")
+                        or "--kafka-address" in self.args)
         command = [sys.executable, "-m", "rill", "serve", "--data-dir", str(self.data_dir),
                    "--tcp-address", f"127.0.0.1:{tcp_port}", "--http-address", f"127.0.0.1:{http_port}",
                    "--quic-address", f"127.0.0.1:{quic_port}"]
@@ -82,13 +86,18 @@ class RillProcess:
                     host, _, port = line.split()[-1].rpartition(":")
                     self.tcp_address = (host, int(port))
                     self.last_port = int(port)
-                    if not expect_http and not expect_quic:
+                    if not expect_http and not expect_quic and not expect_kafka:
                         ready.set()
                 elif line.startswith("rill listening on quic "):
                     host, _, port = line.split()[-1].rpartition(":")
                     self.quic_address = (host, int(port))
                     self.last_quic_port = int(port)
                     if not expect_http:
+                        ready.set()
+                elif line.startswith("rill listening on kafka "):
+                    host, _, port = line.split()[-1].rpartition(":")
+                    self.kafka_address = (host, int(port))
+                    if not expect_http and not expect_quic:  # (it comes after tcp's)
                         ready.set()
                 elif line.startswith("rill listening on http "):
                     host, _, port = line.split()[-1].rpartition(":")

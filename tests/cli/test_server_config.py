@@ -42,3 +42,15 @@ def test_config_show_refuses_a_bad_value_in_one_line(tmp_path):
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [
         "rill: system.fsync: 'sometimes' is not one of never, interval, always"]
+
+
+def test_the_kafka_address_flag_sets_and_enables_the_kafka_listener():
+    shown = _rill("--json", "config", "show", "--kafka-address", "127.0.0.1:19092")
+    assert shown.returncode == 0, shown.stderr
+    rows = {row["key"]: (row["value"], row["source"]) for row in json.loads(shown.stdout)}
+    assert rows["kafka.address"] == ("127.0.0.1:19092", "flag --kafka-address")
+    assert rows["kafka.enabled"] == ("true", "flag --kafka-address")
+    default = {row["key"]: row["value"] for row in json.loads(_rill("--json", "config", "show").stdout)}
+    assert (default["kafka.enabled"], default["kafka.address"]) == ("false", "127.0.0.1:9092")
+    bad = _rill("config", "show", "--kafka-address", "9092")
+    assert bad.returncode == 2 and "--kafka-address" in bad.stderr

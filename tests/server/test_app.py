@@ -46,6 +46,43 @@ def test_a_non_loopback_listener_is_refused_in_one_line_while_root_has_the_defau
     assert "listening" not in refused.stdout
 
 
+def test_a_kafka_listener_is_refused_on_a_non_loopback_address(tmp_path):
+    env = dict(os.environ, RILL_QUIC_ENABLED="false", RILL_HTTP_ENABLED="false",
+               RILL_ROOT_ALLOW_DEFAULT_PASSWORD="true")
+    refused = subprocess.run(serve_command(tmp_path / "data", "--tcp-address", "127.0.0.1:0",
+                                           "--kafka-address", "0.0.0.0:0"),
+                             capture_output=True, text=True, env=env, timeout=60)
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines()[-1] == (
+        "rill: cannot start: refusing to listen on kafka 0.0.0.0:0: Kafka clients cannot log in "
+        "yet (no SASL) and act as the root user, so the Kafka listener must be on a loopback "
+        "address")
+    assert "listening" not in refused.stdout
+
+
+def test_the_kafka_listener_starts_with_the_flag_and_advertises_its_address(tmp_path):
+    from rill.protocol.kafka import apis, decode_response, encode_request, request_class
+
+    server = RillProcess(tmp_path / "data", env={
+        "RILL_QUIC_ENABLED": "false", "RILL_HTTP_ENABLED": "false",
+        "RILL_KAFKA_ADVERTISED_ADDRESS": "kafka.example:19092"},
+        args=["--kafka-address", "127.0.0.1:0"]).start()
+    try:
+        assert any(line.startswith("rill listening on kafka 127.0.0.1:") for line in server.output)
+        request = encode_request(apis.METADATA, 12, 1, request_class(apis.METADATA)(topics=None))
+        with socket.create_connection(server.kafka_address, timeout=10) as link:
+            link.sendall(request)
+            data = b""
+            while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+                chunk = link.recv(65536)
+                assert chunk
+                data += chunk
+        body = decode_response(apis.METADATA, 12, data[4:]).body
+        assert [(b.host, b.port) for b in body.brokers] == [("kafka.example", 19092)]
+    finally:
+        server.kill()
+
+
 def test_the_refusal_lifts_once_the_password_changes_or_on_explicit_override(tmp_path):
     """In process: the decision is taken before any listener binds (nothing binds here)."""
 

@@ -29,6 +29,18 @@ def test_embedded_defaults():
     assert (config.root.username, config.root.password) == ("iggy", "iggy")
 
 
+def test_kafka_defaults_and_environment():
+    kafka = load_config(environ={}).kafka
+    assert (kafka.enabled, kafka.address, kafka.advertised_address, kafka.stream) == (
+        False, "127.0.0.1:9092", "", "kafka")
+    assert kafka.auto_create_topics and not kafka.tls.enabled
+    kafka = load_config(environ={"RILL_KAFKA_ENABLED": "true", "RILL_KAFKA_ADDRESS": "127.0.0.1:19092",
+                                 "RILL_KAFKA_ADVERTISED_ADDRESS": "broker.example:9092",
+                                 "RILL_KAFKA_STREAM": "legacy"}).kafka
+    assert (kafka.enabled, kafka.address, kafka.advertised_address, kafka.stream) == (
+        True, "127.0.0.1:19092", "broker.example:9092", "legacy")
+
+
 def test_shipped_toml_matches_the_embedded_defaults():
     assert load_config(REPOSITORY / "config" / "server.toml", environ={}) == load_config(environ={})
 
@@ -84,6 +96,11 @@ def test_max_open_files_is_auto_or_a_number(tmp_path):
         ({"RILL_SYSTEM_FSYNC_THREADS": "0"}, "system.fsync_threads"),
         ({"RILL_SYSTEM_MAX_OPEN_FILES": "many"}, "RILL_SYSTEM_MAX_OPEN_FILES: 'many' is neither"),
         ({"RILL_SYSTEM_MAX_OPEN_FILES": "8"}, "RILL_SYSTEM_MAX_OPEN_FILES: '8' is below"),
+        ({"RILL_KAFKA_ADDRESS": "9092"}, "kafka.address"),
+        ({"RILL_KAFKA_ADVERTISED_ADDRESS": "host"}, "kafka.advertised_address"),
+        ({"RILL_KAFKA_ENABLED": "maybe"}, "RILL_KAFKA_ENABLED"),
+        ({"RILL_KAFKA_STREAM": " "}, "kafka.stream"),
+        ({"RILL_KAFKA_TLS_ENABLED": "true"}, "kafka.tls"),
     ],
 )
 def test_bad_values_name_the_key(environ, message):

@@ -1,7 +1,7 @@
 """The server's configuration on the command line: ``rill serve``'s flags and ``rill config show``.
 
 Owns: the flags that set server keys (``--config``, ``--data-dir``, ``--tcp-address``,
-``--quic-address``, ``--http-address``: one definition, used by both verbs), building the
+``--quic-address``, ``--http-address``, ``--kafka-address``: one definition, used by both verbs), building the
 effective configuration from them (``effective_config``: defaults, file, environment, flags,
 in that order), and ``rill config show``, which prints every key with its value and where it
 came from (default, file, environment, flag), secrets masked. It needs no server: it shows
@@ -29,11 +29,15 @@ QUIC_ADDRESS = typer.Option(
     None, "--quic-address", help="HOST:PORT (UDP) for the binary QUIC listener (default 127.0.0.1:8080).")
 HTTP_ADDRESS = typer.Option(
     None, "--http-address", help="HOST:PORT for the HTTP JSON API (default 127.0.0.1:3000).")
+KAFKA_ADDRESS = typer.Option(
+    None, "--kafka-address",
+    help="HOST:PORT (loopback) for the Kafka listener; giving it enables the listener "
+    "(default off, 127.0.0.1:9092).")
 
 
 def effective_config(config_file: Optional[Path], data_dir: Optional[str], tcp_address: Optional[str],
                      quic_address: Optional[str], http_address: Optional[str],
-                     ) -> tuple[ServerConfig, Sources]:
+                     kafka_address: Optional[str] = None) -> tuple[ServerConfig, Sources]:
     """The configuration ``rill serve`` runs with; a bad value is one line and exit 2."""
     from rill.server.config import ConfigError, apply_flags, load_config
 
@@ -45,6 +49,8 @@ def effective_config(config_file: Optional[Path], data_dir: Optional[str], tcp_a
             "tcp.address": ("--tcp-address", tcp_address),
             "quic.address": ("--quic-address", quic_address),
             "http.address": ("--http-address", http_address),
+            "kafka.address": ("--kafka-address", kafka_address),
+            "kafka.enabled": ("--kafka-address", None if kafka_address is None else True),
         }, sources)
     except ConfigError as error:
         typer.echo(f"rill: {error}", err=True)
@@ -67,10 +73,12 @@ def show(
     tcp_address: Optional[str] = TCP_ADDRESS,
     quic_address: Optional[str] = QUIC_ADDRESS,
     http_address: Optional[str] = HTTP_ADDRESS,
+    kafka_address: Optional[str] = KAFKA_ADDRESS,
 ) -> None:
     """Show the configuration `rill serve` would run with here: every key, its value and
     where it came from (default, file, environment, flag); secrets masked."""
-    config, sources = effective_config(config_file, data_dir, tcp_address, quic_address, http_address)
+    config, sources = effective_config(config_file, data_dir, tcp_address, quic_address, http_address,
+                                       kafka_address)
     from rill.server.config import effective_settings
 
     rows = effective_settings(config, sources)

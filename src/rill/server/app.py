@@ -2,7 +2,7 @@
 
 Owns: the process-level lifecycle. On start it prints one line per listener
 (``rill listening on tcp 127.0.0.1:8090``, ``rill listening on quic 127.0.0.1:8080`` (UDP),
-``rill listening on http 127.0.0.1:3000``) so
+``rill listening on http 127.0.0.1:3000``, ``rill listening on kafka 127.0.0.1:9092``) so
 scripts and tests can find a port chosen by the operating system (port 0).
 
 Descriptors: ``run`` raises the soft open-file limit (RLIMIT_NOFILE) to the hard limit where
@@ -11,7 +11,8 @@ max_open_files``), and logs what it did.
 
 Refusals: a start that cannot be made safely ends with one line on stderr and exit code 1
 (``StartupRefused``: a damaged or emptied metadata store, a listener on a non-loopback address
-while the root user still has the default password, ...). The process creates its files
+while the root user still has the default password, a Kafka listener on a non-loopback address:
+until SASL is built its connections act as the root user, ...). The process creates its files
 private to its user (umask 077).
 """
 
@@ -74,6 +75,7 @@ class Server:
         with refused_on_os_error(f"cannot use the data directory {config.data_path}"):
             self.core = Core(config, recover_metadata, group_membership=IggyGroupMembers())
         self.tcp: TcpListener | None = None
+        self.kafka: TcpListener | None = None
         self.quic = None  # QuicListener, imported only when QUIC is enabled (aioquic)
         self.http = None  # HttpListener, imported only when HTTP is enabled
         self.addresses: dict[str, tuple[str, int]] = {}
@@ -116,10 +118,19 @@ class Server:
                 f"to start anyway"
             )
 
+    def _refuse_exposed_kafka(self) -> None:
+        kafka = self.config.kafka
+        if kafka.enabled and not is_loopback(split_address(kafka.address)[0]):
+            raise StartupRefused(
+                f"refusing to listen on kafka {kafka.address}: Kafka clients cannot log in yet "
+                f"(no SASL) and act as the root user, so the Kafka listener must be on a "
+                f"loopback address")
+
     async def start(self) -> None:
         await self.core.start()
         try:
             self._refuse_default_password()
+            self._refuse_exposed_kafka()
             await self._start_listeners()
         except BaseException:
             await self.stop()
@@ -143,6 +154,8 @@ class Server:
                                    sendfile=self.config.tcp.sendfile)
             with refused_on_os_error(f"cannot listen on tcp {self.config.tcp.address}"):
                 self.addresses["tcp"] = await self.tcp.start()
+        if self.config.kafka.enabled:
+            await self._start_kafka()
         if self.config.quic.enabled:
             from rill.server.transports.quic import QuicListener
 
@@ -163,7 +176,34 @@ class Server:
             with refused_on_os_error(f"cannot listen on http {http.address}"):
                 self.addresses["http"] = await self.http.start()
 
+    async def _start_kafka(self) -> None:
+        from rill.server.core.users import ROOT_USER_ID
+        from rill.server.protocols.kafka import KafkaProtocol, KafkaSettings
+
+        kafka = self.config.kafka
+        host, port = split_address(kafka.address, "kafka.address")
+        context = None
+        if kafka.tls.enabled:
+            with refused_on_os_error(f"cannot load [kafka.tls] certificate "
+                                     f"{kafka.tls.certificate} and key {kafka.tls.key}"):
+                context = server_ssl_context(kafka.tls.certificate, kafka.tls.key)
+        protocol = KafkaProtocol(KafkaSettings(kafka.stream, host, port), ROOT_USER_ID)
+        self.kafka = TcpListener(self.core, protocol, host, port, self.config.tcp.max_frame_size,
+                                 context, self.limits, self.memory, self.supervisor)
+        with refused_on_os_error(f"cannot listen on kafka {kafka.address}"):
+            bound = await self.kafka.start()
+        self.addresses["kafka"] = bound
+        if kafka.advertised_address:
+            advertised = split_address(kafka.advertised_address, "kafka.advertised_address")
+        else:
+            advertised = bound
+        # the address clients are told is known once the port is bound (port 0)
+        protocol.settings = KafkaSettings(kafka.stream, advertised[0], advertised[1],
+                                          kafka.auto_create_topics)
+
     async def stop(self) -> None:
+        if self.kafka is not None:
+            await self.kafka.stop()
         if self.http is not None:
             await self.http.stop()
         if self.quic is not None:

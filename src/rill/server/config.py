@@ -245,6 +245,20 @@ class QuicConfig:
 
 
 @dataclass
+class KafkaConfig:
+    """Kafka's wire protocol on its own listener (issue 13). Until SASL is built a Kafka
+    connection acts as the root user, so the listener must be on a loopback address (the
+    server refuses to start otherwise)."""
+
+    enabled: bool = False
+    address: str = "127.0.0.1:9092"
+    advertised_address: str = ""  # HOST:PORT clients are told to connect to; "" = the bound one
+    stream: str = "kafka"  # the rill stream Kafka topics live in (created on first use)
+    auto_create_topics: bool = True  # Metadata for an unknown topic creates it (1 partition)
+    tls: TlsConfig = field(default_factory=TlsConfig)
+
+
+@dataclass
 class CorsConfig:
     enabled: bool = True
     allowed_methods: str = "GET,POST,PUT,DELETE"  # comma-separated
@@ -308,6 +322,7 @@ class ServerConfig:
     tcp: TcpConfig = field(default_factory=TcpConfig)
     quic: QuicConfig = field(default_factory=QuicConfig)
     http: HttpConfig = field(default_factory=HttpConfig)
+    kafka: KafkaConfig = field(default_factory=KafkaConfig)
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     root: RootConfig = field(default_factory=RootConfig)
     personal_access_token: PersonalAccessTokenConfig = field(
@@ -483,7 +498,13 @@ def _validate(config: ServerConfig) -> None:
     split_address(config.tcp.address, "tcp.address")
     split_address(config.quic.address, "quic.address")
     split_address(config.http.address, "http.address")
-    for key, tls in (("tcp.tls", config.tcp.tls), ("http.tls", config.http.tls)):
+    split_address(config.kafka.address, "kafka.address")
+    if config.kafka.advertised_address:
+        split_address(config.kafka.advertised_address, "kafka.advertised_address")
+    if not config.kafka.stream.strip():
+        raise ConfigError("kafka.stream: must name a stream")
+    for key, tls in (("tcp.tls", config.tcp.tls), ("http.tls", config.http.tls),
+                     ("kafka.tls", config.kafka.tls)):
         if tls.enabled and not (tls.certificate and tls.key):
             raise ConfigError(f"{key}: enabled TLS needs certificate and key paths")
     quic_certificate = config.quic.certificate

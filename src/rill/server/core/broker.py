@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
+from rill import errors
 from rill.protocol.primitives import Partitioning
 from rill.server.core.model import Session, Stream, Topic
 from rill.server.core.types import (
@@ -66,6 +67,15 @@ class Broker:
     async def authenticate(self, session: Session, username: str, password: str) -> int:
         """Log ``session`` in (SASL PLAIN, Iggy LOGIN); the principal's user id."""
         return await self._core.users.login_user(session, username, password)
+
+    def authenticate_as(self, session: Session, user_id: int) -> int:
+        """Log ``session`` in as ``user_id`` without credentials: a listener's own rule (the
+        Kafka listener on loopback before SASL); the user must exist and be active."""
+        users = self._core.users
+        user = users.users.get(user_id)
+        if user is None:
+            raise errors.InvalidCredentials()
+        return users.log_in(session, user)
 
     def authenticate_token(self, session: Session, token: str) -> int:
         return self._core.tokens.login_with_personal_access_token(session, token)

@@ -1,10 +1,11 @@
-"""Wire protocols: one package per protocol (``iggy`` today), each turning its requests into
-calls of the core and the results into its answers.
+"""Wire protocols: one package per protocol (``iggy``, ``kafka``), each turning its requests
+into calls of the core and the results into its answers.
 
-Owns: the contract between the generic connection loop (``transports.binary``) and a protocol:
-``WireProtocol`` (``handle_request`` for one framed request, ``error_reply`` for a status the
-loop itself answers) and ``Reply`` (the answer's frame parts, and whether the link closes after
-it). The loop knows nothing else of a protocol; the framing of a byte stream is the link's.
+Owns: the contract between the generic connection loop (``transports.binary``), the TCP link
+and a protocol: ``WireProtocol`` (``frame_decoder`` for the link's byte stream, ``open_session``
+when a link opens, ``handle_request`` for one framed request, ``error_reply`` for a status the
+loop itself answers: a bad frame length among them) and ``Reply`` (the answer's frame parts,
+and whether the link closes after it). The loop knows nothing else of a protocol.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from rill.protocol.framing import FrameDecoder
     from rill.server.core.core import Core
     from rill.server.core.model import Session
 
@@ -24,9 +26,18 @@ class Reply:
 
 
 class WireProtocol(Protocol):
+    def frame_decoder(self, max_payload_size: int) -> FrameDecoder:
+        """A new decoder for one link's requests (``Frame.code``: the request's kind)."""
+
+    def open_session(self, core: Core, session: Session) -> None:
+        """A link opened with ``session`` (from ``core.connect``): e.g. log it in by the
+        listener's own rule."""
+
     async def handle_request(self, core: Core, session: Session, code: int,
                              payload: memoryview) -> Reply:
         """The answer to one framed request (``code``: the request's kind in the protocol)."""
 
     def error_reply(self, status: int) -> Reply:
-        """An answer of error ``status`` (malformed or refused requests)."""
+        """An answer of error ``status`` (malformed or refused requests; the TCP link refuses
+        a bad frame length with status 3 below the header, 4029 above the limit). A protocol
+        that answers such requests by closing returns no parts and ``close=True``."""

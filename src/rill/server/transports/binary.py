@@ -1,5 +1,5 @@
 """The generic connection loop of the binary listeners, shared by TCP and QUIC and by any
-protocol (``server.protocols``: Iggy today).
+protocol (``server.protocols``: Iggy, Kafka).
 
 Owns: one client session per link (``core.connect`` when the link opens, ``core.disconnect``
 when it goes away), the in-order queue of ``(code, payload, tag)`` requests the link has framed,
@@ -20,6 +20,8 @@ Invariants:
 * a reply whose ``close`` flag is set (stale or vanished session) is delivered, then the link
   is closed; ``refuse(status)`` answers ``status`` after the requests queued before it and
   closes the link; after ``close()`` no reply is delivered any more;
+* the protocol's ``open_session`` sees the session before any request (a listener's own login
+  rule, e.g. Kafka on loopback);
 * memory: every queued payload is accounted in the server-wide ``RequestMemory`` until it is
   served (a link accounts a large frame itself, from its header on: ``submit(accounted=True)``);
   while the budget is spent the link is asked to pause reading. Before login at most
@@ -115,6 +117,7 @@ class BinaryConnection:
         self.can_write.set()
         self.session = core.connect(address, transport)
         self.session.close_link = self._close_for_core
+        protocol.open_session(core, self.session)
         self.worker: asyncio.Task[None] = asyncio.get_running_loop().create_task(self._serve())
         if supervisor is not None:
             supervisor.add(self)

@@ -1,7 +1,9 @@
-"""The binary protocol over TCP (optionally TLS).
+"""A binary protocol over TCP (optionally TLS): Iggy's, or Kafka's on its own listener.
 
 Owns: accepting connections (wrapped in TLS when the listener has an ``ssl.SSLContext``) and
-feeding each byte stream to its ``RequestFrameDecoder`` (``rill.protocol.framing``) with few
+feeding each byte stream to the frame decoder its protocol supplies (``WireProtocol.
+frame_decoder``: Iggy's ``RequestFrameDecoder``, Kafka's ``KafkaRequestFrameDecoder``, both
+``rill.protocol.framing.FrameDecoder``s) with few
 copies: the socket reads straight into the decoder's buffers (BufferedProtocol). Small frames
 are parsed out of its shared buffer, which starts small (a connection costs little at accept)
 and grows only when a frame needs it; a larger frame gets a buffer of its own that grows with
@@ -9,8 +11,9 @@ the bytes that actually arrive, never to what the header merely announces, and i
 size is taken from the server-wide request memory first (reading waits while that is spent),
 so that a frame once begun can always complete.
 
-Refused without being read, the client answered and the connection closed (nobody else is
-affected): a length below 4 (status 3) and a frame above the limit (4029), which is
+Refused without being read, the client answered (the protocol's ``error_reply``: Iggy answers
+the status, Kafka answers nothing) and the connection closed (nobody else is affected): a
+length below the protocol's header (status 3) and a frame above the limit (4029), which is
 ``tcp.max_frame_size`` once logged in and ``[connections] max_request_size_unauthenticated``
 before (a larger frame behind a login that is still being served waits for that login's answer).
 Timeouts and the in-order serving belong to the transport-neutral ``BinaryConnection``
@@ -28,7 +31,7 @@ import time
 from typing import Any, Sequence
 
 from rill import errors
-from rill.protocol.framing import NEED_DATA, BadLength, Frame, LargeFrame, RequestFrameDecoder
+from rill.protocol.framing import NEED_DATA, BadLength, Frame, LargeFrame
 from rill.protocol.primitives import Transport
 from rill.server.core.core import Core
 from rill.server.protocols import WireProtocol
@@ -41,14 +44,14 @@ log = logging.getLogger(__name__)
 
 
 class TcpConnection(asyncio.BufferedProtocol):
-    """One TCP link: framing in (``RequestFrameDecoder``), ``BinaryConnection`` in the middle,
-    frames out."""
+    """One TCP link: framing in (the protocol's frame decoder), ``BinaryConnection`` in the
+    middle, frames out."""
 
     def __init__(self, listener: TcpListener) -> None:
         self.listener = listener
         self.max_frame_size = listener.max_frame_size
         self.memory = listener.memory
-        self.decoder = RequestFrameDecoder(listener.max_frame_size)
+        self.decoder = listener.protocol.frame_decoder(listener.max_frame_size)
         self.get_buffer = self.decoder.get_buffer  # the socket reads into the decoder's buffers
         self.large_size = 0  # the announced size of a large frame being read (taken from memory)
         self.waiting_memory = 0  # a large frame's size waiting for the request memory

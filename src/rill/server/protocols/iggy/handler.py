@@ -14,7 +14,7 @@ import logging
 
 from rill import errors
 from rill.protocol.codes import decode_command
-from rill.protocol.framing import RESPONSE_HEADER
+from rill.protocol.framing import RESPONSE_HEADER, RequestFrameDecoder
 from rill.protocol.responses.base import Record, encode_records
 from rill.protocol.responses.columnar import ColumnarMessages
 from rill.protocol.responses.messages import PolledMessages
@@ -88,8 +88,13 @@ async def handle_request(core: Core, session: Session, code: int, payload: memor
 class IggyProtocol:
     """The Iggy binary protocol as the connection loop sees it."""
 
+    frame_decoder = RequestFrameDecoder  # (max_payload_size)
     handle_request = staticmethod(handle_request)
     error_reply = staticmethod(error_reply)
+
+    @staticmethod
+    def open_session(core: Core, session: Session) -> None:
+        """Iggy sessions log in with a command."""
 
 
 IGGY = IggyProtocol()

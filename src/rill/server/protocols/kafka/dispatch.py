@@ -1,0 +1,357 @@
+"""The Kafka APIs as calls of the neutral broker (``core.broker``): one coroutine per API key.
+
+Owns: the mapping of Kafka's admin and metadata APIs onto rill's catalogue, and its rules:
+
+* a Kafka topic is a topic of the ``[kafka] stream`` namespace (created on first use: by the
+  first topic created through Kafka); Kafka partition N is the broker's partition N (0-based,
+  rill's partition N + 1);
+* one broker, node id 0: the controller, the leader and only replica of every partition,
+  at the advertised host and port; leader epoch 0;
+* topic ids (Metadata v10+, CreateTopics v7, DeleteTopics v6): the core keeps none, so they are
+  derived: a UUID-5 of (stream id, topic id, creation time), stable across restarts and new
+  for a topic deleted and created again under the same name;
+* names: Kafka's rule (1-249 of ``[a-zA-Z0-9._-]``, not ``.``/``..``) and rill's (stored
+  lowercased): a name rill would store differently (upper case) is INVALID_TOPIC_EXCEPTION,
+  so that a name always means the same topic on both sides;
+* Metadata naming an unknown topic creates it (one partition) when the client allows it and
+  ``[kafka] auto_create_topics`` is on (Kafka's allow.auto.create.topics), else
+  UNKNOWN_TOPIC_OR_PARTITION;
+* CreateTopics: num_partitions (-1: 1) or an explicit assignment (its length), replication
+  factor 1 or -1 (else INVALID_REPLICATION_FACTOR), TOPIC_ALREADY_EXISTS, validate_only;
+  configs ``retention.ms`` and ``retention.bytes`` become the topic's message expiry and max
+  size, other configs are accepted and ignored;
+* CreatePartitions takes the new total (INVALID_PARTITIONS unless it grows);
+* rill errors map onto Kafka codes (``kafka_error``): authorization failures
+  TOPIC/CLUSTER_AUTHORIZATION_FAILED, a missing topic or stream UNKNOWN_TOPIC_OR_PARTITION.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from rill import errors
+from rill.protocol.kafka import ErrorCode, api_versions_body, apis, response_class
+from rill.protocol.primitives import EXPIRY_NEVER, MAX_TOPIC_SIZE_UNLIMITED
+from rill.server.core.broker import TopicRef
+from rill.server.core.core import Core
+from rill.server.core.model import Session, Topic
+from rill.server.core.names import normalize_name
+from rill.server.core.types import TopicSpec
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaSettings:
+    """What the dispatch needs from the listener and ``[kafka]``."""
+
+    stream: str  # the rill stream Kafka topics live in
+    host: str  # advertised in Metadata and FindCoordinator
+    port: int
+    auto_create_topics: bool = True
+    cluster_id: str = "rill"
+
+
+NODE_ID = 0
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+DEFAULT_PARTITIONS = 1
+_TOPIC_ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "rill:kafka-topic-id")
+_ZERO_UUID = uuid.UUID(int=0)
+_KAFKA_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+Handler = Callable[[Core, Session, KafkaSettings, Any], Awaitable[Any]]
+HANDLERS: dict[int, Handler] = {}
+
+
+def api(key: int) -> Callable[[Handler], Handler]:
+    def register(handler: Handler) -> Handler:
+        HANDLERS[key] = handler
+        return handler
+    return register
+
+
+def topic_id(topic: Topic) -> uuid.UUID:
+    return uuid.uuid5(_TOPIC_ID_NAMESPACE, f"{topic.stream_id}/{topic.id}/{topic.created_at}")
+
+
+def kafka_error(error: Exception, cluster: bool = False) -> ErrorCode:
+    """The Kafka error code clients act on for a rill error."""
+    if isinstance(error, (errors.Unauthorized, errors.Unauthenticated)):
+        return (ErrorCode.CLUSTER_AUTHORIZATION_FAILED if cluster
+                else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    if isinstance(error, (errors.StreamIdNotFound, errors.StreamNameNotFound,
+                          errors.TopicIdNotFound, errors.TopicNameNotFound)):
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if isinstance(error, (errors.TopicNameAlreadyExists, errors.TopicIdAlreadyExists)):
+        return ErrorCode.TOPIC_ALREADY_EXISTS
+    if isinstance(error, (errors.InvalidTopicName, errors.InvalidStreamName)):
+        return ErrorCode.INVALID_TOPIC_EXCEPTION
+    if isinstance(error, errors.TooManyPartitions):
+        return ErrorCode.INVALID_PARTITIONS
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def valid_name(name: str | None) -> bool:
+    return (name is not None and bool(_KAFKA_NAME.match(name)) and name not in (".", "..")
+            and normalize_name(name) == name)
+
+
+# -- the namespace ---------------------------------------------------------------------------
+
+
+def kafka_topics(core: Core, session: Session, settings: KafkaSettings) -> dict[str, Topic]:
+    """The topics of the Kafka stream by name (none while the stream does not exist)."""
+    try:
+        topics = core.broker.describe_topics(session, settings.stream)
+    except (errors.StreamNameNotFound, errors.StreamIdNotFound):
+        return {}
+    return {topic.name: topic for topic in topics}
+
+
+def find_topic(core: Core, session: Session, settings: KafkaSettings, name: str) -> Topic:
+    return core.broker.describe_topics(session, settings.stream, [name])[0]
+
+
+def create_topic(core: Core, session: Session, settings: KafkaSettings, spec: TopicSpec) -> Topic:
+    """Create a topic in the Kafka stream, creating the stream on first use."""
+    broker = core.broker
+    try:
+        return broker.create_topic(session, settings.stream, spec)
+    except (errors.StreamNameNotFound, errors.StreamIdNotFound):
+        try:
+            broker.create_namespace(session, settings.stream)
+        except errors.StreamNameAlreadyExists:
+            pass
+        return broker.create_topic(session, settings.stream, spec)
+
+
+# -- ApiVersions (18) ------------------------------------------------------------------------
+
+
+@api(apis.API_VERSIONS)
+async def api_versions(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
+    return api_versions_body(supported=SERVED)
+
+
+# -- Metadata (3) ----------------------------------------------------------------------------
+
+_Metadata = response_class(apis.METADATA)
+
+
+def _metadata_topic(topic: Topic) -> Any:
+    partition = _Metadata.MetadataResponseTopic.MetadataResponsePartition
+    return _Metadata.MetadataResponseTopic(
+        error_code=0, name=topic.name, topic_id=topic_id(topic), is_internal=False,
+        partitions=tuple(
+            partition(error_code=0, partition_index=index, leader_id=NODE_ID, leader_epoch=0,
+                      replica_nodes=(NODE_ID,), isr_nodes=(NODE_ID,), offline_replicas=())
+            for index in range(len(topic.partitions))),
+        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+
+
+def _metadata_error(name: str | None, code: ErrorCode) -> Any:
+    return _Metadata.MetadataResponseTopic(
+        error_code=int(code), name=name, topic_id=_ZERO_UUID, is_internal=False, partitions=(),
+        topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+
+
+@api(apis.METADATA)
+async def metadata(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
+    body = request.body
+    requested = body.topics
+    if request.api_version == 0 and not requested:
+        requested = None  # v0: an empty list means every topic
+    if requested is None:
+        topics = [_metadata_topic(topic) for topic in kafka_topics(core, session, settings).values()]
+    else:
+        topics = []
+        auto_create = settings.auto_create_topics and body.allow_auto_topic_creation
+        for entry in requested:
+            topics.append(_requested_topic(core, session, settings, entry.name, auto_create))
+    return _Metadata(
+        throttle_time_ms=0,
+        brokers=(_Metadata.MetadataResponseBroker(node_id=NODE_ID, host=settings.host,
+                                                  port=settings.port, rack=None),),
+        cluster_id=settings.cluster_id, controller_id=NODE_ID, topics=tuple(topics),
+        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+
+
+def _requested_topic(core: Core, session: Session, settings: KafkaSettings, name: str | None,
+                     auto_create: bool) -> Any:
+    if not valid_name(name):
+        return _metadata_error(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
+    try:
+        return _metadata_topic(find_topic(core, session, settings, name))
+    except errors.RillError as error:
+        code = kafka_error(error)
+        if code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or not auto_create:
+            return _metadata_error(name, code)
+    try:
+        topic = create_topic(core, session, settings,
+                             TopicSpec(name=name, partitions_count=DEFAULT_PARTITIONS))
+    except errors.RillError as error:
+        if isinstance(error, errors.TopicNameAlreadyExists):  # created meanwhile
+            return _metadata_topic(find_topic(core, session, settings, name))
+        return _metadata_error(name, kafka_error(error))
+    return _metadata_topic(topic)
+
+
+# -- CreateTopics (19) -----------------------------------------------------------------------
+
+_CreateTopics = response_class(apis.CREATE_TOPICS)
+
+
+def _topic_spec(entry) -> tuple[TopicSpec | None, ErrorCode, str | None]:
+    if not valid_name(entry.name):
+        return None, ErrorCode.INVALID_TOPIC_EXCEPTION, f"invalid topic name {entry.name!r}"
+    if entry.replication_factor not in (-1, 1):
+        return (None, ErrorCode.INVALID_REPLICATION_FACTOR,
+                "replication factor must be 1 (one broker)")
+    if entry.assignments:
+        if entry.num_partitions != -1 or entry.replication_factor != -1:
+            return (None, ErrorCode.INVALID_REQUEST, "both an assignment and "
+                    "num_partitions/replication_factor")
+        if any(tuple(a.broker_ids) != (NODE_ID,) for a in entry.assignments):
+            return None, ErrorCode.INVALID_REPLICA_ASSIGNMENT, "the only broker is node 0"
+        partitions = len(entry.assignments)
+    else:
+        partitions = DEFAULT_PARTITIONS if entry.num_partitions == -1 else entry.num_partitions
+    if partitions < 1:
+        return None, ErrorCode.INVALID_PARTITIONS, "a topic needs at least one partition"
+    expiry = 0
+    max_size = 0
+    for config in entry.configs or ():
+        try:
+            if config.name == "retention.ms" and config.value is not None:
+                value = int(config.value)
+                expiry = EXPIRY_NEVER if value < 0 else value * 1000
+            elif config.name == "retention.bytes" and config.value is not None:
+                value = int(config.value)
+                max_size = MAX_TOPIC_SIZE_UNLIMITED if value < 0 else value
+        except ValueError:
+            return None, ErrorCode.INVALID_CONFIG, f"{config.name}: not a number"
+    return (TopicSpec(name=entry.name, partitions_count=partitions, replication_factor=1,
+                      message_expiry=expiry, max_topic_size=max_size), ErrorCode.NONE, None)
+
+
+@api(apis.CREATE_TOPICS)
+async def create_topics(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
+    result = _CreateTopics.CreatableTopicResult
+    results = []
+    seen: set[str] = set()
+    for entry in request.body.topics:
+        spec, code, message = _topic_spec(entry)
+        if entry.name in seen:
+            spec, code, message = None, ErrorCode.INVALID_REQUEST, "topic named twice"
+        seen.add(entry.name)
+        topic = None
+        if spec is not None:
+            try:
+                if request.body.validate_only:
+                    existing = kafka_topics(core, session, settings)
+                    if spec.name in existing:
+                        raise errors.TopicNameAlreadyExists()
+                else:
+                    topic = create_topic(core, session, settings, spec)
+            except errors.RillError as error:
+                code = kafka_error(error)
+                message = f"topic {entry.name!r} already exists" if (
+                    code == ErrorCode.TOPIC_ALREADY_EXISTS) else str(error)
+                spec = None
+        ok = spec is not None
+        results.append(result(
+            name=entry.name, topic_id=topic_id(topic) if topic is not None else _ZERO_UUID,
+            error_code=int(code), error_message=message,
+            num_partitions=spec.partitions_count if ok else -1,
+            replication_factor=1 if ok else -1, configs=None if not ok else ()))
+    return _CreateTopics(throttle_time_ms=0, topics=tuple(results))
+
+
+# -- DeleteTopics (20) -----------------------------------------------------------------------
+
+_DeleteTopics = response_class(apis.DELETE_TOPICS)
+
+
+@api(apis.DELETE_TOPICS)
+async def delete_topics(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
+    body = request.body
+    if request.api_version >= 6:
+        wanted = [(state.name, state.topic_id) for state in body.topics]
+    else:
+        wanted = [(name, _ZERO_UUID) for name in body.topic_names]
+    results = []
+    for name, wanted_id in wanted:
+        if name is None:  # by id
+            by_id = {topic_id(t): t for t in kafka_topics(core, session, settings).values()}
+            topic = by_id.get(wanted_id)
+            if topic is None:
+                results.append(_DeleteTopics.DeletableTopicResult(
+                    name=None, topic_id=wanted_id, error_code=int(ErrorCode.UNKNOWN_TOPIC_ID),
+                    error_message="no topic has this id"))
+                continue
+            name = topic.name
+        code, message, deleted_id = ErrorCode.NONE, None, wanted_id
+        try:
+            if not valid_name(name):
+                raise errors.TopicNameNotFound()
+            deleted_id = topic_id(find_topic(core, session, settings, name))
+            core.broker.delete_topic(session, TopicRef(settings.stream, name))
+        except errors.RillError as error:
+            code = kafka_error(error)
+            message = str(error)
+        results.append(_DeleteTopics.DeletableTopicResult(
+            name=name, topic_id=deleted_id, error_code=int(code), error_message=message))
+    return _DeleteTopics(throttle_time_ms=0, responses=tuple(results))
+
+
+# -- CreatePartitions (37) -------------------------------------------------------------------
+
+_CreatePartitions = response_class(apis.CREATE_PARTITIONS)
+
+
+@api(apis.CREATE_PARTITIONS)
+async def create_partitions(core: Core, session: Session, settings: KafkaSettings, request
+                            ) -> Any:
+    results = []
+    for entry in request.body.topics:
+        code, message = ErrorCode.NONE, None
+        try:
+            if not valid_name(entry.name):
+                raise errors.TopicNameNotFound()
+            topic = find_topic(core, session, settings, entry.name)
+            current = len(topic.partitions)
+            if entry.count <= current:
+                code = ErrorCode.INVALID_PARTITIONS
+                message = f"topic has {current} partitions, cannot grow to {entry.count}"
+            elif entry.assignments and any(tuple(a.broker_ids) != (NODE_ID,)
+                                           for a in entry.assignments):
+                code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+                message = "the only broker is node 0"
+            elif not request.body.validate_only:
+                core.broker.create_partitions(session, TopicRef(settings.stream, entry.name),
+                                              entry.count - current)
+        except errors.RillError as error:
+            code = kafka_error(error)
+            message = str(error)
+        results.append(_CreatePartitions.CreatePartitionsTopicResult(
+            name=entry.name, error_code=int(code), error_message=message))
+    return _CreatePartitions(throttle_time_ms=0, results=tuple(results))
+
+
+# -- FindCoordinator (10) --------------------------------------------------------------------
+
+_FindCoordinator = response_class(apis.FIND_COORDINATOR)
+
+
+@api(apis.FIND_COORDINATOR)
+async def find_coordinator(core: Core, session: Session, settings: KafkaSettings, request
+                           ) -> Any:
+    """This node coordinates every group and transaction (groups themselves come later)."""
+    return _FindCoordinator(throttle_time_ms=0, error_code=0, error_message=None,
+                            node_id=NODE_ID, host=settings.host, port=settings.port)
+
+
+# the APIs served today, at the codec table's ranges (kafka-notes §2.4); ApiVersions lists
+# exactly these
+SERVED: dict[int, tuple[int, int]] = {key: apis.SUPPORTED[key] for key in HANDLERS}

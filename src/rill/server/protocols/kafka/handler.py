@@ -1,0 +1,87 @@
+"""The Kafka request handler: frame -> ``decode_request`` -> ``dispatch`` -> ``encode_response``.
+
+Owns: ``KafkaProtocol``, the ``WireProtocol`` of the Kafka listener, and the connection-level
+rules of Kafka's dialect (kafka-notes §9):
+
+* framing: ``KafkaRequestFrameDecoder`` (int32 big-endian size); a size below the request
+  header or above the limit closes the connection unanswered, as a Kafka broker does
+  (``error_reply`` has no parts and closes);
+* ApiVersions at a version rill does not know: error 35 in the v0 layout, listing the table;
+  the connection stays open. Any other unknown API key or version, or undecodable bytes: the
+  connection closes unanswered (Kafka's behaviour);
+* only the APIs of ``SERVED`` are advertised and accepted (Produce, Fetch, groups, SASL and the
+  rest of the codec's table come later);
+* login: until SASL is built, a connection acts as the root user (``open_session``); the app
+  refuses a Kafka listener on any address but loopback, so only local clients get that;
+* an unexpected failure answers nothing and closes the connection (logged).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from rill.protocol.kafka import (
+    KafkaProtocolError,
+    KafkaRequestFrameDecoder,
+    UnsupportedVersion,
+    api_versions_unsupported_response,
+    decode_request,
+    encode_response_parts,
+)
+from rill.protocol.kafka import apis
+from rill.server.core.core import Core
+from rill.server.core.model import Session
+from rill.server.protocols import Reply
+from rill.server.protocols.kafka import dispatch
+from rill.server.protocols.kafka.dispatch import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+SERVED = dispatch.SERVED
+
+_CLOSE = Reply([], close=True)
+
+
+class KafkaProtocol:
+    """Kafka's protocol as the connection loop sees it; one per listener."""
+
+    def __init__(self, settings: KafkaSettings, login_user_id: int | None) -> None:
+        self.settings = settings
+        self.login_user_id = login_user_id  # who a connection acts as before SASL (None: nobody)
+
+    @staticmethod
+    def frame_decoder(max_payload_size: int) -> KafkaRequestFrameDecoder:
+        return KafkaRequestFrameDecoder(max_payload_size)
+
+    def open_session(self, core: Core, session: Session) -> None:
+        if self.login_user_id is not None:
+            core.broker.authenticate_as(session, self.login_user_id)
+
+    @staticmethod
+    def error_reply(status: int) -> Reply:
+        """Kafka answers a bad frame size by closing the connection."""
+        return _CLOSE
+
+    async def handle_request(self, core: Core, session: Session, code: int,
+                             payload: memoryview) -> Reply:
+        if not core.heartbeat(session):
+            return _CLOSE
+        try:
+            request = decode_request(payload, supported=SERVED)
+        except UnsupportedVersion as error:
+            if error.api_key == apis.API_VERSIONS:
+                return Reply([api_versions_unsupported_response(error.correlation_id, SERVED)])
+            log.info("client %d: %s; closing the connection", session.client_id, error)
+            return _CLOSE
+        except KafkaProtocolError as error:
+            log.info("client %d: %s; closing the connection", session.client_id, error)
+            return _CLOSE
+        key = request.api_key
+        try:
+            body = await dispatch.HANDLERS[key](core, session, self.settings, request)
+        except Exception:
+            log.exception("client %d: Kafka API %d v%d failed unexpectedly", session.client_id,
+                          key, request.api_version)
+            return _CLOSE
+        return Reply(encode_response_parts(key, request.api_version, request.correlation_id,
+                                           body))

@@ -1,0 +1,292 @@
+"""The Kafka listener of a real server (``[kafka] enabled``), driven by the real kafka-python
+client and by raw frames through the codec: ApiVersions (exact bytes, the v0 answer to an
+unknown version), Metadata at every version, the admin APIs, the connection rules (an unknown
+API or a bad frame size closes only that connection) and one catalogue shared with Iggy."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import uuid
+
+import pytest
+
+kafka = pytest.importorskip("kafka")
+from kafka import KafkaAdminClient, KafkaConsumer  # noqa: E402
+from kafka.admin import NewPartitions, NewTopic  # noqa: E402
+from kafka.errors import (  # noqa: E402
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    TopicAlreadyExistsError,
+)
+
+from rill.protocol.kafka import apis, decode_response, encode_request, request_class  # noqa: E402
+from rill.protocol.kafka.errors import ErrorCode  # noqa: E402
+from rill.server.protocols.kafka.dispatch import SERVED  # noqa: E402
+from server_process import RillProcess, session  # noqa: E402
+
+KAFKA_ENV = {"RILL_KAFKA_ENABLED": "true", "RILL_KAFKA_ADDRESS": "127.0.0.1:0",
+             "RILL_QUIC_ENABLED": "false", "RILL_HTTP_ENABLED": "false"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    process = RillProcess(tmp_path_factory.mktemp("kafka") / "data", env=KAFKA_ENV).start()
+    yield process
+    process.kill()
+
+
+def bootstrap(server) -> str:
+    return "%s:%d" % server.kafka_address
+
+
+@pytest.fixture
+def admin(server):
+    client = KafkaAdminClient(bootstrap_servers=bootstrap(server), request_timeout_ms=10_000)
+    yield client
+    client.close()
+
+
+class Raw:
+    """One plain socket to the Kafka listener: whole frames out, whole frames in."""
+
+    def __init__(self, server) -> None:
+        self.sock = socket.create_connection(server.kafka_address, timeout=10)
+        self.correlation = 0
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def receive(self) -> bytes | None:
+        """The payload of the next response frame; None when the server closed."""
+        head = self._exactly(4)
+        if head is None:
+            return None
+        payload = self._exactly(struct.unpack(">i", head)[0])
+        assert payload is not None
+        return payload
+
+    def _exactly(self, n: int) -> bytes | None:
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                assert not data, "the server closed in the middle of a frame"
+                return None
+            data += chunk
+        return data
+
+    def call(self, api_key: int, version: int, body):
+        self.correlation += 1
+        self.send(encode_request(api_key, version, self.correlation, body))
+        payload = self.receive()
+        assert payload is not None, "the server closed the connection"
+        response = decode_response(api_key, version, payload)
+        assert response.correlation_id == self.correlation
+        return response.body
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def raw(server):
+    link = Raw(server)
+    yield link
+    link.close()
+
+
+# -- ApiVersions -------------------------------------------------------------------------------
+
+ApiVersionsRequest = request_class(apis.API_VERSIONS)
+
+
+def test_api_versions_v0_exact_bytes(raw):
+    raw.send(encode_request(apis.API_VERSIONS, 0, 7, ApiVersionsRequest()))
+    table = sorted(SERVED.items())
+    expected = struct.pack(">ihi", 7, 0, len(table)) + b"".join(
+        struct.pack(">hhh", key, low, high) for key, (low, high) in table)
+    assert raw.receive() == expected
+
+
+def test_api_versions_v3_exact_bytes_header_v0_and_no_tagged_fields(raw):
+    request = ApiVersionsRequest(client_software_name="test", client_software_version="1")
+    raw.send(encode_request(apis.API_VERSIONS, 3, 8, request))
+    table = sorted(SERVED.items())
+    # header v0 (no tag section after the correlation id), compact array, empty tag sections
+    expected = (struct.pack(">ih", 8, 0) + bytes([len(table) + 1])
+                + b"".join(struct.pack(">hhh", key, low, high) + b"\x00"
+                           for key, (low, high) in table)
+                + struct.pack(">i", 0) + b"\x00")
+    assert raw.receive() == expected
+
+
+def test_the_advertised_table_is_what_is_served(raw):
+    body = raw.call(apis.API_VERSIONS, 4, ApiVersionsRequest())
+    assert {entry.api_key for entry in body.api_keys} == {
+        apis.API_VERSIONS, apis.METADATA, apis.CREATE_TOPICS, apis.DELETE_TOPICS,
+        apis.CREATE_PARTITIONS, apis.FIND_COORDINATOR}
+    assert apis.PRODUCE not in SERVED and apis.FETCH not in SERVED  # not before storage
+
+
+def test_an_unknown_api_versions_version_is_answered_in_v0_layout_and_the_link_stays(raw):
+    # a v99 request: the header prefix is all a server can read
+    raw.send(struct.pack(">ihhi", 8, apis.API_VERSIONS, 99, 41))
+    payload = raw.receive()
+    table = sorted(SERVED.items())
+    assert payload == struct.pack(">ihi", 41, ErrorCode.UNSUPPORTED_VERSION, len(table)) + b"".join(
+        struct.pack(">hhh", key, low, high) for key, (low, high) in table)
+    assert raw.call(apis.API_VERSIONS, 3, ApiVersionsRequest()).error_code == 0
+
+
+@pytest.mark.parametrize("api_key, version", [(999, 0), (apis.PRODUCE, 9),
+                                              (apis.METADATA, 13)])
+def test_an_unknown_api_or_version_closes_the_connection(raw, api_key, version):
+    raw.send(struct.pack(">ihhi", 8, api_key, version, 5))
+    assert raw.receive() is None
+
+
+@pytest.mark.parametrize("size", [-1, 3, 7, 1 << 30])
+def test_a_bad_frame_size_closes_only_that_connection(server, raw, size):
+    other = Raw(server)
+    try:
+        raw.send(struct.pack(">i", size) + b"\x00" * 8)
+        assert raw.receive() is None
+        assert other.call(apis.API_VERSIONS, 0, ApiVersionsRequest()).error_code == 0
+        with session(server) as iggy:  # Iggy on the same server keeps working
+            iggy.ping()
+            assert isinstance(iggy.get_streams(), list)
+    finally:
+        other.close()
+
+
+# -- Metadata ----------------------------------------------------------------------------------
+
+MetadataRequest = request_class(apis.METADATA)
+
+
+def metadata(raw: Raw, version: int, names=None, auto_create: bool = False):
+    topics = None if names is None else tuple(
+        MetadataRequest.MetadataRequestTopic(name=name) for name in names)
+    if version == 0 and topics is None:
+        topics = ()
+    if version < 4:  # the field is absent: True is the default
+        return raw.call(apis.METADATA, version, MetadataRequest(topics=topics))
+    return raw.call(apis.METADATA, version,
+                    MetadataRequest(topics=topics, allow_auto_topic_creation=auto_create))
+
+
+@pytest.mark.parametrize("version", range(13))
+def test_metadata_every_version(server, admin, raw, version):
+    name = f"meta-v{version}"
+    admin.create_topics([NewTopic(name, 2, 1)])
+    body = metadata(raw, version)
+    host, port = server.kafka_address
+    assert [(b.node_id, b.host, b.port) for b in body.brokers] == [(0, host, port)]
+    if version >= 1:
+        assert body.controller_id == 0
+    topic = next(t for t in body.topics if t.name == name)
+    assert topic.error_code == 0 and not topic.is_internal
+    assert [(p.partition_index, p.leader_id, tuple(p.replica_nodes), tuple(p.isr_nodes))
+            for p in topic.partitions] == [(0, 0, (0,), (0,)), (1, 0, (0,), (0,))]
+    if version >= 10:
+        assert topic.topic_id != uuid.UUID(int=0)
+        assert metadata(raw, version, [name]).topics[0].topic_id == topic.topic_id  # stable
+    admin.delete_topics([name])
+
+
+def test_metadata_of_an_unknown_topic_auto_creates_only_when_allowed(raw):
+    refused = metadata(raw, 12, ["never-created"], auto_create=False).topics[0]
+    assert refused.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert refused.partitions == ()
+    created = metadata(raw, 12, ["auto-created"], auto_create=True).topics[0]
+    assert created.error_code == 0 and len(created.partitions) == 1
+    assert metadata(raw, 12, ["never-created"]).topics[0].error_code == 3
+
+
+def test_topic_ids_differ_after_delete_and_create(admin, raw):
+    admin.create_topics([NewTopic("reborn", 1, 1)])
+    first = metadata(raw, 12, ["reborn"]).topics[0].topic_id
+    admin.delete_topics(["reborn"])
+    admin.create_topics([NewTopic("reborn", 1, 1)])
+    assert metadata(raw, 12, ["reborn"]).topics[0].topic_id != first
+    admin.delete_topics(["reborn"])
+
+
+def test_find_coordinator_answers_this_node(server, raw):
+    FindCoordinator = request_class(apis.FIND_COORDINATOR)
+    body = raw.call(apis.FIND_COORDINATOR, 3, FindCoordinator(key="group-1", key_type=0))
+    assert (body.error_code, body.node_id, body.host, body.port) == (0, 0, *server.kafka_address)
+
+
+# -- admin through kafka-python ----------------------------------------------------------------
+
+
+def test_admin_client_creates_lists_describes_grows_and_deletes(server, admin):
+    result = admin.create_topics([NewTopic("orders", 3, 1)])
+    assert [t["error_code"] for t in result["topics"]] == [0]
+    assert "orders" in admin.list_topics()
+    [described] = admin.describe_topics(["orders"])
+    assert [p["partition_index"] for p in described["partitions"]] == [0, 1, 2]
+    admin.create_partitions({"orders": NewPartitions(5)})
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap(server))
+    try:
+        assert "orders" in consumer.topics()
+        assert consumer.partitions_for_topic("orders") == {0, 1, 2, 3, 4}
+    finally:
+        consumer.close()
+    with pytest.raises(InvalidPartitionsError):
+        admin.create_partitions({"orders": NewPartitions(5)})
+    admin.delete_topics(["orders"])
+    assert "orders" not in admin.list_topics()
+
+
+def test_create_topics_errors_and_validate_only(admin):
+    admin.create_topics([NewTopic("twice", 1, 1)])
+    with pytest.raises(TopicAlreadyExistsError):
+        admin.create_topics([NewTopic("twice", 1, 1)])
+    with pytest.raises(InvalidReplicationFactorError):
+        admin.create_topics([NewTopic("replicated", 1, 3)])
+    admin.create_topics([NewTopic("dry-run", 4, 1)], validate_only=True)
+    assert "dry-run" not in admin.list_topics()
+    with pytest.raises(TopicAlreadyExistsError):
+        admin.create_topics([NewTopic("twice", 1, 1)], validate_only=True)
+    admin.delete_topics(["twice"])
+
+
+def test_create_topics_raw_codes(raw):
+    CreateTopics = request_class(apis.CREATE_TOPICS)
+    topic = CreateTopics.CreatableTopic
+
+    def create(*entries):
+        body = raw.call(apis.CREATE_TOPICS, 7, CreateTopics(topics=entries, timeout_ms=5000))
+        return [(t.name, t.error_code, t.num_partitions) for t in body.topics]
+
+    assert create(topic(name="raw-a", num_partitions=-1, replication_factor=-1),
+                  topic(name="Upper", num_partitions=1, replication_factor=1),
+                  topic(name="raw-b", num_partitions=0, replication_factor=1)) == [
+        ("raw-a", 0, 1), ("Upper", ErrorCode.INVALID_TOPIC_EXCEPTION, -1),
+        ("raw-b", ErrorCode.INVALID_PARTITIONS, -1)]
+    assert create(topic(name="raw-a", num_partitions=1, replication_factor=1)) == [
+        ("raw-a", ErrorCode.TOPIC_ALREADY_EXISTS, -1)]
+
+
+# -- one catalogue -----------------------------------------------------------------------------
+
+
+def test_a_topic_created_through_kafka_is_an_iggy_topic_of_stream_kafka(server, admin):
+    admin.create_topics([NewTopic("cross-k", 4, 1)])
+    with session(server) as iggy:
+        topic = iggy.get_topic("kafka", "cross-k")
+        assert topic is not None and len(topic.partitions) == 4
+    admin.delete_topics(["cross-k"])
+
+
+def test_a_topic_created_through_iggy_is_listed_by_kafka(server, raw):
+    with session(server) as iggy:
+        if iggy.get_stream("kafka") is None:
+            iggy.create_stream("kafka")
+        iggy.create_topic("kafka", "cross-i", partitions_count=3)
+    [topic] = metadata(raw, 12, ["cross-i"]).topics
+    assert topic.error_code == 0 and len(topic.partitions) == 3
+    assert "cross-i" in {t.name for t in metadata(raw, 1).topics}
