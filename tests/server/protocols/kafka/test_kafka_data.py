@@ -17,7 +17,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 from rill.protocol.kafka import apis, request_class  # noqa: E402
 from rill.protocol.kafka.errors import ErrorCode  # noqa: E402
 from rill.server.protocols.kafka.dispatch import SERVED  # noqa: E402
-from server_process import RillProcess  # noqa: E402
+from server_process import RillProcess, session  # noqa: E402
 from test_kafka_listener import KAFKA_ENV, Raw, bootstrap  # noqa: E402
 
 Produce = request_class(apis.PRODUCE)
@@ -278,6 +278,40 @@ def test_acks_0_gets_no_response_and_the_next_answer_is_in_order(raw):
                                                 include_topic_authorized_operations=False))
     assert topic in {t.name for t in body.topics}
     assert high_watermark(raw, topic) == 1
+
+
+def test_an_iggy_format_topic_is_unsupported_for_kafka_data(server, raw):
+    new_topic(raw)  # the Kafka stream exists
+    name = "iggy-" + uuid.uuid4().hex[:8]
+    with session(server) as iggy:
+        iggy.create_topic("kafka", name, partitions_count=1)
+    answer = produce(raw, name, batch([(None, b"v", 1)]))
+    assert answer.error_code == ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+    fetched = fetch(raw, name, 0).responses[0].partitions[0]
+    assert fetched.error_code == ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+    assert list_offset(raw, name, -1).error_code == ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+
+
+def test_a_failed_acks_0_produce_closes_the_connection(raw):
+    topic = new_topic(raw)
+    produce(raw, topic, batch([(None, b"v", 1)]), partition=5, acks=0)
+    assert raw.receive() is None
+
+
+def test_fetch_max_bytes_is_shared_by_the_partitions(raw):
+    topic = new_topic(raw, partitions=2)
+    big = batch([(None, b"x" * 5000, 1)])
+    produce(raw, topic, big, partition=0)
+    produce(raw, topic, big, partition=1)
+    parts = tuple(Fetch.FetchTopic.FetchPartition(partition=p, fetch_offset=0,
+                                                  partition_max_bytes=1 << 20) for p in (0, 1))
+    body = Fetch(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=100, isolation_level=0,
+                 session_id=0, session_epoch=-1,
+                 topics=(Fetch.FetchTopic(topic=topic, partitions=parts),),
+                 forgotten_topics_data=(), rack_id="")
+    first, second = raw.call(apis.FETCH, 12, body).responses[0].partitions
+    assert len(first.records) == len(big)  # one whole batch over the budget
+    assert not second.records and second.high_watermark == 1  # budget spent
 
 
 # -- restart -----------------------------------------------------------------------------------
