@@ -107,12 +107,16 @@ class Broker:
 
     # -- data ------------------------------------------------------------------------------
 
-    async def append(self, session: Session, ref: PartitionRef, region: bytes | memoryview
-                     ) -> AppendResult:
-        """Append a batch (today the ``iggy-v1`` SEND region, ``storage.records``) and answer
-        once it is as durable as the fsync policy promises, with the offsets it got."""
+    async def append(self, session: Session, ref: PartitionRef, region: bytes | memoryview,
+                     timestamp_us: int | None = None) -> AppendResult:
+        """Append a batch in the topic's record format (``iggy-v1``: a SEND region,
+        ``storage.records``; ``kafka-v2``: RecordBatch v2, ``storage.kafka_records``) and answer
+        once it is as durable as the fsync policy promises, with the offsets it got.
+        ``timestamp_us``: the index timestamp when the batch carries its own (Kafka's
+        maxTimestamp), else the server's clock."""
         return await self._core.messages.send_messages(
-            session, ref.namespace, ref.topic, Partitioning.partition_id(ref.partition_id), region)
+            session, ref.namespace, ref.topic, Partitioning.partition_id(ref.partition_id), region,
+            timestamp_us)
 
     def read(self, session: Session, ref: PartitionRef, offset: int, max_records: int,
              max_bytes: int) -> RecordRange:
@@ -128,6 +132,11 @@ class Broker:
                              ) -> int | None:
         return self._core.messages.offset_for_timestamp(session, ref.namespace, ref.topic,
                                                         ref.partition_id, timestamp_us)
+
+    def max_timestamp(self, session: Session, ref: PartitionRef) -> int:
+        """The largest index timestamp (µs) of the partition; 0 when it is empty."""
+        return self._core.messages.max_timestamp(session, ref.namespace, ref.topic,
+                                                 ref.partition_id)
 
     async def wait(self, session: Session, ref: TopicRef, positions: Sequence[tuple[int, int]],
                    min_bytes: int, timeout: float) -> list[PartitionEnd]:

@@ -95,11 +95,13 @@ class MessageService:
         return self.state.find_partition(topic, partition_id)
 
     async def send_messages(self, session: Session, stream_id: Ref, topic_id: Ref,
-                            partitioning: Partitioning, messages: bytes | memoryview
-                            ) -> AppendResult:
+                            partitioning: Partitioning, messages: bytes | memoryview,
+                            timestamp_us: int | None = None) -> AppendResult:
         """Append a SEND message region to the partition ``partitioning`` picks; answers once
         the append is as durable as the fsync policy promises, with what it assigned (with
-        deduplication on, only the messages that were not duplicates; none: last < first)."""
+        deduplication on, only the messages that were not duplicates; none: last < first).
+        ``timestamp_us``: the time to stamp instead of the clock's (a record format whose
+        batches carry their own time: the log still never lets timestamps go back)."""
         state = self.state
         topic = state.find_topic(stream_id, topic_id)
         state.authorize(session, Action.WRITE_MESSAGES, topic.stream_id, topic.id)
@@ -112,7 +114,7 @@ class MessageService:
                 raise errors.CannotSaveMessagesToSegment(reason=(
                     "Cannot save messages to segment: the disk is full (its last "
                     f"{reserve.size} bytes are kept for metadata, so deletions still work)"))
-            now = state.clock()
+            now = state.clock() if timestamp_us is None else timestamp_us
             if self.deduplicator is None:
                 # large batches are stamped and written in a worker thread (storage.partition_log)
                 first, last = await partition.log.append_async(messages, now)
@@ -195,6 +197,13 @@ class MessageService:
         """The first offset stored at or after ``timestamp_us``; None when there is none."""
         return self._partition(session, Action.READ_MESSAGES, stream_id, topic_id,
                                partition_id).log.offset_for_timestamp(timestamp_us)
+
+    def max_timestamp(self, session: Session, stream_id: Ref, topic_id: Ref,
+                      partition_id: int) -> int:
+        """The largest timestamp (µs) the partition's index holds; 0 when it is empty."""
+        log = self._partition(session, Action.READ_MESSAGES, stream_id, topic_id,
+                              partition_id).log
+        return 0 if log.is_empty else log.last_timestamp
 
     def _partition(self, session: Session, action: Action, stream_id: Ref, topic_id: Ref,
                    partition_id: int) -> Partition:

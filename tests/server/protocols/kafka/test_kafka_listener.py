@@ -125,8 +125,11 @@ def test_the_advertised_table_is_what_is_served(raw):
     body = raw.call(apis.API_VERSIONS, 4, ApiVersionsRequest())
     assert {entry.api_key for entry in body.api_keys} == {
         apis.API_VERSIONS, apis.METADATA, apis.CREATE_TOPICS, apis.DELETE_TOPICS,
-        apis.CREATE_PARTITIONS, apis.FIND_COORDINATOR}
-    assert apis.PRODUCE not in SERVED and apis.FETCH not in SERVED  # not before storage
+        apis.CREATE_PARTITIONS, apis.FIND_COORDINATOR, apis.PRODUCE, apis.FETCH,
+        apis.LIST_OFFSETS}
+    assert {(entry.api_key, entry.min_version, entry.max_version)
+            for entry in body.api_keys} == {(key, low, high) for key, (low, high) in SERVED.items()}
+    assert apis.INIT_PRODUCER_ID not in SERVED  # not before idempotence
 
 
 def test_an_unknown_api_versions_version_is_answered_in_v0_layout_and_the_link_stays(raw):
@@ -139,8 +142,8 @@ def test_an_unknown_api_versions_version_is_answered_in_v0_layout_and_the_link_s
     assert raw.call(apis.API_VERSIONS, 3, ApiVersionsRequest()).error_code == 0
 
 
-@pytest.mark.parametrize("api_key, version", [(999, 0), (apis.PRODUCE, 9),
-                                              (apis.METADATA, 13)])
+@pytest.mark.parametrize("api_key, version", [(999, 0), (apis.PRODUCE, 10),
+                                              (apis.FETCH, 3), (apis.METADATA, 13)])
 def test_an_unknown_api_or_version_closes_the_connection(raw, api_key, version):
     raw.send(struct.pack(">ihhi", 8, api_key, version, 5))
     assert raw.receive() is None

@@ -20,6 +20,8 @@ Owns: the mapping of Kafka's admin and metadata APIs onto rill's catalogue, and 
   factor 1 or -1 (else INVALID_REPLICATION_FACTOR), TOPIC_ALREADY_EXISTS, validate_only;
   configs ``retention.ms`` and ``retention.bytes`` become the topic's message expiry and max
   size, other configs are accepted and ignored;
+* topics created through Kafka (CreateTopics, Metadata's auto-create) store records in the
+  ``kafka-v2`` format (RecordBatch v2 as sent); Produce, Fetch and ListOffsets are ``data``;
 * CreatePartitions takes the new total (INVALID_PARTITIONS unless it grows);
 * rill errors map onto Kafka codes (``kafka_error``): authorization failures
   TOPIC/CLUSTER_AUTHORIZATION_FAILED, a missing topic or stream UNKNOWN_TOPIC_OR_PARTITION.
@@ -56,6 +58,14 @@ class KafkaSettings:
 NODE_ID = 0
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 DEFAULT_PARTITIONS = 1
+RECORD_FORMAT = "kafka-v2"  # topics created through Kafka store RecordBatch v2 as sent
+# the versions of the data APIs served (``data``): Produce 0-9 advertised (v0-2: see data),
+# Fetch 4-12 and ListOffsets 1-7 (Fetch 0-3, ListOffsets 0: the seed's dialect, later)
+DATA_RANGES: dict[int, tuple[int, int]] = {
+    apis.PRODUCE: (0, 9),
+    apis.FETCH: (4, 12),
+    apis.LIST_OFFSETS: (1, 7),
+}
 _TOPIC_ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "rill:kafka-topic-id")
 _ZERO_UUID = uuid.UUID(int=0)
 _KAFKA_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -189,7 +199,8 @@ def _requested_topic(core: Core, session: Session, settings: KafkaSettings, name
             return _metadata_error(name, code)
     try:
         topic = create_topic(core, session, settings,
-                             TopicSpec(name=name, partitions_count=DEFAULT_PARTITIONS))
+                             TopicSpec(name=name, partitions_count=DEFAULT_PARTITIONS,
+                                       record_format=RECORD_FORMAT))
     except errors.RillError as error:
         if isinstance(error, errors.TopicNameAlreadyExists):  # created meanwhile
             return _metadata_topic(find_topic(core, session, settings, name))
@@ -232,7 +243,8 @@ def _topic_spec(entry) -> tuple[TopicSpec | None, ErrorCode, str | None]:
         except ValueError:
             return None, ErrorCode.INVALID_CONFIG, f"{config.name}: not a number"
     return (TopicSpec(name=entry.name, partitions_count=partitions, replication_factor=1,
-                      message_expiry=expiry, max_topic_size=max_size), ErrorCode.NONE, None)
+                      message_expiry=expiry, max_topic_size=max_size,
+                      record_format=RECORD_FORMAT), ErrorCode.NONE, None)
 
 
 @api(apis.CREATE_TOPICS)
@@ -352,6 +364,11 @@ async def find_coordinator(core: Core, session: Session, settings: KafkaSettings
                             node_id=NODE_ID, host=settings.host, port=settings.port)
 
 
-# the APIs served today, at the codec table's ranges (kafka-notes §2.4); ApiVersions lists
-# exactly these
-SERVED: dict[int, tuple[int, int]] = {key: apis.SUPPORTED[key] for key in HANDLERS}
+# the data APIs (Produce, Fetch, ListOffsets) register themselves; imported last because they
+# use the helpers above
+from rill.server.protocols.kafka import data  # noqa: E402
+
+# the APIs served today, at the codec table's ranges (kafka-notes §2.4) except where the data
+# APIs serve fewer versions (``data.RANGES``); ApiVersions lists exactly these
+SERVED: dict[int, tuple[int, int]] = {key: DATA_RANGES.get(key, apis.SUPPORTED[key])
+                                      for key in sorted({*HANDLERS, *DATA_RANGES})}

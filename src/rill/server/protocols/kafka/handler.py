@@ -9,8 +9,10 @@ rules of Kafka's dialect (kafka-notes §9):
 * ApiVersions at a version rill does not know: error 35 in the v0 layout, listing the table;
   the connection stays open. Any other unknown API key or version, or undecodable bytes: the
   connection closes unanswered (Kafka's behaviour);
-* only the APIs of ``SERVED`` are advertised and accepted (Produce, Fetch, groups, SASL and the
-  rest of the codec's table come later);
+* only the APIs of ``SERVED`` are advertised and accepted (groups, SASL and the rest of the
+  codec's table come later; the data APIs' versions are ``data.RANGES``);
+* Produce with acks=0 gets no response: the reply has no parts, so the connection loop writes
+  nothing and the next request's answer follows in order;
 * login: until SASL is built, a connection acts as the root user (``open_session``); the app
   refuses a Kafka listener on any address but loopback, so only local clients get that;
 * an unexpected failure answers nothing and closes the connection (logged).
@@ -27,12 +29,13 @@ from rill.protocol.kafka import (
     api_versions_unsupported_response,
     decode_request,
     encode_response_parts,
+    response_expected,
 )
 from rill.protocol.kafka import apis
 from rill.server.core.core import Core
 from rill.server.core.model import Session
 from rill.server.protocols import Reply
-from rill.server.protocols.kafka import dispatch
+from rill.server.protocols.kafka import data, dispatch
 from rill.server.protocols.kafka.dispatch import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -40,6 +43,7 @@ log = logging.getLogger(__name__)
 SERVED = dispatch.SERVED
 
 _CLOSE = Reply([], close=True)
+_NOTHING = Reply([])  # written as nothing: the connection loop writes a reply's parts only
 
 
 class KafkaProtocol:
@@ -83,5 +87,13 @@ class KafkaProtocol:
             log.exception("client %d: Kafka API %d v%d failed unexpectedly", session.client_id,
                           key, request.api_version)
             return _CLOSE
+        if not response_expected(key, request.body):
+            # Produce acks=0: no response at all; a failed partition closes the connection
+            # (Kafka's way of telling a client that reads no answers)
+            if key == apis.PRODUCE and data.produce_failed(body):
+                log.info("client %d: acks=0 produce failed; closing the connection",
+                         session.client_id)
+                return _CLOSE
+            return _NOTHING
         return Reply(encode_response_parts(key, request.api_version, request.correlation_id,
                                            body))

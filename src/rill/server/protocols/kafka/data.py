@@ -1,0 +1,321 @@
+"""Kafka's data APIs on the neutral broker: Produce, Fetch and ListOffsets (kafka-notes §2.4, §3, §9).
+
+Owns: these rules (the versions served are ``dispatch.DATA_RANGES``):
+
+* a partition is Kafka partition N of a topic of the ``[kafka] stream`` namespace; an unknown
+  topic or partition is UNKNOWN_TOPIC_OR_PARTITION (3) and nothing is written; a topic of
+  another record format (an Iggy ``iggy-v1`` topic) is UNSUPPORTED_FOR_MESSAGE_FORMAT (43) on
+  every data API: it holds no RecordBatch v2 to serve or append to (a translation is later
+  work, issue 13 item 5);
+* **Produce** 0-9 advertised (Produce 0 for librdkafka, KAFKA-18659), v3-9 served: the records
+  bytes go to ``broker.append`` as they are (the ``kafka-v2`` format validates and stores them;
+  its ``InvalidRecordBatch`` is CORRUPT_MESSAGE 2 or INVALID_RECORD 87), stamped at the batch's
+  maxTimestamp (``kafka_records.batch_time_us``) so the time index is CreateTime's. v0-2 (the
+  seed's legacy MessageSet, converted later) carry magic 2 batches from kafka-python/aiokafka
+  when they guess an old broker: those are stored like v3's; a legacy MessageSet (magic 0/1)
+  is answered UNSUPPORTED_VERSION (35) per partition, as Kafka 4.0 answers v0-2, and nothing
+  is written. ``base_offset`` is the first offset given, ``log_append_time_ms`` -1 (CreateTime),
+  ``log_start_offset`` the partition's first offset. acks=1/-1 answer once ``broker.append``
+  returns (as durable as the fsync policy promises). acks=0: no response at all
+  (``handler``); when one of its partitions failed the connection is closed instead, as Kafka
+  does, so the client learns of it. Producer ids and sequences are stored, not checked yet;
+  a transactional produce is TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53);
+* **Fetch** 4-12: per partition the stored batches from the fetch offset (whole batches,
+  from the one holding it) up to the high watermark, at most ``partition_max_bytes`` and what
+  is left of the request's ``max_bytes`` (the first partition with data always gets at least
+  one whole batch, however large, as Kafka does; later ones get nothing once the budget is
+  spent); an offset below the log start or above the high watermark is OFFSET_OUT_OF_RANGE (1).
+  high_watermark = last_stable_offset = the log end; log_start_offset; aborted transactions
+  empty; no fetch sessions (session id 0, v7+). Long poll: when the partitions hold fewer than
+  ``min_bytes`` and nothing failed, ``broker.wait`` (woken by appends) until they do or
+  ``max_wait_ms`` passes, then one more read;
+* **ListOffsets** 1-7: -2 earliest (log start), -1 latest (high watermark), -3 max timestamp
+  (v7: the first record carrying the partition's largest timestamp), t >= 0 the first record
+  whose timestamp is >= t, exact to the record (the batch index finds the batch, then
+  ``record_times`` walks that one batch's records; compressed batches other than gzip are
+  answered at batch granularity); none -> offset -1, timestamp -1. Leader epoch 0, as Metadata.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from rill import errors
+from rill.protocol.kafka import ErrorCode, apis, response_class
+from rill.server.core.broker import PartitionRef, TopicRef
+from rill.server.core.core import Core
+from rill.server.core.model import Session, Topic
+from rill.server.protocols.kafka import record_times
+from rill.server.protocols.kafka.dispatch import (
+    DATA_RANGES,
+    RECORD_FORMAT,
+    KafkaSettings,
+    api,
+    kafka_error,
+    kafka_topics,
+)
+from rill.server.storage.kafka_records import InvalidRecordBatch, batch_time_us
+
+RANGES = DATA_RANGES
+
+LEADER_EPOCH = 0
+_MAGIC_AT = 16
+_EARLIEST, _LATEST, _MAX_TIMESTAMP = -2, -1, -3
+_MAX_RECORDS = 1 << 31
+_MAX_WAIT_MS = 60_000
+
+
+def _partition_error(topics: dict[str, Topic], name: str | None, index: int) -> ErrorCode:
+    """Why (topic, partition) cannot be served, or NONE."""
+    topic = topics.get(name) if name is not None else None
+    if topic is None or not 0 <= index < len(topic.partitions):
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if topic.record_format != RECORD_FORMAT:
+        return ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+    return ErrorCode.NONE
+
+
+def _data_error(error: Exception) -> ErrorCode:
+    if isinstance(error, InvalidRecordBatch):
+        return ErrorCode.CORRUPT_MESSAGE if error.corrupt else ErrorCode.INVALID_RECORD
+    if isinstance(error, (errors.CannotSaveMessagesToSegment, errors.CannotSyncFile,
+                          errors.CannotCreateSegmentLogFile,
+                          errors.CannotCreateSegmentIndexFile)):
+        return ErrorCode.KAFKA_STORAGE_ERROR
+    if isinstance(error, errors.TopicFull):
+        return ErrorCode.POLICY_VIOLATION
+    return kafka_error(error)
+
+
+# -- Produce (0) -----------------------------------------------------------------------------
+
+_Produce = response_class(apis.PRODUCE)
+_ProducePartition = _Produce.TopicProduceResponse.PartitionProduceResponse
+
+
+async def _produce_partition(core: Core, session: Session, settings: KafkaSettings,
+                             topics: dict[str, Topic], name: str, entry, version: int,
+                             transactional: bool) -> Any:
+    code = _partition_error(topics, name, entry.index)
+    message = None
+    base_offset = log_start = -1
+    records = entry.records
+    if code == ErrorCode.NONE and transactional:
+        code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if code == ErrorCode.NONE and not records:
+        code, message = ErrorCode.CORRUPT_MESSAGE, "no record batch"
+    if code == ErrorCode.NONE and version < 3 and len(records) > _MAGIC_AT and (
+            records[_MAGIC_AT] != 2):
+        code = ErrorCode.UNSUPPORTED_VERSION
+        message = "legacy MessageSets (magic 0/1) are not stored yet: use Produce v3+"
+    if code == ErrorCode.NONE:
+        ref = PartitionRef(settings.stream, name, entry.index)
+        try:
+            result = await core.broker.append(session, ref, records, batch_time_us(records))
+            base_offset = result.first_offset
+            log_start = core.broker.bounds(session, ref).first_offset
+        except errors.RillError as error:
+            code, message = _data_error(error), str(error)
+    return _ProducePartition(index=entry.index, error_code=int(code), base_offset=base_offset,
+                             log_append_time_ms=-1,
+                             log_start_offset=log_start if version >= 5 else -1,
+                             record_errors=(), error_message=message)
+
+
+async def produce(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
+    body = request.body
+    topics = kafka_topics(core, session, settings)
+    transactional = body.transactional_id is not None
+    responses = []
+    for topic in body.topic_data:
+        partitions = []
+        for entry in topic.partition_data:
+            partitions.append(await _produce_partition(
+                core, session, settings, topics, topic.name, entry, request.api_version,
+                transactional))
+        responses.append(_Produce.TopicProduceResponse(name=topic.name,
+                                                       partition_responses=tuple(partitions)))
+    return _Produce(responses=tuple(responses), throttle_time_ms=0)
+
+
+api(apis.PRODUCE)(produce)
+
+
+def produce_failed(body) -> bool:
+    """Whether any partition of a Produce response failed (acks=0 then closes)."""
+    return any(partition.error_code for topic in body.responses
+               for partition in topic.partition_responses)
+
+
+# -- Fetch (1) -------------------------------------------------------------------------------
+
+_Fetch = response_class(apis.FETCH)
+_FetchPartition = _Fetch.FetchableTopicResponse.PartitionData
+
+
+class _Wanted:
+    """One partition of a Fetch: what was asked, and what the last read found."""
+
+    __slots__ = ("topic", "partition", "offset", "max_bytes", "code", "data", "bounds")
+
+    def __init__(self, topic: str, partition: int, offset: int, max_bytes: int,
+                 code: ErrorCode) -> None:
+        self.topic, self.partition, self.offset = topic, partition, offset
+        self.max_bytes, self.code = max_bytes, code
+        self.data: bytes | memoryview = b""
+        self.bounds = None
+
+
+def _read_all(core: Core, session: Session, settings: KafkaSettings, wanted: list[_Wanted],
+              max_bytes: int) -> int:
+    """Read every partition that can be read, within the budgets; the bytes found."""
+    budget, total = max_bytes, 0
+    broker = core.broker
+    for entry in wanted:
+        if entry.code not in (ErrorCode.NONE, ErrorCode.OFFSET_OUT_OF_RANGE):
+            continue
+        ref = PartitionRef(settings.stream, entry.topic, entry.partition)
+        try:
+            bounds = broker.bounds(session, ref)
+            entry.bounds = bounds
+            if not bounds.first_offset <= entry.offset <= bounds.high_watermark:
+                entry.code = ErrorCode.OFFSET_OUT_OF_RANGE
+                continue
+            entry.code = ErrorCode.NONE
+            limit = min(entry.max_bytes, budget)
+            if entry.offset == bounds.high_watermark or (limit <= 0 and total):
+                entry.data = b""
+                continue
+            found = broker.read(session, ref, entry.offset, _MAX_RECORDS, max(limit, 1))
+            entry.bounds = found.bounds
+            entry.data = found.data if found.count else b""
+        except errors.RillError as error:
+            entry.code = _data_error(error)
+            continue
+        total += len(entry.data)
+        budget -= len(entry.data)
+    return total
+
+
+async def _wait(core: Core, session: Session, settings: KafkaSettings, wanted: list[_Wanted],
+                min_bytes: int, timeout: float) -> None:
+    """Until the partitions hold ``min_bytes`` past their offsets (one topic's ``broker.wait``
+    each; the first topic that has them ends the wait) or ``timeout`` passes."""
+    by_topic: dict[str, list[tuple[int, int]]] = {}
+    for entry in wanted:
+        if entry.code == ErrorCode.NONE:
+            by_topic.setdefault(entry.topic, []).append((entry.partition, entry.offset))
+    if not by_topic:
+        await asyncio.sleep(timeout)  # Kafka waits max_wait_ms even with nothing to wait for
+        return
+    waits = [asyncio.ensure_future(core.broker.wait(session, TopicRef(settings.stream, name),
+                                                    positions, min_bytes, timeout))
+             for name, positions in by_topic.items()]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in waits:
+            if not waiting.done():
+                waiting.cancel()
+        for waiting in waits:
+            if waiting.done() and not waiting.cancelled():
+                waiting.exception()  # retrieved: a topic deleted meanwhile shows on the re-read
+
+
+async def fetch(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
+    body = request.body
+    topics = kafka_topics(core, session, settings)
+    wanted = [
+        _Wanted(topic.topic, partition.partition, partition.fetch_offset,
+                partition.partition_max_bytes,
+                _partition_error(topics, topic.topic, partition.partition))
+        for topic in body.topics for partition in topic.partitions
+    ]
+    max_bytes = body.max_bytes if request.api_version >= 3 else 0x7FFF_FFFF
+    found = _read_all(core, session, settings, wanted, max_bytes)
+    failed = any(entry.code != ErrorCode.NONE for entry in wanted)
+    if found < max(body.min_bytes, 1) and body.max_wait_ms > 0 and not failed:
+        timeout = min(body.max_wait_ms, _MAX_WAIT_MS) / 1000
+        await _wait(core, session, settings, wanted, body.min_bytes, timeout)
+        _read_all(core, session, settings, wanted, max_bytes)
+    responses: dict[str, list] = {}
+    for entry in wanted:
+        bounds = entry.bounds
+        high = bounds.high_watermark if bounds is not None else -1
+        start = bounds.first_offset if bounds is not None else -1
+        responses.setdefault(entry.topic, []).append(_FetchPartition(
+            partition_index=entry.partition, error_code=int(entry.code), high_watermark=high,
+            last_stable_offset=high,
+            log_start_offset=start if request.api_version >= 5 else -1,
+            aborted_transactions=(),
+            preferred_read_replica=-1,
+            records=entry.data if entry.code == ErrorCode.NONE else b""))
+    return _Fetch(throttle_time_ms=0, error_code=0, session_id=0, responses=tuple(
+        _Fetch.FetchableTopicResponse(topic=name, partitions=tuple(partitions))
+        for name, partitions in responses.items()))
+
+
+api(apis.FETCH)(fetch)
+
+
+# -- ListOffsets (2) -------------------------------------------------------------------------
+
+_ListOffsets = response_class(apis.LIST_OFFSETS)
+_ListOffsetsPartition = _ListOffsets.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
+
+
+def _offset_for(core: Core, session: Session, ref: PartitionRef, timestamp: int
+                ) -> tuple[int, int]:
+    """(offset, timestamp ms) ListOffsets answers for ``timestamp`` (-1, -2, -3 or ms)."""
+    broker = core.broker
+    bounds = broker.bounds(session, ref)
+    if timestamp == _EARLIEST:
+        return bounds.first_offset, -1
+    if timestamp == _LATEST:
+        return bounds.high_watermark, -1
+    if bounds.first_offset >= bounds.high_watermark:
+        return -1, -1
+    if timestamp == _MAX_TIMESTAMP:
+        timestamp = broker.max_timestamp(session, ref) // 1000
+    elif timestamp < 0:
+        raise errors.InvalidCommand()
+    batch_offset = broker.offset_for_timestamp(session, ref, timestamp * 1000)
+    while batch_offset is not None and batch_offset < bounds.high_watermark:
+        found = broker.read(session, ref, batch_offset, 1, 1)  # the batch holding it
+        if not found.count:
+            break
+        record = record_times.first_at_or_after(found.data, timestamp)
+        if record is not None:
+            return record
+        # the index's running maximum reached the time before this batch's records did
+        batch_offset = found.first_offset + found.count
+    return -1, -1
+
+
+async def list_offsets(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
+    topics = kafka_topics(core, session, settings)
+    responses = []
+    for topic in request.body.topics:
+        partitions = []
+        for entry in topic.partitions:
+            code = _partition_error(topics, topic.name, entry.partition_index)
+            offset = timestamp = -1
+            if code == ErrorCode.NONE:
+                ref = PartitionRef(settings.stream, topic.name, entry.partition_index)
+                try:
+                    offset, timestamp = _offset_for(core, session, ref, entry.timestamp)
+                except errors.InvalidCommand:
+                    code = ErrorCode.INVALID_REQUEST
+                except errors.RillError as error:
+                    code = _data_error(error)
+            partitions.append(_ListOffsetsPartition(
+                partition_index=entry.partition_index, error_code=int(code),
+                timestamp=timestamp, offset=offset,
+                leader_epoch=LEADER_EPOCH if request.api_version >= 4 else -1))
+        responses.append(_ListOffsets.ListOffsetsTopicResponse(name=topic.name,
+                                                               partitions=tuple(partitions)))
+    return _ListOffsets(throttle_time_ms=0, topics=tuple(responses))
+
+
+api(apis.LIST_OFFSETS)(list_offsets)
