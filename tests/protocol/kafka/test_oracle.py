@@ -5,7 +5,6 @@ rill's encoding of the same request or response is byte-identical to its own."""
 from __future__ import annotations
 
 import uuid
-import warnings
 
 import pytest
 
@@ -13,14 +12,8 @@ from rill.protocol.kafka import apis
 from rill.protocol.kafka.codec import decode_request, encode_request, encode_response, message_spec
 from rill.protocol.kafka.schema import StructSpec
 
-# kafka-python 3.0.12 loads its schemas with importlib.resources' legacy calls (also while
-# this module is collected, building the cases below)
-_LEGACY_RESOURCES = r".*(open_text|read_text) is deprecated"
-warnings.filterwarnings("ignore", _LEGACY_RESOURCES, DeprecationWarning)
-pytestmark = pytest.mark.filterwarnings(f"ignore:{_LEGACY_RESOURCES}:DeprecationWarning")
-
-import kafka  # noqa: E402 - the test extra pins kafka-python 3.0.12 (./run test installs it)
-from kafka.protocol import admin, consumer, metadata, producer, sasl  # noqa: E402
+import kafka  # the test extra pins kafka-python 3.0.12 (./run test installs it)
+from kafka.protocol import admin, consumer, metadata, producer, sasl
 
 assert kafka.__version__.startswith("3."), f"the oracle needs kafka-python 3.x, not {kafka.__version__}"
 

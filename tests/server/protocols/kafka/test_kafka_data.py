@@ -10,15 +10,14 @@ import uuid
 
 import pytest
 
-kafka = pytest.importorskip("kafka")
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
-from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from rill.protocol.kafka import apis, request_class  # noqa: E402
-from rill.protocol.kafka.errors import ErrorCode  # noqa: E402
-from rill.server.protocols.kafka.dispatch import SERVED  # noqa: E402
-from server_process import RillProcess, session  # noqa: E402
-from test_kafka_listener import KAFKA_ENV, Raw, bootstrap  # noqa: E402
+from rill.protocol.kafka import apis, request_class
+from rill.protocol.kafka.errors import ErrorCode
+from rill.server.protocols.kafka.dispatch import SERVED
+from server_process import RillProcess, session
+from test_kafka_listener import KAFKA_ENV, Raw, bootstrap
 
 Produce = request_class(apis.PRODUCE)
 Fetch = request_class(apis.FETCH)

@@ -11,19 +11,18 @@ import uuid
 
 import pytest
 
-kafka = pytest.importorskip("kafka")
-from kafka import KafkaAdminClient, KafkaConsumer  # noqa: E402
-from kafka.admin import NewPartitions, NewTopic  # noqa: E402
-from kafka.errors import (  # noqa: E402
+from kafka import KafkaAdminClient, KafkaConsumer
+from kafka.admin import NewPartitions, NewTopic
+from kafka.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     TopicAlreadyExistsError,
 )
 
-from rill.protocol.kafka import apis, decode_response, encode_request, request_class  # noqa: E402
-from rill.protocol.kafka.errors import ErrorCode  # noqa: E402
-from rill.server.protocols.kafka.dispatch import SERVED  # noqa: E402
-from server_process import RillProcess, session  # noqa: E402
+from rill.protocol.kafka import apis, decode_response, encode_request, request_class
+from rill.protocol.kafka.errors import ErrorCode
+from rill.server.protocols.kafka.dispatch import SERVED
+from server_process import RillProcess, session
 
 KAFKA_ENV = {"RILL_KAFKA_ENABLED": "true", "RILL_KAFKA_ADDRESS": "127.0.0.1:0",
              "RILL_QUIC_ENABLED": "false", "RILL_HTTP_ENABLED": "false"}

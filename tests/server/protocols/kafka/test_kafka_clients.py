@@ -1,0 +1,86 @@
+"""Another real Kafka client on the Kafka listener: confluent-kafka 2.16.1 (librdkafka 2.16)
+creates a topic, produces keyed messages with headers under every compression codec clients
+use (none, gzip, snappy, lz4, zstd: stored as sent, never recompressed) and reads them back
+exactly; kafka-python reads what librdkafka wrote (the codecs it can decode here)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KpTopicPartition
+
+from server_process import RillProcess
+from test_kafka_listener import KAFKA_ENV, bootstrap
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+COUNT = 200
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    process = RillProcess(tmp_path_factory.mktemp("kafka-clients") / "data", env=KAFKA_ENV).start()
+    yield process
+    process.kill()
+
+
+def _messages() -> list[tuple[int, bytes, bytes, list[tuple[str, bytes]]]]:
+    """(partition, key, value, headers) of every message, in produce order."""
+    return [(index % 2, f"key-{index}".encode(), f"value-{index}-".encode() * 20,
+             [("n", str(index).encode()), ("n", b"again")]) for index in range(COUNT)]
+
+
+def _produce(server, compression: str) -> str:
+    address = bootstrap(server)
+    topic = f"ck-{compression}-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": address})
+    for future in admin.create_topics([NewTopic(topic, num_partitions=2,
+                                                replication_factor=1)]).values():
+        future.result(10)
+    producer = Producer({"bootstrap.servers": address, "compression.type": compression,
+                         "linger.ms": 20, "acks": "all"})
+    for partition, key, value, headers in _messages():
+        producer.produce(topic, key=key, value=value, partition=partition, headers=headers)
+    assert producer.flush(20) == 0
+    return topic
+
+
+@pytest.mark.parametrize("compression", CODECS)
+def test_librdkafka_reads_back_what_it_wrote(server, compression: str) -> None:
+    topic = _produce(server, compression)
+    consumer = Consumer({"bootstrap.servers": bootstrap(server), "group.id": "unused",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 0)])
+    received = []
+    while len(received) < COUNT:
+        message = consumer.poll(10)
+        assert message is not None, f"only {len(received)} of {COUNT} arrived"
+        assert message.error() is None, message.error()
+        received.append(message)
+    assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=5) == (0, COUNT // 2)
+    consumer.close()
+    expected = _messages()
+    for partition in (0, 1):
+        got = [(m.offset(), m.key(), m.value(), m.headers()) for m in received
+               if m.partition() == partition]
+        want = [(offset, key, value, headers) for offset, (_, key, value, headers)
+                in enumerate(m for m in expected if m[0] == partition)]
+        assert got == want
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip"])
+def test_kafka_python_reads_what_librdkafka_wrote(server, compression: str) -> None:
+    topic = _produce(server, compression)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap(server), enable_auto_commit=False,
+                             consumer_timeout_ms=10_000)
+    consumer.assign([KpTopicPartition(topic, 0)])
+    consumer.seek(KpTopicPartition(topic, 0), 0)
+    got = [(record.offset, record.key, record.value, record.headers)
+           for _, record in zip(range(COUNT // 2), consumer)]
+    consumer.close()
+    want = [(offset, key, value, headers) for offset, (_, key, value, headers)
+            in enumerate(m for m in _messages() if m[0] == 0)]
+    assert got == want
