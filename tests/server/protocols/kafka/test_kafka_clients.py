@@ -1,13 +1,17 @@
-"""Another real Kafka client on the Kafka listener: confluent-kafka 2.16.1 (librdkafka 2.16)
+"""Other real Kafka clients on the Kafka listener: confluent-kafka 2.16.1 (librdkafka 2.16)
 creates a topic, produces keyed messages with headers under every compression codec clients
 use (none, gzip, snappy, lz4, zstd: stored as sent, never recompressed) and reads them back
-exactly; kafka-python reads what librdkafka wrote (the codecs it can decode here)."""
+exactly; kafka-python and aiokafka 0.14 read what librdkafka wrote (the codecs they can decode
+here); aiokafka produces and reads back its own."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
@@ -84,3 +88,49 @@ def test_kafka_python_reads_what_librdkafka_wrote(server, compression: str) -> N
     want = [(offset, key, value, headers) for offset, (_, key, value, headers)
             in enumerate(m for m in _messages() if m[0] == 0)]
     assert got == want
+
+
+async def _aiokafka_read(address: str, topic: str, partition: int, count: int) -> list:
+    consumer = AIOKafkaConsumer(bootstrap_servers=address, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        consumer.assign([AioTopicPartition(topic, partition)])
+        consumer.seek(AioTopicPartition(topic, partition), 0)
+        got: list = []
+        while len(got) < count:
+            batches = await consumer.getmany(timeout_ms=10_000)
+            assert batches, f"only {len(got)} of {count} arrived"
+            for records in batches.values():
+                got += [(r.offset, r.key, r.value, [(k, v) for k, v in r.headers])
+                        for r in records]
+        return got
+    finally:
+        await consumer.stop()
+
+
+def test_aiokafka_reads_what_librdkafka_wrote(server) -> None:
+    topic = _produce(server, "gzip")
+    got = asyncio.run(_aiokafka_read(bootstrap(server), topic, 1, COUNT // 2))
+    want = [(offset, key, value, headers) for offset, (_, key, value, headers)
+            in enumerate(m for m in _messages() if m[0] == 1)]
+    assert got == want
+
+
+def test_aiokafka_reads_back_what_it_wrote(server) -> None:
+    address = bootstrap(server)
+    topic = _produce(server, "none")  # (creates the topic; partition 1 gets aiokafka's)
+
+    async def scenario() -> list:
+        producer = AIOKafkaProducer(bootstrap_servers=address, compression_type="gzip")
+        await producer.start()
+        try:
+            for index in range(50):
+                await producer.send_and_wait(topic, key=b"a%d" % index, value=b"b%d" % index,
+                                             partition=1, headers=[("via", b"aiokafka")])
+        finally:
+            await producer.stop()
+        return await _aiokafka_read(address, topic, 1, COUNT // 2 + 50)
+
+    got = asyncio.run(scenario())
+    assert got[COUNT // 2:] == [(COUNT // 2 + index, b"a%d" % index, b"b%d" % index,
+                                 [("via", b"aiokafka")]) for index in range(50)]
