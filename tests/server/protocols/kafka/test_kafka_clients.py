@@ -2,11 +2,13 @@
 creates a topic, produces keyed messages with headers under every compression codec clients
 use (none, gzip, snappy, lz4, zstd: stored as sent, never recompressed) and reads them back
 exactly; kafka-python and aiokafka 0.14 read what librdkafka wrote (the codecs they can decode
-here); aiokafka produces and reads back its own."""
+here); aiokafka produces and reads back its own; Debian's kcat (librdkafka 2.0) lists, produces
+(creating the topic on first use) and consumes."""
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import uuid
 
 import pytest
@@ -134,3 +136,20 @@ def test_aiokafka_reads_back_what_it_wrote(server) -> None:
     got = asyncio.run(scenario())
     assert got[COUNT // 2:] == [(COUNT // 2 + index, b"a%d" % index, b"b%d" % index,
                                  [("via", b"aiokafka")]) for index in range(50)]
+
+
+def _kcat(server, *arguments: str, given: str = "") -> str:
+    done = subprocess.run(["kcat", "-b", bootstrap(server), *arguments], input=given,
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_kcat_produces_lists_and_consumes(server) -> None:
+    topic = f"kcat-{uuid.uuid4().hex[:8]}"
+    lines = "".join(f"k{index}:v{index}\n" for index in range(5))
+    _kcat(server, "-P", "-t", topic, "-K:", "-H", "via=kcat", "-z", "gzip", given=lines)
+    listing = _kcat(server, "-L", "-t", topic)
+    assert f'topic "{topic}" with 1 partitions' in listing and "leader 0" in listing
+    consumed = _kcat(server, "-C", "-t", topic, "-o", "beginning", "-e", "-f", "%p %o %k=%s %h\n")
+    assert consumed.splitlines() == [f"0 {index} k{index}=v{index} via=kcat" for index in range(5)]
