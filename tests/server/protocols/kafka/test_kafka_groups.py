@@ -83,7 +83,9 @@ class Worker(threading.Thread):
     def run(self) -> None:
         try:
             while not self.stop.is_set():
-                batches = self.consumer.poll(timeout_ms=100)
+                # kafka-python 3.0.12 now and then drops a finished rebalance when its
+                # poll times out inside the join (seen with 100 ms): poll longer
+                batches = self.consumer.poll(timeout_ms=1000)
                 with self.lock:
                     for records in batches.values():
                         self.values.extend(record.value for record in records)
@@ -178,7 +180,8 @@ def test_two_members_commit_and_leave_and_a_new_member_joins_at_once(server):
         first.join(20)
         second.join(20)
         wait_for(lambda: third.assignment == set(range(PARTITIONS)), timeout=10,
-                 what="the new member's assignment")
+                 what=f"the new member's assignment ({third.assignment}, {third.errors}, "
+                      f"{third.is_alive()})")
         assert time.monotonic() - start < 10  # not the 30 s session / 60 s rebalance timeout
         sent |= produce(server, topic, 40, 8)
         wait_for(lambda: len(third.values) >= 8, what="the new records")
@@ -334,6 +337,8 @@ def test_stale_members_are_refused(server):
             LeaveGroup.MemberIdentity(member_id=me),)))
         assert left.error_code == 0 and left.members[0].error_code == 0
         assert commit(raw, group, topic, 1) == 0  # a simple commit once the group is empty
+        # the member that left is stale now
+        assert commit(raw, group, topic, 1, generation, me) == ErrorCode.UNKNOWN_MEMBER_ID
     finally:
         raw.close()
 
