@@ -373,3 +373,35 @@ def test_a_member_that_stops_heartbeating_is_removed_after_its_session_timeout(s
     finally:
         raw.close()
         admin.close()
+
+
+def test_a_member_that_does_not_rejoin_is_dropped_after_the_rebalance_timeout(server):
+    """JoinGroup v3 (no MEMBER_ID_REQUIRED): the first member joins at once; a second member's
+    join waits for the first to rejoin, which it never does: after the rebalance timeout
+    (1 s, far below the 10 s session timeout) the join completes without it."""
+    group = "norejoin-" + uuid.uuid4().hex[:8]
+    raw = Raw(server)
+    other = Raw(server)
+
+    def join_v3(link: Raw, member_id: str = ""):
+        protocol = JoinGroup.JoinGroupRequestProtocol(name="range", metadata=b"m")
+        return link.call(apis.JOIN_GROUP, 3, JoinGroup(
+            group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=1000,
+            member_id=member_id, protocol_type="consumer", protocols=(protocol,)))
+
+    try:
+        first = join_v3(raw)
+        assert first.error_code == 0 and first.member_id and first.generation_id == 1
+        start = time.monotonic()
+        second = join_v3(other)
+        waited = time.monotonic() - start
+        assert second.error_code == 0 and second.generation_id == 2
+        assert second.leader == second.member_id
+        assert [m.member_id for m in second.members] == [second.member_id]
+        assert 0.8 < waited < 5
+        beat = raw.call(apis.HEARTBEAT, 3, Heartbeat(
+            group_id=group, generation_id=1, member_id=first.member_id))
+        assert beat.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    finally:
+        raw.close()
+        other.close()
