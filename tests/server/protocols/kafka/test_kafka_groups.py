@@ -405,3 +405,18 @@ def test_a_member_that_does_not_rejoin_is_dropped_after_the_rebalance_timeout(se
     finally:
         raw.close()
         other.close()
+
+
+def test_a_member_sharing_no_protocol_with_the_group_is_refused(server):
+    group = "proto-" + uuid.uuid4().hex[:8]
+    raw = Raw(server)
+    try:
+        assert join(raw, group, instance_id="a").error_code == 0  # protocol "range"
+        protocol = JoinGroup.JoinGroupRequestProtocol(name="roundrobin", metadata=b"m")
+        refused = raw.call(apis.JOIN_GROUP, 7, JoinGroup(
+            group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+            member_id="", group_instance_id="b", protocol_type="consumer",
+            protocols=(protocol,)))
+        assert refused.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    finally:
+        raw.close()
