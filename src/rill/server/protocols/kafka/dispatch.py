@@ -359,16 +359,19 @@ _FindCoordinator = response_class(apis.FIND_COORDINATOR)
 @api(apis.FIND_COORDINATOR)
 async def find_coordinator(core: Core, session: Session, settings: KafkaSettings, request
                            ) -> Any:
-    """This node coordinates every group and transaction (groups themselves come later)."""
+    """This node coordinates every group and transaction (groups: ``groups``/``group_apis``)."""
     return _FindCoordinator(throttle_time_ms=0, error_code=0, error_message=None,
                             node_id=NODE_ID, host=settings.host, port=settings.port)
 
 
-# the data APIs (Produce, Fetch, ListOffsets) register themselves; imported last because they
-# use the helpers above
+# the data APIs (Produce, Fetch, ListOffsets) and the group APIs (offsets, the classic group
+# coordinator) register themselves; imported last because they use the helpers above
 from rill.server.protocols.kafka import data  # noqa: E402
+from rill.server.protocols.kafka import group_apis  # noqa: E402
 
 # the APIs served today, at the codec table's ranges (kafka-notes §2.4) except where the data
-# APIs serve fewer versions (``data.RANGES``); ApiVersions lists exactly these
-SERVED: dict[int, tuple[int, int]] = {key: DATA_RANGES.get(key, apis.SUPPORTED[key])
-                                      for key in sorted({*HANDLERS, *DATA_RANGES})}
+# or group APIs name theirs (``DATA_RANGES``, ``group_apis.GROUP_RANGES``); ApiVersions lists
+# exactly these
+_RANGES = {**DATA_RANGES, **group_apis.GROUP_RANGES}
+SERVED: dict[int, tuple[int, int]] = {key: _RANGES.get(key, apis.SUPPORTED[key])
+                                      for key in sorted({*HANDLERS, *_RANGES})}

@@ -9,12 +9,14 @@ rules of Kafka's dialect (kafka-notes §9):
 * ApiVersions at a version rill does not know: error 35 in the v0 layout, listing the table;
   the connection stays open. Any other unknown API key or version, or undecodable bytes: the
   connection closes unanswered (Kafka's behaviour);
-* only the APIs of ``SERVED`` are advertised and accepted (groups, SASL and the rest of the
+* only the APIs of ``SERVED`` are advertised and accepted (SASL and the rest of the
   codec's table come later; the data APIs' versions are ``data.RANGES``);
 * Produce with acks=0 gets no response: the reply has no parts, so the connection loop writes
   nothing and the next request's answer follows in order;
 * login: until SASL is built, a connection acts as the root user (``open_session``); the app
   refuses a Kafka listener on any address but loopback, so only local clients get that;
+* a JoinGroup or SyncGroup answer may be held (an awaited future, ``groups``): the
+  connection's next request waits, other connections go on;
 * an unexpected failure answers nothing and closes the connection (logged).
 """
 

@@ -1,0 +1,259 @@
+"""The Kafka group APIs: OffsetCommit/OffsetFetch (offsets: the core's) and the classic group
+coordinator's JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups, ListGroups
+(membership: ``groups.Coordinator``, one per core).
+
+Rules:
+
+* a group's committed offsets are the core's consumer positions of the consumer named
+  ``kafka-group:<group id>`` (``broker.commit_offset``/``committed_offset``), durable in the
+  metadata store; Kafka's committed offset is the next offset to read, as the core's;
+* commit metadata is accepted and dropped (OffsetFetch answers ""), committed leader epoch -1,
+  commit timestamps and retention ignored;
+* OffsetCommit: a group with members checks member and generation (UNKNOWN_MEMBER_ID,
+  ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS while assignments are handed out); a simple commit
+  (generation -1, empty member id) is accepted for a group with no members; an unknown topic or
+  partition is UNKNOWN_TOPIC_OR_PARTITION for that partition; an offset beyond the log's end is
+  OFFSET_OUT_OF_RANGE (the core keeps positions within the log);
+* OffsetFetch: -1 where the group never committed; topics null (v2+) lists every partition of
+  the Kafka topics where the group has a committed offset.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from rill import errors
+from rill.protocol.kafka import ErrorCode, apis, response_class
+from rill.server.core.broker import PartitionRef
+from rill.server.core.core import Core
+from rill.server.core.model import Session
+from rill.server.protocols.kafka.dispatch import KafkaSettings, api, kafka_error, kafka_topics
+from rill.server.protocols.kafka.groups import (
+    DEAD, PREPARING, STABLE, Coordinator,
+)
+
+GROUP_RANGES: dict[int, tuple[int, int]] = {
+    apis.OFFSET_COMMIT: (2, 8),
+    apis.OFFSET_FETCH: (1, 7),
+    apis.JOIN_GROUP: (2, 7),
+    apis.SYNC_GROUP: (0, 5),
+    apis.HEARTBEAT: (0, 4),
+    apis.LEAVE_GROUP: (0, 4),
+    apis.DESCRIBE_GROUPS: (0, 5),
+    apis.LIST_GROUPS: (0, 4),
+}
+
+_COORDINATORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def coordinator(core: Core) -> Coordinator:
+    found = _COORDINATORS.get(core)
+    if found is None:
+        found = _COORDINATORS[core] = Coordinator()
+    return found
+
+
+def consumer_name(group_id: str) -> str:
+    return f"kafka-group:{group_id}"
+
+
+def _client_id(request) -> str:
+    return getattr(request.header, "client_id", None) or ""
+
+
+# -- OffsetCommit (8) ------------------------------------------------------------------------
+
+_OffsetCommit = response_class(apis.OFFSET_COMMIT)
+_CommitTopic = _OffsetCommit.OffsetCommitResponseTopic
+_CommitPartition = _CommitTopic.OffsetCommitResponsePartition
+
+
+@api(apis.OFFSET_COMMIT)
+async def offset_commit(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
+    body = request.body
+    group_code = coordinator(core).check_commit(body.group_id, body.generation_id_or_member_epoch,
+                                                body.member_id)
+    topics = kafka_topics(core, session, settings) if group_code == ErrorCode.NONE else {}
+    name = consumer_name(body.group_id)
+    responses = []
+    for topic in body.topics:
+        partitions = []
+        for entry in topic.partitions:
+            code = group_code
+            if code == ErrorCode.NONE:
+                known = topics.get(topic.name)
+                if known is None or not 0 <= entry.partition_index < len(known.partitions):
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    ref = PartitionRef(settings.stream, topic.name, entry.partition_index)
+                    try:
+                        core.broker.commit_offset(session, name, ref, entry.committed_offset)
+                    except errors.InvalidOffset:
+                        code = ErrorCode.OFFSET_OUT_OF_RANGE
+                    except errors.RillError as error:
+                        code = kafka_error(error)
+            partitions.append(_CommitPartition(partition_index=entry.partition_index,
+                                               error_code=int(code)))
+        responses.append(_CommitTopic(name=topic.name, partitions=tuple(partitions)))
+    return _OffsetCommit(throttle_time_ms=0, topics=tuple(responses))
+
+
+# -- OffsetFetch (9) -------------------------------------------------------------------------
+
+_OffsetFetch = response_class(apis.OFFSET_FETCH)
+_FetchTopic = _OffsetFetch.OffsetFetchResponseTopic
+_FetchPartition = _FetchTopic.OffsetFetchResponsePartition
+
+
+@api(apis.OFFSET_FETCH)
+async def offset_fetch(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
+    body = request.body
+    name = consumer_name(body.group_id)
+    topics = kafka_topics(core, session, settings)
+    broker = core.broker
+
+    def committed(topic: str, index: int) -> tuple[int, ErrorCode]:
+        known = topics.get(topic)
+        if known is None or not 0 <= index < len(known.partitions):
+            return -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        try:
+            offset = broker.committed_offset(session, name,
+                                             PartitionRef(settings.stream, topic, index))
+        except errors.RillError as error:
+            return -1, kafka_error(error)
+        return (-1 if offset is None else offset), ErrorCode.NONE
+
+    wanted: list[tuple[str, list[int]]]
+    if body.topics is None:  # v2+: every partition the group committed
+        wanted = [(topic, list(range(len(known.partitions))))
+                  for topic, known in sorted(topics.items())]
+        everything = True
+    else:
+        wanted = [(topic.name, list(topic.partition_indexes)) for topic in body.topics]
+        everything = False
+    responses = []
+    for topic, indexes in wanted:
+        partitions = []
+        for index in indexes:
+            offset, code = committed(topic, index)
+            if everything and offset < 0:
+                continue
+            partitions.append(_FetchPartition(partition_index=index, committed_offset=offset,
+                                              committed_leader_epoch=-1, metadata="",
+                                              error_code=int(code)))
+        if partitions or not everything:
+            responses.append(_FetchTopic(name=topic, partitions=tuple(partitions)))
+    return _OffsetFetch(throttle_time_ms=0, topics=tuple(responses), error_code=0)
+
+
+# -- JoinGroup (11), SyncGroup (14), Heartbeat (12), LeaveGroup (13) -------------------------
+
+_JoinGroup = response_class(apis.JOIN_GROUP)
+_SyncGroup = response_class(apis.SYNC_GROUP)
+_Heartbeat = response_class(apis.HEARTBEAT)
+_LeaveGroup = response_class(apis.LEAVE_GROUP)
+
+
+@api(apis.JOIN_GROUP)
+async def join_group(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
+    body = request.body
+    version = request.api_version
+    result = await coordinator(core).join(
+        body.group_id, body.member_id, body.group_instance_id if version >= 5 else None,
+        body.session_timeout_ms,
+        body.rebalance_timeout_ms if version >= 1 else body.session_timeout_ms,
+        body.protocol_type, [(p.name, bytes(p.metadata)) for p in body.protocols],
+        _client_id(request), session.address.rsplit(":", 1)[0], version)
+    members = tuple(_JoinGroup.JoinGroupResponseMember(member_id=member_id,
+                                                       group_instance_id=instance_id,
+                                                       metadata=metadata)
+                    for member_id, instance_id, metadata in result.members)
+    return _JoinGroup(throttle_time_ms=0, error_code=int(result.error),
+                      generation_id=result.generation, protocol_type=result.protocol_type,
+                      protocol_name=result.protocol_name or "", leader=result.leader,
+                      member_id=result.member_id, members=members)
+
+
+@api(apis.SYNC_GROUP)
+async def sync_group(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
+    body = request.body
+    groups = coordinator(core)
+    code, assignment = await groups.sync(
+        body.group_id, body.generation_id, body.member_id,
+        {a.member_id: bytes(a.assignment) for a in body.assignments})
+    group = groups.describe(body.group_id)
+    ok = code == ErrorCode.NONE and group is not None
+    return _SyncGroup(throttle_time_ms=0, error_code=int(code),
+                      protocol_type=group.protocol_type if ok else None,
+                      protocol_name=group.protocol_name if ok else None, assignment=assignment)
+
+
+@api(apis.HEARTBEAT)
+async def heartbeat(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
+    body = request.body
+    code = coordinator(core).heartbeat(body.group_id, body.generation_id, body.member_id)
+    return _Heartbeat(throttle_time_ms=0, error_code=int(code))
+
+
+@api(apis.LEAVE_GROUP)
+async def leave_group(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
+    body = request.body
+    if request.api_version >= 3:
+        leaving = [(m.member_id, m.group_instance_id) for m in body.members]
+    else:
+        leaving = [(body.member_id, None)]
+    codes = coordinator(core).leave(body.group_id, leaving)
+    if request.api_version < 3:
+        return _LeaveGroup(throttle_time_ms=0, error_code=int(codes[0]))
+    members = tuple(_LeaveGroup.MemberResponse(member_id=member_id,
+                                               group_instance_id=instance_id,
+                                               error_code=int(code))
+                    for (member_id, instance_id), code in zip(leaving, codes))
+    return _LeaveGroup(throttle_time_ms=0, error_code=0, members=members)
+
+
+# -- DescribeGroups (15), ListGroups (16) ----------------------------------------------------
+
+_DescribeGroups = response_class(apis.DESCRIBE_GROUPS)
+_Described = _DescribeGroups.DescribedGroup
+
+
+@api(apis.DESCRIBE_GROUPS)
+async def describe_groups(core: Core, session: Session, settings: KafkaSettings, request
+                          ) -> Any:
+    groups = coordinator(core)
+    described = []
+    for group_id in request.body.groups:
+        group = groups.describe(group_id)
+        if group is None:
+            described.append(_Described(error_code=0, group_id=group_id, group_state=DEAD,
+                                        protocol_type="", protocol_data="", members=()))
+            continue
+        stable = group.state == STABLE
+        members = tuple(_Described.DescribedGroupMember(
+            member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
+            client_host=m.client_host,
+            member_metadata=m.metadata(group.protocol_name) if group.state != PREPARING else b"",
+            member_assignment=m.assignment if stable else b"")
+            for m in group.members.values())
+        described.append(_Described(
+            error_code=0, group_id=group_id, group_state=group.state,
+            protocol_type=group.protocol_type or "",
+            protocol_data=(group.protocol_name or "") if group.state != PREPARING else "",
+            members=members))
+    return _DescribeGroups(throttle_time_ms=0, groups=tuple(described))
+
+
+_ListGroups = response_class(apis.LIST_GROUPS)
+
+
+@api(apis.LIST_GROUPS)
+async def list_groups(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
+    wanted = {state.lower() for state in (request.body.states_filter or ())}
+    listed = tuple(
+        _ListGroups.ListedGroup(group_id=group.group_id, protocol_type=group.protocol_type or "",
+                                group_state=group.state)
+        for group in coordinator(core).groups.values()
+        if not wanted or group.state.lower() in wanted)
+    return _ListGroups(throttle_time_ms=0, error_code=0, groups=listed)
