@@ -3,11 +3,13 @@ creates a topic, produces keyed messages with headers under every compression co
 use (none, gzip, snappy, lz4, zstd: stored as sent, never recompressed) and reads them back
 exactly; kafka-python and aiokafka 0.14 read what librdkafka wrote (the codecs they can decode
 here); aiokafka produces and reads back its own; Debian's kcat (librdkafka 2.0) lists, produces
-(creating the topic on first use) and consumes."""
+(creating the topic on first use) and consumes; kafkajs 2.2.4 (npm) creates, produces (gzip)
+and consumes in a consumer group."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import uuid
 
@@ -153,3 +155,17 @@ def test_kcat_produces_lists_and_consumes(server) -> None:
     assert f'topic "{topic}" with 1 partitions' in listing and "leader 0" in listing
     consumed = _kcat(server, "-C", "-t", topic, "-o", "beginning", "-e", "-f", "%p %o %k=%s %h\n")
     assert consumed.splitlines() == [f"0 {index} k{index}=v{index} via=kcat" for index in range(5)]
+
+
+def test_kafkajs_produces_and_consumes_in_a_group(server) -> None:
+    modules = os.environ.get("RILL_KAFKAJS_MODULES", ".node-kafkajs/node_modules")
+    assert os.path.isdir(os.path.join(modules, "kafkajs")), (
+        f"kafkajs is not installed in {modules} (./run test installs it)")
+    topic = f"kjs-{uuid.uuid4().hex[:8]}"
+    script = os.path.join(os.path.dirname(__file__), "kafkajs_roundtrip.js")
+    done = subprocess.run(["node", script, bootstrap(server), topic], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "NODE_PATH": modules})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "0 0 k0=v0 kafkajs", "0 1 k2=v2 kafkajs", "0 2 k4=v4 kafkajs",
+        "1 0 k1=v1 kafkajs", "1 1 k3=v3 kafkajs"]
