@@ -1,0 +1,157 @@
+"""Server CPU per request, sockets excluded: what the per-request path (framing, decoding, the
+protocol's dispatch, the core, the answer) costs, without the kernel's and the client's share.
+
+Per code variant (``--code NAME=SRC_DIR``, put first on ``PYTHONPATH`` of a process of its own;
+e.g. a checkout built with ``setup.py build_ext --inplace``): start a Core in a temporary data
+directory (fsync never), feed Iggy frames to a ``TcpConnection`` with a stand-in transport that
+counts replies, and time SEND of 10 x 100-byte messages and POLL of 10 messages by offset: the
+process CPU time per request, best of ``--repeats``. Variants run interleaved, ``--runs`` times,
+and the medians are printed with each variant's ratio to the first.
+
+    python benchmarks/request_cost.py --code new=src --code base=/tmp/rill-base/src --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+WORKER = r'''
+import asyncio, json, struct, sys, tempfile, time
+import uvloop
+from rill.protocol.commands.messages import PollMessages, SendMessages
+from rill.protocol.commands.streams import CreateStream
+from rill.protocol.commands.topics import CreateTopic
+from rill.protocol.messages import encode_messages
+from rill.protocol.primitives import (CompressionAlgorithm, Consumer, Identifier, Partitioning,
+                                      PollingStrategy)
+from rill.server.config import ServerConfig
+from rill.server.core.core import Core
+from rill.server.protocols.iggy.handler import IGGY
+from rill.server.storage.records import ACCELERATED
+from rill.server.transports.tcp import TcpConnection, TcpListener
+
+SENDS, POLLS, REPEATS = (int(value) for value in sys.argv[1:4])
+
+
+def frame(command):
+    payload = command.encode()
+    return struct.pack("<II", len(payload) + 4, command.CODE) + payload
+
+
+class Transport:  # counts replies; stands in for the socket
+    def __init__(self):
+        self.waiter = None
+
+    def get_extra_info(self, key, default=None):
+        return ("127.0.0.1", 5000) if key == "peername" else default
+
+    def writelines(self, parts):
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def write(self, data):
+        self.writelines([data])
+
+    def pause_reading(self): pass
+    def resume_reading(self): pass
+    def is_closing(self): return False
+    def close(self): pass
+    def abort(self): pass
+
+
+async def main():
+    config = ServerConfig()
+    config.system.path = tempfile.mkdtemp() + "/data"
+    config.system.fsync = "never"
+    core = Core(config)
+    await core.start()
+    connection = TcpConnection(TcpListener(core, IGGY, "127.0.0.1", 0, 64 << 20))
+    transport = Transport()
+    connection.connection_made(transport)
+    connection.connection.session.user_id = 1  # root, as after a login
+    loop = asyncio.get_running_loop()
+
+    async def request(data):
+        transport.waiter = loop.create_future()
+        position = 0
+        while position < len(data):
+            buffer = connection.get_buffer(-1)
+            size = min(len(buffer), len(data) - position)
+            buffer[:size] = data[position:position + size]
+            position += size
+            connection.buffer_updated(size)
+        await transport.waiter
+
+    one = Identifier(1)
+    await request(frame(CreateStream(1, "s")))
+    await request(frame(CreateTopic(one, 1, 1, CompressionAlgorithm.NONE, 0, 0, 1, "t")))
+    send = frame(SendMessages(one, one, Partitioning.partition_id(1),
+                              encode_messages([b"x" * 100] * 10)))
+    poll = frame(PollMessages(Consumer.regular(1), one, one, 1, PollingStrategy.offset(0), 10,
+                              False))
+    for _ in range(200):
+        await request(send)
+    figures = {}
+    for name, data, count in (("send 10 x 100 B", send, SENDS), ("poll 10", poll, POLLS)):
+        best = float("inf")
+        for _ in range(REPEATS):
+            started = time.process_time()
+            for _ in range(count):
+                await request(data)
+            best = min(best, (time.process_time() - started) / count)
+        figures[name] = best * 1e6
+    await core.stop()
+    print(json.dumps({"figures": figures, "accelerated": ACCELERATED}))
+
+
+uvloop.run(main())
+'''
+
+
+def measure(source: str, sends: int, polls: int, repeats: int) -> dict[str, float]:
+    environment = {**os.environ, "PYTHONPATH": os.path.abspath(source)}
+    done = subprocess.run([sys.executable, "-c", WORKER, str(sends), str(polls), str(repeats)],
+                          env=environment, capture_output=True, text=True, check=True)
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    if not answer["accelerated"]:
+        print(f"note: {source} runs without the C stamper (build it there: python setup.py "
+              "build_ext --inplace); its SENDs are not comparable", file=sys.stderr)
+    return answer["figures"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--code", action="append", required=True, metavar="NAME=SRC_DIR",
+                        help="a variant: its name and the src directory of its code")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=7, help="timed rounds per process (best)")
+    parser.add_argument("--sends", type=int, default=5000, help="SENDs per round")
+    parser.add_argument("--polls", type=int, default=10000, help="POLLs per round")
+    args = parser.parse_args()
+    variants = [tuple(code.split("=", 1)) for code in args.code]
+    results: dict[str, list[dict[str, float]]] = {name: [] for name, _ in variants}
+    for run in range(1, args.runs + 1):
+        for name, source in variants:
+            figures = measure(source, args.sends, args.polls, args.repeats)
+            results[name].append(figures)
+            print(f"run {run} {name:>10}: " + "  ".join(
+                f"{label} {value:6.2f} µs" for label, value in figures.items()), flush=True)
+    print(f"median of {args.runs} (server CPU per request, best of {args.repeats} rounds):")
+    first = None
+    for name, _ in variants:
+        medians = {label: statistics.median(run[label] for run in results[name])
+                   for label in results[name][0]}
+        ratios = "" if first is None else "  (" + ", ".join(
+            f"{medians[label] / first[label]:.2f}x" for label in medians) + f" of {variants[0][0]})"
+        first = first or medians
+        print(f"{name:>10}: " + "  ".join(f"{label} {value:6.2f} µs"
+                                          for label, value in medians.items()) + ratios)
+
+
+if __name__ == "__main__":
+    main()
