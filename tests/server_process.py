@@ -131,6 +131,8 @@ class RillProcess:
         assert self.process is not None
         self.process.send_signal(signal.SIGTERM)
         code = self.process.wait(timeout)
+        if code < 0:  # killed by a signal (a crash): what it printed, for the failure report
+            print(f"rill died of signal {-code}; its output:\n" + "".join(self.output[-300:]))
         self.tcp_address = self.http_address = self.quic_address = None
         return code
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import ipaddress
 import logging
 import os
@@ -274,6 +275,7 @@ async def serve(config: ServerConfig, recover_metadata: bool = False) -> None:
 def run(config: ServerConfig, recover_metadata: bool = False) -> None:
     """Run the server until SIGINT/SIGTERM; a refused start is one line on stderr, exit 1."""
     configure_logging(config.logging)
+    faulthandler.enable()  # a crash in native code prints every thread's stack on stderr
     os.umask(0o077)  # data files, logs and secrets readable by the server's user only
     raise_open_file_limit()  # before the core sizes its descriptor cache from it
     install_event_loop_policy()

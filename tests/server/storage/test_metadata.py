@@ -133,3 +133,48 @@ def test_a_store_of_a_newer_rill_is_refused_unchanged(tmp_path):
     db = sqlite3.connect(path)
     assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("99",)
     db.close()
+
+
+def test_close_waits_for_a_checkpoint_running_in_a_worker_thread(tmp_path):
+    """The Core checkpoints in a worker thread and cannot stop it at shutdown: closing the
+    store under a running checkpoint would close its connection under a statement (a crash of
+    the whole server). close waits; a checkpoint after close does nothing."""
+    import threading
+
+    store = MetadataStore(tmp_path / "metadata.sqlite3", synchronous_full=False)
+    store.create_stream(StreamRow(1, "s", 5))
+    store.checkpoint()  # opens the checkpoint connection
+    inside, release = threading.Event(), threading.Event()
+
+    def hold(statement: str) -> None:  # runs in the checkpoint's thread, inside its statement
+        inside.set()
+        release.wait(10)
+
+    store._checkpointer.set_trace_callback(hold)
+    store.create_stream(StreamRow(2, "t", 6))  # something to checkpoint
+    failures: list[BaseException] = []
+
+    def run(call) -> threading.Thread:  # type: ignore[no-untyped-def]
+        def body() -> None:
+            try:
+                call()
+            except BaseException as error:  # noqa: BLE001 - reported by the assertion below
+                failures.append(error)
+        thread = threading.Thread(target=body)
+        thread.start()
+        return thread
+
+    checkpointing = run(store.checkpoint)
+    assert inside.wait(10)
+    closing = run(store.close)
+    closing.join(0.3)
+    assert closing.is_alive()  # still waiting for the checkpoint
+    release.set()
+    checkpointing.join(10)
+    closing.join(10)
+    assert not checkpointing.is_alive() and not closing.is_alive()
+    assert failures == []
+    store.checkpoint()  # after close: nothing, no error
+    reopened = MetadataStore(tmp_path / "metadata.sqlite3", synchronous_full=False)
+    assert [row.name for row in reopened.load_streams()] == ["s", "t"]
+    reopened.close()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
@@ -221,6 +222,10 @@ class MetadataStore:
         self._synchronous_full = synchronous_full
         self._changed = False  # committed since the last checkpoint
         self._checkpointer: sqlite3.Connection | None = None
+        # held by a checkpoint (a worker thread) and by close: a connection is never closed
+        # under a statement another thread runs on it (that crashes the process)
+        self._checkpoint_lock = threading.Lock()
+        self._closed = False
         try:
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as error:
@@ -292,22 +297,27 @@ class MetadataStore:
         db.execute("DROP TABLE consumer_offsets")
 
     def close(self) -> None:
-        self._db.close()
-        if self._checkpointer is not None:
-            self._checkpointer.close()
+        """Close both connections; waits for a checkpoint running in a worker thread (the Core
+        cancels its checkpoint task, but a thread cannot be stopped)."""
+        with self._checkpoint_lock:
+            self._closed = True
+            self._db.close()
+            if self._checkpointer is not None:
+                self._checkpointer.close()
 
     def checkpoint(self) -> None:
         """Make every committed change durable now: sync the write-ahead log, copy it into the
         database, sync that. Under synchronous=NORMAL a commit is durable only after this.
         Blocking; may run in a worker thread (it has its own connection)."""
-        if not self._changed:
-            return
-        self._changed = False
-        if self._checkpointer is None:
-            self._checkpointer = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False
-            )
-        self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        with self._checkpoint_lock:
+            if not self._changed or self._closed:
+                return
+            self._changed = False
+            if self._checkpointer is None:
+                self._checkpointer = sqlite3.connect(
+                    self.path, isolation_level=None, check_same_thread=False
+                )
+            self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def _write(self, method: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
         """One transaction; on a full disk, release the reserve and try once more."""
