@@ -88,6 +88,9 @@ def test_missing_package_is_one_clear_line(tmp_path, monkeypatch, peer_class, mo
 @pytest.mark.parametrize("peer_class", [TansuPeer, NoidaPeer])
 def test_memory_peers_do_not_run_fsync_always(tmp_path, peer_class):
     peer = peer_class(Workload(10, 10, 10, "always"))
-    with pytest.raises(PeerUnavailable, match="keeps data in memory: it cannot fsync"):
-        peer.start(tmp_path)
-    assert peer.process is None
+    try:
+        with pytest.raises(PeerUnavailable, match="keeps data in memory: it cannot fsync"):
+            peer.start(tmp_path)
+        assert peer.process is None
+    finally:
+        peer.stop()  # (only does something when the check is gone and the peer started)
