@@ -9,7 +9,9 @@ HTML reports. What the report says (ratios, the conclusion, the chart, the table
 ``rill.bench.compare_report``'s.
 
 Targets: ``rill`` (``RillServer`` + the ``send`` then ``poll`` scenarios against it),
-``nats``, ``redis`` and ``bare`` (``rill.bench.peers``). A target that cannot be found or
+``nats``, ``redis`` and ``bare`` (``rill.bench.peers``), and the Kafka-protocol targets
+``rill-kafka``, ``tansu`` and ``noida-db`` (``rill.bench.peers.kafka``, confluent-kafka as the
+client; ``rill bench kafka`` runs them beside ``rill``, with the machine left out). A target that cannot be found or
 started becomes a row "not available: <reason>", one that breaks mid-run a row "failed:
 <error>": never silently dropped. Ratios are always rill ÷ target on the same fsync mode.
 
@@ -42,9 +44,9 @@ from rill.bench.peers import (
 from rill.bench.report_html import write_html
 from rill.bench.results import new_report, scenario_report, write_json
 
-TARGETS = ("rill", "nats", "redis", "bare")
-JSON_NAME = "compare.json"
-HTML_NAME = "compare.html"
+TARGETS = ("rill", "nats", "redis", "bare")  # the default targets of ``rill bench compare``
+KAFKA_TARGETS = ("rill", "rill-kafka", "tansu", "noida-db")  # those of ``rill bench kafka``
+KNOWN_TARGETS = tuple(dict.fromkeys(TARGETS + KAFKA_TARGETS))
 
 Progress = Callable[[str], None]
 
@@ -70,8 +72,8 @@ def check_options(
     if not peers:
         raise CompareError("give at least one target")
     for peer in peers:
-        if peer not in TARGETS:
-            raise CompareError(f"unknown target {peer!r} (known: {', '.join(TARGETS)})")
+        if peer not in KNOWN_TARGETS:
+            raise CompareError(f"unknown target {peer!r} (known: {', '.join(KNOWN_TARGETS)})")
 
 
 # --- running one target -----------------------------------------------------------------------
@@ -160,15 +162,16 @@ def run_compare(
     output_dir: str | Path | None = None,
     console: Any = None,
     machine: bool = True,
+    report_name: str = "compare",
 ) -> dict[str, Any]:
     """Run the workload against every target for every fsync mode, then (``machine``) measure
-    the machine alone; print the tables (rich) and, with ``output_dir``, write ``compare.json``
-    and ``compare.html`` there. Returns the report."""
+    the machine alone; print the tables (rich) and, with ``output_dir``, write
+    ``<report_name>.json`` and ``<report_name>.html`` there. Returns the report."""
     fsync_modes, peers = tuple(fsync_modes), tuple(dict.fromkeys(peers))
     check_options(messages, message_size, batch, fsync_modes, peers)
     batch = min(batch, messages)
     say = _progress(console, progress)
-    report = new_report("rill bench compare")
+    report = new_report(f"rill bench {report_name}")
     report["workload"] = {"messages": messages, "message_size": message_size, "batch": batch,
                           "fsync_modes": list(fsync_modes), "targets": list(peers)}
     comparison: list[dict[str, Any]] = []
@@ -184,7 +187,7 @@ def run_compare(
     finish_report(report, comparison, capabilities)
     print_table(report, console)
     if output_dir is not None:
-        paths = write_reports(report, output_dir)
+        paths = write_reports(report, output_dir, report_name)
         say(f"reports: {paths[0]} and {paths[1]}")
     return report
 
@@ -267,10 +270,12 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def write_reports(report: dict[str, Any], output_dir: str | Path) -> tuple[Path, Path]:
-    """``compare.json`` and ``compare.html`` in ``output_dir`` (created when missing)."""
+def write_reports(report: dict[str, Any], output_dir: str | Path,
+                  report_name: str = "compare") -> tuple[Path, Path]:
+    """``compare.json`` and ``compare.html`` (or ``<report_name>.*``) in ``output_dir``
+    (created when missing)."""
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    json_path = write_json(report, output_dir / JSON_NAME)
-    html_path = write_html(report, output_dir / HTML_NAME)
+    json_path = write_json(report, output_dir / f"{report_name}.json")
+    html_path = write_html(report, output_dir / f"{report_name}.html")
     return json_path, html_path

@@ -13,6 +13,12 @@ above 1 means rill moved more; a latency ratio below 1 means rill answered soone
 cell says which way is better (``good``: True when rill is better) so the page can show it.
 Nothing is called a limit: the machine's rows say what was measured, and rill's share of them
 is a "fraction of machine capability".
+
+When the run has a ``rill-kafka`` row (rill's Kafka listener), ``kafka_table`` opens the
+conclusion with the Kafka path's own ratios, MB/s of payload on the same fsync mode: rill-kafka
+÷ rill (the Iggy listener, same workload, same run) against the floor ``KAFKA_FLOORS["rill"]``,
+and rill-kafka ÷ each Kafka peer (``tansu``'s floor ``KAFKA_FLOORS["tansu"]``; ``noida-db``
+has none). Its rows are also in the report as ``kafka`` (structured).
 """
 
 from __future__ import annotations
@@ -30,13 +36,23 @@ CLIENTS = {
     "nats": "nats-py: publish_async × batch, pull fetch(batch)",
     "redis": "redis-py + hiredis: XADD pipeline, XRANGE COUNT",
     "bare": "raw SEND frames → append / sendfile",
+    "rill-kafka": "confluent-kafka: produce × batch + flush, consume(num_messages=batch)",
+    "tansu": "confluent-kafka: produce × batch + flush, consume(num_messages=batch)",
+    "noida-db": "confluent-kafka: produce × batch + flush, consume(num_messages=batch)",
 }
 NAMES = {
     "rill": "rill",
     "nats": "NATS JetStream",
     "redis": "Redis Streams",
     "bare": "bare Python server",
+    "rill-kafka": "rill's Kafka listener",
+    "tansu": "tansu (memory)",
+    "noida-db": "noida-db (memory)",
 }
+KAFKA_PEERS = ("tansu", "noida-db")
+KAFKA_FLOORS = {"rill": 0.70, "tansu": 2.0}  # issue 13: Kafka ≥ 0.70 × Iggy, ≥ 2 × tansu (MB/s)
+KAFKA_COLUMNS = ["rill-kafka ÷", "fsync", "publish MB/s ratio", "consume MB/s ratio", "floor",
+                 "publish meets floor", "consume meets floor"]
 FSYNC_NAMES = {"interval": "every second", "always": "always"}
 COLUMNS = [
     "target", "fsync", "client",
@@ -192,7 +208,7 @@ def comparison_table(comparison: list[dict[str, Any]], workload: dict[str, Any])
         rows.append(cells)
     size = workload["message_size"]
     return {
-        "title": "rill vs NATS JetStream vs Redis Streams vs a bare Python server",
+        "title": _comparison_title(comparison),
         "columns": COLUMNS,
         "rows": rows,
         "notes": [
@@ -211,6 +227,13 @@ def comparison_table(comparison: list[dict[str, Any]], workload: dict[str, Any])
             "no per-message work: a reference point, not a limit (rill can beat it).",
         ],
     }
+
+
+def _comparison_title(comparison: list[dict[str, Any]]) -> str:
+    targets = [target for target in dict.fromkeys(row["target"] for row in comparison) if target != "rill"]
+    if all(target in ("nats", "redis", "bare") for target in targets):
+        return "rill vs NATS JetStream vs Redis Streams vs a bare Python server"
+    return " vs ".join(["rill", *(NAMES[target] for target in targets)])
 
 
 def machine_table(capabilities: list[dict[str, Any]], fractions: list[dict[str, Any]]) -> dict[str, Any]:
@@ -243,6 +266,66 @@ def machine_table(capabilities: list[dict[str, Any]], fractions: list[dict[str, 
     }
 
 
+def kafka_ratios(comparison: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per fsync mode with a rill-kafka row: rill-kafka's MB/s ÷ rill's (Iggy) and ÷ each Kafka
+    peer's, publish and consume, with the floor when there is one (None: not measured)."""
+    ok = {(row["target"], row["fsync"]): row for row in comparison if row["status"] == "ok"}
+    entries = []
+    for row in comparison:
+        if row["target"] != "rill-kafka":
+            continue
+        fsync = row["fsync"]
+        for other in ("rill", *KAFKA_PEERS):
+            if not any(candidate["target"] == other and candidate["fsync"] == fsync for candidate in comparison):
+                continue
+            base, kafka = ok.get((other, fsync)), ok.get(("rill-kafka", fsync))
+            ratios = {phase: None if base is None or kafka is None else
+                      ratio(kafka[phase]["mb_per_s"], base[phase]["mb_per_s"]) for phase in PHASES}
+            floor = KAFKA_FLOORS.get(other)
+            entries.append({
+                "against": other, "fsync": fsync, "floor": floor, **ratios,
+                "meets": {phase: None if floor is None or ratios[phase] is None else ratios[phase] >= floor
+                          for phase in PHASES},
+            })
+    return entries
+
+
+def kafka_table(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Kafka path's conclusion: rill-kafka ÷ rill (Iggy) and ÷ each Kafka peer."""
+    rows: list[list[Any]] = []
+    for entry in entries:
+        name = "rill (Iggy listener)" if entry["against"] == "rill" else NAMES[entry["against"]]
+        floor = entry["floor"]
+        cells: list[Any] = [name, FSYNC_NAMES[entry["fsync"]]]
+        for phase in PHASES:
+            title = f"rill-kafka ÷ {name}, {phase} MB/s, fsync {FSYNC_NAMES[entry['fsync']]}"
+            cells.append(_kafka_ratio_cell(entry[phase], entry["meets"][phase], title))
+        cells.append("—" if floor is None else f"≥ {floor:g}×")
+        for phase in PHASES:
+            meets = entry["meets"][phase]
+            cells.append("—" if floor is None else "not measured" if meets is None else "yes" if meets else "no")
+        rows.append(cells)
+    return {
+        "title": "Kafka protocol: rill's Kafka listener ÷ rill's Iggy listener and ÷ Kafka peers",
+        "columns": KAFKA_COLUMNS,
+        "rows": rows,
+        "notes": [
+            "MB/s of payload, same workload and fsync mode, measured in this run. The Kafka rows use "
+            "confluent-kafka (librdkafka, C); the rill row uses rill's own client (send, poll).",
+            "Floors (issue 13): the Kafka path ≥ 0.70 × the Iggy path; rill with confluent-kafka "
+            "≥ 2 × tansu. tansu and noida-db keep data in memory (no fsync).",
+        ],
+    }
+
+
+def _kafka_ratio_cell(value: float | None, meets: bool | None, title: str) -> Any:
+    """A ratio cell coloured by its floor (green: met, red: missed; none without a floor)."""
+    cell = ratio_cell(value, None, title)
+    if isinstance(cell, dict):
+        cell["good"] = meets
+    return cell
+
+
 def finish_report(report: dict[str, Any], comparison: list[dict[str, Any]],
                   capabilities: list[dict[str, Any]]) -> None:
     """Fill ``report`` from the measured rows: ratios, the conclusion, the chart, the tables."""
@@ -251,6 +334,10 @@ def finish_report(report: dict[str, Any], comparison: list[dict[str, Any]],
     report["comparison"] = comparison
     report["machine_capability"] = capabilities
     report["summary"] = summary_tables(comparison, fractions)
+    kafka = kafka_ratios(comparison)
+    if kafka:
+        report["kafka"] = kafka
+        report["summary"].insert(0, kafka_table(kafka))
     report["bars"].append(throughput_bars(comparison))
     report["tables"].append(comparison_table(comparison, report["workload"]))
     if capabilities:

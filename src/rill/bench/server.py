@@ -7,6 +7,8 @@ with the asked fsync policy (``RILL_SYSTEM_FSYNC``) and, if asked, a descriptor 
 (``open_files``: RLIMIT_NOFILE soft = hard, so the server cannot raise it), waits for its "rill listening on
 <transport> HOST:PORT" lines, exposes ``addresses`` ({"tcp": "127.0.0.1:PORT", ...}) and on
 exit stops it (SIGTERM, then SIGKILL after a grace period) and removes the temporary directory.
+With ``kafka=True`` the Kafka listener is enabled too (``RILL_KAFKA_ENABLED``, ``--kafka-address
+127.0.0.1:0``, anonymous Kafka connections acting as ``iggy``) and ``addresses["kafka"]`` is set.
 
 Like the CLI's ``serve`` verb, this is a door into the server that never imports it: the bench
 package stays on the client side of the seam (DESIGN.md, seam 4).
@@ -50,6 +52,7 @@ class RillServer:
         python: str = sys.executable,
         startup_timeout: float = STARTUP_TIMEOUT,
         open_files: int | None = None,
+        kafka: bool = False,
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"unknown fsync policy {fsync!r} (known: {', '.join(FSYNC_POLICIES)})")
@@ -62,6 +65,7 @@ class RillServer:
         self.python = python
         self.startup_timeout = startup_timeout
         self.open_files = open_files
+        self.kafka = kafka
         self._given_dir = Path(data_dir) if data_dir is not None else None
         self._temp_dir: Path | None = None
         self.data_dir: Path | None = None
@@ -92,17 +96,21 @@ class RillServer:
             "RILL_QUIC_ENABLED": str("quic" in self.transports).lower(),
             "RILL_HTTP_ENABLED": str("http" in self.transports).lower(),
         })
+        if self.kafka:
+            env.update({"RILL_KAFKA_ENABLED": "true", "RILL_KAFKA_ANONYMOUS_USER": "iggy"})
         env.update(self.extra_env)
         command = [self.python, "-m", "rill", "serve", "--data-dir", str(self.data_dir),
                    "--tcp-address", "127.0.0.1:0", "--quic-address", "127.0.0.1:0",
                    "--http-address", "127.0.0.1:0"]
+        if self.kafka:
+            command += ["--kafka-address", "127.0.0.1:0"]
         self.process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
             stdin=subprocess.DEVNULL,
             preexec_fn=self._limit_open_files if self.open_files is not None else None,
         )
         ready = threading.Event()
-        expected = set(self.transports)
+        expected = set(self.transports) | ({"kafka"} if self.kafka else set())
 
         def pump() -> None:  # reads every line for the server's whole life, so its pipe never fills
             assert self.process is not None and self.process.stdout is not None
@@ -155,4 +163,5 @@ class RillServer:
         self.stop()
 
     def describe(self) -> str:
-        return f"rill started by the benchmark (fsync {self.fsync}, {', '.join(self.transports)})"
+        listeners = [*self.transports, *(["kafka"] if self.kafka else [])]
+        return f"rill started by the benchmark (fsync {self.fsync}, {', '.join(listeners)})"

