@@ -12,14 +12,15 @@ from __future__ import annotations
 import socket
 import threading
 import time
-import uuid
 
 import pytest
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaProducer
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
 
-from rill.protocol.kafka import apis, encode_request, request_class
+from rill.protocol.kafka import apis, decode_response, encode_request, request_class
 from rill.protocol.kafka.errors import ErrorCode
 from rill.server.protocols.kafka import producers
 from rill.server.protocols.kafka.dispatch import SERVED
@@ -27,8 +28,6 @@ from rill.server.storage.kafka_records import producer_batches
 from server_process import RillProcess
 from test_kafka_data import consume_all, fetch, high_watermark, new_topic, produce
 from test_kafka_listener import KAFKA_ENV, Raw, bootstrap
-
-from kafka.record.default_records import DefaultRecordBatchBuilder
 
 InitProducerId = request_class(apis.INIT_PRODUCER_ID)
 Produce = request_class(apis.PRODUCE)
@@ -77,7 +76,6 @@ def new_producer(raw: Raw) -> int:
 
 def stored_values(raw: Raw, topic: str) -> list[bytes]:
     """Every record value of partition 0, in log order (read back by kafka-python's parser)."""
-    from kafka.record.memory_records import MemoryRecords
     data = fetch(raw, topic, 0).responses[0].partitions[0].records
     records = MemoryRecords(bytes(data))
     values = []
@@ -233,7 +231,6 @@ def test_two_connections_racing_with_one_batch_store_it_once(server, raw):
         for link in links:
             link.correlation += 1
             link.send(encode_request(apis.PRODUCE, 9, link.correlation, body))
-        from rill.protocol.kafka import decode_response
         answers = [decode_response(apis.PRODUCE, 9, link.receive()).body.responses[0]
                    .partition_responses[0] for link in links]
     finally:
