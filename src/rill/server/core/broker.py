@@ -5,9 +5,10 @@ Owns: the protocol-facing surface of the core in neutral types (``core.types``):
 and authentication (username/password, token), namespaces (Iggy's streams) and topics,
 partitions, ``append`` that returns what it assigned, ``read`` of a partition range bounded by
 records and bytes and by the high watermark, log bounds, offset for a timestamp, a long poll
-over many partitions, and consumer positions with "next offset to read" semantics. Every call
-authorizes as (principal, action, resource) in the services it reaches
-(``auth.permissioner``); nothing here knows a frame, a command or a response record.
+over many partitions, durable unique ids (``new_id``), and consumer positions with "next
+offset to read" semantics. Every call authorizes as (principal, action, resource) in the
+services it reaches (``auth.permissioner``); nothing here knows a frame, a command or a
+response record.
 
 Partitions are numbered from 0 here (``PartitionRef.partition``), as Kafka and TANK number
 them; the model's partition ids (and the directory names on disk) are ``partition + 1``, which
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Sequence
 from rill import errors
 from rill.protocol.primitives import Partitioning
 from rill.server.core.model import Session, Stream, Topic
+from rill.server.core.unique_ids import UniqueIds
 from rill.server.core.types import (
     AppendResult,
     LogBounds,
@@ -55,6 +57,7 @@ class PartitionRef:
 class Broker:
     def __init__(self, core: Core) -> None:
         self._core = core
+        self._ids = UniqueIds(core.state.store)
 
     # -- sessions and identity -------------------------------------------------------------
 
@@ -79,6 +82,19 @@ class Broker:
 
     def authenticate_token(self, session: Session, token: str) -> int:
         return self._core.tokens.login_with_personal_access_token(session, token)
+
+    # -- ids -------------------------------------------------------------------------------
+
+    def new_id(self, session: Session, name: str) -> int:
+        """A number (>= 0) this server never handed out under ``name`` before, across restarts
+        and crashes (``core.unique_ids``): e.g. Kafka's producer ids. Any logged-in session."""
+        if not session.is_authenticated:
+            raise errors.Unauthenticated()
+        return self._ids.next(name)
+
+    def id_handed_out(self, name: str, number: int) -> bool:
+        """Whether ``new_id(name)`` may have returned ``number`` (now or before a restart)."""
+        return self._ids.handed_out(name, number)
 
     # -- catalogue -------------------------------------------------------------------------
 

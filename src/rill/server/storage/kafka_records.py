@@ -3,7 +3,9 @@
 Owns the layout of a stored Kafka batch and everything storage asks of it through the
 record-format seam (``formats.RecordFormat``, ``batch_index=True``): stamping a produced
 ``records`` field, verifying stored batches against their index, walking them without an index
-(recovery, index rebuilds, a follower's append), and their heads and lengths.
+(recovery, index rebuilds, a follower's append), their heads and lengths, and their producer
+fields (``producer_batches``: what Kafka's idempotence rule reads, the rule being the Kafka
+handler's).
 
 Stored layout: the client's batches byte for byte (../shared/spec/kafka-notes.md §3.1), all
 integers big-endian, 61 header bytes then the records block (compressed as one block when the
@@ -319,6 +321,28 @@ def batch_head(view: bytes | bytearray | memoryview, position: int) -> tuple[int
     """``(baseOffset, offsets held, maxTimestamp x 1000)`` of the batch at ``position``."""
     header = BATCH_HEADER.unpack_from(view, position)
     return header[0], header[6] + 1, _time_us(header[8])
+
+
+_PRODUCER_FIELDS = struct.Struct(">q15xi16xqhi")  # baseOffset, lastOffsetDelta, producer
+
+
+def producer_batches(data: bytes | bytearray | memoryview) -> list[tuple[int, int, int, int, int]]:
+    """``(baseOffset, lastOffsetDelta, producerId, producerEpoch, baseSequence)`` of each whole
+    batch in ``data`` (a produced ``records`` field, or stored batches as a read returns them),
+    headers only; a trailing partial batch is left out. For idempotence: Kafka's producer
+    fields, which every RecordBatch v2 header carries (producerId -1: none)."""
+    view = memoryview(data)
+    found = []
+    at, total = 0, len(view)
+    unpack_length, unpack = _LENGTH_AT.unpack_from, _PRODUCER_FIELDS.unpack_from
+    while total - at >= BATCH_HEADER_SIZE:
+        length = unpack_length(view, at)[0]
+        end = at + LENGTH_PREFIX_SIZE + length
+        if length < MIN_BATCH_LENGTH or end > total:
+            break
+        found.append(unpack(view, at))
+        at = end
+    return found
 
 
 def entry_epoch(index: bytes | bytearray | memoryview, position: int) -> int:

@@ -1,4 +1,5 @@
-"""The metadata store: streams, topics, partitions, users and consumer positions in SQLite (WAL).
+"""The metadata store: streams, topics, partitions, users, consumer positions and reserved id
+blocks (``reserve_ids``) in SQLite (WAL).
 
 Owns: the schema and every SQL statement of the server. Each public method is one transaction,
 so a crash (even kill -9) leaves either the whole change or none of it. Durability follows the
@@ -471,6 +472,38 @@ class MetadataStore:
             "DELETE FROM partitions WHERE stream_id = ? AND topic_id = ? AND id = ?",
             [(stream_id, topic_id, pid) for pid in partition_ids],
         )
+
+    # -- unique ids ------------------------------------------------------------------------
+
+    def reserve_ids(self, name: str, count: int) -> int:
+        """The first of ``count`` numbers (from 0) never reserved before under ``name``: the
+        reservation is on disk (the write-ahead log synced, ``synchronous=FULL`` for this one
+        commit whatever the fsync policy) before this returns, so no crash or power loss hands
+        them out again."""
+        if count < 1:
+            raise ValueError(f"cannot reserve {count} ids")
+        if not self._synchronous_full:
+            self._db.execute("PRAGMA synchronous=FULL")
+        try:
+            return self._reserve_ids(name, count)
+        finally:
+            if not self._synchronous_full:
+                self._db.execute("PRAGMA synchronous=NORMAL")
+
+    def reserved_ids(self, name: str) -> int:
+        """How many numbers were reserved under ``name`` so far (every one is below this)."""
+        found = self._db.execute("SELECT value FROM meta WHERE key = ?",
+                                 (f"next-id:{name}",)).fetchone()
+        return int(found[0]) if found else 0
+
+    @_writes
+    def _reserve_ids(self, name: str, count: int) -> int:
+        key = f"next-id:{name}"
+        found = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        first = int(found[0]) if found else 0
+        self._db.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key)"
+                         " DO UPDATE SET value = excluded.value", (key, str(first + count)))
+        return first
 
     # -- consumer offsets ------------------------------------------------------------------
 

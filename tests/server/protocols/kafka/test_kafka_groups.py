@@ -50,7 +50,7 @@ def new_topic(server, partitions: int = PARTITIONS) -> str:
 
 
 def produce(server, topic: str, start: int, count: int) -> set[bytes]:
-    producer = KafkaProducer(bootstrap_servers=bootstrap(server), enable_idempotence=False)
+    producer = KafkaProducer(bootstrap_servers=bootstrap(server))  # idempotent (its default)
     try:
         values = [b"v%d" % n for n in range(start, start + count)]
         for n, value in enumerate(values):

@@ -18,8 +18,10 @@ Owns: these rules (the versions served are ``dispatch.DATA_RANGES``):
   ``log_start_offset`` the partition's first offset. acks=1/-1 answer once ``broker.append``
   returns (as durable as the fsync policy promises). acks=0: no response at all
   (``handler``); when one of its partitions failed the connection is closed instead, as Kafka
-  does, so the client learns of it. Producer ids and sequences are stored, not checked yet;
-  a transactional produce is TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53);
+  does, so the client learns of it. A batch carrying a producer id goes through the
+  idempotence rule (``producers``: a retried batch answers its original base offset, gaps and
+  fenced epochs their errors); a transactional produce is
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53);
 * **Fetch** 4-12: per partition the stored batches from the fetch offset (whole batches,
   from the one holding it) up to the high watermark, at most ``partition_max_bytes`` and what
   is left of the request's ``max_bytes`` (the first partition with data always gets at least
@@ -55,6 +57,7 @@ from rill.server.protocols.kafka.dispatch import (
     kafka_error,
     kafka_topics,
 )
+from rill.server.protocols.kafka import producers  # after dispatch: it registers an API
 from rill.server.storage.kafka_records import InvalidRecordBatch, batch_time_us
 
 RANGES = DATA_RANGES
@@ -112,9 +115,11 @@ async def _produce_partition(core: Core, session: Session, settings: KafkaSettin
     if code == ErrorCode.NONE:
         ref = PartitionRef(settings.stream, name, entry.index)
         try:
-            result = await core.broker.append(session, ref, records, batch_time_us(records))
-            base_offset = result.first_offset
+            base_offset = await producers.append(core, session, topics[name], ref, records,
+                                                 batch_time_us(records))
             log_start = core.broker.bounds(session, ref).first_offset
+        except producers.ProducerRefused as refused:
+            code, message = refused.code, str(refused)
         except errors.RillError as error:
             code, message = _data_error(error), str(error)
     return _ProducePartition(index=entry.index, error_code=int(code), base_offset=base_offset,

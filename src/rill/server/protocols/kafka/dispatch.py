@@ -368,6 +368,7 @@ async def find_coordinator(core: Core, session: Session, settings: KafkaSettings
 # coordinator) register themselves; imported last because they use the helpers above
 from rill.server.protocols.kafka import data  # noqa: E402
 from rill.server.protocols.kafka import group_apis  # noqa: E402
+from rill.server.protocols.kafka import producers  # noqa: E402,F401  (InitProducerId)
 
 # the APIs served today, at the codec table's ranges (kafka-notes §2.4) except where the data
 # or group APIs name theirs (``DATA_RANGES``, ``group_apis.GROUP_RANGES``); ApiVersions lists
