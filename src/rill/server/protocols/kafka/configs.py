@@ -167,7 +167,7 @@ def _entry(setting: Setting, synonyms: bool, documentation: bool) -> Any:
                                    source=STATIC_BROKER_CONFIG))
         listed = tuple(listed)
     return _Config(name=setting.name, value=setting.value, read_only=True,
-                   config_source=setting.source, is_default=setting.source == DEFAULT_CONFIG,
+                   config_source=setting.source, is_default=False,  # v0 only; the source says
                    is_sensitive=False, synonyms=listed, config_type=setting.config_type,
                    documentation=setting.doc if documentation else None)
 
