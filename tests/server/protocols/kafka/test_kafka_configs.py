@@ -6,6 +6,7 @@ broker 0; the raw wire for the filter, synonyms, documentation and the errors.""
 from __future__ import annotations
 
 import uuid
+from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import KafkaException
@@ -16,6 +17,11 @@ from kafka.admin import ConfigResourceType
 
 from rill.protocol.kafka import apis, request_class
 from rill.protocol.kafka.errors import ErrorCode
+from rill.protocol.primitives import Transport
+from rill.server.protocols.kafka.configs import describe_configs
+from rill.server.protocols.kafka.dispatch import KafkaSettings
+
+from in_process_core import run_with_broker
 from server_process import RillProcess
 from test_kafka_listener import KAFKA_ENV, Raw, bootstrap
 
@@ -148,3 +154,27 @@ def test_the_wire_filter_synonyms_documentation_and_errors(server):
             include_synonyms=False)).results[0].configs[0].value == "1"
     finally:
         raw.close()
+
+
+def test_describing_needs_read_access_through_the_core(tmp_path):
+    """In process (Kafka connections act as one user until SASL): a user without permissions
+    may describe neither the topic (READ_TOPIC) nor the broker (READ_SERVER); root may."""
+    request = SimpleNamespace(api_version=4, body=DescribeConfigs(
+        resources=(Resource(resource_type=2, resource_name="t", configuration_keys=None),
+                   Resource(resource_type=4, resource_name="0", configuration_keys=None)),
+        include_synonyms=False, include_documentation=False))
+    settings = KafkaSettings("ns", "127.0.0.1", 9092)
+
+    async def scenario(core, broker, session) -> None:
+        await core.users.create_user(session, "plain", "plain-pw", 1, None)
+        stranger = broker.connect("127.0.0.1:2", Transport.TCP)
+        await broker.authenticate(stranger, "plain", "plain-pw")
+        refused = await describe_configs(core, stranger, settings, request)
+        assert [(r.error_code, r.configs) for r in refused.results] == [
+            (ErrorCode.TOPIC_AUTHORIZATION_FAILED, ()),
+            (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ())]
+        allowed = await describe_configs(core, session, settings, request)
+        assert [r.error_code for r in allowed.results] == [0, 0]
+        assert all(r.configs for r in allowed.results)
+
+    run_with_broker(tmp_path, scenario)

@@ -231,10 +231,14 @@ _Described = _DescribeGroups.DescribedGroup
 
 
 def _committed_groups(core: Core, session: Session, settings: KafkaSettings) -> set[str]:
-    """The groups with a committed offset in a Kafka topic."""
+    """The groups with a committed offset in a Kafka topic the session may see."""
     prefix = consumer_name("")
+    try:
+        topics = kafka_topics(core, session, settings)
+    except errors.RillError:  # no access to the Kafka stream: no offsets seen
+        return set()
     return {key[len(prefix):]
-            for topic in kafka_topics(core, session, settings).values()
+            for topic in topics.values()
             for partition in topic.partitions.values()
             for key in partition.positions if key.startswith(prefix)}
 

@@ -51,6 +51,7 @@ PREPARING = "PreparingRebalance"
 COMPLETING = "CompletingRebalance"
 STABLE = "Stable"
 DEAD = "Dead"
+_FENCED_KEPT = 1024  # replaced member ids of a group remembered for requests without instance id
 
 
 class GroupError(Exception):
@@ -308,6 +309,8 @@ class Coordinator:
         unchanged = group.state == STABLE and protocols == old.protocols
         del group.members[old.member_id]
         self._suspend(old)
+        if len(group.fenced) >= _FENCED_KEPT:  # requests naming the instance id stay fenced
+            group.fenced.pop()
         group.fenced.add(old.member_id)
         fenced = JoinResult(ErrorCode.FENCED_INSTANCE_ID, -1, None, None, "", old.member_id, [])
         _resolve(old.join, fenced)
