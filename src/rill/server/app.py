@@ -199,8 +199,13 @@ class Server:
         else:
             advertised = bound
         # the address clients are told is known once the port is bound (port 0)
-        protocol.settings = KafkaSettings(kafka.stream, advertised[0], advertised[1],
-                                          kafka.auto_create_topics)
+        protocol.settings = KafkaSettings(
+            kafka.stream, advertised[0], advertised[1], kafka.auto_create_topics,
+            group_initial_rebalance_delay=kafka.group_initial_rebalance_delay,
+            max_message_bytes=self.config.tcp.max_frame_size,
+            segment_bytes=self.config.system.segment.size,
+            default_message_expiry=self.core.topics.default_message_expiry(),
+            default_max_topic_size=self.config.system.topic.max_size)
 
     async def stop(self) -> None:
         if self.kafka is not None:

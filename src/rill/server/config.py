@@ -255,6 +255,8 @@ class KafkaConfig:
     advertised_address: str = ""  # HOST:PORT clients are told to connect to; "" = the bound one
     stream: str = "kafka"  # the rill stream Kafka topics live in (created on first use)
     auto_create_topics: bool = True  # Metadata for an unknown topic creates it (1 partition)
+    # Kafka's group.initial.rebalance.delay.ms: an empty group's first rebalance waits this long
+    group_initial_rebalance_delay: float = _duration("0 ms")
     tls: TlsConfig = field(default_factory=TlsConfig)
 
 

@@ -112,13 +112,16 @@ def test_every_call_authorizes(tmp_path):
         for call in (lambda: broker.read(stranger, P0, 0, 1, 100),
                      lambda: broker.bounds(stranger, P0),
                      lambda: broker.describe_topics(stranger, "ns"),
-                     lambda: broker.committed_offset(stranger, "c", P0)):
+                     lambda: broker.committed_offset(stranger, "c", P0),
+                     lambda: broker.committed_position(stranger, "c", P0),
+                     lambda: broker.check_server_access(stranger)):
             with pytest.raises(errors.Unauthorized):
                 call()
         with pytest.raises(errors.Unauthorized):
             await broker.append(stranger, P0, encode_messages([b"no"]))
         with pytest.raises(errors.InvalidCredentials):
             await broker.authenticate(stranger, "plain", "wrong")
+        broker.check_server_access(session)  # root may
 
     run(tmp_path, scenario)
 

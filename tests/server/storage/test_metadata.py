@@ -104,7 +104,7 @@ def test_a_schema_1_store_is_migrated_once_to_named_next_offsets(tmp_path):
     old = sqlite3.connect(path)
     old.executescript(SCHEMA_1)
     old.close()
-    for _ in range(2):  # the second open finds schema 2 and changes nothing
+    for _ in range(2):  # the second open finds the current schema and changes nothing
         store = MetadataStore(path, synchronous_full=False)
         assert sorted(store.load_positions(), key=lambda row: row.partition_id) == [
             PositionRow(1, 1, 1, "iggy-consumer:4000000000", 42),
@@ -113,9 +113,68 @@ def test_a_schema_1_store_is_migrated_once_to_named_next_offsets(tmp_path):
         assert store.load_topics() == [topic()]
         store.close()
     db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
     assert db.execute("SELECT name FROM sqlite_master WHERE name = 'consumer_offsets'"
                       ).fetchone() is None
+    db.close()
+
+
+def test_a_position_keeps_its_note_until_stored_without_one(tmp_path):
+    path = tmp_path / "metadata.sqlite3"
+    store = MetadataStore(path, synchronous_full=False)
+    store.create_stream(StreamRow(1, "s", 5))
+    store.create_topic(topic(), [PartitionRow(1, 1, 1, 6)])
+    store.store_position(PositionRow(1, 1, 1, "kafka-group:g", 7, "checkpoint-7"))
+    store.close()
+    store = MetadataStore(path, synchronous_full=False)
+    assert list(store.load_positions()) == [PositionRow(1, 1, 1, "kafka-group:g", 7,
+                                                        "checkpoint-7")]
+    store.store_position(PositionRow(1, 1, 1, "kafka-group:g", 8))
+    assert list(store.load_positions()) == [PositionRow(1, 1, 1, "kafka-group:g", 8, None)]
+    store.close()
+
+
+SCHEMA_2_POSITIONS = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO meta VALUES ('schema_version', '2');
+CREATE TABLE streams (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,
+                      created_at INTEGER NOT NULL);
+CREATE TABLE topics (stream_id INTEGER NOT NULL REFERENCES streams(id) ON DELETE CASCADE,
+    id INTEGER NOT NULL, name TEXT NOT NULL, created_at INTEGER NOT NULL,
+    compression_algorithm INTEGER NOT NULL, message_expiry INTEGER NOT NULL,
+    max_topic_size INTEGER NOT NULL, replication_factor INTEGER NOT NULL,
+    record_format TEXT NOT NULL DEFAULT 'iggy-v1',
+    PRIMARY KEY (stream_id, id), UNIQUE (stream_id, name));
+CREATE TABLE partitions (stream_id INTEGER NOT NULL, topic_id INTEGER NOT NULL,
+    id INTEGER NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (stream_id, topic_id, id),
+    FOREIGN KEY (stream_id, topic_id) REFERENCES topics(stream_id, id) ON DELETE CASCADE);
+CREATE TABLE consumer_positions (stream_id INTEGER NOT NULL, topic_id INTEGER NOT NULL,
+    partition_id INTEGER NOT NULL, consumer TEXT NOT NULL, next_offset INTEGER NOT NULL,
+    PRIMARY KEY (stream_id, topic_id, partition_id, consumer));
+INSERT INTO streams VALUES (1, 's', 5);
+INSERT INTO topics VALUES (1, 1, 't', 10, 1, -1, -1, 1, 'iggy-v1');
+INSERT INTO partitions VALUES (1, 1, 1, 6);
+INSERT INTO consumer_positions VALUES (1, 1, 1, 'kafka-group:g', 12);
+"""
+
+
+def test_a_schema_2_store_gains_position_notes_once(tmp_path):
+    """Schema 3 adds the note a position may carry; schema 2's positions keep their offsets
+    and have none."""
+    path = tmp_path / "metadata.sqlite3"
+    old = sqlite3.connect(path)
+    old.executescript(SCHEMA_2_POSITIONS)
+    old.close()
+    for _ in range(2):
+        store = MetadataStore(path, synchronous_full=False)
+        assert list(store.load_positions()) == [PositionRow(1, 1, 1, "kafka-group:g", 12)]
+        store.close()
+    store = MetadataStore(path, synchronous_full=False)
+    store.store_position(PositionRow(1, 1, 1, "kafka-group:g", 13, "n"))
+    assert list(store.load_positions()) == [PositionRow(1, 1, 1, "kafka-group:g", 13, "n")]
+    store.close()
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
     db.close()
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from rill import errors
 from rill.protocol.primitives import Partitioning
+from rill.server.auth.permissioner import Action
 from rill.server.core.model import Session, Stream, Topic
 from rill.server.core.unique_ids import UniqueIds
 from rill.server.core.types import (
@@ -118,6 +119,10 @@ class Broker:
             return service.get_topics(session, namespace)
         return [service.get_topic(session, namespace, topic) for topic in topics]
 
+    def check_server_access(self, session: Session) -> None:
+        """Raise unless ``session`` may read the server's settings (READ_SERVER)."""
+        self._core.state.authorize(session, Action.READ_SERVER)
+
     def create_partitions(self, session: Session, ref: TopicRef, count: int) -> None:
         self._core.partitions.create_partitions(session, ref.namespace, ref.topic, count)
 
@@ -168,13 +173,21 @@ class Broker:
     # ``iggy-group:<id>``, core.consumer_groups).
 
     def commit_offset(self, session: Session, consumer: str, ref: PartitionRef,
-                      next_offset: int) -> None:
-        """Store where ``consumer`` reads next (Kafka's OffsetCommit meaning)."""
+                      next_offset: int, note: str | None = None) -> None:
+        """Store where ``consumer`` reads next (Kafka's OffsetCommit meaning), with its opaque
+        ``note`` (Kafka's commit metadata; None: none)."""
         self._core.consumer_offsets.store_consumer_offset(
-            session, ref.namespace, ref.topic, consumer, ref.partition_id, next_offset)
+            session, ref.namespace, ref.topic, consumer, ref.partition_id, next_offset, note)
 
     def committed_offset(self, session: Session, consumer: str, ref: PartitionRef) -> int | None:
         """The next offset ``consumer`` reads, or None when it never committed one."""
-        return self._core.consumer_offsets.get_consumer_offset(
-            session, ref.namespace, ref.topic, consumer, ref.partition_id).next_offset
+        return self.committed_position(session, consumer, ref)[0]
+
+    def committed_position(self, session: Session, consumer: str, ref: PartitionRef
+                           ) -> tuple[int | None, str | None]:
+        """The next offset ``consumer`` reads and the note it committed with it (None, None:
+        it never committed one)."""
+        position = self._core.consumer_offsets.get_consumer_offset(
+            session, ref.namespace, ref.topic, consumer, ref.partition_id)
+        return position.next_offset, position.note
 

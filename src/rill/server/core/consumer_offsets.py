@@ -13,6 +13,9 @@ Consumer lag (``consumer_lag``: GET_CONSUMER_LAG, the HTTP ``consumer-lag`` rout
 on that are still stored, ``end - max(next, first)``; when nothing is committed, every stored
 message, ``end - first`` (``end``: the offset the next message gets; ``first``: the oldest one
 retention kept).
+
+A position may carry the consumer's *note*, an opaque string stored with it in the same row
+(Kafka's commit metadata); storing a position without a note clears it.
 """
 
 from __future__ import annotations
@@ -68,11 +71,19 @@ class ConsumerOffsetService:
             )
         return self.state.find_partition(topic, partition_id), consumer
 
-    def store(self, partition: Partition, key: ConsumerKey, next_offset: int) -> None:
+    def store(self, partition: Partition, key: ConsumerKey, next_offset: int,
+              note: str | None = None) -> None:
+        """Store a position (and the consumer's note with it: a position stored without one
+        has none)."""
         self.state.store.store_position(
-            PositionRow(partition.stream_id, partition.topic_id, partition.id, key, next_offset)
+            PositionRow(partition.stream_id, partition.topic_id, partition.id, key, next_offset,
+                        note)
         )
         partition.positions[key] = next_offset
+        if note is None:
+            partition.position_notes.pop(key, None)
+        else:
+            partition.position_notes[key] = note
 
     def get_consumer_offset(self, session: Session, stream_id: Ref, topic_id: Ref,
                             consumer: Reader, partition_id: int) -> ConsumerPosition:
@@ -81,7 +92,8 @@ class ConsumerOffsetService:
         partition, key = self.resolve(session, topic, consumer, partition_id)
         log = partition.log
         return ConsumerPosition(partition.id, partition.positions.get(key),
-                                LogBounds(log.first_offset, log.next_offset, log.next_offset))
+                                LogBounds(log.first_offset, log.next_offset, log.next_offset),
+                                partition.position_notes.get(key))
 
     def get_consumer_lag(self, session: Session, stream_id: Ref, topic_id: Ref
                          ) -> list[ConsumerLag]:
@@ -90,16 +102,17 @@ class ConsumerOffsetService:
         return consumer_lag(topic, self.groups.group_position_names(topic))
 
     def store_consumer_offset(self, session: Session, stream_id: Ref, topic_id: Ref,
-                              consumer: Reader, partition_id: int, next_offset: int
-                              ) -> None:
+                              consumer: Reader, partition_id: int, next_offset: int,
+                              note: str | None = None) -> None:
         """Store ``next_offset`` as where ``consumer`` reads next: at most the log's end (or 1
-        on an empty log, where an Iggy client may store "offset 0 consumed")."""
+        on an empty log, where an Iggy client may store "offset 0 consumed"), with the
+        consumer's ``note`` (an opaque string, kept with the position)."""
         topic = self.state.find_topic(stream_id, topic_id)
         self.state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
         partition, key = self.resolve(session, topic, consumer, partition_id)
         if not 0 <= next_offset <= max(partition.log.next_offset, 1):
             raise errors.InvalidOffset(next_offset - 1, field="offset")
-        self.store(partition, key, next_offset)
+        self.store(partition, key, next_offset, note)
 
 
 def consumer_lag(topic: Topic, groups: list[tuple[ConsumerKey, str]]) -> list[ConsumerLag]:

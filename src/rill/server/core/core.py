@@ -278,6 +278,8 @@ class Core:
             partition = topic.partitions.get(position.partition_id) if topic else None
             if partition is not None:
                 partition.positions[position.consumer] = position.next_offset
+                if position.note is not None:
+                    partition.position_notes[position.consumer] = position.note
         self.consumer_groups.load()
 
     async def stop(self) -> None:

@@ -50,6 +50,8 @@ class Partition:
     log: PartitionLog
     # consumer positions: consumer name -> the next offset it reads
     positions: dict[str, int] = field(default_factory=dict)
+    # what a consumer stored with its position (Kafka's commit metadata), when it stored any
+    position_notes: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(eq=False)

@@ -63,11 +63,15 @@ class TopicService:
         self.state.authorize(session, Action.READ_TOPIC, stream.id)
         return [stream.topics[tid] for tid in sorted(stream.topics)]
 
+    def default_message_expiry(self) -> int:
+        """The message expiry (µs, or EXPIRY_NEVER) of a topic created with the default."""
+        default = self.state.config.system.segment.message_expiry
+        return EXPIRY_NEVER if default == NEVER else int(default * 1_000_000)
+
     def _resolve_expiry(self, expiry: int) -> int:
         if expiry != EXPIRY_SERVER_DEFAULT:
             return expiry
-        default = self.state.config.system.segment.message_expiry
-        return EXPIRY_NEVER if default == NEVER else int(default * 1_000_000)
+        return self.default_message_expiry()
 
     def _resolve_max_size(self, max_size: int) -> int:
         if max_size == MAX_TOPIC_SIZE_SERVER_DEFAULT:

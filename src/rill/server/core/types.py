@@ -101,11 +101,13 @@ class PartitionEnd:
 @dataclass(slots=True)
 class ConsumerPosition:
     """Where one consumer is in one partition: ``next_offset`` is the next offset it reads
-    (None: it never stored a position), with the partition's bounds."""
+    (None: it never stored a position), with the partition's bounds and the note it stored
+    with the position (None: none)."""
 
     partition_id: int
     next_offset: int | None
     bounds: LogBounds
+    note: str | None = None
 
 
 @dataclass(slots=True)

@@ -28,8 +28,8 @@ from rill.errors import CannotWriteToFile
 from rill.server.storage.records import RECORD_FORMAT
 from rill.server.storage.reserve import SpaceReserve
 
-SCHEMA_VERSION = 2  # 1 -> 2: consumer positions keyed by name, holding the next offset;
-# each topic records its record format
+SCHEMA_VERSION = 3  # 1 -> 2: consumer positions keyed by name, holding the next offset;
+# each topic records its record format. 2 -> 3: a position may carry the consumer's note
 
 # the names schema 1's numeric consumer keys get (what the core names Iggy's consumers)
 _V1_CONSUMER_NAMES = {1: "iggy-consumer:", 2: "iggy-group:"}
@@ -68,6 +68,7 @@ CREATE TABLE IF NOT EXISTS consumer_positions (
     partition_id INTEGER NOT NULL,
     consumer TEXT NOT NULL,
     next_offset INTEGER NOT NULL,
+    note TEXT,
     PRIMARY KEY (stream_id, topic_id, partition_id, consumer),
     FOREIGN KEY (stream_id, topic_id, partition_id)
         REFERENCES partitions(stream_id, topic_id, id) ON DELETE CASCADE
@@ -152,6 +153,7 @@ class PositionRow:
     partition_id: int
     consumer: str
     next_offset: int
+    note: str | None = None  # what the consumer stored with the position (Kafka's metadata)
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +276,10 @@ class MetadataStore:
             if "record_format" not in columns:  # every schema-1 topic holds Iggy's records
                 db.execute("ALTER TABLE topics ADD COLUMN record_format TEXT NOT NULL"
                            " DEFAULT 'iggy-v1'")
+        if version < 3:
+            columns = [row[1] for row in db.execute("PRAGMA table_info(consumer_positions)")]
+            if "note" not in columns:  # schema 2's positions carry no note
+                db.execute("ALTER TABLE consumer_positions ADD COLUMN note TEXT")
         db.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?) ON CONFLICT(key)"
                    " DO UPDATE SET value = excluded.value", (str(SCHEMA_VERSION),))
 
@@ -366,11 +372,11 @@ class MetadataStore:
 
     def load_positions(self) -> Iterator[PositionRow]:
         rows = self._db.execute(
-            "SELECT stream_id, topic_id, partition_id, consumer, next_offset"
+            "SELECT stream_id, topic_id, partition_id, consumer, next_offset, note"
             " FROM consumer_positions"
         )
         for row in rows:
-            yield PositionRow(*row[:4], _from_sql(row[4]))
+            yield PositionRow(*row[:4], _from_sql(row[4]), row[5])
 
     def load_consumer_groups(self) -> list[ConsumerGroupRow]:
         rows = self._db.execute(
@@ -511,11 +517,11 @@ class MetadataStore:
     def store_position(self, row: PositionRow) -> None:
         self._db.execute(
             "INSERT INTO consumer_positions(stream_id, topic_id, partition_id, consumer,"
-            " next_offset) VALUES (?, ?, ?, ?, ?)"
+            " next_offset, note) VALUES (?, ?, ?, ?, ?, ?)"
             " ON CONFLICT(stream_id, topic_id, partition_id, consumer)"
-            " DO UPDATE SET next_offset = excluded.next_offset",
+            " DO UPDATE SET next_offset = excluded.next_offset, note = excluded.note",
             (row.stream_id, row.topic_id, row.partition_id, row.consumer,
-             _to_sql(row.next_offset)),
+             _to_sql(row.next_offset), row.note),
         )
 
     # -- consumer groups -------------------------------------------------------------------

@@ -30,11 +30,13 @@ OffsetFetch = request_class(apis.OFFSET_FETCH)
 DescribeGroups = request_class(apis.DESCRIBE_GROUPS)
 
 PARTITIONS = 4
+# anonymous Kafka connections act as this user (opt-in once SASL lands; harmless before)
+ENV = {**KAFKA_ENV, "RILL_KAFKA_ANONYMOUS_USER": "iggy"}
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    process = RillProcess(tmp_path_factory.mktemp("kafka-groups") / "data", env=KAFKA_ENV).start()
+    process = RillProcess(tmp_path_factory.mktemp("kafka-groups") / "data", env=ENV).start()
     yield process
     process.kill()
 
@@ -195,7 +197,7 @@ def test_two_members_commit_and_leave_and_a_new_member_joins_at_once(server):
 
 
 def test_committed_offsets_survive_a_restart(tmp_path):
-    process = RillProcess(tmp_path / "data", env=KAFKA_ENV).start()
+    process = RillProcess(tmp_path / "data", env=ENV).start()
     try:
         topic, group = new_topic(process), "grp-restart"
         first_batch = produce(process, topic, 0, 20)
@@ -261,12 +263,15 @@ def join_as_member(raw: Raw, group: str, **options):
 
 
 def commit(raw: Raw, group: str, topic: str, offset: int, generation: int = -1,
-           member_id: str = "", partition: int = 0) -> int:
+           member_id: str = "", partition: int = 0, metadata: str | None = "",
+           instance_id: str | None = None) -> int:
     body = OffsetCommit(group_id=group, generation_id_or_member_epoch=generation,
-                        member_id=member_id, topics=(OffsetCommit.OffsetCommitRequestTopic(
+                        member_id=member_id, group_instance_id=instance_id,
+                        topics=(OffsetCommit.OffsetCommitRequestTopic(
                             name=topic, partitions=(
                                 OffsetCommit.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
-                                    partition_index=partition, committed_offset=offset),)),))
+                                    partition_index=partition, committed_offset=offset,
+                                    committed_metadata=metadata),)),))
     return raw.call(apis.OFFSET_COMMIT, 8, body).topics[0].partitions[0].error_code
 
 
@@ -343,17 +348,155 @@ def test_stale_members_are_refused(server):
         raw.close()
 
 
-def test_a_static_member_rejoining_keeps_its_member_id(server):
-    group = "static-" + uuid.uuid4().hex[:8]
-    raw = Raw(server)
+def sync(raw: Raw, group: str, generation: int, member_id: str,
+         assignments: dict[str, bytes] | None = None, instance_id: str | None = None):
+    return raw.call(apis.SYNC_GROUP, 5, SyncGroup(
+        group_id=group, generation_id=generation, member_id=member_id,
+        group_instance_id=instance_id, protocol_type="consumer", protocol_name="range",
+        assignments=tuple(SyncGroup.SyncGroupRequestAssignment(member_id=m, assignment=a)
+                          for m, a in (assignments or {}).items())))
+
+
+def beat(raw: Raw, group: str, generation: int, member_id: str,
+         instance_id: str | None = None) -> int:
+    return raw.call(apis.HEARTBEAT, 4, Heartbeat(
+        group_id=group, generation_id=generation, member_id=member_id,
+        group_instance_id=instance_id)).error_code
+
+
+def in_thread(call, *args, **kwargs) -> tuple[threading.Thread, list]:
+    """Run a blocking call (a held JoinGroup or SyncGroup) in a thread; its answer lands in
+    the list."""
+    answer: list = []
+    thread = threading.Thread(target=lambda: answer.append(call(*args, **kwargs)), daemon=True)
+    thread.start()
+    return thread, answer
+
+
+def stable_static_pair(server, group: str) -> tuple[Raw, Raw, str, str, int]:
+    """Static members "a" (leader) and "b" of a stable group: links, member ids, generation."""
+    a, b = Raw(server), Raw(server)
+    first = join(a, group, instance_id="a")
+    assert first.error_code == 0
+    assert sync(a, group, first.generation_id, first.member_id,
+                {first.member_id: b"a-alone"}, "a").error_code == 0
+    thread, joined_b = in_thread(join, b, group, instance_id="b")
+    wait_for(lambda: beat(a, group, first.generation_id, first.member_id, "a")
+             == ErrorCode.REBALANCE_IN_PROGRESS, what="the rebalance b's join starts")
+    joined_a = join(a, group, member_id=first.member_id, instance_id="a")
+    thread.join(10)
+    [joined_b] = joined_b
+    assert joined_a.error_code == joined_b.error_code == 0
+    generation = joined_a.generation_id
+    assert joined_a.leader == joined_a.member_id and generation == joined_b.generation_id
+    thread, synced_b = in_thread(sync, b, group, generation, joined_b.member_id, None, "b")
+    synced_a = sync(a, group, generation, joined_a.member_id,
+                    {joined_a.member_id: b"a-part", joined_b.member_id: b"b-part"}, "a")
+    thread.join(10)
+    assert bytes(synced_a.assignment) == b"a-part"
+    assert bytes(synced_b[0].assignment) == b"b-part"
+    return a, b, joined_a.member_id, joined_b.member_id, generation
+
+
+def test_a_restarted_static_member_gets_its_assignment_back_without_a_rebalance(server):
+    """Static membership (KIP-345): "b" comes back with an empty member id and unchanged
+    metadata: a new member id at once, the same generation and assignment, "a" undisturbed,
+    b's old member id fenced everywhere."""
+    topic, group = new_topic(server), "static-" + uuid.uuid4().hex[:8]
+    produce(server, topic, 0, 4)
+    a, b, a_id, old_b, generation = stable_static_pair(server, group)
+    restarted = Raw(server)
     try:
-        first = join(raw, group, instance_id="instance-1")
-        assert first.error_code == 0 and first.member_id
-        again = join(raw, group, instance_id="instance-1")
-        assert again.error_code == 0 and again.member_id == first.member_id
-        assert again.generation_id == first.generation_id + 1
+        back = join(restarted, group, instance_id="b")
+        assert back.error_code == 0 and back.member_id not in ("", old_b, a_id)
+        assert back.generation_id == generation and back.leader == a_id
+        synced = sync(restarted, group, generation, back.member_id, None, "b")
+        assert (synced.error_code, bytes(synced.assignment)) == (0, b"b-part")
+        assert beat(a, group, generation, a_id, "a") == 0  # no rebalance for the others
+        assert beat(restarted, group, generation, back.member_id, "b") == 0
+        fenced = ErrorCode.FENCED_INSTANCE_ID
+        assert beat(b, group, generation, old_b, "b") == fenced
+        assert beat(b, group, generation, old_b) == fenced  # Heartbeat without the instance id
+        assert sync(b, group, generation, old_b, None, "b").error_code == fenced
+        assert commit(b, group, topic, 1, generation, old_b, instance_id="b") == fenced
+        assert join(b, group, member_id=old_b, instance_id="b").error_code == fenced
+        assert commit(restarted, group, topic, 1, generation, back.member_id,
+                      instance_id="b") == 0
+        # LeaveGroup v3+ by instance id: the fenced id is refused, the instance id alone works
+        left = restarted.call(apis.LEAVE_GROUP, 4, LeaveGroup(group_id=group, members=(
+            LeaveGroup.MemberIdentity(member_id=old_b, group_instance_id="b"),
+            LeaveGroup.MemberIdentity(member_id="", group_instance_id="b"))))
+        assert [m.error_code for m in left.members] == [fenced, 0]
+        assert beat(a, group, generation, a_id, "a") == ErrorCode.REBALANCE_IN_PROGRESS
+    finally:
+        for link in (a, b, restarted):
+            link.close()
+
+
+def test_a_static_member_back_with_new_metadata_rebalances_the_group(server):
+    group = "static-" + uuid.uuid4().hex[:8]
+    a, b, a_id, old_b, generation = stable_static_pair(server, group)
+    restarted = Raw(server)
+    try:
+        protocol = JoinGroup.JoinGroupRequestProtocol(name="range", metadata=b"new topics")
+        thread, answer = in_thread(restarted.call, apis.JOIN_GROUP, 7, JoinGroup(
+            group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+            member_id="", group_instance_id="b", protocol_type="consumer",
+            protocols=(protocol,)))
+        wait_for(lambda: beat(a, group, generation, a_id, "a")
+                 == ErrorCode.REBALANCE_IN_PROGRESS, what="a rebalance")
+        rejoined = join(a, group, member_id=a_id, instance_id="a")
+        thread.join(10)
+        assert answer[0].error_code == 0 and answer[0].member_id != old_b
+        assert rejoined.generation_id == answer[0].generation_id == generation + 1
+        assert {(m.member_id, bytes(m.metadata)) for m in rejoined.members} == {
+            (a_id, b"meta"), (answer[0].member_id, b"new topics")}
+    finally:
+        for link in (a, b, restarted):
+            link.close()
+
+
+def test_a_silent_static_member_is_removed_after_its_session_timeout(server):
+    group = "static-silent-" + uuid.uuid4().hex[:8]
+    raw, admin = Raw(server), KafkaAdminClient(bootstrap_servers=bootstrap(server))
+    try:
+        joined = join(raw, group, instance_id="s", session_timeout_ms=600)
+        assert joined.error_code == 0
+        members = admin.describe_groups([group])[group]["members"]
+        assert [m["group_instance_id"] for m in members] == ["s"]
+        wait_for(lambda: not admin.describe_groups([group])[group]["members"], timeout=5,
+                 what="the static member's removal")
+        assert beat(raw, group, joined.generation_id, joined.member_id, "s") == \
+            ErrorCode.UNKNOWN_MEMBER_ID
     finally:
         raw.close()
+        admin.close()
+
+
+def test_commit_metadata_is_kept_with_the_offset_across_a_restart(tmp_path):
+    process = RillProcess(tmp_path / "data", env=ENV).start()
+    try:
+        topic, group = new_topic(process), "meta-" + uuid.uuid4().hex[:8]
+        produce(process, topic, 0, 8)
+        raw = Raw(process)
+        assert commit(raw, group, topic, 2, partition=1, metadata="checkpoint 2") == 0
+        assert commit(raw, group, topic, 1, partition=2, metadata=None) == 0
+        raw.close()
+        process.restart()
+        raw = Raw(process)
+        try:
+            [entry] = fetch_offsets(raw, group, topic, (1, 2, 3)).topics
+            assert [(p.committed_offset, p.metadata, p.committed_leader_epoch)
+                    for p in entry.partitions] == [(2, "checkpoint 2", -1), (1, "", -1),
+                                                   (-1, "", -1)]
+            assert commit(raw, group, topic, 1, partition=1) == 0  # a new commit, no metadata
+            [entry] = fetch_offsets(raw, group, topic, (1,)).topics
+            assert (entry.partitions[0].committed_offset, entry.partitions[0].metadata) == \
+                (1, "")
+        finally:
+            raw.close()
+    finally:
+        process.kill()
 
 
 def test_a_member_that_stops_heartbeating_is_removed_after_its_session_timeout(server):
@@ -365,11 +508,11 @@ def test_a_member_that_stops_heartbeating_is_removed_after_its_session_timeout(s
         assert [m["member_id"] for m in members] == [joined.member_id]
         wait_for(lambda: not admin.describe_groups([group])[group]["members"], timeout=5,
                  what="the silent member's removal")
-        described = admin.describe_groups([group])[group]
-        assert described["group_state"] == "Empty"
-        beat = raw.call(apis.HEARTBEAT, 4, Heartbeat(
-            group_id=group, generation_id=joined.generation_id, member_id=joined.member_id))
-        assert beat.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+        # no members and no committed offsets: the group is Dead, not listed (Kafka's rule)
+        assert admin.describe_groups([group])[group]["group_state"] == "Dead"
+        assert group not in {entry["group_id"] for entry in admin.list_groups()}
+        assert beat(raw, group, joined.generation_id, joined.member_id) == \
+            ErrorCode.UNKNOWN_MEMBER_ID
     finally:
         raw.close()
         admin.close()
@@ -420,3 +563,51 @@ def test_a_member_sharing_no_protocol_with_the_group_is_refused(server):
         assert refused.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     finally:
         raw.close()
+
+
+def test_an_empty_group_with_committed_offsets_stays_listed_as_empty(server):
+    topic, group = new_topic(server), "kept-" + uuid.uuid4().hex[:8]
+    produce(server, topic, 0, 4)
+    raw, admin = Raw(server), KafkaAdminClient(bootstrap_servers=bootstrap(server))
+    try:
+        joined = join_as_member(raw, group)
+        me, generation = joined.member_id, joined.generation_id
+        assert sync(raw, group, generation, me, {me: b"all"}).error_code == 0
+        assert commit(raw, group, topic, 1, generation, me) == 0
+        raw.call(apis.LEAVE_GROUP, 4, LeaveGroup(group_id=group, members=(
+            LeaveGroup.MemberIdentity(member_id=me),)))
+        listed = {entry["group_id"]: entry for entry in admin.list_groups()}
+        assert listed[group]["group_state"] == "Empty"
+        described = admin.describe_groups([group])[group]
+        assert (described["group_state"], described["members"]) == ("Empty", [])
+        # a group only committed to (assign() consumers), never joined, is Empty as well
+        simple = "simple-" + uuid.uuid4().hex[:8]
+        assert commit(raw, simple, topic, 1) == 0
+        listed = {entry["group_id"]: entry for entry in admin.list_groups()}
+        assert listed[simple]["group_state"] == "Empty"
+        assert admin.describe_groups([simple])[simple]["group_state"] == "Empty"
+    finally:
+        raw.close()
+        admin.close()
+
+
+def test_the_initial_rebalance_delay_gathers_members_into_the_first_generation(tmp_path):
+    """[kafka] group_initial_rebalance_delay: the first member's join is held so that the
+    second, joining during the delay, is in the same first generation."""
+    env = {**ENV, "RILL_KAFKA_GROUP_INITIAL_REBALANCE_DELAY": "2 s"}
+    process = RillProcess(tmp_path / "data", env=env).start()
+    group = "delayed-" + uuid.uuid4().hex[:8]
+    a, b = Raw(process), Raw(process)
+    try:
+        thread, first = in_thread(join, a, group, instance_id="a")
+        second = join(b, group, instance_id="b")
+        thread.join(10)
+        [first] = first
+        assert first.error_code == second.error_code == 0
+        assert first.generation_id == second.generation_id == 1
+        leader = first if first.leader == first.member_id else second
+        assert {m.member_id for m in leader.members} == {first.member_id, second.member_id}
+    finally:
+        a.close()
+        b.close()
+        process.kill()

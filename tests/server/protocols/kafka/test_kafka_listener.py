@@ -127,7 +127,7 @@ def test_the_advertised_table_is_what_is_served(raw):
         apis.CREATE_PARTITIONS, apis.FIND_COORDINATOR, apis.PRODUCE, apis.FETCH,
         apis.LIST_OFFSETS, apis.OFFSET_COMMIT, apis.OFFSET_FETCH, apis.JOIN_GROUP,
         apis.SYNC_GROUP, apis.HEARTBEAT, apis.LEAVE_GROUP, apis.DESCRIBE_GROUPS, apis.LIST_GROUPS,
-        apis.INIT_PRODUCER_ID}
+        apis.INIT_PRODUCER_ID, apis.DESCRIBE_CONFIGS}
     assert {(entry.api_key, entry.min_version, entry.max_version)
             for entry in body.api_keys} == {(key, low, high) for key, (low, high) in SERVED.items()}
 

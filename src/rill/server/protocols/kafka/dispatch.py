@@ -53,6 +53,11 @@ class KafkaSettings:
     port: int
     auto_create_topics: bool = True
     cluster_id: str = "rill"
+    group_initial_rebalance_delay: float = 0.0  # seconds (``groups``)
+    max_message_bytes: int = 64 * 1024 * 1024  # the request frame limit (DescribeConfigs)
+    segment_bytes: int = 1024 ** 3  # the segment size (DescribeConfigs)
+    default_message_expiry: int = EXPIRY_NEVER  # µs, a topic's default (DescribeConfigs)
+    default_max_topic_size: int = 10 * 1000 ** 3  # a topic's default (DescribeConfigs)
 
 
 NODE_ID = 0
@@ -368,6 +373,7 @@ async def find_coordinator(core: Core, session: Session, settings: KafkaSettings
 # coordinator) register themselves; imported last because they use the helpers above
 from rill.server.protocols.kafka import data  # noqa: E402
 from rill.server.protocols.kafka import group_apis  # noqa: E402
+from rill.server.protocols.kafka import configs  # noqa: E402
 from rill.server.protocols.kafka import producers  # noqa: E402,F401  (InitProducerId)
 
 # the APIs served today, at the codec table's ranges (kafka-notes §2.4) except where the data

@@ -7,15 +7,20 @@ Rules:
 * a group's committed offsets are the core's consumer positions of the consumer named
   ``kafka-group:<group id>`` (``broker.commit_offset``/``committed_offset``), durable in the
   metadata store; Kafka's committed offset is the next offset to read, as the core's;
-* commit metadata is accepted and dropped (OffsetFetch answers ""), committed leader epoch -1,
-  commit timestamps and retention ignored;
+* commit metadata is kept with the offset, as the core position's note (durable in the same
+  row, gone with the partition; a null metadata is stored as none and read back as ""); the
+  committed leader epoch is not kept (OffsetFetch answers -1); commit timestamps and retention
+  are ignored;
 * OffsetCommit: a group with members checks member and generation (UNKNOWN_MEMBER_ID,
   ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS while assignments are handed out); a simple commit
   (generation -1, empty member id) is accepted for a group with no members; an unknown topic or
   partition is UNKNOWN_TOPIC_OR_PARTITION for that partition; an offset beyond the log's end is
   OFFSET_OUT_OF_RANGE (the core keeps positions within the log);
 * OffsetFetch: -1 where the group never committed; topics null (v2+) lists every partition of
-  the Kafka topics where the group has a committed offset.
+  the Kafka topics where the group has a committed offset;
+* ListGroups/DescribeGroups (Kafka's rule): a group with no members is Empty while it has
+  committed offsets (also one the coordinator does not know, as after a restart: protocol type
+  "consumer"), else Dead: not listed, described as Dead, and forgotten by the coordinator.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from rill.server.core.core import Core
 from rill.server.core.model import Session
 from rill.server.protocols.kafka.dispatch import KafkaSettings, api, kafka_error, kafka_topics
 from rill.server.protocols.kafka.groups import (
-    DEAD, PREPARING, STABLE, Coordinator,
+    DEAD, EMPTY, PREPARING, STABLE, Coordinator,
 )
 
 GROUP_RANGES: dict[int, tuple[int, int]] = {
@@ -72,8 +77,9 @@ _CommitPartition = _CommitTopic.OffsetCommitResponsePartition
 @api(apis.OFFSET_COMMIT)
 async def offset_commit(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     body = request.body
+    instance_id = body.group_instance_id if request.api_version >= 7 else None
     group_code = coordinator(core).check_commit(body.group_id, body.generation_id_or_member_epoch,
-                                                body.member_id)
+                                                body.member_id, instance_id)
     topics = kafka_topics(core, session, settings) if group_code == ErrorCode.NONE else {}
     name = consumer_name(body.group_id)
     responses = []
@@ -88,7 +94,8 @@ async def offset_commit(core: Core, session: Session, settings: KafkaSettings, r
                 else:
                     ref = PartitionRef(settings.stream, topic.name, entry.partition_index)
                     try:
-                        core.broker.commit_offset(session, name, ref, entry.committed_offset)
+                        core.broker.commit_offset(session, name, ref, entry.committed_offset,
+                                                  entry.committed_metadata or None)
                     except errors.InvalidOffset:
                         code = ErrorCode.OFFSET_OUT_OF_RANGE
                     except errors.RillError as error:
@@ -113,16 +120,16 @@ async def offset_fetch(core: Core, session: Session, settings: KafkaSettings, re
     topics = kafka_topics(core, session, settings)
     broker = core.broker
 
-    def committed(topic: str, index: int) -> tuple[int, ErrorCode]:
+    def committed(topic: str, index: int) -> tuple[int, str, ErrorCode]:
         known = topics.get(topic)
         if known is None or not 0 <= index < len(known.partitions):
-            return -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return -1, "", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         try:
-            offset = broker.committed_offset(session, name,
-                                             PartitionRef(settings.stream, topic, index))
+            offset, note = broker.committed_position(session, name,
+                                                     PartitionRef(settings.stream, topic, index))
         except errors.RillError as error:
-            return -1, kafka_error(error)
-        return (-1 if offset is None else offset), ErrorCode.NONE
+            return -1, "", kafka_error(error)
+        return (-1 if offset is None else offset), note or "", ErrorCode.NONE
 
     wanted: list[tuple[str, list[int]]]
     if body.topics is None:  # v2+: every partition the group committed
@@ -136,11 +143,11 @@ async def offset_fetch(core: Core, session: Session, settings: KafkaSettings, re
     for topic, indexes in wanted:
         partitions = []
         for index in indexes:
-            offset, code = committed(topic, index)
+            offset, note, code = committed(topic, index)
             if everything and offset < 0:
                 continue
             partitions.append(_FetchPartition(partition_index=index, committed_offset=offset,
-                                              committed_leader_epoch=-1, metadata="",
+                                              committed_leader_epoch=-1, metadata=note,
                                               error_code=int(code)))
         if partitions or not everything:
             responses.append(_FetchTopic(name=topic, partitions=tuple(partitions)))
@@ -164,7 +171,8 @@ async def join_group(core: Core, session: Session, settings: KafkaSettings, requ
         body.session_timeout_ms,
         body.rebalance_timeout_ms if version >= 1 else body.session_timeout_ms,
         body.protocol_type, [(p.name, bytes(p.metadata)) for p in body.protocols],
-        _client_id(request), session.address.rsplit(":", 1)[0], version)
+        _client_id(request), session.address.rsplit(":", 1)[0], version,
+        settings.group_initial_rebalance_delay)
     members = tuple(_JoinGroup.JoinGroupResponseMember(member_id=member_id,
                                                        group_instance_id=instance_id,
                                                        metadata=metadata)
@@ -181,7 +189,8 @@ async def sync_group(core: Core, session: Session, settings: KafkaSettings, requ
     groups = coordinator(core)
     code, assignment = await groups.sync(
         body.group_id, body.generation_id, body.member_id,
-        {a.member_id: bytes(a.assignment) for a in body.assignments})
+        {a.member_id: bytes(a.assignment) for a in body.assignments},
+        body.group_instance_id if request.api_version >= 3 else None)
     group = groups.describe(body.group_id)
     ok = code == ErrorCode.NONE and group is not None
     return _SyncGroup(throttle_time_ms=0, error_code=int(code),
@@ -192,7 +201,9 @@ async def sync_group(core: Core, session: Session, settings: KafkaSettings, requ
 @api(apis.HEARTBEAT)
 async def heartbeat(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     body = request.body
-    code = coordinator(core).heartbeat(body.group_id, body.generation_id, body.member_id)
+    code = coordinator(core).heartbeat(body.group_id, body.generation_id, body.member_id,
+                                       body.group_instance_id if request.api_version >= 3
+                                       else None)
     return _Heartbeat(throttle_time_ms=0, error_code=int(code))
 
 
@@ -219,16 +230,50 @@ _DescribeGroups = response_class(apis.DESCRIBE_GROUPS)
 _Described = _DescribeGroups.DescribedGroup
 
 
+def _committed_groups(core: Core, session: Session, settings: KafkaSettings) -> set[str]:
+    """The groups with a committed offset in a Kafka topic the session may see."""
+    prefix = consumer_name("")
+    try:
+        topics = kafka_topics(core, session, settings)
+    except errors.RillError:  # no access to the Kafka stream: no offsets seen
+        return set()
+    return {key[len(prefix):]
+            for topic in topics.values()
+            for partition in topic.partitions.values()
+            for key in partition.positions if key.startswith(prefix)}
+
+
+def _alive(core: Core, session: Session, settings: KafkaSettings, group_id: str,
+           committed: set[str] | None = None) -> bool:
+    """Is a known group alive (not Dead)? An empty group without committed offsets is
+    forgotten."""
+    groups = coordinator(core)
+    group = groups.describe(group_id)
+    if group is None or group.members or group.pending:
+        return group is not None
+    if committed is None:
+        committed = _committed_groups(core, session, settings)
+    if group_id in committed:
+        return True
+    groups.forget(group_id)
+    return False
+
+
 @api(apis.DESCRIBE_GROUPS)
 async def describe_groups(core: Core, session: Session, settings: KafkaSettings, request
                           ) -> Any:
     groups = coordinator(core)
+    committed = _committed_groups(core, session, settings)
     described = []
     for group_id in request.body.groups:
-        group = groups.describe(group_id)
+        group = groups.describe(group_id) if _alive(core, session, settings, group_id,
+                                                    committed) else None
         if group is None:
-            described.append(_Described(error_code=0, group_id=group_id, group_state=DEAD,
-                                        protocol_type="", protocol_data="", members=()))
+            known = group_id in committed  # an Empty group the coordinator does not know
+            described.append(_Described(error_code=0, group_id=group_id,
+                                        group_state=EMPTY if known else DEAD,
+                                        protocol_type="consumer" if known else "",
+                                        protocol_data="", members=()))
             continue
         stable = group.state == STABLE
         members = tuple(_Described.DescribedGroupMember(
@@ -251,9 +296,16 @@ _ListGroups = response_class(apis.LIST_GROUPS)
 @api(apis.LIST_GROUPS)
 async def list_groups(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     wanted = {state.lower() for state in (request.body.states_filter or ())}
+    committed = _committed_groups(core, session, settings)
+    found: dict[str, tuple[str, str]] = {}
+    for group in list(coordinator(core).groups.values()):
+        if _alive(core, session, settings, group.group_id, committed):
+            found[group.group_id] = (group.protocol_type or "", group.state)
+    for group_id in committed - found.keys():
+        found[group_id] = ("consumer", EMPTY)
     listed = tuple(
-        _ListGroups.ListedGroup(group_id=group.group_id, protocol_type=group.protocol_type or "",
-                                group_state=group.state)
-        for group in coordinator(core).groups.values()
-        if not wanted or group.state.lower() in wanted)
+        _ListGroups.ListedGroup(group_id=group_id, protocol_type=protocol_type,
+                                group_state=state)
+        for group_id, (protocol_type, state) in sorted(found.items())
+        if not wanted or state.lower() in wanted)
     return _ListGroups(throttle_time_ms=0, error_code=0, groups=listed)

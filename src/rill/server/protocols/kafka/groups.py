@@ -9,12 +9,22 @@ cooperative-sticky), the coordinator stores and hands out the bytes.
 Rules:
 
 * a JoinGroup with an empty member id (v4+, no ``group.instance.id``) is answered
-  MEMBER_ID_REQUIRED with a generated id, which the client joins with; a static member
-  (``group.instance.id``) joining with an empty id keeps the member id it had;
+  MEMBER_ID_REQUIRED with a generated id, which the client joins with;
+* static membership (``group.instance.id``, JoinGroup v5+): a static member joining again with
+  an empty member id (a restarted client) gets a new member id and its old one is fenced
+  (FENCED_INSTANCE_ID on JoinGroup, SyncGroup, Heartbeat, OffsetCommit and LeaveGroup); in a
+  stable group, when its protocols (names and metadata) are unchanged, it is answered at once
+  with the current generation and keeps its assignment (SyncGroup hands it back), the others do
+  not rebalance; else the group rebalances. LeaveGroup v3+ may name a member by instance id;
+  a static member's session timeout removes it as any member's;
 * every join (and every leave or session expiry of a member of an active group) starts a
   rebalance; a rebalance completes as soon as every current member has rejoined, or when the
-  longest rebalance timeout of the members passes (members that did not rejoin are removed).
-  No initial delay: a join whose rebalance has no other members completes at once (§9.11);
+  longest rebalance timeout of the members passes (members that did not rejoin are removed);
+* the initial rebalance delay (``[kafka] group_initial_rebalance_delay``, Kafka's
+  group.initial.rebalance.delay.ms; default 0: none): the first rebalance of an empty group
+  waits that long for more members, each new member restarting the wait, the rebalance
+  timeout ending it. With no delay a join whose rebalance has no other members completes at
+  once (§9.11);
 * the chosen protocol is the first of the leader's protocols every member supports; the
   leader is the previous leader while it stays, else the first member to rejoin;
 * SyncGroup: the leader's assignments are handed to every member; followers wait for them;
@@ -41,6 +51,7 @@ PREPARING = "PreparingRebalance"
 COMPLETING = "CompletingRebalance"
 STABLE = "Stable"
 DEAD = "Dead"
+_FENCED_KEPT = 1024  # replaced member ids of a group remembered for requests without instance id
 
 
 class GroupError(Exception):
@@ -90,7 +101,9 @@ class Group:
     members: dict[str, Member] = field(default_factory=dict)
     pending: dict[str, asyncio.TimerHandle] = field(default_factory=dict)  # MEMBER_ID_REQUIRED
     static: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
+    fenced: set[str] = field(default_factory=set)  # static members' replaced member ids
     join_timer: asyncio.TimerHandle | None = None
+    initial_hold: asyncio.TimerHandle | None = None  # the initial rebalance delay
 
     def is_active(self) -> bool:
         return bool(self.members)
@@ -174,7 +187,21 @@ class Coordinator:
                 group.leader = None
         self._complete_join(group)
 
+    def _hold_initial(self, group: Group, delay: float) -> None:
+        """An empty group's first rebalance waits ``delay`` seconds for more members (each new
+        member restarts the wait; the rebalance timeout still ends it)."""
+        if group.initial_hold is not None:
+            group.initial_hold.cancel()
+        group.initial_hold = asyncio.get_running_loop().call_later(
+            delay, self._release_initial, group)
+
+    def _release_initial(self, group: Group) -> None:
+        group.initial_hold = None
+        self._try_complete_join(group)
+
     def _try_complete_join(self, group: Group) -> None:
+        if group.initial_hold is not None:
+            return
         if group.state == PREPARING and all(m.join is not None for m in group.members.values()):
             self._complete_join(group)
 
@@ -182,9 +209,13 @@ class Coordinator:
         if group.join_timer is not None:
             group.join_timer.cancel()
             group.join_timer = None
+        if group.initial_hold is not None:
+            group.initial_hold.cancel()
+            group.initial_hold = None
         group.generation += 1
         if not group.members:
             group.state, group.protocol_name, group.leader = EMPTY, None, None
+            group.fenced.clear()
             return
         members = list(group.members.values())
         if group.leader not in group.members:
@@ -207,7 +238,7 @@ class Coordinator:
     async def join(self, group_id: str, member_id: str, instance_id: str | None,
                    session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
                    protocols: list[tuple[str, bytes]], client_id: str, client_host: str,
-                   version: int) -> JoinResult:
+                   version: int, initial_delay: float = 0.0) -> JoinResult:
         def fail(code: ErrorCode, member: str = member_id) -> JoinResult:
             return JoinResult(code, -1, None, None, "", member, [])
 
@@ -224,20 +255,28 @@ class Coordinator:
                        for m in group.members.values() if m.member_id != member_id):
                 return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         loop = asyncio.get_running_loop()
+        if instance_id is not None and instance_id in group.static:
+            current = group.static[instance_id]
+            if member_id and member_id != current:
+                return fail(ErrorCode.FENCED_INSTANCE_ID)
+            if not member_id:  # a static member restarted: a new id, the old one fenced
+                return await self._replace_static(group, group.members[current], client_id,
+                                                  client_host, session_timeout_ms,
+                                                  rebalance_timeout_ms, protocols)
         if not member_id:
-            if instance_id is not None and instance_id in group.static:
-                member_id = group.static[instance_id]  # a static member keeps its id
-            else:
-                member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
-                if version >= 4 and instance_id is None:
-                    group.pending[member_id] = loop.call_later(
-                        session_timeout_ms / 1000, group.pending.pop, member_id, None)
-                    return fail(ErrorCode.MEMBER_ID_REQUIRED, member_id)
+            member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+            if version >= 4 and instance_id is None:
+                group.pending[member_id] = loop.call_later(
+                    session_timeout_ms / 1000, group.pending.pop, member_id, None)
+                return fail(ErrorCode.MEMBER_ID_REQUIRED, member_id)
         elif member_id in group.pending:
             group.pending.pop(member_id).cancel()
         elif member_id not in group.members:
             return fail(ErrorCode.UNKNOWN_MEMBER_ID)
         member = group.members.get(member_id)
+        if initial_delay > 0 and member is None and (
+                group.state == EMPTY or group.initial_hold is not None):
+            self._hold_initial(group, initial_delay)
         if member is None:
             member = Member(member_id, instance_id, client_id, client_host, session_timeout_ms,
                             rebalance_timeout_ms, protocols)
@@ -258,9 +297,53 @@ class Coordinator:
         self._try_complete_join(group)
         return await future
 
+    async def _replace_static(self, group: Group, old: Member, client_id: str, client_host: str,
+                              session_timeout_ms: int, rebalance_timeout_ms: int,
+                              protocols: list[tuple[str, bytes]]) -> JoinResult:
+        """A static member joins again with an empty member id: it gets a new member id, its
+        old one is fenced. In a stable group, unchanged protocols keep the generation and the
+        member's assignment (no rebalance of the others); else the group rebalances."""
+        member = Member(f"{client_id or 'member'}-{uuid.uuid4()}", old.instance_id, client_id,
+                        client_host, session_timeout_ms, rebalance_timeout_ms, protocols,
+                        assignment=old.assignment)
+        unchanged = group.state == STABLE and protocols == old.protocols
+        del group.members[old.member_id]
+        self._suspend(old)
+        if len(group.fenced) >= _FENCED_KEPT:  # requests naming the instance id stay fenced
+            group.fenced.pop()
+        group.fenced.add(old.member_id)
+        fenced = JoinResult(ErrorCode.FENCED_INSTANCE_ID, -1, None, None, "", old.member_id, [])
+        _resolve(old.join, fenced)
+        _resolve(old.sync, (ErrorCode.FENCED_INSTANCE_ID, b""))
+        group.members[member.member_id] = member
+        group.static[member.instance_id] = member.member_id
+        if group.leader == old.member_id:
+            group.leader = member.member_id
+        if unchanged:
+            self._touch(group, member)
+            leader = member.member_id == group.leader
+            listing = [(m.member_id, m.instance_id, m.metadata(group.protocol_name))
+                       for m in group.members.values()] if leader else []
+            return JoinResult(ErrorCode.NONE, group.generation, group.protocol_type,
+                              group.protocol_name, group.leader, member.member_id, listing)
+        member.join = asyncio.get_running_loop().create_future()
+        future = member.join
+        self._prepare(group)
+        self._try_complete_join(group)
+        return await future
+
+    def _fenced(self, group: Group, member_id: str, instance_id: str | None) -> bool:
+        """Is this request from a static member's replaced member id?"""
+        if instance_id is not None and instance_id in group.static:
+            return group.static[instance_id] != member_id
+        return member_id in group.fenced
+
     async def sync(self, group_id: str, generation: int, member_id: str,
-                   assignments: dict[str, bytes]) -> tuple[ErrorCode, bytes]:
+                   assignments: dict[str, bytes], instance_id: str | None = None
+                   ) -> tuple[ErrorCode, bytes]:
         group = self.groups.get(group_id)
+        if group is not None and self._fenced(group, member_id, instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID, b""
         member = group.members.get(member_id) if group is not None else None
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID, b""
@@ -288,8 +371,11 @@ class Coordinator:
         self._suspend(member)
         return await future
 
-    def heartbeat(self, group_id: str, generation: int, member_id: str) -> ErrorCode:
+    def heartbeat(self, group_id: str, generation: int, member_id: str,
+                  instance_id: str | None = None) -> ErrorCode:
         group = self.groups.get(group_id)
+        if group is not None and self._fenced(group, member_id, instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID
         member = group.members.get(member_id) if group is not None else None
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -306,23 +392,32 @@ class Coordinator:
         group = self.groups.get(group_id)
         codes = []
         for member_id, instance_id in members:
-            if group is not None and instance_id is not None and not member_id:
-                member_id = group.static.get(instance_id, "")
-            member = group.members.get(member_id) if group is not None else None
+            member = None
+            if group is not None and instance_id is not None:  # v3+: by instance id
+                current = group.static.get(instance_id)
+                if current is not None and member_id and member_id != current:
+                    codes.append(ErrorCode.FENCED_INSTANCE_ID)
+                    continue
+                member = group.members.get(current) if current is not None else None
+            elif group is not None:
+                if member_id in group.fenced:
+                    codes.append(ErrorCode.FENCED_INSTANCE_ID)
+                    continue
+                member = group.members.get(member_id)
             if member is None:
                 codes.append(ErrorCode.UNKNOWN_MEMBER_ID)
-                continue
-            if instance_id is not None and member.instance_id != instance_id:
-                codes.append(ErrorCode.FENCED_INSTANCE_ID)
                 continue
             self._remove(group, member)
             codes.append(ErrorCode.NONE)
         return codes
 
-    def check_commit(self, group_id: str, generation: int, member_id: str) -> ErrorCode:
+    def check_commit(self, group_id: str, generation: int, member_id: str,
+                     instance_id: str | None = None) -> ErrorCode:
         """May this OffsetCommit store offsets (a simple commit: generation -1, no member id,
         to a group with no members; else a current member at the current generation)."""
         group = self.groups.get(group_id)
+        if group is not None and member_id and self._fenced(group, member_id, instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID
         if group is None or not group.members:
             if generation < 0 and not member_id:
                 return ErrorCode.NONE
@@ -340,3 +435,13 @@ class Coordinator:
 
     def describe(self, group_id: str) -> Group | None:
         return self.groups.get(group_id)
+
+    def forget(self, group_id: str) -> None:
+        """Drop a group with no members and no member ids handed out (it is Dead unless it
+        has committed offsets, which ``group_apis`` knows)."""
+        group = self.groups.get(group_id)
+        if group is not None and not group.members and not group.pending:
+            for timer in (group.join_timer, group.initial_hold):
+                if timer is not None:
+                    timer.cancel()
+            del self.groups[group_id]
