@@ -338,6 +338,8 @@ def stored_records(batches: bytes | memoryview, from_offset: int = 0) -> Iterato
             offset_delta, pos = _read_varint(block, pos)
             key, pos = _read_blob(block, pos)
             value, pos = _read_blob(block, pos)
+            if pos > record_end or record_end > len(block):
+                raise ValueError(f"a record of the batch at offset {base_offset} overruns itself")
             pos = record_end  # headers: no place in a MessageSet
             offset = base_offset + offset_delta
             if offset >= from_offset:
