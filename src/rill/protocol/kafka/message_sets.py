@@ -343,9 +343,8 @@ def stored_records(batches: bytes | memoryview, from_offset: int = 0) -> Iterato
             pos = record_end  # headers: no place in a MessageSet
             offset = base_offset + offset_delta
             if offset >= from_offset:
-                yield StoredRecord(offset,
-                                   max_timestamp if log_append else base_timestamp + timestamp_delta,
-                                   log_append, key, value)
+                timestamp = max_timestamp if log_append else base_timestamp + timestamp_delta
+                yield StoredRecord(offset, timestamp, log_append, key, value)
         at = end
 
 

@@ -7,7 +7,7 @@ Owns: these rules (the versions served are ``dispatch.DATA_RANGES``):
   another record format (an Iggy ``iggy-v1`` topic) is UNSUPPORTED_FOR_MESSAGE_FORMAT (43) on
   every data API: it holds no RecordBatch v2 to serve or append to (a translation is later
   work, issue 13 item 5);
-* **Produce** 0-9 advertised (Produce 0 for librdkafka, KAFKA-18659), v3-9 served: the records
+* **Produce** 0-9 (Produce 0 for librdkafka, KAFKA-18659; v0-2 the seed's dialect): the records
   bytes go to ``broker.append`` as they are (the ``kafka-v2`` format validates and stores them;
   its ``InvalidRecordBatch`` is CORRUPT_MESSAGE 2 or INVALID_RECORD 87), stamped at the batch's
   maxTimestamp (``kafka_records.batch_time_us``) so the time index is CreateTime's. v0-2 carry
