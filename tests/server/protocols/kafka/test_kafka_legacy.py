@@ -15,6 +15,8 @@ import zlib
 import cramjam
 import pytest
 import xxhash
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as RdTopicPartition
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.record.memory_records import MemoryRecords
@@ -335,3 +337,39 @@ def test_kafka_python_pinned_to_an_old_release(server, raw, api_version):
     finally:
         consumer.close()
     assert _fetched(raw, 0, group, topic) == (5 if api_version >= (0, 8, 1) else -1)
+
+
+# librdkafka with ApiVersions off speaks the fallback version's dialect: Produce v0 magic 0
+# (lz4 with 0.8's header checksum), Fetch v0, ListOffsets v0, OffsetCommit v1 / OffsetFetch v1
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4"])
+@pytest.mark.parametrize("fallback", ["0.8.2", "0.9.0"])
+def test_librdkafka_told_the_broker_is_old(server, raw, fallback, codec):
+    topic = new_topic(raw)
+    old = {"bootstrap.servers": bootstrap(server), "api.version.request": False,
+           "broker.version.fallback": fallback, "log_level": 2}
+    failures: list = []
+    producer = Producer({**old, "compression.codec": codec, "linger.ms": 20})
+    for i in range(5):
+        producer.produce(topic, key=b"k%d" % i, value=b"value %d " % i * 20,
+                         on_delivery=lambda error, _: failures.append(error) if error else None)
+    assert producer.flush(20) == 0 and failures == []
+    group = "rd-" + uuid.uuid4().hex[:8]
+    consumer = Consumer({**old, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([RdTopicPartition(topic, 0, 0)])
+        found = []
+        deadline = time.monotonic() + 20
+        while len(found) < 5 and time.monotonic() < deadline:
+            polled = consumer.poll(0.5)
+            if polled is not None:
+                assert polled.error() is None, polled.error()
+                found.append(polled)
+        assert [(m.offset(), m.key(), m.value()) for m in found] == [
+            (i, b"k%d" % i, b"value %d " % i * 20) for i in range(5)]
+        consumer.commit(asynchronous=False)
+        [committed] = consumer.committed([RdTopicPartition(topic, 0)], timeout=10)
+        assert committed.offset == 5
+    finally:
+        consumer.close()
+    assert _fetched(raw, 0, group, topic) == 5
