@@ -309,3 +309,25 @@ def _magic_2_message() -> bytes:
 def test_a_bad_message_set_is_refused(bad):
     with pytest.raises(InvalidMessageSet):
         message_set_to_batch(bad, NOW)
+
+
+@pytest.mark.parametrize("codec, compress", [
+    (1, gzip.compress),
+    (2, _xerial),
+    (2, lambda data: bytes(cramjam.snappy.compress_raw(data))),
+    (3, lambda data: bytes(cramjam.lz4.compress(data))),
+], ids=["gzip", "snappy-xerial", "snappy-raw", "lz4"])
+def test_a_wrapper_inflating_past_the_limit_is_too_large(monkeypatch, codec, compress):
+    monkeypatch.setattr(message_sets, "MAX_INFLATED", 1 << 20)
+    inner = message(1, None, b"\x00" * (1 << 20), timestamp=NOW)  # 1 MiB and 34 bytes
+    wrapper = message(1, None, compress(inner), timestamp=NOW, attributes=codec)
+    with pytest.raises(message_sets.MessageSetTooLarge):
+        message_set_to_batch(wrapper, NOW)
+    # two wrappers count together
+    half = message(1, None, b"\x00" * (1 << 19), timestamp=NOW)
+    twice = b"".join(message(1, None, compress(half), offset=i, timestamp=NOW, attributes=codec)
+                     for i in range(2))
+    with pytest.raises(message_sets.MessageSetTooLarge):
+        message_set_to_batch(twice, NOW)
+    monkeypatch.setattr(message_sets, "MAX_INFLATED", 2 << 20)
+    assert len(read_message_set(twice)) == 2

@@ -31,7 +31,9 @@ Produce rules (the decisions):
   snappy block; lz4: the LZ4 frame format, and for magic 0 Kafka's old framing whose header
   checksum byte was computed over the magic number too: that byte is recomputed before the
   frame is read) and their inner messages take their place, in order. Nested wrappers are
-  refused (Kafka never writes them);
+  refused (Kafka never writes them); wrappers inflating past ``MAX_INFLATED`` (64 MiB, all of
+  a set's together) raise ``MessageSetTooLarge`` (MESSAGE_TOO_LARGE, 10) before more than that
+  is allocated;
 * the v2 batch is stored **uncompressed** (one codec path fewer; modern consumers read it like
   any uncompressed batch; the legacy path is not a throughput path);
 * offsets the client wrote (absolute in magic 0, relative in magic 1 wrappers) are ignored: the
@@ -48,7 +50,8 @@ the first batch, are dropped), every codec the ``kafka-v2`` format stores (gzip,
 xerial, lz4 frame, zstd) decompressed, written as **uncompressed** messages with their absolute
 offsets; magic 1 gives each record its timestamp (a LogAppendTime batch: its maxTimestamp and
 attributes bit 3); magic 0 has no timestamp. Record headers have no place in a MessageSet and
-are dropped; control batches are skipped. Only whole messages are written, at most
+are dropped; control batches are skipped; a stored batch that does not decompress within
+``MAX_INFLATED`` raises (the Kafka handler answers that partition CORRUPT_MESSAGE). Only whole messages are written, at most
 ``max_bytes`` of them, except that ``at_least_one`` writes the first message even when it
 alone is larger (Kafka's rule for the first partition of a Fetch). This is per-record Python
 work: only the legacy Fetch versions come here.
@@ -66,8 +69,9 @@ import xxhash
 from crc32c import crc32c
 
 __all__ = [
-    "InvalidMessageSet", "Message", "batches_to_message_set", "is_message_set",
-    "message_set_to_batch", "read_message_set", "write_message",
+    "MAX_INFLATED", "InvalidMessageSet", "Message", "MessageSetTooLarge",
+    "batches_to_message_set", "is_message_set", "message_set_to_batch", "read_message_set",
+    "stored_records", "write_message",
 ]
 
 _MESSAGE_HEAD = struct.Struct(">qiIbb")  # offset, messageSize, crc, magic, attributes
@@ -83,6 +87,7 @@ _MAGIC_AT = 16
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER_SIZE = 16  # magic, version i32, compatible version i32
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
+MAX_INFLATED = 64 << 20  # what one compressed block may inflate to
 
 # RecordBatch v2 (kafka-notes §3.1)
 _BATCH_HEADER = struct.Struct(">qiiBIhiqqqhii")
@@ -93,6 +98,10 @@ _BATCH_TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordsCount: the CRC'
 
 class InvalidMessageSet(ValueError):
     """A produced MessageSet that cannot be stored (Kafka's CORRUPT_MESSAGE, 2)."""
+
+
+class MessageSetTooLarge(InvalidMessageSet):
+    """A compressed block that inflates past the limit (Kafka's MESSAGE_TOO_LARGE, 10)."""
 
 
 class Message(NamedTuple):
@@ -126,7 +135,7 @@ def _blob(view: memoryview, at: int, end: int) -> tuple[bytes | None, int]:
     return bytes(view[at:at + length]), at + length
 
 
-def _xerial_blocks(data: bytes) -> bytes:
+def _xerial_blocks(data: bytes, limit: int) -> bytes:
     out = bytearray()
     at = _XERIAL_HEADER_SIZE
     while at < len(data):
@@ -136,7 +145,7 @@ def _xerial_blocks(data: bytes) -> bytes:
         at += 4
         if length < 0 or at + length > len(data):
             raise InvalidMessageSet("a xerial snappy block runs past the data")
-        out += bytes(cramjam.snappy.decompress_raw(data[at:at + length]))
+        out += _snappy_block(data[at:at + length], limit - len(out))
         at += length
     return bytes(out)
 
@@ -154,25 +163,53 @@ def _fixed_lz4_header(data: bytes) -> bytes:
     return data[:end] + bytes((checksum,)) + data[end + 1:]
 
 
-def decompress(codec: int, data: bytes, legacy_lz4: bool = False) -> bytes:
+def _snappy_block(data: bytes, limit: int) -> bytes:
+    if cramjam.snappy.decompress_raw_len(data) > limit:
+        raise MessageSetTooLarge(f"a snappy block inflates past {limit} bytes")
+    return bytes(cramjam.snappy.decompress_raw(data))
+
+
+def _into(decompress_into, data: bytes, limit: int) -> bytes:
+    """lz4/zstd frames into buffers growing 8-fold up to ``limit`` (their frames need not say
+    how large they inflate)."""
+    size = min(limit, max(1 << 16, 8 * len(data)))
+    while True:
+        out = bytearray(size)
+        try:
+            return bytes(memoryview(out)[:decompress_into(data, out)])
+        except cramjam.DecompressionError:
+            if size >= limit:
+                raise MessageSetTooLarge(
+                    f"a block that does not inflate into {limit} bytes") from None
+            size = min(limit, size * 8)
+
+
+def decompress(codec: int, data: bytes, legacy_lz4: bool = False,
+               limit: int = MAX_INFLATED) -> bytes:
     """A compressed block (MessageSet wrapper value or RecordBatch v2 records block) inflated;
-    ValueError (or a codec's own error) when it does not decompress."""
+    ``MessageSetTooLarge`` past ``limit`` bytes, ValueError (or a codec's own error) when it
+    does not decompress."""
     if codec == _GZIP:
-        return zlib.decompress(data, 47)  # gzip (or zlib) header
+        inflater = zlib.decompressobj(47)  # gzip (or zlib) header
+        out = inflater.decompress(data, limit + 1)
+        if len(out) > limit:
+            raise MessageSetTooLarge(f"a gzip block inflates past {limit} bytes")
+        return out
     if codec == _SNAPPY:
         if data.startswith(_XERIAL_MAGIC):
-            return _xerial_blocks(data)
-        return bytes(cramjam.snappy.decompress_raw(data))
+            return _xerial_blocks(data, limit)
+        return _snappy_block(data, limit)
     if codec == _LZ4:
         if legacy_lz4:
             data = _fixed_lz4_header(data)
-        return bytes(cramjam.lz4.decompress(data))
+        return _into(cramjam.lz4.decompress_into, data, limit)
     if codec == _ZSTD:
-        return bytes(cramjam.zstd.decompress(data))
+        return _into(cramjam.zstd.decompress_into, data, limit)
     raise ValueError(f"unknown compression codec {codec}")
 
 
-def _messages(data: bytes | memoryview, inner: bool) -> Iterator[Message]:
+def _messages(data: bytes | memoryview, inner: bool, left: list[int]) -> Iterator[Message]:
+    """The messages of a set; ``left[0]``: what its wrappers may still inflate to, together."""
     view = memoryview(data)
     total = len(view)
     at = 0
@@ -211,12 +248,16 @@ def _messages(data: bytes | memoryview, inner: bool) -> Iterator[Message]:
             raise InvalidMessageSet(f"message at byte {at}: unknown compression codec {codec}")
         else:
             try:
-                inflated = decompress(codec, value or b"", legacy_lz4=magic == 0)
+                inflated = decompress(codec, value or b"", legacy_lz4=magic == 0,
+                                      limit=left[0])
+                left[0] -= len(inflated)
+            except MessageSetTooLarge:
+                raise
             except Exception as error:  # every codec has its own error class
                 raise InvalidMessageSet(
                     f"message at byte {at}: its {codec=} value does not decompress ({error})"
                 ) from error
-            for message in _messages(inflated, inner=True):
+            for message in _messages(inflated, True, left):
                 if timestamp is None and message.timestamp is not None and magic == 1:
                     message = message._replace(timestamp=None)  # the wrapper's LogAppendTime
                 yield message
@@ -226,7 +267,7 @@ def _messages(data: bytes | memoryview, inner: bool) -> Iterator[Message]:
 def read_message_set(records: bytes | memoryview) -> list[Message]:
     """Every message of a produced MessageSet, wrappers replaced by their inner messages;
     ``InvalidMessageSet`` for anything the module docstring refuses."""
-    messages = list(_messages(records, inner=False))
+    messages = list(_messages(records, False, [MAX_INFLATED]))
     if not messages:
         raise InvalidMessageSet("a MessageSet without messages")
     return messages

@@ -214,6 +214,15 @@ def test_a_corrupt_crc_is_refused_and_nothing_is_written(raw, corrupt):
     assert (fixed.error_code, fixed.base_offset) == (0, 0)
 
 
+def test_a_wrapper_inflating_past_64_mib_is_too_large_and_nothing_is_written(raw):
+    topic = new_topic(raw)
+    inner = message(0, None, bytes(64 << 20))  # 64 MiB of zeros: a 65 KB gzip
+    bomb = message(0, None, gzip.compress(inner, compresslevel=1), attributes=GZIP)
+    answer = produce(raw, topic, bomb, version=0)
+    assert answer.error_code == ErrorCode.MESSAGE_TOO_LARGE
+    assert fetch(raw, topic, 0, version=0).responses[0].partitions[0].high_watermark == 0
+
+
 def test_fetch_v3_honours_max_bytes_in_whole_messages(raw):
     topic = new_topic(raw)
     data = b"".join(message(0, None, bytes([65 + i]) * 100, offset=i) for i in range(5))

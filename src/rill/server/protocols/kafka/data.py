@@ -14,7 +14,8 @@ Owns: these rules (the versions served are ``dispatch.DATA_RANGES``):
   either magic 2 batches (kafka-python/aiokafka when they guess an old broker: stored like
   v3's) or the seed's legacy MessageSet (magic 0/1): that one is converted into one
   uncompressed RecordBatch v2 (``rill.protocol.kafka.message_sets``: every CRC-32 checked,
-  wrappers decompressed; a bad one is CORRUPT_MESSAGE (2) and nothing is written) and appended
+  wrappers decompressed; a bad one is CORRUPT_MESSAGE (2), one inflating past 64 MiB
+  MESSAGE_TOO_LARGE (10), and nothing is written) and appended
   the same way; a set with magic 0 messages (no timestamps) is stamped LogAppendTime at the
   broker's clock, which ``log_append_time_ms`` (v2) then returns. ``base_offset`` is the first
   offset given, ``log_append_time_ms`` otherwise -1 (CreateTime),
@@ -122,6 +123,8 @@ async def _produce_partition(core: Core, session: Session, settings: KafkaSettin
             now_ms = time.time_ns() // 1_000_000
             records, log_append = message_sets.message_set_to_batch(records, now_ms)
             append_time = now_ms if log_append else -1
+        except message_sets.MessageSetTooLarge as error:
+            code, message = ErrorCode.MESSAGE_TOO_LARGE, str(error)
         except message_sets.InvalidMessageSet as error:
             code, message = ErrorCode.CORRUPT_MESSAGE, str(error)
     if code == ErrorCode.NONE:
