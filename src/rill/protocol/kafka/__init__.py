@@ -9,7 +9,9 @@ compiled once (codec.py). Nothing here does I/O or imports the server.
   ``decode_response`` (clients, tests), ``api_codec(key, version)`` for the pieces;
 * ``api_versions``: the ApiVersions answers, including the v0 answer to an unknown version;
 * ``framing``: the int32-size frame splitter; ``errors``: ``ErrorCode`` and the exceptions;
-* ``messages``: the message classes by schema name.
+* ``messages``: the message classes by schema name;
+* ``message_sets``: legacy MessageSets (magic 0/1) to and from RecordBatch v2 (the seed's
+  Produce v0-2 and Fetch v0-3).
 """
 
 from rill.protocol.kafka.api_versions import (

@@ -11,6 +11,9 @@ Two deliberate departures from a Kafka 4.0 broker, both from the notes:
   "4-12 (0-3 too, for the seed's dialect, down-converting)"; the seed's Offsets v0). Clients
   choose ``min(client max, broker max)``, so a lower minimum changes nothing for modern
   clients; Kafka before 4.0 advertised these minima as well.
+* OffsetCommit 0-1 and OffsetFetch 0 (0.8's ZooKeeper-backed offsets; Kafka 4.0's schemas
+  start at 2 and 1): the schemas still describe their fields (GroupId only in v0, v1's
+  CommitTimestamp), so widening the table is all the codec needs.
 Fetch stays capped at 12: v13+ carries topic ids instead of names (§2.2).
 """
 
@@ -60,8 +63,8 @@ APIS: tuple[Api, ...] = (
     Api(SYNC_GROUP, "SyncGroup", 0, 5),
     Api(HEARTBEAT, "Heartbeat", 0, 4),
     Api(LEAVE_GROUP, "LeaveGroup", 0, 4),
-    Api(OFFSET_COMMIT, "OffsetCommit", 2, 8),
-    Api(OFFSET_FETCH, "OffsetFetch", 1, 7),
+    Api(OFFSET_COMMIT, "OffsetCommit", 0, 8),
+    Api(OFFSET_FETCH, "OffsetFetch", 0, 7),
     Api(DESCRIBE_GROUPS, "DescribeGroups", 0, 5),
     Api(LIST_GROUPS, "ListGroups", 0, 4),
     Api(CREATE_TOPICS, "CreateTopics", 2, 7),

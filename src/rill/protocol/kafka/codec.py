@@ -732,7 +732,8 @@ def message_spec(name: str) -> MessageSpec:
 def message_codec(name: str, version: int) -> MessageCodec:
     """The codec of schema ``name`` ("MetadataRequest", "RequestHeader") at ``version``: any
     version the schema declares, and for API messages also the lower ones rill's table
-    accepts (Produce 0-2, Fetch 0-3, ListOffsets 0: the seed's dialect)."""
+    accepts (Produce 0-2, Fetch 0-3, ListOffsets 0: the seed's dialect; OffsetCommit 0-1,
+    OffsetFetch 0)."""
     key = (name, version)
     codec = _MESSAGE_CODECS.get(key)
     if codec is not None:

@@ -7,14 +7,18 @@ Owns: these rules (the versions served are ``dispatch.DATA_RANGES``):
   another record format (an Iggy ``iggy-v1`` topic) is UNSUPPORTED_FOR_MESSAGE_FORMAT (43) on
   every data API: it holds no RecordBatch v2 to serve or append to (a translation is later
   work, issue 13 item 5);
-* **Produce** 0-9 advertised (Produce 0 for librdkafka, KAFKA-18659), v3-9 served: the records
+* **Produce** 0-9 (Produce 0 for librdkafka, KAFKA-18659; v0-2 the seed's dialect): the records
   bytes go to ``broker.append`` as they are (the ``kafka-v2`` format validates and stores them;
   its ``InvalidRecordBatch`` is CORRUPT_MESSAGE 2 or INVALID_RECORD 87), stamped at the batch's
-  maxTimestamp (``kafka_records.batch_time_us``) so the time index is CreateTime's. v0-2 (the
-  seed's legacy MessageSet, converted later) carry magic 2 batches from kafka-python/aiokafka
-  when they guess an old broker: those are stored like v3's; a legacy MessageSet (magic 0/1)
-  is answered UNSUPPORTED_VERSION (35) per partition, as Kafka 4.0 answers v0-2, and nothing
-  is written. ``base_offset`` is the first offset given, ``log_append_time_ms`` -1 (CreateTime),
+  maxTimestamp (``kafka_records.batch_time_us``) so the time index is CreateTime's. v0-2 carry
+  either magic 2 batches (kafka-python/aiokafka when they guess an old broker: stored like
+  v3's) or the seed's legacy MessageSet (magic 0/1): that one is converted into one
+  uncompressed RecordBatch v2 (``rill.protocol.kafka.message_sets``: every CRC-32 checked,
+  wrappers decompressed; a bad one is CORRUPT_MESSAGE (2), one inflating past 64 MiB
+  MESSAGE_TOO_LARGE (10), and nothing is written) and appended
+  the same way; a set with magic 0 messages (no timestamps) is stamped LogAppendTime at the
+  broker's clock, which ``log_append_time_ms`` (v2) then returns. ``base_offset`` is the first
+  offset given, ``log_append_time_ms`` otherwise -1 (CreateTime),
   ``log_start_offset`` the partition's first offset. acks=1/-1 answer once ``broker.append``
   returns (as durable as the fsync policy promises). acks=0: no response at all
   (``handler``); when one of its partitions failed the connection is closed instead, as Kafka
@@ -22,15 +26,23 @@ Owns: these rules (the versions served are ``dispatch.DATA_RANGES``):
   idempotence rule (``producers``: a retried batch answers its original base offset, gaps and
   fenced epochs their errors); a transactional produce is
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53);
-* **Fetch** 4-12: per partition the stored batches from the fetch offset (whole batches,
+* **Fetch** 0-12: per partition the stored batches from the fetch offset (whole batches,
   from the one holding it) up to the high watermark, at most ``partition_max_bytes`` and what
   is left of the request's ``max_bytes`` (the first partition with data always gets at least
   one whole batch, however large, as Kafka does; later ones get nothing once the budget is
   spent); an offset below the log start or above the high watermark is OFFSET_OUT_OF_RANGE (1).
   high_watermark = last_stable_offset = the log end; log_start_offset; aborted transactions
-  empty; no fetch sessions (session id 0, v7+). Long poll: when the partitions hold fewer than
+  empty; no fetch sessions (session id 0, v7+). Fetch v0-3 (the seed's dialect) read the same
+  way, then each partition's batches are down-converted (``message_sets``) to a MessageSet of
+  magic 0 (v0-1) or 1 (v2-3, with timestamps): whole messages from the fetch offset within
+  the same budgets, the first partition with data getting at least one message; this
+  per-record work is only on v0-3. Long poll: when the partitions hold fewer than
   ``min_bytes`` and nothing failed, ``broker.wait`` (woken by appends) until they do or
   ``max_wait_ms`` passes, then one more read;
+* **ListOffsets** 0 (the seed's Offsets API, ``old_style_offsets``, at most
+  ``max_num_offsets``, descending): -1 -> (high watermark, log start), -2 -> (log start),
+  a time -> (the first offset whose record is at or after it, the high watermark when none
+  is, then the log start when lower): exact to the record where 0.8 gave segment starts;
 * **ListOffsets** 1-7: -2 earliest (log start), -1 latest (high watermark), -3 max timestamp
   (v7: the first record carrying the partition's largest timestamp), t >= 0 the first record
   whose timestamp is >= t, exact to the record (the batch index finds the batch, then
@@ -41,10 +53,11 @@ Owns: these rules (the versions served are ``dispatch.DATA_RANGES``):
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from rill import errors
-from rill.protocol.kafka import ErrorCode, apis, response_class
+from rill.protocol.kafka import ErrorCode, apis, message_sets, response_class
 from rill.server.core.broker import PartitionRef, TopicRef
 from rill.server.core.core import Core
 from rill.server.core.model import Session, Topic
@@ -63,7 +76,6 @@ from rill.server.storage.kafka_records import InvalidRecordBatch, batch_time_us
 RANGES = DATA_RANGES
 
 LEADER_EPOCH = 0
-_MAGIC_AT = 16
 _EARLIEST, _LATEST, _MAX_TIMESTAMP = -2, -1, -3
 _MAX_RECORDS = 1 << 31
 _MAX_WAIT_MS = 60_000
@@ -108,10 +120,16 @@ async def _produce_partition(core: Core, session: Session, settings: KafkaSettin
         code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     if code == ErrorCode.NONE and not records:
         code, message = ErrorCode.CORRUPT_MESSAGE, "no record batch"
-    if code == ErrorCode.NONE and version < 3 and len(records) > _MAGIC_AT and (
-            records[_MAGIC_AT] != 2):
-        code = ErrorCode.UNSUPPORTED_VERSION
-        message = "legacy MessageSets (magic 0/1) are not stored yet: use Produce v3+"
+    append_time = -1
+    if code == ErrorCode.NONE and version < 3 and message_sets.is_message_set(records):
+        try:  # the seed's legacy MessageSet: one RecordBatch v2 (message_sets' rules)
+            now_ms = time.time_ns() // 1_000_000
+            records, log_append = message_sets.message_set_to_batch(records, now_ms)
+            append_time = now_ms if log_append else -1
+        except message_sets.MessageSetTooLarge as error:
+            code, message = ErrorCode.MESSAGE_TOO_LARGE, str(error)
+        except message_sets.InvalidMessageSet as error:
+            code, message = ErrorCode.CORRUPT_MESSAGE, str(error)
     if code == ErrorCode.NONE:
         ref = PartitionRef(settings.stream, name, entry.index)
         try:
@@ -123,7 +141,7 @@ async def _produce_partition(core: Core, session: Session, settings: KafkaSettin
         except errors.RillError as error:
             code, message = _data_error(error), str(error)
     return _ProducePartition(index=entry.index, error_code=int(code), base_offset=base_offset,
-                             log_append_time_ms=-1,
+                             log_append_time_ms=append_time if code == ErrorCode.NONE else -1,
                              log_start_offset=log_start if version >= 5 else -1,
                              record_errors=(), error_message=message)
 
@@ -228,6 +246,25 @@ async def _wait(core: Core, session: Session, settings: KafkaSettings, wanted: l
                 waiting.exception()  # retrieved: a topic deleted meanwhile shows on the re-read
 
 
+def _down_convert(wanted: list[_Wanted], magic: int, max_bytes: int) -> None:
+    """Fetch v0-3: each partition's stored batches as a MessageSet of ``magic`` (whole
+    messages within the partition's and the request's budgets; the first partition with data
+    gets at least one message). Per-record work, on this legacy path only."""
+    budget, first = max_bytes, True
+    for entry in wanted:
+        if entry.code != ErrorCode.NONE or not entry.data:
+            continue
+        limit = max(min(entry.max_bytes, budget), 0)
+        try:
+            entry.data = message_sets.batches_to_message_set(entry.data, magic, entry.offset,
+                                                             limit, at_least_one=first)
+        except Exception:  # a stored batch that does not decompress or parse
+            entry.code, entry.data = ErrorCode.CORRUPT_MESSAGE, b""
+            continue
+        first = first and not entry.data
+        budget -= len(entry.data)
+
+
 async def fetch(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     body = request.body
     topics = kafka_topics(core, session, settings)
@@ -244,6 +281,8 @@ async def fetch(core: Core, session: Session, settings: KafkaSettings, request) 
         timeout = min(body.max_wait_ms, _MAX_WAIT_MS) / 1000
         await _wait(core, session, settings, wanted, body.min_bytes, timeout)
         _read_all(core, session, settings, wanted, max_bytes)
+    if request.api_version < 4:  # the seed's dialect: never on the v4+ path
+        _down_convert(wanted, 0 if request.api_version < 2 else 1, max_bytes)
     responses: dict[str, list] = {}
     for entry in wanted:
         bounds = entry.bounds
@@ -298,26 +337,57 @@ def _offset_for(core: Core, session: Session, ref: PartitionRef, timestamp: int
     return -1, -1
 
 
+def _old_style_offsets(core: Core, session: Session, ref: PartitionRef, timestamp: int,
+                       max_offsets: int) -> tuple[int, ...]:
+    """ListOffsets v0 (the seed's Offsets API): offsets in descending order, at most
+    ``max_offsets``: latest -> (high watermark, log start); earliest -> (log start,); a time
+    -> (the first offset whose record timestamp is >= it, or the high watermark when none is;
+    then the log start when it is lower): each is a place to start reading that skips only
+    records older than the time. rill has no segment list to offer, so the answer is exact to
+    the record instead of the 0.8 broker's segment starts."""
+    if timestamp < 0 and timestamp not in (_EARLIEST, _LATEST):
+        raise errors.InvalidCommand()
+    bounds = core.broker.bounds(session, ref)
+    if timestamp == _EARLIEST:
+        found = [bounds.first_offset]
+    elif timestamp == _LATEST:
+        found = [bounds.high_watermark, bounds.first_offset]
+    else:
+        offset, _ = _offset_for(core, session, ref, timestamp)
+        found = [bounds.high_watermark if offset < 0 else offset, bounds.first_offset]
+    offsets: list[int] = []
+    for offset in found:
+        if not offsets or offset < offsets[-1]:
+            offsets.append(offset)
+    return tuple(offsets[:max(max_offsets, 0)])
+
+
 async def list_offsets(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     topics = kafka_topics(core, session, settings)
+    version = request.api_version
     responses = []
     for topic in request.body.topics:
         partitions = []
         for entry in topic.partitions:
             code = _partition_error(topics, topic.name, entry.partition_index)
             offset = timestamp = -1
+            old_style: tuple[int, ...] = ()
             if code == ErrorCode.NONE:
                 ref = PartitionRef(settings.stream, topic.name, entry.partition_index)
                 try:
-                    offset, timestamp = _offset_for(core, session, ref, entry.timestamp)
+                    if version == 0:
+                        old_style = _old_style_offsets(core, session, ref, entry.timestamp,
+                                                       entry.max_num_offsets)
+                    else:
+                        offset, timestamp = _offset_for(core, session, ref, entry.timestamp)
                 except errors.InvalidCommand:
                     code = ErrorCode.INVALID_REQUEST
                 except errors.RillError as error:
                     code = _data_error(error)
             partitions.append(_ListOffsetsPartition(
                 partition_index=entry.partition_index, error_code=int(code),
-                timestamp=timestamp, offset=offset,
-                leader_epoch=LEADER_EPOCH if request.api_version >= 4 else -1))
+                old_style_offsets=old_style, timestamp=timestamp, offset=offset,
+                leader_epoch=LEADER_EPOCH if version >= 4 else -1))
         responses.append(_ListOffsets.ListOffsetsTopicResponse(name=topic.name,
                                                                partitions=tuple(partitions)))
     return _ListOffsets(throttle_time_ms=0, topics=tuple(responses))

@@ -64,12 +64,13 @@ NODE_ID = 0
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 DEFAULT_PARTITIONS = 1
 RECORD_FORMAT = "kafka-v2"  # topics created through Kafka store RecordBatch v2 as sent
-# the versions of the data APIs served (``data``): Produce 0-9 advertised (v0-2: see data),
-# Fetch 4-12 and ListOffsets 1-7 (Fetch 0-3, ListOffsets 0: the seed's dialect, later)
+# the versions of the data APIs served (``data``): Produce 0-9, Fetch 0-12, ListOffsets 0-7
+# (Produce 0-2 with legacy MessageSets, Fetch 0-3 down-converted, ListOffsets 0: the seed's
+# dialect, ``rill.protocol.kafka.message_sets``)
 DATA_RANGES: dict[int, tuple[int, int]] = {
     apis.PRODUCE: (0, 9),
-    apis.FETCH: (4, 12),
-    apis.LIST_OFFSETS: (1, 7),
+    apis.FETCH: (0, 12),
+    apis.LIST_OFFSETS: (0, 7),
 }
 _TOPIC_ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "rill:kafka-topic-id")
 _ZERO_UUID = uuid.UUID(int=0)

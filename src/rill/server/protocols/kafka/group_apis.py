@@ -11,6 +11,9 @@ Rules:
   row, gone with the partition; a null metadata is stored as none and read back as ""); the
   committed leader epoch is not kept (OffsetFetch answers -1); commit timestamps and retention
   are ignored;
+* OffsetCommit v0 (ZooKeeper-stored in Kafka 0.8) carries no member or generation: it is
+  stored like the others, unchecked, whatever the group's membership; v1's commit timestamp is
+  ignored like v2-4's retention;
 * OffsetCommit: a group with members checks member and generation (UNKNOWN_MEMBER_ID,
   ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS while assignments are handed out); a simple commit
   (generation -1, empty member id) is accepted for a group with no members; an unknown topic or
@@ -39,8 +42,8 @@ from rill.server.protocols.kafka.groups import (
 )
 
 GROUP_RANGES: dict[int, tuple[int, int]] = {
-    apis.OFFSET_COMMIT: (2, 8),
-    apis.OFFSET_FETCH: (1, 7),
+    apis.OFFSET_COMMIT: (0, 8),
+    apis.OFFSET_FETCH: (0, 7),
     apis.JOIN_GROUP: (2, 7),
     apis.SYNC_GROUP: (0, 5),
     apis.HEARTBEAT: (0, 4),
@@ -78,8 +81,8 @@ _CommitPartition = _CommitTopic.OffsetCommitResponsePartition
 async def offset_commit(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     body = request.body
     instance_id = body.group_instance_id if request.api_version >= 7 else None
-    group_code = coordinator(core).check_commit(body.group_id, body.generation_id_or_member_epoch,
-                                                body.member_id, instance_id)
+    group_code = ErrorCode.NONE if request.api_version == 0 else coordinator(core).check_commit(
+        body.group_id, body.generation_id_or_member_epoch, body.member_id, instance_id)
     topics = kafka_topics(core, session, settings) if group_code == ErrorCode.NONE else {}
     name = consumer_name(body.group_id)
     responses = []
