@@ -199,3 +199,25 @@ def test_round_trip_kafka_to_iggy_to_kafka_keeps_what_iggy_can_hold():
 def test_other_pairs_are_not_converted():
     with pytest.raises(FeatureUnavailable):
         convert(b"", "kafka-v2", "kafka-v9", 0, 1)
+
+
+def test_a_kafka_log_is_read_as_iggy_records_and_columns(open_log):
+    log = open_log(record_format="kafka-v2", segment_size=200)
+    for number in range(4):  # four batches of three records, over more than one segment
+        raw = kafka_batch([(b"k", f"v{number}{n}".encode(), 1000 + number, []) for n in range(3)],
+                          codec=number % 5)
+        log.append(raw, 0)
+    assert log.next_offset == 12 and len(log._segments) > 1
+    converted = log.read_as("iggy-v1", 4, 6)
+    assert [(m.offset, m.payload) for m in polled(converted)] == [
+        (offset, f"v{offset // 3}{offset % 3}".encode()) for offset in range(4, 10)]
+    assert log.read_as("iggy-v1", 11, 5).count == 1
+    # the columnar read (the Spark connector's): within one segment, from inside a batch
+    columns = log.read_columnar(1, 100, 1 << 20)
+    assert columns.base_offset == 1 and columns.count >= 2
+    records = list(iter_polled_messages(columns.records, columns.count))
+    assert [m.offset for m in records] == list(range(1, 1 + columns.count))
+    starts = struct.unpack(f"<{columns.count + 1}I", columns.boundaries)
+    assert starts[-1] - starts[0] == len(columns.records)
+    assert struct.unpack(f"<{columns.count}Q", columns.timestamps) == tuple(
+        m.timestamp for m in records)

@@ -195,12 +195,12 @@ def kafka_to_iggy(data: bytes | bytearray | memoryview, first_offset: int, max_c
             position = 0
             for _ in range(count):
                 record_length, position = _varint(block, position)
-                record_end = position + record_length
+                ends_at = position + record_length
                 timestamp_delta, position = _varint(block, position + 1)  # after attributes
                 offset_delta, position = _varint(block, position)
                 offset = base_offset + offset_delta
                 if offset < first_offset:
-                    position = record_end
+                    position = ends_at
                     continue
                 if offset >= end_offset:
                     break
@@ -226,9 +226,9 @@ def kafka_to_iggy(data: bytes | bytearray | memoryview, first_offset: int, max_c
                         continue  # a null header value: no Iggy header holds one
                     headers[name] = block[position : position + value_length]
                     position += value_length
-                if position > record_end or record_end > len(block):
+                if position > ends_at or ends_at > len(block):
                     raise ValueError(f"record at offset {offset} overruns its length")
-                position = record_end
+                position = ends_at
                 entries = b""
                 if key and len(key) <= MAX_HEADER_PART:
                     entries = b"".join((pack_u32(len(_KEY_HEADER)), _KEY_HEADER, _RAW_KIND,
@@ -285,16 +285,16 @@ def iggy_to_kafka(data: bytes | bytearray | memoryview, first_offset: int, max_c
         headers_at = at + fixed
         (payload_length,) = unpack_u32(view, headers_at + headers_length)
         payload_at = headers_at + headers_length + 4
-        record_end = payload_at + payload_length
-        if record_end > total:
+        ends_at = payload_at + payload_length
+        if ends_at > total:
             raise CannotReadMessage(reason=f"Cannot read message: the record at offset {offset} "
                                            "overruns the read")
         if offset >= end_offset:
             break
         if offset >= first_offset:
             rows.append((offset, timestamp // 1000, view[headers_at : headers_at + headers_length],
-                         view[payload_at:record_end]))
-        at = record_end
+                         view[payload_at:ends_at]))
+        at = ends_at
     if not rows:
         return Converted(first_offset, 0, b"", array("I"), array("Q"))
     base_offset, base_timestamp = rows[0][0], rows[0][1]
