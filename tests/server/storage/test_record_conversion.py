@@ -221,3 +221,15 @@ def test_a_kafka_log_is_read_as_iggy_records_and_columns(open_log):
     assert starts[-1] - starts[0] == len(columns.records)
     assert struct.unpack(f"<{columns.count}Q", columns.timestamps) == tuple(
         m.timestamp for m in records)
+
+
+def test_a_timestamp_is_found_to_the_record_in_a_kafka_log(open_log):
+    log = open_log(record_format="kafka-v2")
+    log.append(kafka_batch([(None, b"a", 1000, []), (None, b"b", 5000, []),
+                            (None, b"c", 3000, [])]), 9_000_000)
+    log.append(kafka_batch([(None, b"d", 4000, []), (None, b"e", 7000, [])]), 7_000_000)
+    assert log.record_offset_for_timestamp(2_000_000) == 1
+    assert log.record_offset_for_timestamp(5_000_000) == 1
+    # the index (appended at 9 s) sends 6 s to the first batch: its records are all earlier
+    assert log.record_offset_for_timestamp(6_000_000) == 4
+    assert log.record_offset_for_timestamp(8_000_000) is None

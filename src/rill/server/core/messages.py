@@ -142,7 +142,7 @@ class MessageService:
         if start == ReadFrom.OFFSET:
             return value
         if start == ReadFrom.TIMESTAMP:
-            return log.offset_for_timestamp(value)
+            return log.record_offset_for_timestamp(value)
         if start == ReadFrom.FIRST:
             return log.first_offset
         if start == ReadFrom.LAST:

@@ -693,6 +693,23 @@ class PartitionLog:
                 return segment.find_timestamp(timestamp_us)
         return None
 
+    def record_offset_for_timestamp(self, timestamp_us: int) -> int | None:
+        """``offset_for_timestamp`` exact to the record: a batch-index format finds the batch,
+        then the first of its records (converted, ``read_as``) whose timestamp is >= the time
+        (the index's running maximum may pass a batch whose records are all earlier)."""
+        offset = self.offset_for_timestamp(timestamp_us)
+        if not self.format.batch_index:
+            return offset
+        while offset is not None and offset < self.next_offset:
+            converted = self.read_as(RECORD_FORMAT, offset, self.next_offset - offset, 1)
+            if not converted.count:
+                return None
+            for index, timestamp in enumerate(converted.timestamps):
+                if timestamp >= timestamp_us:
+                    return converted.first_offset + index
+            offset = converted.first_offset + converted.count
+        return None
+
     def holds(self, segment: Segment) -> bool:
         """Whether ``segment`` is still one of this open log's (retention, purge and close
         drop segments; background work checks this before it touches one)."""

@@ -101,6 +101,10 @@ def test_iggy_sdk_reads_a_kafka_topic_under_every_codec(server, iggy, compressio
     middle = iggy.poll_messages("kafka", topic, partition_id=1,
                                 strategy=PollingStrategy.offset(45), count=7)
     assert [m.offset for m in middle.messages] == list(range(45, 52))
+    # by timestamp: exact to the record, though the Kafka format indexes whole batches
+    timed = iggy.poll_messages("kafka", topic, partition_id=1, count=2,
+                               strategy=PollingStrategy.timestamp(expected(50)[2] * 1000 - 1))
+    assert [m.offset for m in timed.messages] == [50, 51]
     last = iggy.poll_messages("kafka", topic, partition_id=1, strategy=PollingStrategy.last(),
                               count=3)
     assert [m.offset for m in last.messages] == [COUNT - 3, COUNT - 2, COUNT - 1]
