@@ -122,7 +122,8 @@ def test_lossy_kafka_to_iggy_cases():
         # over-long parts dropped; a Kafka "rill.key" header never stands in for the key
         (b"key", None, 5, [("dup", b"first"), ("other", b"o"), ("dup", b"last"),
                            ("null", None), ("empty", b""), ("long", long),
-                           ("rill.key", b"forged")]),
+                           ("rill.key", b"forged"), ("dup", None), ("dup", b""),
+                           ("dup", long)]),
         (b"", b"", -1, []),  # empty key: no rill.key; no timestamp: 0
         (long, b"v", 7, [("", b"no-name")]),  # a key over 255 bytes is dropped
     ]

@@ -24,9 +24,9 @@ becomes one stored Iggy record (``storage.records`` layout), only those of offse
     record lists them. What an Iggy header map cannot hold is dropped: a header key or value
     must be 1..255 bytes and a key UTF-8, so null and empty header values, null or empty
     record keys, and keys or values longer than 255 bytes do not appear; duplicate header
-    keys: the **last** value wins (Kafka's ``Headers.lastHeader``), at the place the key first
-    appeared; a Kafka header named ``rill.key`` is dropped (the neutral key is the record's
-    key only);
+    keys: the **last** value wins (Kafka's ``Headers.lastHeader``) among those an Iggy header
+    can hold (a dropped value never replaces a kept one), at the place the key first appeared;
+    a Kafka header named ``rill.key`` is dropped (the neutral key is the record's key only);
   * compressed batches (gzip, snappy raw or xerial-framed, lz4 frame, zstd) are decompressed
     (``decompress``); a batch that does not parse is CannotReadMessage.
 
@@ -222,10 +222,13 @@ def kafka_to_iggy(data: bytes | bytearray | memoryview, first_offset: int, max_c
                     name = block[position : position + name_length]
                     position += name_length
                     value_length, position = _varint(block, position)
-                    if value_length < 0:
-                        continue  # a null header value: no Iggy header holds one
-                    headers[name] = block[position : position + value_length]
+                    if value_length <= 0:
+                        continue  # a null or empty header value: no Iggy header holds one
+                    value = block[position : position + value_length]
                     position += value_length
+                    if (value_length <= MAX_HEADER_PART and 0 < name_length <= MAX_HEADER_PART
+                            and name != _KEY_HEADER and _is_utf8(name)):
+                        headers[name] = value  # a later duplicate replaces it, in its place
                 if position > ends_at or ends_at > len(block):
                     raise ValueError(f"record at offset {offset} overruns its length")
                 position = ends_at
@@ -237,9 +240,7 @@ def kafka_to_iggy(data: bytes | bytearray | memoryview, first_offset: int, max_c
                     entries = b"".join([entries] + [
                         b"".join((pack_u32(len(name)), name, _RAW_KIND, pack_u32(len(value)),
                                   value))
-                        for name, value in headers.items()
-                        if 0 < len(name) <= MAX_HEADER_PART and 0 < len(value) <= MAX_HEADER_PART
-                        and name != _KEY_HEADER and _is_utf8(name)])
+                        for name, value in headers.items()])
                 timestamp_ms = max_timestamp if log_append_time else base_timestamp + timestamp_delta
                 timestamp = timestamp_ms * 1000 if timestamp_ms > 0 else 0
                 if first is None:
