@@ -140,11 +140,13 @@ class Broker:
             timestamp_us)
 
     def read(self, session: Session, ref: PartitionRef, offset: int, max_records: int,
-             max_bytes: int) -> RecordRange:
+             max_bytes: int, record_format: str | None = None) -> RecordRange:
         """Stored records from ``offset`` up to the high watermark, at most ``max_records``
-        and ``max_bytes`` (at least one record when any is there)."""
+        and ``max_bytes`` (at least one record when any is there). ``record_format``: the
+        format the caller takes; a topic of another format is converted per record
+        (``storage.record_conversion``); None: as stored."""
         return self._core.messages.read(session, ref.namespace, ref.topic, ref.partition_id,
-                                        offset, max_records, max_bytes)
+                                        offset, max_records, max_bytes, record_format)
 
     def bounds(self, session: Session, ref: PartitionRef) -> LogBounds:
         return self._core.messages.bounds(session, ref.namespace, ref.topic, ref.partition_id)

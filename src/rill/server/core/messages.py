@@ -142,7 +142,7 @@ class MessageService:
         if start == ReadFrom.OFFSET:
             return value
         if start == ReadFrom.TIMESTAMP:
-            return log.offset_for_timestamp(value)
+            return log.record_offset_for_timestamp(value)
         if start == ReadFrom.FIRST:
             return log.first_offset
         if start == ReadFrom.LAST:
@@ -156,12 +156,13 @@ class MessageService:
 
     def poll_messages(self, session: Session, stream_id: Ref, topic_id: Ref, consumer: Reader,
                       partition_id: int, start: int, value: int, count: int, commit: bool,
-                      regions: bool = False) -> RecordRange:
+                      regions: bool = False, record_format: str | None = None) -> RecordRange:
         """A consumer's read of up to ``count`` records: its partition (a group's member gets
         one dealt when it names none), the start ``start`` (a ``ReadFrom``) and ``value``
         pick, and with ``commit`` its position stored past the last one read.
         ``regions``: large ranges may come as file regions to send as they are
-        (``storage.file_region``; for links that can send files)."""
+        (``storage.file_region``; for links that can send files). ``record_format``: the
+        format the reader takes (``read_range``)."""
         state = self.state
         topic = state.find_topic(stream_id, topic_id)
         state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
@@ -172,20 +173,23 @@ class MessageService:
         first = None if log.is_empty else self._start_offset(partition, key, start, value, count)
         if first is None:
             return read_nothing(partition)
-        found = read_range(partition, first, count, state.config.system.max_poll_size, regions)
+        found = read_range(partition, first, count, state.config.system.max_poll_size, regions,
+                           record_format)
         if found.count and commit:
             self.offsets.store(partition, key, found.first_offset + found.count)
         return found
 
     def read(self, session: Session, stream_id: Ref, topic_id: Ref, partition_id: int,
-             offset: int, max_records: int, max_bytes: int) -> RecordRange:
+             offset: int, max_records: int, max_bytes: int, record_format: str | None = None
+             ) -> RecordRange:
         """Records from ``offset`` (from the first one stored when retention removed it) up to
         the high watermark, at most ``max_records`` and ``max_bytes`` (at least one record
-        when any is there), by offset only."""
+        when any is there), by offset only; in ``record_format`` (``read_range``)."""
         partition = self._partition(session, Action.READ_MESSAGES, stream_id, topic_id,
                                     partition_id)
         readable = log_bounds(partition.log).high_watermark - offset
-        return read_range(partition, offset, min(max_records, max(0, readable)), max_bytes)
+        return read_range(partition, offset, min(max_records, max(0, readable)), max_bytes,
+                          record_format=record_format)
 
     def bounds(self, session: Session, stream_id: Ref, topic_id: Ref, partition_id: int
                ) -> LogBounds:
@@ -236,12 +240,21 @@ def read_nothing(partition: Partition) -> RecordRange:
 
 
 def read_range(partition: Partition, offset: int, max_records: int, max_bytes: int,
-               regions: bool = False) -> RecordRange:
+               regions: bool = False, record_format: str | None = None) -> RecordRange:
     """The stored bytes of up to ``max_records`` records from ``offset``, as they are on disk
-    (with ``regions``, large ranges as file regions: ``PartitionLog.read``)."""
+    (with ``regions``, large ranges as file regions: ``PartitionLog.read``). ``record_format``:
+    the format the reader takes; when the log keeps another (a Kafka-written topic read by an
+    Iggy client, or the other way), its records are converted, per record, exactly the offsets
+    asked for (``PartitionLog.read_as``); None or the log's own format: the stored bytes."""
     log = partition.log
     first_stored = log.first_offset
     first = max(offset, first_stored)
+    if record_format is not None and record_format != log.settings.record_format:
+        converted = log.read_as(record_format, first, max_records, max_bytes)
+        end = log.next_offset
+        return RecordRange(partition.id, converted.first_offset, converted.count,
+                           [converted.records] if converted.count else [], record_format,
+                           LogBounds(first_stored, end, end))
     count, chunks = log.read(first, max_records, max_bytes, regions)
     end = log.next_offset  # (bounds inline: this is the poll path)
     return RecordRange(partition.id, first, count, chunks, log.settings.record_format,

@@ -71,6 +71,7 @@ from rill.server.storage.columnar import ColumnarRange, read_segment_columns
 from rill.server.storage.durability import Durability
 from rill.server.storage.file_region import FileRegion
 from rill.server.storage.record_checks import KIND_GOOD
+from rill.server.storage import record_conversion
 from rill.server.storage.records import (
     ACCELERATED,
     INDEX_ENTRY,
@@ -653,14 +654,35 @@ class PartitionLog:
         return (first.size_bytes - first.position(start)
                 + sum(segment.size_bytes for segment in self._segments[number + 1:]))
 
+    def read_as(self, record_format: str, offset: int, count: int, max_bytes: int | None = None
+                ) -> record_conversion.Converted:
+        """``read``'s records of offsets [offset, offset + count) (from ``first_offset`` when
+        below it) converted into ``record_format`` (``storage.record_conversion``: per record,
+        for a reader of another protocol), exactly those offsets even when the log keeps whole
+        batches. ``max_bytes`` bounds the stored bytes read."""
+        start = max(offset, self.first_offset)
+        read, chunks = self.read(start, count, max_bytes)
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        if not read:
+            return record_conversion.convert(b"", self.format.name, record_format, start, 0)
+        return record_conversion.convert(data, self.format.name, record_format, start,
+                                         min(count, read))
+
     def read_columnar(self, offset: int, count: int, max_bytes: int) -> ColumnarRange:
         """Up to ``count`` records from ``offset`` with their index columns, within one segment
         and ``max_bytes`` of records (at least one record), verified as ``read``'s are. See
-        ``storage.columnar``."""
+        ``storage.columnar``. A batch-index format's batches are converted into ``iggy-v1``
+        records and their columns (``read_as``: per-record work, the columns of the converted
+        records, not of the log's index)."""
         start = max(offset, self.first_offset)
         end = min(start + count, self.next_offset)
         if count <= 0 or start >= end:
             return ColumnarRange.empty(start)
+        if self.format.batch_index:
+            converted = self.read_as(RECORD_FORMAT, start, end - start, max_bytes)
+            boundaries, timestamps = converted.columns()
+            return ColumnarRange(converted.first_offset, converted.count, boundaries, timestamps,
+                                 converted.records)
         segment = self._segments[bisect_right(self._starts, start) - 1]
         return read_segment_columns(segment, start, min(end, segment.next_offset), max_bytes)
 
@@ -669,6 +691,23 @@ class PartitionLog:
         for segment in self._segments:
             if segment.last_timestamp is not None and segment.last_timestamp >= timestamp_us:
                 return segment.find_timestamp(timestamp_us)
+        return None
+
+    def record_offset_for_timestamp(self, timestamp_us: int) -> int | None:
+        """``offset_for_timestamp`` exact to the record: a batch-index format finds the batch,
+        then the first of its records (converted, ``read_as``) whose timestamp is >= the time
+        (the index's running maximum may pass a batch whose records are all earlier)."""
+        offset = self.offset_for_timestamp(timestamp_us)
+        if not self.format.batch_index:
+            return offset
+        while offset is not None and offset < self.next_offset:
+            converted = self.read_as(RECORD_FORMAT, offset, self.next_offset - offset, 1)
+            if not converted.count:
+                return None
+            for index, timestamp in enumerate(converted.timestamps):
+                if timestamp >= timestamp_us:
+                    return converted.first_offset + index
+            offset = converted.first_offset + converted.count
         return None
 
     def holds(self, segment: Segment) -> bool:

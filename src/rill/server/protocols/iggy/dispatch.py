@@ -285,13 +285,17 @@ async def send_messages(core: Core, session: Session, c) -> None:
                                       c.partitioning, c.messages)
 
 
+# what an Iggy reader takes (storage.records); a Kafka-written topic is converted into it
+RECORD_FORMAT = "iggy-v1"
+
+
 @command
 def poll_messages(core: Core, session: Session, c):
     consumer, partition_id = reader(c.consumer, c.partition_id)
     strategy = c.strategy  # (its kinds are the core's ReadFrom numbers)
     return views.polled_messages(core.messages.poll_messages(
         session, c.stream_id.value, c.topic_id.value, consumer, partition_id, strategy.kind,
-        strategy.value, c.count, c.auto_commit, session.sends_files))
+        strategy.value, c.count, c.auto_commit, session.sends_files, RECORD_FORMAT))
 
 
 @command

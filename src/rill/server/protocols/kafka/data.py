@@ -3,10 +3,12 @@
 Owns: these rules (the versions served are ``dispatch.DATA_RANGES``):
 
 * a partition is Kafka partition N of a topic of the ``[kafka] stream`` namespace; an unknown
-  topic or partition is UNKNOWN_TOPIC_OR_PARTITION (3) and nothing is written; a topic of
-  another record format (an Iggy ``iggy-v1`` topic) is UNSUPPORTED_FOR_MESSAGE_FORMAT (43) on
-  every data API: it holds no RecordBatch v2 to serve or append to (a translation is later
-  work, issue 13 item 5);
+  topic or partition is UNKNOWN_TOPIC_OR_PARTITION (3) and nothing is written. A topic of
+  another record format (an Iggy ``iggy-v1`` topic, e.g. created by an Iggy client in that
+  stream) is served to Fetch and ListOffsets converted into uncompressed RecordBatch v2, per
+  record (``storage.record_conversion``: key = the ``rill.key`` header, typed headers as raw
+  bytes, timestamps µs // 1000); a Produce to it is UNSUPPORTED_FOR_MESSAGE_FORMAT (43), with
+  an error message saying so, and nothing is written (one log, every protocol: docs/kafka.md);
 * **Produce** 0-9 (Produce 0 for librdkafka, KAFKA-18659; v0-2 the seed's dialect): the records
   bytes go to ``broker.append`` as they are (the ``kafka-v2`` format validates and stores them;
   its ``InvalidRecordBatch`` is CORRUPT_MESSAGE 2 or INVALID_RECORD 87), stamped at the batch's
@@ -81,12 +83,14 @@ _MAX_RECORDS = 1 << 31
 _MAX_WAIT_MS = 60_000
 
 
-def _partition_error(topics: dict[str, Topic], name: str | None, index: int) -> ErrorCode:
-    """Why (topic, partition) cannot be served, or NONE."""
+def _partition_error(topics: dict[str, Topic], name: str | None, index: int,
+                     writing: bool = False) -> ErrorCode:
+    """Why (topic, partition) cannot be served (``writing``: appended to), or NONE. Reads of
+    a topic of another record format are converted (``broker.read``); writes are refused."""
     topic = topics.get(name) if name is not None else None
     if topic is None or not 0 <= index < len(topic.partitions):
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if topic.record_format != RECORD_FORMAT:
+    if writing and topic.record_format != RECORD_FORMAT:
         return ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
     return ErrorCode.NONE
 
@@ -112,8 +116,11 @@ _ProducePartition = _Produce.TopicProduceResponse.PartitionProduceResponse
 async def _produce_partition(core: Core, session: Session, settings: KafkaSettings,
                              topics: dict[str, Topic], name: str, entry, version: int,
                              transactional: bool) -> Any:
-    code = _partition_error(topics, name, entry.index)
+    code = _partition_error(topics, name, entry.index, writing=True)
     message = None
+    if code == ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT:
+        message = (f"topic {name!r} stores Iggy records ({topics[name].record_format}): "
+                   "Kafka clients may read it, not produce to it")
     base_offset = log_start = -1
     records = entry.records
     if code == ErrorCode.NONE and transactional:
@@ -210,7 +217,8 @@ def _read_all(core: Core, session: Session, settings: KafkaSettings, wanted: lis
             if entry.offset == bounds.high_watermark or (limit <= 0 and total):
                 entry.data = b""
                 continue
-            found = broker.read(session, ref, entry.offset, _MAX_RECORDS, max(limit, 1))
+            found = broker.read(session, ref, entry.offset, _MAX_RECORDS, max(limit, 1),
+                                RECORD_FORMAT)
             entry.bounds = found.bounds
             entry.data = found.data if found.count else b""
         except errors.RillError as error:
@@ -326,7 +334,7 @@ def _offset_for(core: Core, session: Session, ref: PartitionRef, timestamp: int
         raise errors.InvalidCommand()
     batch_offset = broker.offset_for_timestamp(session, ref, timestamp * 1000)
     while batch_offset is not None and batch_offset < bounds.high_watermark:
-        found = broker.read(session, ref, batch_offset, 1, 1)  # the batch holding it
+        found = broker.read(session, ref, batch_offset, 1, 1, RECORD_FORMAT)  # its batch
         if not found.count:
             break
         record = record_times.first_at_or_after(found.data, timestamp)

@@ -1,0 +1,90 @@
+"""Cost of record conversion (storage.record_conversion), in process, one core: µs per record.
+
+Kafka -> Iggy: stored RecordBatch v2 batches of ``--records`` records (key, value of
+``--size`` bytes, two headers) under each codec, converted into Iggy records (what an Iggy
+POLL, the HTTP API, the CLI or a Spark columnar read of a Kafka-written topic costs the server
+beyond the read). Iggy -> Kafka: stored Iggy records (``rill.key`` and two headers) converted
+into one RecordBatch v2 (what a Kafka Fetch of an Iggy-format topic costs). Best of
+``--repeat`` timings.
+
+    python benchmarks/record_conversion.py --records 1000 --size 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import struct
+import time
+
+import cramjam
+from crc32c import crc32c
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from rill.protocol.headers import HeaderValue
+from rill.protocol.messages import Message, encode_messages
+from rill.server.storage.kafka_records import stamp_batches
+from rill.server.storage.record_conversion import iggy_to_kafka, kafka_to_iggy
+from rill.server.storage.records import stamp_batch
+
+COMPRESS = {
+    0: lambda block: block,
+    1: gzip.compress,
+    2: lambda block: bytes(cramjam.snappy.compress_raw(block)),
+    3: lambda block: bytes(cramjam.lz4.compress(block)),
+    4: lambda block: bytes(cramjam.zstd.compress(block)),
+}
+NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+
+def kafka_stored(records: int, size: int, codec: int) -> bytes:
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0,
+                                        producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                        batch_size=1 << 26)
+    for offset in range(records):
+        builder.append(offset, timestamp=1_700_000_000_000 + offset, key=b"key-%d" % offset,
+                       value=bytes(size), headers=[("a", b"1"), ("trace", b"abcdef")])
+    raw = bytearray(builder.build())
+    out = bytearray(raw[:61]) + COMPRESS[codec](bytes(raw[61:]))
+    struct.pack_into(">i", out, 8, len(out) - 12)
+    struct.pack_into(">h", out, 21, codec)
+    struct.pack_into(">I", out, 17, crc32c(bytes(out[21:])))
+    return bytes(stamp_batches(bytes(out), 0, 0, 0, 0).records)
+
+
+def iggy_stored(records: int, size: int) -> bytes:
+    messages = [Message(bytes(size), headers={"rill.key": HeaderValue.raw(b"key-%d" % n),
+                                              "a": HeaderValue.raw(b"1"),
+                                              "trace": HeaderValue.string("abcdef")})
+                for n in range(records)]
+    return bytes(stamp_batch(encode_messages(messages), 0, 1_700_000_000_000_000, 0, 0).records)
+
+
+def best(function, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1000)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args()
+    n = args.records
+    print(f"{n} records of {args.size} bytes, best of {args.repeat}")
+    for codec in NAMES:
+        data = kafka_stored(n, args.size, codec)
+        seconds = best(lambda: kafka_to_iggy(data, 0, n), args.repeat)
+        print(f"kafka-v2 ({NAMES[codec]:6}) -> iggy-v1: {seconds / n * 1e6:6.2f} µs/record")
+    data = iggy_stored(n, args.size)
+    seconds = best(lambda: iggy_to_kafka(data, 0, n), args.repeat)
+    print(f"iggy-v1 -> kafka-v2 (one batch): {seconds / n * 1e6:6.2f} µs/record")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,348 @@
+"""Conversion between record formats: one log, every protocol (issue 13 item 5).
+
+Owns: ``convert`` (stored records of one format -> records of another, for a reader of the
+other protocol), the two directions it knows, and ``decompress`` (Kafka's batch codecs). A log
+keeps its own format (``storage.formats``); a reader that takes another one asks
+``PartitionLog.read_as``, which reads the stored bytes and converts them here, **per record, in
+Python**. A reader of the log's own format never comes here (Kafka -> Kafka and Iggy -> Iggy
+hand the stored bytes through as before). Measured cost: ``benchmarks/record_conversion.py``.
+
+``kafka-v2`` -> ``iggy-v1`` (an Iggy POLL, the HTTP API, the CLI, the columnar read the Spark
+connector uses, on a topic Kafka clients write): every record of the whole stored batches read
+becomes one stored Iggy record (``storage.records`` layout), only those of offsets
+``[first_offset, first_offset + max_count)`` kept:
+  * offset = the Kafka offset; timestamp = the record's timestamp (CreateTime: baseTimestamp
+    + delta; a LogAppendTime batch: its maxTimestamp) in µs (ms x 1000; a negative one, "no
+    timestamp", is 0); state 1 (available);
+  * id = 0 (Kafka records have none; sixteen zero bytes, never a fresh UUID: a read converts
+    the same bytes the same way every time);
+  * payload = the value; a null value (a tombstone) and an empty one both become an empty
+    payload (an Iggy payload cannot be null);
+  * checksum = ``crc32(payload)``, Iggy's checksum of the converted record;
+  * headers (a typed map, raw kind): the Kafka key as ``rill.key`` (``KEY_HEADER``, the
+    neutral key, raw bytes), first; then each Kafka header (key -> raw value) in the order the
+    record lists them. What an Iggy header map cannot hold is dropped: a header key or value
+    must be 1..255 bytes and a key UTF-8, so null and empty header values, null or empty
+    record keys, and keys or values longer than 255 bytes do not appear; duplicate header
+    keys: the **last** value wins (Kafka's ``Headers.lastHeader``) among those an Iggy header
+    can hold (a dropped value never replaces a kept one), at the place the key first appeared;
+    a Kafka header named ``rill.key`` is dropped (the neutral key is the record's key only);
+  * compressed batches (gzip, snappy raw or xerial-framed, lz4 frame, zstd) are decompressed
+    (``decompress``); a batch that does not parse is CannotReadMessage.
+
+``iggy-v1`` -> ``kafka-v2`` (a Kafka Fetch or ListOffsets of an Iggy-format topic): the stored
+records read become **one** uncompressed RecordBatch v2 (magic 2, CreateTime, no producer:
+producerId -1, producerEpoch -1, baseSequence -1; partitionLeaderEpoch 0), offsets preserved:
+  * value = the payload (never null: an empty payload is an empty value);
+  * key = the ``rill.key`` header's value, which is removed from the headers; none -> null key;
+  * other headers -> Kafka headers in map order, key = the header key, value = the header's
+    stored bytes whatever its kind (a typed Iggy header -- an int, a float, a bool, a string --
+    arrives as its raw wire bytes, little-endian for numbers: the kind is lost);
+  * timestamp = µs // 1000 (ms; sub-millisecond precision is lost); baseTimestamp = the first
+    record's, maxTimestamp = the largest; the Iggy message id is not carried.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+import zlib
+from array import array
+from dataclasses import dataclass
+
+import cramjam
+from crc32c import crc32c
+
+from rill.errors import CannotReadMessage, FeatureUnavailable
+from rill.protocol.headers import KEY_HEADER, MAX_HEADER_PART
+from rill.protocol.layout import STATE_AVAILABLE, STORED_PREFIX
+from rill.protocol.stored import crc32
+from rill.server.storage import kafka_records
+from rill.server.storage.records import RECORD_FORMAT as IGGY_FORMAT
+
+KAFKA_FORMAT = kafka_records.FORMAT_NAME
+
+_BATCH_HEADER = kafka_records.BATCH_HEADER
+_BATCH_HEADER_SIZE = kafka_records.BATCH_HEADER_SIZE
+_CRC_FROM = kafka_records.CRC_FROM
+_U32 = struct.Struct("<I")
+_KEY_HEADER = KEY_HEADER.encode()
+_ZERO_ID = bytes(16)
+_RAW_KIND = b"\x01"
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER_SIZE = 16  # magic, version i32, compatible version i32
+_BIG_U32 = struct.Struct(">I")
+_LITTLE_ENDIAN_HOST = sys.byteorder == "little"
+
+
+@dataclass(frozen=True, slots=True)
+class Converted:
+    """Records in the format asked for: ``count`` of them from ``first_offset``, with the
+    ``positions`` (count + 1: where each starts, then the end) and ``timestamps`` (µs) of
+    each, as an Iggy columnar read needs them (for ``iggy-v1``; empty for ``kafka-v2``)."""
+
+    first_offset: int
+    count: int
+    records: bytes
+    positions: array
+    timestamps: array
+
+    def columns(self) -> tuple[bytes, bytes]:
+        """(boundaries, timestamps) as little-endian u32 and u64 columns."""
+        positions, timestamps = self.positions, self.timestamps
+        if not _LITTLE_ENDIAN_HOST:
+            positions, timestamps = array("I", positions), array("Q", timestamps)
+            positions.byteswap()
+            timestamps.byteswap()
+        return positions.tobytes(), timestamps.tobytes()
+
+
+def convert(data: bytes | bytearray | memoryview, source: str, target: str, first_offset: int,
+            max_count: int) -> Converted:
+    """Stored records of format ``source`` (whole records or batches, as a log read gives
+    them) as records of format ``target``, keeping offsets ``[first_offset, first_offset +
+    max_count)`` only. FeatureUnavailable for a pair this module does not convert."""
+    if source == KAFKA_FORMAT and target == IGGY_FORMAT:
+        return kafka_to_iggy(data, first_offset, max_count)
+    if source == IGGY_FORMAT and target == KAFKA_FORMAT:
+        return iggy_to_kafka(data, first_offset, max_count)
+    raise FeatureUnavailable(reason=f"records of format {source!r} cannot be read as {target!r}")
+
+
+# ---------------------------------------------------------------------- Kafka codecs
+def decompress(codec: int, block: bytes | memoryview) -> bytes:
+    """A RecordBatch v2 records block compressed with ``codec`` (1 gzip, 2 snappy raw or
+    xerial-framed, 3 lz4 frame, 4 zstd), decompressed."""
+    if codec == 1:
+        return zlib.decompress(bytes(block), 47)  # a gzip (or zlib) header
+    if codec == 2:
+        if bytes(block[:8]) == _XERIAL_MAGIC:  # snappy-java's framing: length-prefixed blocks
+            parts, at, end = [], _XERIAL_HEADER_SIZE, len(block)
+            while at < end:
+                (length,) = _BIG_U32.unpack_from(block, at)
+                at += 4
+                if at + length > end:
+                    raise ValueError("xerial snappy block overruns the batch")
+                parts.append(bytes(cramjam.snappy.decompress_raw(bytes(block[at : at + length]))))
+                at += length
+            return b"".join(parts)
+        return bytes(cramjam.snappy.decompress_raw(bytes(block)))
+    if codec == 3:
+        return bytes(cramjam.lz4.decompress(bytes(block)))
+    if codec == 4:
+        return bytes(cramjam.zstd.decompress(bytes(block)))
+    raise ValueError(f"unknown compression codec {codec}")
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    """The zig-zag varint (or varlong) at ``at``: (value, position after it)."""
+    byte = data[at]
+    if byte < 0x80:  # one byte: most lengths and deltas
+        return (byte >> 1) ^ -(byte & 1), at + 1
+    result, shift = byte & 0x7F, 7
+    while True:
+        at += 1
+        byte = data[at]
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (result >> 1) ^ -(result & 1), at + 1
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint longer than 10 bytes")
+
+
+def _put_varint(out: bytearray, value: int) -> None:
+    value = (value << 1) ^ (value >> 63)  # zig-zag (a varlong's width covers every varint)
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+# ---------------------------------------------------------------------- Kafka -> Iggy
+def kafka_to_iggy(data: bytes | bytearray | memoryview, first_offset: int, max_count: int
+                  ) -> Converted:
+    """Whole stored RecordBatch v2 batches -> stored Iggy records (the module docstring's
+    rules), those of offsets ``[first_offset, first_offset + max_count)``."""
+    view = memoryview(data)
+    end_offset = first_offset + max_count
+    out = bytearray()
+    positions = array("I")
+    timestamps = array("Q")
+    pack_prefix, pack_u32 = STORED_PREFIX.pack, _U32.pack
+    at, total = 0, len(view)
+    first = None
+    while at + _BATCH_HEADER_SIZE <= total:
+        (base_offset, length, _, _, _, attributes, last_delta, base_timestamp, max_timestamp,
+         _, _, _, count) = _BATCH_HEADER.unpack_from(view, at)
+        batch_end = at + 12 + length
+        if batch_end > total:
+            break
+        if base_offset + last_delta < first_offset:
+            at = batch_end
+            continue
+        if base_offset >= end_offset:
+            break
+        codec = attributes & kafka_records.CODEC_MASK
+        block = view[at + _BATCH_HEADER_SIZE : batch_end]
+        try:
+            block = decompress(codec, block) if codec else bytes(block)
+        except (ValueError, zlib.error, cramjam.DecompressionError) as error:
+            raise CannotReadMessage(reason=f"Cannot read message: the batch at offset "
+                                           f"{base_offset} does not decompress: {error}")
+        log_append_time = attributes & kafka_records.TIMESTAMP_TYPE_BIT
+        try:
+            position = 0
+            for _ in range(count):
+                record_length, position = _varint(block, position)
+                ends_at = position + record_length
+                timestamp_delta, position = _varint(block, position + 1)  # after attributes
+                offset_delta, position = _varint(block, position)
+                offset = base_offset + offset_delta
+                if offset < first_offset:
+                    position = ends_at
+                    continue
+                if offset >= end_offset:
+                    break
+                key_length, position = _varint(block, position)
+                key = None
+                if key_length >= 0:
+                    key = block[position : position + key_length]
+                    position += key_length
+                value_length, position = _varint(block, position)
+                if value_length > 0:
+                    payload = block[position : position + value_length]
+                    position += value_length
+                else:
+                    payload = b""
+                header_count, position = _varint(block, position)
+                headers: dict[bytes, bytes] = {}
+                for _ in range(header_count):
+                    name_length, position = _varint(block, position)
+                    name = block[position : position + name_length]
+                    position += name_length
+                    value_length, position = _varint(block, position)
+                    if value_length <= 0:
+                        continue  # a null or empty header value: no Iggy header holds one
+                    value = block[position : position + value_length]
+                    position += value_length
+                    if (value_length <= MAX_HEADER_PART and 0 < name_length <= MAX_HEADER_PART
+                            and name != _KEY_HEADER and _is_utf8(name)):
+                        headers[name] = value  # a later duplicate replaces it, in its place
+                if position > ends_at or ends_at > len(block):
+                    raise ValueError(f"record at offset {offset} overruns its length")
+                position = ends_at
+                entries = b""
+                if key and len(key) <= MAX_HEADER_PART:
+                    entries = b"".join((pack_u32(len(_KEY_HEADER)), _KEY_HEADER, _RAW_KIND,
+                                        pack_u32(len(key)), key))
+                if headers:
+                    entries = b"".join([entries] + [
+                        b"".join((pack_u32(len(name)), name, _RAW_KIND, pack_u32(len(value)),
+                                  value))
+                        for name, value in headers.items()])
+                timestamp_ms = max_timestamp if log_append_time else base_timestamp + timestamp_delta
+                timestamp = timestamp_ms * 1000 if timestamp_ms > 0 else 0
+                if first is None:
+                    first = offset
+                positions.append(len(out))
+                timestamps.append(timestamp)
+                out += pack_prefix(offset, STATE_AVAILABLE, timestamp, _ZERO_ID, crc32(payload),
+                                   len(entries))
+                out += entries
+                out += pack_u32(len(payload))
+                out += payload
+        except (ValueError, IndexError) as error:
+            raise CannotReadMessage(reason=f"Cannot read message: the batch at offset "
+                                           f"{base_offset} does not parse: {error}")
+        at = batch_end
+    positions.append(len(out))
+    count = len(timestamps)
+    return Converted(first_offset if first is None else first, count, bytes(out), positions,
+                     timestamps)
+
+
+def _is_utf8(name: bytes) -> bool:
+    try:
+        name.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------- Iggy -> Kafka
+def iggy_to_kafka(data: bytes | bytearray | memoryview, first_offset: int, max_count: int
+                  ) -> Converted:
+    """Stored Iggy records -> one RecordBatch v2 (the module docstring's rules), those of
+    offsets ``[first_offset, first_offset + max_count)``; no bytes when there are none."""
+    view = memoryview(data)
+    end_offset = first_offset + max_count
+    unpack_prefix, unpack_u32 = STORED_PREFIX.unpack_from, _U32.unpack_from
+    fixed = STORED_PREFIX.size
+    rows = []
+    at, total = 0, len(view)
+    while at + fixed + 4 <= total:
+        offset, _, timestamp, _, _, headers_length = unpack_prefix(view, at)
+        headers_at = at + fixed
+        (payload_length,) = unpack_u32(view, headers_at + headers_length)
+        payload_at = headers_at + headers_length + 4
+        ends_at = payload_at + payload_length
+        if ends_at > total:
+            raise CannotReadMessage(reason=f"Cannot read message: the record at offset {offset} "
+                                           "overruns the read")
+        if offset >= end_offset:
+            break
+        if offset >= first_offset:
+            rows.append((offset, timestamp // 1000, view[headers_at : headers_at + headers_length],
+                         view[payload_at:ends_at]))
+        at = ends_at
+    if not rows:
+        return Converted(first_offset, 0, b"", array("I"), array("Q"))
+    base_offset, base_timestamp = rows[0][0], rows[0][1]
+    max_timestamp = base_timestamp
+    records = bytearray()
+    body = bytearray()
+    for offset, timestamp, headers, payload in rows:
+        if timestamp > max_timestamp:
+            max_timestamp = timestamp
+        body.clear()
+        body.append(0)  # attributes
+        _put_varint(body, timestamp - base_timestamp)
+        _put_varint(body, offset - base_offset)
+        key = None
+        kafka_headers = []
+        position, end = 0, len(headers)
+        while position < end:
+            (name_length,) = unpack_u32(headers, position)
+            name = headers[position + 4 : position + 4 + name_length]
+            position += 4 + name_length + 1  # the kind byte: the type is not carried
+            (value_length,) = unpack_u32(headers, position)
+            value = headers[position + 4 : position + 4 + value_length]
+            position += 4 + value_length
+            if name == _KEY_HEADER and key is None:
+                key = value
+            else:
+                kafka_headers.append((name, value))
+        if key is None:
+            _put_varint(body, -1)
+        else:
+            _put_varint(body, len(key))
+            body += key
+        _put_varint(body, len(payload))
+        body += payload
+        _put_varint(body, len(kafka_headers))
+        for name, value in kafka_headers:
+            _put_varint(body, len(name))
+            body += name
+            _put_varint(body, len(value))
+            body += value
+        _put_varint(records, len(body))
+        records += body
+    count = len(rows)
+    last_delta = rows[-1][0] - base_offset
+    header = bytearray(_BATCH_HEADER.pack(
+        base_offset, _BATCH_HEADER_SIZE - 12 + len(records), 0, kafka_records.MAGIC, 0, 0,
+        last_delta, base_timestamp, max_timestamp, -1, -1, -1, count))
+    header += records
+    struct.pack_into(">I", header, 17, crc32c(memoryview(header)[_CRC_FROM:]))
+    return Converted(base_offset, last_delta + 1, bytes(header), array("I"), array("Q"))

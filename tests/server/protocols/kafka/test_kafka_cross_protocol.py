@@ -1,0 +1,244 @@
+"""One log, every protocol (issue 13 item 5) on a real server: what librdkafka (confluent-kafka)
+writes under every codec is read by the Iggy SDK over TCP, the HTTP JSON API and the ``rill``
+CLI as Iggy messages (offsets, payloads, keys as ``rill.key``, headers, µs timestamps, Iggy
+checksums, exact counts inside batches, auto-commit); what the Iggy SDK writes into the Kafka
+stream is read by confluent-kafka and kafka-python (keys, values, headers, ms timestamps,
+offsets, ListOffsets), and a Kafka Produce to it is refused with a Kafka error, writing
+nothing. The Spark connector's reads are in tests/spark/test_kafka_topics.py."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import uuid
+import zlib
+
+import httpx
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KpTopicPartition
+
+from rill.client import Client, HeaderKind, HeaderValue, Message, PollingStrategy
+from rill.protocol.kafka.errors import ErrorCode
+from server_process import RillProcess
+from test_kafka_data import batch, fetch, list_offset, produce
+from test_kafka_listener import Raw, bootstrap
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+COUNT = 120
+BASE_MS = 1_700_000_000_000
+ENV = {"RILL_KAFKA_ENABLED": "true", "RILL_KAFKA_ADDRESS": "127.0.0.1:0",
+       "RILL_KAFKA_ANONYMOUS_USER": "iggy", "RILL_QUIC_ENABLED": "false",
+       "RILL_HTTP_ENABLED": "true"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    process = RillProcess(tmp_path_factory.mktemp("kafka-cross") / "data", env=ENV).start()
+    yield process
+    process.kill()
+
+
+@pytest.fixture
+def iggy(server):
+    with Client(server.address, reconnect=False) as client:
+        client.login_user("iggy", "iggy")
+        yield client
+
+
+def expected(index: int) -> tuple[bytes | None, bytes | None, int, list]:
+    """(key, value, timestamp ms, headers) of Kafka record ``index``: every 10th has no key,
+    every 7th is a tombstone (null value), each has a duplicated header key."""
+    key = None if index % 10 == 0 else f"key-{index}".encode()
+    value = None if index % 7 == 3 else f"value-{index}-".encode() * 5
+    return key, value, BASE_MS + 3 * index, [("n", b"first"), ("i", str(index).encode()),
+                                             ("n", str(index).encode())]
+
+
+def produce_kafka(server, compression: str) -> str:
+    address = bootstrap(server)
+    topic = f"x-{compression}-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": address})
+    for future in admin.create_topics([NewTopic(topic, num_partitions=1,
+                                                replication_factor=1)]).values():
+        future.result(10)
+    producer = Producer({"bootstrap.servers": address, "compression.type": compression,
+                         "linger.ms": 50, "batch.num.messages": 40, "acks": "all"})
+    for index in range(COUNT):
+        key, value, timestamp, headers = expected(index)
+        producer.produce(topic, key=key, value=value, partition=0, timestamp=timestamp,
+                         headers=headers)
+    assert producer.flush(20) == 0
+    return topic
+
+
+def check_iggy_message(message, index: int) -> None:
+    key, value, timestamp, _ = expected(index)
+    assert message.offset == index
+    assert message.payload == (value or b"")  # a tombstone is an empty payload
+    assert message.timestamp == timestamp * 1000
+    assert message.checksum == zlib.crc32(message.payload)
+    assert message.id == 0
+    wanted = {} if key is None else {"rill.key": HeaderValue.raw(key)}
+    wanted |= {"n": HeaderValue.raw(str(index).encode()),  # the last duplicate wins
+               "i": HeaderValue.raw(str(index).encode())}
+    assert message.headers == wanted
+
+
+@pytest.mark.parametrize("compression", CODECS)
+def test_iggy_sdk_reads_a_kafka_topic_under_every_codec(server, iggy, compression):
+    topic = produce_kafka(server, compression)
+    polled = iggy.poll_messages("kafka", topic, partition_id=1,
+                                strategy=PollingStrategy.offset(0), count=1000)
+    assert polled.count == COUNT and polled.current_offset == COUNT - 1
+    for index, message in enumerate(polled.messages):
+        check_iggy_message(message, index)
+    # inside a batch: exactly the offsets asked for, and auto-commit goes on from there
+    middle = iggy.poll_messages("kafka", topic, partition_id=1,
+                                strategy=PollingStrategy.offset(45), count=7)
+    assert [m.offset for m in middle.messages] == list(range(45, 52))
+    # by timestamp: exact to the record, though the Kafka format indexes whole batches
+    timed = iggy.poll_messages("kafka", topic, partition_id=1, count=2,
+                               strategy=PollingStrategy.timestamp(expected(50)[2] * 1000 - 1))
+    assert [m.offset for m in timed.messages] == [50, 51]
+    last = iggy.poll_messages("kafka", topic, partition_id=1, strategy=PollingStrategy.last(),
+                              count=3)
+    assert [m.offset for m in last.messages] == [COUNT - 3, COUNT - 2, COUNT - 1]
+    for start in (0, 5, 10):
+        step = iggy.poll_messages("kafka", topic, consumer=9, partition_id=1,
+                                  strategy=PollingStrategy.next(), count=5, auto_commit=True)
+        assert [m.offset for m in step.messages] == list(range(start, start + 5))
+
+
+def test_http_api_reads_a_kafka_topic(server):
+    topic = produce_kafka(server, "zstd")
+    login = httpx.post(f"{server.http_url}/users/login",
+                       json={"username": "iggy", "password": "iggy"})
+    token = login.json()["access_token"]["token"]
+    answer = httpx.get(f"{server.http_url}/streams/kafka/topics/{topic}/messages",
+                       params={"partition_id": 1, "kind": "offset", "value": 10, "count": 3},
+                       headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert len(body["messages"]) == 3 and body["current_offset"] == COUNT - 1
+    for index, message in zip(range(10, 13), body["messages"]):
+        key, value, timestamp, _ = expected(index)
+        assert message["offset"] == index and message["timestamp"] == timestamp * 1000
+        assert base64.b64decode(message["payload"]) == (value or b"")
+        assert message["id"] == 0 and message["checksum"] == zlib.crc32(value or b"")
+        keys = {} if key is None else {
+            "rill.key": {"kind": "raw", "value": base64.b64encode(key).decode()}}
+        assert message["headers"] == keys | {
+            "n": {"kind": "raw", "value": base64.b64encode(str(index).encode()).decode()},
+            "i": {"kind": "raw", "value": base64.b64encode(str(index).encode()).decode()}}
+
+
+def test_the_cli_reads_a_kafka_topic(server, tmp_path):
+    topic = produce_kafka(server, "lz4")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RILL_")}
+    env.update(RILL_HOME=str(tmp_path), RILL_ADDRESS=server.address, RILL_USERNAME="iggy",
+               RILL_PASSWORD="iggy", NO_COLOR="1", TERM="dumb")
+    rill = os.path.join(os.path.dirname(os.sys.executable), "rill")
+    done = subprocess.run([rill, "--json", "message", "poll", "kafka", topic, "--partition", "1",
+                           "--offset", "21", "--count", "2", "--encoding", "base64"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    polled = json.loads(done.stdout)
+    assert polled["count"] == 2
+    messages = polled["messages"]
+    assert [m["offset"] for m in messages] == [21, 22]
+    assert [base64.b64decode(m["payload"]) for m in messages] == [expected(21)[1], expected(22)[1]]
+    assert messages[0]["headers"]["rill.key"]["kind"] == "raw"
+    assert messages[0]["timestamp"] == expected(21)[2] * 1000
+
+
+# -- Iggy -> Kafka ---------------------------------------------------------------------------
+
+def iggy_topic(server, iggy) -> tuple[str, list]:
+    """An Iggy-format topic in the Kafka stream, written by the Iggy SDK: what its poll shows."""
+    name = "iggy-" + uuid.uuid4().hex[:8]
+    try:
+        iggy.create_stream("kafka")
+    except Exception:  # noqa: BLE001 - it exists
+        pass
+    iggy.create_topic("kafka", name, partitions_count=1)
+    iggy.send_messages("kafka", name, [
+        Message(b"first", headers={"rill.key": HeaderValue.raw(b"k1"),
+                                   "trace": HeaderValue.string("abc"),
+                                   "n": HeaderValue.int(HeaderKind.UINT32, 7)}),
+        Message(b"second", id=99),
+    ], partitioning=1)
+    iggy.send_messages("kafka", name, [Message(b"third", headers={
+        "flag": HeaderValue.bool(True)})], partitioning=1)
+    polled = iggy.poll_messages("kafka", name, partition_id=1, strategy=PollingStrategy.first(),
+                                count=10).messages
+    assert len(polled) == 3
+    return name, polled
+
+
+WANTED = [
+    (b"k1", b"first", [("trace", b"abc"), ("n", (7).to_bytes(4, "little"))]),
+    (None, b"second", []),
+    (None, b"third", [("flag", b"\x01")]),
+]
+
+
+def test_librdkafka_reads_an_iggy_topic(server, iggy):
+    name, polled = iggy_topic(server, iggy)
+    consumer = Consumer({"bootstrap.servers": bootstrap(server), "group.id": "g-" + name,
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(name, 0, 0)])
+        got = []
+        while len(got) < 3:
+            message = consumer.poll(10)
+            assert message is not None, got
+            assert message.error() is None, message.error()
+            got.append(message)
+        low, high = consumer.get_watermark_offsets(TopicPartition(name, 0), timeout=10)
+        assert (low, high) == (0, 3)
+        # ListOffsets by time: the first record at or after the second one's ms
+        second_ms = polled[1].timestamp // 1000
+        found = consumer.offsets_for_times([TopicPartition(name, 0, second_ms)], timeout=10)
+        assert found[0].offset == (0 if polled[0].timestamp // 1000 >= second_ms else 1)
+    finally:
+        consumer.close()
+    assert [m.offset() for m in got] == [0, 1, 2]
+    assert [(m.key(), m.value(), m.headers() or []) for m in got] == WANTED
+    assert [m.timestamp() for m in got] == [(1, p.timestamp // 1000) for p in polled]
+
+
+def test_kafka_python_reads_an_iggy_topic(server, iggy):
+    name, polled = iggy_topic(server, iggy)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap(server), enable_auto_commit=False,
+                             consumer_timeout_ms=10_000)
+    try:
+        partition = KpTopicPartition(name, 0)
+        consumer.assign([partition])
+        consumer.seek(partition, 1)
+        got = [next(consumer), next(consumer)]
+    finally:
+        consumer.close()
+    assert [(r.offset, r.key, r.value, list(r.headers), r.timestamp) for r in got] == [
+        (1, None, b"second", [], polled[1].timestamp // 1000),
+        (2, None, b"third", [("flag", b"\x01")], polled[2].timestamp // 1000)]
+
+
+def test_kafka_produce_to_an_iggy_topic_is_refused_and_writes_nothing(server, iggy):
+    name, _ = iggy_topic(server, iggy)
+    raw = Raw(server)
+    try:
+        answer = produce(raw, name, batch([(b"k", b"v", 1)]))
+        assert answer.error_code == ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+        assert "Kafka clients may read it" in answer.error_message
+        assert list_offset(raw, name, -1).offset == 3
+        fetched = fetch(raw, name, 3).responses[0].partitions[0]
+        assert (fetched.error_code, fetched.high_watermark) == (ErrorCode.NONE, 3)
+    finally:
+        raw.close()
+    assert iggy.poll_messages("kafka", name, partition_id=1, strategy=PollingStrategy.first(),
+                              count=10).count == 3
