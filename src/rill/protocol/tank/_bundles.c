@@ -84,11 +84,20 @@ static inline void store_u64(uint8_t *p, uint64_t v) {
     memcpy(p, &v, 8);
 }
 
+/* "O&" converter: a Python int in 0..2^64-1, else OverflowError/TypeError (never wraps) */
+static int to_u64(PyObject *object, void *address) {
+    unsigned long long value = PyLong_AsUnsignedLongLong(object);
+    if (value == (unsigned long long)-1 && PyErr_Occurred()) return 0;
+    *(unsigned long long *)address = value;
+    return 1;
+}
+
 static PyObject *decode_set(PyObject *module, PyObject *args) {
     Py_buffer buffer;
     unsigned long long count_arg, first_seq, last_seq;
     int sparse;
-    if (!PyArg_ParseTuple(args, "y*KpKK", &buffer, &count_arg, &sparse, &first_seq, &last_seq))
+    if (!PyArg_ParseTuple(args, "y*O&pO&O&", &buffer, to_u64, &count_arg, &sparse, to_u64,
+                          &first_seq, to_u64, &last_seq))
         return NULL;
     const uint8_t *data = buffer.buf;
     Py_ssize_t end = buffer.len;
