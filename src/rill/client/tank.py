@@ -15,8 +15,8 @@ Rules kept here: requests are matched to responses by ``request_id`` (a long-pol
 is answered after later requests); the broker's ping on accept and any later ping are read and
 dropped; a client ping gets no answer, so ``ping()`` only writes it. Consume reading follows
 §6.7: messages below the requested seq are dropped, reading stops at the first message above
-``hwm``, and a partition's ``next_seq`` is the seq to ask for next. When the link drops, every
-waiting call fails with ``ConnectionError``.
+``hwm``, and a partition's ``next_seq`` is the seq to ask for next. When the link drops (or an
+answer cannot be read), every waiting call and every later one fails with ``ConnectionError``.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from rill.protocol.tank.messages import (
     DiscoverPartitionsRequest,
     DiscoverTopicsRequest,
     DiscoverTopologyRequest,
+    SEQ_ONLY_NEW,
     MsgId,
     Ping,
     ProducePartition,
@@ -164,6 +165,8 @@ def consume_results(request: ConsumeRequest, response: ConsumeResponse) -> list[
             seq = asked.get((topic.name, part.partition), 0)
             fetched = Fetched(topic.name, part.partition, part.flag, part.hwm, seq,
                               part.first_available)
+            if seq == SEQ_ONLY_NEW and part.flag == ConsumeFlag.OK:
+                fetched.next_seq = part.hwm + 1  # asked for new messages only, got none yet
             out.append(fetched)
             if part.flag not in (ConsumeFlag.OK, ConsumeFlag.SPARSE_FIRST) or not part.chunk:
                 continue
@@ -201,6 +204,7 @@ class TankClient:
         self._read_task: asyncio.Task | None = None
         self._waiting: dict[int, asyncio.Future] = {}
         self._ids = itertools.count(1)
+        self._broken: Exception | None = None  # why the link can no longer be read
         self.pings_received = 0
 
     async def __aenter__(self) -> TankClient:
@@ -286,6 +290,8 @@ class TankClient:
     async def _call(self, request):
         if self._writer is None:
             raise ConnectionError("the TANK client is not connected")
+        if self._broken is not None:
+            raise self._broken
         future = asyncio.get_running_loop().create_future()
         self._waiting[request.request_id] = future
         try:
@@ -319,6 +325,8 @@ class TankClient:
                 self._writer.close()
 
     def _fail_all(self, error: Exception) -> None:
+        if self._broken is None:
+            self._broken = error
         for future in self._waiting.values():
             if not future.done():
                 future.set_exception(error)

@@ -15,7 +15,8 @@
  * Invariants: every length is bounds-checked before it is used; nothing is read past ``data``;
  * ``count`` is checked against the input size before any list is allocated (a message takes at
  * least 2 bytes), so a lying count costs nothing; encode computes the exact size in a first
- * pass, allocates once and writes in a second. Results, error kinds and texts are the
+ * pass, allocates once and writes in a second, checking every write against the allocation
+ * (a buffer whose size changed between the passes is a RuntimeError, never an overrun). Results, error kinds and texts are the
  * reference's, byte for byte (tests/protocol/tank/test_bundle_twins.py).
  */
 
@@ -394,6 +395,7 @@ static PyObject *encode_set(PyObject *module, PyObject *args) {
     /* pass 2: write */
     if (!(result = PyBytes_FromStringAndSize(NULL, total))) goto done;
     uint8_t *out = (uint8_t *)PyBytes_AS_STRING(result);
+    uint8_t *const limit = out + total;
     have_last_ts = 0;
     for (Py_ssize_t index = 0; index < count; index++) {
         PyObject *key = key_items ? key_items[index] : Py_None;
@@ -407,6 +409,9 @@ static PyObject *encode_set(PyObject *module, PyObject *args) {
             else
                 delta = 1;
         }
+        Py_ssize_t head = 1 + (delta ? varint_size(sq[index] - sq[index - 1] - 1) : 0) +
+                          ((flags & MSG_USE_LAST_TS) ? 0 : 8);
+        if (limit - out < head) goto changed;
         *out++ = flags;
         if (delta) out = write_varint(out, sq[index] - sq[index - 1] - 1);
         if (!(flags & MSG_USE_LAST_TS)) {
@@ -417,22 +422,26 @@ static PyObject *encode_set(PyObject *module, PyObject *args) {
         }
         if (key != Py_None) {
             if (item_get(key, &item) < 0) goto fail;
+            if (item.size > 255 || limit - out < 1 + item.size) goto changed;
             *out++ = (uint8_t)item.size;
             memcpy(out, item.data, (size_t)item.size);
             out += item.size;
             item_release(&item);
         }
         if (item_get(value_items[index], &item) < 0) goto fail;
+        if ((uint64_t)item.size > MAX_U32 ||
+            limit - out < varint_size((uint64_t)item.size) + item.size)
+            goto changed;
         out = write_varint(out, (uint64_t)item.size);
         memcpy(out, item.data, (size_t)item.size);
         out += item.size;
         item_release(&item);
     }
-    if (out != (uint8_t *)PyBytes_AS_STRING(result) + total) {
-        PyErr_SetString(PyExc_RuntimeError, "encode_set: a column changed while it was encoded");
-        goto fail;
-    }
+    if (out != limit) goto changed;
     goto done;
+changed: /* sizes differ from pass 1 (an object whose buffer changed): never write past */
+    item_release(&item);
+    PyErr_SetString(PyExc_RuntimeError, "encode_set: a column changed while it was encoded");
 fail:
     Py_CLEAR(result);
 done:

@@ -280,7 +280,7 @@ def decode_header(bundle) -> BundleHeader:
 
 
 def message_set(bundle, header: BundleHeader,
-                max_set_size: int = DEFAULT_MAX_SET_SIZE) -> bytes | memoryview:
+                max_set_size: int = DEFAULT_MAX_SET_SIZE) -> memoryview:
     """The (decompressed) message set of ``bundle``."""
     raw = memoryview(bundle)[header.set_offset :]
     if header.codec == CODEC_NONE:
@@ -292,7 +292,7 @@ def message_set(bundle, header: BundleHeader,
     if announced > max_set_size:
         raise BundleError(f"Snappy block announces {announced} bytes (limit {max_set_size})")
     try:
-        return bytes(cramjam.snappy.decompress_raw(bytes(raw)))
+        return memoryview(cramjam.snappy.decompress_raw(raw))  # no copy either way
     except Exception as error:  # cramjam raises its own DecompressionError
         raise BundleError(f"corrupt Snappy block: {error}") from None
 
@@ -343,8 +343,8 @@ def encode_bundle(values: Sequence, keys: Sequence | None = None,
         if count != 1:
             header += encode_varint(seqs[-1] - seqs[0] - 1)
     if codec == CODEC_SNAPPY:
-        body = bytes(cramjam.snappy.compress_raw(body))
-    return bytes(header) + body
+        body = cramjam.snappy.compress_raw(body)
+    return b"".join((header, body))
 
 
 # --- chunks ----------------------------------------------------------------------------------
