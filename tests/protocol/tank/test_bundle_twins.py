@@ -102,7 +102,8 @@ def test_malformed_message_sets_get_the_same_answer(seed):
             continue
         else:
             bad_last = last + rng.choice([-1, 1, 5]) if sparse else last
-            result = both_decode(bytes(data), count, sparse, first, min(max(bad_last, 0), 2**64 - 1))
+            bad_last = min(max(bad_last, 0), 2**64 - 1)
+            result = both_decode(bytes(data), count, sparse, first, bad_last)
             faults += len(result) == 2
             continue
         result = both_decode(bytes(data), count, sparse, first, last)

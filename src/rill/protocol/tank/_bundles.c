@@ -16,8 +16,9 @@
  * ``count`` is checked against the input size before any list is allocated (a message takes at
  * least 2 bytes), so a lying count costs nothing; encode computes the exact size in a first
  * pass, allocates once and writes in a second, checking every write against the allocation
- * (a buffer whose size changed between the passes is a RuntimeError, never an overrun). Results, error kinds and texts are the
- * reference's, byte for byte (tests/protocol/tank/test_bundle_twins.py).
+ * (a buffer whose size changed between the passes is a RuntimeError, never an overrun).
+ * Results, error kinds and texts are the reference's, byte for byte
+ * (tests/protocol/tank/test_bundle_twins.py).
  */
 
 #define PY_SSIZE_T_CLEAN

@@ -759,6 +759,8 @@ def _decode_consume_response(r: Reader) -> ConsumeResponse:
     for _ in range(header.u8()):
         name = header.str8()
         count = header.u8()
+        # an unknown topic answers 0xFFFF where its first partition id would be (§6.2), so a
+        # partition numbered 0xFFFF cannot be told from it; TANK's limit is 65 530 (§7)
         if (header.remaining >= 2 and header.data[header.offset] == 0xFF
                 and header.data[header.offset + 1] == 0xFF):
             header.u16()
