@@ -1,8 +1,10 @@
-"""Build of rill's one C extension; everything else about the package is in pyproject.toml.
+"""Build of rill's C extensions; everything else about the package is in pyproject.toml.
 
 ``rill.server.storage._stamp`` is the C twin of ``records.stamp_batch_python`` (the send hot
-loop). It is optional: when it cannot be compiled (no C compiler, an unusual platform) the
-install still succeeds and rill runs the pure-Python reference (``records.ACCELERATED`` tells).
+loop); ``rill.protocol.tank._bundles`` the C twin of the TANK bundle loops
+(``bundles.decode_set_python`` / ``encode_set_python``). Both are optional: when one cannot be
+compiled (no C compiler, an unusual platform) the install still succeeds and rill runs the
+pure-Python reference (``records.ACCELERATED`` / ``bundles.ACCELERATED`` tell).
 """
 
 import sys
@@ -18,6 +20,12 @@ setup(
             sources=["src/rill/server/storage/_stamp.c"],
             extra_compile_args=compile_args,
             optional=True,
-        )
+        ),
+        Extension(
+            "rill.protocol.tank._bundles",
+            sources=["src/rill/protocol/tank/_bundles.c"],
+            extra_compile_args=compile_args,
+            optional=True,
+        ),
     ]
 )

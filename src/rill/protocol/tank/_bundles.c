@@ -1,0 +1,484 @@
+/*
+ * _bundles: the C twins of the per-message loops of TANK bundles
+ * (rill.protocol.tank.bundles.decode_set_python / encode_set_python, the reference).
+ *
+ * Owns: walking a TANK message set (tank-wire-reference §4.2, §4.4) into columns, and building
+ * one from columns. Headers, Snappy and chunk framing stay in bundles.py (once per bundle).
+ *
+ * decode_set(data, count, sparse, first_seq, last_seq)
+ *     -> (keys, values, timestamps, seqs)          four lists of ``count`` items
+ *     -> (kind, text)                              malformed: the reference's error kind and text
+ * encode_set(keys | None, values, timestamps, seqs | None)
+ *     -> bytes                                     the message set
+ *     -> str                                       the columns are invalid: the reference's text
+ *
+ * Invariants: every length is bounds-checked before it is used; nothing is read past ``data``;
+ * ``count`` is checked against the input size before any list is allocated (a message takes at
+ * least 2 bytes), so a lying count costs nothing; encode computes the exact size in a first
+ * pass, allocates once and writes in a second, checking every write against the allocation
+ * (a buffer whose size changed between the passes is a RuntimeError, never an overrun).
+ * Results, error kinds and texts are the reference's, byte for byte
+ * (tests/protocol/tank/test_bundle_twins.py).
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define ERR_TRUNCATED 1
+#define ERR_VARINT 2
+#define ERR_BUNDLE 3
+#define ERR_LENGTH 4
+
+#define MSG_HAVE_KEY 0x01
+#define MSG_USE_LAST_TS 0x02
+#define MSG_PREV_PLUS_ONE 0x04
+#define MSG_KNOWN_FLAGS 0x07
+#define MAX_SEQ 0xFFFFFFFFFFFFFFFEULL
+#define MAX_U32 0xFFFFFFFFULL
+
+static PyObject *fault(int kind, const char *format, ...) {
+    char text[160];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(text, sizeof text, format, args);
+    va_end(args);
+    return Py_BuildValue("(is)", kind, text);
+}
+
+/* 0: ok; 1: truncated; 2: longer than 32 bits */
+static int read_varint(const uint8_t *data, Py_ssize_t end, Py_ssize_t *offset, uint64_t *value) {
+    uint64_t result = 0;
+    Py_ssize_t at = *offset;
+    for (int index = 0; index < 5; index++) {
+        if (at + index >= end) return 1;
+        uint8_t byte = data[at + index];
+        if (index == 4) {
+            if (byte > 0x0f) return 2;
+            *value = result | ((uint64_t)byte << 28);
+            *offset = at + 5;
+            return 0;
+        }
+        result |= (uint64_t)(byte & 0x7f) << (7 * index);
+        if (byte < 0x80) {
+            *value = result;
+            *offset = at + index + 1;
+            return 0;
+        }
+    }
+    return 1; /* unreachable */
+}
+
+static inline uint64_t load_u64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+static inline void store_u64(uint8_t *p, uint64_t v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    memcpy(p, &v, 8);
+}
+
+/* "O&" converter: a Python int in 0..2^64-1, else OverflowError/TypeError (never wraps) */
+static int to_u64(PyObject *object, void *address) {
+    unsigned long long value = PyLong_AsUnsignedLongLong(object);
+    if (value == (unsigned long long)-1 && PyErr_Occurred()) return 0;
+    *(unsigned long long *)address = value;
+    return 1;
+}
+
+static PyObject *decode_set(PyObject *module, PyObject *args) {
+    Py_buffer buffer;
+    unsigned long long count_arg, first_seq, last_seq;
+    int sparse;
+    if (!PyArg_ParseTuple(args, "y*O&pO&O&", &buffer, to_u64, &count_arg, &sparse, to_u64,
+                          &first_seq, to_u64, &last_seq))
+        return NULL;
+    const uint8_t *data = buffer.buf;
+    Py_ssize_t end = buffer.len;
+    PyObject *keys = NULL, *values = NULL, *timestamps = NULL, *seqs = NULL, *result = NULL;
+    if (count_arg > (unsigned long long)(end / 2)) {
+        result = fault(ERR_TRUNCATED, "%llu messages cannot fit in %zd bytes", count_arg, end);
+        goto done;
+    }
+    Py_ssize_t count = (Py_ssize_t)count_arg;
+    if (!(keys = PyList_New(count)) || !(values = PyList_New(count)) ||
+        !(timestamps = PyList_New(count)) || !(seqs = PyList_New(count)))
+        goto done;
+    Py_ssize_t offset = 0;
+    uint64_t timestamp = 0;
+    uint64_t previous = sparse ? first_seq - 1 : 0;
+    uint64_t seq = 0;
+    PyObject *last_ts_object = NULL; /* borrowed from the timestamps list */
+    for (Py_ssize_t index = 0; index < count; index++) {
+        if (offset >= end) goto truncated;
+        uint8_t flags = data[offset++];
+        if (flags & ~MSG_KNOWN_FLAGS) {
+            result = fault(ERR_BUNDLE, "message %zd: unknown flags 0x%02x", index, flags);
+            goto done;
+        }
+        if (sparse) {
+            if (flags & MSG_PREV_PLUS_ONE) {
+                seq = previous + 1;
+            } else if (index == 0) {
+                seq = first_seq;
+            } else if (index == count - 1) {
+                seq = last_seq;
+            } else {
+                uint64_t delta;
+                int bad = read_varint(data, end, &offset, &delta);
+                if (bad == 1) goto truncated;
+                if (bad == 2) {
+                    result = fault(ERR_VARINT, "message %zd: varint longer than 32 bits", index);
+                    goto done;
+                }
+                seq = previous + delta + 1;
+                if (seq < previous) seq = UINT64_MAX;
+            }
+            if (index && seq <= previous) {
+                result = fault(ERR_BUNDLE, "message %zd: sequence numbers do not increase", index);
+                goto done;
+            }
+            if (seq > MAX_SEQ) {
+                result = fault(ERR_BUNDLE, "message %zd: sequence number above 2^64-2", index);
+                goto done;
+            }
+            previous = seq;
+        } else {
+            seq = first_seq + (uint64_t)index;
+        }
+        PyObject *ts_object;
+        if (!(flags & MSG_USE_LAST_TS)) {
+            if (end - offset < 8) goto truncated;
+            timestamp = load_u64(data + offset);
+            offset += 8;
+            if (!(ts_object = PyLong_FromUnsignedLongLong(timestamp))) goto done;
+            last_ts_object = ts_object;
+        } else if (last_ts_object != NULL) {
+            ts_object = last_ts_object;
+            Py_INCREF(ts_object);
+        } else {
+            if (!(ts_object = PyLong_FromUnsignedLongLong(timestamp))) goto done;
+            last_ts_object = ts_object;
+        }
+        PyList_SET_ITEM(timestamps, index, ts_object);
+        PyObject *key;
+        if (flags & MSG_HAVE_KEY) {
+            if (offset >= end) goto truncated;
+            Py_ssize_t size = data[offset++];
+            if (end - offset < size) goto truncated;
+            if (!(key = PyBytes_FromStringAndSize((const char *)data + offset, size))) goto done;
+            offset += size;
+        } else {
+            key = Py_None;
+            Py_INCREF(key);
+        }
+        PyList_SET_ITEM(keys, index, key);
+        uint64_t size;
+        int bad = read_varint(data, end, &offset, &size);
+        if (bad == 1) goto truncated;
+        if (bad == 2) {
+            result = fault(ERR_VARINT, "message %zd: varint longer than 32 bits", index);
+            goto done;
+        }
+        if ((uint64_t)(end - offset) < size) goto truncated;
+        PyObject *value = PyBytes_FromStringAndSize((const char *)data + offset, (Py_ssize_t)size);
+        if (!value) goto done;
+        offset += (Py_ssize_t)size;
+        PyList_SET_ITEM(values, index, value);
+        PyObject *seq_object = PyLong_FromUnsignedLongLong(seq);
+        if (!seq_object) goto done;
+        PyList_SET_ITEM(seqs, index, seq_object);
+        continue;
+    truncated:
+        result = fault(ERR_TRUNCATED, "message %zd: the message set ends inside it", index);
+        goto done;
+    }
+    if (sparse && count && seq != last_seq) {
+        result = fault(ERR_BUNDLE, "the last sequence number disagrees with the header");
+        goto done;
+    }
+    if (offset != end) {
+        result = fault(ERR_LENGTH, "%zd bytes left after the last message", end - offset);
+        goto done;
+    }
+    result = PyTuple_Pack(4, keys, values, timestamps, seqs);
+done:
+    /* lists are created with NULL items; Py_DECREF of a partly filled list is safe */
+    Py_XDECREF(keys);
+    Py_XDECREF(values);
+    Py_XDECREF(timestamps);
+    Py_XDECREF(seqs);
+    PyBuffer_Release(&buffer);
+    return result;
+}
+
+static inline Py_ssize_t varint_size(uint64_t value) {
+    Py_ssize_t size = 1;
+    while (value >= 0x80) {
+        value >>= 7;
+        size++;
+    }
+    return size;
+}
+
+static inline uint8_t *write_varint(uint8_t *out, uint64_t value) {
+    while (value >= 0x80) {
+        *out++ = (uint8_t)((value & 0x7f) | 0x80);
+        value >>= 7;
+    }
+    *out++ = (uint8_t)value;
+    return out;
+}
+
+/* a bytes-like item: pointer and size (bytes fast path; anything with the buffer protocol) */
+typedef struct {
+    const char *data;
+    Py_ssize_t size;
+    int has_buffer;
+    Py_buffer view;
+} Item;
+
+static int item_get(PyObject *object, Item *item) {
+    item->has_buffer = 0;
+    if (PyBytes_CheckExact(object)) {
+        item->data = PyBytes_AS_STRING(object);
+        item->size = PyBytes_GET_SIZE(object);
+        return 0;
+    }
+    if (PyObject_GetBuffer(object, &item->view, PyBUF_CONTIG_RO) < 0) return -1;
+    item->has_buffer = 1;
+    item->data = item->view.buf;
+    item->size = item->view.len;
+    return 0;
+}
+
+static void item_release(Item *item) {
+    if (item->has_buffer) PyBuffer_Release(&item->view);
+    item->has_buffer = 0;
+}
+
+/* a column item as uint64, or -1 with an exception / 1 when out of range */
+static int as_u64(PyObject *object, uint64_t *value) {
+    if (!PyLong_Check(object)) {
+        PyErr_Format(PyExc_TypeError, "an int is needed, not %.100s", Py_TYPE(object)->tp_name);
+        return -1;
+    }
+    int overflow = 0;
+    long long small = PyLong_AsLongLongAndOverflow(object, &overflow);
+    if (small == -1 && PyErr_Occurred()) return -1;
+    if (!overflow) {
+        if (small < 0) return 1;
+        *value = (uint64_t)small;
+        return 0;
+    }
+    if (overflow < 0) return 1;
+    unsigned long long big = PyLong_AsUnsignedLongLong(object);
+    if (big == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 1;
+    }
+    *value = big;
+    return 0;
+}
+
+static PyObject *encode_set(PyObject *module, PyObject *args) {
+    PyObject *keys_arg, *values_arg, *timestamps_arg, *seqs_arg;
+    if (!PyArg_ParseTuple(args, "OOOO", &keys_arg, &values_arg, &timestamps_arg, &seqs_arg))
+        return NULL;
+    PyObject *keys = NULL, *values = NULL, *timestamps = NULL, *seqs = NULL, *result = NULL;
+    uint64_t *ts = NULL, *sq = NULL;
+    Item item;
+    item.has_buffer = 0;
+    if (!(values = PySequence_Fast(values_arg, "values must be a sequence"))) goto done;
+    if (!(timestamps = PySequence_Fast(timestamps_arg, "timestamps must be a sequence"))) goto done;
+    if (keys_arg != Py_None && !(keys = PySequence_Fast(keys_arg, "keys must be a sequence")))
+        goto done;
+    if (seqs_arg != Py_None && !(seqs = PySequence_Fast(seqs_arg, "seqs must be a sequence")))
+        goto done;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(values);
+    if (!count) {
+        result = PyUnicode_FromString("a bundle needs at least one message");
+        goto done;
+    }
+    if (PySequence_Fast_GET_SIZE(timestamps) != count ||
+        (keys && PySequence_Fast_GET_SIZE(keys) != count) ||
+        (seqs && PySequence_Fast_GET_SIZE(seqs) != count)) {
+        result = PyUnicode_FromString("the columns differ in length");
+        goto done;
+    }
+    if (!(ts = PyMem_Malloc(sizeof(uint64_t) * (size_t)count))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (seqs && !(sq = PyMem_Malloc(sizeof(uint64_t) * (size_t)count))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    PyObject **value_items = PySequence_Fast_ITEMS(values);
+    PyObject **ts_items = PySequence_Fast_ITEMS(timestamps);
+    PyObject **key_items = keys ? PySequence_Fast_ITEMS(keys) : NULL;
+    PyObject **seq_items = seqs ? PySequence_Fast_ITEMS(seqs) : NULL;
+    /* pass 1: validate in the reference's order and size the output */
+    Py_ssize_t total = 0;
+    uint64_t last_ts = 0, previous = 0;
+    int have_last_ts = 0;
+    for (Py_ssize_t index = 0; index < count; index++) {
+        int range = as_u64(ts_items[index], &ts[index]);
+        if (range < 0) goto done;
+        if (range) {
+            result = PyUnicode_FromFormat("message %zd: timestamp outside 0..2^64-1", index);
+            goto done;
+        }
+        Py_ssize_t size = 1;
+        PyObject *key = key_items ? key_items[index] : Py_None;
+        if (key != Py_None) {
+            if (item_get(key, &item) < 0) goto done;
+            Py_ssize_t key_size = item.size;
+            item_release(&item);
+            if (key_size > 255) {
+                result = PyUnicode_FromFormat("message %zd: key longer than 255 bytes", index);
+                goto done;
+            }
+            size += 1 + key_size;
+        }
+        int same_ts = index && have_last_ts && ts[index] == last_ts;
+        if (sq) {
+            uint64_t seq;
+            range = as_u64(seq_items[index], &seq);
+            if (range < 0) goto done;
+            if (index == 0) {
+                if (range || seq < 1 || seq > MAX_SEQ) {
+                    result = PyUnicode_FromFormat(
+                        "message %zd: sequence number outside 1..2^64-2", index);
+                    goto done;
+                }
+            } else {
+                if (range || seq <= previous || seq > MAX_SEQ) {
+                    result = PyUnicode_FromFormat(
+                        "message %zd: sequence numbers do not increase", index);
+                    goto done;
+                }
+                if (index != count - 1 && seq != previous + 1) {
+                    if (seq - previous - 1 > MAX_U32) {
+                        result = PyUnicode_FromFormat(
+                            "message %zd: sequence gap wider than 2^32-1", index);
+                        goto done;
+                    }
+                    size += varint_size(seq - previous - 1);
+                }
+            }
+            sq[index] = seq;
+            previous = seq;
+        }
+        if (item_get(value_items[index], &item) < 0) goto done;
+        Py_ssize_t value_size = item.size;
+        item_release(&item);
+        if ((uint64_t)value_size > MAX_U32) {
+            result = PyUnicode_FromFormat("message %zd: content longer than 2^32-1 bytes", index);
+            goto done;
+        }
+        if (!same_ts) {
+            size += 8;
+            last_ts = ts[index];
+            have_last_ts = 1;
+        }
+        size += varint_size((uint64_t)value_size) + value_size;
+        total += size;
+    }
+    /* pass 2: write */
+    if (!(result = PyBytes_FromStringAndSize(NULL, total))) goto done;
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(result);
+    uint8_t *const limit = out + total;
+    have_last_ts = 0;
+    for (Py_ssize_t index = 0; index < count; index++) {
+        PyObject *key = key_items ? key_items[index] : Py_None;
+        uint8_t flags = 0;
+        if (key != Py_None) flags |= MSG_HAVE_KEY;
+        if (index && have_last_ts && ts[index] == last_ts) flags |= MSG_USE_LAST_TS;
+        int delta = 0;
+        if (sq && index && index != count - 1) {
+            if (sq[index] == sq[index - 1] + 1)
+                flags |= MSG_PREV_PLUS_ONE;
+            else
+                delta = 1;
+        }
+        Py_ssize_t head = 1 + (delta ? varint_size(sq[index] - sq[index - 1] - 1) : 0) +
+                          ((flags & MSG_USE_LAST_TS) ? 0 : 8);
+        if (limit - out < head) goto changed;
+        *out++ = flags;
+        if (delta) out = write_varint(out, sq[index] - sq[index - 1] - 1);
+        if (!(flags & MSG_USE_LAST_TS)) {
+            store_u64(out, ts[index]);
+            out += 8;
+            last_ts = ts[index];
+            have_last_ts = 1;
+        }
+        if (key != Py_None) {
+            if (item_get(key, &item) < 0) goto fail;
+            if (item.size > 255 || limit - out < 1 + item.size) goto changed;
+            *out++ = (uint8_t)item.size;
+            memcpy(out, item.data, (size_t)item.size);
+            out += item.size;
+            item_release(&item);
+        }
+        if (item_get(value_items[index], &item) < 0) goto fail;
+        if ((uint64_t)item.size > MAX_U32 ||
+            limit - out < varint_size((uint64_t)item.size) + item.size)
+            goto changed;
+        out = write_varint(out, (uint64_t)item.size);
+        memcpy(out, item.data, (size_t)item.size);
+        out += item.size;
+        item_release(&item);
+    }
+    if (out != limit) goto changed;
+    goto done;
+changed: /* sizes differ from pass 1 (an object whose buffer changed): never write past */
+    item_release(&item);
+    PyErr_SetString(PyExc_RuntimeError, "encode_set: a column changed while it was encoded");
+fail:
+    Py_CLEAR(result);
+done:
+    item_release(&item);
+    PyMem_Free(ts);
+    PyMem_Free(sq);
+    Py_XDECREF(keys);
+    Py_XDECREF(values);
+    Py_XDECREF(timestamps);
+    Py_XDECREF(seqs);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"decode_set", decode_set, METH_VARARGS,
+     "decode_set(data, count, sparse, first_seq, last_seq) -> (keys, values, timestamps, seqs) "
+     "or (error kind, text)"},
+    {"encode_set", encode_set, METH_VARARGS,
+     "encode_set(keys, values, timestamps, seqs) -> bytes, or str naming the fault"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_bundles",
+    "C twins of rill.protocol.tank.bundles' per-message loops", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__bundles(void) {
+    PyObject *module = PyModule_Create(&module_def);
+    if (!module) return NULL;
+    if (PyModule_AddIntConstant(module, "ERR_TRUNCATED", ERR_TRUNCATED) < 0 ||
+        PyModule_AddIntConstant(module, "ERR_VARINT", ERR_VARINT) < 0 ||
+        PyModule_AddIntConstant(module, "ERR_BUNDLE", ERR_BUNDLE) < 0 ||
+        PyModule_AddIntConstant(module, "ERR_LENGTH", ERR_LENGTH) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

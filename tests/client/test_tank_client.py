@@ -1,0 +1,227 @@
+"""rill's TANK client (``rill.client.tank``) at unit level: the requests it builds are the
+codec's (and the reference's captured frames), its reading of answers follows §6.7, and its
+connection plumbing matches answers by request id and drops the broker's pings. No server:
+the listener task brings the integration tests."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from rill.client.tank import (
+    UNKNOWN_TOPIC_FLAG,
+    Batch,
+    TankClient,
+    TankProduceError,
+    consume_request,
+    consume_results,
+    produce_request,
+    produce_results,
+)
+from rill.protocol.tank.bundles import decode_bundle, encode_bundle, frame_bundle
+from rill.protocol.tank.errors import ConsumeFlag, ProduceError
+from rill.protocol.tank.framing import PING_FRAME
+from rill.protocol.tank.messages import (
+    ConsumePartitionResult,
+    ConsumeResponse,
+    ConsumeTopicResult,
+    CreateTopicResponse,
+    MsgId,
+    ProduceResponse,
+    StatusResponse,
+    decode_request,
+    encode_request,
+    encode_response,
+)
+
+TS = 1_700_000_000_000
+
+
+def decoded(request):
+    frame = encode_request(request)
+    return frame[0], decode_request(frame[0], frame[5:])
+
+
+def test_produce_request_carries_keys_timestamps_and_snappy_through_the_codec():
+    values = [b"value-%d" % i * 40 for i in range(100)]
+    keys = [b"k%d" % (i % 3) if i % 4 else None for i in range(100)]
+    timestamps = [TS + i // 10 for i in range(100)]
+    request = produce_request(5, [Batch("orders", 2, values, keys, timestamps, codec="snappy")])
+    msg_id, back = decoded(request)
+    assert msg_id == MsgId.PRODUCE and back.request_id == 5
+    [topic] = back.topics
+    [part] = topic.partitions
+    assert (topic.name, part.partition, part.first_seq) == ("orders", 2, None)
+    bundle = decode_bundle(part.bundle)
+    assert bundle.codec == 1 and not bundle.sparse
+    assert (bundle.values, bundle.keys, bundle.timestamps) == (values, keys, timestamps)
+
+
+def test_produce_request_takes_now_when_no_timestamp_is_given_and_groups_topics():
+    request = produce_request(1, [Batch("a", 0, [b"x"]), Batch("a", 1, [b"y"]),
+                                  Batch("b", 0, [b"z"], timestamps=9)], now_ms=TS)
+    _, back = decoded(request)
+    assert [(t.name, [p.partition for p in t.partitions]) for t in back.topics] == [
+        ("a", [0, 1]), ("b", [0])]
+    assert decode_bundle(back.topics[0].partitions[0].bundle).timestamps == [TS]
+    assert decode_bundle(back.topics[1].partitions[0].bundle).timestamps == [9]
+
+
+def test_explicit_seqs_make_a_sparse_bundle_in_a_plain_produce():
+    request = produce_request(1, [Batch("t", 0, [b"a", b"b", b"c"], timestamps=1,
+                                        seqs=[10, 11, 20])])
+    msg_id, back = decoded(request)
+    assert msg_id == MsgId.PRODUCE
+    bundle = decode_bundle(back.topics[0].partitions[0].bundle)
+    assert bundle.sparse and bundle.seqs == [10, 11, 20]
+
+
+def test_first_seq_is_a_produce_with_seqnum_as_tank_cli_sends_it():
+    # reference §11.5: ProduceWithSeqnum, one message "a" at seq 100 (client makes it sparse)
+    captured = bytes.fromhex(
+        "05 37000000 0200 01000000 03632b2b 00 00000000 01 066f7264657273 01 0000 14 "
+        "6400000000000000 44 6400000000000000 00 b7ad2709a2010000 01 61")
+    request = produce_request(1, [Batch("orders", 0, [b"a"], timestamps=0x01A20927ADB7)],
+                              first_seq=100, client_id="c++")
+    assert encode_request(request) == captured
+    with pytest.raises(ValueError):
+        produce_request(1, [Batch("a", 0, [b"x"]), Batch("a", 1, [b"y"])], first_seq=5)
+
+
+def test_produce_results_read_one_code_per_batch_and_errors_name_the_code():
+    request = produce_request(1, [Batch("a", 0, [b"x"]), Batch("a", 9, [b"y"]),
+                                  Batch("gone", 0, [b"z"]), Batch("gone", 1, [b"z"])])
+    response = ProduceResponse(1, bytes([0, ProduceError.UNKNOWN_PARTITION, 0xFF]))
+    assert produce_results(request, response) == [
+        ("a", 0, 0), ("a", 9, 1), ("gone", 0, 0xFF), ("gone", 1, 0xFF)]
+    assert "UNKNOWN_TOPIC" in str(TankProduceError("gone", 0, 0xFF))
+
+
+def test_consume_request_is_the_reference_fetch():
+    # reference §11.3: wire/0 from seq 1, fetch_size 4096, max_wait 0, min_bytes 0, id 0x2B
+    captured = bytes.fromhex(
+        "02 28 00 00 00 02 00 2b 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 01 04 77 69 "
+        "72 65 01 00 00 01 00 00 00 00 00 00 00 00 10 00 00")
+    assert encode_request(consume_request(0x2B, [("wire", 0, 1)], fetch_size=4096)) == captured
+    request = consume_request(3, [("a", 0, 5), ("a", 1, 0), ("b", 0, 7)], max_wait_ms=500,
+                              min_bytes=100)
+    _, back = decoded(request)
+    assert (back.max_wait_ms, back.min_bytes) == (500, 100)
+    assert [(t.name, [(p.partition, p.seq) for p in t.partitions]) for t in back.topics] == [
+        ("a", [(0, 5), (1, 0)]), ("b", [(0, 7)])]
+
+
+def chunk_of(*bundles: bytes) -> bytes:
+    return b"".join(frame_bundle(b) for b in bundles)
+
+
+def test_consume_results_drop_below_the_asked_seq_and_stop_above_hwm():
+    request = consume_request(1, [("t", 0, 3)])
+    chunk = chunk_of(encode_bundle([b"1", b"2", b"3", b"4"], None, TS),
+                     encode_bundle([b"5", b"6"], [b"k", None], [TS, TS + 1]))
+    response = ConsumeResponse(1, (ConsumeTopicResult("t", (
+        ConsumePartitionResult(0, ConsumeFlag.OK, base=1, hwm=5, chunk=chunk),)),))
+    [fetched] = consume_results(request, response)
+    assert fetched.seqs == [3, 4, 5] and fetched.values == [b"3", b"4", b"5"]
+    assert fetched.keys == [None, None, b"k"] and fetched.timestamps == [TS] * 3
+    assert fetched.next_seq == 6 and fetched.hwm == 5
+
+
+def test_consume_results_of_a_sparse_first_chunk_and_the_no_data_forms():
+    request = consume_request(1, [("t", 0, 0), ("t", 1, 1), ("t", 2, 50), ("gone", 0, 1),
+                                  ("t", 3, 2**64 - 1)])
+    sparse = chunk_of(encode_bundle([b"a", b"b"], None, 1, [100, 105]),
+                      encode_bundle([b"c"], None, 1))
+    response = ConsumeResponse(1, (
+        ConsumeTopicResult("t", (
+            ConsumePartitionResult(0, ConsumeFlag.SPARSE_FIRST, hwm=106, chunk=sparse),
+            ConsumePartitionResult(1, ConsumeFlag.OK, base=1, hwm=0),
+            ConsumePartitionResult(2, ConsumeFlag.BOUNDARY_CHECK, hwm=9, first_available=4),
+        )),
+        ConsumeTopicResult("gone", unknown_count=1),
+        ConsumeTopicResult("t", (ConsumePartitionResult(3, ConsumeFlag.OK, hwm=41),)),
+    ))
+    first, empty, boundary, unknown, only_new = consume_results(request, response)
+    assert first.seqs == [100, 105, 106] and first.values == [b"a", b"b", b"c"]
+    assert first.next_seq == 107
+    assert (empty.flag, empty.seqs, empty.next_seq) == (ConsumeFlag.OK, [], 1)
+    assert (boundary.flag, boundary.first_available) == (ConsumeFlag.BOUNDARY_CHECK, 4)
+    assert (unknown.topic, unknown.flag) == ("gone", UNKNOWN_TOPIC_FLAG)
+    assert only_new.next_seq == 42  # §6.7: hwm + 1 after asking for new messages only
+
+
+# --- the connection plumbing, without a server ----------------------------------------------
+
+
+class _Writes:
+    """Stands in for the StreamWriter: collects what the client writes."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self.data += data
+
+    async def drain(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    async def wait_closed(self) -> None:
+        return None
+
+
+def test_answers_are_matched_by_request_id_and_pings_dropped():
+    async def scenario():
+        client = TankClient()
+        client._reader = asyncio.StreamReader()
+        client._writer = _Writes()
+        client._read_task = asyncio.get_running_loop().create_task(client._read_loop())
+        client._reader.feed_data(PING_FRAME)
+        status = asyncio.ensure_future(client.status())
+        created = asyncio.ensure_future(client.create_topic("orders", 2))
+        await asyncio.sleep(0)
+        written = bytes(client._writer.data)
+        assert written[0] == MsgId.STATUS and written[9] == MsgId.CREATE_TOPIC
+        status_id = int.from_bytes(written[5:9], "little")
+        create_id = int.from_bytes(written[14:18], "little")
+        # answered out of order, with a ping in between
+        client._reader.feed_data(encode_response(CreateTopicResponse(create_id, "orders", 1)))
+        client._reader.feed_data(PING_FRAME)
+        client._reader.feed_data(encode_response(StatusResponse(status_id, 3, 4)))
+        assert await created == 1
+        assert (await status).topics == 3
+        assert client.pings_received == 2
+        await client.ping()
+        assert bytes(client._writer.data).endswith(PING_FRAME)
+        pending = asyncio.ensure_future(client.status())
+        await asyncio.sleep(0)
+        client._reader.feed_eof()
+        with pytest.raises(ConnectionError):
+            await pending
+        with pytest.raises(ConnectionError):  # and every later call, at once
+            await client.status()
+        await client.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_produce_that_is_not_ok_raises():
+    async def scenario():
+        client = TankClient()
+        client._reader = asyncio.StreamReader()
+        client._writer = _Writes()
+        client._read_task = asyncio.get_running_loop().create_task(client._read_loop())
+        produced = asyncio.ensure_future(client.produce("t", 7, [b"x"], keys=[b"k"]))
+        await asyncio.sleep(0)
+        sent = decode_request(client._writer.data[0], bytes(client._writer.data[5:]))
+        assert decode_bundle(sent.topics[0].partitions[0].bundle).keys == [b"k"]
+        client._reader.feed_data(encode_response(ProduceResponse(sent.request_id, b"\x01")))
+        with pytest.raises(TankProduceError) as caught:
+            await produced
+        assert (caught.value.topic, caught.value.partition, caught.value.code) == ("t", 7, 1)
+        await client.close()
+
+    asyncio.run(scenario())
