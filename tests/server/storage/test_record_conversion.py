@@ -234,3 +234,29 @@ def test_a_timestamp_is_found_to_the_record_in_a_kafka_log(open_log):
     # the index (appended at 9 s) sends 6 s to the first batch: its records are all earlier
     assert log.record_offset_for_timestamp(6_000_000) == 4
     assert log.record_offset_for_timestamp(8_000_000) is None
+
+
+@pytest.mark.parametrize("codec", [0, 1, 2, 5, 3, 4],
+                         ids=["none", "gzip", "snappy", "snappy-xerial", "lz4", "zstd"])
+def test_a_record_is_found_by_time_after_retention_in_every_codec(open_log, codec):
+    log = open_log(record_format="kafka-v2", segment_size=150)
+    for number in range(4):  # batches of offsets 3n..3n+2, times out of order inside each
+        times = [10_000 * number + 1000, 10_000 * number + 3000, 10_000 * number + 2000]
+        log.append(kafka_batch([(None, b"v" * 20, t, []) for t in times], codec=codec),
+                   max(times) * 1000)
+    assert len(log._segments) > 2
+    while log.first_offset < 6:
+        log.delete_oldest_segment()
+    first = log.first_offset
+    assert log.record_at_or_after(0) == (first, (first // 3) * 10_000_000 + 1_000_000)
+    assert log.record_at_or_after(32_500_000) == (10, 33_000_000)  # inside the last batch
+    assert log.record_offset_for_timestamp(31_500_000) == 10
+    assert log.record_at_or_after(33_000_001) is None
+
+
+def test_a_record_is_found_by_time_in_an_iggy_log(open_log):
+    log = open_log()
+    for at in (5_000, 7_000, 9_000):
+        log.append(encode_messages([Message(b"x", id=1)]), at)
+    assert log.record_at_or_after(6_000) == (1, 7_000)
+    assert log.record_at_or_after(9_001) is None

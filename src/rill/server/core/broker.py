@@ -156,6 +156,14 @@ class Broker:
         return self._core.messages.offset_for_timestamp(session, ref.namespace, ref.topic,
                                                         ref.partition_id, timestamp_us)
 
+    def record_at_or_after(self, session: Session, ref: PartitionRef, timestamp_us: int
+                           ) -> tuple[int, int] | None:
+        """(offset, timestamp µs) of the first record whose timestamp is >= ``timestamp_us``,
+        exact to the record whatever the topic's format or a batch's codec (the storage
+        opens the batch the index finds); None when no record is."""
+        return self._core.messages.record_at_or_after(session, ref.namespace, ref.topic,
+                                                      ref.partition_id, timestamp_us)
+
     def max_timestamp(self, session: Session, ref: PartitionRef) -> int:
         """The largest index timestamp (µs) of the partition; 0 when it is empty."""
         return self._core.messages.max_timestamp(session, ref.namespace, ref.topic,

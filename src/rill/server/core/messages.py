@@ -202,6 +202,13 @@ class MessageService:
         return self._partition(session, Action.READ_MESSAGES, stream_id, topic_id,
                                partition_id).log.offset_for_timestamp(timestamp_us)
 
+    def record_at_or_after(self, session: Session, stream_id: Ref, topic_id: Ref,
+                           partition_id: int, timestamp_us: int) -> tuple[int, int] | None:
+        """(offset, timestamp µs) of the first record whose timestamp is >= ``timestamp_us``,
+        exact to the record in every record format and codec; None when there is none."""
+        return self._partition(session, Action.READ_MESSAGES, stream_id, topic_id,
+                               partition_id).log.record_at_or_after(timestamp_us)
+
     def max_timestamp(self, session: Session, stream_id: Ref, topic_id: Ref,
                       partition_id: int) -> int:
         """The largest timestamp (µs) the partition's index holds; 0 when it is empty."""

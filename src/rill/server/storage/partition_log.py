@@ -70,7 +70,7 @@ from rill.protocol.layout import STORED_HEAD
 from rill.server.storage.columnar import ColumnarRange, read_segment_columns
 from rill.server.storage.durability import Durability
 from rill.server.storage.file_region import FileRegion
-from rill.server.storage.record_checks import KIND_GOOD
+from rill.server.storage.record_checks import KIND_GOOD, record_header
 from rill.server.storage import record_conversion
 from rill.server.storage.records import (
     ACCELERATED,
@@ -694,19 +694,33 @@ class PartitionLog:
         return None
 
     def record_offset_for_timestamp(self, timestamp_us: int) -> int | None:
-        """``offset_for_timestamp`` exact to the record: a batch-index format finds the batch,
-        then the first of its records (converted, ``read_as``) whose timestamp is >= the time
-        (the index's running maximum may pass a batch whose records are all earlier)."""
+        """``offset_for_timestamp`` exact to the record (``record_at_or_after``'s offset)."""
+        found = self.record_at_or_after(timestamp_us)
+        return None if found is None else found[0]
+
+    def record_at_or_after(self, timestamp_us: int) -> tuple[int, int] | None:
+        """(offset, timestamp µs) of the first record whose timestamp is >= ``timestamp_us``;
+        None when there is none. Exact to the record in every format and for every codec: a
+        batch-index format finds the batch, then the first of its records (converted,
+        ``read_as``, which decompresses any codec) at or after the time (the index's running
+        maximum may pass a batch whose records are all earlier); a per-record format reads
+        the one record the index finds."""
         offset = self.offset_for_timestamp(timestamp_us)
         if not self.format.batch_index:
-            return offset
+            if offset is None:
+                return None
+            read, chunks = self.read(offset, 1)
+            if not read:
+                return None
+            found_offset, _, timestamp, _, _ = record_header(chunks[0], 0)
+            return found_offset, timestamp
         while offset is not None and offset < self.next_offset:
             converted = self.read_as(RECORD_FORMAT, offset, self.next_offset - offset, 1)
             if not converted.count:
                 return None
             for index, timestamp in enumerate(converted.timestamps):
                 if timestamp >= timestamp_us:
-                    return converted.first_offset + index
+                    return converted.first_offset + index, timestamp
             offset = converted.first_offset + converted.count
         return None
 
