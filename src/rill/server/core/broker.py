@@ -137,7 +137,7 @@ class Broker:
         maxTimestamp), else the server's clock."""
         return await self._core.messages.send_messages(
             session, ref.namespace, ref.topic, Partitioning.partition_id(ref.partition_id), region,
-            timestamp_us)
+            timestamp_us, region_format=None)
 
     def read(self, session: Session, ref: PartitionRef, offset: int, max_records: int,
              max_bytes: int, record_format: str | None = None) -> RecordRange:

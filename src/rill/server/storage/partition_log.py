@@ -373,6 +373,19 @@ class PartitionLog:
         assert pending.offsets is not None
         return pending.offsets
 
+    def append_as(self, record_format: str, raw: bytes | bytearray | memoryview, now_us: int
+                  ) -> tuple[int, int]:
+        """``append`` of a client batch of ``record_format``, another format than the log's
+        (an Iggy SEND region into a ``kafka-v2`` log): converted first
+        (``record_conversion.convert_batch``, per record, in Python: bad input raises the
+        source format's errors and writes nothing), its records stamped at the log's append
+        time (``now_us``, never below the log's last timestamp, in whole milliseconds), then
+        appended natively. Returns (first, last) offsets."""
+        self._settle()
+        timestamp = (now_us if now_us > self._last_timestamp else self._last_timestamp)
+        batch = record_conversion.convert_batch(raw, record_format, self.format.name, timestamp)
+        return self.append(batch, timestamp // 1000 * 1000)
+
     def _finished(self, pending: _PendingAppend, finished: asyncio.Future[StampedBatch]) -> None:
         if not finished.cancelled():
             finished.exception()  # a rejection is taken from ``work`` by ``_settle``, not lost
