@@ -70,7 +70,7 @@ from rill.protocol.layout import STORED_HEAD
 from rill.server.storage.columnar import ColumnarRange, read_segment_columns
 from rill.server.storage.durability import Durability
 from rill.server.storage.file_region import FileRegion
-from rill.server.storage.record_checks import KIND_GOOD, record_header
+from rill.server.storage.record_checks import KIND_GOOD
 from rill.server.storage import record_conversion
 from rill.server.storage.records import (
     ACCELERATED,
@@ -725,7 +725,7 @@ class PartitionLog:
             read, chunks = self.read(offset, 1)
             if not read:
                 return None
-            found_offset, _, timestamp, _, _ = record_header(chunks[0], 0)
+            found_offset, _, timestamp = self.format.record_head(chunks[0], 0)
             return found_offset, timestamp
         while offset is not None and offset < self.next_offset:
             converted = self.read_as(RECORD_FORMAT, offset, self.next_offset - offset, 1)

@@ -45,7 +45,7 @@ producerId -1, producerEpoch -1, baseSequence -1; partitionLeaderEpoch 0), offse
 
 An Iggy SEND region -> ``kafka-v2`` (``convert_batch``: an Iggy client writing into a Kafka
 topic; ``PartitionLog.append_as``): the region is validated and stamped as an Iggy-format log
-would (``records.stamp_batch``: Iggy's own errors, nothing returned unless the whole region is
+would (``formats.IGGY_V1.stamp``: Iggy's own errors, nothing returned unless the whole region is
 good), every message at the append time given (µs, whole milliseconds), then its stored records
 become **one** batch by the rule above (``iggy_to_kafka``: value = payload, key = ``rill.key``
 removed from the headers, other headers raw, CreateTime = the append time in ms, producerId
@@ -71,7 +71,8 @@ from rill.protocol.headers import KEY_HEADER, MAX_HEADER_PART
 from rill.protocol.layout import STATE_AVAILABLE, STORED_PREFIX
 from rill.protocol.stored import crc32
 from rill.server.storage import kafka_records
-from rill.server.storage.records import RECORD_FORMAT as IGGY_FORMAT, stamp_batch
+from rill.server.storage.formats import IGGY_V1
+from rill.server.storage.records import RECORD_FORMAT as IGGY_FORMAT
 
 KAFKA_FORMAT = kafka_records.FORMAT_NAME
 
@@ -130,7 +131,7 @@ def convert_batch(raw: bytes | bytearray | memoryview, source: str, target: str,
     format's own validation raises for bad input (nothing is converted then), and
     FeatureUnavailable for a pair this module does not convert."""
     if source == IGGY_FORMAT and target == KAFKA_FORMAT:
-        stamped = stamp_batch(raw, 0, timestamp_us // 1000 * 1000, 0, 0)
+        stamped = IGGY_V1.stamp(raw, 0, timestamp_us // 1000 * 1000, 0, 0, 0)
         return iggy_to_kafka(stamped.records, 0, stamped.count).records
     raise FeatureUnavailable(reason=f"a batch of format {source!r} cannot be written to a topic "
                                     f"of format {target!r}")
