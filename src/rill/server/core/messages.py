@@ -121,9 +121,9 @@ class MessageService:
                     "Cannot save messages to segment: the disk is full (its last "
                     f"{reserve.size} bytes are kept for metadata, so deletions still work)"))
             now = state.clock() if timestamp_us is None else timestamp_us
-            log = partition.log
-            if region_format is not None and region_format != log.settings.record_format:
-                first, last = log.append_as(region_format, messages, now)
+            stored_format = partition.log.settings.record_format
+            if region_format is not None and region_format != stored_format:
+                first, last = partition.log.append_as(region_format, messages, now)
             elif self.deduplicator is None:
                 # large batches are stamped and written in a worker thread (storage.partition_log)
                 first, last = await partition.log.append_async(messages, now)

@@ -6,8 +6,8 @@ stream is read by confluent-kafka and kafka-python (keys, values, headers, ms ti
 offsets, ListOffsets), and a Kafka Produce to it is refused with a Kafka error, writing
 nothing; what the Iggy SDK (over TCP and QUIC), the HTTP JSON API and the CLI send into a
 Kafka topic becomes native RecordBatch v2 batches that librdkafka reads (ids dropped,
-deduplication not applied, bad input answered with Iggy's errors, writing nothing). The Spark connector's reads are in
-tests/spark/test_kafka_topics.py."""
+deduplication not applied, bad input answered with Iggy's errors, writing nothing). The
+Spark connector's reads are in tests/spark/test_kafka_topics.py."""
 
 from __future__ import annotations
 
@@ -38,7 +38,8 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 COUNT = 120
 BASE_MS = 1_700_000_000_000
 ENV = {"RILL_KAFKA_ENABLED": "true", "RILL_KAFKA_ADDRESS": "127.0.0.1:0",
-       "RILL_KAFKA_ANONYMOUS_USER": "iggy", "RILL_HTTP_ENABLED": "true", "RILL_SYSTEM_MESSAGE_DEDUPLICATION_ENABLED": "true"}
+       "RILL_KAFKA_ANONYMOUS_USER": "iggy", "RILL_HTTP_ENABLED": "true",
+       "RILL_SYSTEM_MESSAGE_DEDUPLICATION_ENABLED": "true"}
 
 
 @pytest.fixture(scope="module")
