@@ -4,8 +4,10 @@ Kafka -> Iggy: stored RecordBatch v2 batches of ``--records`` records (key, valu
 ``--size`` bytes, two headers) under each codec, converted into Iggy records (what an Iggy
 POLL, the HTTP API, the CLI or a Spark columnar read of a Kafka-written topic costs the server
 beyond the read). Iggy -> Kafka: stored Iggy records (``rill.key`` and two headers) converted
-into one RecordBatch v2 (what a Kafka Fetch of an Iggy-format topic costs). Best of
-``--repeat`` timings.
+into one RecordBatch v2 (what a Kafka Fetch of an Iggy-format topic costs). SEND -> Kafka:
+an Iggy SEND region of the same messages made into one RecordBatch v2 (``convert_batch``: what
+an Iggy client writing into a Kafka topic costs before the native append), beside the native
+stamping of that region into an Iggy-format log for comparison. Best of ``--repeat`` timings.
 
     python benchmarks/record_conversion.py --records 1000 --size 100
 """
@@ -24,7 +26,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from rill.protocol.headers import HeaderValue
 from rill.protocol.messages import Message, encode_messages
 from rill.server.storage.kafka_records import stamp_batches
-from rill.server.storage.record_conversion import iggy_to_kafka, kafka_to_iggy
+from rill.server.storage.record_conversion import convert_batch, iggy_to_kafka, kafka_to_iggy
 from rill.server.storage.records import stamp_batch
 
 COMPRESS = {
@@ -52,12 +54,16 @@ def kafka_stored(records: int, size: int, codec: int) -> bytes:
     return bytes(stamp_batches(bytes(out), 0, 0, 0, 0).records)
 
 
-def iggy_stored(records: int, size: int) -> bytes:
+def send_region(records: int, size: int) -> bytes:
     messages = [Message(bytes(size), headers={"rill.key": HeaderValue.raw(b"key-%d" % n),
                                               "a": HeaderValue.raw(b"1"),
                                               "trace": HeaderValue.string("abcdef")})
                 for n in range(records)]
-    return bytes(stamp_batch(encode_messages(messages), 0, 1_700_000_000_000_000, 0, 0).records)
+    return encode_messages(messages)
+
+
+def iggy_stored(records: int, size: int) -> bytes:
+    return bytes(stamp_batch(send_region(records, size), 0, 1_700_000_000_000_000, 0, 0).records)
 
 
 def best(function, repeat: int) -> float:
@@ -84,6 +90,12 @@ def main() -> None:
     data = iggy_stored(n, args.size)
     seconds = best(lambda: iggy_to_kafka(data, 0, n), args.repeat)
     print(f"iggy-v1 -> kafka-v2 (one batch): {seconds / n * 1e6:6.2f} µs/record")
+    region = send_region(n, args.size)
+    seconds = best(lambda: convert_batch(region, "iggy-v1", "kafka-v2", 1_700_000_000_000_000),
+                   args.repeat)
+    print(f"SEND -> kafka-v2 (one batch):    {seconds / n * 1e6:6.2f} µs/record")
+    seconds = best(lambda: stamp_batch(region, 0, 1_700_000_000_000_000, 0, 0), args.repeat)
+    print(f"SEND -> iggy-v1 (native stamp):  {seconds / n * 1e6:6.2f} µs/record")
 
 
 if __name__ == "__main__":

@@ -13,12 +13,18 @@ import pytest
 from crc32c import crc32c
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from rill.errors import CannotReadMessage, FeatureUnavailable
+from rill.errors import CannotReadMessage, FeatureUnavailable, InvalidMessagesCount
+from rill.protocol.buffer import DecodeError
 from rill.protocol.headers import HeaderKind, HeaderValue
 from rill.protocol.messages import Message, encode_messages, iter_polled_messages
 from rill.protocol.stored import crc32
 from rill.server.storage.kafka_records import stamp_batches
-from rill.server.storage.record_conversion import convert, iggy_to_kafka, kafka_to_iggy
+from rill.server.storage.record_conversion import (
+    convert,
+    convert_batch,
+    iggy_to_kafka,
+    kafka_to_iggy,
+)
 from rill.server.storage.records import stamp_batch
 
 
@@ -200,6 +206,58 @@ def test_round_trip_kafka_to_iggy_to_kafka_keeps_what_iggy_can_hold():
 def test_other_pairs_are_not_converted():
     with pytest.raises(FeatureUnavailable):
         convert(b"", "kafka-v2", "kafka-v9", 0, 1)
+    with pytest.raises(FeatureUnavailable):
+        convert_batch(b"", "kafka-v2", "iggy-v1", 0)
+
+
+SENT = [Message(b"p0", id=99, headers={"rill.key": HeaderValue.raw(b"k0"),
+                                       "s": HeaderValue.string("text")}),
+        Message(b"p1", headers={"n": HeaderValue.int(HeaderKind.UINT32, 7)})]
+
+
+def test_a_send_region_becomes_one_kafka_batch():
+    batch = DefaultRecordBatch(convert_batch(encode_messages(SENT), "iggy-v1", "kafka-v2",
+                                             1_700_000_000_123_456))
+    assert batch.validate_crc()
+    records = list(batch)
+    assert (batch.base_offset, batch.last_offset_delta, batch.compression_type) == (0, 1, 0)
+    assert batch.timestamp_type == 0 and batch.producer_id == -1 and batch.base_sequence == -1
+    assert [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in records] == [
+        (0, b"k0", b"p0", 1_700_000_000_123, [("s", b"text")]),  # the id is dropped
+        (1, None, b"p1", 1_700_000_000_123, [("n", struct.pack("<I", 7))])]
+
+
+def test_a_bad_send_region_raises_iggy_errors_before_anything_is_converted():
+    with pytest.raises(InvalidMessagesCount):
+        convert_batch(b"", "iggy-v1", "kafka-v2", 0)
+    region = encode_messages([Message(b"ok")]) + encode_messages([Message(b"cut")])[:-2]
+    with pytest.raises(DecodeError):
+        convert_batch(region, "iggy-v1", "kafka-v2", 0)
+
+
+def test_a_send_region_is_appended_to_a_kafka_log_natively(open_log):
+    log = open_log(record_format="kafka-v2")
+    log.append(kafka_batch([(b"k", b"kafka", 5_000, [])]), 5_000_000)
+    with pytest.raises(DecodeError):
+        log.append_as("iggy-v1", encode_messages([Message(b"x")])[:-1], 9_000_500)
+    assert log.next_offset == 1  # nothing half-written
+    assert log.append_as("iggy-v1", encode_messages(SENT), 9_000_500) == (1, 2)
+    # a Kafka reader gets the stored batches as they are: one more RecordBatch v2
+    read, chunks = log.read(1, 10)
+    batch = DefaultRecordBatch(b"".join(chunks))
+    assert batch.validate_crc() and read == 2
+    records = list(batch)
+    assert batch.base_offset == 1 and [r.value for r in records] == [b"p0", b"p1"]
+    assert {r.timestamp for r in records} == {9_000}
+    # an Iggy reader gets them back through the read conversion (id 0, key as rill.key)
+    back = polled(log.read_as("iggy-v1", 0, 10))
+    assert [(m.offset, m.id, m.payload, m.timestamp) for m in back] == [
+        (0, 0, b"kafka", 5_000_000), (1, 0, b"p0", 9_000_000), (2, 0, b"p1", 9_000_000)]
+    assert back[1].headers == {"rill.key": HeaderValue.raw(b"k0"), "s": HeaderValue.raw(b"text")}
+    # the append time never goes back below the log's last one
+    log.append(kafka_batch([(None, b"future", 20_000, [])]), 20_000_000)
+    log.append_as("iggy-v1", encode_messages([Message(b"late")]), 10_000_000)
+    assert polled(log.read_as("iggy-v1", 4, 1))[0].timestamp == 20_000_000
 
 
 def test_a_kafka_log_is_read_as_iggy_records_and_columns(open_log):
@@ -234,3 +292,29 @@ def test_a_timestamp_is_found_to_the_record_in_a_kafka_log(open_log):
     # the index (appended at 9 s) sends 6 s to the first batch: its records are all earlier
     assert log.record_offset_for_timestamp(6_000_000) == 4
     assert log.record_offset_for_timestamp(8_000_000) is None
+
+
+@pytest.mark.parametrize("codec", [0, 1, 2, 5, 3, 4],
+                         ids=["none", "gzip", "snappy", "snappy-xerial", "lz4", "zstd"])
+def test_a_record_is_found_by_time_after_retention_in_every_codec(open_log, codec):
+    log = open_log(record_format="kafka-v2", segment_size=150)
+    for number in range(4):  # batches of offsets 3n..3n+2, times out of order inside each
+        times = [10_000 * number + 1000, 10_000 * number + 3000, 10_000 * number + 2000]
+        log.append(kafka_batch([(None, b"v" * 20, t, []) for t in times], codec=codec),
+                   max(times) * 1000)
+    assert len(log._segments) > 2
+    while log.first_offset < 6:
+        log.delete_oldest_segment()
+    first = log.first_offset
+    assert log.record_at_or_after(0) == (first, (first // 3) * 10_000_000 + 1_000_000)
+    assert log.record_at_or_after(32_500_000) == (10, 33_000_000)  # inside the last batch
+    assert log.record_offset_for_timestamp(31_500_000) == 10
+    assert log.record_at_or_after(33_000_001) is None
+
+
+def test_a_record_is_found_by_time_in_an_iggy_log(open_log):
+    log = open_log()
+    for at in (5_000, 7_000, 9_000):
+        log.append(encode_messages([Message(b"x", id=1)]), at)
+    assert log.record_at_or_after(6_000) == (1, 7_000)
+    assert log.record_at_or_after(9_001) is None

@@ -137,7 +137,7 @@ class Broker:
         maxTimestamp), else the server's clock."""
         return await self._core.messages.send_messages(
             session, ref.namespace, ref.topic, Partitioning.partition_id(ref.partition_id), region,
-            timestamp_us)
+            timestamp_us, region_format=None)
 
     def read(self, session: Session, ref: PartitionRef, offset: int, max_records: int,
              max_bytes: int, record_format: str | None = None) -> RecordRange:
@@ -155,6 +155,14 @@ class Broker:
                              ) -> int | None:
         return self._core.messages.offset_for_timestamp(session, ref.namespace, ref.topic,
                                                         ref.partition_id, timestamp_us)
+
+    def record_at_or_after(self, session: Session, ref: PartitionRef, timestamp_us: int
+                           ) -> tuple[int, int] | None:
+        """(offset, timestamp µs) of the first record whose timestamp is >= ``timestamp_us``,
+        exact to the record whatever the topic's format or a batch's codec (the storage
+        opens the batch the index finds); None when no record is."""
+        return self._core.messages.record_at_or_after(session, ref.namespace, ref.topic,
+                                                      ref.partition_id, timestamp_us)
 
     def max_timestamp(self, session: Session, ref: PartitionRef) -> int:
         """The largest index timestamp (µs) of the partition; 0 when it is empty."""

@@ -28,6 +28,7 @@ from rill.server.core.model import Partition, Session, Topic
 from rill.server.core.state import CoreState
 from rill.server.core.types import AppendResult, LogBounds, ReadFrom, RecordRange, Ref
 from rill.server.storage.partition_log import PartitionLog
+from rill.server.storage.records import RECORD_FORMAT as SEND_FORMAT
 
 _U32 = struct.Struct("<I")
 log = logging.getLogger(__name__)
@@ -96,12 +97,17 @@ class MessageService:
 
     async def send_messages(self, session: Session, stream_id: Ref, topic_id: Ref,
                             partitioning: Partitioning, messages: bytes | memoryview,
-                            timestamp_us: int | None = None) -> AppendResult:
+                            timestamp_us: int | None = None,
+                            region_format: str | None = SEND_FORMAT) -> AppendResult:
         """Append a SEND message region to the partition ``partitioning`` picks; answers once
         the append is as durable as the fsync policy promises, with what it assigned (with
         deduplication on, only the messages that were not duplicates; none: last < first).
         ``timestamp_us``: the time to stamp instead of the clock's (a record format whose
-        batches carry their own time: the log still never lets timestamps go back)."""
+        batches carry their own time: the log still never lets timestamps go back).
+        ``region_format``: the record format ``messages`` is in (a SEND region, ``iggy-v1``,
+        by default; None: the topic's own). A topic of another format gets them converted
+        (``PartitionLog.append_as``: per record; message ids are not kept, so deduplication
+        does not apply)."""
         state = self.state
         topic = state.find_topic(stream_id, topic_id)
         state.authorize(session, Action.WRITE_MESSAGES, topic.stream_id, topic.id)
@@ -115,7 +121,10 @@ class MessageService:
                     "Cannot save messages to segment: the disk is full (its last "
                     f"{reserve.size} bytes are kept for metadata, so deletions still work)"))
             now = state.clock() if timestamp_us is None else timestamp_us
-            if self.deduplicator is None:
+            stored_format = partition.log.settings.record_format
+            if region_format is not None and region_format != stored_format:
+                first, last = partition.log.append_as(region_format, messages, now)
+            elif self.deduplicator is None:
                 # large batches are stamped and written in a worker thread (storage.partition_log)
                 first, last = await partition.log.append_async(messages, now)
             else:
@@ -201,6 +210,13 @@ class MessageService:
         """The first offset stored at or after ``timestamp_us``; None when there is none."""
         return self._partition(session, Action.READ_MESSAGES, stream_id, topic_id,
                                partition_id).log.offset_for_timestamp(timestamp_us)
+
+    def record_at_or_after(self, session: Session, stream_id: Ref, topic_id: Ref,
+                           partition_id: int, timestamp_us: int) -> tuple[int, int] | None:
+        """(offset, timestamp µs) of the first record whose timestamp is >= ``timestamp_us``,
+        exact to the record in every record format and codec; None when there is none."""
+        return self._partition(session, Action.READ_MESSAGES, stream_id, topic_id,
+                               partition_id).log.record_at_or_after(timestamp_us)
 
     def max_timestamp(self, session: Session, stream_id: Ref, topic_id: Ref,
                       partition_id: int) -> int:

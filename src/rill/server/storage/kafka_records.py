@@ -53,16 +53,16 @@ handler appends with ``now_us = batch_time_us(raw)``: the largest maxTimestamp o
 time) x 1000. The index timestamp is then max(this batch's maxTimestamp, the one before it),
 Kafka's own time index (a running maximum), and a timestamp search finds the first batch whose
 maxTimestamp is >= the time asked for, as ListOffsets needs; the exact record inside the batch
-is the Kafka handler's to find. ``scan`` rebuilds exactly that from the bytes:
-max(maxTimestamp x 1000, the previous entry's timestamp; negative maxTimestamps count as 0),
-``batch_head`` gives maxTimestamp x 1000. Limits of that (the seam gives ``stamp`` no previous
-entry, and the log keeps its own timestamp): a caller appending at the wall clock gets an
-append-time index instead (a rebuild then turns it into the CreateTime one); an append of
-several batches indexes all of them at the append's timestamp (a rebuild gives each its
-running maximum: Kafka itself takes one batch per partition per produce); and where the
-running maximum is above a segment's first or last batch's own maxTimestamp (a producer's
-clock going back), recovery's structural check sees a different timestamp and the segment's
-index is rebuilt by a scan at open. Offsets and positions are never affected.
+is found by ``PartitionLog.record_at_or_after`` (any codec). ``scan`` rebuilds exactly that
+from the bytes: max(maxTimestamp x 1000, the previous entry's timestamp; negative maxTimestamps
+count as 0), ``batch_head`` gives maxTimestamp x 1000. Limits of that (the seam gives ``stamp``
+no previous entry, and the log keeps its own timestamp): a caller appending at the wall clock
+gets an append-time index instead (a rebuild then turns it into the CreateTime one); an append
+of several batches indexes all of them at the append's timestamp (a rebuild gives each its
+running maximum: Kafka itself takes one batch per partition per produce); and where the running
+maximum is above a segment's first or last batch's own maxTimestamp (a producer's clock going
+back), recovery's structural check sees a different timestamp and the segment's index is
+rebuilt by a scan at open. Offsets and positions are never affected.
 
 Staged appends (``restamp``, ``check_stored``) are an Iggy extension laid out per record:
 FeatureUnavailable here. A follower's ``append_replicated`` walks the leader's bytes with

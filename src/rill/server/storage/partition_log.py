@@ -373,6 +373,19 @@ class PartitionLog:
         assert pending.offsets is not None
         return pending.offsets
 
+    def append_as(self, record_format: str, raw: bytes | bytearray | memoryview, now_us: int
+                  ) -> tuple[int, int]:
+        """``append`` of a client batch of ``record_format``, another format than the log's
+        (an Iggy SEND region into a ``kafka-v2`` log): converted first
+        (``record_conversion.convert_batch``, per record, in Python: bad input raises the
+        source format's errors and writes nothing), its records stamped at the log's append
+        time (``now_us``, never below the log's last timestamp, in whole milliseconds), then
+        appended natively. Returns (first, last) offsets."""
+        self._settle()
+        timestamp = (now_us if now_us > self._last_timestamp else self._last_timestamp)
+        batch = record_conversion.convert_batch(raw, record_format, self.format.name, timestamp)
+        return self.append(batch, timestamp // 1000 * 1000)
+
     def _finished(self, pending: _PendingAppend, finished: asyncio.Future[StampedBatch]) -> None:
         if not finished.cancelled():
             finished.exception()  # a rejection is taken from ``work`` by ``_settle``, not lost
@@ -694,19 +707,33 @@ class PartitionLog:
         return None
 
     def record_offset_for_timestamp(self, timestamp_us: int) -> int | None:
-        """``offset_for_timestamp`` exact to the record: a batch-index format finds the batch,
-        then the first of its records (converted, ``read_as``) whose timestamp is >= the time
-        (the index's running maximum may pass a batch whose records are all earlier)."""
+        """``offset_for_timestamp`` exact to the record (``record_at_or_after``'s offset)."""
+        found = self.record_at_or_after(timestamp_us)
+        return None if found is None else found[0]
+
+    def record_at_or_after(self, timestamp_us: int) -> tuple[int, int] | None:
+        """(offset, timestamp µs) of the first record whose timestamp is >= ``timestamp_us``;
+        None when there is none. Exact to the record in every format and for every codec: a
+        batch-index format finds the batch, then the first of its records (converted,
+        ``read_as``, which decompresses any codec) at or after the time (the index's running
+        maximum may pass a batch whose records are all earlier); a per-record format reads
+        the one record the index finds."""
         offset = self.offset_for_timestamp(timestamp_us)
         if not self.format.batch_index:
-            return offset
+            if offset is None:
+                return None
+            read, chunks = self.read(offset, 1)
+            if not read:
+                return None
+            found_offset, _, timestamp = self.format.record_head(chunks[0], 0)
+            return found_offset, timestamp
         while offset is not None and offset < self.next_offset:
             converted = self.read_as(RECORD_FORMAT, offset, self.next_offset - offset, 1)
             if not converted.count:
                 return None
             for index, timestamp in enumerate(converted.timestamps):
                 if timestamp >= timestamp_us:
-                    return converted.first_offset + index
+                    return converted.first_offset + index, timestamp
             offset = converted.first_offset + converted.count
         return None
 

@@ -1,7 +1,9 @@
 """Conversion between record formats: one log, every protocol (issue 13 item 5).
 
 Owns: ``convert`` (stored records of one format -> records of another, for a reader of the
-other protocol), the two directions it knows, and ``decompress`` (Kafka's batch codecs). A log
+other protocol), the two directions it knows, ``convert_batch`` (a client batch of one format
+-> a client batch of another, for a writer of the other protocol: an Iggy SEND into a Kafka
+topic) and ``decompress`` (Kafka's batch codecs). A log
 keeps its own format (``storage.formats``); a reader that takes another one asks
 ``PartitionLog.read_as``, which reads the stored bytes and converts them here, **per record, in
 Python**. A reader of the log's own format never comes here (Kafka -> Kafka and Iggy -> Iggy
@@ -40,6 +42,17 @@ producerId -1, producerEpoch -1, baseSequence -1; partitionLeaderEpoch 0), offse
     arrives as its raw wire bytes, little-endian for numbers: the kind is lost);
   * timestamp = µs // 1000 (ms; sub-millisecond precision is lost); baseTimestamp = the first
     record's, maxTimestamp = the largest; the Iggy message id is not carried.
+
+An Iggy SEND region -> ``kafka-v2`` (``convert_batch``: an Iggy client writing into a Kafka
+topic; ``PartitionLog.append_as``): the region is validated and stamped as an Iggy-format log
+would (``formats.IGGY_V1.stamp``: Iggy's own errors, nothing returned unless the whole region is
+good), every message at the append time given (µs, whole milliseconds), then its stored records
+become **one** batch by the rule above (``iggy_to_kafka``: value = payload, key = ``rill.key``
+removed from the headers, other headers raw, CreateTime = the append time in ms, producerId
+-1), which the log then appends natively (``kafka_records.stamp_batches``), so a Kafka reader
+gets it as any other batch. The message ids are **dropped** (a Kafka record has none; reading
+the record back through Iggy gives id 0 like every Kafka record), so deduplication by id does
+not apply to such a topic.
 """
 
 from __future__ import annotations
@@ -58,6 +71,7 @@ from rill.protocol.headers import KEY_HEADER, MAX_HEADER_PART
 from rill.protocol.layout import STATE_AVAILABLE, STORED_PREFIX
 from rill.protocol.stored import crc32
 from rill.server.storage import kafka_records
+from rill.server.storage.formats import IGGY_V1
 from rill.server.storage.records import RECORD_FORMAT as IGGY_FORMAT
 
 KAFKA_FORMAT = kafka_records.FORMAT_NAME
@@ -107,6 +121,20 @@ def convert(data: bytes | bytearray | memoryview, source: str, target: str, firs
     if source == IGGY_FORMAT and target == KAFKA_FORMAT:
         return iggy_to_kafka(data, first_offset, max_count)
     raise FeatureUnavailable(reason=f"records of format {source!r} cannot be read as {target!r}")
+
+
+def convert_batch(raw: bytes | bytearray | memoryview, source: str, target: str,
+                  timestamp_us: int) -> bytes:
+    """A client batch of format ``source`` (``iggy-v1``: a SEND message region) as a client
+    batch of format ``target`` (``kafka-v2``: one RecordBatch v2 at base offset 0), its
+    records stamped at ``timestamp_us`` (taken to whole milliseconds). Raises what the source
+    format's own validation raises for bad input (nothing is converted then), and
+    FeatureUnavailable for a pair this module does not convert."""
+    if source == IGGY_FORMAT and target == KAFKA_FORMAT:
+        stamped = IGGY_V1.stamp(raw, 0, timestamp_us // 1000 * 1000, 0, 0, 0)
+        return iggy_to_kafka(stamped.records, 0, stamped.count).records
+    raise FeatureUnavailable(reason=f"a batch of format {source!r} cannot be written to a topic "
+                                    f"of format {target!r}")
 
 
 # ---------------------------------------------------------------------- Kafka codecs

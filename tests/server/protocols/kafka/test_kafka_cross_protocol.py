@@ -4,14 +4,19 @@ CLI as Iggy messages (offsets, payloads, keys as ``rill.key``, headers, µs time
 checksums, exact counts inside batches, auto-commit); what the Iggy SDK writes into the Kafka
 stream is read by confluent-kafka and kafka-python (keys, values, headers, ms timestamps,
 offsets, ListOffsets), and a Kafka Produce to it is refused with a Kafka error, writing
-nothing. The Spark connector's reads are in tests/spark/test_kafka_topics.py."""
+nothing; what the Iggy SDK (over TCP and QUIC), the HTTP JSON API and the CLI send into a
+Kafka topic becomes native RecordBatch v2 batches that librdkafka reads (ids dropped,
+deduplication not applied, bad input answered with Iggy's errors, writing nothing). The
+Spark connector's reads are in tests/spark/test_kafka_topics.py."""
 
 from __future__ import annotations
 
 import base64
 import json
 import os
+import struct
 import subprocess
+import time
 import uuid
 import zlib
 
@@ -22,6 +27,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
+from rill import errors
 from rill.client import Client, HeaderKind, HeaderValue, Message, PollingStrategy
 from rill.protocol.kafka.errors import ErrorCode
 from server_process import RillProcess
@@ -32,8 +38,8 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 COUNT = 120
 BASE_MS = 1_700_000_000_000
 ENV = {"RILL_KAFKA_ENABLED": "true", "RILL_KAFKA_ADDRESS": "127.0.0.1:0",
-       "RILL_KAFKA_ANONYMOUS_USER": "iggy", "RILL_QUIC_ENABLED": "false",
-       "RILL_HTTP_ENABLED": "true"}
+       "RILL_KAFKA_ANONYMOUS_USER": "iggy", "RILL_HTTP_ENABLED": "true",
+       "RILL_SYSTEM_MESSAGE_DEDUPLICATION_ENABLED": "true"}
 
 
 @pytest.fixture(scope="module")
@@ -242,3 +248,121 @@ def test_kafka_produce_to_an_iggy_topic_is_refused_and_writes_nothing(server, ig
         raw.close()
     assert iggy.poll_messages("kafka", name, partition_id=1, strategy=PollingStrategy.first(),
                               count=10).count == 3
+
+
+# -- Iggy writers -> a Kafka topic -----------------------------------------------------------
+
+def kafka_topic(server) -> str:
+    """A topic created through Kafka (format kafka-v2), one partition."""
+    name = "kt-" + uuid.uuid4().hex[:8]
+    admin = AdminClient({"bootstrap.servers": bootstrap(server)})
+    for future in admin.create_topics([NewTopic(name, num_partitions=1,
+                                                replication_factor=1)]).values():
+        future.result(10)
+    return name
+
+
+def consume_kafka(server, name: str, count: int) -> list:
+    consumer = Consumer({"bootstrap.servers": bootstrap(server), "group.id": "g-" + name,
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(name, 0, 0)])
+        got = []
+        while len(got) < count:
+            message = consumer.poll(10)
+            assert message is not None, got
+            assert message.error() is None, message.error()
+            got.append(message)
+        assert consumer.poll(0.2) is None
+    finally:
+        consumer.close()
+    return got
+
+
+def test_iggy_sdk_http_and_cli_write_into_a_kafka_topic(server, iggy, tmp_path):
+    name = kafka_topic(server)
+    before_ms = int(time.time() * 1000)
+    iggy.send_messages("kafka", name, [
+        Message(b"sdk-0", id=99, headers={"rill.key": HeaderValue.raw(b"k0"),
+                                          "trace": HeaderValue.string("abc"),
+                                          "n": HeaderValue.int(HeaderKind.UINT32, 7)}),
+        Message(b"sdk-1")], partitioning=1)
+    host, port = server.quic_address
+    with Client(f"{host}:{port}", transport="quic", ca_file=server.certificate,
+                reconnect=False) as quic:
+        quic.login_user("iggy", "iggy")
+        quic.send_messages("kafka", name, [Message(b"quic", headers={
+            "rill.key": HeaderValue.raw(b"qk")})], partitioning=1)
+    login = httpx.post(f"{server.http_url}/users/login",
+                       json={"username": "iggy", "password": "iggy"})
+    token = login.json()["access_token"]["token"]
+    sent = httpx.post(
+        f"{server.http_url}/streams/kafka/topics/{name}/messages",
+        headers={"Authorization": f"Bearer {token}"}, timeout=30,
+        json={"partitioning": {"kind": "partition_id",
+                               "value": base64.b64encode(struct.pack("<I", 1)).decode()},
+              "messages": [{"payload": base64.b64encode(b"http").decode(), "headers": {
+                  "rill.key": {"kind": "raw", "value": base64.b64encode(b"hk").decode()}}}]})
+    assert sent.status_code in (200, 201, 204), sent.text
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RILL_")}
+    env.update(RILL_HOME=str(tmp_path), RILL_ADDRESS=server.address, RILL_USERNAME="iggy",
+               RILL_PASSWORD="iggy", NO_COLOR="1", TERM="dumb")
+    rill = os.path.join(os.path.dirname(os.sys.executable), "rill")
+    done = subprocess.run([rill, "message", "send", "kafka", name, "cli", "--partition", "1",
+                           "--header", "src:string:cli"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    after_ms = int(time.time() * 1000)
+    got = consume_kafka(server, name, 5)
+    assert [m.offset() for m in got] == [0, 1, 2, 3, 4]
+    assert [(m.key(), m.value(), m.headers() or []) for m in got] == [
+        (b"k0", b"sdk-0", [("trace", b"abc"), ("n", (7).to_bytes(4, "little"))]),
+        (None, b"sdk-1", []), (b"qk", b"quic", []), (b"hk", b"http", []),
+        (None, b"cli", [("src", b"cli")])]
+    stamps = [m.timestamp() for m in got]
+    assert all(kind == 1 for kind, _ in stamps)  # CreateTime, the server's append time
+    assert before_ms <= stamps[0][1] <= stamps[4][1] <= after_ms
+    assert stamps[0][1] == stamps[1][1]  # one SEND, one batch, one append time
+    # Iggy readers get them back through the read conversion: the id is not kept
+    polled = iggy.poll_messages("kafka", name, partition_id=1, strategy=PollingStrategy.first(),
+                                count=10).messages
+    assert [(m.offset, m.id, m.payload, m.timestamp) for m in polled] == [
+        (m.offset(), 0, m.value(), m.timestamp()[1] * 1000) for m in got]
+    assert polled[0].headers == {"rill.key": HeaderValue.raw(b"k0"),
+                                 "trace": HeaderValue.raw(b"abc"),
+                                 "n": HeaderValue.raw((7).to_bytes(4, "little"))}
+    # ListOffsets by time finds them (exact to the record)
+    raw = Raw(server)
+    try:
+        found = list_offset(raw, name, stamps[3][1])
+        assert found.offset == (2 if stamps[2][1] == stamps[3][1] else 3)
+        assert found.timestamp == stamps[3][1]
+    finally:
+        raw.close()
+
+
+def test_message_ids_are_not_deduplicated_in_a_kafka_topic(server, iggy):
+    name = kafka_topic(server)
+    for _ in range(2):
+        iggy.send_messages("kafka", name, [Message(b"same", id=7)], partitioning=1)
+    assert [m.value() for m in consume_kafka(server, name, 2)] == [b"same", b"same"]
+    # the server does deduplicate: an Iggy-format topic keeps the first only
+    other, _ = iggy_topic(server, iggy)
+    for _ in range(2):
+        iggy.send_messages("kafka", other, [Message(b"same", id=7)], partitioning=1)
+    assert iggy.poll_messages("kafka", other, partition_id=1, strategy=PollingStrategy.offset(3),
+                              count=10).count == 1
+
+
+def test_a_bad_send_into_a_kafka_topic_gets_iggy_errors_and_writes_nothing(server, iggy):
+    name = kafka_topic(server)
+    iggy.send_messages("kafka", name, [Message(b"good")], partitioning=1)
+    region = b"".join([bytes(16), struct.pack("<I", 0), struct.pack("<I", 3), b"abc"])
+    with pytest.raises(errors.InvalidCommand):
+        iggy.send_messages_raw("kafka", name, 1, region[:-1])  # cut short
+    big = [Message(b"x", headers={"h": HeaderValue.raw(b"v" * 255)}) for _ in range(400)]
+    with pytest.raises(errors.TooBigHeadersPayload):  # 400 x 255 header bytes > 100,000
+        iggy.send_messages("kafka", name, big, partitioning=1)
+    assert [m.value() for m in consume_kafka(server, name, 1)] == [b"good"]
+    iggy.send_messages("kafka", name, [Message(b"after")], partitioning=1)
+    assert [m.value() for m in consume_kafka(server, name, 2)] == [b"good", b"after"]

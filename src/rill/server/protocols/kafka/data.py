@@ -47,9 +47,9 @@ Owns: these rules (the versions served are ``dispatch.DATA_RANGES``):
   is, then the log start when lower): exact to the record where 0.8 gave segment starts;
 * **ListOffsets** 1-7: -2 earliest (log start), -1 latest (high watermark), -3 max timestamp
   (v7: the first record carrying the partition's largest timestamp), t >= 0 the first record
-  whose timestamp is >= t, exact to the record (the batch index finds the batch, then
-  ``record_times`` walks that one batch's records; compressed batches other than gzip are
-  answered at batch granularity); none -> offset -1, timestamp -1. Leader epoch 0, as Metadata.
+  whose timestamp is >= t, exact to the record for every codec (``broker.record_at_or_after``:
+  the storage finds the batch and opens it); none -> offset -1, timestamp -1. Leader epoch 0,
+  as Metadata.
 """
 
 from __future__ import annotations
@@ -63,7 +63,6 @@ from rill.protocol.kafka import ErrorCode, apis, message_sets, response_class
 from rill.server.core.broker import PartitionRef, TopicRef
 from rill.server.core.core import Core
 from rill.server.core.model import Session, Topic
-from rill.server.protocols.kafka import record_times
 from rill.server.protocols.kafka.dispatch import (
     DATA_RANGES,
     RECORD_FORMAT,
@@ -332,17 +331,10 @@ def _offset_for(core: Core, session: Session, ref: PartitionRef, timestamp: int
         timestamp = broker.max_timestamp(session, ref) // 1000
     elif timestamp < 0:
         raise errors.InvalidCommand()
-    batch_offset = broker.offset_for_timestamp(session, ref, timestamp * 1000)
-    while batch_offset is not None and batch_offset < bounds.high_watermark:
-        found = broker.read(session, ref, batch_offset, 1, 1, RECORD_FORMAT)  # its batch
-        if not found.count:
-            break
-        record = record_times.first_at_or_after(found.data, timestamp)
-        if record is not None:
-            return record
-        # the index's running maximum reached the time before this batch's records did
-        batch_offset = found.first_offset + found.count
-    return -1, -1
+    found = broker.record_at_or_after(session, ref, timestamp * 1000)
+    if found is None or found[0] >= bounds.high_watermark:
+        return -1, -1
+    return found[0], found[1] // 1000
 
 
 def _old_style_offsets(core: Core, session: Session, ref: PartitionRef, timestamp: int,
