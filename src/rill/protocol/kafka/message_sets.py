@@ -64,9 +64,19 @@ import zlib
 from collections.abc import Iterator
 from typing import NamedTuple
 
-import cramjam
-import xxhash
-from crc32c import crc32c
+from rill.protocol.kafka import record_batch
+from rill.protocol.kafka.record_batch import (
+    CODEC_MASK,
+    CONTROL,
+    HEADER,
+    HEADER_SIZE,
+    LOG_APPEND_TIME,
+    LZ4,
+    MAX_INFLATED,
+    decompress,
+    put_record,
+    read_record,
+)
 
 __all__ = [
     "MAX_INFLATED", "InvalidMessageSet", "Message", "MessageSetTooLarge",
@@ -79,21 +89,7 @@ _HEAD_SIZE = 12  # offset and messageSize: messageSize counts the bytes after th
 _CRC_FROM = 16  # magic .. end
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
-_CODEC_MASK = 0x07
-_GZIP, _SNAPPY, _LZ4, _ZSTD = 1, 2, 3, 4
-_LOG_APPEND_TIME = 0x08
-_CONTROL = 0x20
 _MAGIC_AT = 16
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
-_XERIAL_HEADER_SIZE = 16  # magic, version i32, compatible version i32
-_LZ4_MAGIC = b"\x04\x22\x4d\x18"
-MAX_INFLATED = 64 << 20  # what one compressed block may inflate to
-
-# RecordBatch v2 (kafka-notes §3.1)
-_BATCH_HEADER = struct.Struct(">qiiBIhiqqqhii")
-_BATCH_HEADER_SIZE = _BATCH_HEADER.size  # 61
-_BATCH_CRC_FROM = 21
-_BATCH_TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordsCount: the CRC'd header part
 
 
 class InvalidMessageSet(ValueError):
@@ -135,79 +131,6 @@ def _blob(view: memoryview, at: int, end: int) -> tuple[bytes | None, int]:
     return bytes(view[at:at + length]), at + length
 
 
-def _xerial_blocks(data: bytes, limit: int) -> bytes:
-    out = bytearray()
-    at = _XERIAL_HEADER_SIZE
-    while at < len(data):
-        if len(data) - at < 4:
-            raise InvalidMessageSet("a truncated xerial snappy block length")
-        (length,) = _INT32.unpack_from(data, at)
-        at += 4
-        if length < 0 or at + length > len(data):
-            raise InvalidMessageSet("a xerial snappy block runs past the data")
-        out += _snappy_block(data[at:at + length], limit - len(out))
-        at += length
-    return bytes(out)
-
-
-def _fixed_lz4_header(data: bytes) -> bytes:
-    """An LZ4 frame whose header checksum byte is recomputed over the frame descriptor (old
-    Kafka's magic 0 lz4 computed it over the magic number and the descriptor)."""
-    if len(data) < 7 or data[:4] != _LZ4_MAGIC:
-        return data
-    flags = data[4]
-    end = 6 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0)
-    if len(data) <= end:
-        return data
-    checksum = (xxhash.xxh32_intdigest(data[4:end]) >> 8) & 0xFF
-    return data[:end] + bytes((checksum,)) + data[end + 1:]
-
-
-def _snappy_block(data: bytes, limit: int) -> bytes:
-    if cramjam.snappy.decompress_raw_len(data) > limit:
-        raise MessageSetTooLarge(f"a snappy block inflates past {limit} bytes")
-    return bytes(cramjam.snappy.decompress_raw(data))
-
-
-def _into(decompress_into, data: bytes, limit: int) -> bytes:
-    """lz4/zstd frames into buffers growing 8-fold up to ``limit`` (their frames need not say
-    how large they inflate)."""
-    size = min(limit, max(1 << 16, 8 * len(data)))
-    while True:
-        out = bytearray(size)
-        try:
-            return bytes(memoryview(out)[:decompress_into(data, out)])
-        except cramjam.DecompressionError:
-            if size >= limit:
-                raise MessageSetTooLarge(
-                    f"a block that does not inflate into {limit} bytes") from None
-            size = min(limit, size * 8)
-
-
-def decompress(codec: int, data: bytes, legacy_lz4: bool = False,
-               limit: int = MAX_INFLATED) -> bytes:
-    """A compressed block (MessageSet wrapper value or RecordBatch v2 records block) inflated;
-    ``MessageSetTooLarge`` past ``limit`` bytes, ValueError (or a codec's own error) when it
-    does not decompress."""
-    if codec == _GZIP:
-        inflater = zlib.decompressobj(47)  # gzip (or zlib) header
-        out = inflater.decompress(data, limit + 1)
-        if len(out) > limit:
-            raise MessageSetTooLarge(f"a gzip block inflates past {limit} bytes")
-        return out
-    if codec == _SNAPPY:
-        if data.startswith(_XERIAL_MAGIC):
-            return _xerial_blocks(data, limit)
-        return _snappy_block(data, limit)
-    if codec == _LZ4:
-        if legacy_lz4:
-            data = _fixed_lz4_header(data)
-        return _into(cramjam.lz4.decompress_into, data, limit)
-    if codec == _ZSTD:
-        return _into(cramjam.zstd.decompress_into, data, limit)
-    raise ValueError(f"unknown compression codec {codec}")
-
-
 def _messages(data: bytes | memoryview, inner: bool, left: list[int]) -> Iterator[Message]:
     """The messages of a set; ``left[0]``: what its wrappers may still inflate to, together."""
     view = memoryview(data)
@@ -233,26 +156,26 @@ def _messages(data: bytes | memoryview, inner: bool, left: list[int]) -> Iterato
                 raise InvalidMessageSet(f"message at byte {at}: no room for its timestamp")
             (timestamp,) = _INT64.unpack_from(view, pos)
             pos += 8
-            if attributes & _LOG_APPEND_TIME:
+            if attributes & LOG_APPEND_TIME:
                 timestamp = None
         key, pos = _blob(view, pos, end)
         value, pos = _blob(view, pos, end)
         if pos != end:
             raise InvalidMessageSet(f"message at byte {at}: {end - pos} bytes after its value")
-        codec = attributes & _CODEC_MASK
+        codec = attributes & CODEC_MASK
         if codec == 0:
             yield Message(magic, timestamp, key, value)
         elif inner:
             raise InvalidMessageSet(f"message at byte {at}: a compressed message inside one")
-        elif codec > _LZ4:
+        elif codec > LZ4:
             raise InvalidMessageSet(f"message at byte {at}: unknown compression codec {codec}")
         else:
             try:
                 inflated = decompress(codec, value or b"", legacy_lz4=magic == 0,
                                       limit=left[0])
                 left[0] -= len(inflated)
-            except MessageSetTooLarge:
-                raise
+            except record_batch.TooLarge as error:
+                raise MessageSetTooLarge(str(error)) from None
             except Exception as error:  # every codec has its own error class
                 raise InvalidMessageSet(
                     f"message at byte {at}: its {codec=} value does not decompress ({error})"
@@ -276,31 +199,6 @@ def read_message_set(records: bytes | memoryview) -> list[Message]:
 # -- RecordBatch v2 --------------------------------------------------------------------------
 
 
-def _varint(value: int) -> bytes:
-    value = (value << 1) ^ (value >> 63)  # zig-zag
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _record(offset_delta: int, timestamp_delta: int, key: bytes | None,
-            value: bytes | None) -> bytes:
-    body = bytearray(b"\x00")  # attributes
-    body += _varint(timestamp_delta)
-    body += _varint(offset_delta)
-    for blob in (key, value):
-        if blob is None:
-            body += _varint(-1)
-        else:
-            body += _varint(len(blob))
-            body += blob
-    body += _varint(0)  # no headers
-    return _varint(len(body)) + bytes(body)
-
-
 def message_set_to_batch(records: bytes | memoryview, now_ms: int) -> tuple[bytes, bool]:
     """A produced MessageSet as one uncompressed RecordBatch v2 and whether it is stamped
     LogAppendTime (at ``now_ms``); ``InvalidMessageSet`` when it cannot be stored."""
@@ -312,15 +210,12 @@ def message_set_to_batch(records: bytes | memoryview, now_ms: int) -> tuple[byte
     else:
         stamps = [message.timestamp for message in messages]  # type: ignore[misc]
         base, newest = stamps[0], max(stamps)
-    block = b"".join(_record(delta, stamp - base, message.key, message.value)
-                     for delta, (message, stamp) in enumerate(zip(messages, stamps)))
-    attributes = _LOG_APPEND_TIME if log_append else 0
-    tail = _BATCH_TAIL.pack(attributes, len(messages) - 1, base, newest, -1, -1, -1,
-                            len(messages)) + block
-    crc = crc32c(tail)
-    length = _BATCH_HEADER_SIZE - 12 + len(block)
-    head = struct.pack(">qiiBI", 0, length, -1, 2, crc)
-    return head + tail, log_append
+    block = bytearray()
+    for delta, (message, stamp) in enumerate(zip(messages, stamps)):
+        put_record(block, delta, stamp - base, message.key, message.value)
+    attributes = LOG_APPEND_TIME if log_append else 0
+    return record_batch.build(block, len(messages), len(messages) - 1, base, newest,
+                              attributes), log_append
 
 
 class StoredRecord(NamedTuple):
@@ -331,62 +226,38 @@ class StoredRecord(NamedTuple):
     value: bytes | None
 
 
-def _read_varint(data: bytes | memoryview, at: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        byte = data[at]
-        at += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), at
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
-def _read_blob(data: bytes | memoryview, at: int) -> tuple[bytes | None, int]:
-    length, at = _read_varint(data, at)
-    if length < 0:
-        return None, at
-    return bytes(data[at:at + length]), at + length
-
-
 def stored_records(batches: bytes | memoryview, from_offset: int = 0) -> Iterator[StoredRecord]:
     """The records of whole RecordBatch v2 back to back (a partial last batch is ignored), from
     ``from_offset`` on; control batches skipped."""
     view = memoryview(batches)
     at = 0
-    while len(view) - at >= _BATCH_HEADER_SIZE:
+    while len(view) - at >= HEADER_SIZE:
         (base_offset, length, _, _, _, attributes, last_delta, base_timestamp, max_timestamp,
-         _, _, _, count) = _BATCH_HEADER.unpack_from(view, at)
+         _, _, _, count) = HEADER.unpack_from(view, at)
         end = at + 12 + length
         if end > len(view):
             return
-        if attributes & _CONTROL or base_offset + last_delta < from_offset:
+        if attributes & CONTROL or base_offset + last_delta < from_offset:
             at = end
             continue
-        block: bytes | memoryview = view[at + _BATCH_HEADER_SIZE:end]
-        codec = attributes & _CODEC_MASK
+        block: bytes | memoryview = view[at + HEADER_SIZE:end]
+        codec = attributes & CODEC_MASK
         if codec:
             block = decompress(codec, bytes(block))
-        log_append = bool(attributes & _LOG_APPEND_TIME)
+        log_append = bool(attributes & LOG_APPEND_TIME)
         pos = 0
         for _ in range(count):
-            size, pos = _read_varint(block, pos)
-            record_end = pos + size
-            pos += 1  # attributes
-            timestamp_delta, pos = _read_varint(block, pos)
-            offset_delta, pos = _read_varint(block, pos)
-            key, pos = _read_blob(block, pos)
-            value, pos = _read_blob(block, pos)
-            if pos > record_end or record_end > len(block):
-                raise ValueError(f"a record of the batch at offset {base_offset} overruns itself")
-            pos = record_end  # headers: no place in a MessageSet
+            pos, timestamp_delta, offset_delta, key, value, _ = read_record(
+                block, pos, with_headers=False)  # headers: no place in a MessageSet
             offset = base_offset + offset_delta
             if offset >= from_offset:
                 timestamp = max_timestamp if log_append else base_timestamp + timestamp_delta
-                yield StoredRecord(offset, timestamp, log_append, key, value)
+                yield StoredRecord(offset, timestamp, log_append, _bytes(key), _bytes(value))
         at = end
+
+
+def _bytes(blob: bytes | bytearray | memoryview | None) -> bytes | None:
+    return None if blob is None else bytes(blob)
 
 
 # -- writing a MessageSet --------------------------------------------------------------------
@@ -416,7 +287,7 @@ def batches_to_message_set(batches: bytes | memoryview, magic: int, from_offset:
         raise ValueError(f"a MessageSet has magic 0 or 1, not {magic}")
     out = bytearray()
     for record in stored_records(batches, from_offset):
-        attributes = _LOG_APPEND_TIME if magic == 1 and record.log_append else 0
+        attributes = LOG_APPEND_TIME if magic == 1 and record.log_append else 0
         message = write_message(magic, record.offset, record.key, record.value,
                                 record.timestamp, attributes)
         if len(out) + len(message) > max_bytes and (out or not at_least_one):
