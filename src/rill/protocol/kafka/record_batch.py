@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Iterable
+from typing import Sequence
 
 import cramjam
 import xxhash
@@ -91,30 +91,30 @@ def read_varint(data: bytes | bytearray | memoryview, at: int) -> tuple[int, int
             raise ValueError("varint longer than 10 bytes")
 
 
-def _put_blob(out: bytearray, blob: bytes | bytearray | memoryview | None) -> None:
-    if blob is None:
-        out.append(1)  # zig-zag -1
-    else:
-        put_varint(out, len(blob))
-        out += blob
-
-
 def put_record(out: bytearray, offset_delta: int, timestamp_delta: int,
                key: bytes | bytearray | memoryview | None,
                value: bytes | bytearray | memoryview | None,
-               headers: Iterable[tuple[bytes | memoryview, bytes | memoryview | None]] = ()
+               headers: Sequence[tuple[bytes | memoryview, bytes | memoryview | None]] = ()
                ) -> None:
     """Append one record (its length first)."""
     body = bytearray(b"\x00")  # attributes
     put_varint(body, timestamp_delta)
     put_varint(body, offset_delta)
-    _put_blob(body, key)
-    _put_blob(body, value)
-    headers = list(headers)
+    for blob in (key, value):
+        if blob is None:
+            body.append(1)  # zig-zag -1
+        else:
+            put_varint(body, len(blob))
+            body += blob
     put_varint(body, len(headers))
     for name, header_value in headers:
-        _put_blob(body, name)
-        _put_blob(body, header_value)
+        put_varint(body, len(name))
+        body += name
+        if header_value is None:
+            body.append(1)
+        else:
+            put_varint(body, len(header_value))
+            body += header_value
     put_varint(out, len(body))
     out += body
 
@@ -155,13 +155,15 @@ def read_record(block: bytes | bytearray | memoryview, at: int, with_headers: bo
 
 def build(records: bytes | bytearray, count: int, last_offset_delta: int, base_timestamp: int,
           max_timestamp: int, attributes: int = 0, producer_id: int = -1,
-          producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
+          producer_epoch: int = -1, base_sequence: int = -1, base_offset: int = 0,
+          leader_epoch: int = -1) -> bytes:
     """A whole RecordBatch v2 around a records block (``put_record`` output, or a compressed
-    one with the codec in ``attributes``): base offset 0 and leader epoch -1 (the log sets
-    both; neither is under the CRC)."""
+    one with the codec in ``attributes``). A client's batch has base offset 0 and leader epoch
+    -1 (the log sets both; neither is under the CRC); a batch read from a log has the log's."""
     tail = _TAIL.pack(attributes, last_offset_delta, base_timestamp, max_timestamp,
                       producer_id, producer_epoch, base_sequence, count) + records
-    return _HEAD.pack(0, HEADER_SIZE - 12 + len(records), -1, MAGIC, crc32c(tail)) + tail
+    return _HEAD.pack(base_offset, HEADER_SIZE - 12 + len(records), leader_epoch, MAGIC,
+                      crc32c(tail)) + tail
 
 
 # -- compression -----------------------------------------------------------------------------

@@ -77,6 +77,7 @@ from crc32c import crc32c
 
 from rill.errors import FeatureUnavailable
 from rill.protocol.buffer import DecodeError
+from rill.protocol.kafka import record_batch
 from rill.server.storage.record_checks import (
     KIND_CONTENT,
     KIND_GOOD,
@@ -87,22 +88,22 @@ from rill.server.storage.records import StampedBatch
 
 FORMAT_NAME = "kafka-v2"
 
-# the whole fixed header, in wire order
-BATCH_HEADER = struct.Struct(">qiiBIhiqqqhii")
-BATCH_HEADER_SIZE = BATCH_HEADER.size  # 61
+# the whole fixed header, in wire order (``protocol.kafka.record_batch`` has the layout)
+BATCH_HEADER = record_batch.HEADER
+BATCH_HEADER_SIZE = record_batch.HEADER_SIZE  # 61
 LENGTH_PREFIX_SIZE = 12  # baseOffset and batchLength: batchLength counts the bytes after them
 MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LENGTH_PREFIX_SIZE
-CRC_FROM = 21  # the CRC-32C covers attributes .. end
-MAGIC = 2
+CRC_FROM = record_batch.CRC_FROM  # the CRC-32C covers attributes .. end
+MAGIC = record_batch.MAGIC
 # baseOffset, batchLength (kept), partitionLeaderEpoch: what the broker rewrites
 _REWRITTEN = struct.Struct(">qii")
 _LENGTH_AT = struct.Struct(">8xi")
 
-CODEC_MASK = 0x07
+CODEC_MASK = record_batch.CODEC_MASK
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
-TIMESTAMP_TYPE_BIT = 0x08  # LogAppendTime
+TIMESTAMP_TYPE_BIT = record_batch.LOG_APPEND_TIME
 TRANSACTIONAL_BIT = 0x10
-CONTROL_BIT = 0x20
+CONTROL_BIT = record_batch.CONTROL
 
 INDEX_ENTRY = struct.Struct("<IIQII")  # relative_offset, position, timestamp, epoch, reserved
 INDEX_ENTRY_SIZE = INDEX_ENTRY.size  # 24

@@ -3,7 +3,7 @@
 Owns: ``convert`` (stored records of one format -> records of another, for a reader of the
 other protocol), the two directions it knows, ``convert_batch`` (a client batch of one format
 -> a client batch of another, for a writer of the other protocol: an Iggy SEND into a Kafka
-topic) and ``decompress`` (Kafka's batch codecs). A log
+topic). RecordBatch v2's record layout and codecs are ``protocol.kafka.record_batch``'s. A log
 keeps its own format (``storage.formats``); a reader that takes another one asks
 ``PartitionLog.read_as``, which reads the stored bytes and converts them here, **per record, in
 Python**. A reader of the log's own format never comes here (Kafka -> Kafka and Iggy -> Iggy
@@ -30,7 +30,8 @@ becomes one stored Iggy record (``storage.records`` layout), only those of offse
     can hold (a dropped value never replaces a kept one), at the place the key first appeared;
     a Kafka header named ``rill.key`` is dropped (the neutral key is the record's key only);
   * compressed batches (gzip, snappy raw or xerial-framed, lz4 frame, zstd) are decompressed
-    (``decompress``); a batch that does not parse is CannotReadMessage.
+    (``record_batch.decompress``, at most 64 MiB a batch); a batch that does not decompress
+    or parse is CannotReadMessage.
 
 ``iggy-v1`` -> ``kafka-v2`` (a Kafka Fetch or ListOffsets of an Iggy-format topic): the stored
 records read become **one** uncompressed RecordBatch v2 (magic 2, CreateTime, no producer:
@@ -64,10 +65,11 @@ from array import array
 from dataclasses import dataclass
 
 import cramjam
-from crc32c import crc32c
 
 from rill.errors import CannotReadMessage, FeatureUnavailable
 from rill.protocol.headers import KEY_HEADER, MAX_HEADER_PART
+from rill.protocol.kafka import record_batch
+from rill.protocol.kafka.record_batch import put_record, read_varint
 from rill.protocol.layout import STATE_AVAILABLE, STORED_PREFIX
 from rill.protocol.stored import crc32
 from rill.server.storage import kafka_records
@@ -76,16 +78,12 @@ from rill.server.storage.records import RECORD_FORMAT as IGGY_FORMAT
 
 KAFKA_FORMAT = kafka_records.FORMAT_NAME
 
-_BATCH_HEADER = kafka_records.BATCH_HEADER
-_BATCH_HEADER_SIZE = kafka_records.BATCH_HEADER_SIZE
-_CRC_FROM = kafka_records.CRC_FROM
+_BATCH_HEADER = record_batch.HEADER
+_BATCH_HEADER_SIZE = record_batch.HEADER_SIZE
 _U32 = struct.Struct("<I")
 _KEY_HEADER = KEY_HEADER.encode()
 _ZERO_ID = bytes(16)
 _RAW_KIND = b"\x01"
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
-_XERIAL_HEADER_SIZE = 16  # magic, version i32, compatible version i32
-_BIG_U32 = struct.Struct(">I")
 _LITTLE_ENDIAN_HOST = sys.byteorder == "little"
 
 
@@ -137,56 +135,6 @@ def convert_batch(raw: bytes | bytearray | memoryview, source: str, target: str,
                                     f"of format {target!r}")
 
 
-# ---------------------------------------------------------------------- Kafka codecs
-def decompress(codec: int, block: bytes | memoryview) -> bytes:
-    """A RecordBatch v2 records block compressed with ``codec`` (1 gzip, 2 snappy raw or
-    xerial-framed, 3 lz4 frame, 4 zstd), decompressed."""
-    if codec == 1:
-        return zlib.decompress(bytes(block), 47)  # a gzip (or zlib) header
-    if codec == 2:
-        if bytes(block[:8]) == _XERIAL_MAGIC:  # snappy-java's framing: length-prefixed blocks
-            parts, at, end = [], _XERIAL_HEADER_SIZE, len(block)
-            while at < end:
-                (length,) = _BIG_U32.unpack_from(block, at)
-                at += 4
-                if at + length > end:
-                    raise ValueError("xerial snappy block overruns the batch")
-                parts.append(bytes(cramjam.snappy.decompress_raw(bytes(block[at : at + length]))))
-                at += length
-            return b"".join(parts)
-        return bytes(cramjam.snappy.decompress_raw(bytes(block)))
-    if codec == 3:
-        return bytes(cramjam.lz4.decompress(bytes(block)))
-    if codec == 4:
-        return bytes(cramjam.zstd.decompress(bytes(block)))
-    raise ValueError(f"unknown compression codec {codec}")
-
-
-def _varint(data: bytes, at: int) -> tuple[int, int]:
-    """The zig-zag varint (or varlong) at ``at``: (value, position after it)."""
-    byte = data[at]
-    if byte < 0x80:  # one byte: most lengths and deltas
-        return (byte >> 1) ^ -(byte & 1), at + 1
-    result, shift = byte & 0x7F, 7
-    while True:
-        at += 1
-        byte = data[at]
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (result >> 1) ^ -(result & 1), at + 1
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint longer than 10 bytes")
-
-
-def _put_varint(out: bytearray, value: int) -> None:
-    value = (value << 1) ^ (value >> 63)  # zig-zag (a varlong's width covers every varint)
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
 # ---------------------------------------------------------------------- Kafka -> Iggy
 def kafka_to_iggy(data: bytes | bytearray | memoryview, first_offset: int, max_count: int
                   ) -> Converted:
@@ -214,7 +162,7 @@ def kafka_to_iggy(data: bytes | bytearray | memoryview, first_offset: int, max_c
         codec = attributes & kafka_records.CODEC_MASK
         block = view[at + _BATCH_HEADER_SIZE : batch_end]
         try:
-            block = decompress(codec, block) if codec else bytes(block)
+            block = record_batch.decompress(codec, block) if codec else bytes(block)
         except (ValueError, zlib.error, cramjam.DecompressionError) as error:
             raise CannotReadMessage(reason=f"Cannot read message: the batch at offset "
                                            f"{base_offset} does not decompress: {error}")
@@ -222,34 +170,34 @@ def kafka_to_iggy(data: bytes | bytearray | memoryview, first_offset: int, max_c
         try:
             position = 0
             for _ in range(count):
-                record_length, position = _varint(block, position)
+                record_length, position = read_varint(block, position)
                 ends_at = position + record_length
-                timestamp_delta, position = _varint(block, position + 1)  # after attributes
-                offset_delta, position = _varint(block, position)
+                timestamp_delta, position = read_varint(block, position + 1)  # after attributes
+                offset_delta, position = read_varint(block, position)
                 offset = base_offset + offset_delta
                 if offset < first_offset:
                     position = ends_at
                     continue
                 if offset >= end_offset:
                     break
-                key_length, position = _varint(block, position)
+                key_length, position = read_varint(block, position)
                 key = None
                 if key_length >= 0:
                     key = block[position : position + key_length]
                     position += key_length
-                value_length, position = _varint(block, position)
+                value_length, position = read_varint(block, position)
                 if value_length > 0:
                     payload = block[position : position + value_length]
                     position += value_length
                 else:
                     payload = b""
-                header_count, position = _varint(block, position)
+                header_count, position = read_varint(block, position)
                 headers: dict[bytes, bytes] = {}
                 for _ in range(header_count):
-                    name_length, position = _varint(block, position)
+                    name_length, position = read_varint(block, position)
                     name = block[position : position + name_length]
                     position += name_length
-                    value_length, position = _varint(block, position)
+                    value_length, position = read_varint(block, position)
                     if value_length <= 0:
                         continue  # a null or empty header value: no Iggy header holds one
                     value = block[position : position + value_length]
@@ -329,14 +277,9 @@ def iggy_to_kafka(data: bytes | bytearray | memoryview, first_offset: int, max_c
     base_offset, base_timestamp = rows[0][0], rows[0][1]
     max_timestamp = base_timestamp
     records = bytearray()
-    body = bytearray()
     for offset, timestamp, headers, payload in rows:
         if timestamp > max_timestamp:
             max_timestamp = timestamp
-        body.clear()
-        body.append(0)  # attributes
-        _put_varint(body, timestamp - base_timestamp)
-        _put_varint(body, offset - base_offset)
         key = None
         kafka_headers = []
         position, end = 0, len(headers)
@@ -351,26 +294,9 @@ def iggy_to_kafka(data: bytes | bytearray | memoryview, first_offset: int, max_c
                 key = value
             else:
                 kafka_headers.append((name, value))
-        if key is None:
-            _put_varint(body, -1)
-        else:
-            _put_varint(body, len(key))
-            body += key
-        _put_varint(body, len(payload))
-        body += payload
-        _put_varint(body, len(kafka_headers))
-        for name, value in kafka_headers:
-            _put_varint(body, len(name))
-            body += name
-            _put_varint(body, len(value))
-            body += value
-        _put_varint(records, len(body))
-        records += body
-    count = len(rows)
+        put_record(records, offset - base_offset, timestamp - base_timestamp, key, payload,
+                   kafka_headers)
     last_delta = rows[-1][0] - base_offset
-    header = bytearray(_BATCH_HEADER.pack(
-        base_offset, _BATCH_HEADER_SIZE - 12 + len(records), 0, kafka_records.MAGIC, 0, 0,
-        last_delta, base_timestamp, max_timestamp, -1, -1, -1, count))
-    header += records
-    struct.pack_into(">I", header, 17, crc32c(memoryview(header)[_CRC_FROM:]))
-    return Converted(base_offset, last_delta + 1, bytes(header), array("I"), array("Q"))
+    batch = record_batch.build(records, len(rows), last_delta, base_timestamp, max_timestamp,
+                               base_offset=base_offset, leader_epoch=0)
+    return Converted(base_offset, last_delta + 1, batch, array("I"), array("Q"))
