@@ -21,7 +21,8 @@ Invariants:
   is closed; ``refuse(status)`` answers ``status`` after the requests queued before it and
   closes the link; after ``close()`` no reply is delivered any more;
 * the protocol's ``open_session`` sees the session before any request (a listener's own login
-  rule, e.g. Kafka on loopback);
+  rule, e.g. Kafka on loopback); a protocol's ``greeting`` bytes, when it has any, are the
+  first thing written on the link (TANK's ping on accept);
 * memory: every queued payload is accounted in the server-wide ``RequestMemory`` until it is
   served (a link accounts a large frame itself, from its header on: ``submit(accounted=True)``);
   while the budget is spent the link is asked to pause reading. Before login at most
@@ -118,6 +119,9 @@ class BinaryConnection:
         self.session = core.connect(address, transport)
         self.session.close_link = self._close_for_core
         protocol.open_session(core, self.session)
+        greeting = getattr(protocol, "greeting", None)  # bytes a protocol sends first (TANK's ping)
+        if greeting:
+            link.send_reply(None, [greeting])
         self.worker: asyncio.Task[None] = asyncio.get_running_loop().create_task(self._serve())
         if supervisor is not None:
             supervisor.add(self)
