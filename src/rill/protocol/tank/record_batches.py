@@ -177,11 +177,15 @@ else:  # not built, RILL_PURE_PYTHON=1, or built from an older source
 def batch_from_bundle(keys, values, timestamps) -> bytes:
     """One uncompressed RecordBatch v2 holding a bundle's messages (offsets 0..n-1)."""
     count = len(values)
-    base = timestamps[0] if count else 0
+    if not count:
+        raise InvalidColumns("a batch needs at least one record")
+    highest = max(timestamps)
+    if highest > MAX_TIMESTAMP:  # TANK's u64 milliseconds; Kafka's are signed
+        raise InvalidColumns(f"timestamp {highest} above 2^63-1")
+    base = timestamps[0]
     records = encode_records(keys, values, timestamps, base)
     if type(records) is str:
         raise InvalidColumns(records)
-    highest = max(timestamps)
     tail = struct.pack(">hiqqqhii", 0, count - 1, base, highest, -1, -1, -1, count) + records
     head = struct.pack(">qiibI", 0, len(tail) + 9, 0, MAGIC, crc32c(tail))
     return head + tail

@@ -37,9 +37,10 @@ Owns: these rules.
 * long poll (§6.6): when ``max_wait_ms`` > 0 and every partition is at EOF the request waits
   (``broker.wait``, per topic, the first topic woken ends it) until ``min_bytes`` (stored
   bytes, at least one message) arrived or ``max_wait_ms`` (at most one hour, honoured exactly)
-  passed. Then every partition answers 0x00: those that got data with ``base`` = the first new
-  seq and everything appended since (not limited by ``fetch_size``), the others ``base`` 0,
-  empty. An immediate EOF answer carries ``base`` = first available.
+  passed. Then every partition answers 0x00: woken, those that got data with ``base`` = the
+  first new seq and everything appended since (not limited by ``fetch_size``), the others
+  ``base`` 0, empty; timed out (less than ``min_bytes`` arrived), every one ``base`` 0, empty.
+  An immediate EOF answer carries ``base`` = first available.
 """
 
 from __future__ import annotations
@@ -212,11 +213,15 @@ def _look(core: Core, session: Session, wanted: _Wanted) -> None:
 
 
 async def _wait(core: Core, session: Session, settings: TankSettings,
-                by_topic: dict[str, list[_Wanted]], min_bytes: int, timeout: float) -> None:
+                by_topic: dict[str, list[_Wanted]], min_bytes: int, timeout: float) -> bool:
+    """Until ``min_bytes`` (at least one message) arrived past the partitions' ends or
+    ``timeout`` passed; whether they arrived (False: timed out)."""
+    need = max(min_bytes, 1)
     waits = [asyncio.ensure_future(core.broker.wait(
         session, TopicRef(settings.stream, name),
-        [(wanted.partition, wanted.wait_offset) for wanted in parts], max(min_bytes, 1), timeout))
+        [(wanted.partition, wanted.wait_offset) for wanted in parts], need, timeout))
         for name, parts in by_topic.items()]
+    arrived = 0
     try:
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -224,16 +229,20 @@ async def _wait(core: Core, session: Session, settings: TankSettings,
             if not waiting.done():
                 waiting.cancel()
         for waiting in waits:
-            if waiting.done() and not waiting.cancelled():
-                waiting.exception()  # retrieved; a topic deleted meanwhile shows on the read
+            if waiting.done() and not waiting.cancelled() and waiting.exception() is None:
+                arrived += sum(end.bytes_after for end in waiting.result())
+    return arrived >= need
 
 
-def _woken(core: Core, session: Session, wanted: _Wanted) -> None:
-    """After a wait: what arrived past the wait offset (whole, not limited by fetch_size),
-    else base 0 and nothing."""
+def _woken(core: Core, session: Session, wanted: _Wanted, reached: bool) -> None:
+    """After a wait that ``reached`` min_bytes: what arrived past the wait offset (whole, not
+    limited by fetch_size), else base 0 and nothing; after a timeout: base 0 and nothing for
+    every partition (TANK's timed-out form, even when less than min_bytes arrived)."""
     wanted.flag, wanted.base, wanted.chunk = ConsumeFlag.OK, 0, []
     try:
-        if not _read(core, session, wanted, wanted.wait_offset, MAX_FETCH):
+        if not reached:
+            wanted.hwm = core.broker.bounds(session, wanted.ref).high_watermark
+        elif not _read(core, session, wanted, wanted.wait_offset, MAX_FETCH):
             wanted.flag, wanted.base = ConsumeFlag.OK, 0
     except Exception as error:  # storage, permissions, a stored batch that does not read
         log.info("client %d: TANK consume of partition %d failed: %s", session.client_id,
@@ -268,11 +277,11 @@ async def consume(core: Core, session: Session, settings: TankSettings,
         for name, _count, parts in plan:
             by_topic.setdefault(name, []).extend(parts or ())
         timeout = min(request.max_wait_ms, MAX_WAIT_MS) / 1000
-        if by_topic:
-            await _wait(core, session, settings, by_topic, request.min_bytes, timeout)
+        reached = bool(by_topic) and await _wait(core, session, settings, by_topic,
+                                                 request.min_bytes, timeout)
         for parts in by_topic.values():
             for wanted in parts:
-                _woken(core, session, wanted)
+                _woken(core, session, wanted, reached)
     results = []
     for name, count, parts in plan:
         if parts is None:
