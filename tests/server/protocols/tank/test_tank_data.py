@@ -250,3 +250,19 @@ def test_data_is_intact_after_a_restart(tmp_path):
     assert fetched.values == [b"x" * 2000] * 30 + [b"y"] and fetched.seqs == list(range(1, 32))
     assert fetched.keys == [b"k"] * 30 + [None] and fetched.timestamps[-1] == TS + 1
     assert (numbers.partitions[1].first_available, numbers.partitions[1].hwm) == (1, 32)
+
+
+def test_a_long_poll_that_times_out_below_min_bytes_answers_the_empty_form(server):
+    async def scenario():
+        async with TankClient(*server.tank_address) as reader, \
+                TankClient(*server.tank_address) as writer:
+            name = await topic(writer)
+            waiting = asyncio.ensure_future(raw_consume(
+                reader, [(name, 0, 1)], max_wait_ms=1500, min_bytes=100_000))
+            await asyncio.sleep(0.3)  # ordering only: the consume waits first
+            await writer.produce(name, 0, [b"small"], timestamps=TS)
+            return await waiting
+
+    part = run(scenario()).topics[0].partitions[0]
+    # TANK's timed-out form: base 0, nothing, though one message (below min_bytes) arrived
+    assert (part.flag, part.base, part.hwm, bytes(part.chunk)) == (0, 0, 1, b"")
