@@ -266,3 +266,41 @@ def test_a_long_poll_that_times_out_below_min_bytes_answers_the_empty_form(serve
     part = run(scenario()).topics[0].partitions[0]
     # TANK's timed-out form: base 0, nothing, though one message (below min_bytes) arrived
     assert (part.flag, part.base, part.hwm, bytes(part.chunk)) == (0, 0, 1, b"")
+
+
+def test_requests_behind_a_long_poll_on_the_same_connection_are_answered_first(server):
+    async def scenario():
+        async with TankClient(*server.tank_address) as client:
+            name = await topic(client)
+            waiting = asyncio.ensure_future(raw_consume(client, [(name, 0, 1)],
+                                                        max_wait_ms=120_000))
+            await asyncio.sleep(0.3)  # ordering only: the consume is sent first
+            # the produce behind it is served at once, and its append wakes the consume
+            await client.produce(name, 0, [b"same link"], timestamps=TS)
+            produced_first = not waiting.done()
+            return produced_first, await waiting
+
+    produced_first, answer = run(scenario())
+    assert produced_first
+    part = answer.topics[0].partitions[0]
+    assert (part.flag, part.base, part.hwm) == (0, 1, 1)
+    assert decode_chunk(part.chunk, part.base).values == [b"same link"]
+
+
+def test_a_disconnect_cancels_a_long_poll(server):
+    async def scenario():
+        async with TankClient(*server.tank_address) as other:
+            name = await topic(other)
+            client = TankClient(*server.tank_address)
+            await client.connect()
+            waiting = asyncio.ensure_future(raw_consume(client, [(name, 0, 1)],
+                                                        max_wait_ms=120_000))
+            await asyncio.sleep(0.3)
+            await client.close()
+            with pytest.raises(ConnectionError):
+                await waiting
+            # the server goes on: the other connection produces and reads
+            await other.produce(name, 0, [b"after"], timestamps=TS)
+            return (await other.consume([(name, 0, 1)]))[0]
+
+    assert run(scenario()).values == [b"after"]

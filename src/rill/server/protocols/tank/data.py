@@ -35,6 +35,8 @@ Owns: these rules.
   per-record loops in C; a bundle is SPARSE wherever numbering does not continue from the
   bundle before it (gaps), and the header's ``base`` is the first bundle's first seq;
 * long poll (§6.6): when ``max_wait_ms`` > 0 and every partition is at EOF the request waits
+  (its answer comes later: the connection answers the requests sent behind it meanwhile, as
+  TANK does)
   (``broker.wait``, per topic, the first topic woken ends it) until ``min_bytes`` (stored
   bytes, at least one message) arrived or ``max_wait_ms`` (at most one hour, honoured exactly)
   passed. Then every partition answers 0x00: woken, those that got data with ``base`` = the
@@ -47,6 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Awaitable
 
 from rill import errors
 from rill.protocol.tank import messages as m
@@ -250,8 +253,10 @@ def _woken(core: Core, session: Session, wanted: _Wanted, reached: bool) -> None
         wanted.flag, wanted.base, wanted.chunk = ConsumeFlag.OK, 0, []
 
 
-async def consume(core: Core, session: Session, settings: TankSettings,
-                  request: m.ConsumeRequest) -> m.ConsumeResponse:
+def consume(core: Core, session: Session, settings: TankSettings, request: m.ConsumeRequest
+            ) -> m.ConsumeResponse | Awaitable[m.ConsumeResponse]:
+    """The answer now, or (every partition at EOF and ``max_wait_ms`` > 0) an awaitable of the
+    answer after the long poll: the connection answers the requests behind it meanwhile."""
     known = topics(core, session, settings)
     answered = False
     plan: list[tuple[str, int, list[_Wanted] | None]] = []
@@ -272,16 +277,25 @@ async def consume(core: Core, session: Session, settings: TankSettings,
             answered = answered or wanted.flag is not None
             parts.append(wanted)
         plan.append((entry.name, len(entry.partitions), parts))
-    if not answered and request.max_wait_ms > 0:
-        by_topic: dict[str, list[_Wanted]] = {}
-        for name, _count, parts in plan:
-            by_topic.setdefault(name, []).extend(parts or ())
-        timeout = min(request.max_wait_ms, MAX_WAIT_MS) / 1000
-        reached = bool(by_topic) and await _wait(core, session, settings, by_topic,
-                                                 request.min_bytes, timeout)
-        for parts in by_topic.values():
-            for wanted in parts:
-                _woken(core, session, wanted, reached)
+    if answered or request.max_wait_ms <= 0 or not plan:
+        return _response(request, plan)
+    return _long_poll(core, session, settings, request, plan)
+
+
+async def _long_poll(core: Core, session: Session, settings: TankSettings,
+                     request: m.ConsumeRequest, plan) -> m.ConsumeResponse:
+    by_topic: dict[str, list[_Wanted]] = {}
+    for name, _count, parts in plan:
+        by_topic.setdefault(name, []).extend(parts or ())
+    timeout = min(request.max_wait_ms, MAX_WAIT_MS) / 1000
+    reached = await _wait(core, session, settings, by_topic, request.min_bytes, timeout)
+    for parts in by_topic.values():
+        for wanted in parts:
+            _woken(core, session, wanted, reached)
+    return _response(request, plan)
+
+
+def _response(request: m.ConsumeRequest, plan) -> m.ConsumeResponse:
     results = []
     for name, count, parts in plan:
         if parts is None:

@@ -17,9 +17,9 @@ rules (tank-wire-reference §2, §3, §8.7):
   ConsumePeer (0x09), as a standalone TANK broker does (``CLOSES_CONNECTION``). An invalid
   bundle inside a well-formed Produce is answered 0x02 for its partition (``data``);
 * ProduceWithSeqnum (0x05) is answered with msg_id 0x01 (the codec's rule);
-* requests of one connection are answered in arrival order (the generic connection loop): a
-  long-polling consume delays the answers of requests sent behind it on the same connection
-  (TANK answers those first); other connections are not affected;
+* requests of one connection are answered in arrival order, except a long-polling consume:
+  its answer comes when the wait ends (``Reply.later``), and the requests sent behind it are
+  answered meanwhile, as TANK does; a disconnect cancels the wait;
 * idle connections are closed by ``[connections] idle_timeout`` (rill's rule, not TANK's 16 s;
   clients reconnect on demand either way);
 * an unexpected failure answers nothing and closes the connection (logged).
@@ -70,6 +70,10 @@ class TankProtocol:
         """TANK has no error answer for a bad frame: the connection closes."""
         return _CLOSE
 
+    @staticmethod
+    async def _later(waiting) -> Reply:
+        return Reply(m.encode_response_parts(await waiting))
+
     async def handle_request(self, core: Core, session: Session, code: int,
                              payload: memoryview) -> Reply:
         if not core.heartbeat(session) or not session.is_authenticated:
@@ -90,7 +94,9 @@ class TankProtocol:
             if kind is m.ProduceRequest:
                 response = await data.produce(core, session, self.settings, request)
             elif kind is m.ConsumeRequest:
-                response = await data.consume(core, session, self.settings, request)
+                response = data.consume(core, session, self.settings, request)
+                if type(response) is not m.ConsumeResponse:  # a long poll: answered later
+                    return Reply([], later=self._later(response))
             else:
                 response = dispatch.HANDLERS[kind](core, session, self.settings, request)
             return Reply(m.encode_response_parts(response))
