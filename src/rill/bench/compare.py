@@ -11,7 +11,8 @@ HTML reports. What the report says (ratios, the conclusion, the chart, the table
 Targets: ``rill`` (``RillServer`` + the ``send`` then ``poll`` scenarios against it),
 ``nats``, ``redis`` and ``bare`` (``rill.bench.peers``), and the Kafka-protocol targets
 ``rill-kafka``, ``tansu`` and ``noida-db`` (``rill.bench.peers.kafka``, confluent-kafka as the
-client; ``rill bench kafka`` runs them beside ``rill``, with the machine left out). A target that cannot be found or
+client; ``rill bench kafka`` runs them beside ``rill``, with the machine left out), and
+``rill-tank`` (``rill.bench.peers.tank``, rill's TANK client; ``rill bench tank``). A target that cannot be found or
 started becomes a row "not available: <reason>", one that breaks mid-run a row "failed:
 <error>": never silently dropped. Ratios are always rill ÷ target on the same fsync mode.
 
@@ -46,7 +47,8 @@ from rill.bench.results import new_report, scenario_report, write_json
 
 TARGETS = ("rill", "nats", "redis", "bare")  # the default targets of ``rill bench compare``
 KAFKA_TARGETS = ("rill", "rill-kafka", "tansu", "noida-db")  # those of ``rill bench kafka``
-KNOWN_TARGETS = tuple(dict.fromkeys(TARGETS + KAFKA_TARGETS))
+TANK_TARGETS = ("rill", "rill-tank")  # those of ``rill bench tank``
+KNOWN_TARGETS = tuple(dict.fromkeys(TARGETS + KAFKA_TARGETS + TANK_TARGETS))
 
 Progress = Callable[[str], None]
 

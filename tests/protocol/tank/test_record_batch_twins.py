@@ -18,9 +18,12 @@ from rill.protocol.tank.record_batches import (
     batch_columns,
     batch_from_bundle,
     batch_head,
+    contiguous_bundle,
     decode_records_python,
     encode_records_python,
+    records_to_set_python,
 )
+from rill.protocol.tank.bundles import decode_bundle
 
 SEEDS = range(40)
 
@@ -41,6 +44,7 @@ def test_the_accelerator_is_built_and_used():
     # the server's hot paths must run the C loops (built in place by setup.py)
     assert record_batches.encode_records is _bundles.encode_records
     assert record_batches.decode_records is _bundles.decode_records
+    assert record_batches.records_to_set is _bundles.records_to_set
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -132,3 +136,29 @@ def test_batches_read_back_by_kafka_python(seed):
 def test_a_timestamp_kafka_cannot_hold_is_refused():
     with pytest.raises(InvalidColumns, match="timestamp"):
         batch_from_bundle(None, [b"a"], [1 << 63])
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_records_to_set_twins_agree_and_make_the_bundle_of_the_columns(seed):
+    rng = random.Random(3000 + seed)
+    keys, values, timestamps = random_columns(rng)
+    raw = batch_from_bundle(keys, values, timestamps)
+    head = batch_head(raw)
+    records = raw[HEADER_SIZE:]
+    for append_time in (-1, 1_800_000_000_000):
+        c = _bundles.records_to_set(records, head.count, head.base_timestamp, append_time)
+        assert c == records_to_set_python(records, head.count, head.base_timestamp, append_time)
+        assert c[1:] == (0, len(values) - 1)
+    bundle, first, last = contiguous_bundle(head, records)
+    decoded = decode_bundle(bundle, 1)
+    assert not decoded.sparse and decoded.values == values
+    assert decoded.keys == (keys if keys is not None else [None] * len(values))
+    assert decoded.timestamps == timestamps and decoded.seqs == list(range(1, len(values) + 1))
+    # malformed: the same kind and text from both
+    for _ in range(10):
+        broken = bytearray(records)
+        broken[rng.randrange(len(broken))] = rng.randrange(256)
+        cut = bytes(broken[: rng.randrange(1, len(broken) + 1)])
+        count = head.count + rng.choice([0, 0, 1, -1])
+        assert (_bundles.records_to_set(cut, count, 0, -1)
+                == records_to_set_python(cut, count, 0, -1))

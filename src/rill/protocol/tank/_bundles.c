@@ -20,6 +20,11 @@
  *                                                  longer than 255 bytes become None, null values
  *                                                  b"", negative timestamps 0
  *     -> (kind, text)                              malformed
+ * records_to_set(records, count, base_timestamp, append_time)
+ *     -> (message_set, first_delta, last_delta)    the same records as a non-sparse TANK
+ *                                                  message set (encode_set of decode_records'
+ *                                                  columns), no Python object per record
+ *     -> (kind, text)                              malformed
  *
  * Invariants: every length is bounds-checked before it is used; nothing is read past ``data``;
  * ``count`` is checked against the input size before any list is allocated (a message takes at
@@ -705,6 +710,135 @@ done:
     return out;
 }
 
+/* records_to_set: a records section straight into a non-sparse TANK message set, no Python
+ * object per record. Two passes over the records (size, then write). */
+typedef struct {
+    int64_t ts;
+    Py_ssize_t key_at, key_size; /* key_size < 0: none (null, or longer than 255) */
+    Py_ssize_t value_at, value_size;
+    int64_t offset_delta;
+} Parsed;
+
+/* one record at *offset; 0 ok, else a fault was built into *out */
+static int parse_record(const uint8_t *data, Py_ssize_t end, Py_ssize_t *offset, Py_ssize_t index,
+                        int64_t base, int64_t append_time, Parsed *rec, PyObject **out) {
+    int64_t length, ts_delta, key_size, value_size, headers;
+    if (read_zigzag(data, end, offset, &length) || length < 1 || length > end - *offset) goto trunc;
+    Py_ssize_t record_end = *offset + (Py_ssize_t)length;
+    *offset += 1;
+    if (read_zigzag(data, record_end, offset, &ts_delta) ||
+        read_zigzag(data, record_end, offset, &rec->offset_delta) ||
+        read_zigzag(data, record_end, offset, &key_size))
+        goto trunc;
+    rec->key_size = -1;
+    if (key_size >= 0) {
+        if (key_size > record_end - *offset) goto trunc;
+        if (key_size <= 255) {
+            rec->key_at = *offset;
+            rec->key_size = (Py_ssize_t)key_size;
+        }
+        *offset += (Py_ssize_t)key_size;
+    }
+    if (read_zigzag(data, record_end, offset, &value_size)) goto trunc;
+    rec->value_at = *offset;
+    rec->value_size = 0;
+    if (value_size >= 0) {
+        if (value_size > record_end - *offset) goto trunc;
+        rec->value_size = (Py_ssize_t)value_size;
+        *offset += (Py_ssize_t)value_size;
+    }
+    if (read_zigzag(data, record_end, offset, &headers) || headers < 0) goto trunc;
+    for (int64_t header = 0; header < headers; header++) {
+        for (int part = 0; part < 2; part++) {
+            int64_t size;
+            if (read_zigzag(data, record_end, offset, &size)) goto trunc;
+            if (size > 0) {
+                if (size > record_end - *offset) goto trunc;
+                *offset += (Py_ssize_t)size;
+            }
+        }
+    }
+    if (*offset != record_end) {
+        *out = fault(ERR_LENGTH, "record %zd: its length disagrees with its fields", index);
+        return -1;
+    }
+    int64_t ts = append_time >= 0 ? append_time : base + ts_delta;
+    rec->ts = ts < 0 ? 0 : ts;
+    return 0;
+trunc:
+    *out = fault(ERR_TRUNCATED, "record %zd: the records end inside it", index);
+    return -1;
+}
+
+static PyObject *records_to_set(PyObject *module, PyObject *args) {
+    Py_buffer buffer;
+    Py_ssize_t count;
+    long long base, append_time;
+    if (!PyArg_ParseTuple(args, "y*nLL", &buffer, &count, &base, &append_time)) return NULL;
+    const uint8_t *data = buffer.buf;
+    Py_ssize_t end = buffer.len;
+    PyObject *out = NULL, *set = NULL;
+    if (count < 1 || count > end / 7) {
+        out = fault(ERR_TRUNCATED, "%zd records cannot fit in %zd bytes", count, end);
+        goto done;
+    }
+    /* pass 1: validate and size */
+    Py_ssize_t offset = 0, size = 0;
+    int64_t last_ts = 0, first_delta = 0, last_delta = 0;
+    Parsed rec;
+    for (Py_ssize_t index = 0; index < count; index++) {
+        if (parse_record(data, end, &offset, index, base, append_time, &rec, &out) < 0) goto done;
+        if (index == 0) first_delta = rec.offset_delta;
+        last_delta = rec.offset_delta;
+        size += 1 + ((index && rec.ts == last_ts) ? 0 : 8) +
+                (rec.key_size >= 0 ? 1 + rec.key_size : 0) +
+                varint_size((uint64_t)rec.value_size) + rec.value_size;
+        last_ts = rec.ts;
+    }
+    if (offset != end) {
+        out = fault(ERR_LENGTH, "%zd bytes left after the last record", end - offset);
+        goto done;
+    }
+    if (!(set = PyBytes_FromStringAndSize(NULL, size))) goto done;
+    uint8_t *put = (uint8_t *)PyBytes_AS_STRING(set);
+    uint8_t *limit = put + size;
+    offset = 0;
+    for (Py_ssize_t index = 0; index < count; index++) {
+        int64_t previous = last_ts;
+        if (parse_record(data, end, &offset, index, base, append_time, &rec, &out) < 0) goto done;
+        int same = index && rec.ts == previous;
+        Py_ssize_t need = 1 + (same ? 0 : 8) + (rec.key_size >= 0 ? 1 + rec.key_size : 0) +
+                          varint_size((uint64_t)rec.value_size) + rec.value_size;
+        if (limit - put < need) {
+            PyErr_SetString(PyExc_RuntimeError, "records_to_set: sizes changed between passes");
+            goto done;
+        }
+        *put++ = (uint8_t)((rec.key_size >= 0 ? MSG_HAVE_KEY : 0) | (same ? MSG_USE_LAST_TS : 0));
+        if (!same) {
+            store_u64(put, (uint64_t)rec.ts);
+            put += 8;
+        }
+        if (rec.key_size >= 0) {
+            *put++ = (uint8_t)rec.key_size;
+            memcpy(put, data + rec.key_at, (size_t)rec.key_size);
+            put += rec.key_size;
+        }
+        put = write_varint(put, (uint64_t)rec.value_size);
+        memcpy(put, data + rec.value_at, (size_t)rec.value_size);
+        put += rec.value_size;
+        last_ts = rec.ts;
+    }
+    if (put != limit) {
+        PyErr_SetString(PyExc_RuntimeError, "records_to_set: sizes changed between passes");
+        goto done;
+    }
+    out = Py_BuildValue("(OLL)", set, (long long)first_delta, (long long)last_delta);
+done:
+    Py_XDECREF(set);
+    PyBuffer_Release(&buffer);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"decode_set", decode_set, METH_VARARGS,
      "decode_set(data, count, sparse, first_seq, last_seq) -> (keys, values, timestamps, seqs) "
@@ -714,6 +848,9 @@ static PyMethodDef methods[] = {
     {"encode_records", encode_records, METH_VARARGS,
      "encode_records(keys, values, timestamps, base_timestamp) -> RecordBatch v2 records, or "
      "str naming the fault"},
+    {"records_to_set", records_to_set, METH_VARARGS,
+     "records_to_set(records, count, base_timestamp, append_time) -> (message set, first offset "
+     "delta, last offset delta) or (error kind, text)"},
     {"decode_records", decode_records, METH_VARARGS,
      "decode_records(records, count, base_timestamp, append_time) -> (keys, values, timestamps, "
      "offset_deltas) or (error kind, text)"},

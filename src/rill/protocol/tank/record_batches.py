@@ -8,8 +8,10 @@ partitionLeaderEpoch 0 for the log to stamp; CRC-32C over attributes..end via ``
 ``BatchHead`` / ``batch_head`` (the 61-byte header, once per batch) and ``batch_columns`` (a
 stored batch's inflated records section -> keys, values, timestamps, offset deltas).
 
-The per-record loops are ``_bundles.c`` (``encode_records`` / ``decode_records``) with the
-pure-Python twins ``encode_records_python`` / ``decode_records_python`` here as the reference
+The per-record loops are ``_bundles.c`` (``encode_records`` / ``decode_records`` /
+``records_to_set``, the last one a stored batch's records straight into a TANK message set,
+the Consume hot path: ``contiguous_bundle``) with the pure-Python twins
+``encode_records_python`` / ``decode_records_python`` / ``records_to_set_python`` here as the reference
 (same results, same error kinds and texts: ``tests/protocol/tank/test_record_batch_twins.py``).
 Reading: a record key longer than 255 bytes (TANK keys are ``str8``) is dropped (None), a null
 value is empty, a negative timestamp ("none") is 0; a LogAppendTime batch gives every record
@@ -23,7 +25,14 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-from rill.protocol.tank.bundles import ACCELERATOR, ERR_LENGTH, ERR_TRUNCATED, ERROR_TYPES
+from rill.protocol.tank.bundles import (
+    ACCELERATOR,
+    ERR_LENGTH,
+    ERR_TRUNCATED,
+    ERROR_TYPES,
+    encode_set_python,
+)
+from rill.protocol.tank.primitives import encode_varint
 
 MAGIC = 2
 HEADER = struct.Struct(">qiibIhiqqqhii")  # baseOffset .. recordsCount
@@ -163,12 +172,26 @@ def decode_records_python(data, count: int, base_timestamp: int, append_time: in
     return keys, values, timestamps, deltas
 
 
-if ACCELERATOR is not None and hasattr(ACCELERATOR, "encode_records"):
+def records_to_set_python(data, count: int, base_timestamp: int, append_time: int):
+    """A records section -> (non-sparse TANK message set, first offset delta, last offset
+    delta), or ``(kind, text)``: ``encode_set`` of ``decode_records``' columns."""
+    if count < 1:
+        return ERR_TRUNCATED, f"{count} records cannot fit in {len(data)} bytes"
+    found = decode_records_python(data, count, base_timestamp, append_time)
+    if len(found) == 2:
+        return found
+    keys, values, timestamps, deltas = found
+    return encode_set_python(keys, values, timestamps, None), deltas[0], deltas[-1]
+
+
+if ACCELERATOR is not None and hasattr(ACCELERATOR, "records_to_set"):
     encode_records = ACCELERATOR.encode_records
     decode_records = ACCELERATOR.decode_records
+    records_to_set = ACCELERATOR.records_to_set
 else:  # not built, RILL_PURE_PYTHON=1, or built from an older source
     encode_records = encode_records_python
     decode_records = decode_records_python
+    records_to_set = records_to_set_python
 
 
 # --- batches (once per batch, in Python) -----------------------------------------------------
@@ -223,6 +246,22 @@ def batch_head(data, at: int = 0) -> BatchHead | None:
     if length < HEADER_SIZE - 12 or at + 12 + length > len(data):
         return None
     return BatchHead(base_offset, length + 12, attributes, last_delta, base_ts, max_ts, count)
+
+
+def contiguous_bundle(head: BatchHead, records) -> tuple[bytes, int, int] | None:
+    """The records of the batch ``head`` as one non-sparse, uncompressed bundle, with the
+    first and last offset deltas; None when its offsets have holes (a compacted batch: the
+    caller numbers it explicitly). A ``TankDecodeError`` when it does not parse."""
+    found = records_to_set(records, head.count, head.base_timestamp, head.append_time)
+    if len(found) == 2:
+        kind, text = found
+        raise ERROR_TYPES[kind](text)
+    message_set, first, last = found
+    if last - first != head.count - 1:
+        return None
+    count = head.count
+    header = bytes((count << 2,)) if count < 16 else b"\x00" + encode_varint(count)
+    return header + message_set, first, last
 
 
 def batch_columns(head: BatchHead, records) -> tuple[list, list, list, list]:

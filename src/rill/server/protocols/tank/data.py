@@ -61,6 +61,7 @@ from rill.protocol.tank.record_batches import (
     batch_columns,
     batch_from_bundle,
     batch_head,
+    contiguous_bundle,
 )
 from rill.server.core.broker import TopicRef
 from rill.server.core.core import Core
@@ -152,17 +153,22 @@ def build_chunk(data) -> tuple[list[bytes], int]:
         records = batch[HEADER_SIZE:]
         if head.codec:
             records = decompress(head.codec, records)
-        keys, values, timestamps, deltas = batch_columns(head, records)
-        first = head.base_offset + deltas[0] + 1
-        dense = deltas[-1] - deltas[0] == len(deltas) - 1
-        seqs = None
-        if not dense or (next_seq is not None and first != next_seq):
-            seqs = [head.base_offset + delta + 1 for delta in deltas] if not dense else range(
-                first, first + len(deltas))
-        out.append(frame_bundle(encode_bundle(values, keys, timestamps, seqs)))
+        whole = contiguous_bundle(head, records)
+        if whole is not None:
+            bundle, first_delta, last_delta = whole
+            first = head.base_offset + first_delta + 1
+        if whole is None or (next_seq is not None and first != next_seq):
+            # holes inside the batch, or a jump from the bundle before: explicit numbers
+            keys, values, timestamps, deltas = batch_columns(head, records)
+            first_delta, last_delta = deltas[0], deltas[-1]
+            first = head.base_offset + first_delta + 1
+            seqs = (range(first, first + head.count) if whole is not None  # a jump only
+                    else [head.base_offset + delta + 1 for delta in deltas])  # holes (rare)
+            bundle = encode_bundle(values, keys, timestamps, seqs)
+        out.append(frame_bundle(bundle))
         if next_seq is None:
             base = first
-        next_seq = head.base_offset + deltas[-1] + 2
+        next_seq = head.base_offset + last_delta + 2
     return out, base
 
 
