@@ -17,7 +17,9 @@ Owns: these rules.
   none): numbers at or below the high-water mark are 0x0a (TANK's rule). rill's offsets are
   dense (seq = offset + 1), so explicit numbers must also continue the log exactly (first =
   high-water mark + 1, no gaps inside the bundle); numbers that jump ahead are 0x0a too and
-  nothing is written (TANK would keep them; rill cannot without holes in its offsets);
+  nothing is written (TANK would keep them; rill cannot without holes in its offsets). TANK
+  appends with explicit numbers are serialized per partition between check and append; an
+  append by another protocol in that moment would shift them (logged);
 * the messages become **one** uncompressed RecordBatch v2 (``protocol.tank.record_batches``,
   the per-message loop in C) appended through ``broker.append``, stamped at the batch's
   maxTimestamp like the Kafka listener's batches, so Kafka, Iggy, HTTP, the CLI and Spark read
@@ -82,6 +84,7 @@ MAX_SET_SIZE = 64 * 1024 * 1024  # a Snappy message set may inflate to at most t
 MAX_FETCH = 64 * 1024 * 1024  # fetch_size is clamped to this (TANK's clamp)
 MAX_WAIT_MS = 3_600_000  # TANK's own cap: one hour
 _MAX_RECORDS = 1 << 31
+_EXPLICIT: dict[tuple, asyncio.Lock] = {}  # per partition: appends with explicit numbers
 
 
 # -- Produce ---------------------------------------------------------------------------------
@@ -104,12 +107,23 @@ async def _produce_partition(core: Core, session: Session, settings: TankSetting
     broker = core.broker
     try:
         first = bundle.seqs[0] if bundle.sparse else (part.first_seq or 0)
-        if first:
-            last = bundle.seqs[-1] if bundle.sparse else first + len(bundle.values) - 1
+        if not first:
+            await broker.append(session, where, batch, batch_time_us(batch))
+            return ProduceError.OK
+        last = bundle.seqs[-1] if bundle.sparse else first + len(bundle.values) - 1
+        key = (settings.stream, topic.id, part.partition)
+        lock = _EXPLICIT.get(key)
+        if lock is None:
+            lock = _EXPLICIT[key] = asyncio.Lock()
+        async with lock:  # no other TANK append with explicit numbers between check and append
             hwm = broker.bounds(session, where).high_watermark
             if first != hwm + 1 or last - first + 1 != len(bundle.values):
                 return ProduceError.INVALID_SEQ_NUM
-        await broker.append(session, where, batch, batch_time_us(batch))
+            result = await broker.append(session, where, batch, batch_time_us(batch))
+        if result.first_offset != first - 1:
+            log.warning("TANK produce to %s/%d: explicit seq %d stored at offset %d (another "
+                        "protocol appended meanwhile)", topic.name, part.partition, first,
+                        result.first_offset)
     except errors.RillError as error:
         log.info("client %d: TANK produce to %s/%d failed: %s", session.client_id, topic.name,
                  part.partition, error)
