@@ -19,8 +19,9 @@ SIZE = 100
 
 
 def test_iggy_and_tank_listeners_in_one_run(tmp_path):
-    report = run_compare(MESSAGES, SIZE, 1000, fsync_modes=("interval",), peers=("rill", "rill-tank"),
-                         progress=False, output_dir=tmp_path, machine=False, report_name="tank")
+    report = run_compare(MESSAGES, SIZE, 1000, fsync_modes=("interval",),
+                         peers=("rill", "rill-tank"), progress=False, output_dir=tmp_path,
+                         machine=False, report_name="tank")
     rows = report["comparison"]
     assert [(row["target"], row["status"]) for row in rows] == [("rill", "ok"), ("rill-tank", "ok")]
     for row in rows:
@@ -32,7 +33,8 @@ def test_iggy_and_tank_listeners_in_one_run(tmp_path):
     assert entry["against"] == "rill" and entry["floor"] == TANK_FLOORS["rill"] == 0.60
     tank, iggy = rows[1], rows[0]
     for phase in ("publish", "consume"):
-        assert entry[phase] == pytest.approx(tank[phase]["msg_per_s"] / iggy[phase]["msg_per_s"], rel=1e-3)
+        wanted = tank[phase]["msg_per_s"] / iggy[phase]["msg_per_s"]
+        assert entry[phase] == pytest.approx(wanted, rel=1e-3)
         assert entry["meets"][phase] == (entry[phase] >= 0.60)
     table = report["summary"][0]
     assert table["title"].startswith("TANK protocol") and table["columns"] == TANK_COLUMNS

@@ -89,8 +89,9 @@ class RillTankPeer(Peer):
                 fetched = (await client.consume([(TOPIC, 0, seq)], fetch_size=1))[0]
                 count = len(fetched.values)
                 if not count:
-                    raise RuntimeError(f"no message at seq {seq} ({self.workload.messages - remaining} "
-                                       f"of {self.workload.messages} read)")
+                    done = self.workload.messages - remaining
+                    raise RuntimeError(f"no message at seq {seq} ({done} of "
+                                       f"{self.workload.messages} read)")
                 recorder.record(clock() - started, count, sum(map(len, fetched.values)))
                 remaining -= count
                 seq = fetched.next_seq

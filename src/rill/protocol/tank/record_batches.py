@@ -11,8 +11,9 @@ stored batch's inflated records section -> keys, values, timestamps, offset delt
 The per-record loops are ``_bundles.c`` (``encode_records`` / ``decode_records`` /
 ``records_to_set``, the last one a stored batch's records straight into a TANK message set,
 the Consume hot path: ``contiguous_bundle``) with the pure-Python twins
-``encode_records_python`` / ``decode_records_python`` / ``records_to_set_python`` here as the reference
-(same results, same error kinds and texts: ``tests/protocol/tank/test_record_batch_twins.py``).
+``encode_records_python`` / ``decode_records_python`` / ``records_to_set_python`` here as the
+reference (same results, same error kinds and texts:
+``tests/protocol/tank/test_record_batch_twins.py``).
 Reading: a record key longer than 255 bytes (TANK keys are ``str8``) is dropped (None), a null
 value is empty, a negative timestamp ("none") is 0; a LogAppendTime batch gives every record
 its maxTimestamp; headers are skipped.
