@@ -372,3 +372,22 @@ def test_str8_names_are_bytes_compared(server):
         assert raw.frame()[-2:] == h("ffff")
     finally:
         raw.close()
+
+
+def test_the_java_clients_captured_consume_is_served(server):
+    # §11.5: version 0, client id "JC01", max_wait 5000, fetch_size 1000, topic "jv" from seq 4
+    raw = Raw(server)
+    try:
+        assert create(raw, "jv") == 0
+        raw.call(m.ProduceRequest(1, (m.ProduceTopic("jv", (m.ProducePartition(
+            0, encode_bundle([b"a", b"b", b"c"], timestamps=1)),)),)))
+        raw.call(m.ProduceRequest(2, (m.ProduceTopic("jv", (m.ProducePartition(
+            0, encode_bundle([b"d", b"e"], timestamps=2)),)),)))
+        raw.send(h("02 2a000000 0000 00000000 044a433031 8813000000000000 00000000 01 026a76 01 "
+                   "0000 0400000000000000 e8030000"))
+        answer = m.decode_response(m.MsgId.CONSUME, raw.frame()[5:])
+        part = answer.topics[0].partitions[0]
+        assert (answer.request_id, part.flag, part.base, part.hwm) == (0, 0, 4, 5)
+        assert bytes(part.chunk)[1:] == encode_bundle([b"d", b"e"], timestamps=2)
+    finally:
+        raw.close()
