@@ -3,7 +3,8 @@
 ``RillProcess.start()`` waits for the "rill listening on tcp HOST:PORT" line (and the
 "rill listening on quic HOST:PORT" / "rill listening on http HOST:PORT" ones unless
 RILL_QUIC_ENABLED / RILL_HTTP_ENABLED is false, and "rill listening on kafka HOST:PORT" with
-RILL_KAFKA_ENABLED or --kafka-address); ``stop()`` sends
+RILL_KAFKA_ENABLED or --kafka-address, "rill listening on tank HOST:PORT" with RILL_TANK_ENABLED
+or --tank-address); ``stop()`` sends
 SIGTERM (a clean shutdown), ``kill()`` sends SIGKILL (a crash). Restarting reuses the data dir
 and the ports. ``open_files=N`` starts the server with RLIMIT_NOFILE soft = hard = N, so it
 cannot raise its own limit; ``open_files=(soft, hard)`` sets the two apart.
@@ -38,6 +39,7 @@ class RillProcess:
         self.http_address: tuple[str, int] | None = None
         self.quic_address: tuple[str, int] | None = None  # UDP
         self.kafka_address: tuple[str, int] | None = None  # with RILL_KAFKA_ENABLED
+        self.tank_address: tuple[str, int] | None = None  # with RILL_TANK_ENABLED
         self.last_port = 0  # restart() binds the same port again
         self.last_http_port = 0
         self.last_quic_port = 0
@@ -66,6 +68,8 @@ class RillProcess:
         expect_quic = env.get("RILL_QUIC_ENABLED", "true").strip().lower() not in ("false", "0", "no", "off")
         expect_kafka = (env.get("RILL_KAFKA_ENABLED", "false").strip().lower() in ("true", "1", "yes", "on")
                         or "--kafka-address" in self.args)
+        expect_tank = (env.get("RILL_TANK_ENABLED", "false").strip().lower() in ("true", "1", "yes", "on")
+                       or "--tank-address" in self.args)
         command = [sys.executable, "-m", "rill", "serve", "--data-dir", str(self.data_dir),
                    "--tcp-address", f"127.0.0.1:{tcp_port}", "--http-address", f"127.0.0.1:{http_port}",
                    "--quic-address", f"127.0.0.1:{quic_port}"]
@@ -86,7 +90,7 @@ class RillProcess:
                     host, _, port = line.split()[-1].rpartition(":")
                     self.tcp_address = (host, int(port))
                     self.last_port = int(port)
-                    if not expect_http and not expect_quic and not expect_kafka:
+                    if not expect_http and not expect_quic and not expect_kafka and not expect_tank:
                         ready.set()
                 elif line.startswith("rill listening on quic "):
                     host, _, port = line.split()[-1].rpartition(":")
@@ -97,7 +101,12 @@ class RillProcess:
                 elif line.startswith("rill listening on kafka "):
                     host, _, port = line.split()[-1].rpartition(":")
                     self.kafka_address = (host, int(port))
-                    if not expect_http and not expect_quic:  # (it comes after tcp's)
+                    if not expect_http and not expect_quic and not expect_tank:  # (after tcp's)
+                        ready.set()
+                elif line.startswith("rill listening on tank "):
+                    host, _, port = line.split()[-1].rpartition(":")
+                    self.tank_address = (host, int(port))
+                    if not expect_http and not expect_quic:  # (after tcp's and kafka's)
                         ready.set()
                 elif line.startswith("rill listening on http "):
                     host, _, port = line.split()[-1].rpartition(":")

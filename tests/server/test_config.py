@@ -41,6 +41,30 @@ def test_kafka_defaults_and_environment():
         True, "127.0.0.1:19092", "broker.example:9092", "legacy")
 
 
+def test_tank_defaults_and_environment():
+    config = load_config(environ={})
+    tank = config.tank
+    assert (tank.enabled, tank.address, tank.user, tank.stream) == (
+        False, "127.0.0.1:11011", "", "")
+    assert not tank.tls.enabled
+    assert config.tank_stream == "kafka"  # one flat namespace with Kafka by default
+    assert load_config(environ={"RILL_KAFKA_STREAM": "legacy"}).tank_stream == "legacy"
+    config = load_config(environ={"RILL_TANK_ENABLED": "true", "RILL_TANK_ADDRESS": "0.0.0.0:11012",
+                                  "RILL_TANK_USER": "tank-clients", "RILL_TANK_STREAM": "tank"})
+    tank = config.tank
+    assert (tank.enabled, tank.address, tank.user, tank.stream) == (
+        True, "0.0.0.0:11012", "tank-clients", "tank")
+    assert config.tank_stream == "tank"
+
+
+def test_tank_address_flag_enables_the_listener():
+    from rill.cli.server_config import effective_config
+
+    config, sources = effective_config(None, None, None, None, None, None, "127.0.0.1:11099")
+    assert config.tank.enabled and config.tank.address == "127.0.0.1:11099"
+    assert sources["tank.address"] == sources["tank.enabled"] == "flag --tank-address"
+
+
 def test_shipped_toml_matches_the_embedded_defaults():
     assert load_config(REPOSITORY / "config" / "server.toml", environ={}) == load_config(environ={})
 
@@ -101,6 +125,9 @@ def test_max_open_files_is_auto_or_a_number(tmp_path):
         ({"RILL_KAFKA_ENABLED": "maybe"}, "RILL_KAFKA_ENABLED"),
         ({"RILL_KAFKA_STREAM": " "}, "kafka.stream"),
         ({"RILL_KAFKA_TLS_ENABLED": "true"}, "kafka.tls"),
+        ({"RILL_TANK_ADDRESS": "11011"}, "tank.address"),
+        ({"RILL_TANK_ENABLED": "maybe"}, "RILL_TANK_ENABLED"),
+        ({"RILL_TANK_TLS_ENABLED": "true"}, "tank.tls"),
     ],
 )
 def test_bad_values_name_the_key(environ, message):

@@ -21,6 +21,10 @@ listeners driven by rill's own clients of the same cost: the Kafka path against 
 floor 0.70), ``rill-kafka`` ÷ ``rill`` (what confluent-kafka users get, no floor), and
 ``rill-kafka`` ÷ each Kafka peer, all three driven by confluent-kafka (``tansu``: floor 2;
 ``noida-db``: none). Its rows are also in the report as ``kafka`` (structured).
+
+Likewise a ``rill-tank`` row (rill's TANK listener, ``rill bench tank``): ``tank_table`` opens the
+conclusion with rill-tank ÷ rill (the Iggy listener), msg/s publish and consume, against issue
+14's floor ``TANK_FLOORS["rill"]``; structured as ``tank``.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ CLIENTS = {
     "rill-kafka-wire": "rill's Kafka codec: a batch encoded once and re-sent, Fetch v12",
     "tansu": "confluent-kafka: produce × batch + flush, consume(num_messages=batch)",
     "noida-db": "confluent-kafka: produce × batch + flush, consume(num_messages=batch)",
+    "rill-tank": "rill.client.tank: one bundle per Produce, one bundle per Consume",
 }
 NAMES = {
     "rill": "rill",
@@ -52,6 +57,7 @@ NAMES = {
     "rill-kafka-wire": "rill's Kafka listener (rill's Kafka codec)",
     "tansu": "tansu (memory)",
     "noida-db": "noida-db (memory)",
+    "rill-tank": "rill's TANK listener",
 }
 KAFKA_PEERS = ("tansu", "noida-db")
 # (rill's Kafka row, what it is divided by): the Kafka path against the Iggy path with clients of
@@ -62,6 +68,9 @@ KAFKA_PAIRS = (("rill-kafka-wire", "rill"), ("rill-kafka", "rill"),
 KAFKA_FLOORS = {("rill-kafka-wire", "rill"): 0.70, ("rill-kafka", "tansu"): 2.0}
 KAFKA_COLUMNS = ["ratio", "fsync", "publish MB/s ratio", "consume MB/s ratio", "floor",
                  "publish meets floor", "consume meets floor"]
+TANK_FLOORS = {"rill": 0.60}  # issue 14: the TANK path ≥ 60% of the Iggy path's msg/s
+TANK_COLUMNS = ["rill-tank ÷", "fsync", "publish msg/s ratio", "consume msg/s ratio", "floor",
+                "publish meets floor", "consume meets floor"]
 FSYNC_NAMES = {"interval": "every second", "always": "always"}
 COLUMNS = [
     "target", "fsync", "client",
@@ -337,6 +346,51 @@ def _kafka_ratio_cell(value: float | None, meets: bool | None, title: str) -> An
     return cell
 
 
+def tank_ratios(comparison: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per fsync mode with a rill-tank row and a rill row: rill-tank's msg/s ÷ rill's (Iggy),
+    publish and consume, with issue 14's floor (None: not measured)."""
+    ok = {(row["target"], row["fsync"]): row for row in comparison if row["status"] == "ok"}
+    entries = []
+    for row in comparison:
+        fsync = row["fsync"]
+        if row["target"] != "rill-tank" or not any(
+                other["target"] == "rill" and other["fsync"] == fsync for other in comparison):
+            continue
+        base, tank = ok.get(("rill", fsync)), ok.get(("rill-tank", fsync))
+        ratios = {phase: None if base is None or tank is None else
+                  ratio(tank[phase]["msg_per_s"], base[phase]["msg_per_s"]) for phase in PHASES}
+        floor = TANK_FLOORS["rill"]
+        entries.append({"against": "rill", "fsync": fsync, "floor": floor, **ratios,
+                        "meets": {phase: None if ratios[phase] is None else ratios[phase] >= floor
+                                  for phase in PHASES}})
+    return entries
+
+
+def tank_table(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The TANK path's conclusion: rill-tank ÷ rill (Iggy listener), msg/s."""
+    rows: list[list[Any]] = []
+    for entry in entries:
+        cells: list[Any] = ["rill (Iggy listener)", FSYNC_NAMES[entry["fsync"]]]
+        for phase in PHASES:
+            title = f"rill-tank ÷ rill, {phase} msg/s, fsync {FSYNC_NAMES[entry['fsync']]}"
+            cells.append(_kafka_ratio_cell(entry[phase], entry["meets"][phase], title))
+        cells.append(f"≥ {entry['floor']:g}×")
+        for phase in PHASES:
+            meets = entry["meets"][phase]
+            cells.append("not measured" if meets is None else "yes" if meets else "no")
+        rows.append(cells)
+    return {
+        "title": "TANK protocol: rill's TANK listener ÷ rill's Iggy listener",
+        "columns": TANK_COLUMNS,
+        "rows": rows,
+        "notes": [
+            "msg/s, same workload and fsync mode, measured in this run; both rows use rill's own "
+            "clients (TankClient for TANK; send, poll for Iggy).",
+            "Floor (issue 14): the TANK path ≥ 0.60 × the Iggy path's msg/s, both directions.",
+        ],
+    }
+
+
 def finish_report(report: dict[str, Any], comparison: list[dict[str, Any]],
                   capabilities: list[dict[str, Any]]) -> None:
     """Fill ``report`` from the measured rows: ratios, the conclusion, the chart, the tables."""
@@ -349,6 +403,10 @@ def finish_report(report: dict[str, Any], comparison: list[dict[str, Any]],
     if kafka:
         report["kafka"] = kafka
         report["summary"].insert(0, kafka_table(kafka))
+    tank = tank_ratios(comparison)
+    if tank:
+        report["tank"] = tank
+        report["summary"].insert(0, tank_table(tank))
     report["bars"].append(throughput_bars(comparison))
     report["tables"].append(comparison_table(comparison, report["workload"]))
     if capabilities:

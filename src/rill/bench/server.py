@@ -8,7 +8,8 @@ with the asked fsync policy (``RILL_SYSTEM_FSYNC``) and, if asked, a descriptor 
 <transport> HOST:PORT" lines, exposes ``addresses`` ({"tcp": "127.0.0.1:PORT", ...}) and on
 exit stops it (SIGTERM, then SIGKILL after a grace period) and removes the temporary directory.
 With ``kafka=True`` the Kafka listener is enabled too (``RILL_KAFKA_ENABLED``, ``--kafka-address
-127.0.0.1:0``, anonymous Kafka connections acting as ``iggy``) and ``addresses["kafka"]`` is set.
+127.0.0.1:0``, anonymous Kafka connections acting as ``iggy``) and ``addresses["kafka"]`` is set;
+with ``tank=True`` the TANK listener (``--tank-address 127.0.0.1:0``), ``addresses["tank"]``.
 
 Like the CLI's ``serve`` verb, this is a door into the server that never imports it: the bench
 package stays on the client side of the seam (DESIGN.md, seam 4).
@@ -53,6 +54,7 @@ class RillServer:
         startup_timeout: float = STARTUP_TIMEOUT,
         open_files: int | None = None,
         kafka: bool = False,
+        tank: bool = False,
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"unknown fsync policy {fsync!r} (known: {', '.join(FSYNC_POLICIES)})")
@@ -66,6 +68,7 @@ class RillServer:
         self.startup_timeout = startup_timeout
         self.open_files = open_files
         self.kafka = kafka
+        self.tank = tank
         self._given_dir = Path(data_dir) if data_dir is not None else None
         self._temp_dir: Path | None = None
         self.data_dir: Path | None = None
@@ -104,13 +107,16 @@ class RillServer:
                    "--http-address", "127.0.0.1:0"]
         if self.kafka:
             command += ["--kafka-address", "127.0.0.1:0"]
+        if self.tank:
+            command += ["--tank-address", "127.0.0.1:0"]
         self.process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
             stdin=subprocess.DEVNULL,
             preexec_fn=self._limit_open_files if self.open_files is not None else None,
         )
         ready = threading.Event()
-        expected = set(self.transports) | ({"kafka"} if self.kafka else set())
+        expected = (set(self.transports) | ({"kafka"} if self.kafka else set())
+                    | ({"tank"} if self.tank else set()))
 
         def pump() -> None:  # reads every line for the server's whole life, so its pipe never fills
             assert self.process is not None and self.process.stdout is not None
@@ -163,5 +169,6 @@ class RillServer:
         self.stop()
 
     def describe(self) -> str:
-        listeners = [*self.transports, *(["kafka"] if self.kafka else [])]
+        listeners = [*self.transports, *(["kafka"] if self.kafka else []),
+                     *(["tank"] if self.tank else [])]
         return f"rill started by the benchmark (fsync {self.fsync}, {', '.join(listeners)})"

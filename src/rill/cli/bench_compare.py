@@ -5,6 +5,8 @@ Owns: the typer command ``compare_command`` (registered by ``rill.cli`` as ``ril
 compare``): it checks the options (one ``error: ...`` line and exit 2 when one cannot work),
 runs ``rill.bench.compare.run_compare``, prints the table and writes ``compare.json`` and
 ``compare.html`` into ``--output-dir``. The work itself lives in ``rill.bench.compare``.
+Also ``tank_command`` (``rill bench tank``): rill's Iggy listener beside its TANK listener (rill's
+TANK client), 100-byte messages in bundles of 1,000, reports ``tank.json`` and ``tank.html``.
 Also ``kafka_command`` (``rill bench kafka``): the same run over the Kafka protocol, rill's
 Iggy listener beside its Kafka listener and the Kafka peers tansu and noida-db (confluent-kafka
 as their client), no machine rows, reports ``kafka.json`` and ``kafka.html``.
@@ -145,7 +147,54 @@ def kafka_command(
     )
 
 
+TANK_EXAMPLES = examples(
+    "rill bench tank",
+    "rill bench tank --messages 1000000 --output-dir out/",
+)
+
+
+def tank_command(
+    messages: int = typer.Option(
+        100_000, "--messages", help="Messages per target (a multiple of --batch)."
+    ),
+    message_size: int = typer.Option(100, "--message-size", help="Payload bytes per message."),
+    batch: int = typer.Option(
+        1000, "--batch", help="Messages per batch / bundle / fetch (one round trip)."
+    ),
+    fsync: str = typer.Option(
+        "interval", "--fsync", metavar="interval|always|both", help="rill's fsync policy."
+    ),
+    output_dir: Path = typer.Option(
+        Path("bench-results"), "--output-dir", help="Where tank.json and tank.html go."
+    ),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress lines on stderr."),
+) -> None:
+    """rill's TANK listener beside its Iggy listener.
+
+    One workload in one run: 100-byte messages in batches (bundles) of 1,000, one partition.
+    rill is the Iggy listener with rill's client (the baseline); rill-tank is rill's TANK
+    listener with rill's TANK client (rill.client.tank).
+    The conclusion shows rill-tank ÷ rill in msg/s, publish and consume, against issue 14's
+    floor (0.60 × Iggy).
+    Every server is started on 127.0.0.1 and stopped after its row.
+    """
+    from rill.bench.compare import TANK_TARGETS, CompareError, check_options, run_compare
+
+    modes = FSYNC_CHOICES.get(fsync.strip().lower())
+    if modes is None:
+        raise fail(f"--fsync must be one of {', '.join(FSYNC_CHOICES)} (got {fsync!r})", EXIT_USAGE)
+    try:
+        check_options(messages, message_size, batch, modes, TANK_TARGETS)
+    except CompareError as error:
+        raise fail(_flag_names(str(error)), EXIT_USAGE) from None
+    run_compare(
+        messages, message_size=message_size, batch=batch, fsync_modes=modes, peers=TANK_TARGETS,
+        progress=not no_progress, output_dir=output_dir, machine=False, report_name="tank",
+    )
+
+
 def register(bench_app: typer.Typer) -> None:
-    """Add the commands to a ``rill bench`` typer app as ``compare`` and ``kafka``."""
+    """Add the commands to a ``rill bench`` typer app as ``compare``, ``kafka`` and ``tank``."""
     bench_app.command("compare", epilog=EXAMPLES)(compare_command)
     bench_app.command("kafka", epilog=KAFKA_EXAMPLES)(kafka_command)
+    bench_app.command("tank", epilog=TANK_EXAMPLES)(tank_command)

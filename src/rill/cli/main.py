@@ -178,6 +178,7 @@ def serve(
     quic_address: Optional[str] = server_config.QUIC_ADDRESS,
     http_address: Optional[str] = server_config.HTTP_ADDRESS,
     kafka_address: Optional[str] = server_config.KAFKA_ADDRESS,
+    tank_address: Optional[str] = server_config.TANK_ADDRESS,
     recover_metadata: bool = typer.Option(
         False, "--recover-metadata",
         help="Start although the metadata store is damaged or lost its users: move a damaged "
@@ -190,7 +191,7 @@ def serve(
     from rill.server.app import run
 
     settings, _ = server_config.effective_config(config, data_dir, tcp_address, quic_address,
-                                                 http_address, kafka_address)
+                                                 http_address, kafka_address, tank_address)
     run(settings, recover_metadata)
 
 

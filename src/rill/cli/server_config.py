@@ -1,7 +1,7 @@
 """The server's configuration on the command line: ``rill serve``'s flags and ``rill config show``.
 
 Owns: the flags that set server keys (``--config``, ``--data-dir``, ``--tcp-address``,
-``--quic-address``, ``--http-address``, ``--kafka-address``: one definition, used by both verbs), building the
+``--quic-address``, ``--http-address``, ``--kafka-address``, ``--tank-address``: one definition, used by both verbs), building the
 effective configuration from them (``effective_config``: defaults, file, environment, flags,
 in that order), and ``rill config show``, which prints every key with its value and where it
 came from (default, file, environment, flag), secrets masked. It needs no server: it shows
@@ -34,10 +34,16 @@ KAFKA_ADDRESS = typer.Option(
     help="HOST:PORT (loopback) for the Kafka listener; giving it enables the listener "
     "(default off, 127.0.0.1:9092).")
 
+TANK_ADDRESS = typer.Option(
+    None, "--tank-address",
+    help="HOST:PORT for the TANK listener; giving it enables the listener (default off, "
+    "127.0.0.1:11011). On a non-loopback address [tank] user must name a user.")
+
 
 def effective_config(config_file: Optional[Path], data_dir: Optional[str], tcp_address: Optional[str],
                      quic_address: Optional[str], http_address: Optional[str],
-                     kafka_address: Optional[str] = None) -> tuple[ServerConfig, Sources]:
+                     kafka_address: Optional[str] = None,
+                     tank_address: Optional[str] = None) -> tuple[ServerConfig, Sources]:
     """The configuration ``rill serve`` runs with; a bad value is one line and exit 2."""
     from rill.server.config import ConfigError, apply_flags, load_config
 
@@ -51,6 +57,8 @@ def effective_config(config_file: Optional[Path], data_dir: Optional[str], tcp_a
             "http.address": ("--http-address", http_address),
             "kafka.address": ("--kafka-address", kafka_address),
             "kafka.enabled": ("--kafka-address", None if kafka_address is None else True),
+            "tank.address": ("--tank-address", tank_address),
+            "tank.enabled": ("--tank-address", None if tank_address is None else True),
         }, sources)
     except ConfigError as error:
         typer.echo(f"rill: {error}", err=True)
@@ -74,11 +82,12 @@ def show(
     quic_address: Optional[str] = QUIC_ADDRESS,
     http_address: Optional[str] = HTTP_ADDRESS,
     kafka_address: Optional[str] = KAFKA_ADDRESS,
+    tank_address: Optional[str] = TANK_ADDRESS,
 ) -> None:
     """Show the configuration `rill serve` would run with here: every key, its value and
     where it came from (default, file, environment, flag); secrets masked."""
     config, sources = effective_config(config_file, data_dir, tcp_address, quic_address, http_address,
-                                       kafka_address)
+                                       kafka_address, tank_address)
     from rill.server.config import effective_settings
 
     rows = effective_settings(config, sources)

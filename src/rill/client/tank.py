@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -172,13 +173,9 @@ def consume_results(request: ConsumeRequest, response: ConsumeResponse) -> list[
                 continue
             chunk = decode_chunk(part.chunk, part.base)
             fetched.partial_bundle_size = chunk.partial_bundle_size
-            seqs = chunk.seqs
-            start, stop = 0, len(seqs)
-            while start < stop and seqs[start] < seq:
-                start += 1
-            end = start
-            while end < stop and seqs[end] <= part.hwm:
-                end += 1
+            seqs = chunk.seqs  # increasing: the window is found by bisection, not per message
+            start = bisect_left(seqs, seq)
+            end = max(start, bisect_right(seqs, part.hwm))
             fetched.keys = chunk.keys[start:end]
             fetched.values = chunk.values[start:end]
             fetched.timestamps = chunk.timestamps[start:end]

@@ -2,7 +2,8 @@
 
 Owns: the process-level lifecycle. On start it prints one line per listener
 (``rill listening on tcp 127.0.0.1:8090``, ``rill listening on quic 127.0.0.1:8080`` (UDP),
-``rill listening on http 127.0.0.1:3000``, ``rill listening on kafka 127.0.0.1:9092``) so
+``rill listening on http 127.0.0.1:3000``, ``rill listening on kafka 127.0.0.1:9092``,
+``rill listening on tank 127.0.0.1:11011``) so
 scripts and tests can find a port chosen by the operating system (port 0).
 
 Descriptors: ``run`` raises the soft open-file limit (RLIMIT_NOFILE) to the hard limit where
@@ -12,7 +13,8 @@ max_open_files``), and logs what it did.
 Refusals: a start that cannot be made safely ends with one line on stderr and exit code 1
 (``StartupRefused``: a damaged or emptied metadata store, a listener on a non-loopback address
 while the root user still has the default password, a Kafka listener on a non-loopback address:
-until SASL is built its connections act as the root user, ...). The process creates its files
+until SASL is built its connections act as the root user, a TANK listener on a non-loopback
+address without ``[tank] user``, or naming a user that does not exist, ...). The process creates its files
 private to its user (umask 077).
 """
 
@@ -27,6 +29,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from typing import Iterator
 
 from rill.errors import RillError
@@ -77,6 +80,7 @@ class Server:
             self.core = Core(config, recover_metadata, group_membership=IggyGroupMembers())
         self.tcp: TcpListener | None = None
         self.kafka: TcpListener | None = None
+        self.tank: TcpListener | None = None
         self.quic = None  # QuicListener, imported only when QUIC is enabled (aioquic)
         self.http = None  # HttpListener, imported only when HTTP is enabled
         self.addresses: dict[str, tuple[str, int]] = {}
@@ -127,11 +131,32 @@ class Server:
                 f"(no SASL) and act as the root user, so the Kafka listener must be on a "
                 f"loopback address")
 
+    def _tank_user_id(self) -> int:
+        """The user TANK connections act as (``[tank] user``): the root user by default, only
+        on loopback; TANK has no authentication of its own."""
+        from rill.server.core.users import ROOT_USER_ID
+
+        tank = self.config.tank
+        name = tank.user.strip()
+        if not name:
+            if not is_loopback(split_address(tank.address)[0]):
+                raise StartupRefused(
+                    f"refusing to listen on tank {tank.address}: TANK clients cannot log in and "
+                    f"would act as the root user; set [tank] user (RILL_TANK_USER) to the rill "
+                    f"user whose permissions TANK clients get, or listen on a loopback address")
+            return ROOT_USER_ID
+        user = self.core.users.find_by_username(name)
+        if user is None:
+            raise StartupRefused(f"[tank] user {name!r}: no such user")
+        return user.id
+
     async def start(self) -> None:
         await self.core.start()
         try:
             self._refuse_default_password()
             self._refuse_exposed_kafka()
+            if self.config.tank.enabled:
+                self._tank_user_id()
             await self._start_listeners()
         except BaseException:
             await self.stop()
@@ -157,6 +182,8 @@ class Server:
                 self.addresses["tcp"] = await self.tcp.start()
         if self.config.kafka.enabled:
             await self._start_kafka()
+        if self.config.tank.enabled:
+            await self._start_tank()
         if self.config.quic.enabled:
             from rill.server.transports.quic import QuicListener
 
@@ -207,7 +234,26 @@ class Server:
             default_message_expiry=self.core.topics.default_message_expiry(),
             default_max_topic_size=self.config.system.topic.max_size)
 
+    async def _start_tank(self) -> None:
+        from rill.server.protocols.tank import TankProtocol, TankSettings
+
+        tank = self.config.tank
+        host, port = split_address(tank.address, "tank.address")
+        context = None
+        if tank.tls.enabled:
+            with refused_on_os_error(f"cannot load [tank.tls] certificate "
+                                     f"{tank.tls.certificate} and key {tank.tls.key}"):
+                context = server_ssl_context(tank.tls.certificate, tank.tls.key)
+        protocol = TankProtocol(TankSettings(self.config.tank_stream, time.time()),
+                                self._tank_user_id())
+        self.tank = TcpListener(self.core, protocol, host, port, self.config.tcp.max_frame_size,
+                                context, self.limits, self.memory, self.supervisor)
+        with refused_on_os_error(f"cannot listen on tank {tank.address}"):
+            self.addresses["tank"] = await self.tank.start()
+
     async def stop(self) -> None:
+        if self.tank is not None:
+            await self.tank.stop()
         if self.kafka is not None:
             await self.kafka.stop()
         if self.http is not None:

@@ -261,6 +261,22 @@ class KafkaConfig:
 
 
 @dataclass
+class TankConfig:
+    """TANK's wire protocol on its own listener (issue 14). TANK has no authentication: every
+    TANK connection acts as the rill user named by ``user``; the default (empty) is the root
+    user, allowed only while the listener is on a loopback address (the server refuses to start
+    otherwise)."""
+
+    enabled: bool = False
+    address: str = "127.0.0.1:11011"
+    user: str = ""  # the rill user TANK clients act as; "" = the root user (loopback only)
+    # the rill stream TANK topics live in; "" = the Kafka stream ([kafka] stream): Kafka and
+    # TANK then share one flat topic namespace
+    stream: str = ""
+    tls: TlsConfig = field(default_factory=TlsConfig)
+
+
+@dataclass
 class CorsConfig:
     enabled: bool = True
     allowed_methods: str = "GET,POST,PUT,DELETE"  # comma-separated
@@ -325,6 +341,7 @@ class ServerConfig:
     quic: QuicConfig = field(default_factory=QuicConfig)
     http: HttpConfig = field(default_factory=HttpConfig)
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
+    tank: TankConfig = field(default_factory=TankConfig)
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     root: RootConfig = field(default_factory=RootConfig)
     personal_access_token: PersonalAccessTokenConfig = field(
@@ -334,6 +351,11 @@ class ServerConfig:
     login_throttle: LoginThrottleConfig = field(default_factory=LoginThrottleConfig)
     transactions: TransactionsConfig = field(default_factory=TransactionsConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+
+    @property
+    def tank_stream(self) -> str:
+        """The stream TANK topics live in (``[tank] stream``, else ``[kafka] stream``)."""
+        return self.tank.stream.strip() or self.kafka.stream
 
     @property
     def data_path(self) -> Path:
@@ -505,8 +527,9 @@ def _validate(config: ServerConfig) -> None:
         split_address(config.kafka.advertised_address, "kafka.advertised_address")
     if not config.kafka.stream.strip():
         raise ConfigError("kafka.stream: must name a stream")
+    split_address(config.tank.address, "tank.address")
     for key, tls in (("tcp.tls", config.tcp.tls), ("http.tls", config.http.tls),
-                     ("kafka.tls", config.kafka.tls)):
+                     ("kafka.tls", config.kafka.tls), ("tank.tls", config.tank.tls)):
         if tls.enabled and not (tls.certificate and tls.key):
             raise ConfigError(f"{key}: enabled TLS needs certificate and key paths")
     quic_certificate = config.quic.certificate

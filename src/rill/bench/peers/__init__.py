@@ -200,7 +200,8 @@ def peer_classes() -> dict[str, type[Peer]]:
     from rill.bench.peers.kafka import NoidaPeer, RillKafkaPeer, RillKafkaWirePeer, TansuPeer
     from rill.bench.peers.nats import NatsPeer
     from rill.bench.peers.redis import RedisPeer
+    from rill.bench.peers.tank import RillTankPeer
 
     return {"nats": NatsPeer, "redis": RedisPeer, "bare": BarePeer,
             "rill-kafka": RillKafkaPeer, "rill-kafka-wire": RillKafkaWirePeer, "tansu": TansuPeer,
-            "noida-db": NoidaPeer}
+            "noida-db": NoidaPeer, "rill-tank": RillTankPeer}

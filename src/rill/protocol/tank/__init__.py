@@ -7,6 +7,8 @@ and its TANK client (``rill.client.tank``) share.
   (broker) and ``encode_request`` / ``decode_response`` (client);
 * ``bundles``: bundles <-> columns (keys, values, timestamps, sequence numbers), Snappy,
   sparse numbering, chunks; the per-message loops in C (``_bundles.c``) with a Python twin;
+* ``record_batches``: bundles <-> Kafka RecordBatch v2 (how rill's TANK listener stores and
+  serves them), the per-record loops in C too;
 * ``errors``: the error bytes as named constants and the exceptions of malformed input.
 
 Invariant: nothing here does I/O, reads a clock or imports from ``rill.server`` /

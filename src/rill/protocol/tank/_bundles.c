@@ -11,6 +11,20 @@
  * encode_set(keys | None, values, timestamps, seqs | None)
  *     -> bytes                                     the message set
  *     -> str                                       the columns are invalid: the reference's text
+ * encode_records(keys | None, values, timestamps, base_timestamp)
+ *     -> bytes                                     a RecordBatch v2 records section (no headers,
+ *                                                  offset deltas 0..n-1, attributes 0)
+ *     -> str                                       the columns are invalid
+ * decode_records(records, count, base_timestamp, append_time)
+ *     -> (keys, values, timestamps, offset_deltas) the records of an (inflated) batch; keys
+ *                                                  longer than 255 bytes become None, null values
+ *                                                  b"", negative timestamps 0
+ *     -> (kind, text)                              malformed
+ * records_to_set(records, count, base_timestamp, append_time)
+ *     -> (message_set, first_delta, last_delta)    the same records as a non-sparse TANK
+ *                                                  message set (encode_set of decode_records'
+ *                                                  columns), no Python object per record
+ *     -> (kind, text)                              malformed
  *
  * Invariants: every length is bounds-checked before it is used; nothing is read past ``data``;
  * ``count`` is checked against the input size before any list is allocated (a message takes at
@@ -456,12 +470,390 @@ done:
     return result;
 }
 
+/* --- RecordBatch v2 records <-> bundle columns (rill.protocol.tank.record_batches) ---------- */
+
+static inline uint64_t zigzag(int64_t value) {
+    return ((uint64_t)value << 1) ^ (uint64_t)(value >> 63);
+}
+
+/* a zig-zag varlong (<= 10 bytes): 0 ok; 1 truncated; 2 too long */
+static int read_zigzag(const uint8_t *data, Py_ssize_t end, Py_ssize_t *offset, int64_t *value) {
+    uint64_t result = 0;
+    Py_ssize_t at = *offset;
+    for (int index = 0; index < 10; index++) {
+        if (at + index >= end) return 1;
+        uint8_t byte = data[at + index];
+        result |= (uint64_t)(byte & 0x7f) << (7 * index);
+        if (byte < 0x80) {
+            *value = (int64_t)(result >> 1) ^ -(int64_t)(result & 1);
+            *offset = at + index + 1;
+            return 0;
+        }
+    }
+    return 2;
+}
+
+#define INT64_MAX_U ((uint64_t)INT64_MAX)
+
+static PyObject *encode_records(PyObject *module, PyObject *args) {
+    PyObject *keys_arg, *values_arg, *timestamps_arg;
+    long long base;
+    if (!PyArg_ParseTuple(args, "OOOL", &keys_arg, &values_arg, &timestamps_arg, &base))
+        return NULL;
+    PyObject *keys = NULL, *values = NULL, *timestamps = NULL, *result = NULL;
+    int64_t *ts = NULL;
+    Item item;
+    item.has_buffer = 0;
+    if (!(values = PySequence_Fast(values_arg, "values must be a sequence"))) goto done;
+    if (!(timestamps = PySequence_Fast(timestamps_arg, "timestamps must be a sequence")))
+        goto done;
+    if (keys_arg != Py_None && !(keys = PySequence_Fast(keys_arg, "keys must be a sequence")))
+        goto done;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(values);
+    if (!count) {
+        result = PyUnicode_FromString("a batch needs at least one record");
+        goto done;
+    }
+    if (PySequence_Fast_GET_SIZE(timestamps) != count ||
+        (keys && PySequence_Fast_GET_SIZE(keys) != count)) {
+        result = PyUnicode_FromString("the columns differ in length");
+        goto done;
+    }
+    PyObject **value_items = PySequence_Fast_ITEMS(values);
+    PyObject **ts_items = PySequence_Fast_ITEMS(timestamps);
+    PyObject **key_items = keys ? PySequence_Fast_ITEMS(keys) : NULL;
+    if (!(ts = PyMem_Malloc(sizeof(int64_t) * (size_t)count))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* pass 1: validate, size */
+    Py_ssize_t total = 0;
+    for (Py_ssize_t index = 0; index < count; index++) {
+        uint64_t t;
+        int bad = as_u64(ts_items[index], &t);
+        if (bad < 0) goto done;
+        if (bad || t > INT64_MAX_U) {
+            result = PyUnicode_FromFormat("record %zd: timestamp outside 0..2^63-1", index);
+            goto done;
+        }
+        ts[index] = (int64_t)t;
+        Py_ssize_t body = 1 + varint_size(zigzag(ts[index] - (int64_t)base)) +
+                          varint_size(zigzag(index)) + 1 /* headers count 0 */;
+        PyObject *key = key_items ? key_items[index] : Py_None;
+        if (key == Py_None) {
+            body += 1; /* -1 */
+        } else {
+            if (item_get(key, &item) < 0) goto done;
+            body += varint_size(zigzag(item.size)) + item.size;
+            item_release(&item);
+        }
+        if (item_get(value_items[index], &item) < 0) goto done;
+        if ((uint64_t)item.size > (uint64_t)INT32_MAX) {
+            item_release(&item);
+            result = PyUnicode_FromFormat("record %zd: value longer than 2^31-1 bytes", index);
+            goto done;
+        }
+        body += varint_size(zigzag(item.size)) + item.size;
+        item_release(&item);
+        total += varint_size(zigzag(body)) + body;
+    }
+    if (!(result = PyBytes_FromStringAndSize(NULL, total))) goto done;
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(result);
+    uint8_t *limit = out + total;
+    /* pass 2: write, every write checked against the allocation */
+    for (Py_ssize_t index = 0; index < count; index++) {
+        PyObject *key = key_items ? key_items[index] : Py_None;
+        Item key_item, value_item;
+        key_item.has_buffer = 0;
+        value_item.has_buffer = 0;
+        if (key != Py_None && item_get(key, &key_item) < 0) goto fail;
+        if (item_get(value_items[index], &value_item) < 0) {
+            item_release(&key_item);
+            goto fail;
+        }
+        uint64_t ts_delta = zigzag(ts[index] - (int64_t)base);
+        Py_ssize_t body = 1 + varint_size(ts_delta) + varint_size(zigzag(index)) + 1 +
+                          (key == Py_None ? 1 : varint_size(zigzag(key_item.size)) + key_item.size) +
+                          varint_size(zigzag(value_item.size)) + value_item.size;
+        if (limit - out < varint_size(zigzag(body)) + body) {
+            item_release(&key_item);
+            item_release(&value_item);
+            goto changed;
+        }
+        out = write_varint(out, zigzag(body));
+        *out++ = 0; /* attributes */
+        out = write_varint(out, ts_delta);
+        out = write_varint(out, zigzag(index));
+        if (key == Py_None) {
+            *out++ = 1; /* zigzag(-1) */
+        } else {
+            out = write_varint(out, zigzag(key_item.size));
+            memcpy(out, key_item.data, (size_t)key_item.size);
+            out += key_item.size;
+        }
+        out = write_varint(out, zigzag(value_item.size));
+        memcpy(out, value_item.data, (size_t)value_item.size);
+        out += value_item.size;
+        *out++ = 0; /* no headers */
+        item_release(&key_item);
+        item_release(&value_item);
+    }
+    if (out != limit) goto changed;
+    goto done;
+changed:
+    PyErr_SetString(PyExc_RuntimeError, "encode_records: a column changed while it was encoded");
+fail:
+    Py_CLEAR(result);
+done:
+    item_release(&item);
+    PyMem_Free(ts);
+    Py_XDECREF(keys);
+    Py_XDECREF(values);
+    Py_XDECREF(timestamps);
+    return result;
+}
+
+#define TRUNC(index) \
+    do { \
+        Py_CLEAR(out); \
+        out = fault(ERR_TRUNCATED, "record %zd: the records end inside it", (Py_ssize_t)(index)); \
+        goto done; \
+    } while (0)
+
+static PyObject *decode_records(PyObject *module, PyObject *args) {
+    Py_buffer buffer;
+    Py_ssize_t count;
+    long long base, append_time;
+    if (!PyArg_ParseTuple(args, "y*nLL", &buffer, &count, &base, &append_time)) return NULL;
+    const uint8_t *data = buffer.buf;
+    Py_ssize_t end = buffer.len;
+    PyObject *keys = NULL, *values = NULL, *timestamps = NULL, *deltas = NULL, *out = NULL;
+    if (count < 0 || count > end / 7) {
+        out = fault(ERR_TRUNCATED, "%zd records cannot fit in %zd bytes", count, end);
+        goto done;
+    }
+    if (!(keys = PyList_New(count)) || !(values = PyList_New(count)) ||
+        !(timestamps = PyList_New(count)) || !(deltas = PyList_New(count)))
+        goto done;
+    Py_ssize_t offset = 0;
+    for (Py_ssize_t index = 0; index < count; index++) {
+        int64_t length, ts_delta, offset_delta, key_size, value_size, headers;
+        int status;
+        if ((status = read_zigzag(data, end, &offset, &length))) TRUNC(index);
+        if (length < 1 || length > end - offset) TRUNC(index);
+        Py_ssize_t record_end = offset + (Py_ssize_t)length;
+        offset += 1; /* attributes */
+        if (read_zigzag(data, record_end, &offset, &ts_delta) ||
+            read_zigzag(data, record_end, &offset, &offset_delta) ||
+            read_zigzag(data, record_end, &offset, &key_size))
+            TRUNC(index);
+        PyObject *key;
+        if (key_size < 0) {
+            key = Py_NewRef(Py_None);
+        } else {
+            if (key_size > record_end - offset) TRUNC(index);
+            key = key_size > 255 ? Py_NewRef(Py_None) /* TANK keys are str8: dropped */
+                                 : PyBytes_FromStringAndSize((const char *)data + offset,
+                                                             (Py_ssize_t)key_size);
+            if (!key) goto fail;
+            offset += (Py_ssize_t)key_size;
+        }
+        PyList_SET_ITEM(keys, index, key);
+        if (read_zigzag(data, record_end, &offset, &value_size)) TRUNC(index);
+        PyObject *value;
+        if (value_size < 0) {
+            value = PyBytes_FromStringAndSize(NULL, 0);
+        } else {
+            if (value_size > record_end - offset) TRUNC(index);
+            value = PyBytes_FromStringAndSize((const char *)data + offset, (Py_ssize_t)value_size);
+            offset += (Py_ssize_t)value_size;
+        }
+        if (!value) goto fail;
+        PyList_SET_ITEM(values, index, value);
+        if (read_zigzag(data, record_end, &offset, &headers) || headers < 0) TRUNC(index);
+        for (int64_t header = 0; header < headers; header++) {
+            int64_t size;
+            for (int part = 0; part < 2; part++) {
+                if (read_zigzag(data, record_end, &offset, &size)) TRUNC(index);
+                if (size > 0) {
+                    if (size > record_end - offset) TRUNC(index);
+                    offset += (Py_ssize_t)size;
+                }
+            }
+        }
+        if (offset != record_end) {
+            Py_CLEAR(out);
+            out = fault(ERR_LENGTH, "record %zd: its length disagrees with its fields", index);
+            goto done;
+        }
+        int64_t ts = append_time >= 0 ? (int64_t)append_time : (int64_t)base + ts_delta;
+        PyObject *number = PyLong_FromLongLong(ts < 0 ? 0 : ts);
+        if (!number) goto fail;
+        PyList_SET_ITEM(timestamps, index, number);
+        if (!(number = PyLong_FromLongLong(offset_delta))) goto fail;
+        PyList_SET_ITEM(deltas, index, number);
+    }
+    if (offset != end) {
+        out = fault(ERR_LENGTH, "%zd bytes left after the last record", end - offset);
+        goto done;
+    }
+    out = PyTuple_Pack(4, keys, values, timestamps, deltas);
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    PyBuffer_Release(&buffer);
+    Py_XDECREF(keys);
+    Py_XDECREF(values);
+    Py_XDECREF(timestamps);
+    Py_XDECREF(deltas);
+    return out;
+}
+
+/* records_to_set: a records section straight into a non-sparse TANK message set, no Python
+ * object per record. Two passes over the records (size, then write). */
+typedef struct {
+    int64_t ts;
+    Py_ssize_t key_at, key_size; /* key_size < 0: none (null, or longer than 255) */
+    Py_ssize_t value_at, value_size;
+    int64_t offset_delta;
+} Parsed;
+
+/* one record at *offset; 0 ok, else a fault was built into *out */
+static int parse_record(const uint8_t *data, Py_ssize_t end, Py_ssize_t *offset, Py_ssize_t index,
+                        int64_t base, int64_t append_time, Parsed *rec, PyObject **out) {
+    int64_t length, ts_delta, key_size, value_size, headers;
+    if (read_zigzag(data, end, offset, &length) || length < 1 || length > end - *offset) goto trunc;
+    Py_ssize_t record_end = *offset + (Py_ssize_t)length;
+    *offset += 1;
+    if (read_zigzag(data, record_end, offset, &ts_delta) ||
+        read_zigzag(data, record_end, offset, &rec->offset_delta) ||
+        read_zigzag(data, record_end, offset, &key_size))
+        goto trunc;
+    rec->key_size = -1;
+    if (key_size >= 0) {
+        if (key_size > record_end - *offset) goto trunc;
+        if (key_size <= 255) {
+            rec->key_at = *offset;
+            rec->key_size = (Py_ssize_t)key_size;
+        }
+        *offset += (Py_ssize_t)key_size;
+    }
+    if (read_zigzag(data, record_end, offset, &value_size)) goto trunc;
+    rec->value_at = *offset;
+    rec->value_size = 0;
+    if (value_size >= 0) {
+        if (value_size > record_end - *offset) goto trunc;
+        rec->value_size = (Py_ssize_t)value_size;
+        *offset += (Py_ssize_t)value_size;
+    }
+    if (read_zigzag(data, record_end, offset, &headers) || headers < 0) goto trunc;
+    for (int64_t header = 0; header < headers; header++) {
+        for (int part = 0; part < 2; part++) {
+            int64_t size;
+            if (read_zigzag(data, record_end, offset, &size)) goto trunc;
+            if (size > 0) {
+                if (size > record_end - *offset) goto trunc;
+                *offset += (Py_ssize_t)size;
+            }
+        }
+    }
+    if (*offset != record_end) {
+        *out = fault(ERR_LENGTH, "record %zd: its length disagrees with its fields", index);
+        return -1;
+    }
+    int64_t ts = append_time >= 0 ? append_time : base + ts_delta;
+    rec->ts = ts < 0 ? 0 : ts;
+    return 0;
+trunc:
+    *out = fault(ERR_TRUNCATED, "record %zd: the records end inside it", index);
+    return -1;
+}
+
+static PyObject *records_to_set(PyObject *module, PyObject *args) {
+    Py_buffer buffer;
+    Py_ssize_t count;
+    long long base, append_time;
+    if (!PyArg_ParseTuple(args, "y*nLL", &buffer, &count, &base, &append_time)) return NULL;
+    const uint8_t *data = buffer.buf;
+    Py_ssize_t end = buffer.len;
+    PyObject *out = NULL, *set = NULL;
+    if (count < 1 || count > end / 7) {
+        out = fault(ERR_TRUNCATED, "%zd records cannot fit in %zd bytes", count, end);
+        goto done;
+    }
+    /* pass 1: validate and size */
+    Py_ssize_t offset = 0, size = 0;
+    int64_t last_ts = 0, first_delta = 0, last_delta = 0;
+    Parsed rec;
+    for (Py_ssize_t index = 0; index < count; index++) {
+        if (parse_record(data, end, &offset, index, base, append_time, &rec, &out) < 0) goto done;
+        if (index == 0) first_delta = rec.offset_delta;
+        last_delta = rec.offset_delta;
+        size += 1 + ((index && rec.ts == last_ts) ? 0 : 8) +
+                (rec.key_size >= 0 ? 1 + rec.key_size : 0) +
+                varint_size((uint64_t)rec.value_size) + rec.value_size;
+        last_ts = rec.ts;
+    }
+    if (offset != end) {
+        out = fault(ERR_LENGTH, "%zd bytes left after the last record", end - offset);
+        goto done;
+    }
+    if (!(set = PyBytes_FromStringAndSize(NULL, size))) goto done;
+    uint8_t *put = (uint8_t *)PyBytes_AS_STRING(set);
+    uint8_t *limit = put + size;
+    offset = 0;
+    for (Py_ssize_t index = 0; index < count; index++) {
+        int64_t previous = last_ts;
+        if (parse_record(data, end, &offset, index, base, append_time, &rec, &out) < 0) goto done;
+        int same = index && rec.ts == previous;
+        Py_ssize_t need = 1 + (same ? 0 : 8) + (rec.key_size >= 0 ? 1 + rec.key_size : 0) +
+                          varint_size((uint64_t)rec.value_size) + rec.value_size;
+        if (limit - put < need) {
+            PyErr_SetString(PyExc_RuntimeError, "records_to_set: sizes changed between passes");
+            goto done;
+        }
+        *put++ = (uint8_t)((rec.key_size >= 0 ? MSG_HAVE_KEY : 0) | (same ? MSG_USE_LAST_TS : 0));
+        if (!same) {
+            store_u64(put, (uint64_t)rec.ts);
+            put += 8;
+        }
+        if (rec.key_size >= 0) {
+            *put++ = (uint8_t)rec.key_size;
+            memcpy(put, data + rec.key_at, (size_t)rec.key_size);
+            put += rec.key_size;
+        }
+        put = write_varint(put, (uint64_t)rec.value_size);
+        memcpy(put, data + rec.value_at, (size_t)rec.value_size);
+        put += rec.value_size;
+        last_ts = rec.ts;
+    }
+    if (put != limit) {
+        PyErr_SetString(PyExc_RuntimeError, "records_to_set: sizes changed between passes");
+        goto done;
+    }
+    out = Py_BuildValue("(OLL)", set, (long long)first_delta, (long long)last_delta);
+done:
+    Py_XDECREF(set);
+    PyBuffer_Release(&buffer);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"decode_set", decode_set, METH_VARARGS,
      "decode_set(data, count, sparse, first_seq, last_seq) -> (keys, values, timestamps, seqs) "
      "or (error kind, text)"},
     {"encode_set", encode_set, METH_VARARGS,
      "encode_set(keys, values, timestamps, seqs) -> bytes, or str naming the fault"},
+    {"encode_records", encode_records, METH_VARARGS,
+     "encode_records(keys, values, timestamps, base_timestamp) -> RecordBatch v2 records, or "
+     "str naming the fault"},
+    {"records_to_set", records_to_set, METH_VARARGS,
+     "records_to_set(records, count, base_timestamp, append_time) -> (message set, first offset "
+     "delta, last offset delta) or (error kind, text)"},
+    {"decode_records", decode_records, METH_VARARGS,
+     "decode_records(records, count, base_timestamp, append_time) -> (keys, values, timestamps, "
+     "offset_deltas) or (error kind, text)"},
     {NULL, NULL, 0, NULL},
 };
 

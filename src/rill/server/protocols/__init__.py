@@ -5,13 +5,13 @@ Owns: the contract between the generic connection loop (``transports.binary``), 
 and a protocol: ``WireProtocol`` (``frame_decoder`` for the link's byte stream, ``open_session``
 when a link opens, ``handle_request`` for one framed request, ``error_reply`` for a status the
 loop itself answers: a bad frame length among them) and ``Reply`` (the answer's frame parts,
-and whether the link closes after it). The loop knows nothing else of a protocol.
+whether the link closes after it, and an answer that comes later while the link goes on). The loop knows nothing else of a protocol.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Awaitable, Protocol
 
 if TYPE_CHECKING:
     from rill.protocol.framing import FrameDecoder
@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 class Reply:
     parts: list[bytes | bytearray | memoryview]
     close: bool = False  # the link closes once this reply is written
+    # an answer that comes later (TANK's long-polling consume): the loop goes on with the next
+    # requests and writes this reply when it is ready (nothing if the link closed meanwhile)
+    later: Awaitable[Reply] | None = None
 
 
 class WireProtocol(Protocol):

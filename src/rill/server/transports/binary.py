@@ -10,7 +10,9 @@ byte-level concerns: framing, buffers, certificates, streams.
 Invariants:
 
 * requests of one link are answered one at a time, in the order they were submitted; links are
-  served concurrently (one worker task per link);
+  served concurrently (one worker task per link). Except: a reply with ``later`` (TANK's
+  long-polling consume) is written when that awaitable is done, while the requests behind it
+  are served and answered; a closing link cancels it;
 * ``tag`` travels untouched from ``submit`` to ``ReplyLink.send_reply`` (TCP passes None; QUIC
   passes the stream id the answer belongs to);
 * inbound back-pressure: while more than ``max_queued_bytes`` of payload wait to be served the
@@ -21,7 +23,8 @@ Invariants:
   is closed; ``refuse(status)`` answers ``status`` after the requests queued before it and
   closes the link; after ``close()`` no reply is delivered any more;
 * the protocol's ``open_session`` sees the session before any request (a listener's own login
-  rule, e.g. Kafka on loopback);
+  rule, e.g. Kafka on loopback); a protocol's ``greeting`` bytes, when it has any, are the
+  first thing written on the link (TANK's ping on accept);
 * memory: every queued payload is accounted in the server-wide ``RequestMemory`` until it is
   served (a link accounts a large frame itself, from its header on: ``submit(accounted=True)``);
   while the budget is spent the link is asked to pause reading. Before login at most
@@ -113,11 +116,15 @@ class BinaryConnection:
         self.unauthenticated_since: float | None = now
         self.frame_started_at: float | None = None  # set by the link while a frame arrives
         self.wakeup = asyncio.Event()
+        self.later: set[asyncio.Task] = set()  # replies that come later (Reply.later)
         self.can_write = asyncio.Event()
         self.can_write.set()
         self.session = core.connect(address, transport)
         self.session.close_link = self._close_for_core
         protocol.open_session(core, self.session)
+        greeting = getattr(protocol, "greeting", None)  # bytes a protocol sends first (TANK's ping)
+        if greeting:
+            link.send_reply(None, [greeting])
         self.worker: asyncio.Task[None] = asyncio.get_running_loop().create_task(self._serve())
         if supervisor is not None:
             supervisor.add(self)
@@ -194,6 +201,8 @@ class BinaryConnection:
                 self.memory.give_back(len(item[1]))
         self.queue.clear()
         self.queued_bytes = 0
+        for task in self.later:
+            task.cancel()
         self.memory.forget(self)
         if self.supervisor is not None:
             self.supervisor.discard(self)
@@ -213,7 +222,7 @@ class BinaryConnection:
         started = self.frame_started_at
         if started is not None and now - started > limits.request_timeout:
             return f"a request did not arrive whole within {limits.request_timeout:g} s"
-        if self.busy:
+        if self.busy or self.later:
             return None  # the server is working for this connection
         if not self.session.is_authenticated:
             if self.unauthenticated_since is None:  # logged out since the last sweep
@@ -232,6 +241,23 @@ class BinaryConnection:
         self.close()
 
     # -- the loop --------------------------------------------------------------------------
+
+    async def _reply_later(self, tag: Any, later) -> None:
+        try:
+            reply = await later
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("connection %s: a later reply failed", self.session.address)
+            if not self.closed:
+                self.link.close_link()
+            return
+        if self.closed:
+            return
+        self.last_request = time.monotonic()
+        self.link.send_reply(tag, reply.parts)
+        if reply.close:
+            self.link.close_link()
 
     async def _serve(self) -> None:
         queue = self.queue
@@ -259,6 +285,10 @@ class BinaryConnection:
                     self.memory.give_back(size)
                 if self.closed:
                     return
+                if reply.later is not None:
+                    task = asyncio.ensure_future(self._reply_later(tag, reply.later))
+                    self.later.add(task)
+                    task.add_done_callback(self.later.discard)
                 link.send_reply(tag, reply.parts)
                 close = reply.close
                 reply = None  # the link has the bytes; don't keep them until the next request

@@ -1,0 +1,275 @@
+"""TANK bundles <-> Kafka RecordBatch v2 (magic 2), sans-I/O: how rill stores what TANK clients
+produce and serves what any protocol stored to TANK clients (issue 14, one log).
+
+Owns: ``batch_from_bundle`` (a decoded bundle's columns -> one uncompressed RecordBatch v2:
+key -> record key, TANK timestamp ms -> record timestamp, values as they are, no headers,
+CreateTime, no producer: producerId -1, epoch -1, baseSequence -1; baseOffset 0 and
+partitionLeaderEpoch 0 for the log to stamp; CRC-32C over attributes..end via ``crc32c``),
+``BatchHead`` / ``batch_head`` (the 61-byte header, once per batch) and ``batch_columns`` (a
+stored batch's inflated records section -> keys, values, timestamps, offset deltas).
+
+The per-record loops are ``_bundles.c`` (``encode_records`` / ``decode_records`` /
+``records_to_set``, the last one a stored batch's records straight into a TANK message set,
+the Consume hot path: ``contiguous_bundle``) with the pure-Python twins
+``encode_records_python`` / ``decode_records_python`` / ``records_to_set_python`` here as the
+reference (same results, same error kinds and texts:
+``tests/protocol/tank/test_record_batch_twins.py``).
+Reading: a record key longer than 255 bytes (TANK keys are ``str8``) is dropped (None), a null
+value is empty, a negative timestamp ("none") is 0; a LogAppendTime batch gives every record
+its maxTimestamp; headers are skipped.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+from rill.protocol.tank.bundles import (
+    ACCELERATOR,
+    ERR_LENGTH,
+    ERR_TRUNCATED,
+    ERROR_TYPES,
+    encode_set_python,
+)
+from rill.protocol.tank.primitives import encode_varint
+
+MAGIC = 2
+HEADER = struct.Struct(">qiibIhiqqqhii")  # baseOffset .. recordsCount
+HEADER_SIZE = HEADER.size  # 61
+CRC_START = 21  # attributes .. end
+CODEC_MASK = 0x07
+TIMESTAMP_TYPE_LOG_APPEND = 0x08
+CONTROL = 0x20
+MAX_TIMESTAMP = (1 << 63) - 1
+MAX_KEY = 255
+
+
+class InvalidColumns(ValueError):
+    """The columns cannot become a RecordBatch v2 (e.g. a timestamp above 2^63-1)."""
+
+
+# --- the per-record loops: the Python reference ---------------------------------------------
+
+
+def _zigzag(value: int) -> int:
+    return (value << 1) ^ (value >> 63)
+
+
+def _put(out: bytearray, value: int) -> None:
+    value = _zigzag(value) & 0xFFFF_FFFF_FFFF_FFFF
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def encode_records_python(keys, values, timestamps, base_timestamp: int):
+    """Columns -> a records section (offset deltas 0..n-1), or a ``str`` naming the fault."""
+    count = len(values)
+    if not count:
+        return "a batch needs at least one record"
+    if len(timestamps) != count or (keys is not None and len(keys) != count):
+        return "the columns differ in length"
+    out = bytearray()
+    for index in range(count):
+        timestamp = timestamps[index]
+        if not 0 <= timestamp <= MAX_TIMESTAMP:
+            return f"record {index}: timestamp outside 0..2^63-1"
+        value = values[index]
+        if len(value) > 0x7FFF_FFFF:
+            return f"record {index}: value longer than 2^31-1 bytes"
+        body = bytearray(b"\x00")
+        _put(body, timestamp - base_timestamp)
+        _put(body, index)
+        key = None if keys is None else keys[index]
+        if key is None:
+            _put(body, -1)
+        else:
+            _put(body, len(key))
+            body += key
+        _put(body, len(value))
+        body += value
+        body.append(0)
+        _put(out, len(body))
+        out += body
+    return bytes(out)
+
+
+class _Fault(Exception):
+    def __init__(self, kind: int, text: str) -> None:
+        super().__init__(kind, text)
+        self.kind, self.text = kind, text
+
+
+def _get(data, at: int, end: int, index: int) -> tuple[int, int]:
+    result = 0
+    for shift in range(10):
+        if at + shift >= end:
+            break
+        byte = data[at + shift]
+        result |= (byte & 0x7F) << (7 * shift)
+        if byte < 0x80:
+            return (result >> 1) ^ -(result & 1), at + shift + 1
+    raise _Fault(ERR_TRUNCATED, f"record {index}: the records end inside it")
+
+
+def decode_records_python(data, count: int, base_timestamp: int, append_time: int):
+    """A records section of ``count`` records -> (keys, values, timestamps, offset_deltas), or
+    ``(kind, text)`` when malformed (the C twin's convention)."""
+    view = memoryview(data).cast("B")
+    end = len(view)
+    if count < 0 or count > end // 7:
+        return ERR_TRUNCATED, f"{count} records cannot fit in {end} bytes"
+    keys, values, timestamps, deltas = [], [], [], []
+    at = 0
+    try:
+        for index in range(count):
+            truncated = _Fault(ERR_TRUNCATED, f"record {index}: the records end inside it")
+            length, at = _get(view, at, end, index)
+            if length < 1 or length > end - at:
+                raise truncated
+            record_end = at + length
+            at += 1
+            ts_delta, at = _get(view, at, record_end, index)
+            offset_delta, at = _get(view, at, record_end, index)
+            key_size, at = _get(view, at, record_end, index)
+            key = None
+            if key_size >= 0:
+                if key_size > record_end - at:
+                    raise truncated
+                if key_size <= MAX_KEY:
+                    key = bytes(view[at : at + key_size])
+                at += key_size
+            value_size, at = _get(view, at, record_end, index)
+            value = b""
+            if value_size >= 0:
+                if value_size > record_end - at:
+                    raise truncated
+                value = bytes(view[at : at + value_size])
+                at += value_size
+            headers, at = _get(view, at, record_end, index)
+            if headers < 0:
+                raise truncated
+            for _ in range(headers):
+                for _part in range(2):
+                    size, at = _get(view, at, record_end, index)
+                    if size > 0:
+                        if size > record_end - at:
+                            raise truncated
+                        at += size
+            if at != record_end:
+                raise _Fault(ERR_LENGTH, f"record {index}: its length disagrees with its fields")
+            timestamp = append_time if append_time >= 0 else base_timestamp + ts_delta
+            keys.append(key)
+            values.append(value)
+            timestamps.append(max(timestamp, 0))
+            deltas.append(offset_delta)
+    except _Fault as fault:
+        return fault.kind, fault.text
+    if at != end:
+        return ERR_LENGTH, f"{end - at} bytes left after the last record"
+    return keys, values, timestamps, deltas
+
+
+def records_to_set_python(data, count: int, base_timestamp: int, append_time: int):
+    """A records section -> (non-sparse TANK message set, first offset delta, last offset
+    delta), or ``(kind, text)``: ``encode_set`` of ``decode_records``' columns."""
+    if count < 1:
+        return ERR_TRUNCATED, f"{count} records cannot fit in {len(data)} bytes"
+    found = decode_records_python(data, count, base_timestamp, append_time)
+    if len(found) == 2:
+        return found
+    keys, values, timestamps, deltas = found
+    return encode_set_python(keys, values, timestamps, None), deltas[0], deltas[-1]
+
+
+if ACCELERATOR is not None and hasattr(ACCELERATOR, "records_to_set"):
+    encode_records = ACCELERATOR.encode_records
+    decode_records = ACCELERATOR.decode_records
+    records_to_set = ACCELERATOR.records_to_set
+else:  # not built, RILL_PURE_PYTHON=1, or built from an older source
+    encode_records = encode_records_python
+    decode_records = decode_records_python
+    records_to_set = records_to_set_python
+
+
+# --- batches (once per batch, in Python) -----------------------------------------------------
+
+
+def batch_from_bundle(keys, values, timestamps) -> bytes:
+    """One uncompressed RecordBatch v2 holding a bundle's messages (offsets 0..n-1)."""
+    count = len(values)
+    if not count:
+        raise InvalidColumns("a batch needs at least one record")
+    highest = max(timestamps)
+    if highest > MAX_TIMESTAMP:  # TANK's u64 milliseconds; Kafka's are signed
+        raise InvalidColumns(f"timestamp {highest} above 2^63-1")
+    base = timestamps[0]
+    records = encode_records(keys, values, timestamps, base)
+    if type(records) is str:
+        raise InvalidColumns(records)
+    tail = struct.pack(">hiqqqhii", 0, count - 1, base, highest, -1, -1, -1, count) + records
+    head = struct.pack(">qiibI", 0, len(tail) + 9, 0, MAGIC, crc32c(tail))
+    return head + tail
+
+
+class BatchHead(NamedTuple):
+    base_offset: int
+    length: int  # the whole batch, header included
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    count: int
+
+    @property
+    def codec(self) -> int:
+        return self.attributes & CODEC_MASK
+
+    @property
+    def control(self) -> bool:
+        return bool(self.attributes & CONTROL)
+
+    @property
+    def append_time(self) -> int:
+        """maxTimestamp for a LogAppendTime batch (every record's time), else -1."""
+        return self.max_timestamp if self.attributes & TIMESTAMP_TYPE_LOG_APPEND else -1
+
+
+def batch_head(data, at: int = 0) -> BatchHead | None:
+    """The batch at ``at`` of stored bytes, or None when no whole batch starts there."""
+    if len(data) - at < HEADER_SIZE:
+        return None
+    (base_offset, length, _epoch, _magic, _crc, attributes, last_delta, base_ts, max_ts,
+     _pid, _pepoch, _seq, count) = HEADER.unpack_from(data, at)
+    if length < HEADER_SIZE - 12 or at + 12 + length > len(data):
+        return None
+    return BatchHead(base_offset, length + 12, attributes, last_delta, base_ts, max_ts, count)
+
+
+def contiguous_bundle(head: BatchHead, records) -> tuple[bytes, int, int] | None:
+    """The records of the batch ``head`` as one non-sparse, uncompressed bundle, with the
+    first and last offset deltas; None when its offsets have holes (a compacted batch: the
+    caller numbers it explicitly). A ``TankDecodeError`` when it does not parse."""
+    found = records_to_set(records, head.count, head.base_timestamp, head.append_time)
+    if len(found) == 2:
+        kind, text = found
+        raise ERROR_TYPES[kind](text)
+    message_set, first, last = found
+    if last - first != head.count - 1:
+        return None
+    count = head.count
+    header = bytes((count << 2,)) if count < 16 else b"\x00" + encode_varint(count)
+    return header + message_set, first, last
+
+
+def batch_columns(head: BatchHead, records) -> tuple[list, list, list, list]:
+    """The inflated records section of the batch ``head`` -> (keys, values, timestamps ms,
+    offset deltas); a ``TankDecodeError`` when it does not parse."""
+    found = decode_records(records, head.count, head.base_timestamp, head.append_time)
+    if len(found) == 2:
+        kind, text = found
+        raise ERROR_TYPES[kind](text)
+    return found

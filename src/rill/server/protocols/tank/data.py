@@ -1,0 +1,334 @@
+"""TANK's data requests on the neutral broker: Produce (0x01), ProduceWithSeqnum (0x05) and
+Consume (0x02) (tank-wire-reference §4-§6, §13).
+
+Owns: these rules.
+
+**Produce**, per (topic, partition) entry in request order (answer: one byte each, grouped as
+§5.3 says, ``messages.produce_error_bytes``):
+
+* unknown topic 0xff (one byte for the topic), unknown partition 0x01;
+* a topic stored as ``iggy-v1`` (made by an Iggy client in the namespace) is refused with 0x02
+  and nothing is written: TANK clients may read it (converted), not produce to it (the Kafka
+  listener's rule for the same case);
+* the bundle is decoded and validated (``protocol.tank.bundles``: codec 0/1, Snappy that
+  inflates to at most ``MAX_SET_SIZE``, counts and lengths that agree, flags known, sparse
+  numbers increasing); an invalid one is 0x02 and nothing is written;
+* explicit sequence numbers (a SPARSE bundle, or ProduceWithSeqnum's ``first_seq``; 0 means
+  none): numbers at or below the high-water mark are 0x0a (TANK's rule). rill's offsets are
+  dense (seq = offset + 1), so explicit numbers must also continue the log exactly (first =
+  high-water mark + 1, no gaps inside the bundle); numbers that jump ahead are 0x0a too and
+  nothing is written (TANK would keep them; rill cannot without holes in its offsets). TANK
+  appends with explicit numbers are serialized per partition between check and append; an
+  append by another protocol in that moment would shift them (logged);
+* the messages become **one** uncompressed RecordBatch v2 (``protocol.tank.record_batches``,
+  the per-message loop in C) appended through ``broker.append``, stamped at the batch's
+  maxTimestamp like the Kafka listener's batches, so Kafka, Iggy, HTTP, the CLI and Spark read
+  key and timestamp; a failed append (storage, permissions) is 0x02.
+
+**Consume**, per partition (§6.4; first = first available seq, last = high-water mark):
+
+* seq 0 = from the first; 2^64-1, last + 1 (and 0 on an empty partition) = at EOF; above
+  last + 1 or below first = boundary-check failure 0x01 with ``first_available``; unknown topic
+  0xFFFF, unknown partition 0xff, a read failure (storage, permissions) 0xfb;
+* data: the stored batches from the one holding ``seq`` (whole batches, at least one, up to
+  ``fetch_size`` stored bytes: the whole-bundles rule of §6.5), one bundle per stored batch
+  (uncompressed; Kafka-compressed batches inflated, ``storage.record_conversion.decompress``;
+  control batches skipped; an ``iggy-v1`` topic read through the broker's conversion), the
+  per-record loops in C; a bundle is SPARSE wherever numbering does not continue from the
+  bundle before it (gaps), and the header's ``base`` is the first bundle's first seq;
+* long poll (§6.6): when ``max_wait_ms`` > 0 and every partition is at EOF the request waits
+  (its answer comes later: the connection answers the requests sent behind it meanwhile, as
+  TANK does)
+  (``broker.wait``, per topic, the first topic woken ends it) until ``min_bytes`` (stored
+  bytes, at least one message) arrived or ``max_wait_ms`` (at most one hour, honoured exactly)
+  passed. Then every partition answers 0x00: woken, those that got data with ``base`` = the
+  first new seq and everything appended since (not limited by ``fetch_size``), the others
+  ``base`` 0, empty; timed out (less than ``min_bytes`` arrived), every one ``base`` 0, empty.
+  An immediate EOF answer carries ``base`` = first available.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Awaitable
+
+from rill import errors
+from rill.protocol.tank import messages as m
+from rill.protocol.tank.bundles import decode_bundle, encode_bundle, frame_bundle
+from rill.protocol.tank.errors import ConsumeFlag, ProduceError, TankDecodeError
+from rill.protocol.tank.record_batches import (
+    HEADER_SIZE,
+    InvalidColumns,
+    batch_columns,
+    batch_from_bundle,
+    batch_head,
+    contiguous_bundle,
+)
+from rill.server.core.broker import TopicRef
+from rill.server.core.core import Core
+from rill.server.core.model import Session, Topic
+from rill.server.protocols.tank.dispatch import (
+    RECORD_FORMAT,
+    TankSettings,
+    numbers,
+    ref,
+    topics,
+)
+from rill.server.storage.kafka_records import batch_time_us
+from rill.server.storage.record_conversion import decompress
+
+log = logging.getLogger(__name__)
+
+MAX_SET_SIZE = 64 * 1024 * 1024  # a Snappy message set may inflate to at most this
+MAX_FETCH = 64 * 1024 * 1024  # fetch_size is clamped to this (TANK's clamp)
+MAX_WAIT_MS = 3_600_000  # TANK's own cap: one hour
+_MAX_RECORDS = 1 << 31
+_EXPLICIT: dict[tuple, asyncio.Lock] = {}  # per partition: appends with explicit numbers
+
+
+# -- Produce ---------------------------------------------------------------------------------
+
+
+async def _produce_partition(core: Core, session: Session, settings: TankSettings, topic: Topic,
+                             part: m.ProducePartition) -> int:
+    if not 0 <= part.partition < len(topic.partitions):
+        return ProduceError.UNKNOWN_PARTITION
+    if topic.record_format != RECORD_FORMAT:
+        return ProduceError.SYSTEM
+    try:
+        bundle = decode_bundle(part.bundle, max_set_size=MAX_SET_SIZE)
+        batch = batch_from_bundle(bundle.keys, bundle.values, bundle.timestamps)
+    except (TankDecodeError, InvalidColumns) as error:
+        log.info("client %d: TANK produce to %s/%d refused: %s", session.client_id, topic.name,
+                 part.partition, error)
+        return ProduceError.SYSTEM
+    where = ref(settings, topic.name, part.partition)
+    broker = core.broker
+    try:
+        first = bundle.seqs[0] if bundle.sparse else (part.first_seq or 0)
+        if not first:
+            await broker.append(session, where, batch, batch_time_us(batch))
+            return ProduceError.OK
+        last = bundle.seqs[-1] if bundle.sparse else first + len(bundle.values) - 1
+        key = (settings.stream, topic.id, part.partition)
+        lock = _EXPLICIT.get(key)
+        if lock is None:
+            lock = _EXPLICIT[key] = asyncio.Lock()
+        async with lock:  # no other TANK append with explicit numbers between check and append
+            hwm = broker.bounds(session, where).high_watermark
+            if first != hwm + 1 or last - first + 1 != len(bundle.values):
+                return ProduceError.INVALID_SEQ_NUM
+            result = await broker.append(session, where, batch, batch_time_us(batch))
+        if result.first_offset != first - 1:
+            log.warning("TANK produce to %s/%d: explicit seq %d stored at offset %d (another "
+                        "protocol appended meanwhile)", topic.name, part.partition, first,
+                        result.first_offset)
+    except errors.RillError as error:
+        log.info("client %d: TANK produce to %s/%d failed: %s", session.client_id, topic.name,
+                 part.partition, error)
+        return ProduceError.SYSTEM
+    return ProduceError.OK
+
+
+async def produce(core: Core, session: Session, settings: TankSettings,
+                  request: m.ProduceRequest) -> m.ProduceResponse:
+    known = topics(core, session, settings)
+    codes: list[int] = []
+    for entry in request.topics:
+        topic = known.get(entry.name)
+        for part in entry.partitions:
+            if topic is None:
+                codes.append(ProduceError.UNKNOWN_TOPIC)
+            else:
+                codes.append(await _produce_partition(core, session, settings, topic, part))
+    return m.ProduceResponse(request.request_id, m.produce_error_bytes(request, codes))
+
+
+# -- Consume ---------------------------------------------------------------------------------
+
+
+def build_chunk(data) -> tuple[list[bytes], int]:
+    """Stored RecordBatch v2 bytes -> (framed bundles, first seq), one bundle per batch; a
+    bundle is SPARSE where numbering does not continue from the one before. (.., 0): none."""
+    view = memoryview(data)
+    at, end = 0, len(view)
+    out: list[bytes] = []
+    base = 0
+    next_seq = None
+    while at < end:
+        head = batch_head(view, at)
+        if head is None:
+            break
+        batch = view[at : at + head.length]
+        at += head.length
+        if head.control or head.count < 1:
+            continue
+        records = batch[HEADER_SIZE:]
+        if head.codec:
+            records = decompress(head.codec, records)
+        whole = contiguous_bundle(head, records)
+        if whole is not None:
+            bundle, first_delta, last_delta = whole
+            first = head.base_offset + first_delta + 1
+        if whole is None or (next_seq is not None and first != next_seq):
+            # holes inside the batch, or a jump from the bundle before: explicit numbers
+            keys, values, timestamps, deltas = batch_columns(head, records)
+            first_delta, last_delta = deltas[0], deltas[-1]
+            first = head.base_offset + first_delta + 1
+            seqs = (range(first, first + head.count) if whole is not None  # a jump only
+                    else [head.base_offset + delta + 1 for delta in deltas])  # holes (rare)
+            bundle = encode_bundle(values, keys, timestamps, seqs)
+        out.append(frame_bundle(bundle))
+        if next_seq is None:
+            base = first
+        next_seq = head.base_offset + last_delta + 2
+    return out, base
+
+
+class _Wanted:
+    __slots__ = ("partition", "seq", "fetch_size", "flag", "base", "hwm", "chunk",
+                 "first_available", "wait_offset", "ref")
+
+    def __init__(self, partition: m.ConsumePartition) -> None:
+        self.partition = partition.partition
+        self.seq = partition.seq
+        self.fetch_size = partition.fetch_size
+        self.flag: int | None = None  # None: at EOF (may wait)
+        self.base = self.hwm = self.first_available = 0
+        self.chunk: list[bytes] = []
+        self.wait_offset = 0
+        self.ref = None
+
+
+def _read(core: Core, session: Session, wanted: _Wanted, offset: int, max_bytes: int) -> bool:
+    """Fill ``wanted`` from ``offset``; whether it got messages."""
+    found = core.broker.read(session, wanted.ref, offset, _MAX_RECORDS, max_bytes, RECORD_FORMAT)
+    wanted.hwm = found.bounds.high_watermark
+    if not found.count:
+        return False
+    chunk, base = build_chunk(found.data)
+    if not chunk:
+        return False
+    wanted.flag, wanted.base, wanted.chunk = ConsumeFlag.OK, base, chunk
+    return True
+
+
+def _look(core: Core, session: Session, wanted: _Wanted) -> None:
+    """The immediate answer of one known partition, or ``flag`` None: at EOF."""
+    try:
+        first, last = numbers(core.broker.bounds(session, wanted.ref))
+        wanted.hwm, wanted.base, wanted.wait_offset = last, first, last
+        seq = wanted.seq
+        if seq == m.SEQ_ONLY_NEW or seq == last + 1 or (seq == m.SEQ_FROM_FIRST and not first):
+            return
+        if seq == m.SEQ_FROM_FIRST:
+            seq = first
+        if seq > last + 1 or seq < first:
+            wanted.flag, wanted.base, wanted.first_available = ConsumeFlag.BOUNDARY_CHECK, 0, first
+            return
+        fetch_size = min(max(wanted.fetch_size, 1), MAX_FETCH)
+        _read(core, session, wanted, seq - 1, fetch_size)
+    except Exception as error:  # storage, permissions, a stored batch that does not read
+        log.info("client %d: TANK consume of partition %d failed: %s", session.client_id,
+                 wanted.partition, error)
+        wanted.flag = ConsumeFlag.SYSTEM
+
+
+async def _wait(core: Core, session: Session, settings: TankSettings,
+                by_topic: dict[str, list[_Wanted]], min_bytes: int, timeout: float) -> bool:
+    """Until ``min_bytes`` (at least one message) arrived past the partitions' ends or
+    ``timeout`` passed; whether they arrived (False: timed out)."""
+    need = max(min_bytes, 1)
+    waits = [asyncio.ensure_future(core.broker.wait(
+        session, TopicRef(settings.stream, name),
+        [(wanted.partition, wanted.wait_offset) for wanted in parts], need, timeout))
+        for name, parts in by_topic.items()]
+    arrived = 0
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in waits:
+            if not waiting.done():
+                waiting.cancel()
+        for waiting in waits:
+            if waiting.done() and not waiting.cancelled() and waiting.exception() is None:
+                arrived += sum(end.bytes_after for end in waiting.result())
+    return arrived >= need
+
+
+def _woken(core: Core, session: Session, wanted: _Wanted, reached: bool) -> None:
+    """After a wait that ``reached`` min_bytes: what arrived past the wait offset (whole, not
+    limited by fetch_size), else base 0 and nothing; after a timeout: base 0 and nothing for
+    every partition (TANK's timed-out form, even when less than min_bytes arrived)."""
+    wanted.flag, wanted.base, wanted.chunk = ConsumeFlag.OK, 0, []
+    try:
+        if not reached:
+            wanted.hwm = core.broker.bounds(session, wanted.ref).high_watermark
+        elif not _read(core, session, wanted, wanted.wait_offset, MAX_FETCH):
+            wanted.flag, wanted.base = ConsumeFlag.OK, 0
+    except Exception as error:  # storage, permissions, a stored batch that does not read
+        log.info("client %d: TANK consume of partition %d failed: %s", session.client_id,
+                 wanted.partition, error)
+        wanted.flag, wanted.base, wanted.chunk = ConsumeFlag.OK, 0, []
+
+
+def consume(core: Core, session: Session, settings: TankSettings, request: m.ConsumeRequest
+            ) -> m.ConsumeResponse | Awaitable[m.ConsumeResponse]:
+    """The answer now, or (every partition at EOF and ``max_wait_ms`` > 0) an awaitable of the
+    answer after the long poll: the connection answers the requests behind it meanwhile."""
+    known = topics(core, session, settings)
+    answered = False
+    plan: list[tuple[str, int, list[_Wanted] | None]] = []
+    for entry in request.topics:
+        topic = known.get(entry.name)
+        if topic is None:
+            plan.append((entry.name, len(entry.partitions), None))
+            answered = True
+            continue
+        parts = []
+        for partition in entry.partitions:
+            wanted = _Wanted(partition)
+            if not 0 <= wanted.partition < len(topic.partitions):
+                wanted.flag = ConsumeFlag.UNKNOWN_PARTITION
+            else:
+                wanted.ref = ref(settings, topic.name, wanted.partition)
+                _look(core, session, wanted)
+            answered = answered or wanted.flag is not None
+            parts.append(wanted)
+        plan.append((entry.name, len(entry.partitions), parts))
+    if answered or request.max_wait_ms <= 0 or not plan:
+        return _response(request, plan)
+    return _long_poll(core, session, settings, request, plan)
+
+
+async def _long_poll(core: Core, session: Session, settings: TankSettings,
+                     request: m.ConsumeRequest, plan) -> m.ConsumeResponse:
+    by_topic: dict[str, list[_Wanted]] = {}
+    for name, _count, parts in plan:
+        by_topic.setdefault(name, []).extend(parts or ())
+    timeout = min(request.max_wait_ms, MAX_WAIT_MS) / 1000
+    reached = await _wait(core, session, settings, by_topic, request.min_bytes, timeout)
+    for parts in by_topic.values():
+        for wanted in parts:
+            _woken(core, session, wanted, reached)
+    return _response(request, plan)
+
+
+def _response(request: m.ConsumeRequest, plan) -> m.ConsumeResponse:
+    results = []
+    for name, count, parts in plan:
+        if parts is None:
+            results.append(m.ConsumeTopicResult(name, unknown_count=count))
+            continue
+        results.append(m.ConsumeTopicResult(name, tuple(_result(wanted) for wanted in parts)))
+    return m.ConsumeResponse(request.request_id, tuple(results))
+
+
+def _result(wanted: _Wanted) -> m.ConsumePartitionResult:
+    flag = wanted.flag if wanted.flag is not None else ConsumeFlag.OK  # EOF: base = first
+    if flag in (ConsumeFlag.SYSTEM, ConsumeFlag.UNKNOWN_PARTITION):
+        return m.ConsumePartitionResult(wanted.partition, flag)
+    chunk = b"".join(wanted.chunk) if wanted.chunk else b""
+    return m.ConsumePartitionResult(wanted.partition, flag, wanted.base, wanted.hwm, chunk,
+                                    wanted.first_available)

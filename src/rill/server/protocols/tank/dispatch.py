@@ -1,0 +1,188 @@
+"""TANK's admin and discovery requests as calls of the neutral broker (``core.broker``), and the
+namespace every TANK request shares.
+
+Owns: these rules (tank-wire-reference §7, §8):
+
+* a TANK topic is a topic of the ``[tank] stream`` namespace (by default ``[kafka] stream``:
+  Kafka and TANK share one flat topic namespace), created on first use by the first
+  CreateTopic; TANK partition N (0-based on the wire) is the broker's partition N, rill's
+  partition N + 1; sequence number = offset + 1 (``numbers``);
+* names: TANK's rule (1-64 bytes of ``[A-Za-z0-9_-]``, a letter or digit, not starting or
+  ending with ``-`` / ``_``) and rill's (stored lowercased): a name rill would store
+  differently (upper case) is refused by CreateTopic (10) and unknown to the other requests,
+  so that a name always means the same topic over every protocol;
+* a session that may not list the namespace (no permission) sees no topics: every topic is
+  unknown to it (the codes clients know for that);
+* **CreateTopic**: partitions 0 or a bad name -> 10, an existing topic -> 1, configuration text
+  that is not ``key = value`` lines (``#`` comments) -> 4 (keys are accepted and ignored), any
+  other refusal (permissions, storage) -> 2. Topics created here store RecordBatch v2
+  (``kafka-v2``), so Kafka clients read them natively;
+* **DiscoverPartitions**: (first available, high-water mark) per partition as sequence
+  numbers; an unknown topic, or an explicit list naming a partition the topic lacks, -> count
+  0 (the reference's advice: no per-partition code is safe there);
+* **ReloadConf**: unknown topic 11, unknown partition 10, else 12 (not supported: rill topics
+  have no TANK configuration file);
+* **Status**: topics and partitions of the namespace, open partitions = partitions, the
+  server's start time, version 400 (TANK v4.0's layout);
+* **DiscoverTopics**: every topic of the namespace, enabled, with its partition count;
+* **DiscoverTopology**: the standalone answer (0xFFFF).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rill import errors
+from rill.protocol.tank import messages as m
+from rill.protocol.tank.errors import CreateTopicError, ReloadConfError
+from rill.server.core.broker import PartitionRef
+from rill.server.core.core import Core
+from rill.server.core.model import Session, Topic
+from rill.server.core.names import normalize_name
+from rill.server.core.types import LogBounds, TopicSpec
+
+RECORD_FORMAT = "kafka-v2"  # topics created through TANK store RecordBatch v2
+VERSION = 400  # Status: TANK v4.0's answer layout
+_TANK_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_CONFIG_LINE = re.compile(r"^\s*[A-Za-z0-9_.]+\s*=\s*\S.{0,127}$")
+
+
+@dataclass(frozen=True, slots=True)
+class TankSettings:
+    stream: str  # the rill stream TANK topics live in
+    started_at: float = 0.0  # the server's start (Unix seconds), for Status
+
+
+def valid_name(name: str) -> bool:
+    return (bool(_TANK_NAME.match(name)) and name[0] not in "-_" and name[-1] not in "-_"
+            and normalize_name(name) == name)
+
+
+def topics(core: Core, session: Session, settings: TankSettings) -> dict[str, Topic]:
+    """The TANK namespace's topics by name; none while the stream does not exist or the
+    session may not list it."""
+    try:
+        found = core.broker.describe_topics(session, settings.stream)
+    except (errors.StreamNameNotFound, errors.StreamIdNotFound, errors.Unauthorized,
+            errors.Unauthenticated):
+        return {}
+    return {topic.name: topic for topic in found}
+
+
+def ref(settings: TankSettings, topic: str, partition: int) -> PartitionRef:
+    return PartitionRef(settings.stream, topic, partition)
+
+
+def numbers(bounds: LogBounds) -> tuple[int, int]:
+    """(first available seq, high-water mark) of a partition: 0, 0 when it holds nothing."""
+    last = bounds.high_watermark  # seq of the last message = its offset + 1
+    first = bounds.first_offset + 1 if last > bounds.first_offset else 0
+    return first, last
+
+
+# -- requests ------------------------------------------------------------------------------
+
+
+def discover_partitions(core: Core, session: Session, settings: TankSettings,
+                        request: m.DiscoverPartitionsRequest) -> m.DiscoverPartitionsResponse:
+    topic = topics(core, session, settings).get(request.topic)
+    empty = m.DiscoverPartitionsResponse(request.request_id, request.topic, ())
+    if topic is None:
+        return empty
+    count = len(topic.partitions)
+    wanted = request.partitions if request.partitions is not None else range(count)
+    found = []
+    for partition in wanted:
+        if not 0 <= partition < count:
+            return empty
+        try:
+            first, last = numbers(core.broker.bounds(session, ref(settings, topic.name, partition)))
+        except errors.RillError:
+            return empty
+        found.append(m.PartitionNumbers(first, last))
+    return m.DiscoverPartitionsResponse(request.request_id, request.topic, tuple(found))
+
+
+def _config_valid(text: bytes) -> bool:
+    try:
+        lines = text.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        return False
+    for line in lines:
+        line = line.split("#", 1)[0]
+        if line.strip() and not _CONFIG_LINE.match(line):
+            return False
+    return True
+
+
+def create_topic(core: Core, session: Session, settings: TankSettings,
+                 request: m.CreateTopicRequest) -> m.CreateTopicResponse:
+    def answer(code: int) -> m.CreateTopicResponse:
+        return m.CreateTopicResponse(request.request_id, request.topic, code)
+
+    if request.partitions == 0 or not valid_name(request.topic):
+        return answer(CreateTopicError.INVALID_REQUEST)
+    if not _config_valid(bytes(request.config)):
+        return answer(CreateTopicError.INVALID_CONFIG)
+    spec = TopicSpec(request.topic, request.partitions, record_format=RECORD_FORMAT)
+    broker = core.broker
+    try:
+        try:
+            broker.create_topic(session, settings.stream, spec)
+        except (errors.StreamNameNotFound, errors.StreamIdNotFound):
+            try:
+                broker.create_namespace(session, settings.stream)
+            except errors.StreamNameAlreadyExists:
+                pass
+            broker.create_topic(session, settings.stream, spec)
+    except (errors.TopicNameAlreadyExists, errors.TopicIdAlreadyExists):
+        return answer(CreateTopicError.EXISTS)
+    except (errors.InvalidTopicName, errors.TooManyPartitions):
+        return answer(CreateTopicError.INVALID_REQUEST)
+    except errors.RillError:
+        return answer(CreateTopicError.SYSTEM)
+    return answer(CreateTopicError.OK)
+
+
+def reload_conf(core: Core, session: Session, settings: TankSettings,
+                request: m.ReloadConfRequest) -> m.ReloadConfResponse:
+    topic = topics(core, session, settings).get(request.topic)
+    if topic is None:
+        code = ReloadConfError.UNKNOWN_TOPIC
+    elif not 0 <= request.partition < len(topic.partitions):
+        code = ReloadConfError.UNKNOWN_PARTITION
+    else:
+        code = ReloadConfError.UNSUPPORTED
+    return m.ReloadConfResponse(request.request_id, request.topic, request.partition, code)
+
+
+def status(core: Core, session: Session, settings: TankSettings,
+           request: m.StatusRequest) -> m.StatusResponse:
+    found = topics(core, session, settings)
+    partitions = sum(len(topic.partitions) for topic in found.values())
+    return m.StatusResponse(request.request_id, len(found), partitions, partitions, 0,
+                            int(settings.started_at) & 0xFFFF_FFFF, VERSION)
+
+
+def discover_topics(core: Core, session: Session, settings: TankSettings,
+                    request: m.DiscoverTopicsRequest) -> m.DiscoverTopicsResponse:
+    return m.DiscoverTopicsResponse(request.request_id, tuple(
+        m.TopicInfo(name, min(len(topic.partitions), 0xFFFF))
+        for name, topic in topics(core, session, settings).items()))
+
+
+def discover_topology(core: Core, session: Session, settings: TankSettings,
+                      request: m.DiscoverTopologyRequest) -> m.DiscoverTopologyResponse:
+    return m.DiscoverTopologyResponse(request.request_id)  # standalone: 0xFFFF
+
+
+HANDLERS = {
+    m.DiscoverPartitionsRequest: discover_partitions,
+    m.CreateTopicRequest: create_topic,
+    m.ReloadConfRequest: reload_conf,
+    m.StatusRequest: status,
+    m.DiscoverTopicsRequest: discover_topics,
+    m.DiscoverTopologyRequest: discover_topology,
+}
+

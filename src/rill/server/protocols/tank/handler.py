@@ -1,0 +1,106 @@
+"""The TANK request handler: frame -> ``decode_request`` -> ``dispatch`` / ``data`` ->
+``encode_response``.
+
+Owns: ``TankProtocol``, the ``WireProtocol`` of the TANK listener, and TANK's connection-level
+rules (tank-wire-reference §2, §3, §8.7):
+
+* framing: ``TankFrameDecoder`` (``msg_id:u8 payload_len:u32``); a payload above the limit
+  (the smaller of 256 MiB and ``[tcp] max_frame_size``) closes the connection unanswered;
+* the ping on accept: ``03 00 00 00 00`` is the first thing written on every connection
+  (``greeting``); no periodic heartbeat, as TANK v4.0. A client's ping gets no answer;
+* login: TANK has no authentication; every connection acts as the user the listener was given
+  (``[tank] user``, the root user by default on loopback: ``app``). A connection whose user
+  is gone or inactive is closed at its first request;
+* malformed input of any kind (unknown msg_id, 0x04, a payload shorter than its fields, a
+  length or varint past the payload, a varint longer than 5 bytes, bytes left over) closes the
+  connection without an answer, as TANK does; so do the cluster-only RegReplica (0x04) and
+  ConsumePeer (0x09), as a standalone TANK broker does (``CLOSES_CONNECTION``). An invalid
+  bundle inside a well-formed Produce is answered 0x02 for its partition (``data``);
+* ProduceWithSeqnum (0x05) is answered with msg_id 0x01 (the codec's rule);
+* requests of one connection are answered in arrival order, except a long-polling consume:
+  its answer comes when the wait ends (``Reply.later``), and the requests sent behind it are
+  answered meanwhile, as TANK does; a disconnect cancels the wait;
+* idle connections are closed by ``[connections] idle_timeout`` (rill's rule, not TANK's 16 s;
+  clients reconnect on demand either way);
+* an unexpected failure answers nothing and closes the connection (logged).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from rill import errors
+from rill.protocol.tank import messages as m
+from rill.protocol.tank.errors import TankDecodeError
+from rill.protocol.tank.framing import MAX_PAYLOAD_SIZE, PING_FRAME, TankFrameDecoder
+from rill.server.core.core import Core
+from rill.server.core.model import Session
+from rill.server.protocols import Reply
+from rill.server.protocols.tank import data, dispatch
+from rill.server.protocols.tank.dispatch import TankSettings
+
+log = logging.getLogger(__name__)
+
+_CLOSE = Reply([], close=True)
+_NOTHING = Reply([])
+
+
+class TankProtocol:
+    """TANK's protocol as the connection loop sees it; one per listener."""
+
+    greeting = PING_FRAME  # written first on every connection
+
+    def __init__(self, settings: TankSettings, user_id: int) -> None:
+        self.settings = settings
+        self.user_id = user_id  # who every TANK connection acts as
+
+    @staticmethod
+    def frame_decoder(max_payload_size: int) -> TankFrameDecoder:
+        return TankFrameDecoder(min(max_payload_size, MAX_PAYLOAD_SIZE))
+
+    def open_session(self, core: Core, session: Session) -> None:
+        try:
+            core.broker.authenticate_as(session, self.user_id)
+        except errors.RillError as error:  # the user was deleted or deactivated meanwhile
+            log.warning("TANK connection %s cannot act as user %d: %s", session.address,
+                        self.user_id, error)
+
+    @staticmethod
+    def error_reply(status: int) -> Reply:
+        """TANK has no error answer for a bad frame: the connection closes."""
+        return _CLOSE
+
+    @staticmethod
+    async def _later(waiting) -> Reply:
+        return Reply(m.encode_response_parts(await waiting))
+
+    async def handle_request(self, core: Core, session: Session, code: int,
+                             payload: memoryview) -> Reply:
+        if not core.heartbeat(session) or not session.is_authenticated:
+            return _CLOSE
+        try:
+            request = m.decode_request(code, payload)
+        except TankDecodeError as error:
+            log.info("client %d: %s; closing the connection", session.client_id, error)
+            return _CLOSE
+        kind = type(request)
+        if kind is m.Ping:
+            return _NOTHING
+        if request.msg_id in m.CLOSES_CONNECTION:
+            log.info("client %d: TANK msg_id 0x%02x is cluster-only; closing the connection",
+                     session.client_id, request.msg_id)
+            return _CLOSE
+        try:
+            if kind is m.ProduceRequest:
+                response = await data.produce(core, session, self.settings, request)
+            elif kind is m.ConsumeRequest:
+                response = data.consume(core, session, self.settings, request)
+                if type(response) is not m.ConsumeResponse:  # a long poll: answered later
+                    return Reply([], later=self._later(response))
+            else:
+                response = dispatch.HANDLERS[kind](core, session, self.settings, request)
+            return Reply(m.encode_response_parts(response))
+        except Exception:
+            log.exception("client %d: TANK msg_id 0x%02x failed unexpectedly", session.client_id,
+                          code)
+            return _CLOSE

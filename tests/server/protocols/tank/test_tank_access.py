@@ -1,0 +1,135 @@
+"""Who TANK clients are (``[tank] user``): the root user only on loopback, a named user's
+permissions on every TANK request, and the starts the server refuses."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+
+import pytest
+
+from rill.client.tank import TankClient, TankProduceError
+from rill.protocol.permissions import GlobalPermissions, Permissions
+from rill.protocol.tank.errors import ConsumeFlag, CreateTopicError, ProduceError
+from server_process import RillProcess, session
+
+BASE_ENV = {"RILL_QUIC_ENABLED": "false", "RILL_HTTP_ENABLED": "false"}
+TANK_ENV = {**BASE_ENV, "RILL_TANK_ENABLED": "true", "RILL_TANK_ADDRESS": "127.0.0.1:0"}
+
+
+def serve(data_dir, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "rill", "serve", "--data-dir", str(data_dir),
+         "--tcp-address", "127.0.0.1:0", *args],
+        capture_output=True, text=True, env=dict(os.environ, **BASE_ENV, **env), timeout=60)
+
+
+def test_a_non_loopback_tank_listener_without_a_user_is_refused(tmp_path):
+    refused = serve(tmp_path / "data", "--tank-address", "0.0.0.0:0")
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines()[-1] == (
+        "rill: cannot start: refusing to listen on tank 0.0.0.0:0: TANK clients cannot log in "
+        "and would act as the root user; set [tank] user (RILL_TANK_USER) to the rill user "
+        "whose permissions TANK clients get, or listen on a loopback address")
+    assert "listening" not in refused.stdout
+
+
+def test_a_tank_user_that_does_not_exist_is_refused(tmp_path):
+    refused = serve(tmp_path / "data", "--tank-address", "127.0.0.1:0", RILL_TANK_USER="ghost")
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines()[-1] == (
+        "rill: cannot start: [tank] user 'ghost': no such user")
+
+
+def test_the_named_user_may_use_an_explicit_non_loopback_address():
+    # the rule itself, without binding anything but loopback in tests
+    from rill.server.app import Server
+    from rill.server.config import ServerConfig
+
+    config = ServerConfig()
+    config.tank.address = "0.0.0.0:11011"
+    config.tank.user = "iggy"
+
+    class Users:
+        @staticmethod
+        def find_by_username(name):
+            return type("User", (), {"id": 42})() if name == "iggy" else None
+
+    server = Server.__new__(Server)
+    server.config = config
+    server.core = type("Core", (), {"users": Users})()
+    assert server._tank_user_id() == 42
+
+
+def produce(address, topic: str) -> int:
+    async def go():
+        async with TankClient(*address) as client:
+            try:
+                await client.produce(topic, 0, [b"x"])
+            except TankProduceError as refused:
+                return refused.code
+            return ProduceError.OK
+
+    return asyncio.run(go())
+
+
+def consume(address, topic: str):
+    async def go():
+        async with TankClient(*address) as client:
+            return (await client.consume([(topic, 0, 0)]))[0]
+
+    return asyncio.run(go())
+
+
+def create(address, topic: str) -> int:
+    async def go():
+        async with TankClient(*address) as client:
+            return await client.create_topic(topic, 1)
+
+    return asyncio.run(go())
+
+
+def test_a_named_users_permissions_apply_to_every_tank_request(tmp_path):
+    process = RillProcess(tmp_path / "data", env=TANK_ENV).start()
+    try:
+        assert create(process.tank_address, "guarded") == CreateTopicError.OK  # as root
+        assert produce(process.tank_address, "guarded") == ProduceError.OK
+        with session(process) as iggy:
+            iggy.create_user("nobody", "secret-1", permissions=None)
+            iggy.create_user("reader", "secret-2", permissions=Permissions(GlobalPermissions(
+                read_streams=True, read_topics=True, poll_messages=True), None))
+        process.stop()
+
+        process = RillProcess(tmp_path / "data", env={**TANK_ENV,
+                                                      "RILL_TANK_USER": "nobody"}).start()
+        address = process.tank_address
+        # may not list the stream: every topic is unknown to it, and nothing is written
+        assert produce(address, "guarded") == ProduceError.UNKNOWN_TOPIC
+        assert consume(address, "guarded").flag == -1  # unknown topic
+        assert create(address, "other") == CreateTopicError.SYSTEM
+        process.stop()
+
+        process = RillProcess(tmp_path / "data", env={**TANK_ENV,
+                                                      "RILL_TANK_USER": "reader"}).start()
+        address = process.tank_address
+        fetched = consume(address, "guarded")
+        assert fetched.flag == ConsumeFlag.OK and fetched.values == [b"x"]
+        assert produce(address, "guarded") == ProduceError.SYSTEM  # may read, not write
+        assert consume(address, "guarded").hwm == 1
+    finally:
+        process.kill()
+
+
+@pytest.mark.parametrize("flag", [False, True])
+def test_the_tank_listener_line_and_the_flag(tmp_path, flag):
+    env = dict(BASE_ENV) if flag else dict(TANK_ENV)
+    process = RillProcess(tmp_path / "data", env=env,
+                          args=["--tank-address", "127.0.0.1:0"] if flag else []).start()
+    try:
+        assert any(line.startswith("rill listening on tank 127.0.0.1:")
+                   for line in process.output)
+        assert create(process.tank_address, "lined") == 0
+    finally:
+        process.kill()
