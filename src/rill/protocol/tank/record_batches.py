@@ -21,11 +21,10 @@ its maxTimestamp; headers are skipped.
 
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
 
-from crc32c import crc32c
-
+from rill.protocol.kafka import record_batch
+from rill.protocol.kafka.record_batch import CODEC_MASK, CONTROL, HEADER, HEADER_SIZE
 from rill.protocol.tank.bundles import (
     ACCELERATOR,
     ERR_LENGTH,
@@ -35,13 +34,7 @@ from rill.protocol.tank.bundles import (
 )
 from rill.protocol.tank.primitives import encode_varint
 
-MAGIC = 2
-HEADER = struct.Struct(">qiibIhiqqqhii")  # baseOffset .. recordsCount
-HEADER_SIZE = HEADER.size  # 61
-CRC_START = 21  # attributes .. end
-CODEC_MASK = 0x07
-TIMESTAMP_TYPE_LOG_APPEND = 0x08
-CONTROL = 0x20
+TIMESTAMP_TYPE_LOG_APPEND = record_batch.LOG_APPEND_TIME
 MAX_TIMESTAMP = (1 << 63) - 1
 MAX_KEY = 255
 
@@ -53,16 +46,7 @@ class InvalidColumns(ValueError):
 # --- the per-record loops: the Python reference ---------------------------------------------
 
 
-def _zigzag(value: int) -> int:
-    return (value << 1) ^ (value >> 63)
-
-
-def _put(out: bytearray, value: int) -> None:
-    value = _zigzag(value) & 0xFFFF_FFFF_FFFF_FFFF
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
+_put = record_batch.put_varint
 
 
 def encode_records_python(keys, values, timestamps, base_timestamp: int):
@@ -210,9 +194,7 @@ def batch_from_bundle(keys, values, timestamps) -> bytes:
     records = encode_records(keys, values, timestamps, base)
     if type(records) is str:
         raise InvalidColumns(records)
-    tail = struct.pack(">hiqqqhii", 0, count - 1, base, highest, -1, -1, -1, count) + records
-    head = struct.pack(">qiibI", 0, len(tail) + 9, 0, MAGIC, crc32c(tail))
-    return head + tail
+    return record_batch.build(records, count, count - 1, base, highest, leader_epoch=0)
 
 
 class BatchHead(NamedTuple):

@@ -32,7 +32,7 @@ Owns: these rules.
   0xFFFF, unknown partition 0xff, a read failure (storage, permissions) 0xfb;
 * data: the stored batches from the one holding ``seq`` (whole batches, at least one, up to
   ``fetch_size`` stored bytes: the whole-bundles rule of §6.5), one bundle per stored batch
-  (uncompressed; Kafka-compressed batches inflated, ``storage.record_conversion.decompress``;
+  (uncompressed; Kafka-compressed batches inflated, ``protocol.kafka.record_batch.decompress``;
   control batches skipped; an ``iggy-v1`` topic read through the broker's conversion), the
   per-record loops in C; a bundle is SPARSE wherever numbering does not continue from the
   bundle before it (gaps), and the header's ``base`` is the first bundle's first seq;
@@ -54,6 +54,7 @@ import logging
 from typing import Awaitable
 
 from rill import errors
+from rill.protocol.kafka.record_batch import decompress
 from rill.protocol.tank import messages as m
 from rill.protocol.tank.bundles import decode_bundle, encode_bundle, frame_bundle
 from rill.protocol.tank.errors import ConsumeFlag, ProduceError, TankDecodeError
@@ -76,7 +77,6 @@ from rill.server.protocols.tank.dispatch import (
     topics,
 )
 from rill.server.storage.kafka_records import batch_time_us
-from rill.server.storage.record_conversion import decompress
 
 log = logging.getLogger(__name__)
 
