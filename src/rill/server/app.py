@@ -13,8 +13,8 @@ Refusals: a start that cannot be made safely ends with one line on stderr and ex
 (``StartupRefused``: a damaged or emptied metadata store, a listener on a non-loopback address
 while the root user still has the default password (the Kafka listener counts: SASL PLAIN
 takes that password too), a Kafka listener on a non-loopback address with ``[kafka]
-anonymous_user`` set: connections there would act as that user without logging in, ...). The process creates its files
-private to its user (umask 077).
+anonymous_user`` set: connections there would act as that user without logging in, ...).
+The process creates its files private to its user (umask 077).
 """
 
 from __future__ import annotations

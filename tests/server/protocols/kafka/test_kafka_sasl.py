@@ -23,7 +23,7 @@ from kafka import TopicPartition as KpTopicPartition
 from kafka.admin import NewTopic as KpNewTopic
 from kafka.errors import KafkaError as KpKafkaError
 
-from rill.protocol.kafka import ErrorCode, apis, request_class
+from rill.protocol.kafka import ErrorCode, apis, encode_request, request_class
 from rill.protocol.permissions import GlobalPermissions, Permissions
 from rill.server.auth.certificates import generate_self_signed
 from server_process import RillProcess, session
@@ -193,7 +193,8 @@ def test_aiokafka_with_a_wrong_password_is_refused(server, caplog):
 
 def kcat(server, mechanism: str, password: str, *arguments: str, given: str = ""
          ) -> subprocess.CompletedProcess:
-    return subprocess.run(["kcat", "-b", bootstrap(server), "-X", "security.protocol=SASL_PLAINTEXT",
+    return subprocess.run(["kcat", "-b", bootstrap(server),
+                           "-X", "security.protocol=SASL_PLAINTEXT",
                            "-X", f"sasl.mechanisms={mechanism}", "-X", f"sasl.username={USER}",
                            "-X", f"sasl.password={password}", *arguments],
                           input=given, capture_output=True, text=True, timeout=60)
@@ -235,21 +236,21 @@ def test_before_a_login_only_api_versions_and_sasl_are_answered(raw):
     table = {entry.api_key: (entry.min_version, entry.max_version)
              for entry in raw.call(apis.API_VERSIONS, 3, ApiVersions()).api_keys}
     assert table[apis.SASL_HANDSHAKE] == (0, 1) and table[apis.SASL_AUTHENTICATE] == (0, 2)
-    raw.send(_encode(apis.METADATA, 12, 9, Metadata(topics=None)))
+    raw.send(encode_request(apis.METADATA, 12, 9, Metadata(topics=None)))
     assert raw.receive() is None  # closed, unanswered
 
 
 def test_before_a_login_even_an_api_that_reads_nothing_closes(server):
     link = Raw(server)
     try:  # FindCoordinator touches no topic: only the login rule refuses it
-        link.send(_encode(apis.FIND_COORDINATOR, 3, 1, FindCoordinator(key="g", key_type=0)))
+        link.send(encode_request(apis.FIND_COORDINATOR, 3, 1, FindCoordinator(key="g", key_type=0)))
         assert link.receive() is None
     finally:
         link.close()
     link = Raw(server)
     try:
         log_in_plain(link, USER, PASSWORD)
-        link.send(_encode(apis.FIND_COORDINATOR, 3, 5, FindCoordinator(key="g", key_type=0)))
+        link.send(encode_request(apis.FIND_COORDINATOR, 3, 5, FindCoordinator(key="g", key_type=0)))
         assert link.receive() is not None
     finally:
         link.close()
@@ -269,6 +270,8 @@ def test_a_wrong_plain_password_answers_58_with_a_message_and_closes(raw):
     answer = log_in_plain(raw, USER, "not-the-password")
     assert answer.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
     assert "Authentication failed" in answer.error_message
+    # the close follows a moment later; anything sent meanwhile is not answered
+    raw.send(encode_request(apis.API_VERSIONS, 3, 99, ApiVersions()))
     assert raw.receive() is None
 
 
@@ -300,11 +303,6 @@ def test_a_failed_login_leaves_other_connections_alone(server, raw):
         assert other.call(apis.METADATA, 12, Metadata(topics=None)).brokers
     finally:
         other.close()
-
-
-def _encode(api_key, version, correlation, body):
-    from rill.protocol.kafka import encode_request
-    return encode_request(api_key, version, correlation, body)
 
 
 def create_topic(raw: Raw, name: str) -> int:
@@ -379,7 +377,8 @@ def test_a_user_stored_without_scram_credentials_gets_them_at_its_next_password_
     server = start(tmp_path / "data")
     try:
         server.stop()
-        with sqlite3.connect(server.data_dir / "metadata.sqlite3") as db:  # as an older rill left it
+        # as an older rill left it
+        with sqlite3.connect(server.data_dir / "metadata.sqlite3") as db:
             db.execute("UPDATE users SET scram_credentials = NULL WHERE username = ?", (USER,))
         server.restart()
         assert scram_login(server, "SCRAM-SHA-512", PASSWORD).returncode != 0

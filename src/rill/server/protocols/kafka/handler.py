@@ -92,6 +92,8 @@ class KafkaProtocol:
             return _CLOSE
         key = request.api_key
         close = False
+        if sasl.refused(session):
+            return _CLOSE
         if key not in sasl.BEFORE_LOGIN and not session.is_authenticated:
             log.info("client %d: Kafka API %d before a SASL login; closing the connection",
                      session.client_id, key)
@@ -113,5 +115,7 @@ class KafkaProtocol:
                          session.client_id)
                 return _CLOSE
             return _NOTHING
+        if close:  # a refused SASL exchange: the answer now, the close a moment later
+            close = not sasl.close_soon(session)
         return Reply(encode_response_parts(key, request.api_version, request.correlation_id,
                                            body), close=close)

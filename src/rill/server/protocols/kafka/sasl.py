@@ -14,12 +14,17 @@ Owns: the SASL state of each Kafka connection and its rules (kafka-notes §2.4, 
 * SaslAuthenticate before a handshake, a second handshake, or SASL after a successful login:
   ILLEGAL_SASL_STATE, and the connection closes;
 * a failed login: SASL_AUTHENTICATION_FAILED (58) with a message, then the connection closes;
+  every refusal closes ``CLOSE_DELAY`` after its answer (Kafka's
+  ``connection.failed.authentication.delay.ms``, 100 ms), not at once: a client that reads the
+  answer and the close in one go may drop the answer (kafka-python 3 does) and retry blind.
+  Anything the client sends meanwhile closes the connection at once, unanswered;
 * before a successful login only ApiVersions, SaslHandshake and SaslAuthenticate are served
   (``handler``), unless the listener lets connections act as ``[kafka] anonymous_user``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +40,7 @@ MECHANISMS: tuple[str, ...] = (PLAIN, scram.SHA256, scram.SHA512)
 RANGES: dict[int, tuple[int, int]] = {apis.SASL_HANDSHAKE: (0, 1),
                                       apis.SASL_AUTHENTICATE: (0, 2)}
 APIS = frozenset(RANGES)
+CLOSE_DELAY = 0.1  # seconds between a refusal's answer and the close
 # what a connection may send before it is logged in (Kafka's rule on a SASL listener)
 BEFORE_LOGIN = frozenset({apis.API_VERSIONS, *RANGES})
 
@@ -47,6 +53,7 @@ class _State:
     mechanism: str | None = None
     exchange: scram.ScramExchange | None = None
     done: bool = False
+    refused: bool = False  # answered with a refusal: closing
 
 
 _STATES: weakref.WeakKeyDictionary[Session, _State] = weakref.WeakKeyDictionary()
@@ -106,6 +113,23 @@ async def serve(core: Core, session: Session, request) -> tuple[Any, bool]:
 
 class _Refused(Exception):
     """A malformed or refused PLAIN token; the message is what the client is told."""
+
+
+def refused(session: Session) -> bool:
+    """Whether the connection's SASL exchange was refused (it is closing)."""
+    state = _STATES.get(session)
+    return state is not None and state.refused
+
+
+def close_soon(session: Session) -> bool:
+    """After a refusal's answer: close the connection ``CLOSE_DELAY`` later (False when the
+    link cannot be closed later: then close it now)."""
+    state = _STATES.get(session)
+    if state is None or session.close_link is None:
+        return False
+    state.refused = True
+    asyncio.get_running_loop().call_later(CLOSE_DELAY, session.close_link)
+    return True
 
 
 async def _plain(core: Core, session: Session, token: bytes) -> None:
