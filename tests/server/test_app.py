@@ -46,18 +46,59 @@ def test_a_non_loopback_listener_is_refused_in_one_line_while_root_has_the_defau
     assert "listening" not in refused.stdout
 
 
-def test_a_kafka_listener_is_refused_on_a_non_loopback_address(tmp_path):
+def test_a_kafka_anonymous_user_is_refused_on_a_non_loopback_address(tmp_path):
     env = dict(os.environ, RILL_QUIC_ENABLED="false", RILL_HTTP_ENABLED="false",
-               RILL_ROOT_ALLOW_DEFAULT_PASSWORD="true")
+               RILL_ROOT_ALLOW_DEFAULT_PASSWORD="true", RILL_KAFKA_ANONYMOUS_USER="reader")
     refused = subprocess.run(serve_command(tmp_path / "data", "--tcp-address", "127.0.0.1:0",
                                            "--kafka-address", "0.0.0.0:0"),
                              capture_output=True, text=True, env=env, timeout=60)
     assert refused.returncode == 1
     assert refused.stderr.strip().splitlines()[-1] == (
-        "rill: cannot start: refusing to listen on kafka 0.0.0.0:0: Kafka clients cannot log in "
-        "yet (no SASL) and act as the root user, so the Kafka listener must be on a loopback "
-        "address")
+        "rill: cannot start: refusing to listen on kafka 0.0.0.0:0: [kafka] anonymous_user lets "
+        "connections act as 'reader' without logging in, which is for local development: use a "
+        "loopback address, or unset it (RILL_KAFKA_ANONYMOUS_USER) so that clients log in by "
+        "SASL")
     assert "listening" not in refused.stdout
+
+
+def test_a_kafka_listener_on_a_non_loopback_address_needs_a_changed_root_password(tmp_path):
+    env = dict(os.environ, RILL_QUIC_ENABLED="false", RILL_HTTP_ENABLED="false")
+    refused = subprocess.run(serve_command(tmp_path / "data", "--tcp-address", "127.0.0.1:0",
+                                           "--kafka-address", "0.0.0.0:0"),
+                             capture_output=True, text=True, env=env, timeout=60)
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines()[-1].startswith(
+        "rill: cannot start: refusing to listen on kafka 0.0.0.0:0: the root user still has the "
+        "default password.")
+
+
+def test_a_kafka_listener_with_sasl_is_allowed_on_a_non_loopback_address(tmp_path):
+    """In process: the decisions are taken before any listener binds (nothing binds here)."""
+
+    async def main() -> None:
+        config = ServerConfig()
+        config.system.path = str(tmp_path / "data")
+        config.root.password_hash_cost = 4
+        config.quic.enabled = config.http.enabled = False
+        config.kafka.enabled = True
+        config.kafka.address = "0.0.0.0:0"
+        server = Server(config)
+        await server.core.start()
+        try:
+            assert server.exposed_listeners() == ["kafka 0.0.0.0:0"]
+            root = Session(1, "127.0.0.1:1", Transport.TCP, user_id=1)
+            await server.core.users.change_password(root, 1, "iggy", "a-better-one")
+            server._refuse_default_password()
+            server._refuse_exposed_kafka()  # clients log in by SASL: allowed
+            config.kafka.anonymous_user = "iggy"
+            with pytest.raises(StartupRefused, match="anonymous_user"):
+                server._refuse_exposed_kafka()
+            config.kafka.address = "127.0.0.1:0"
+            server._refuse_exposed_kafka()  # local development
+        finally:
+            await server.core.stop()
+
+    asyncio.run(main())
 
 
 def test_the_kafka_listener_starts_with_the_flag_and_advertises_its_address(tmp_path):
@@ -65,7 +106,8 @@ def test_the_kafka_listener_starts_with_the_flag_and_advertises_its_address(tmp_
 
     server = RillProcess(tmp_path / "data", env={
         "RILL_QUIC_ENABLED": "false", "RILL_HTTP_ENABLED": "false",
-        "RILL_KAFKA_ADVERTISED_ADDRESS": "kafka.example:19092"},
+        "RILL_KAFKA_ADVERTISED_ADDRESS": "kafka.example:19092",
+        "RILL_KAFKA_ANONYMOUS_USER": "iggy"},
         args=["--kafka-address", "127.0.0.1:0"]).start()
     try:
         assert any(line.startswith("rill listening on kafka 127.0.0.1:") for line in server.output)

@@ -12,10 +12,11 @@ max_open_files``), and logs what it did.
 
 Refusals: a start that cannot be made safely ends with one line on stderr and exit code 1
 (``StartupRefused``: a damaged or emptied metadata store, a listener on a non-loopback address
-while the root user still has the default password, a Kafka listener on a non-loopback address:
-until SASL is built its connections act as the root user, a TANK listener on a non-loopback
-address without ``[tank] user``, or naming a user that does not exist, ...). The process creates its files
-private to its user (umask 077).
+while the root user still has the default password (the Kafka listener counts: SASL PLAIN
+takes that password too), a Kafka listener on a non-loopback address with ``[kafka]
+anonymous_user`` set: connections there would act as that user without logging in, a TANK
+listener on a non-loopback address without ``[tank] user``, or naming a user that does not
+exist, ...). The process creates its files private to its user (umask 077).
 """
 
 from __future__ import annotations
@@ -95,7 +96,8 @@ class Server:
     def exposed_listeners(self) -> list[str]:
         """The enabled listeners whose address is not loopback, as "name HOST:PORT"."""
         config = self.config
-        listeners = (("tcp", config.tcp), ("quic", config.quic), ("http", config.http))
+        listeners = (("tcp", config.tcp), ("quic", config.quic), ("http", config.http),
+                     ("kafka", config.kafka))
         return [
             f"{name} {section.address}" for name, section in listeners
             if section.enabled and not is_loopback(split_address(section.address)[0])
@@ -125,11 +127,13 @@ class Server:
 
     def _refuse_exposed_kafka(self) -> None:
         kafka = self.config.kafka
-        if kafka.enabled and not is_loopback(split_address(kafka.address)[0]):
+        if (kafka.enabled and kafka.anonymous_user
+                and not is_loopback(split_address(kafka.address)[0])):
             raise StartupRefused(
-                f"refusing to listen on kafka {kafka.address}: Kafka clients cannot log in yet "
-                f"(no SASL) and act as the root user, so the Kafka listener must be on a "
-                f"loopback address")
+                f"refusing to listen on kafka {kafka.address}: [kafka] anonymous_user lets "
+                f"connections act as {kafka.anonymous_user!r} without logging in, which is for "
+                f"local development: use a loopback address, or unset it "
+                f"(RILL_KAFKA_ANONYMOUS_USER) so that clients log in by SASL")
 
     def _tank_user_id(self) -> int:
         """The user TANK connections act as (``[tank] user``): the root user by default, only
@@ -205,7 +209,6 @@ class Server:
                 self.addresses["http"] = await self.http.start()
 
     async def _start_kafka(self) -> None:
-        from rill.server.core.users import ROOT_USER_ID
         from rill.server.protocols.kafka import KafkaProtocol, KafkaSettings
 
         kafka = self.config.kafka
@@ -215,7 +218,7 @@ class Server:
             with refused_on_os_error(f"cannot load [kafka.tls] certificate "
                                      f"{kafka.tls.certificate} and key {kafka.tls.key}"):
                 context = server_ssl_context(kafka.tls.certificate, kafka.tls.key)
-        protocol = KafkaProtocol(KafkaSettings(kafka.stream, host, port), ROOT_USER_ID)
+        protocol = KafkaProtocol(KafkaSettings(kafka.stream, host, port), kafka.anonymous_user)
         self.kafka = TcpListener(self.core, protocol, host, port, self.config.tcp.max_frame_size,
                                  context, self.limits, self.memory, self.supervisor)
         with refused_on_os_error(f"cannot listen on kafka {kafka.address}"):

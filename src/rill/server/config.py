@@ -246,9 +246,11 @@ class QuicConfig:
 
 @dataclass
 class KafkaConfig:
-    """Kafka's wire protocol on its own listener (issue 13). Until SASL is built a Kafka
-    connection acts as the root user, so the listener must be on a loopback address (the
-    server refuses to start otherwise)."""
+    """Kafka's wire protocol on its own listener (issue 13). Clients log in by SASL (PLAIN,
+    SCRAM-SHA-256, SCRAM-SHA-512) as rill users, with their permissions; until then a
+    connection may only negotiate versions and log in. ``anonymous_user`` (for local
+    development) names a user that connections act as without logging in; the server refuses
+    to start with it on a non-loopback address."""
 
     enabled: bool = False
     address: str = "127.0.0.1:9092"
@@ -257,6 +259,7 @@ class KafkaConfig:
     auto_create_topics: bool = True  # Metadata for an unknown topic creates it (1 partition)
     # Kafka's group.initial.rebalance.delay.ms: an empty group's first rebalance waits this long
     group_initial_rebalance_delay: float = _duration("0 ms")
+    anonymous_user: str = ""  # a username connections act as before SASL; "" = none (log in)
     tls: TlsConfig = field(default_factory=TlsConfig)
 
 

@@ -113,7 +113,7 @@ def test_a_schema_1_store_is_migrated_once_to_named_next_offsets(tmp_path):
         assert store.load_topics() == [topic()]
         store.close()
     db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("4",)
     assert db.execute("SELECT name FROM sqlite_master WHERE name = 'consumer_offsets'"
                       ).fetchone() is None
     db.close()
@@ -174,8 +174,33 @@ def test_a_schema_2_store_gains_position_notes_once(tmp_path):
     assert list(store.load_positions()) == [PositionRow(1, 1, 1, "kafka-group:g", 13, "n")]
     store.close()
     db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("4",)
     db.close()
+
+
+def test_a_schema_3_store_gets_the_scram_column_with_no_credentials(tmp_path):
+    """Schema 4 keeps SCRAM credentials with each user; users of a schema-3 store have none
+    (the core derives them at the next password login)."""
+    path = tmp_path / "metadata.sqlite3"
+    old = sqlite3.connect(path)
+    old.executescript("""
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO meta VALUES ('schema_version', '3');
+CREATE TABLE users (id INTEGER PRIMARY KEY, username TEXT NOT NULL UNIQUE,
+    password_hash TEXT NOT NULL, status INTEGER NOT NULL, permissions BLOB,
+    created_at INTEGER NOT NULL);
+INSERT INTO users VALUES (1, 'iggy', '$2b$hash', 1, NULL, 9);
+""")
+    old.close()
+    store = MetadataStore(path, synchronous_full=False)
+    assert store.load_users() == [UserRow(1, "iggy", "$2b$hash", 1, None, 9, None)]
+    store.set_scram_credentials(1, '{"SCRAM-SHA-256": {}}')
+    store.change_password(1, "$2b$other", '{"SCRAM-SHA-512": {}}')
+    store.close()
+    again = MetadataStore(path, synchronous_full=False)
+    assert again.load_users() == [UserRow(1, "iggy", "$2b$other", 1, None, 9,
+                                          '{"SCRAM-SHA-512": {}}')]
+    again.close()
 
 
 def test_a_store_of_a_newer_rill_is_refused_unchanged(tmp_path):

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Sequence
 from rill import errors
 from rill.protocol.primitives import Partitioning
 from rill.server.auth.permissioner import Action
+from rill.server.auth.scram import ScramExchange
 from rill.server.core.model import Session, Stream, Topic
 from rill.server.core.unique_ids import UniqueIds
 from rill.server.core.types import (
@@ -36,6 +37,13 @@ from rill.server.core.types import (
 
 if TYPE_CHECKING:
     from rill.server.core.core import Core
+
+
+_ALLOWING: dict[str, tuple[Action, ...]] = {
+    "describe": (Action.READ_TOPIC, Action.READ_MESSAGES, Action.WRITE_MESSAGES),
+    "read": (Action.READ_MESSAGES,),
+    "write": (Action.WRITE_MESSAGES,),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,14 +80,25 @@ class Broker:
         """Log ``session`` in (SASL PLAIN, Iggy LOGIN); the principal's user id."""
         return await self._core.users.login_user(session, username, password)
 
-    def authenticate_as(self, session: Session, user_id: int) -> int:
-        """Log ``session`` in as ``user_id`` without credentials: a listener's own rule (the
-        Kafka listener on loopback before SASL); the user must exist and be active."""
+    def authenticate_as(self, session: Session, user: Ref) -> int:
+        """Log ``session`` in as ``user`` (id or username) without credentials: a listener's
+        own rule (Kafka's ``anonymous_user``); the user must exist and be active."""
         users = self._core.users
-        user = users.users.get(user_id)
-        if user is None:
+        found = users.users.get(user) if isinstance(user, int) else users.find_by_username(user)
+        if found is None:
             raise errors.InvalidCredentials()
-        return users.log_in(session, user)
+        return users.log_in(session, found)
+
+    def begin_scram(self, session: Session, mechanism: str, client_first: bytes
+                    ) -> ScramExchange:
+        """Start a SCRAM login (SASL SCRAM-SHA-256/512): the exchange, whose server-first
+        message goes to the client (``ScramError``: malformed; 11100: throttled)."""
+        return self._core.users.begin_scram(session, mechanism, client_first)
+
+    def finish_scram(self, session: Session, exchange: ScramExchange, client_final: bytes
+                     ) -> tuple[int, bytes]:
+        """Finish a SCRAM login: (the principal's user id, the server-final message)."""
+        return self._core.users.finish_scram(session, exchange, client_final)
 
     def authenticate_token(self, session: Session, token: str) -> int:
         return self._core.tokens.login_with_personal_access_token(session, token)
@@ -122,6 +141,24 @@ class Broker:
     def check_server_access(self, session: Session) -> None:
         """Raise unless ``session`` may read the server's settings (READ_SERVER)."""
         self._core.state.authorize(session, Action.READ_SERVER)
+    def list_topics(self, session: Session, namespace: Ref, allowing: str | None = "describe"
+                    ) -> list[Topic]:
+        """The namespace's topics the principal may act on: ``describe`` (read its metadata,
+        or read or write its messages: Kafka's Describe, which Read and Write imply), ``read``
+        (its messages), ``write``; None: every topic, to resolve names (each operation on one
+        then authorizes itself). Never Unauthorized (a user without rights gets none), but a
+        login is needed (40)."""
+        state = self._core.state
+        state.authorize(session, Action.LOGGED_IN)
+        stream = state.find_stream(namespace)
+        topics = [stream.topics[tid] for tid in sorted(stream.topics)]
+        if allowing is None:
+            return topics
+        actions = _ALLOWING[allowing]
+        allowed = state.permissioner.is_allowed
+        return [topic for topic in topics
+                if any(allowed(session.user_id, action, topic.stream_id, topic.id)
+                       for action in actions)]
 
     def create_partitions(self, session: Session, ref: TopicRef, count: int) -> None:
         self._core.partitions.create_partitions(session, ref.namespace, ref.topic, count)

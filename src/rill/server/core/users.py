@@ -10,6 +10,12 @@ Invariants:
 * anything computed across an ``await`` (a bcrypt hash) is re-checked afterwards: the user may
   have been deleted or the name taken meanwhile;
 * a deleted or deactivated user has no live session: its sessions are logged out;
+* a password's SCRAM credentials (``auth.scram``: salt, iterations, StoredKey, ServerKey per
+  mechanism) are derived whenever it is set (root creation, create, change) and stored with its
+  hash in the same write; a user stored before rill kept them gets them at its next successful
+  password login (Iggy/HTTP login or SASL PLAIN), until then SCRAM fails for it;
+* SCRAM logins (``begin_scram``/``finish_scram``) follow the password login's rules: throttled
+  per address and username, an unknown user looks like a wrong password (a made-up salt);
 * login looks the username up exactly; a wrong password and an unknown user both get 42 (the
   hash is checked even for unknown users), an inactive user 47; failed logins are throttled
   per address and per username (``auth.throttling``: 11100 before any hash is checked).
@@ -17,12 +23,14 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from rill import errors
 from rill.protocol.permissions import Permissions
 from rill.protocol.primitives import UserStatus
+from rill.server.auth import scram
 from rill.server.auth.permissioner import Action
 from rill.server.auth.passwords import (
     hash_password,
@@ -50,6 +58,7 @@ class User:
     status: UserStatus
     permissions: Permissions | None
     created_at: int
+    scram: dict[str, scram.ScramCredential] = field(default_factory=dict)  # by mechanism
 
     @property
     def is_active(self) -> bool:
@@ -59,13 +68,13 @@ class User:
 def user_from_row(row: UserRow) -> User:
     permissions = Permissions.from_bytes(row.permissions) if row.permissions else None
     return User(row.id, row.username, row.password_hash, UserStatus(row.status), permissions,
-                row.created_at)
+                row.created_at, scram.decode(row.scram_credentials))
 
 
 def user_row(user: User) -> UserRow:
     permissions = user.permissions.to_bytes() if user.permissions is not None else None
     return UserRow(user.id, user.username, user.password_hash, int(user.status), permissions,
-                   user.created_at)
+                   user.created_at, scram.encode(user.scram) if user.scram else None)
 
 
 def check_password(password: str) -> None:
@@ -121,6 +130,7 @@ class UserService:
             status=UserStatus.ACTIVE,
             permissions=Permissions.root(),
             created_at=self.state.clock(),
+            scram=scram.derive_all(root.password),
         )
         self.state.store.create_user(user_row(user))
 
@@ -191,6 +201,7 @@ class UserService:
         check_password(password)
         self._ensure_name_free(username)
         password_hash = await hash_password_async(password, self._cost)
+        credentials = await _derive_scram(password)
         state.authorize(session, Action.MANAGE_USERS)  # the world may have changed while hashing
         self._ensure_name_free(username)
         user = User(
@@ -200,6 +211,7 @@ class UserService:
             status=UserStatus(status),
             permissions=permissions,
             created_at=state.clock(),
+            scram=credentials,
         )
         state.store.create_user(user_row(user))
         self._remember(user)
@@ -258,9 +270,11 @@ class UserService:
         if not await verify_password_async(current_password, user.password_hash):
             raise errors.InvalidCredentials(field="current_password")
         password_hash = await hash_password_async(new_password, self._cost)
+        credentials = await _derive_scram(new_password)
         self._ensure_current(user)
-        self.state.store.change_password(user.id, password_hash)
+        self.state.store.change_password(user.id, password_hash, scram.encode(credentials))
         user.password_hash = password_hash
+        user.scram = credentials
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -285,10 +299,55 @@ class UserService:
             raise errors.InvalidCredentials()
         identity = self.log_in(session, user)
         throttle.succeeded(session.address, user.username)
+        if not user.scram:  # stored before rill kept SCRAM credentials: derive them now
+            await self._add_scram(user, password)
         return identity
+
+    async def _add_scram(self, user: User, password: str) -> None:
+        password_hash = user.password_hash
+        credentials = await _derive_scram(password)
+        if (self.users.get(user.id) is not user or user.scram
+                or user.password_hash != password_hash):
+            return  # deleted, or given a new password meanwhile
+        self.state.store.set_scram_credentials(user.id, scram.encode(credentials))
+        user.scram = credentials
+
+    def begin_scram(self, session: Session, mechanism: str, client_first: bytes
+                    ) -> scram.ScramExchange:
+        """A SCRAM exchange for ``client_first`` (``ScramError`` if malformed, 11100 if
+        throttled); its ``server_first_message`` goes to the client."""
+        first = scram.parse_client_first(client_first)
+        self.state.login_throttle.check(session.address, first.username)
+        user = self.find_by_username(first.username)
+        credential = user.scram.get(mechanism) if user is not None else None
+        if credential is None:
+            credential = scram.fake_credential(mechanism, first.username)
+        return scram.ScramExchange(mechanism, first, credential)
+
+    def finish_scram(self, session: Session, exchange: scram.ScramExchange,
+                     client_final: bytes) -> tuple[int, bytes]:
+        """Check client-final: log ``session`` in; (user id, server-final message).
+        A wrong proof raises ``ScramError`` and counts as a failed login."""
+        throttle = self.state.login_throttle
+        user = self.find_by_username(exchange.username)
+        try:
+            if user is None or user.scram.get(exchange.mechanism) is not exchange.credential:
+                exchange.credential = scram.fake_credential(exchange.mechanism,
+                                                            exchange.username)
+            server_final = exchange.verify(client_final)
+        except scram.ScramError:
+            throttle.failed(session.address, exchange.username)
+            raise
+        identity = self.log_in(session, user)
+        throttle.succeeded(session.address, user.username)
+        return identity, server_final
 
     def logout_user(self, session: Session) -> None:
         session.user_id = 0
+
+
+async def _derive_scram(password: str) -> dict[str, scram.ScramCredential]:
+    return await asyncio.get_running_loop().run_in_executor(None, scram.derive_all, password)
 
 
 _DUMMY_HASH = hash_password("rill-no-such-user", cost=4)

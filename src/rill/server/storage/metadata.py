@@ -28,8 +28,11 @@ from rill.errors import CannotWriteToFile
 from rill.server.storage.records import RECORD_FORMAT
 from rill.server.storage.reserve import SpaceReserve
 
-SCHEMA_VERSION = 3  # 1 -> 2: consumer positions keyed by name, holding the next offset;
-# each topic records its record format. 2 -> 3: a position may carry the consumer's note
+SCHEMA_VERSION = 4  # 1 -> 2: consumer positions keyed by name, holding the next offset;
+# each topic records its record format. 2 -> 3: a position may carry the consumer's note.
+# 3 -> 4: users keep SCRAM credentials (derived from the password; a store an older rill
+# could open would let it change a password and leave the old SCRAM credentials valid,
+# hence the new version)
 
 # the names schema 1's numeric consumer keys get (what the core names Iggy's consumers)
 _V1_CONSUMER_NAMES = {1: "iggy-consumer:", 2: "iggy-group:"}
@@ -99,7 +102,8 @@ CREATE TABLE IF NOT EXISTS users (
     password_hash TEXT NOT NULL,
     status INTEGER NOT NULL,
     permissions BLOB,
-    created_at INTEGER NOT NULL
+    created_at INTEGER NOT NULL,
+    scram_credentials TEXT
 );
 """
 
@@ -180,6 +184,8 @@ class UserRow:
     status: int
     permissions: bytes | None
     created_at: int
+    # SCRAM credentials per mechanism as text (``auth.scram.encode``); None: none derived yet
+    scram_credentials: str | None = None
 
 
 class MetadataStoreTooNew(Exception):
@@ -280,6 +286,10 @@ class MetadataStore:
             columns = [row[1] for row in db.execute("PRAGMA table_info(consumer_positions)")]
             if "note" not in columns:  # schema 2's positions carry no note
                 db.execute("ALTER TABLE consumer_positions ADD COLUMN note TEXT")
+        if version < 4:
+            columns = [row[1] for row in db.execute("PRAGMA table_info(users)")]
+            if "scram_credentials" not in columns:  # derived at each user's next login
+                db.execute("ALTER TABLE users ADD COLUMN scram_credentials TEXT")
         db.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?) ON CONFLICT(key)"
                    " DO UPDATE SET value = excluded.value", (str(SCHEMA_VERSION),))
 
@@ -394,8 +404,8 @@ class MetadataStore:
 
     def load_users(self) -> list[UserRow]:
         rows = self._db.execute(
-            "SELECT id, username, password_hash, status, permissions, created_at"
-            " FROM users ORDER BY id"
+            "SELECT id, username, password_hash, status, permissions, created_at,"
+            " scram_credentials FROM users ORDER BY id"
         )
         return [UserRow(*row) for row in rows]
 
@@ -552,10 +562,10 @@ class MetadataStore:
     @_writes
     def create_user(self, row: UserRow) -> None:
         self._db.execute(
-            "INSERT INTO users(id, username, password_hash, status, permissions, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO users(id, username, password_hash, status, permissions, created_at,"
+            " scram_credentials) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (row.id, row.username, row.password_hash, row.status, row.permissions,
-             row.created_at),
+             row.created_at, row.scram_credentials),
         )
 
     @_writes
@@ -572,9 +582,18 @@ class MetadataStore:
         )
 
     @_writes
-    def change_password(self, user_id: int, password_hash: str) -> None:
+    def change_password(self, user_id: int, password_hash: str,
+                        scram_credentials: str | None = None) -> None:
+        """A new password: its hash and its SCRAM credentials together (the old ones go)."""
         self._db.execute(
-            "UPDATE users SET password_hash = ? WHERE id = ?", (password_hash, user_id)
+            "UPDATE users SET password_hash = ?, scram_credentials = ? WHERE id = ?",
+            (password_hash, scram_credentials, user_id)
+        )
+
+    @_writes
+    def set_scram_credentials(self, user_id: int, scram_credentials: str) -> None:
+        self._db.execute(
+            "UPDATE users SET scram_credentials = ? WHERE id = ?", (scram_credentials, user_id)
         )
 
     @_writes

@@ -25,6 +25,7 @@ from rill.server.protocols.kafka.dispatch import SERVED
 from server_process import RillProcess, session
 
 KAFKA_ENV = {"RILL_KAFKA_ENABLED": "true", "RILL_KAFKA_ADDRESS": "127.0.0.1:0",
+             "RILL_KAFKA_ANONYMOUS_USER": "iggy",
              "RILL_QUIC_ENABLED": "false", "RILL_HTTP_ENABLED": "false"}
 
 
@@ -127,7 +128,8 @@ def test_the_advertised_table_is_what_is_served(raw):
         apis.CREATE_PARTITIONS, apis.FIND_COORDINATOR, apis.PRODUCE, apis.FETCH,
         apis.LIST_OFFSETS, apis.OFFSET_COMMIT, apis.OFFSET_FETCH, apis.JOIN_GROUP,
         apis.SYNC_GROUP, apis.HEARTBEAT, apis.LEAVE_GROUP, apis.DESCRIBE_GROUPS, apis.LIST_GROUPS,
-        apis.INIT_PRODUCER_ID, apis.DESCRIBE_CONFIGS}
+        apis.INIT_PRODUCER_ID, apis.DESCRIBE_CONFIGS, apis.SASL_HANDSHAKE,
+        apis.SASL_AUTHENTICATE}
     assert {(entry.api_key, entry.min_version, entry.max_version)
             for entry in body.api_keys} == {(key, low, high) for key, (low, high) in SERVED.items()}
 

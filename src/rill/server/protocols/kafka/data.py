@@ -144,6 +144,9 @@ async def _produce_partition(core: Core, session: Session, settings: KafkaSettin
             log_start = core.broker.bounds(session, ref).first_offset
         except producers.ProducerRefused as refused:
             code, message = refused.code, str(refused)
+        except errors.Unauthorized as error:  # a writer that may not read: log start unknown
+            if base_offset < 0:
+                code, message = _data_error(error), str(error)
         except errors.RillError as error:
             code, message = _data_error(error), str(error)
     return _ProducePartition(index=entry.index, error_code=int(code), base_offset=base_offset,

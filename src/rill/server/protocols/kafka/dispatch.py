@@ -24,7 +24,13 @@ Owns: the mapping of Kafka's admin and metadata APIs onto rill's catalogue, and 
   ``kafka-v2`` format (RecordBatch v2 as sent); Produce, Fetch and ListOffsets are ``data``;
 * CreatePartitions takes the new total (INVALID_PARTITIONS unless it grows);
 * rill errors map onto Kafka codes (``kafka_error``): authorization failures
-  TOPIC/CLUSTER_AUTHORIZATION_FAILED, a missing topic or stream UNKNOWN_TOPIC_OR_PARTITION.
+  TOPIC/CLUSTER_AUTHORIZATION_FAILED, a missing topic or stream UNKNOWN_TOPIC_OR_PARTITION;
+* permissions are rill's (Iggy's), checked by the broker per operation: Metadata lists the
+  topics the principal may describe (read the topic, or read or write its messages: Kafka's
+  Describe, implied by Read and Write) and answers TOPIC_AUTHORIZATION_FAILED for a named topic
+  it may not; CreateTopics (and Metadata's auto-create) need the right to create topics in the
+  stream, DeleteTopics/CreatePartitions the right to manage the topic, Produce to send, Fetch
+  and ListOffsets to poll; each denial is TOPIC_AUTHORIZATION_FAILED for that topic.
 """
 
 from __future__ import annotations
@@ -116,10 +122,13 @@ def valid_name(name: str | None) -> bool:
 # -- the namespace ---------------------------------------------------------------------------
 
 
-def kafka_topics(core: Core, session: Session, settings: KafkaSettings) -> dict[str, Topic]:
-    """The topics of the Kafka stream by name (none while the stream does not exist)."""
+def kafka_topics(core: Core, session: Session, settings: KafkaSettings,
+                 allowing: str | None = None) -> dict[str, Topic]:
+    """The topics of the Kafka stream by name (none while the stream does not exist): every
+    one (``allowing`` None: to resolve names, each operation on a topic authorizes itself), or
+    those the principal may ``describe``/``read``/``write`` (``broker.list_topics``)."""
     try:
-        topics = core.broker.describe_topics(session, settings.stream)
+        topics = core.broker.list_topics(session, settings.stream, allowing)
     except (errors.StreamNameNotFound, errors.StreamIdNotFound):
         return {}
     return {topic.name: topic for topic in topics}
@@ -179,7 +188,8 @@ async def metadata(core: Core, session: Session, settings: KafkaSettings, reques
     if request.api_version == 0 and not requested:
         requested = None  # v0: an empty list means every topic
     if requested is None:
-        topics = [_metadata_topic(topic) for topic in kafka_topics(core, session, settings).values()]
+        topics = [_metadata_topic(topic)
+                  for topic in kafka_topics(core, session, settings, "describe").values()]
     else:
         topics = []
         auto_create = settings.auto_create_topics and body.allow_auto_topic_creation
@@ -197,19 +207,20 @@ def _requested_topic(core: Core, session: Session, settings: KafkaSettings, name
                      auto_create: bool) -> Any:
     if not valid_name(name):
         return _metadata_error(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
-    try:
-        return _metadata_topic(find_topic(core, session, settings, name))
-    except errors.RillError as error:
-        code = kafka_error(error)
-        if code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or not auto_create:
-            return _metadata_error(name, code)
+    visible = kafka_topics(core, session, settings, "describe")
+    if name in visible:
+        return _metadata_topic(visible[name])
+    if name in kafka_topics(core, session, settings):
+        return _metadata_error(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    if not auto_create:
+        return _metadata_error(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     try:
         topic = create_topic(core, session, settings,
                              TopicSpec(name=name, partitions_count=DEFAULT_PARTITIONS,
                                        record_format=RECORD_FORMAT))
     except errors.RillError as error:
         if isinstance(error, errors.TopicNameAlreadyExists):  # created meanwhile
-            return _metadata_topic(find_topic(core, session, settings, name))
+            return _requested_topic(core, session, settings, name, False)
         return _metadata_error(name, kafka_error(error))
     return _metadata_topic(topic)
 
@@ -376,10 +387,11 @@ from rill.server.protocols.kafka import data  # noqa: E402
 from rill.server.protocols.kafka import group_apis  # noqa: E402
 from rill.server.protocols.kafka import configs  # noqa: E402
 from rill.server.protocols.kafka import producers  # noqa: E402,F401  (InitProducerId)
+from rill.server.protocols.kafka import sasl  # noqa: E402  (served by ``handler``)
 
 # the APIs served today, at the codec table's ranges (kafka-notes §2.4) except where the data
 # or group APIs name theirs (``DATA_RANGES``, ``group_apis.GROUP_RANGES``); ApiVersions lists
 # exactly these
-_RANGES = {**DATA_RANGES, **group_apis.GROUP_RANGES}
+_RANGES = {**DATA_RANGES, **group_apis.GROUP_RANGES, **sasl.RANGES}
 SERVED: dict[int, tuple[int, int]] = {key: _RANGES.get(key, apis.SUPPORTED[key])
                                       for key in sorted({*HANDLERS, *_RANGES})}

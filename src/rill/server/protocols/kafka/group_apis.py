@@ -23,7 +23,12 @@ Rules:
   the Kafka topics where the group has a committed offset;
 * ListGroups/DescribeGroups (Kafka's rule): a group with no members is Empty while it has
   committed offsets (also one the coordinator does not know, as after a restart: protocol type
-  "consumer"), else Dead: not listed, described as Dead, and forgotten by the coordinator.
+  "consumer"), else Dead: not listed, described as Dead, and forgotten by the coordinator;
+* permissions: rill has none for groups, so a group stands for what its members read: the
+  group APIs are GROUP_AUTHORIZATION_FAILED for a principal that may poll messages from none
+  of the Kafka stream's topics (while the stream has no topic, groups are open to any login);
+  committing or fetching an offset also needs the right to poll that topic
+  (TOPIC_AUTHORIZATION_FAILED for that partition); ListGroups lists nothing then.
 """
 
 from __future__ import annotations
@@ -66,6 +71,12 @@ def consumer_name(group_id: str) -> str:
     return f"kafka-group:{group_id}"
 
 
+def group_denied(core: Core, session: Session, settings: KafkaSettings) -> bool:
+    """Whether the principal may use no group (see the module's rules)."""
+    return bool(kafka_topics(core, session, settings)) and not kafka_topics(
+        core, session, settings, "read")
+
+
 def _client_id(request) -> str:
     return getattr(request.header, "client_id", None) or ""
 
@@ -83,6 +94,8 @@ async def offset_commit(core: Core, session: Session, settings: KafkaSettings, r
     instance_id = body.group_instance_id if request.api_version >= 7 else None
     group_code = ErrorCode.NONE if request.api_version == 0 else coordinator(core).check_commit(
         body.group_id, body.generation_id_or_member_epoch, body.member_id, instance_id)
+    if group_denied(core, session, settings):
+        group_code = ErrorCode.GROUP_AUTHORIZATION_FAILED
     topics = kafka_topics(core, session, settings) if group_code == ErrorCode.NONE else {}
     name = consumer_name(body.group_id)
     responses = []
@@ -119,6 +132,13 @@ _FetchPartition = _FetchTopic.OffsetFetchResponsePartition
 @api(apis.OFFSET_FETCH)
 async def offset_fetch(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     body = request.body
+    if group_denied(core, session, settings):
+        return _OffsetFetch(throttle_time_ms=0, topics=tuple(
+            _FetchTopic(name=topic.name, partitions=tuple(_FetchPartition(
+                partition_index=index, committed_offset=-1, committed_leader_epoch=-1,
+                metadata="", error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
+                for index in topic.partition_indexes)) for topic in body.topics or ()),
+            error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
     name = consumer_name(body.group_id)
     topics = kafka_topics(core, session, settings)
     broker = core.broker
@@ -169,6 +189,11 @@ _LeaveGroup = response_class(apis.LEAVE_GROUP)
 async def join_group(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     body = request.body
     version = request.api_version
+    if group_denied(core, session, settings):
+        return _JoinGroup(throttle_time_ms=0,
+                          error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED),
+                          generation_id=-1, protocol_type=None, protocol_name="", leader="",
+                          member_id=body.member_id, members=())
     result = await coordinator(core).join(
         body.group_id, body.member_id, body.group_instance_id if version >= 5 else None,
         body.session_timeout_ms,
@@ -190,6 +215,9 @@ async def join_group(core: Core, session: Session, settings: KafkaSettings, requ
 async def sync_group(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     body = request.body
     groups = coordinator(core)
+    if group_denied(core, session, settings):
+        return _SyncGroup(throttle_time_ms=0, error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED),
+                          protocol_type=None, protocol_name=None, assignment=b"")
     code, assignment = await groups.sync(
         body.group_id, body.generation_id, body.member_id,
         {a.member_id: bytes(a.assignment) for a in body.assignments},
@@ -204,9 +232,11 @@ async def sync_group(core: Core, session: Session, settings: KafkaSettings, requ
 @api(apis.HEARTBEAT)
 async def heartbeat(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     body = request.body
-    code = coordinator(core).heartbeat(body.group_id, body.generation_id, body.member_id,
-                                       body.group_instance_id if request.api_version >= 3
-                                       else None)
+    code = (ErrorCode.GROUP_AUTHORIZATION_FAILED if group_denied(core, session, settings)
+            else coordinator(core).heartbeat(body.group_id, body.generation_id,
+                                             body.member_id,
+                                             body.group_instance_id
+                                             if request.api_version >= 3 else None))
     return _Heartbeat(throttle_time_ms=0, error_code=int(code))
 
 
@@ -268,7 +298,13 @@ async def describe_groups(core: Core, session: Session, settings: KafkaSettings,
     groups = coordinator(core)
     committed = _committed_groups(core, session, settings)
     described = []
+    denied = group_denied(core, session, settings)
     for group_id in request.body.groups:
+        if denied:
+            described.append(_Described(
+                error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), group_id=group_id,
+                group_state="", protocol_type="", protocol_data="", members=()))
+            continue
         group = groups.describe(group_id) if _alive(core, session, settings, group_id,
                                                     committed) else None
         if group is None:
@@ -311,4 +347,6 @@ async def list_groups(core: Core, session: Session, settings: KafkaSettings, req
                                 group_state=state)
         for group_id, (protocol_type, state) in sorted(found.items())
         if not wanted or state.lower() in wanted)
+    if group_denied(core, session, settings):
+        listed = ()
     return _ListGroups(throttle_time_ms=0, error_code=0, groups=listed)

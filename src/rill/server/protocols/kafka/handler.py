@@ -9,12 +9,15 @@ rules of Kafka's dialect (kafka-notes §9):
 * ApiVersions at a version rill does not know: error 35 in the v0 layout, listing the table;
   the connection stays open. Any other unknown API key or version, or undecodable bytes: the
   connection closes unanswered (Kafka's behaviour);
-* only the APIs of ``SERVED`` are advertised and accepted (SASL and the rest of the
-  codec's table come later; the data APIs' versions are ``data.RANGES``);
+* only the APIs of ``SERVED`` are advertised and accepted (the rest of the codec's table
+  comes later; the data APIs' versions are ``data.RANGES``, SASL's ``sasl.RANGES``);
 * Produce with acks=0 gets no response: the reply has no parts, so the connection loop writes
   nothing and the next request's answer follows in order;
-* login: until SASL is built, a connection acts as the root user (``open_session``); the app
-  refuses a Kafka listener on any address but loopback, so only local clients get that;
+* login: SASL (``sasl``: PLAIN, SCRAM-SHA-256/512 as rill's users). Until a connection is
+  logged in it may send only ApiVersions, SaslHandshake and SaslAuthenticate; anything else
+  closes it unanswered (Kafka's behaviour on a SASL listener). With ``[kafka] anonymous_user``
+  set (local development) a connection acts as that user from the start (``open_session``;
+  nobody when the user does not exist or is inactive) and may still log in by SASL;
 * a JoinGroup or SyncGroup answer may be held (an awaited future, ``groups``): the
   connection's next request waits, other connections go on;
 * an unexpected failure answers nothing and closes the connection (logged).
@@ -37,7 +40,8 @@ from rill.protocol.kafka import apis
 from rill.server.core.core import Core
 from rill.server.core.model import Session
 from rill.server.protocols import Reply
-from rill.server.protocols.kafka import data, dispatch
+from rill import errors
+from rill.server.protocols.kafka import data, dispatch, sasl
 from rill.server.protocols.kafka.dispatch import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -51,17 +55,21 @@ _NOTHING = Reply([])  # written as nothing: the connection loop writes a reply's
 class KafkaProtocol:
     """Kafka's protocol as the connection loop sees it; one per listener."""
 
-    def __init__(self, settings: KafkaSettings, login_user_id: int | None) -> None:
+    def __init__(self, settings: KafkaSettings, anonymous_user: str = "") -> None:
         self.settings = settings
-        self.login_user_id = login_user_id  # who a connection acts as before SASL (None: nobody)
+        self.anonymous_user = anonymous_user  # who a connection acts as before SASL ("": nobody)
 
     @staticmethod
     def frame_decoder(max_payload_size: int) -> KafkaRequestFrameDecoder:
         return KafkaRequestFrameDecoder(max_payload_size)
 
     def open_session(self, core: Core, session: Session) -> None:
-        if self.login_user_id is not None:
-            core.broker.authenticate_as(session, self.login_user_id)
+        if self.anonymous_user:
+            try:
+                core.broker.authenticate_as(session, self.anonymous_user)
+            except (errors.InvalidCredentials, errors.UserInactive):
+                log.info("client %d: [kafka] anonymous_user %r is not an active user; the "
+                         "connection must log in by SASL", session.client_id, self.anonymous_user)
 
     @staticmethod
     def error_reply(status: int) -> Reply:
@@ -83,8 +91,18 @@ class KafkaProtocol:
             log.info("client %d: %s; closing the connection", session.client_id, error)
             return _CLOSE
         key = request.api_key
+        close = False
+        if sasl.refused(session):
+            return _CLOSE
+        if key not in sasl.BEFORE_LOGIN and not session.is_authenticated:
+            log.info("client %d: Kafka API %d before a SASL login; closing the connection",
+                     session.client_id, key)
+            return _CLOSE
         try:
-            body = await dispatch.HANDLERS[key](core, session, self.settings, request)
+            if key in sasl.APIS:
+                body, close = await sasl.serve(core, session, request)
+            else:
+                body = await dispatch.HANDLERS[key](core, session, self.settings, request)
         except Exception:
             log.exception("client %d: Kafka API %d v%d failed unexpectedly", session.client_id,
                           key, request.api_version)
@@ -97,5 +115,7 @@ class KafkaProtocol:
                          session.client_id)
                 return _CLOSE
             return _NOTHING
+        if close:  # a refused SASL exchange: the answer now, the close a moment later
+            close = not sasl.close_soon(session)
         return Reply(encode_response_parts(key, request.api_version, request.correlation_id,
-                                           body))
+                                           body), close=close)
