@@ -27,7 +27,7 @@ from rill.client.tank import TankClient, TankProduceError
 from rill.protocol.tank.errors import ProduceError
 from server_process import RillProcess
 
-ENV = {"RILL_KAFKA_ENABLED": "true", "RILL_KAFKA_ADDRESS": "127.0.0.1:0",
+ENV = {"RILL_KAFKA_ENABLED": "true", "RILL_KAFKA_ADDRESS": "127.0.0.1:0", "RILL_KAFKA_ANONYMOUS_USER": "iggy",
        "RILL_TANK_ENABLED": "true", "RILL_TANK_ADDRESS": "127.0.0.1:0",
        "RILL_QUIC_ENABLED": "false", "RILL_HTTP_ENABLED": "true"}
 TS = 1_700_000_000_000
