@@ -54,13 +54,12 @@ Owns: these rules (the versions served are ``dispatch.DATA_RANGES``):
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
 from rill import errors
 from rill.protocol.kafka import ErrorCode, apis, message_sets, response_class
-from rill.server.core.broker import PartitionRef, TopicRef
+from rill.server.core.broker import PartitionRef
 from rill.server.core.core import Core
 from rill.server.core.model import Session, Topic
 from rill.server.protocols.kafka.dispatch import (
@@ -233,27 +232,13 @@ def _read_all(core: Core, session: Session, settings: KafkaSettings, wanted: lis
 
 async def _wait(core: Core, session: Session, settings: KafkaSettings, wanted: list[_Wanted],
                 min_bytes: int, timeout: float) -> None:
-    """Until the partitions hold ``min_bytes`` past their offsets (one topic's ``broker.wait``
-    each; the first topic that has them ends the wait) or ``timeout`` passes."""
+    """Until the partitions hold ``min_bytes`` past their offsets (the first topic that has
+    them ends the wait: ``broker.wait_any``) or ``timeout`` passes."""
     by_topic: dict[str, list[tuple[int, int]]] = {}
     for entry in wanted:
         if entry.code == ErrorCode.NONE:
             by_topic.setdefault(entry.topic, []).append((entry.partition, entry.offset))
-    if not by_topic:
-        await asyncio.sleep(timeout)  # Kafka waits max_wait_ms even with nothing to wait for
-        return
-    waits = [asyncio.ensure_future(core.broker.wait(session, TopicRef(settings.stream, name),
-                                                    positions, min_bytes, timeout))
-             for name, positions in by_topic.items()]
-    try:
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiting in waits:
-            if not waiting.done():
-                waiting.cancel()
-        for waiting in waits:
-            if waiting.done() and not waiting.cancelled():
-                waiting.exception()  # retrieved: a topic deleted meanwhile shows on the re-read
+    await core.broker.wait_any(session, settings.stream, by_topic, min_bytes, timeout)
 
 
 def _down_convert(wanted: list[_Wanted], magic: int, max_bytes: int) -> None:

@@ -66,7 +66,6 @@ from rill.protocol.tank.record_batches import (
     batch_head,
     contiguous_bundle,
 )
-from rill.server.core.broker import TopicRef
 from rill.server.core.core import Core
 from rill.server.core.model import Session, Topic
 from rill.server.protocols.tank.dispatch import (
@@ -240,20 +239,10 @@ async def _wait(core: Core, session: Session, settings: TankSettings,
     """Until ``min_bytes`` (at least one message) arrived past the partitions' ends or
     ``timeout`` passed; whether they arrived (False: timed out)."""
     need = max(min_bytes, 1)
-    waits = [asyncio.ensure_future(core.broker.wait(
-        session, TopicRef(settings.stream, name),
-        [(wanted.partition, wanted.wait_offset) for wanted in parts], need, timeout))
-        for name, parts in by_topic.items()]
-    arrived = 0
-    try:
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiting in waits:
-            if not waiting.done():
-                waiting.cancel()
-        for waiting in waits:
-            if waiting.done() and not waiting.cancelled() and waiting.exception() is None:
-                arrived += sum(end.bytes_after for end in waiting.result())
+    arrived = await core.broker.wait_any(
+        session, settings.stream,
+        {name: [(wanted.partition, wanted.wait_offset) for wanted in parts]
+         for name, parts in by_topic.items()}, need, timeout)
     return arrived >= need
 
 
