@@ -21,18 +21,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
-from server_process import RillProcess
-from test_kafka_listener import KAFKA_ENV, bootstrap
+from kafka_link import bootstrap
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 COUNT = 200
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    process = RillProcess(tmp_path_factory.mktemp("kafka-clients") / "data", env=KAFKA_ENV).start()
-    yield process
-    process.kill()
 
 
 def _messages() -> list[tuple[int, bytes, bytes, list[tuple[str, bytes]]]]:

@@ -22,8 +22,7 @@ from rill.server.protocols.kafka.configs import describe_configs
 from rill.server.protocols.kafka.dispatch import KafkaSettings
 
 from in_process_core import run_with_broker
-from server_process import RillProcess
-from test_kafka_listener import KAFKA_ENV, Raw, bootstrap
+from kafka_link import KAFKA_ENV, Raw, bootstrap
 
 DescribeConfigs = request_class(apis.DESCRIBE_CONFIGS)
 Resource = DescribeConfigs.DescribeConfigsResource
@@ -35,11 +34,7 @@ ENV = {**KAFKA_ENV, "RILL_KAFKA_ANONYMOUS_USER": "iggy",
        "RILL_KAFKA_AUTO_CREATE_TOPICS": "false"}
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    process = RillProcess(tmp_path_factory.mktemp("kafka-configs") / "data", env=ENV).start()
-    yield process
-    process.kill()
+SERVER_ENV = ENV
 
 
 def create(server, configs: dict[str, str] | None = None) -> str:

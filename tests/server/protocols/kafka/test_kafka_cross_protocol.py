@@ -30,9 +30,8 @@ from kafka import TopicPartition as KpTopicPartition
 from rill import errors
 from rill.client import Client, HeaderKind, HeaderValue, Message, PollingStrategy
 from rill.protocol.kafka.errors import ErrorCode
-from server_process import RillProcess
 from test_kafka_data import batch, fetch, list_offset, produce
-from test_kafka_listener import Raw, bootstrap
+from kafka_link import Raw, bootstrap
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 COUNT = 120
@@ -42,11 +41,7 @@ ENV = {"RILL_KAFKA_ENABLED": "true", "RILL_KAFKA_ADDRESS": "127.0.0.1:0",
        "RILL_SYSTEM_MESSAGE_DEDUPLICATION_ENABLED": "true"}
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    process = RillProcess(tmp_path_factory.mktemp("kafka-cross") / "data", env=ENV).start()
-    yield process
-    process.kill()
+SERVER_ENV = ENV
 
 
 @pytest.fixture

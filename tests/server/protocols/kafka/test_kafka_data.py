@@ -17,27 +17,13 @@ from rill.protocol.kafka import apis, request_class
 from rill.protocol.kafka.errors import ErrorCode
 from rill.server.protocols.kafka.dispatch import SERVED
 from server_process import RillProcess, session
-from test_kafka_listener import KAFKA_ENV, Raw, bootstrap
+from kafka_link import KAFKA_ENV, Raw, bootstrap
 
 Produce = request_class(apis.PRODUCE)
 Fetch = request_class(apis.FETCH)
 ListOffsets = request_class(apis.LIST_OFFSETS)
 Metadata = request_class(apis.METADATA)
 CreateTopics = request_class(apis.CREATE_TOPICS)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    process = RillProcess(tmp_path_factory.mktemp("kafka-data") / "data", env=KAFKA_ENV).start()
-    yield process
-    process.kill()
-
-
-@pytest.fixture
-def raw(server):
-    link = Raw(server)
-    yield link
-    link.close()
 
 
 def new_topic(raw: Raw, partitions: int = 1) -> str:

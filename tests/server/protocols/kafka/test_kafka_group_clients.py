@@ -23,19 +23,13 @@ from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 
-from server_process import RillProcess
 from test_kafka_groups import ENV, PARTITIONS, new_topic, produce, wait_for
-from test_kafka_listener import bootstrap
+from kafka_link import bootstrap
 
 ALL = set(range(PARTITIONS))
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    process = RillProcess(tmp_path_factory.mktemp("kafka-group-clients") / "data",
-                          env=ENV).start()
-    yield process
-    process.kill()
+SERVER_ENV = ENV
 
 
 class Member(threading.Thread):

@@ -19,7 +19,7 @@ from kafka.admin import NewTopic  # noqa: E402
 from rill.protocol.kafka import apis, request_class  # noqa: E402
 from rill.protocol.kafka.errors import ErrorCode  # noqa: E402
 from server_process import RillProcess  # noqa: E402
-from test_kafka_listener import KAFKA_ENV, Raw, bootstrap  # noqa: E402
+from kafka_link import KAFKA_ENV, Raw, bootstrap  # noqa: E402
 
 JoinGroup = request_class(apis.JOIN_GROUP)
 SyncGroup = request_class(apis.SYNC_GROUP)
@@ -34,11 +34,7 @@ PARTITIONS = 4
 ENV = {**KAFKA_ENV, "RILL_KAFKA_ANONYMOUS_USER": "iggy"}
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    process = RillProcess(tmp_path_factory.mktemp("kafka-groups") / "data", env=ENV).start()
-    yield process
-    process.kill()
+SERVER_ENV = ENV
 
 
 def new_topic(server, partitions: int = PARTITIONS) -> str:

@@ -27,7 +27,7 @@ from rill.server.protocols.kafka.dispatch import SERVED
 from rill.server.storage.kafka_records import producer_batches
 from server_process import RillProcess
 from test_kafka_data import consume_all, fetch, high_watermark, new_topic, produce
-from test_kafka_listener import KAFKA_ENV, Raw, bootstrap
+from kafka_link import KAFKA_ENV, Raw, bootstrap
 
 InitProducerId = request_class(apis.INIT_PRODUCER_ID)
 Produce = request_class(apis.PRODUCE)
@@ -35,19 +35,7 @@ Produce = request_class(apis.PRODUCE)
 DURABLE_ENV = {**KAFKA_ENV, "RILL_SYSTEM_FSYNC": "always"}
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    # fsync always: an acknowledged append waits for its fsync, so racing produces overlap
-    process = RillProcess(tmp_path_factory.mktemp("kafka-idem") / "data", env=DURABLE_ENV).start()
-    yield process
-    process.kill()
-
-
-@pytest.fixture
-def raw(server):
-    link = Raw(server)
-    yield link
-    link.close()
+SERVER_ENV = DURABLE_ENV
 
 
 def idempotent_batch(producer_id: int, epoch: int, sequence: int, values: list[bytes]) -> bytes:

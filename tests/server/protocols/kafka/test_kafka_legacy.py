@@ -24,10 +24,9 @@ from kafka.record.memory_records import MemoryRecords
 from rill.protocol.kafka import apis, request_class
 from rill.protocol.kafka.errors import ErrorCode
 from rill.server.protocols.kafka.dispatch import SERVED
-from server_process import RillProcess
 from test_kafka_data import batch, fetch, new_topic, produce
 from test_kafka_groups import join_as_member
-from test_kafka_listener import KAFKA_ENV, Raw, bootstrap
+from kafka_link import KAFKA_ENV, Raw, bootstrap
 
 ListOffsets = request_class(apis.LIST_OFFSETS)
 OffsetCommit = request_class(apis.OFFSET_COMMIT)
@@ -37,18 +36,7 @@ OffsetFetch = request_class(apis.OFFSET_FETCH)
 LEGACY_ENV = {**KAFKA_ENV, "RILL_KAFKA_ANONYMOUS_USER": "iggy"}
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    process = RillProcess(tmp_path_factory.mktemp("kafka-legacy") / "data", env=LEGACY_ENV).start()
-    yield process
-    process.kill()
-
-
-@pytest.fixture
-def raw(server):
-    link = Raw(server)
-    yield link
-    link.close()
+SERVER_ENV = LEGACY_ENV
 
 
 # -- MessageSets, byte by byte (the seed's layout) ---------------------------------------------

@@ -15,10 +15,7 @@ import pytest
 from crc32c import crc32c
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from server_process import RillProcess
 from test_kafka_data import list_offset, new_topic, produce
-from test_kafka_listener import KAFKA_ENV, Raw
-
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
@@ -41,20 +38,6 @@ def compressed_batch(timestamps: list[int], codec: int) -> bytes:
     struct.pack_into(">h", out, 21, codec)
     struct.pack_into(">I", out, 17, crc32c(bytes(out[21:])))
     return bytes(out)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    process = RillProcess(tmp_path_factory.mktemp("kafka-times") / "data", env=KAFKA_ENV).start()
-    yield process
-    process.kill()
-
-
-@pytest.fixture
-def raw(server):
-    link = Raw(server)
-    yield link
-    link.close()
 
 
 @pytest.mark.parametrize("codec", list(CODECS))

@@ -28,7 +28,7 @@ from rill.protocol.permissions import (
     TopicPermissions,
 )
 from server_process import RillProcess, session
-from test_kafka_listener import Raw
+from kafka_link import Raw
 
 ENV = {"RILL_KAFKA_ENABLED": "true", "RILL_KAFKA_ADDRESS": "127.0.0.1:0",
        "RILL_QUIC_ENABLED": "false", "RILL_HTTP_ENABLED": "false",

@@ -27,7 +27,7 @@ from rill.protocol.kafka import ErrorCode, apis, encode_request, request_class
 from rill.protocol.permissions import GlobalPermissions, Permissions
 from rill.server.auth.certificates import generate_self_signed
 from server_process import RillProcess, session
-from test_kafka_listener import Raw, bootstrap
+from kafka_link import Raw, bootstrap
 
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 USER, PASSWORD = "alice", "alice-secret-pw"
@@ -217,13 +217,6 @@ def test_kcat_with_a_wrong_password_is_refused(server):
 
 
 # -- the connection's rules, on the wire -----------------------------------------------------
-
-
-@pytest.fixture
-def raw(server):
-    link = Raw(server)
-    yield link
-    link.close()
 
 
 def log_in_plain(raw: Raw, username: str, password: str):
