@@ -238,6 +238,10 @@ def test_many_fetches_leave_no_descriptor_open(server) -> None:
             found = values_of(partition.records)
             assert found[0][0] <= offset and dict(found)[offset] == values[offset]
             assert all(value == values[at] for at, value in found)
+        # a long poll: what the first read found is dropped (closed), the second read is sent
+        waiting = fetch_request(topic, 0, 300_000)._replace(min_bytes=10 << 20, max_wait_ms=100)
+        answer = raw.call(apis.FETCH, 12, waiting).responses[0].partitions[0]
+        assert values_of(answer.records) == values_of(first.records)
         assert held(server) == before
     finally:
         raw.close()

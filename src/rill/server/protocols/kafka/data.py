@@ -43,9 +43,9 @@ Owns: these rules (the versions served are ``dispatch.DATA_RANGES``):
   kafka-v2 topic's batches go from the log file to the socket by sendfile; a partition's
   records are then its chunks (bytes and regions) as read, never joined (the codec writes a
   list of parts); converted reads and v0-3 stay bytes; regions read again by a long poll are
-  closed, the others are the link's to send or close. Long poll: when the partitions hold fewer than
-  ``min_bytes`` and nothing failed, ``broker.wait`` (woken by appends) until they do or
-  ``max_wait_ms`` passes, then one more read;
+  closed, the others are the link's to send or close. Long poll: when the partitions hold
+  fewer than ``min_bytes`` and nothing failed, ``broker.wait`` (woken by appends) until they
+  do or ``max_wait_ms`` passes, then one more read;
 * **ListOffsets** 0 (the seed's Offsets API, ``old_style_offsets``, at most
   ``max_num_offsets``, descending): -1 -> (high watermark, log start), -2 -> (log start),
   a time -> (the first offset whose record is at or after it, the high watermark when none
