@@ -15,32 +15,24 @@ import ssl
 import time
 import uuid
 
-import pytest
 from confluent_kafka import Consumer, TopicPartition
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from kafka_link import KAFKA_ENV, Raw, bootstrap
 from rill.protocol.kafka import apis, decode_response, encode_request, request_class
 from server_process import RillProcess
-from test_kafka_listener import KAFKA_ENV, Raw, bootstrap
 
 SENDFILE_ENV = {**KAFKA_ENV, "RILL_KAFKA_SENDFILE": "true", "RILL_KAFKA_ANONYMOUS_USER": "iggy"}
+SERVER_ENV = SENDFILE_ENV  # (conftest.py's ``server``)
 Produce = request_class(apis.PRODUCE)
 Fetch = request_class(apis.FETCH)
 CreateTopics = request_class(apis.CREATE_TOPICS)
 ApiVersions = request_class(apis.API_VERSIONS)
 VALUE = 1000  # bytes of a record's value
 PER_BATCH = 100  # ~100 KB a batch
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    process = RillProcess(tmp_path_factory.mktemp("kafka-sendfile") / "data",
-                          env=SENDFILE_ENV).start()
-    yield process
-    process.kill()
 
 
 def new_topic(raw: Raw) -> str:
