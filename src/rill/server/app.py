@@ -220,7 +220,8 @@ class Server:
                 context = server_ssl_context(kafka.tls.certificate, kafka.tls.key)
         protocol = KafkaProtocol(KafkaSettings(kafka.stream, host, port), kafka.anonymous_user)
         self.kafka = TcpListener(self.core, protocol, host, port, self.config.tcp.max_frame_size,
-                                 context, self.limits, self.memory, self.supervisor)
+                                 context, self.limits, self.memory, self.supervisor,
+                                 sendfile=kafka.sendfile)
         with refused_on_os_error(f"cannot listen on kafka {kafka.address}"):
             bound = await self.kafka.start()
         self.addresses["kafka"] = bound

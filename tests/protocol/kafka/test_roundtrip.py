@@ -77,3 +77,41 @@ def test_null_and_empty_differ_on_the_wire():
     old = api_codec(apis.METADATA, 4).request  # int32 lengths: -1 vs 0
     assert old.encode(null)[:4] == b"\xff\xff\xff\xff"
     assert old.encode(empty)[:4] == b"\x00\x00\x00\x00"
+
+
+class _Part:
+    """A stand-in for a part the codec must not look into (a server's file region): only
+    ``len()``."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+@pytest.mark.parametrize("version", [4, 12])  # a length prefix int32, then a compact one
+def test_records_given_as_parts_are_framed_uncopied(version):
+    from rill.protocol.kafka import response_class
+    from rill.protocol.kafka.codec import encode_response_parts
+
+    Fetch = response_class(apis.FETCH)
+
+    def response(records):
+        partition = Fetch.FetchableTopicResponse.PartitionData(
+            partition_index=0, error_code=0, high_watermark=9, last_stable_offset=9,
+            log_start_offset=0, aborted_transactions=(), preferred_read_replica=-1,
+            records=records)
+        return Fetch(throttle_time_ms=0, error_code=0, session_id=0, responses=(
+            Fetch.FetchableTopicResponse(topic="t", partitions=(partition,)),))
+
+    pieces = [b"first batch ", b"x" * 300, b" last batch"]
+    middle = _Part(pieces[1])
+    parts = encode_response_parts(apis.FETCH, version, 3, response([pieces[0], middle,
+                                                                    pieces[2]]))
+    assert any(part is middle for part in parts)  # handed on as it is
+    frame = b"".join(part.data if part is middle else part for part in parts)
+    assert frame == encode_response(apis.FETCH, version, 3, response(b"".join(pieces)))
+    body = decode_response(apis.FETCH, version, frame[4:]).body
+    assert bytes(body.responses[0].partitions[0].records) == b"".join(pieces)
+    assert encode_response(apis.FETCH, version, 3, response(tuple(pieces))) == frame

@@ -15,7 +15,10 @@ arrays come straight out of one ``unpack_from``); encoders take any sequence.
 
 ``records`` fields are never decoded: they come out as a ``memoryview`` over the frame and are
 written back as given (one copy into the joined frame; ``encode_*_parts`` hands the pieces out
-for ``writelines`` without it).
+for ``writelines`` without it). A ``records`` value may also be a list or tuple of parts
+(anything with ``len()``: bytes-likes, or a server's file regions): its length prefix is their
+sum and the parts go into the output as they are, uncopied and unlooked-at; only
+``encode_*_parts`` can carry parts that are not bytes-like.
 
 Flexible versions: compact lengths (unsigned varint N+1, 0 = null), a tagged-field section
 after every struct; tagged fields are written only when they differ from their default (the
@@ -271,6 +274,28 @@ def _bytes_writer(nullable: bool, flexible: bool, name: str) -> Writer:
     return write
 
 
+def _records_writer(nullable: bool, flexible: bool, name: str) -> Writer:
+    """``bytes``' writer, and a list or tuple of parts: their summed length, then each part."""
+    write_bytes = _bytes_writer(nullable, flexible, name)
+    if flexible:
+        def write(value, out):
+            kind = type(value)
+            if kind is not list and kind is not tuple:
+                write_bytes(value, out)
+                return
+            out.append(uvarint(sum(map(len, value)) + 1))
+            out.extend(value)
+    else:
+        def write(value, out):
+            kind = type(value)
+            if kind is not list and kind is not tuple:
+                write_bytes(value, out)
+                return
+            out.append(_i32_pack(sum(map(len, value))))
+            out.extend(value)
+    return write
+
+
 def _uuid_write(value, out):
     out.append(value.bytes)
 
@@ -423,8 +448,10 @@ class _Compiler:
             return self.struct_writer(f.struct)
         if f.type == "string":
             return _string_writer(nullable, flexible, name)
-        if f.type in ("bytes", "records"):
+        if f.type == "bytes":
             return _bytes_writer(nullable, flexible, name)
+        if f.type == "records":
+            return _records_writer(nullable, flexible, name)
         if f.type == "uuid":
             return _uuid_write
         return _fixed_writer(_FIXED_CODES[f.type])

@@ -178,13 +178,16 @@ class Broker:
             timestamp_us, region_format=None)
 
     def read(self, session: Session, ref: PartitionRef, offset: int, max_records: int,
-             max_bytes: int, record_format: str | None = None) -> RecordRange:
+             max_bytes: int, record_format: str | None = None, regions: bool = False
+             ) -> RecordRange:
         """Stored records from ``offset`` up to the high watermark, at most ``max_records``
         and ``max_bytes`` (at least one record when any is there). ``record_format``: the
         format the caller takes; a topic of another format is converted per record
-        (``storage.record_conversion``); None: as stored."""
+        (``storage.record_conversion``); None: as stored. ``regions`` (for a link that sends
+        files, ``Session.sends_files``): large verified ranges of stored records may come as
+        file regions among the chunks, to send as they are; the caller sends or closes them."""
         return self._core.messages.read(session, ref.namespace, ref.topic, ref.partition_id,
-                                        offset, max_records, max_bytes, record_format)
+                                        offset, max_records, max_bytes, record_format, regions)
 
     def bounds(self, session: Session, ref: PartitionRef) -> LogBounds:
         return self._core.messages.bounds(session, ref.namespace, ref.topic, ref.partition_id)

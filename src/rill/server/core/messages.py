@@ -189,16 +189,18 @@ class MessageService:
         return found
 
     def read(self, session: Session, stream_id: Ref, topic_id: Ref, partition_id: int,
-             offset: int, max_records: int, max_bytes: int, record_format: str | None = None
-             ) -> RecordRange:
+             offset: int, max_records: int, max_bytes: int, record_format: str | None = None,
+             regions: bool = False) -> RecordRange:
         """Records from ``offset`` (from the first one stored when retention removed it) up to
         the high watermark, at most ``max_records`` and ``max_bytes`` (at least one record
-        when any is there), by offset only; in ``record_format`` (``read_range``)."""
+        when any is there), by offset only; in ``record_format`` (``read_range``).
+        ``regions``: large stored ranges may come as file regions to send as they are (not
+        converted ones: ``read_range``)."""
         partition = self._partition(session, Action.READ_MESSAGES, stream_id, topic_id,
                                     partition_id)
         readable = log_bounds(partition.log).high_watermark - offset
         return read_range(partition, offset, min(max_records, max(0, readable)), max_bytes,
-                          record_format=record_format)
+                          regions, record_format)
 
     def bounds(self, session: Session, stream_id: Ref, topic_id: Ref, partition_id: int
                ) -> LogBounds:

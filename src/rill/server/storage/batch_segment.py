@@ -14,6 +14,9 @@ Owns the lookups of such an index, all binary searches over its entries (a per-r
     the one holding ``end - 1`` (as Kafka's Fetch does): its ``count`` runs from ``first`` to
     the end of the last batch returned, so a reader goes on at the next batch;
   * ``max_bytes`` cuts between batches (at least one is returned);
+  * ``read_region``: the same whole batches as a ``FileRegion`` of the log file (sent with
+    sendfile), only when every one of them is verified already and they span at least
+    ``MIN_REGION_BYTES`` (else None: ``read`` them, which checks them);
   * timestamp -> the first offset of the first batch whose max timestamp is >= it;
   * leader epochs, for a format whose entries carry one (``RecordFormat.entry_epoch``, entries
     of ``index_entry_size`` bytes): ``epoch_split`` gives, within the segment, the last epoch
@@ -38,6 +41,7 @@ from typing import Callable
 
 from rill.errors import CannotReadMessage, FeatureUnavailable
 from rill.server.storage.durability import Durability
+from rill.server.storage.file_region import FileRegion
 from rill.server.storage.formats import RecordFormat
 from rill.server.storage.record_checks import KIND_CONTENT, KIND_GOOD
 from rill.server.storage.records import INDEX_ENTRY, INDEX_ENTRY_SIZE
@@ -202,6 +206,27 @@ class BatchSegment(Segment):
         raise CannotReadMessage(
             reason=f"Cannot read message: the index of {self.log_path} keeps disagreeing "
             "with its log")
+
+    def read_region(self, first_offset: int, end_offset: int) -> tuple[int, FileRegion] | None:
+        """``read``'s whole batches as a region of the log file, to be sent without reading
+        them: ``(count, region)``, only when every batch is verified already (and none bad),
+        they span at least ``MIN_REGION_BYTES`` and the index positions are in order; None
+        otherwise (``read`` them: it checks what is unverified and reports what is wrong)."""
+        self._check_range(first_offset, end_offset)
+        index = self._index()
+        first_entry = self.entry_of(index, first_offset)
+        if first_entry < 0:
+            return None
+        end_entry = self.entry_of(index, end_offset - 1) + 1
+        batch_first = self._entry_first(index, first_entry)
+        batch_end = self._entry_first(index, end_entry)
+        verification = self.verification
+        if (not verification.is_verified(batch_first, batch_end)
+                or verification.first_bad(batch_first, batch_end) != batch_end):
+            return None
+        region = self._log_region(self._entry_position(index, first_entry),
+                                  self._entry_position(index, end_entry))
+        return None if region is None else (batch_end - first_offset, region)
 
     def end_within(self, first_offset: int, end_offset: int, max_bytes: int) -> int:
         """The largest end <= ``end_offset`` at a batch boundary such that the batches from

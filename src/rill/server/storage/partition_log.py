@@ -613,15 +613,15 @@ class PartitionLog:
         batch, may pass ``count``).
         Every record returned was verified (``Segment.read``): the read stops before a bad
         record, and raises CannotReadMessage (4011) naming it when it is the first.
-        ``regions``: a per-record log may answer large verified ranges as ``FileRegion``s of
-        its files (``storage.file_region``: sent with sendfile), the rest as bytes.
+        ``regions``: large verified ranges may come as ``FileRegion``s of the log files
+        (``storage.file_region``: sent with sendfile; a batch-index format's are whole
+        batches, ``BatchSegment.read_region``), the rest as bytes.
         """
         start = max(offset, self.first_offset)
         end = min(offset + count, self.next_offset)
         if count <= 0 or start >= end:
             return 0, []
         chunks: list[bytes | FileRegion] = []
-        regions = regions and not self.format.batch_index
         number = bisect_right(self._starts, start) - 1
         position = start
         budget = max_bytes

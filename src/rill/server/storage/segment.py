@@ -374,6 +374,12 @@ class Segment(SegmentChecks):
         first_position = self._position(index, first_offset)
         end_position = (self.size_bytes if end_offset == self.next_offset
                         else self._position(index, end_offset))
+        region = self._log_region(first_position, end_position)
+        return None if region is None else (end_offset - first_offset, region)
+
+    def _log_region(self, first_position: int, end_position: int) -> FileRegion | None:
+        """Bytes [first_position, end_position) of the log as a region, when at least
+        ``MIN_REGION_BYTES`` and within the log (None otherwise: the caller reads)."""
         if (end_position - first_position < MIN_REGION_BYTES
                 or not 0 <= first_position < end_position <= self.size_bytes):
             return None  # small (or an index to check: ``read`` does)
@@ -383,11 +389,10 @@ class Segment(SegmentChecks):
         except OSError:
             return None  # ``read`` reports it
         try:
-            region = FileRegion(descriptor, first_position, end_position - first_position,
-                                self._durability.io_totals.add_read)
+            return FileRegion(descriptor, first_position, end_position - first_position,
+                              self._durability.io_totals.add_read)
         finally:
             self._log_file.unpin()
-        return end_offset - first_offset, region
 
     def _verify_read(
         self, index: bytearray | mmap.mmap | bytes, data: bytes, base: int, first: int, stop: int

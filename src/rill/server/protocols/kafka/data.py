@@ -38,9 +38,14 @@ Owns: these rules (the versions served are ``dispatch.DATA_RANGES``):
   way, then each partition's batches are down-converted (``message_sets``) to a MessageSet of
   magic 0 (v0-1) or 1 (v2-3, with timestamps): whole messages from the fetch offset within
   the same budgets, the first partition with data getting at least one message; this
-  per-record work is only on v0-3. Long poll: when the partitions hold fewer than
-  ``min_bytes`` and nothing failed, ``broker.wait`` (woken by appends) until they do or
-  ``max_wait_ms`` passes, then one more read;
+  per-record work is only on v0-3. Zero-copy (``[kafka] sendfile``, plain TCP: the session
+  ``sends_files``): Fetch v4+ asks the read for file regions, so large verified ranges of a
+  kafka-v2 topic's batches go from the log file to the socket by sendfile; a partition's
+  records are then its chunks (bytes and regions) as read, never joined (the codec writes a
+  list of parts); converted reads and v0-3 stay bytes; regions read again by a long poll are
+  closed, the others are the link's to send or close. Long poll: when the partitions hold
+  fewer than ``min_bytes`` and nothing failed, ``broker.wait`` (woken by appends) until they
+  do or ``max_wait_ms`` passes, then one more read;
 * **ListOffsets** 0 (the seed's Offsets API, ``old_style_offsets``, at most
   ``max_num_offsets``, descending): -1 -> (high watermark, log start), -2 -> (log start),
   a time -> (the first offset whose record is at or after it, the high watermark when none
@@ -71,6 +76,7 @@ from rill.server.protocols.kafka.dispatch import (
     kafka_topics,
 )
 from rill.server.protocols.kafka import producers  # after dispatch: it registers an API
+from rill.server.storage.file_region import FileRegion
 from rill.server.storage.kafka_records import InvalidRecordBatch, batch_time_us
 
 RANGES = DATA_RANGES
@@ -194,19 +200,29 @@ class _Wanted:
                  code: ErrorCode) -> None:
         self.topic, self.partition, self.offset = topic, partition, offset
         self.max_bytes, self.code = max_bytes, code
-        self.data: bytes | memoryview = b""
+        self.data: bytes | memoryview | list = b""  # a list: the read's chunks (regions)
         self.bounds = None
+
+    def drop(self) -> None:
+        """Forget the data read, closing its file regions."""
+        if type(self.data) is list:
+            for chunk in self.data:
+                if type(chunk) is FileRegion:
+                    chunk.close()
+        self.data = b""
 
 
 def _read_all(core: Core, session: Session, settings: KafkaSettings, wanted: list[_Wanted],
-              max_bytes: int) -> int:
-    """Read every partition that can be read, within the budgets; the bytes found."""
+              max_bytes: int, regions: bool = False) -> int:
+    """Read every partition that can be read, within the budgets; the bytes found.
+    ``regions``: each partition's data is its chunks, large ranges as file regions."""
     budget, total = max_bytes, 0
     broker = core.broker
     for entry in wanted:
         if entry.code not in (ErrorCode.NONE, ErrorCode.OFFSET_OUT_OF_RANGE):
             continue
         ref = PartitionRef(settings.stream, entry.topic, entry.partition)
+        entry.drop()
         try:
             bounds = broker.bounds(session, ref)
             entry.bounds = bounds
@@ -216,17 +232,18 @@ def _read_all(core: Core, session: Session, settings: KafkaSettings, wanted: lis
             entry.code = ErrorCode.NONE
             limit = min(entry.max_bytes, budget)
             if entry.offset == bounds.high_watermark or (limit <= 0 and total):
-                entry.data = b""
                 continue
             found = broker.read(session, ref, entry.offset, _MAX_RECORDS, max(limit, 1),
-                                RECORD_FORMAT)
+                                RECORD_FORMAT, regions)
             entry.bounds = found.bounds
-            entry.data = found.data if found.count else b""
+            if found.count:
+                entry.data = found.chunks if regions else found.data
         except errors.RillError as error:
             entry.code = _data_error(error)
             continue
-        total += len(entry.data)
-        budget -= len(entry.data)
+        size = sum(map(len, entry.data)) if type(entry.data) is list else len(entry.data)
+        total += size
+        budget -= size
     return total
 
 
@@ -270,12 +287,18 @@ async def fetch(core: Core, session: Session, settings: KafkaSettings, request) 
         for topic in body.topics for partition in topic.partitions
     ]
     max_bytes = body.max_bytes if request.api_version >= 3 else 0x7FFF_FFFF
-    found = _read_all(core, session, settings, wanted, max_bytes)
+    regions = session.sends_files and request.api_version >= 4  # (v0-3 are down-converted)
+    found = _read_all(core, session, settings, wanted, max_bytes, regions)
     failed = any(entry.code != ErrorCode.NONE for entry in wanted)
     if found < max(body.min_bytes, 1) and body.max_wait_ms > 0 and not failed:
         timeout = min(body.max_wait_ms, _MAX_WAIT_MS) / 1000
-        await _wait(core, session, settings, wanted, body.min_bytes, timeout)
-        _read_all(core, session, settings, wanted, max_bytes)
+        try:
+            await _wait(core, session, settings, wanted, body.min_bytes, timeout)
+        except BaseException:  # cancelled (the link went away): what was read is not sent
+            for entry in wanted:
+                entry.drop()
+            raise
+        _read_all(core, session, settings, wanted, max_bytes, regions)
     if request.api_version < 4:  # the seed's dialect: never on the v4+ path
         _down_convert(wanted, 0 if request.api_version < 2 else 1, max_bytes)
     responses: dict[str, list] = {}
