@@ -45,6 +45,8 @@ CreatePartitions = request_class(apis.CREATE_PARTITIONS)
 OffsetCommit = request_class(apis.OFFSET_COMMIT)
 OffsetFetch = request_class(apis.OFFSET_FETCH)
 JoinGroup = request_class(apis.JOIN_GROUP)
+LeaveGroup = request_class(apis.LEAVE_GROUP)
+DescribeGroups = request_class(apis.DESCRIBE_GROUPS)
 Handshake = request_class(apis.SASL_HANDSHAKE)
 Authenticate = request_class(apis.SASL_AUTHENTICATE)
 
@@ -239,11 +241,19 @@ def offset_fetch(link: Raw, group: str) -> tuple[int, int]:
     return (body.error_code or found.error_code), found.committed_offset
 
 
-def join_group(link: Raw, group: str) -> int:
+def join_group(link: Raw, group: str, member_id: str = ""):
     protocol = JoinGroup.JoinGroupRequestProtocol(name="range", metadata=b"meta")
-    return link.call(apis.JOIN_GROUP, 7, JoinGroup(
-        group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="",
-        group_instance_id=None, protocol_type="consumer", protocols=(protocol,))).error_code
+    answer = link.call(apis.JOIN_GROUP, 7, JoinGroup(
+        group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+        member_id=member_id, group_instance_id=None, protocol_type="consumer",
+        protocols=(protocol,)))
+    return answer.error_code if not member_id else answer
+
+
+def group_members(link: Raw, group: str) -> list[str]:
+    body = link.call(apis.DESCRIBE_GROUPS, 5, DescribeGroups(
+        groups=(group,), include_authorized_operations=False))
+    return [member.member_id for member in body.groups[0].members]
 
 
 # -- one case per API ---------------------------------------------------------------------------
@@ -327,6 +337,22 @@ def case_join_group(world: World, link: Raw) -> bool:
     return code in (0, ErrorCode.MEMBER_ID_REQUIRED)  # v4+: the first join asks for an id
 
 
+def case_leave_group(world: World, link: Raw) -> bool:
+    group = unique("leaves")
+    assert join_group(world.root, group) == ErrorCode.MEMBER_ID_REQUIRED
+    member_id = world.root.call(apis.JOIN_GROUP, 7, JoinGroup(
+        group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="",
+        group_instance_id=None, protocol_type="consumer",
+        protocols=(JoinGroup.JoinGroupRequestProtocol(name="range", metadata=b"m"),))).member_id
+    assert join_group(world.root, group, member_id).error_code == 0
+    assert group_members(world.root, group) == [member_id]
+    answer = link.call(apis.LEAVE_GROUP, 4, LeaveGroup(group_id=group, members=(
+        LeaveGroup.MemberIdentity(member_id=member_id, group_instance_id=None),)))
+    code = answer.error_code or (answer.members[0].error_code if answer.members else 0)
+    assert group_members(world.root, group) == ([] if code == 0 else [member_id])
+    return code == 0
+
+
 TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
 CASES = [
@@ -341,6 +367,7 @@ CASES = [
     Case("OffsetCommit", READ, GROUP_DENIED, case_offset_commit),
     Case("OffsetFetch", READ, GROUP_DENIED, case_offset_fetch),
     Case("JoinGroup", READ, GROUP_DENIED, case_join_group),
+    Case("LeaveGroup", READ, GROUP_DENIED, case_leave_group),
 ]
 
 
@@ -365,7 +392,7 @@ def test_kafka_api_permissions(world, case, shape, monkeypatch):
 
 def _first_code(answer) -> int:
     """The error code of the first entry of a response (or its top-level one)."""
-    for field in ("topics", "responses", "results"):
+    for field in ("topics", "responses", "results", "groups"):
         entries = getattr(answer, field, None)
         if entries:
             entry = entries[0]

@@ -247,6 +247,11 @@ async def leave_group(core: Core, session: Session, settings: KafkaSettings, req
         leaving = [(m.member_id, m.group_instance_id) for m in body.members]
     else:
         leaving = [(body.member_id, None)]
+    if group_denied(core, session, settings):
+        denied = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        if request.api_version < 3:
+            return _LeaveGroup(throttle_time_ms=0, error_code=denied)
+        return _LeaveGroup(throttle_time_ms=0, error_code=denied, members=())
     codes = coordinator(core).leave(body.group_id, leaving)
     if request.api_version < 3:
         return _LeaveGroup(throttle_time_ms=0, error_code=int(codes[0]))
