@@ -184,6 +184,37 @@ def stop_process(process: subprocess.Popen[bytes], timeout: float = 10.0) -> Non
             stream.close()
 
 
+class RillListenerPeer(Peer):
+    """A target that is rill itself, one of its wire protocols (``listener``: ``kafka`` or
+    ``tank``) on a server the bench starts (``RillServer``) with the workload's fsync."""
+
+    listener = ""
+
+    def __init__(self, workload: Workload):
+        super().__init__(workload)
+        self.server: Any = None
+
+    def start_rill(self, workdir: Path) -> None:
+        from rill.bench.server import RillServer, ServerStartError
+
+        server = RillServer(data_dir=workdir / "data", fsync=self.workload.fsync,
+                            transports=("tcp",), **{self.listener: True})
+        try:
+            server.start()
+        except ServerStartError as error:
+            raise PeerUnavailable(f"rill server did not start: {error}") from error
+        self.server = server
+        self.port = int(server.addresses[self.listener].rsplit(":", 1)[1])
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "fsync": self.workload.fsync}
+
+    def stop(self) -> None:
+        server, self.server = self.server, None
+        if server is not None:
+            server.stop()
+
+
 def run_async(factory: Callable[[], Awaitable[T]]) -> T:
     """Run a coroutine on a fresh uvloop event loop (asyncio's own when uvloop is missing)."""
     try:

@@ -48,7 +48,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rill.bench.peers import Peer, PeerUnavailable, Workload, free_port, wait_for_port
+from rill.bench.peers import (
+    Peer,
+    PeerUnavailable,
+    RillListenerPeer,
+    Workload,
+    free_port,
+    wait_for_port,
+)
 from rill.bench.results import ActorResult, Recorder
 from rill.protocol.kafka import (
     apis,
@@ -210,36 +217,16 @@ class KafkaPeer(Peer):
             consumer.close()
 
 
-class RillKafkaPeer(KafkaPeer):
+class RillKafkaPeer(RillListenerPeer, KafkaPeer):
     """rill's own Kafka listener (a server the bench starts with the workload's fsync)."""
 
     name = "rill-kafka"
     memory_only = False
-
-    def __init__(self, workload: Workload):
-        super().__init__(workload)
-        self.server: Any = None
+    listener = "kafka"
 
     def start(self, workdir: Path) -> None:
-        from rill.bench.server import RillServer, ServerStartError
-
         self._check(workdir)
-        server = RillServer(data_dir=workdir / "data", fsync=self.workload.fsync,
-                            transports=("tcp",), kafka=True)
-        try:
-            server.start()
-        except ServerStartError as error:
-            raise PeerUnavailable(f"rill server did not start: {error}") from error
-        self.server = server
-        self.port = int(server.addresses["kafka"].rsplit(":", 1)[1])
-
-    def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "fsync": self.workload.fsync}
-
-    def stop(self) -> None:
-        server, self.server = self.server, None
-        if server is not None:
-            server.stop()
+        self.start_rill(workdir)
 
 
 class RillKafkaWirePeer(RillKafkaPeer):

@@ -19,43 +19,23 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
-from rill.bench.peers import Peer, PeerUnavailable, Workload
+from rill.bench.peers import RillListenerPeer
 from rill.bench.results import ActorResult, Recorder
 
 TOPIC = "rill-bench"
 
 
-class RillTankPeer(Peer):
+class RillTankPeer(RillListenerPeer):
     name = "rill-tank"
     client = "rill.client.tank.TankClient"
 
-    def __init__(self, workload: Workload):
-        super().__init__(workload)
-        self.server: Any = None
+    listener = "tank"
 
     def start(self, workdir: Path) -> None:
-        from rill.bench.server import RillServer, ServerStartError
-
         workdir.mkdir(parents=True, exist_ok=True)
         self.workdir = workdir
-        server = RillServer(data_dir=workdir / "data", fsync=self.workload.fsync,
-                            transports=("tcp",), tank=True)
-        try:
-            server.start()
-        except ServerStartError as error:
-            raise PeerUnavailable(f"rill server did not start: {error}") from error
-        self.server = server
-        self.port = int(server.addresses["tank"].rsplit(":", 1)[1])
-
-    def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "fsync": self.workload.fsync}
-
-    def stop(self) -> None:
-        server, self.server = self.server, None
-        if server is not None:
-            server.stop()
+        self.start_rill(workdir)
 
     async def publish(self) -> ActorResult:
         from rill.client.tank import TankClient
