@@ -222,27 +222,21 @@ class Broker:
                        positions: Mapping[str, Sequence[tuple[int, int]]], min_bytes: int,
                        timeout: float) -> int:
         """``wait`` on several topics of a namespace at once (topic -> partitions and offsets):
-        until one of them holds ``min_bytes`` past its offsets, or ``timeout`` passes (with no
-        topic: sleeps it, as a Kafka Fetch waits its max wait). The bytes found past the
-        offsets by the topic waits that ended (0 on a timeout); a wait that failed (a topic
-        deleted meanwhile) counts nothing, and the caller's next read shows why."""
+        until their partitions hold ``min_bytes`` past their offsets, counted together across
+        topics (Kafka's Fetch and TANK's Consume count the whole request), or ``timeout``
+        passes (with no topic: sleeps it, as a Kafka Fetch waits its max wait). The bytes found
+        past the offsets, all topics together; a wait that cannot start (a topic deleted
+        meanwhile) counts nothing, and the caller's next read shows why."""
         if not positions:
             await asyncio.sleep(timeout)
             return 0
-        waits = [asyncio.ensure_future(self.wait(session, TopicRef(namespace, name), parts,
-                                                 min_bytes, timeout))
-                 for name, parts in positions.items()]
-        arrived = 0
         try:
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiting in waits:
-                if not waiting.done():
-                    waiting.cancel()
-            for waiting in waits:
-                if waiting.done() and not waiting.cancelled() and waiting.exception() is None:
-                    arrived += sum(end.bytes_after for end in waiting.result())
-        return arrived
+            return await self._core.long_poll.wait_for_any(
+                session, namespace,
+                {name: [(partition + 1, offset) for partition, offset in parts]
+                 for name, parts in positions.items()}, min_bytes, timeout)
+        except errors.RillError:
+            return 0
 
     # -- consumer positions (the next offset to read) --------------------------------------
     # A consumer is any name; a protocol names its own so that they do not meet by chance

@@ -39,8 +39,8 @@ Owns: these rules.
 * long poll (§6.6): when ``max_wait_ms`` > 0 and every partition is at EOF the request waits
   (its answer comes later: the connection answers the requests sent behind it meanwhile, as
   TANK does)
-  (``broker.wait``, per topic, the first topic woken ends it) until ``min_bytes`` (stored
-  bytes, at least one message) arrived or ``max_wait_ms`` (at most one hour, honoured exactly)
+  (``broker.wait_any``: the bytes of every partition of the request count together) until
+  ``min_bytes`` (stored bytes, at least one message) arrived or ``max_wait_ms`` (at most one hour, honoured exactly)
   passed. Then every partition answers 0x00: woken, those that got data with ``base`` = the
   first new seq and everything appended since (not limited by ``fetch_size``), the others
   ``base`` 0, empty; timed out (less than ``min_bytes`` arrived), every one ``base`` 0, empty.
