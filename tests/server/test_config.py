@@ -46,7 +46,7 @@ def test_tank_defaults_and_environment():
     tank = config.tank
     assert (tank.enabled, tank.address, tank.user, tank.stream) == (
         False, "127.0.0.1:11011", "", "")
-    assert not tank.tls.enabled
+    assert not tank.tls.enabled and tank.idle_timeout == 16.0  # TANK's own idle rule
     assert config.tank_stream == "kafka"  # one flat namespace with Kafka by default
     assert load_config(environ={"RILL_KAFKA_STREAM": "legacy"}).tank_stream == "legacy"
     config = load_config(environ={"RILL_TANK_ENABLED": "true", "RILL_TANK_ADDRESS": "0.0.0.0:11012",
@@ -55,6 +55,9 @@ def test_tank_defaults_and_environment():
     assert (tank.enabled, tank.address, tank.user, tank.stream) == (
         True, "0.0.0.0:11012", "tank-clients", "tank")
     assert config.tank_stream == "tank"
+    assert load_config(environ={"RILL_TANK_IDLE_TIMEOUT": "2 m"}).tank.idle_timeout == 120.0
+    with pytest.raises(ConfigError, match="tank.idle_timeout"):
+        load_config(environ={"RILL_TANK_IDLE_TIMEOUT": "0 s"})
 
 
 def test_tank_address_flag_enables_the_listener():

@@ -22,6 +22,7 @@ exist, ...). The process creates its files private to its user (umask 077).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import contextlib
 import faulthandler
 import ipaddress
@@ -250,8 +251,9 @@ class Server:
                 context = server_ssl_context(tank.tls.certificate, tank.tls.key)
         protocol = TankProtocol(TankSettings(self.config.tank_stream, time.time()),
                                 self._tank_user_id())
+        limits = dataclasses.replace(self.limits, idle_timeout=tank.idle_timeout)  # TANK: 16 s
         self.tank = TcpListener(self.core, protocol, host, port, self.config.tcp.max_frame_size,
-                                context, self.limits, self.memory, self.supervisor)
+                                context, limits, self.memory, self.supervisor)
         with refused_on_os_error(f"cannot listen on tank {tank.address}"):
             self.addresses["tank"] = await self.tank.start()
 

@@ -279,6 +279,10 @@ class TankConfig:
     # the rill stream TANK topics live in; "" = the Kafka stream ([kafka] stream): Kafka and
     # TANK then share one flat topic namespace
     stream: str = ""
+    # a TANK connection with nothing to read, nothing to send and no long poll waiting is
+    # closed after this long (TANK's own rule: 16 s; its clients reconnect on demand); it
+    # replaces [connections] idle_timeout on this listener
+    idle_timeout: float = _duration("16 s")
     tls: TlsConfig = field(default_factory=TlsConfig)
 
 
@@ -519,6 +523,8 @@ def _validate(config: ServerConfig) -> None:
     for key in ("unauthenticated_timeout", "idle_timeout", "request_timeout"):
         if getattr(connections, key) <= 0:
             raise ConfigError(f"connections.{key}: must be a positive duration or none")
+    if config.tank.idle_timeout <= 0:
+        raise ConfigError("tank.idle_timeout: must be a positive duration or none")
     largest = max(config.tcp.max_frame_size, config.quic.max_request_size)
     if connections.request_memory < largest:
         raise ConfigError(f"connections.request_memory: must hold the largest request "

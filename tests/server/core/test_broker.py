@@ -102,6 +102,23 @@ def test_a_wait_is_woken_by_an_append(tmp_path):
     run(tmp_path, scenario)
 
 
+def test_wait_any_counts_min_bytes_across_topics_together(tmp_path):
+    async def scenario(core, broker, session) -> None:
+        broker.create_topic(session, "ns", TopicSpec("u", partitions_count=1))
+        one = len(encode_messages([b"x" * 100]))
+        positions = {"t": [(0, 0)], "u": [(0, 0)]}
+        waiting = asyncio.ensure_future(broker.wait_any(session, "ns", positions, 2 * one, 30))
+        await broker.append(session, P0, encode_messages([b"x" * 100]))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()  # half of min_bytes, on one topic
+        await broker.append(session, PartitionRef("ns", "u", 0), encode_messages([b"x" * 100]))
+        assert await asyncio.wait_for(waiting, 5) >= 2 * one  # the two topics together
+        timed_out = await broker.wait_any(session, "ns", positions, 10 * one, 0.05)
+        assert one * 2 <= timed_out < 10 * one
+
+    run(tmp_path, scenario)
+
+
 def test_every_call_authorizes(tmp_path):
     async def scenario(core, broker, session) -> None:
         stranger = broker.connect("127.0.0.1:2", Transport.TCP)

@@ -480,6 +480,24 @@ def test_a_stored_batch_holds_last_offset_delta_plus_one_offsets(tmp_path: Path)
         log.close()
 
 
+def test_an_append_with_gaps_holds_last_offset_delta_plus_one_offsets(kafka_log) -> None:
+    """A server-built batch whose offsets skip (TANK's explicit numbers) is stored only when the
+    caller says so; a client's (Kafka's LogValidator rule) must be dense; and no batch may
+    claim fewer offsets than records."""
+    log = kafka_log()
+    skipping = resign(corrupted(build(3), 23, struct.pack(">i", 4)))  # 3 records, offsets 0..4
+    with pytest.raises(InvalidRecordBatch, match="lastOffsetDelta 4"):
+        log.append(skipping, 1_000)
+    assert log.append(skipping, 1_000, gaps=True) == (0, 4)
+    assert produce(log, build(1)) == (5, 5)
+    stored = read_all(log)[1]
+    assert [head[0] for head in kafka_records.producer_batches(stored)] == [0, 5]
+    too_few = resign(corrupted(build(3), 23, struct.pack(">i", 1)))
+    with pytest.raises(InvalidRecordBatch, match="lastOffsetDelta 1"):
+        log.append(too_few, 1_000, gaps=True)
+    assert log.next_offset == 6
+
+
 # ---------------------------------------------------------------------- the format's functions
 def stamped(*counts: int, epoch: int = EPOCH) -> tuple[bytes, bytes]:
     raw = b"".join(build(count) for count in counts)

@@ -49,8 +49,9 @@ class InvalidColumns(ValueError):
 _put = record_batch.put_varint
 
 
-def encode_records_python(keys, values, timestamps, base_timestamp: int):
-    """Columns -> a records section (offset deltas 0..n-1), or a ``str`` naming the fault."""
+def encode_records_python(keys, values, timestamps, base_timestamp: int, offset_deltas=None):
+    """Columns -> a records section (offset deltas 0..n-1, or ``offset_deltas``: increasing,
+    from 0 up), or a ``str`` naming the fault."""
     count = len(values)
     if not count:
         return "a batch needs at least one record"
@@ -66,7 +67,7 @@ def encode_records_python(keys, values, timestamps, base_timestamp: int):
             return f"record {index}: value longer than 2^31-1 bytes"
         body = bytearray(b"\x00")
         _put(body, timestamp - base_timestamp)
-        _put(body, index)
+        _put(body, index if offset_deltas is None else offset_deltas[index])
         key = None if keys is None else keys[index]
         if key is None:
             _put(body, -1)
@@ -182,19 +183,30 @@ else:  # not built, RILL_PURE_PYTHON=1, or built from an older source
 # --- batches (once per batch, in Python) -----------------------------------------------------
 
 
-def batch_from_bundle(keys, values, timestamps) -> bytes:
-    """One uncompressed RecordBatch v2 holding a bundle's messages (offsets 0..n-1)."""
+def batch_from_bundle(keys, values, timestamps, offset_deltas=None) -> bytes:
+    """One uncompressed RecordBatch v2 holding a bundle's messages: offsets 0..n-1, or
+    ``offset_deltas`` (increasing, from 0 up: explicit sequence numbers with holes; a rare
+    path, encoded in Python), lastOffsetDelta being the last of them."""
     count = len(values)
     if not count:
         raise InvalidColumns("a batch needs at least one record")
+    if offset_deltas is not None:
+        if (len(offset_deltas) != count or offset_deltas[0] < 0
+                or any(b <= a for a, b in zip(offset_deltas, offset_deltas[1:]))
+                or offset_deltas[-1] > 0x7FFF_FFFF):
+            raise InvalidColumns("offset deltas must increase from 0 up, within an int32")
     highest = max(timestamps)
     if highest > MAX_TIMESTAMP:  # TANK's u64 milliseconds; Kafka's are signed
         raise InvalidColumns(f"timestamp {highest} above 2^63-1")
     base = timestamps[0]
-    records = encode_records(keys, values, timestamps, base)
+    if offset_deltas is None:
+        records, last_delta = encode_records(keys, values, timestamps, base), count - 1
+    else:
+        records = encode_records_python(keys, values, timestamps, base, offset_deltas)
+        last_delta = offset_deltas[-1]
     if type(records) is str:
         raise InvalidColumns(records)
-    return record_batch.build(records, count, count - 1, base, highest, leader_epoch=0)
+    return record_batch.build(records, count, last_delta, base, highest, leader_epoch=0)
 
 
 class BatchHead(NamedTuple):

@@ -167,15 +167,17 @@ class Broker:
     # -- data ------------------------------------------------------------------------------
 
     async def append(self, session: Session, ref: PartitionRef, region: bytes | memoryview,
-                     timestamp_us: int | None = None) -> AppendResult:
+                     timestamp_us: int | None = None, gaps: bool = False) -> AppendResult:
         """Append a batch in the topic's record format (``iggy-v1``: a SEND region,
         ``storage.records``; ``kafka-v2``: RecordBatch v2, ``storage.kafka_records``) and answer
         once it is as durable as the fsync policy promises, with the offsets it got.
         ``timestamp_us``: the index timestamp when the batch carries its own (Kafka's
-        maxTimestamp), else the server's clock."""
+        maxTimestamp), else the server's clock. ``gaps``: the batch's offsets may skip (a
+        kafka-v2 batch the caller built with lastOffsetDelta >= recordsCount - 1: TANK's
+        explicit sequence numbers); its last offset is then base + lastOffsetDelta."""
         return await self._core.messages.send_messages(
             session, ref.namespace, ref.topic, Partitioning.partition_id(ref.partition_id), region,
-            timestamp_us, region_format=None)
+            timestamp_us, region_format=None, gaps=gaps)
 
     def read(self, session: Session, ref: PartitionRef, offset: int, max_records: int,
              max_bytes: int, record_format: str | None = None, regions: bool = False
@@ -222,27 +224,21 @@ class Broker:
                        positions: Mapping[str, Sequence[tuple[int, int]]], min_bytes: int,
                        timeout: float) -> int:
         """``wait`` on several topics of a namespace at once (topic -> partitions and offsets):
-        until one of them holds ``min_bytes`` past its offsets, or ``timeout`` passes (with no
-        topic: sleeps it, as a Kafka Fetch waits its max wait). The bytes found past the
-        offsets by the topic waits that ended (0 on a timeout); a wait that failed (a topic
-        deleted meanwhile) counts nothing, and the caller's next read shows why."""
+        until their partitions hold ``min_bytes`` past their offsets, counted together across
+        topics (Kafka's Fetch and TANK's Consume count the whole request), or ``timeout``
+        passes (with no topic: sleeps it, as a Kafka Fetch waits its max wait). The bytes found
+        past the offsets, all topics together; a wait that cannot start (a topic deleted
+        meanwhile) counts nothing, and the caller's next read shows why."""
         if not positions:
             await asyncio.sleep(timeout)
             return 0
-        waits = [asyncio.ensure_future(self.wait(session, TopicRef(namespace, name), parts,
-                                                 min_bytes, timeout))
-                 for name, parts in positions.items()]
-        arrived = 0
         try:
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiting in waits:
-                if not waiting.done():
-                    waiting.cancel()
-            for waiting in waits:
-                if waiting.done() and not waiting.cancelled() and waiting.exception() is None:
-                    arrived += sum(end.bytes_after for end in waiting.result())
-        return arrived
+            return await self._core.long_poll.wait_for_any(
+                session, namespace,
+                {name: [(partition + 1, offset) for partition, offset in parts]
+                 for name, parts in positions.items()}, min_bytes, timeout)
+        except errors.RillError:
+            return 0
 
     # -- consumer positions (the next offset to read) --------------------------------------
     # A consumer is any name; a protocol names its own so that they do not meet by chance

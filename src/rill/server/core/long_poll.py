@@ -11,10 +11,10 @@ wait and min bytes, TANK's consume) is a call to ``wait``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rill.server.auth.permissioner import Action
-from rill.server.core.model import Session
+from rill.server.core.model import Partition, Session
 from rill.server.core.state import CoreState
 from rill.server.core.types import PartitionEnd, Ref
 from rill.server.storage.partition_log import PartitionLog
@@ -69,12 +69,28 @@ class LongPollService:
                                 timeout: float) -> list[PartitionEnd]:
         """Wait until the partitions hold ``min_bytes`` (at least one record) from their
         offsets, ``positions`` (partition id, offset), on, or ``timeout`` seconds passed."""
-        state = self.state
-        topic = state.find_topic(stream_id, topic_id)
-        state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
-        partitions = [(state.find_partition(topic, partition_id), offset)
-                      for partition_id, offset in positions]
+        partitions = self._partitions(session, stream_id, topic_id, positions)
         await self.signals.wait([(partition.log, offset) for partition, offset in partitions],
                                 min_bytes, timeout)
         return [PartitionEnd(partition.id, partition.log.next_offset, partition.log.bytes_after(offset))
                 for partition, offset in partitions]
+
+    async def wait_for_any(self, session: Session, stream_id: Ref,
+                           positions: Mapping[Ref, Sequence[tuple[int, int]]], min_bytes: int,
+                           timeout: float) -> int:
+        """``wait_for_messages`` over several topics of a stream (topic -> partition ids and
+        offsets): until all their partitions hold ``min_bytes`` from their offsets, taken
+        together, or ``timeout`` passed; the bytes they hold past their offsets."""
+        wanted = [(partition.log, offset)
+                  for topic_id, parts in positions.items()
+                  for partition, offset in self._partitions(session, stream_id, topic_id, parts)]
+        await self.signals.wait(wanted, min_bytes, timeout)
+        return sum(log.bytes_after(offset) for log, offset in wanted)
+
+    def _partitions(self, session: Session, stream_id: Ref, topic_id: Ref,
+                    positions: Sequence[tuple[int, int]]) -> list[tuple[Partition, int]]:
+        state = self.state
+        topic = state.find_topic(stream_id, topic_id)
+        state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
+        return [(state.find_partition(topic, partition_id), offset)
+                for partition_id, offset in positions]

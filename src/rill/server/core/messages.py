@@ -98,7 +98,8 @@ class MessageService:
     async def send_messages(self, session: Session, stream_id: Ref, topic_id: Ref,
                             partitioning: Partitioning, messages: bytes | memoryview,
                             timestamp_us: int | None = None,
-                            region_format: str | None = SEND_FORMAT) -> AppendResult:
+                            region_format: str | None = SEND_FORMAT,
+                            gaps: bool = False) -> AppendResult:
         """Append a SEND message region to the partition ``partitioning`` picks; answers once
         the append is as durable as the fsync policy promises, with what it assigned (with
         deduplication on, only the messages that were not duplicates; none: last < first).
@@ -107,7 +108,9 @@ class MessageService:
         ``region_format``: the record format ``messages`` is in (a SEND region, ``iggy-v1``,
         by default; None: the topic's own). A topic of another format gets them converted
         (``PartitionLog.append_as``: per record; message ids are not kept, so deduplication
-        does not apply)."""
+        does not apply). ``gaps``: a batch of the topic's own format whose offsets may skip
+        (``PartitionLog.append``). Deduplication applies to Iggy SEND regions stored as such
+        (iggy-v1 topics) only: its ids are those of that layout."""
         state = self.state
         topic = state.find_topic(stream_id, topic_id)
         state.authorize(session, Action.WRITE_MESSAGES, topic.stream_id, topic.id)
@@ -124,9 +127,9 @@ class MessageService:
             stored_format = partition.log.settings.record_format
             if region_format is not None and region_format != stored_format:
                 first, last = partition.log.append_as(region_format, messages, now)
-            elif self.deduplicator is None:
+            elif self.deduplicator is None or stored_format != SEND_FORMAT:
                 # large batches are stamped and written in a worker thread (storage.partition_log)
-                first, last = await partition.log.append_async(messages, now)
+                first, last = await partition.log.append_async(messages, now, gaps)
             else:
                 first = partition.log.next_offset
                 self.deduplicator.append(partition, messages, now)

@@ -124,6 +124,10 @@ class RecordFormat:
     # timestamp u64``, all the log reads; a batch-index format may add its own after them (a
     # leader epoch); a per-record format keeps 16 (its segments index entries directly)
     index_entry_size: int = INDEX_ENTRY_SIZE
+    # ``stamp`` of a batch whose offsets may skip (a server-built batch: TANK's explicit
+    # sequence numbers); None: every stamped batch holds dense offsets
+    stamp_sparse: Callable[[bytes | bytearray | memoryview, int, int, int, int, int],
+                           StampedBatch] | None = None
     # the leader epoch an index entry carries: (index bytes, byte position of the entry) ->
     # epoch; None for a format without epochs (only a batch-index format can have them)
     entry_epoch: Callable[[bytes | bytearray | memoryview, int], int] | None = None
@@ -155,6 +159,7 @@ KAFKA_V2 = RecordFormat(
     batch_index=True,
     growth_per_message=0,  # stored as sent
     stamp=kafka_records.stamp_batches,
+    stamp_sparse=kafka_records.stamp_sparse,
     restamp=kafka_records.no_staged_appends,
     check_stored=kafka_records.no_staged_appends,
     verify=kafka_records.verify_batches,

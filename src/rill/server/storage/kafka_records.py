@@ -39,7 +39,10 @@ INVALID_RECORD (87)):
     LogValidator demands exactly this of produced v2 batches ("inconsistent batch offset
     range"); every client writes it (only compaction leaves gaps, never a producer). A stored
     batch (``scan``: a leader's bytes) is only asked lastOffsetDelta >= 0 and recordsCount >= 1,
-    and holds lastOffsetDelta + 1 offsets;
+    and holds lastOffsetDelta + 1 offsets. ``stamp_sparse`` (``gaps=True``) asks a batch only
+    lastOffsetDelta >= recordsCount - 1: a batch the server built with offsets that skip, as
+    TANK's explicit sequence numbers do (its records' offsetDeltas are the caller's to get
+    right), which then holds lastOffsetDelta + 1 offsets;
   * a codec of none/gzip/snappy/lz4/zstd (0..4; invalid otherwise), not decompressed;
   * not a control batch (attributes bit 5: only a broker writes those), and a producer id
     implies baseSequence >= 0 (invalid), as LogValidator checks.
@@ -148,8 +151,8 @@ def batch_time_us(raw: bytes | bytearray | memoryview) -> int:
 
 # ---------------------------------------------------------------------- the write path
 def stamp_batches(raw: bytes | bytearray | memoryview, base_offset: int, timestamp_us: int,
-                  base_position: int, segment_start: int, leader_epoch: int = 0
-                  ) -> StampedBatch:
+                  base_position: int, segment_start: int, leader_epoch: int = 0,
+                  gaps: bool = False) -> StampedBatch:
     """Check a produced ``records`` field (one or more RecordBatch v2) and give it offsets from
     ``base_offset`` and ``leader_epoch`` in a copy, with one index entry per batch (at
     ``timestamp_us``). Raises InvalidRecordBatch (nothing returned) for anything the module
@@ -183,7 +186,7 @@ def stamp_batches(raw: bytes | bytearray | memoryview, base_offset: int, timesta
         if crc32c(view[at + CRC_FROM : end]) != crc:
             raise InvalidRecordBatch(f"batch {number} at byte {at}: CRC-32C mismatch",
                                      corrupt=True)
-        if count < 1 or last_delta != count - 1:
+        if count < 1 or last_delta < count - 1 or (last_delta != count - 1 and not gaps):
             raise InvalidRecordBatch(
                 f"batch {number} at byte {at}: recordsCount {count} with lastOffsetDelta "
                 f"{last_delta} (a batch holds >= 1 record, offsets 0..count-1)", corrupt=False)
@@ -199,11 +202,18 @@ def stamp_batches(raw: bytes | bytearray | memoryview, base_offset: int, timesta
         rewrite(records, at, offset, length, leader_epoch)
         entries += pack_entry(relative + offset - base_offset, base_position + at, timestamp_us,
                               leader_epoch, 0)
-        offset += count
+        offset += last_delta + 1
         at = end
         number += 1
     return StampedBatch(records, entries, offset - base_offset, base_offset, offset - 1,
                         timestamp_us)
+
+
+def stamp_sparse(raw: bytes | bytearray | memoryview, base_offset: int, timestamp_us: int,
+                 base_position: int, segment_start: int, leader_epoch: int = 0) -> StampedBatch:
+    """``stamp_batches`` of batches whose offsets may skip (``gaps=True``)."""
+    return stamp_batches(raw, base_offset, timestamp_us, base_position, segment_start,
+                         leader_epoch, gaps=True)
 
 
 def no_staged_appends(*args: object) -> None:

@@ -54,6 +54,7 @@ import os
 import shutil
 import time
 from array import array
+from collections.abc import Callable
 from concurrent.futures import Future
 from bisect import bisect_right
 from dataclasses import dataclass, field
@@ -81,7 +82,7 @@ from rill.server.storage.records import (
     StampedBatch,
     build_index_entries,
 )
-from rill.server.storage.formats import RecordFormat, format_named
+from rill.server.storage.formats import format_named
 from rill.server.storage.staged_records import uniform_positions
 from rill.server.storage.recovery import recover_segments
 from rill.server.storage.batch_segment import BatchSegment, segment_class
@@ -131,10 +132,10 @@ def _use_thread(log: PartitionLog, size: int) -> bool:
 
 
 def _stamp_and_write(segment: Segment, raw_messages: bytes | bytearray | memoryview,
-                     timestamp: int, record_format: RecordFormat,
+                     timestamp: int, stamp: Callable[..., StampedBatch],
                      leader_epoch: int = 0) -> StampedBatch:
     """Runs in a worker thread: the whole per-byte part of an append (stamp, both writes)."""
-    batch = record_format.stamp(
+    batch = stamp(
         raw_messages, segment.next_offset, timestamp, segment.size_bytes, segment.start_offset,
         leader_epoch,
     )
@@ -336,13 +337,16 @@ class PartitionLog:
         return self._leader_epoch
 
     # ------------------------------------------------------------------ appending
-    def append(self, raw_messages: bytes | bytearray | memoryview, now_us: int) -> tuple[int, int]:
+    def append(self, raw_messages: bytes | bytearray | memoryview, now_us: int,
+               gaps: bool = False) -> tuple[int, int]:
         """Validate, stamp (at ``leader_epoch``) and write a SEND message region (a client batch
-        of a batch format); returns (first, last) offsets."""
+        of a batch format); returns (first, last) offsets. ``gaps``: a batch whose offsets may
+        skip (``RecordFormat.stamp_sparse``; FeatureUnavailable for a format without it)."""
         self._settle()
+        stamp = self._stamp(gaps)
         epoch = self._stamping_epoch()
         active, timestamp = self._prepare(raw_messages, now_us)
-        batch = self.format.stamp(
+        batch = stamp(
             raw_messages, active.next_offset, timestamp, active.size_bytes, active.start_offset,
             epoch,
         )
@@ -350,7 +354,7 @@ class PartitionLog:
         return batch.first_offset, batch.last_offset
 
     async def append_async(
-        self, raw_messages: bytes | bytearray | memoryview, now_us: int
+        self, raw_messages: bytes | bytearray | memoryview, now_us: int, gaps: bool = False
     ) -> tuple[int, int]:
         """``append`` for the event loop: a large region is stamped and written in a worker
         thread while the loop serves others, then published here. Same result, same errors."""
@@ -358,11 +362,12 @@ class PartitionLog:
             await asyncio.wait({self._pending.finished})
             self._settle()
         if not _use_thread(self, len(raw_messages)):
-            return self.append(raw_messages, now_us)
+            return self.append(raw_messages, now_us, gaps)
+        stamp = self._stamp(gaps)
         epoch = self._stamping_epoch()
         active, timestamp = self._prepare(raw_messages, now_us)
         work = self._durability.append_executor().submit(
-            _stamp_and_write, active, raw_messages, timestamp, self.format, epoch)
+            _stamp_and_write, active, raw_messages, timestamp, stamp, epoch)
         pending = self._pending = _PendingAppend(active, timestamp, work)
         # publish as soon as the worker is done, even if this coroutine is cancelled meanwhile
         pending.finished.add_done_callback(lambda finished: self._finished(pending, finished))
@@ -372,6 +377,14 @@ class PartitionLog:
             raise pending.error
         assert pending.offsets is not None
         return pending.offsets
+
+    def _stamp(self, gaps: bool) -> Callable[..., StampedBatch]:
+        if not gaps:
+            return self.format.stamp
+        if self.format.stamp_sparse is None:
+            raise FeatureUnavailable(reason=f"record format {self.format.name} keeps offsets "
+                                            "dense: a batch whose offsets skip cannot be stored")
+        return self.format.stamp_sparse
 
     def append_as(self, record_format: str, raw: bytes | bytearray | memoryview, now_us: int
                   ) -> tuple[int, int]:

@@ -129,6 +129,25 @@ def test_iggy_sdk_reads_what_tank_produced(server, iggy):
         assert message.headers == wanted
 
 
+def test_iggy_sdk_reads_explicit_numbers_with_holes_at_seq_minus_1(server, iggy):
+    name = "tk-" + uuid.uuid4().hex[:8]
+
+    async def write():
+        async with TankClient(*server.tank_address) as client:
+            assert await client.create_topic(name, 1) == 0
+            await client.produce(name, 0, [b"a", b"b", b"c"], seqs=[5, 6, 9], timestamps=TS)
+            await client.produce(name, 0, [b"d"], timestamps=TS)  # implicit: 10
+
+    asyncio.run(write())
+    polled = iggy.poll_messages("kafka", name, partition_id=1,
+                                strategy=PollingStrategy.offset(0), count=10)
+    assert [(message.offset, message.payload) for message in polled.messages] == [
+        (4, b"a"), (5, b"b"), (8, b"c"), (9, b"d")]
+    after_hole = iggy.poll_messages("kafka", name, partition_id=1,
+                                    strategy=PollingStrategy.offset(6), count=10)
+    assert [message.offset for message in after_hole.messages] == [8, 9]
+
+
 def test_http_api_reads_what_tank_produced(server):
     name = tank_topic(server)
     login = httpx.post(f"{server.http_url}/users/login",

@@ -69,27 +69,70 @@ def test_keyed_snappy_sparse_and_seqnum_bundles_round_trip(server):
                                   + [TS + 20, TS + 21, TS + 22, TS + 30, TS + 30])
 
 
-def test_explicit_numbers_must_continue_the_log(server):
+def test_explicit_numbers_must_move_forward_and_holes_are_kept(server):
     async def scenario():
         async with TankClient(*server.tank_address) as client:
             name = await topic(client)
             await client.produce(name, 0, [b"a", b"b"])
             codes = []
-            for kwargs in ({"seqs": [2, 3]},  # at or below the high-water mark
-                           {"first_seq": 1},
-                           {"seqs": [5, 6]},  # jumps ahead: rill keeps no holes
-                           {"seqs": [3, 5]},  # a gap inside
-                           {"first_seq": 9}):
-                with pytest.raises(TankProduceError) as refused:
+            for kwargs in ({"seqs": [2, 3]}, {"first_seq": 1}, {"first_seq": 2}):
+                with pytest.raises(TankProduceError) as refused:  # at or below the hwm
                     await client.produce(name, 0, [b"x", b"y"], **kwargs)
                 codes.append(refused.value.code)
-            await client.produce(name, 0, [b"c", b"d"], seqs=[3, 4])
-            numbers = await client.discover_partitions(name)
-            return codes, numbers.partitions[0]
+            await client.produce(name, 0, [b"c", b"d"], seqs=[3, 4])  # continues
+            await client.produce(name, 0, [b"e", b"f", b"g"], seqs=[7, 8, 12])  # holes
+            await client.produce(name, 0, [b"h", b"i"], first_seq=20)  # a jump (0x05)
+            await client.produce(name, 0, [b"j"])  # implicit: after the last explicit one
+            with pytest.raises(TankProduceError) as too_far:  # beyond a Kafka offset delta
+                await client.produce(name, 0, [b"z"], first_seq=23 + 2**31)
+            codes.append(too_far.value.code)
+            numbers = (await client.discover_partitions(name)).partitions[0]
+            everything = (await client.consume([(name, 0, 1)]))[0]
+            from_a_hole = (await client.consume([(name, 0, 10)]))[0]
+            return codes, numbers, everything, from_a_hole
 
-    codes, numbers = run(scenario())
-    assert codes == [ProduceError.INVALID_SEQ_NUM] * 5
-    assert (numbers.first_available, numbers.hwm) == (1, 4)
+    codes, numbers, everything, from_a_hole = run(scenario())
+    assert codes == [ProduceError.INVALID_SEQ_NUM] * 3 + [ProduceError.SYSTEM]
+    assert (numbers.first_available, numbers.hwm) == (1, 22)
+    assert everything.seqs == [1, 2, 3, 4, 7, 8, 12, 20, 21, 22]
+    assert everything.values == [b"a", b"b", b"c", b"d", b"e", b"f", b"g", b"h", b"i", b"j"]
+    # a seq inside a hole reads from the bundle holding it: whole bundles, numbers kept
+    assert from_a_hole.seqs[-4:] == [12, 20, 21, 22] and 10 not in from_a_hole.seqs
+
+
+def test_explicit_numbers_survive_a_restart_and_read_back_through_kafka(tmp_path):
+    from kafka import KafkaConsumer, TopicPartition
+
+    env = {**TANK_ENV, "RILL_KAFKA_ENABLED": "true", "RILL_KAFKA_ADDRESS": "127.0.0.1:0",
+           "RILL_KAFKA_ANONYMOUS_USER": "iggy"}
+    process = RillProcess(tmp_path / "data", env=env).start()
+    try:
+        async def produce():
+            async with TankClient(*process.tank_address) as client:
+                name = await topic(client)
+                await client.produce(name, 0, [b"p", b"q", b"r"], seqs=[100, 101, 105],
+                                     timestamps=TS)
+                return name
+        name = run(produce())
+        process.restart()
+
+        async def consume():
+            async with TankClient(*process.tank_address) as client:
+                return (await client.consume([(name, 0, 0)]))[0]
+        after = run(consume())
+        consumer = KafkaConsumer(bootstrap_servers="%s:%d" % process.kafka_address,
+                                 enable_auto_commit=False, consumer_timeout_ms=5000)
+        try:
+            part = TopicPartition(name, 0)
+            consumer.assign([part])
+            consumer.seek_to_beginning(part)
+            read = [(record.offset, record.value) for record in consumer]
+        finally:
+            consumer.close()
+    finally:
+        process.kill()
+    assert after.seqs == [100, 101, 105] and after.values == [b"p", b"q", b"r"]
+    assert read == [(99, b"p"), (100, b"q"), (104, b"r")]  # seq = offset + 1, holes kept
 
 
 def test_several_partitions_and_several_bundles_of_one_partition_in_one_request(server):

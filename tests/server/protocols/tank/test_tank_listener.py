@@ -169,11 +169,16 @@ def test_section_11_5_captured_exchanges_byte_for_byte(fresh):
         raw.send(h("05 37000000 0200 01000000 03632b2b 00 00000000 01 066f7264657273 01 0000 "
                    "14 0300000000000000 44 0300000000000000 00 b7ad2709a2010000 01 61"))
         assert raw.frame() == h("01 05000000 01000000 00")
-        # the reference's capture at seq 100: rill's offsets have no holes -> 0x0a, nothing kept
+        # the reference's capture at seq 100: kept at 100 (a hole 4..99), the hwm is 100
+        raw.send(h("05 37000000 0200 01000000 03632b2b 00 00000000 01 066f7264657273 01 0000 "
+                   "14 6400000000000000 44 6400000000000000 00 b7ad2709a2010000 01 61"))
+        assert raw.frame() == h("01 05000000 01000000 00")
+        assert hwm(raw, "orders") == 100
+        # and again at 100: at or below the high-water mark -> 0x0a, nothing kept
         raw.send(h("05 37000000 0200 01000000 03632b2b 00 00000000 01 066f7264657273 01 0000 "
                    "14 6400000000000000 44 6400000000000000 00 b7ad2709a2010000 01 61"))
         assert raw.frame() == h("01 05000000 01000000 0a")
-        assert hwm(raw, "orders") == 3
+        assert hwm(raw, "orders") == 100
         raw.send(h("07 0e000000 01000000 066576656e7473 0200 00"))  # events, 2 partitions
         assert raw.frame() == h("07 0c000000 01000000 066576656e7473 00")
         raw.send(h("0b 05000000 01000000 00"))
@@ -391,3 +396,31 @@ def test_the_java_clients_captured_consume_is_served(server):
         assert bytes(part.chunk)[1:] == encode_bundle([b"d", b"e"], timestamps=2)
     finally:
         raw.close()
+
+
+def test_idle_connections_are_closed_but_not_one_with_a_long_poll_waiting(tmp_path):
+    """TANK's idle rule (reference §2), with ``[tank] idle_timeout`` shortened from 16 s: a
+    connection with nothing to do is closed; one whose consume is waiting is kept until its
+    answer, and the Iggy listener's idle rule is untouched."""
+    env = {**TANK_ENV, "RILL_TANK_IDLE_TIMEOUT": "1 s"}
+    process = RillProcess(tmp_path / "data", env=env).start()
+    idle, polling, iggy = Raw(process), Raw(process), None
+    try:
+        assert create(polling, "waiting") == 0
+        polling.send(m.encode_request(m.ConsumeRequest(
+            3, (m.ConsumeTopic("waiting", (m.ConsumePartition(0, 1, 4096),)),),
+            max_wait_ms=4_000)))
+        iggy = socket.create_connection(process.tcp_address, timeout=20)
+        idle.sock.settimeout(10)
+        assert idle.closed()  # after about 1 s (the sweep: about 1 s more at most)
+        answer = polling.frame()  # the long poll's timed-out answer, after 4 s
+        assert answer is not None and answer[0] == m.MsgId.CONSUME
+        iggy.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            iggy.recv(1)  # still open: [connections] keeps its own timeouts
+    finally:
+        idle.close()
+        polling.close()
+        if iggy is not None:
+            iggy.close()
+        process.kill()

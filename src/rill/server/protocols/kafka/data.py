@@ -249,8 +249,8 @@ def _read_all(core: Core, session: Session, settings: KafkaSettings, wanted: lis
 
 async def _wait(core: Core, session: Session, settings: KafkaSettings, wanted: list[_Wanted],
                 min_bytes: int, timeout: float) -> None:
-    """Until the partitions hold ``min_bytes`` past their offsets (the first topic that has
-    them ends the wait: ``broker.wait_any``) or ``timeout`` passes."""
+    """Until the partitions hold ``min_bytes`` past their offsets, all topics of the request
+    together (``broker.wait_any``), or ``timeout`` passes."""
     by_topic: dict[str, list[tuple[int, int]]] = {}
     for entry in wanted:
         if entry.code == ErrorCode.NONE:

@@ -14,12 +14,13 @@ Owns: these rules.
   inflates to at most ``MAX_SET_SIZE``, counts and lengths that agree, flags known, sparse
   numbers increasing); an invalid one is 0x02 and nothing is written;
 * explicit sequence numbers (a SPARSE bundle, or ProduceWithSeqnum's ``first_seq``; 0 means
-  none): numbers at or below the high-water mark are 0x0a (TANK's rule). rill's offsets are
-  dense (seq = offset + 1), so explicit numbers must also continue the log exactly (first =
-  high-water mark + 1, no gaps inside the bundle); numbers that jump ahead are 0x0a too and
-  nothing is written (TANK would keep them; rill cannot without holes in its offsets). TANK
-  appends with explicit numbers are serialized per partition between check and append; an
-  append by another protocol in that moment would shift them (logged);
+  none): numbers at or below the high-water mark are 0x0a (TANK's rule), and nothing is
+  written. Numbers above it are kept, holes included (seq = offset + 1 still: the batch's
+  offsets skip where the numbers do, as a compacted Kafka batch's do, ``broker.append(...,
+  gaps=True)``), so every protocol reads them back at those numbers and the high-water mark
+  becomes the last of them. TANK appends with explicit numbers are serialized per partition
+  between check and append (``TankSettings.numbered_append_lock``); an append by another
+  protocol in that moment would shift them (logged);
 * the messages become **one** uncompressed RecordBatch v2 (``protocol.tank.record_batches``,
   the per-message loop in C) appended through ``broker.append``, stamped at the batch's
   maxTimestamp like the Kafka listener's batches, so Kafka, Iggy, HTTP, the CLI and Spark read
@@ -39,8 +40,8 @@ Owns: these rules.
 * long poll (§6.6): when ``max_wait_ms`` > 0 and every partition is at EOF the request waits
   (its answer comes later: the connection answers the requests sent behind it meanwhile, as
   TANK does)
-  (``broker.wait``, per topic, the first topic woken ends it) until ``min_bytes`` (stored
-  bytes, at least one message) arrived or ``max_wait_ms`` (at most one hour, honoured exactly)
+  (``broker.wait_any``: the bytes of every partition of the request count together) until
+  ``min_bytes`` (stored bytes, at least one message) arrived or ``max_wait_ms`` (at most one hour, honoured exactly)
   passed. Then every partition answers 0x00: woken, those that got data with ``base`` = the
   first new seq and everything appended since (not limited by ``fetch_size``), the others
   ``base`` 0, empty; timed out (less than ``min_bytes`` arrived), every one ``base`` 0, empty.
@@ -49,7 +50,6 @@ Owns: these rules.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Awaitable
 
@@ -83,7 +83,6 @@ MAX_SET_SIZE = 64 * 1024 * 1024  # a Snappy message set may inflate to at most t
 MAX_FETCH = 64 * 1024 * 1024  # fetch_size is clamped to this (TANK's clamp)
 MAX_WAIT_MS = 3_600_000  # TANK's own cap: one hour
 _MAX_RECORDS = 1 << 31
-_EXPLICIT: dict[tuple, asyncio.Lock] = {}  # per partition: appends with explicit numbers
 
 
 # -- Produce ---------------------------------------------------------------------------------
@@ -109,20 +108,24 @@ async def _produce_partition(core: Core, session: Session, settings: TankSetting
         if not first:
             await broker.append(session, where, batch, batch_time_us(batch))
             return ProduceError.OK
-        last = bundle.seqs[-1] if bundle.sparse else first + len(bundle.values) - 1
-        key = (settings.stream, topic.id, part.partition)
-        lock = _EXPLICIT.get(key)
-        if lock is None:
-            lock = _EXPLICIT[key] = asyncio.Lock()
-        async with lock:  # no other TANK append with explicit numbers between check and append
-            hwm = broker.bounds(session, where).high_watermark
-            if first != hwm + 1 or last - first + 1 != len(bundle.values):
+        seqs = bundle.seqs if bundle.sparse else range(first, first + len(bundle.values))
+        async with settings.numbered_append_lock(topic.id, part.partition):
+            next_seq = broker.bounds(session, where).high_watermark + 1  # offset + 1
+            if first < next_seq:
                 return ProduceError.INVALID_SEQ_NUM
-            result = await broker.append(session, where, batch, batch_time_us(batch))
-        if result.first_offset != first - 1:
-            log.warning("TANK produce to %s/%d: explicit seq %d stored at offset %d (another "
-                        "protocol appended meanwhile)", topic.name, part.partition, first,
-                        result.first_offset)
+            gaps = first != next_seq or seqs[-1] - first + 1 != len(seqs)
+            if gaps:  # the offsets skip where the numbers do
+                batch = batch_from_bundle(bundle.keys, bundle.values, bundle.timestamps,
+                                          [seq - next_seq for seq in seqs])
+            result = await broker.append(session, where, batch, batch_time_us(batch), gaps)
+        if result.last_offset != seqs[-1] - 1:
+            log.warning("TANK produce to %s/%d: explicit seqs %d..%d stored at offsets %d..%d "
+                        "(another protocol appended meanwhile)", topic.name, part.partition,
+                        first, seqs[-1], result.first_offset, result.last_offset)
+    except InvalidColumns as error:
+        log.info("client %d: TANK produce to %s/%d refused: %s", session.client_id, topic.name,
+                 part.partition, error)
+        return ProduceError.SYSTEM
     except errors.RillError as error:
         log.info("client %d: TANK produce to %s/%d failed: %s", session.client_id, topic.name,
                  part.partition, error)

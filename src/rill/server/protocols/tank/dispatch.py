@@ -30,8 +30,9 @@ Owns: these rules (tank-wire-reference §7, §8):
 
 from __future__ import annotations
 
+import asyncio
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rill import errors
 from rill.protocol.tank import messages as m
@@ -52,6 +53,17 @@ _CONFIG_LINE = re.compile(r"^\s*[A-Za-z0-9_.]+\s*=\s*\S.{0,127}$")
 class TankSettings:
     stream: str  # the rill stream TANK topics live in
     started_at: float = 0.0  # the server's start (Unix seconds), for Status
+    # per (topic id, partition): the lock that keeps appends with explicit sequence numbers
+    # one at a time between their check and their append (protocols.tank.data)
+    numbered_appends: dict[tuple[int, int], asyncio.Lock] = field(
+        default_factory=dict, compare=False, repr=False)
+
+    def numbered_append_lock(self, topic_id: int, partition: int) -> asyncio.Lock:
+        key = (topic_id, partition)
+        lock = self.numbered_appends.get(key)
+        if lock is None:
+            lock = self.numbered_appends[key] = asyncio.Lock()
+        return lock
 
 
 def valid_name(name: str) -> bool:

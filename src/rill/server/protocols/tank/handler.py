@@ -20,8 +20,10 @@ rules (tank-wire-reference §2, §3, §8.7):
 * requests of one connection are answered in arrival order, except a long-polling consume:
   its answer comes when the wait ends (``Reply.later``), and the requests sent behind it are
   answered meanwhile, as TANK does; a disconnect cancels the wait;
-* idle connections are closed by ``[connections] idle_timeout`` (rill's rule, not TANK's 16 s;
-  clients reconnect on demand either way);
+* idle connections (nothing to read, nothing to send, no long poll waiting) are closed after
+  ``[tank] idle_timeout``, TANK's 16 s by default (the listener's ``ConnectionLimits``, swept
+  with every other connection: ``app``); TANK's other rule, the oldest idle connection closed
+  whenever more than 64 are idle, is left to ``[connections] max_connections``;
 * an unexpected failure answers nothing and closes the connection (logged).
 """
 
