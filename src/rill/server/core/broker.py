@@ -128,6 +128,18 @@ class Broker:
     def create_topic(self, session: Session, namespace: Ref, spec: TopicSpec) -> Topic:
         return self._core.topics.create_topic(session, namespace, spec)
 
+    def check_topic_creation(self, session: Session, namespace: Ref) -> None:
+        """Raise unless ``session`` may create a topic in ``namespace``; in a namespace that
+        does not exist yet, unless it may create the namespace (as its first topic would).
+        For a caller that validates a creation without making it (Kafka's validate_only)."""
+        state = self._core.state
+        try:
+            stream = state.find_stream(namespace)
+        except (errors.StreamNameNotFound, errors.StreamIdNotFound):
+            state.authorize(session, Action.CREATE_STREAM)
+            return
+        state.authorize(session, Action.CREATE_TOPIC, stream.id)
+
     def delete_topic(self, session: Session, ref: TopicRef) -> None:
         self._core.topics.delete_topic(session, ref.namespace, ref.topic)
 

@@ -201,11 +201,11 @@ def latest_offset(link: Raw, name: str) -> tuple[int, int]:
     return found.error_code, found.offset
 
 
-def create_topics(link: Raw, name: str) -> int:
+def create_topics(link: Raw, name: str, validate_only: bool = False) -> int:
     topic = CreateTopics.CreatableTopic(name=name, num_partitions=1, replication_factor=1,
                                         assignments=(), configs=())
     return link.call(apis.CREATE_TOPICS, 7, CreateTopics(
-        topics=(topic,), timeout_ms=5000, validate_only=False)).topics[0].error_code
+        topics=(topic,), timeout_ms=5000, validate_only=validate_only)).topics[0].error_code
 
 
 def delete_topics(link: Raw, name: str) -> int:
@@ -300,6 +300,13 @@ def case_create_topics(world: World, link: Raw) -> bool:
     return code == 0
 
 
+def case_validate_create_topics(world: World, link: Raw) -> bool:
+    name = unique("validated")
+    code = create_topics(link, name, validate_only=True)
+    assert metadata(world.root, name) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # never made
+    return code == 0
+
+
 def case_delete_topics(world: World, link: Raw) -> bool:
     name = unique("doomed")
     assert create_topics(world.root, name) == 0
@@ -361,6 +368,7 @@ CASES = [
     Case("Fetch", READ, TOPIC_DENIED, case_fetch),
     Case("ListOffsets", READ, TOPIC_DENIED, case_list_offsets),
     Case("CreateTopics", CREATE, TOPIC_DENIED, case_create_topics),
+    Case("CreateTopics validate_only", CREATE, TOPIC_DENIED, case_validate_create_topics),
     Case("DeleteTopics", MANAGE, TOPIC_DENIED, case_delete_topics),
     Case("CreatePartitions", MANAGE, TOPIC_DENIED, case_create_partitions),
     # rill has no group permissions: a group needs the right to read some Kafka topic

@@ -277,7 +277,8 @@ async def create_topics(core: Core, session: Session, settings: KafkaSettings, r
         topic = None
         if spec is not None:
             try:
-                if request.body.validate_only:
+                if request.body.validate_only:  # the same checks, nothing made
+                    core.broker.check_topic_creation(session, settings.stream)
                     existing = kafka_topics(core, session, settings)
                     if spec.name in existing:
                         raise errors.TopicNameAlreadyExists()
