@@ -225,3 +225,24 @@ def test_a_produce_that_is_not_ok_raises():
         await client.close()
 
     asyncio.run(scenario())
+
+
+def test_consume_raw_answers_the_undecoded_chunk():
+    async def scenario():
+        client = TankClient()
+        client._reader = asyncio.StreamReader()
+        client._writer = _Writes()
+        client._read_task = asyncio.get_running_loop().create_task(client._read_loop())
+        answer = asyncio.ensure_future(client.consume_raw([("orders", 0, 7)], fetch_size=1))
+        await asyncio.sleep(0)
+        request_id = 1  # the client's first request
+        chunk = frame_bundle(encode_bundle([b"m7", b"m8"], timestamps=1))
+        client._reader.feed_data(encode_response(ConsumeResponse(request_id, (
+            ConsumeTopicResult("orders", (ConsumePartitionResult(0, 0, 7, 8, chunk),)),))))
+        raw = await asyncio.wait_for(answer, 10)
+        await client.close()
+        return raw, chunk
+
+    raw, chunk = asyncio.run(scenario())
+    part = raw.topics[0].partitions[0]
+    assert (part.base, part.hwm, bytes(part.chunk)) == (7, 8, chunk)  # as sent, undecoded

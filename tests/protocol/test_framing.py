@@ -13,6 +13,7 @@ from rill.protocol.framing import (
     NEED_DATA,
     BadLength,
     Frame,
+    LargeBuffers,
     LargeFrame,
     RequestFrameDecoder,
     ResponseFrameDecoder,
@@ -96,12 +97,14 @@ def _materialise(frames) -> list[tuple[int, bytes]]:
 
 @settings(max_examples=150, deadline=None)
 @given(frames=_frames, cuts=st.lists(st.integers(1, 400), max_size=20),
-       side=st.sampled_from(SIDES), copying=st.booleans())
-def test_any_chunking_of_a_stream_gives_the_same_frames(frames, cuts, side, copying):
+       side=st.sampled_from(SIDES), copying=st.booleans(), pooled=st.booleans())
+def test_any_chunking_of_a_stream_gives_the_same_frames(frames, cuts, side, copying, pooled):
     decoder_class, encode = side
     frames = _materialise(frames)
     stream = b"".join(encode(code, payload) for code, payload in frames)
     decoder = decoder_class(10_000, **SMALL)
+    if pooled:  # large frames read into the buffers of earlier ones
+        decoder.large_buffers = LargeBuffers(count=2)
     got: list = []
     if copying:  # feed(): what QUIC links are handed
         position, index = 0, 0
@@ -264,3 +267,59 @@ def test_a_small_frame_is_copied_out_of_the_shared_buffer():
     assert first == Frame(0, memoryview(b"abc")) and type(first.payload.obj) is bytes
     assert decoder.next_frame() == Frame(5, memoryview(b""))
     assert decoder.next_frame() == Frame(0, memoryview(b"xyz"))
+
+
+def _large(decoder, code: int, payload: bytes) -> Frame:
+    whole = encode_request(code, payload)
+    decoder.feed(whole[:12])
+    assert type(decoder.next_frame()) is LargeFrame
+    decoder.start_large_frame()
+    decoder.feed(whole[12:])
+    frame = decoder.next_frame()
+    assert type(frame) is Frame
+    return frame
+
+
+def test_a_large_frame_buffer_is_read_into_again_only_once_nothing_holds_it():
+    decoder = RequestFrameDecoder(**SMALL)
+    decoder.large_buffers = LargeBuffers(count=2)
+    first = _large(decoder, 1, b"a" * 200)
+    first_buffer = id(first.payload.obj)  # (the pool keeps it alive: the id stays its)
+    held = first.payload[10:20]  # a slice still held: the buffer is not free
+    del first
+    second = _large(decoder, 2, b"b" * 150)
+    assert id(second.payload.obj) != first_buffer and bytes(held) == b"a" * 10
+    del held
+    third = _large(decoder, 3, b"c" * 120)  # the first buffer is free: read into again
+    assert id(third.payload.obj) == first_buffer
+    assert bytes(third.payload) == b"c" * 120 and len(third.payload) == 120  # exactly its size
+    assert bytes(second.payload) == b"b" * 150  # the held second frame is untouched
+
+
+def test_a_reused_buffer_never_takes_the_bytes_of_the_next_frame():
+    decoder = RequestFrameDecoder(**SMALL)
+    decoder.large_buffers = LargeBuffers(count=1)
+    _large(decoder, 1, b"x" * 500)  # a 500-byte buffer, free again
+    stream = encode_request(7, b"y" * 100) + encode_request(8, b"z" * 3)
+    decoder.feed(stream[:12])
+    assert decoder.next_frame() == LargeFrame(7, 100)
+    decoder.start_large_frame()
+    offered = decoder.get_buffer()
+    assert len(offered) == 100 - 4 and len(offered.obj) == 500  # the reused one, bounded
+    frames: list = []
+    fill(decoder, stream[12:], [1000], frames)
+    assert frames == [(7, b"y" * 100), (8, b"z" * 3)]
+
+
+def test_large_buffers_are_bounded_in_count_and_size():
+    pool = LargeBuffers(count=2, max_size=1000)
+    for size in (100, 200, 300, 5000):  # nothing else holds them
+        pool.keep(bytearray(size))
+    assert pool.take(1001) is None  # above max_size: never kept
+    assert len(pool.take(250)) == 300  # the 300 replaced the free 100
+    assert len(pool.take(150)) == 200  # the smallest that fits
+    assert pool.take(301) is None
+    held = pool.take(250)
+    assert pool.take(250) is None  # held by the caller: not free
+    del held
+    assert len(pool.take(250)) == 300

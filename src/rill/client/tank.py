@@ -259,6 +259,17 @@ class TankClient:
                                   client_id=self.client_id)
         return consume_results(request, await self._call(request))
 
+    async def consume_raw(self, wanted: Sequence[tuple[str, int, int]], *,
+                          fetch_size: int = DEFAULT_FETCH_SIZE, max_wait_ms: int = 0,
+                          min_bytes: int = 0) -> ConsumeResponse:
+        """``consume``'s answer as the codec reads it: flags, bases and high-water marks, the
+        chunks undecoded (``protocol.tank.bundles.split_chunk`` / ``decode_header`` count
+        them; for a caller that forwards or counts bundles, not messages)."""
+        request = consume_request(next(self._ids), wanted, fetch_size=fetch_size,
+                                  max_wait_ms=max_wait_ms, min_bytes=min_bytes,
+                                  client_id=self.client_id)
+        return await self._call(request)
+
     async def discover_partitions(self, topic: str, partitions: Sequence[int] | None = None):
         return await self._call(DiscoverPartitionsRequest(
             next(self._ids), topic, tuple(partitions) if partitions else None))

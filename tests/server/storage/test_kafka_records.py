@@ -180,11 +180,15 @@ def test_several_batches_in_one_produce_get_consecutive_offsets(kafka_log,
     assert positions == [0, first_length, first_length + len(build(4, first=2))]
 
 
-def test_the_clients_buffer_is_left_alone() -> None:
-    raw = bytearray(build(2))
-    before = bytes(raw)
+def test_a_read_only_buffer_is_stamped_in_a_copy_a_writable_one_in_place() -> None:
+    raw = build(2)
     stamped = kafka_records.stamp_batches(raw, 40, 5, 100, 30, 9)
-    assert bytes(raw) == before
+    assert raw == build(2)  # bytes: left alone
+    assert heads(bytes(stamped.records)) == [(40, 9, 2)]
+    handed_over = bytearray(raw)
+    in_place = kafka_records.stamp_batches(memoryview(handed_over), 40, 5, 100, 30, 9)
+    assert in_place.records.obj is handed_over  # no copy: the request's own buffer
+    assert bytes(handed_over) == bytes(stamped.records)
     assert heads(bytes(stamped.records)) == [(40, 9, 2)]
     assert ENTRY.unpack(stamped.index_entries) == (10, 100, 5, 9, 0)
     assert (stamped.count, stamped.first_offset, stamped.last_offset) == (2, 40, 41)

@@ -19,7 +19,10 @@ Only ``baseOffset`` (the log's offset of the batch's first record) and
 ``partitionLeaderEpoch`` (the log's ``leader_epoch``) are rewritten; both lie before the
 CRC-32C range (bytes 21..end), so the CRC is never recomputed and nothing is recompressed or
 decoded: the work is per batch (one header unpack, one CRC-32C over its bytes in C, one pack),
-never per record. A Fetch hands the stored bytes back.
+never per record. A Fetch hands the stored bytes back. A writable ``records`` field (a
+request's own buffer, ``protocol.framing``) is stamped where it lies, a read-only one in a copy:
+a megabyte copied into memory touched for the first time cost as much as its write to the page
+cache on this project's machines (docs/performance.md §10).
 
 Index entry, one per batch, 24 bytes, little-endian like every rill index::
 
@@ -154,16 +157,17 @@ def stamp_batches(raw: bytes | bytearray | memoryview, base_offset: int, timesta
                   base_position: int, segment_start: int, leader_epoch: int = 0,
                   gaps: bool = False) -> StampedBatch:
     """Check a produced ``records`` field (one or more RecordBatch v2) and give it offsets from
-    ``base_offset`` and ``leader_epoch`` in a copy, with one index entry per batch (at
-    ``timestamp_us``). Raises InvalidRecordBatch (nothing returned) for anything the module
-    docstring refuses."""
+    ``base_offset`` and ``leader_epoch``, with one index entry per batch (at ``timestamp_us``):
+    in place when ``raw`` is writable (the caller's buffer: it hands the bytes over), else in a
+    copy. Raises InvalidRecordBatch (nothing returned; a writable ``raw`` may then have some
+    batches' offsets rewritten, nothing else) for anything the module docstring refuses."""
     if not 0 <= leader_epoch <= MAX_EPOCH:
         raise ValueError(f"leader epoch {leader_epoch} is not an int32 >= 0")
     view = memoryview(raw)
     total = len(view)
     if total == 0:
         raise InvalidRecordBatch("no record batch in the records", corrupt=True)
-    records = bytearray(view)  # the one copy; the client's buffer is left alone
+    records = view if not view.readonly else bytearray(view)  # at most one copy
     entries = bytearray()
     unpack, pack_entry, rewrite = BATCH_HEADER.unpack_from, INDEX_ENTRY.pack, _REWRITTEN.pack_into
     at, offset, relative = 0, base_offset, base_offset - segment_start

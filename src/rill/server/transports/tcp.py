@@ -31,7 +31,7 @@ import time
 from typing import Any, Sequence
 
 from rill import errors
-from rill.protocol.framing import NEED_DATA, BadLength, Frame, LargeFrame
+from rill.protocol.framing import NEED_DATA, BadLength, Frame, LargeBuffers, LargeFrame
 from rill.protocol.primitives import Transport
 from rill.server.core.core import Core
 from rill.server.protocols import WireProtocol
@@ -52,6 +52,7 @@ class TcpConnection(asyncio.BufferedProtocol):
         self.max_frame_size = listener.max_frame_size
         self.memory = listener.memory
         self.decoder = listener.protocol.frame_decoder(listener.max_frame_size)
+        self.decoder.large_buffers = listener.large_buffers
         self.get_buffer = self.decoder.get_buffer  # the socket reads into the decoder's buffers
         self.large_size = 0  # the announced size of a large frame being read (taken from memory)
         self.waiting_memory = 0  # a large frame's size waiting for the request memory
@@ -245,6 +246,7 @@ class TcpListener:
         self.memory = memory if memory is not None else RequestMemory()
         self.supervisor = supervisor
         self.sendfile = sendfile  # large polls may go from the log files by sendfile (not TLS)
+        self.large_buffers = LargeBuffers()  # large requests are read into these again
         self.server: asyncio.base_events.Server | None = None
 
     async def start(self) -> tuple[str, int]:
