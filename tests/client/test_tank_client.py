@@ -173,12 +173,18 @@ class _Writes:
         return None
 
 
+def _unplugged_client() -> TankClient:
+    """A client whose link is a StreamReader fed by the test and a ``_Writes`` (in a loop)."""
+    client = TankClient()
+    client._reader = asyncio.StreamReader()
+    client._writer = _Writes()
+    client._read_task = asyncio.get_running_loop().create_task(client._read_loop())
+    return client
+
+
 def test_answers_are_matched_by_request_id_and_pings_dropped():
     async def scenario():
-        client = TankClient()
-        client._reader = asyncio.StreamReader()
-        client._writer = _Writes()
-        client._read_task = asyncio.get_running_loop().create_task(client._read_loop())
+        client = _unplugged_client()
         client._reader.feed_data(PING_FRAME)
         status = asyncio.ensure_future(client.status())
         created = asyncio.ensure_future(client.create_topic("orders", 2))
@@ -210,10 +216,7 @@ def test_answers_are_matched_by_request_id_and_pings_dropped():
 
 def test_a_produce_that_is_not_ok_raises():
     async def scenario():
-        client = TankClient()
-        client._reader = asyncio.StreamReader()
-        client._writer = _Writes()
-        client._read_task = asyncio.get_running_loop().create_task(client._read_loop())
+        client = _unplugged_client()
         produced = asyncio.ensure_future(client.produce("t", 7, [b"x"], keys=[b"k"]))
         await asyncio.sleep(0)
         sent = decode_request(client._writer.data[0], bytes(client._writer.data[5:]))
@@ -229,10 +232,7 @@ def test_a_produce_that_is_not_ok_raises():
 
 def test_consume_raw_answers_the_undecoded_chunk():
     async def scenario():
-        client = TankClient()
-        client._reader = asyncio.StreamReader()
-        client._writer = _Writes()
-        client._read_task = asyncio.get_running_loop().create_task(client._read_loop())
+        client = _unplugged_client()
         answer = asyncio.ensure_future(client.consume_raw([("orders", 0, 7)], fetch_size=1))
         await asyncio.sleep(0)
         request_id = 1  # the client's first request
