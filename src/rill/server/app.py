@@ -201,7 +201,8 @@ class Server:
 
             self.http = HttpListener(self.core, http,
                                      head_timeout=self.limits.unauthenticated_timeout,
-                                     max_connections=self.config.connections.max_connections)
+                                     max_connections=self.config.connections.max_connections,
+                                     listeners=self.addresses)
             if http.tls.enabled:  # uvicorn would say only "No such file or directory"
                 with refused_on_os_error(f"cannot load [http.tls] certificate "
                                          f"{http.tls.certificate} and key {http.tls.key}"):

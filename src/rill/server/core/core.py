@@ -233,6 +233,15 @@ class Core:
         user = self.users.users.get(user_id)
         return user is not None and user.is_active
 
+    def connections_by_transport(self) -> dict[str, int]:
+        """How many clients are connected now, by transport name ("tcp", "quic"; HTTP callers
+        have no connection)."""
+        counts: dict[str, int] = {}
+        for session in list(self.sessions.values()):
+            name = session.transport.name.lower()
+            counts[name] = counts.get(name, 0) + 1
+        return counts
+
     def summary(self) -> str:
         """What this start loaded and how: for the one line the server logs once it serves."""
         state = self.state
