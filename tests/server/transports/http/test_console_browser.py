@@ -383,3 +383,56 @@ def test_narrow_window_has_no_sideways_scrolling(browser, http_server, root):
             shot(browser, name)
     finally:
         browser.set_window_size(1280, 800)
+
+
+# -- users and tokens ----------------------------------------------------------------------------------
+
+
+def test_create_change_and_delete_a_user(browser, http_server, root):
+    log_in(browser, http_server)
+    go(browser, http_server, "/users")
+    name = unique("operator")
+    create = form(browser, "Create a user")
+    fill(create, "Username", name)
+    fill(create, "Password", "secret1")
+    create.find_element(By.XPATH, ".//label[normalize-space()='Read streams']/input").click()
+    button(browser, "Create user").click()
+    wait(browser, lambda b: name in b.find_element(By.CSS_SELECTOR, "#view table").text)
+    user = root.get(f"/users/{name}").json()
+    assert user["permissions"]["global"]["read_streams"] is True
+    assert user["permissions"]["global"]["manage_streams"] is False
+    shot(browser, "users")
+
+    visible(browser, f'a[aria-label="Edit permissions of {name}"]').click()
+    change = form(browser, "Change permissions")
+    change.find_element(By.XPATH, ".//label[normalize-space()='Send messages']/input").click()
+    button(browser, "Save permissions").click()
+    wait(browser, lambda b: "saved" in b.find_element(By.ID, "status").text)
+    flags = root.get(f"/users/{name}").json()["permissions"]["global"]
+    assert flags["read_streams"] is True and flags["send_messages"] is True
+
+    visible(browser, f'button[aria-label="Delete user {name}"]').click()
+    assert find(browser, "#confirm-text").text.startswith(f"Delete user '{name}'?")
+    find(browser, "#confirm-ok").click()
+    wait(browser, lambda b: "deleted" in b.find_element(By.ID, "status").text)
+    assert root.get(f"/users/{name}").status_code == 404
+
+
+def test_a_personal_access_token_is_shown_once_and_logs_in(browser, http_server, root):
+    log_in(browser, http_server)
+    go(browser, http_server, "/users")
+    name = unique("ci")
+    create = form(browser, "Create a personal access token")
+    fill(create, "Name", name)
+    fill(create, "Expires after", "30 d")
+    button(browser, "Create token").click()
+    token = visible(browser, "#new-token code").text
+    assert len(token) > 20
+    assert name in find(browser, "#view").text
+    login = httpx.post(f"{http_server.http_url}/personal-access-tokens/login", json={"token": token})
+    assert login.status_code == 200 and login.json()["user_id"] == 1
+    shot(browser, "token-created")
+    go(browser, http_server, "/overview")
+    go(browser, http_server, "/users")
+    wait(browser, lambda b: name in b.find_element(By.ID, "view").text)
+    assert token not in find(browser, "#view").text  # shown once

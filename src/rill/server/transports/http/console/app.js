@@ -1,5 +1,6 @@
 // The console's shell: login and logout, the navigation, and the hash router that shows one
-// view at a time (#/overview, #/streams, #/streams/S, #/streams/S/topics/T, #/messages?...).
+// view at a time (#/overview, #/streams, #/streams/S, #/streams/S/topics/T, #/messages?...,
+// #/users, #/users/U).
 // A view is `render(container, params)`; it may return a function that stops its timers and
 // streams when the view is left.
 
@@ -8,6 +9,7 @@ import { clearStatus, say } from "./ui.js";
 import * as overview from "./overview.js";
 import * as streams from "./streams.js";
 import * as messages from "./messages.js";
+import * as users from "./users.js";
 
 const ROUTES = [
   [/^#\/overview$/, overview.render, "overview"],
@@ -15,6 +17,8 @@ const ROUTES = [
   [/^#\/streams\/([^/]+)$/, streams.renderStream, "streams"],
   [/^#\/streams\/([^/]+)\/topics\/([^/]+)$/, streams.renderTopic, "streams"],
   [/^#\/messages$/, messages.render, "messages"],
+  [/^#\/users$/, users.render, "users"],
+  [/^#\/users\/([^/]+)$/, users.renderUser, "users"],
 ];
 
 let stopView = null;

@@ -28,6 +28,7 @@ FILES = {
     "streams.js": "text/javascript; charset=utf-8",
     "messages.js": "text/javascript; charset=utf-8",
     "ui.js": "text/javascript; charset=utf-8",
+    "users.js": "text/javascript; charset=utf-8",
     "icon.svg": "image/svg+xml",
 }
 HEADERS = {
