@@ -29,6 +29,7 @@ from rill.server.core.model import Session, Stream, Topic
 from rill.server.core.unique_ids import UniqueIds
 from rill.server.core.types import (
     AppendResult,
+    ConsumerLag,
     LogBounds,
     PartitionEnd,
     RecordRange,
@@ -263,6 +264,11 @@ class Broker:
         ``note`` (Kafka's commit metadata; None: none)."""
         self._core.consumer_offsets.store_consumer_offset(
             session, ref.namespace, ref.topic, consumer, ref.partition_id, next_offset, note)
+
+    def consumer_lag(self, session: Session, ref: TopicRef) -> list[ConsumerLag]:
+        """Every consumer's position and lag in every partition of the topic, under the names
+        the protocols store them by (groups first); READ_TOPIC."""
+        return self._core.consumer_offsets.get_consumer_lag(session, ref.namespace, ref.topic)
 
     def committed_offset(self, session: Session, consumer: str, ref: PartitionRef) -> int | None:
         """The next offset ``consumer`` reads, or None when it never committed one."""

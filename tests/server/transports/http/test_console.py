@@ -1,6 +1,7 @@
 """The HTTP side of the web console against a real server: its files (``/console``), the
 ``/server`` overview it shows, and the live ``.../messages/follow`` stream of server-sent events.
-The console in a browser: test_console_browser.py."""
+The Consumers view's ``.../consumers`` (Kafka groups beside Iggy's) runs on a second server with
+the Kafka listener on. The console in a browser: test_console_browser.py."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from http_helpers import bearer, error_of, unique
 
 import rill
 from rill.server.transports.http.routes import console
+from server_process import RillProcess
 
 WAIT = 30.0  # seconds: the most anything that must happen may take
 
@@ -205,3 +207,45 @@ def test_follow_refuses_unknown_topics_bad_limits_and_users_who_may_not_poll(htt
     assert error_of(api.get(f"{base}/t/messages/follow", params={"limit": 10_001})) == (400, "invalid_format")
     viewer = read_only_user(api, http_server.http_url)
     assert error_of(api.get(f"{base}/t/messages/follow", headers=viewer)) == (403, "unauthorized")
+
+
+# -- GET .../consumers ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def kafka_server(tmp_path_factory):
+    server = RillProcess(tmp_path_factory.mktemp("console-kafka") / "data", env={
+        "RILL_KAFKA_ENABLED": "true", "RILL_KAFKA_ANONYMOUS_USER": "iggy"}).start()
+    yield server
+    server.kill()
+
+
+def test_consumers_lists_iggy_groups_iggy_consumers_and_kafka_groups_with_their_lag(kafka_server):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    bootstrap = "%s:%d" % kafka_server.kafka_address
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    for n in range(10):
+        producer.send("payments", value=b"p%d" % n, partition=0)
+    producer.flush()
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id="billing", enable_auto_commit=False)
+    consumer.commit({TopicPartition("payments", 0): OffsetAndMetadata(7, "", -1)})  # next: 7
+    consumer.close()
+    with httpx.Client(base_url=kafka_server.http_url, headers=bearer(kafka_server.http_url),
+                      timeout=WAIT) as api:
+        assert api.post("/streams/kafka/topics/payments/consumer-groups", json={"name": "audit"}).status_code == 201
+        assert api.put("/streams/kafka/topics/payments/consumer-offsets",
+                       json={"id": 5, "partition_id": 1, "offset": 1}).status_code == 204
+        rows = api.get("/streams/kafka/topics/payments/consumers").json()
+        anonymous = httpx.get(f"{kafka_server.http_url}/streams/kafka/topics/payments/consumers")
+        missing = api.get("/streams/kafka/topics/nope/consumers")
+    assert {(row["kind"], row["name"], row["partition_id"], row["next_offset"], row["end_offset"], row["lag"])
+            for row in rows} == {
+        ("iggy_group", "audit", 1, None, 10, 10),  # nothing committed: every message
+        ("iggy_consumer", "5", 1, 2, 10, 8),  # offset 1 consumed: reads 2 next
+        ("kafka_group", "billing", 1, 7, 10, 3),  # Kafka's partition 0 is rill's 1
+    }
+    assert error_of(anonymous) == (401, "unauthenticated")
+    assert error_of(missing) == (400, "topic_name_not_found")

@@ -2,7 +2,8 @@
 wrong password), the overview's figures and live chart, streams and topics created and deleted
 from the page (with the confirmation naming what is lost), messages browsed as text, JSON and
 hex, a test message sent, live messages followed while a TCP client sends, a read-only user's
-view, and no horizontal scrolling at a narrow width. One server and one browser for the module;
+view, consumers' lag moving as a group commits (Kafka groups beside Iggy's), users and tokens,
+and no horizontal scrolling at a narrow width. One server and one browser for the module;
 screenshots of every view go to test-artifacts/console/ at the repository's root."""
 
 from __future__ import annotations
@@ -22,9 +23,20 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from browser import headless_chromium
 from rill.client import Client
+from rill.protocol.primitives import Consumer
+from server_process import RillProcess
 
 ARTIFACTS = Path(__file__).resolve().parents[4] / "test-artifacts" / "console"
 WAIT = 30  # seconds: the most anything that must appear may take
+
+
+@pytest.fixture(scope="module")
+def http_server(tmp_path_factory):
+    """This module's server: the HTTP tests' one, with the Kafka listener on (Consumers view)."""
+    server = RillProcess(tmp_path_factory.mktemp("console") / "data", env={
+        "RILL_KAFKA_ENABLED": "true", "RILL_KAFKA_ANONYMOUS_USER": "iggy"}).start()
+    yield server
+    server.kill()
 
 
 @pytest.fixture(scope="module")
@@ -335,6 +347,49 @@ def test_follow_shows_messages_as_a_client_sends_them(browser, http_server, root
     shot(browser, "follow")
     follow.click()
     wait(browser, lambda b: follow.text == "Follow live" and follow.get_attribute("aria-pressed") == "false")
+
+
+# -- consumers ----------------------------------------------------------------------------------------------
+
+
+def lag_of(browser, consumer: str) -> list[str]:
+    """The lag cells of ``consumer``'s rows in the lag table, by partition."""
+    return [cell.text for cell in browser.find_elements(
+        By.XPATH, f"//div[@id='lag']//tr[td[1]={consumer!r}]/td[6]")]
+
+
+def test_consumers_show_lag_per_partition_moving_as_a_group_commits(browser, http_server, root):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    topic = unique("shipments")
+    bootstrap = "%s:%d" % http_server.kafka_address
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    for n in range(10):
+        producer.send(topic, value=b"s%d" % n, partition=0)
+    producer.flush()
+    producer.close()
+    kafka_group = KafkaConsumer(bootstrap_servers=bootstrap, group_id="shipping", enable_auto_commit=False)
+    kafka_group.commit({TopicPartition(topic, 0): OffsetAndMetadata(4, "", -1)})
+    kafka_group.close()
+    assert root.post(f"/streams/kafka/topics/{topic}/consumer-groups", json={"name": "workers"}).status_code == 201
+    with Client(http_server.address) as member:
+        member.login_user("iggy", "iggy")
+        member.join_consumer_group("kafka", topic, "workers")
+        member.store_consumer_offset("kafka", topic, 3, consumer=Consumer.group("workers"), partition_id=1)
+        log_in(browser, http_server)
+        go(browser, http_server, f"/consumers?stream=kafka&topic={topic}")
+        wait(browser, lambda b: lag_of(b, "workers") == ["6"], "the group's lag never showed")
+        assert lag_of(browser, "shipping") == ["6"]  # the Kafka group: 10 - 4
+        assert "Kafka group" in find(browser, "#lag").text and "Iggy group" in find(browser, "#lag").text
+        members = visible(browser, "#groups table").text
+        assert "1" in members.splitlines()[-1]  # the member is assigned partition 1
+        member.store_consumer_offset("kafka", topic, 9, consumer=Consumer.group("workers"), partition_id=1)
+        wait(browser, lambda b: lag_of(b, "workers") == ["0"], "the group's lag never moved")
+    chart = find(browser, '[data-consumer="Iggy group workers"]')
+    assert chart.find_element(By.TAG_NAME, "output").text == "0 messages"
+    assert chart.find_element(By.CSS_SELECTOR, ".line").get_attribute("d").count("L") >= 1  # 2+ samples
+    shot(browser, "consumers")
 
 
 # -- permissions and narrow windows -----------------------------------------------------------------------

@@ -1,6 +1,6 @@
 // The console's shell: login and logout, the navigation, and the hash router that shows one
 // view at a time (#/overview, #/streams, #/streams/S, #/streams/S/topics/T, #/messages?...,
-// #/users, #/users/U).
+// #/consumers?..., #/users, #/users/U).
 // A view is `render(container, params)`; it may return a function that stops its timers and
 // streams when the view is left.
 
@@ -8,6 +8,7 @@ import { currentUser, login, loginWithToken, logout, token } from "./api.js";
 import { clearStatus, say } from "./ui.js";
 import * as overview from "./overview.js";
 import * as streams from "./streams.js";
+import * as consumers from "./consumers.js";
 import * as messages from "./messages.js";
 import * as users from "./users.js";
 
@@ -17,6 +18,7 @@ const ROUTES = [
   [/^#\/streams\/([^/]+)$/, streams.renderStream, "streams"],
   [/^#\/streams\/([^/]+)\/topics\/([^/]+)$/, streams.renderTopic, "streams"],
   [/^#\/messages$/, messages.render, "messages"],
+  [/^#\/consumers$/, consumers.render, "consumers"],
   [/^#\/users$/, users.render, "users"],
   [/^#\/users\/([^/]+)$/, users.renderUser, "users"],
 ];

@@ -210,7 +210,8 @@ export async function renderTopic(container, [streamId, topicId]) {
       ["Segments", (p) => count(p.segments_count)],
       ["Created", (p) => timestamp(p.created_at)],
       ["Messages", (p) => h("a", { href: browse(p) }, `Browse partition ${p.id}`)],
-    ], topic.partitions || []));
+    ], topic.partitions || []),
+    h("p", {}, h("a", { href: `#/consumers?stream=${stream.id}&topic=${topic.id}` }, `Consumers and lag of ${topic.name}`)));
   if (!can("manage_topic", stream.id, topic.id)) return;
   const [name, nameInput] = field("Name", { name: "name", value: topic.name, required: true, autocomplete: "off" });
   const [exp, expInput] = field("Message expiry", { name: "expiry", value: expiryText(topic.message_expiry), help: 'e.g. "7 d", "12 h", "never"', autocomplete: "off" });
