@@ -233,13 +233,13 @@ class Core:
         user = self.users.users.get(user_id)
         return user is not None and user.is_active
 
-    def connections_by_transport(self) -> dict[str, int]:
-        """How many clients are connected now, by transport name ("tcp", "quic"; HTTP callers
-        have no connection)."""
-        counts: dict[str, int] = {}
+    def connections_by_protocol(self) -> dict[tuple[str, str], int]:
+        """How many clients are connected now, by (wire protocol, transport): ("iggy", "tcp"),
+        ("kafka", "tcp"), ... (HTTP callers have no connection)."""
+        counts: dict[tuple[str, str], int] = {}
         for session in list(self.sessions.values()):
-            name = session.transport.name.lower()
-            counts[name] = counts.get(name, 0) + 1
+            key = (session.protocol, session.transport.name.lower())
+            counts[key] = counts.get(key, 0) + 1
         return counts
 
     def summary(self) -> str:

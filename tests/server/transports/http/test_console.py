@@ -78,6 +78,16 @@ def test_every_console_file_is_served_with_its_type_and_loads_nothing_from_elsew
         assert imported in console.FILES
 
 
+def test_every_file_of_the_console_directory_is_named_and_shipped():
+    from importlib import resources
+    from pathlib import Path
+
+    directory = resources.files("rill.server.transports.http") / "console"
+    assert {entry.name for entry in directory.iterdir()} == set(console.FILES)
+    pyproject = (Path(__file__).resolve().parents[4] / "pyproject.toml").read_text()
+    assert '"server/transports/http/console/*"' in pyproject  # package data: in the wheel too
+
+
 def test_only_the_named_console_files_are_served(anonymous):
     assert anonymous.get("/console/routes.py").status_code == 404
     assert anonymous.get("/console/..%2Fapp.py").status_code == 404
@@ -124,14 +134,22 @@ def test_server_counts_messages_in_and_out_and_the_stored_figures(api, stream):
     assert after["disk"]["messages_bytes"] > before["disk"]["messages_bytes"]
 
 
-def test_server_counts_the_clients_connected_by_transport(http_server, api):
-    before = api.get("/server").json()["clients"].get("tcp", 0)
-    host, port = http_server.tcp_address
-    with socket.create_connection((host, port)):
-        deadline = time.monotonic() + WAIT
-        while api.get("/server").json()["clients"].get("tcp", 0) != before + 1:
-            assert time.monotonic() < deadline, "the TCP client was never counted"
-            time.sleep(0.05)
+def clients(api: httpx.Client) -> dict[tuple[str, str], int]:
+    return {(row["protocol"], row["transport"]): row["count"] for row in api.get("/server").json()["clients"]}
+
+
+def wait_for_clients(api: httpx.Client, expected: dict[tuple[str, str], int]) -> None:
+    deadline = time.monotonic() + WAIT
+    while clients(api) != expected:
+        assert time.monotonic() < deadline, f"clients stayed {clients(api)}, not {expected}"
+        time.sleep(0.05)
+
+
+def test_server_counts_the_clients_connected_by_protocol_and_transport(http_server, api):
+    assert clients(api) == {}  # HTTP callers have no connection
+    with socket.create_connection(http_server.tcp_address):
+        wait_for_clients(api, {("iggy", "tcp"): 1})
+    wait_for_clients(api, {})
 
 
 # -- GET .../messages/follow ----------------------------------------------------------------------
@@ -186,6 +204,27 @@ def test_follow_streams_new_messages_as_they_arrive_then_ends_at_the_limit(http_
             assert next_event(received) == ("closed", None)
 
 
+def http_polls(anonymous: httpx.Client) -> int:
+    """How many POLL_MESSAGES the server ran for HTTP callers (its metrics)."""
+    line = 'rill_requests_total{command="poll_messages",transport="http",outcome="ok"} '
+    return sum(int(row[len(line):]) for row in anonymous.get("/metrics").text.splitlines()
+               if row.startswith(line))
+
+
+def test_follow_ends_when_the_client_goes(http_server, api, stream, anonymous):
+    url = f"{http_server.http_url}/streams/{stream['id']}/topics/t/messages/follow"
+    with httpx.Client(headers=api.headers, timeout=WAIT) as client:
+        with client.stream("GET", url, params={"partition_id": 3}) as response:
+            assert next(response.iter_lines()) == "event: start"
+    # gone: a new message must not wake the first stream (it would poll it); the second one does
+    polls = http_polls(anonymous)
+    send(api, stream["id"], "t", [b"after"], partition=3)
+    with httpx.Client(headers=api.headers, timeout=WAIT) as client:
+        answer = client.get(url, params={"partition_id": 3, "offset": 0, "limit": 1})
+    assert "after" not in answer.text and base64.b64encode(b"after").decode() in answer.text
+    assert http_polls(anonymous) == polls + 1
+
+
 def test_follow_from_an_offset_sends_the_stored_messages_first(http_server, api, stream):
     send(api, stream["id"], "t", [b"a", b"b", b"c"], partition=2)
     url = f"{http_server.http_url}/streams/{stream['id']}/topics/t/messages/follow"
@@ -215,7 +254,8 @@ def test_follow_refuses_unknown_topics_bad_limits_and_users_who_may_not_poll(htt
 @pytest.fixture(scope="module")
 def kafka_server(tmp_path_factory):
     server = RillProcess(tmp_path_factory.mktemp("console-kafka") / "data", env={
-        "RILL_KAFKA_ENABLED": "true", "RILL_KAFKA_ANONYMOUS_USER": "iggy"}).start()
+        "RILL_KAFKA_ANONYMOUS_USER": "iggy"},
+                         args=["--kafka-address", "127.0.0.1:0"]).start()
     yield server
     server.kill()
 
@@ -239,6 +279,8 @@ def test_consumers_lists_iggy_groups_iggy_consumers_and_kafka_groups_with_their_
         assert api.put("/streams/kafka/topics/payments/consumer-offsets",
                        json={"id": 5, "partition_id": 1, "offset": 1}).status_code == 204
         rows = api.get("/streams/kafka/topics/payments/consumers").json()
+        with socket.create_connection(kafka_server.kafka_address):  # a Kafka client, counted as one
+            wait_for_clients(api, {("kafka", "tcp"): 1})
         anonymous = httpx.get(f"{kafka_server.http_url}/streams/kafka/topics/payments/consumers")
         missing = api.get("/streams/kafka/topics/nope/consumers")
     assert {(row["kind"], row["name"], row["partition_id"], row["next_offset"], row["end_offset"], row["lag"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import struct
 import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -34,7 +35,8 @@ WAIT = 30  # seconds: the most anything that must appear may take
 def http_server(tmp_path_factory):
     """This module's server: the HTTP tests' one, with the Kafka listener on (Consumers view)."""
     server = RillProcess(tmp_path_factory.mktemp("console") / "data", env={
-        "RILL_KAFKA_ENABLED": "true", "RILL_KAFKA_ANONYMOUS_USER": "iggy"}).start()
+        "RILL_KAFKA_ANONYMOUS_USER": "iggy"},
+                         args=["--kafka-address", "127.0.0.1:0"]).start()
     yield server
     server.kill()
 
@@ -156,6 +158,11 @@ def test_logging_in_by_keyboard_shows_the_overview_and_logging_out_ends_it(brows
     username.send_keys("iggy" + Keys.TAB)
     browser.switch_to.active_element.send_keys("iggy" + Keys.ENTER)  # Tab to the password, Enter
     wait(browser, lambda b: b.find_element(By.ID, "who-name").text == "Logged in as iggy")
+    wait(browser, lambda b: b.switch_to.active_element.text == "Overview")  # focus on the new view
+    streams = browser.find_element(By.CSS_SELECTOR, '#nav a[href="#/streams"]')
+    streams.send_keys(Keys.ENTER)  # the sections are links: the keyboard reaches them
+    wait(browser, lambda b: b.switch_to.active_element.text == "Streams"
+         and b.switch_to.active_element.tag_name == "h1")
     token = browser.execute_script("return sessionStorage.getItem('rill.console.token')")
     assert httpx.get(f"{http_server.http_url}/stats", headers={"Authorization": f"Bearer {token}"}).status_code == 200
     button(browser, "Log out").click()
@@ -307,6 +314,34 @@ def test_browse_messages_as_text_json_and_hex_with_key_and_headers(browser, http
     wait(browser, lambda b: [a.get_attribute("data-offset") for a in articles(b)] == ["1"])
 
 
+def test_browse_by_time_in_either_order(browser, http_server, root):
+    stream, topic = make_topic(root)
+    send(root, stream, topic, [{"payload": b64(b"earlier")}])
+    time.sleep(1.2)  # the time picker has whole seconds: the two messages need different ones
+    send(root, stream, topic, [{"payload": b64(b"later")}])
+    polled = root.get(f"/streams/{stream['id']}/topics/{topic}/messages",
+                      params={"partition_id": 1, "kind": "offset", "value": 0, "count": 2}).json()
+    later_us = polled["messages"][1]["timestamp"]
+    log_in(browser, http_server)
+    go(browser, http_server, f"/messages?stream={stream['id']}&topic=1&partition=1")
+    wait(browser, lambda b: len(articles(b)) == 2)
+    browse = form(browser, "Browse")
+    Select(browse.find_element(By.NAME, "from")).select_by_visible_text("a time")
+    time_input = visible(browser, 'input[name="time"]')
+    # the later message's second, in the browser's local time (what a person would type)
+    browser.execute_script("""
+        const d = new Date(Math.floor(arguments[1] / 1e6) * 1000);
+        const p = (n) => String(n).padStart(2, "0");
+        arguments[0].value = `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+    """, time_input, later_us)
+    Select(browse.find_element(By.NAME, "order")).select_by_visible_text("Oldest first")
+    button(browser, "Show messages").click()
+    wait(browser, lambda b: [a.find_element(By.TAG_NAME, "pre").text for a in articles(b)] == ["later"])
+    Select(browse.find_element(By.NAME, "order")).select_by_visible_text("Newest first")
+    button(browser, "Show messages").click()
+    wait(browser, lambda b: [a.find_element(By.TAG_NAME, "pre").text for a in articles(b)] == ["earlier"])
+
+
 def test_send_a_test_message_from_the_console(browser, http_server, root):
     stream, topic = make_topic(root)
     log_in(browser, http_server)
@@ -428,10 +463,12 @@ def test_narrow_window_has_no_sideways_scrolling(browser, http_server, root):
     browser.set_window_size(420, 800)
     try:
         for fragment, name in ((f"/messages?stream={stream['id']}&topic=1&partition=1", "narrow-messages"),
-                               ("/overview", "narrow-overview"), (f"/streams/{stream['id']}/topics/1", "narrow-topic")):
+                               ("/overview", "narrow-overview"), (f"/streams/{stream['id']}/topics/1", "narrow-topic"),
+                               (f"/consumers?stream={stream['id']}&topic=1", "narrow-consumers"),
+                               ("/users", "narrow-users")):
             go(browser, http_server, fragment)
             visible(browser, "#view h1")
-            wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#results article, #server-facts, #view table"))
+            wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#results article, #server-facts, #view table, #lag p"))
             overflow = browser.execute_script(
                 "return document.documentElement.scrollWidth - document.documentElement.clientWidth")
             assert overflow <= 0, f"{fragment}: {overflow} px of sideways scrolling"
@@ -491,3 +528,12 @@ def test_a_personal_access_token_is_shown_once_and_logs_in(browser, http_server,
     go(browser, http_server, "/users")
     wait(browser, lambda b: name in b.find_element(By.ID, "view").text)
     assert token not in find(browser, "#view").text  # shown once
+
+
+def test_the_pages_ran_without_script_errors_or_policy_violations(browser):
+    """Last in the module: what the browser logged while the tests above used the console
+    (a script error or a Content-Security-Policy violation is logged as SEVERE; refused API
+    calls -- the wrong password's 401 -- are logged as failed loads, which are expected)."""
+    severe = [entry["message"] for entry in browser.get_log("browser")
+              if entry["level"] == "SEVERE" and "Failed to load resource" not in entry["message"]]
+    assert severe == []

@@ -35,7 +35,9 @@ function show(loggedIn) {
   }
 }
 
-async function route() {
+// Shows the view of the location's hash. `moved`: the person went there (a link, the login), so
+// the keyboard focus goes to the new view's heading, where a screen reader starts reading.
+async function route(moved = false) {
   if (stopView) { stopView(); stopView = null; }
   if (!token() || !currentUser()) {
     show(false);
@@ -56,6 +58,11 @@ async function route() {
   const ids = pattern.exec(path).slice(1).map(decodeURIComponent);
   try {
     stopView = (await render(view, ids, new URLSearchParams(query || ""))) || null;
+    const heading = view.querySelector("h1");
+    if (moved && heading) {
+      heading.tabIndex = -1;
+      heading.focus();
+    }
   } catch (error) {
     say(error.message, "error");
   }
@@ -79,7 +86,7 @@ function setUpLogin() {
       else await login(form.elements.username.value.trim(), form.elements.password.value);
       form.reset();
       if (!location.hash || location.hash === "#/login") location.hash = "#/overview";
-      else route();
+      else route(true);
     } catch (failure) {
       error.textContent = `Login failed: ${failure.message}`;
       error.hidden = false;
@@ -96,6 +103,6 @@ function setUpLogin() {
 }
 
 setUpLogin();
-window.addEventListener("hashchange", route);
+window.addEventListener("hashchange", () => route(true));
 window.addEventListener("rill-logged-out", () => { say("Your session ended: log in again.", "error"); route(); });
 route();

@@ -58,10 +58,10 @@ export async function render(container) {
     factsSlot.replaceChildren(facts(server));
     listenersSlot.replaceChildren(table("Listeners by protocol", [
       ["Protocol", (l) => l.protocol], ["Address", (l) => l.address]], server.listeners));
-    const clients = Object.entries(server.clients).map(([transport, n]) => ({ transport, n }));
-    clientsSlot.replaceChildren(table("Clients by transport", [
-      ["Transport", (c) => c.transport.toUpperCase()], ["Clients", (c) => count(c.n)]], clients,
-    "No TCP or QUIC clients connected (HTTP callers have no connection)."));
+    clientsSlot.replaceChildren(table("Clients by protocol", [
+      ["Protocol", (c) => c.protocol], ["Transport", (c) => c.transport.toUpperCase()],
+      ["Clients", (c) => count(c.count)]], server.clients,
+    "No clients connected (HTTP callers have no connection)."));
     if (!server.throughput) {
       chartNote.textContent = "Metrics are off ([http.metrics] enabled = false): no throughput figures.";
     } else {

@@ -9,7 +9,7 @@ endpoint are public; ``/stats`` needs a login (unlike Iggy: it names the host, i
 what this server runs: version, start and uptime, its listeners by protocol, the fsync policy,
 the disk use of the data directory, the running totals of messages and bytes in and out (null
 when ``[http.metrics]`` is off: a reader derives rates from two samples) and the clients
-connected by transport. A snapshot answers the ZIP archive as an ``application/zip`` attachment
+connected by protocol and transport. A snapshot answers the ZIP archive as an ``application/zip`` attachment
 named ``rill_snapshot_<YYYYmmdd_HHMMSS>.zip`` (UTC).
 """
 
@@ -74,7 +74,7 @@ async def metrics(request: Request) -> PlainTextResponse:
 
 
 @router.get("/server", summary="What this server runs: version, uptime, listeners, fsync, disk, "
-                               "throughput totals, clients by transport (any logged-in user)",
+                               "throughput totals, clients by protocol (any logged-in user)",
             responses=replies(body=False))
 async def get_server(request: Request) -> dict[str, Any]:
     stats = await execute(request, "get_stats")  # the login check, and the model's figures
@@ -104,7 +104,8 @@ async def get_server(request: Request) -> dict[str, Any]:
                    "partitions": stats.partitions_count, "messages": stats.messages_count,
                    "consumer_groups": stats.consumer_groups_count},
         "throughput": throughput,
-        "clients": rill.core.connections_by_transport(),
+        "clients": [{"protocol": protocol, "transport": transport, "count": count}
+                    for (protocol, transport), count in sorted(rill.core.connections_by_protocol().items())],
     }
 
 
