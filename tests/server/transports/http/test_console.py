@@ -278,9 +278,26 @@ def test_consumers_lists_iggy_groups_iggy_consumers_and_kafka_groups_with_their_
         assert api.post("/streams/kafka/topics/payments/consumer-groups", json={"name": "audit"}).status_code == 201
         assert api.put("/streams/kafka/topics/payments/consumer-offsets",
                        json={"id": 5, "partition_id": 1, "offset": 1}).status_code == 204
-        rows = api.get("/streams/kafka/topics/payments/consumers").json()
+        answer = api.get("/streams/kafka/topics/payments/consumers").json()
+        rows = answer["positions"]
+        assert answer["members"] == []  # nobody reads now
         with socket.create_connection(kafka_server.kafka_address):  # a Kafka client, counted as one
             wait_for_clients(api, {("kafka", "tcp"): 1})
+        wait_for_clients(api, {})
+        reader = KafkaConsumer("payments", bootstrap_servers=bootstrap, group_id="readers",
+                               client_id="reader-app", enable_auto_commit=False)
+        try:
+            deadline = time.monotonic() + WAIT
+            while not reader.assignment():
+                assert time.monotonic() < deadline, "the Kafka consumer was never assigned"
+                reader.poll(timeout_ms=200)
+            [member] = api.get("/streams/kafka/topics/payments/consumers").json()["members"]
+            assert member["kind"] == "kafka_group" and member["name"] == "readers"
+            assert member["client"].startswith("reader-app") and member["partitions"] == [1]
+            assert member["member_id"]
+            assert api.get("/streams/kafka/topics/other/consumers").status_code == 400  # no topic
+        finally:
+            reader.close()
         anonymous = httpx.get(f"{kafka_server.http_url}/streams/kafka/topics/payments/consumers")
         missing = api.get("/streams/kafka/topics/nope/consumers")
     assert {(row["kind"], row["name"], row["partition_id"], row["next_offset"], row["end_offset"], row["lag"])
@@ -291,3 +308,4 @@ def test_consumers_lists_iggy_groups_iggy_consumers_and_kafka_groups_with_their_
     }
     assert error_of(anonymous) == (401, "unauthenticated")
     assert error_of(missing) == (400, "topic_name_not_found")
+

@@ -421,6 +421,19 @@ def test_consumers_show_lag_per_partition_moving_as_a_group_commits(browser, htt
         assert "1" in members.splitlines()[-1]  # the member is assigned partition 1
         member.store_consumer_offset("kafka", topic, 9, consumer=Consumer.group("workers"), partition_id=1)
         wait(browser, lambda b: lag_of(b, "workers") == ["0"], "the group's lag never moved")
+    reader = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id="pickers",
+                           client_id="picker-app", enable_auto_commit=False)
+    try:
+        deadline = time.monotonic() + WAIT
+        while not reader.assignment():
+            assert time.monotonic() < deadline, "the Kafka consumer was never assigned"
+            reader.poll(timeout_ms=200)
+        kafka_members = wait(browser, lambda b: "picker-app" in b.find_element(By.ID, "kafka-groups").text
+                             and b.find_element(By.ID, "kafka-groups").text)
+        assert "Kafka group pickers: 1 member reading this topic" in kafka_members
+        shot(browser, "consumers-kafka-members")
+    finally:
+        reader.close()
     chart = find(browser, '[data-consumer="Iggy group workers"]')
     assert chart.find_element(By.TAG_NAME, "output").text == "0 messages"
     assert chart.find_element(By.CSS_SELECTOR, ".line").get_attribute("d").count("L") >= 1  # 2+ samples

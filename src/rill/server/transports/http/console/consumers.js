@@ -1,6 +1,6 @@
 // Consumers of one topic: every consumer's committed position and lag per partition (Iggy
 // consumer groups, Iggy consumers and Kafka consumer groups side by side, from GET .../consumers),
-// the members of Iggy's groups with the partitions each is assigned, and a chart per consumer
+// the members of Iggy's and Kafka's groups with the partitions each is assigned, and a chart per consumer
 // of its total lag over time, sampled every two seconds while the view is open.
 
 import { get } from "./api.js";
@@ -40,18 +40,21 @@ export async function render(container, _ids, params) {
   const lagSlot = h("div", { id: "lag" });
   const chartsSlot = h("div", { class: "charts", id: "lag-charts" });
   const groupsSlot = h("div", { id: "groups" });
+  const otherSlot = h("div", { id: "kafka-groups" });
   container.append(
     h("section", { "aria-labelledby": "lag-title" }, h("h2", { id: "lag-title" }, "Lag per partition"), lagSlot),
     h("section", { "aria-labelledby": "lag-chart-title" }, h("h2", { id: "lag-chart-title" }, "Total lag over time"),
       h("p", { class: "note" }, `Messages not yet read, sampled every ${PERIOD_MS / 1000} s while this page is open.`), chartsSlot),
-    h("section", { "aria-labelledby": "groups-title" }, h("h2", { id: "groups-title" }, "Iggy consumer groups"), groupsSlot));
+    h("section", { "aria-labelledby": "groups-title" }, h("h2", { id: "groups-title" }, "Iggy consumer groups"), groupsSlot),
+    h("section", { "aria-labelledby": "kafka-groups-title" }, h("h2", { id: "kafka-groups-title" }, "Kafka consumer groups"), otherSlot));
 
   const charts = new Map();
   let stopped = false;
   let timer = null;
 
   async function sample() {
-    const [rows, groups] = await Promise.all([get(`${base}/consumers`), get(`${base}/consumer-groups`)]);
+    const [consumers, groups] = await Promise.all([get(`${base}/consumers`), get(`${base}/consumer-groups`)]);
+    const rows = consumers.positions;
     if (stopped) return;
     lagSlot.replaceChildren(table("Committed offsets and lag", [
       ["Consumer", (r) => r.name], ["Kind", (r) => KIND[r.kind] || r.kind], ["Partition", (r) => r.partition_id],
@@ -76,6 +79,18 @@ export async function render(container, _ids, params) {
       g.members.length ? table(`Members of ${g.name}`, [
         ["Member (client ID)", (m) => m.id], ["Assigned partitions", (m) => m.partitions.join(", ") || "none"],
       ], g.members) : h("p", { class: "empty" }, "No member is connected."))) : [h("p", { class: "empty" }, "This topic has no Iggy consumer groups.")]));
+    const byGroup = new Map();
+    for (const member of consumers.members) {
+      const key = label(member);
+      if (!byGroup.has(key)) byGroup.set(key, []);
+      byGroup.get(key).push(member);
+    }
+    otherSlot.replaceChildren(...(byGroup.size ? [...byGroup].map(([name, members]) => h("div", { class: "card group" },
+      h("h3", {}, `${name}: ${plural(members.length, "member")} reading this topic`),
+      table(`Members of ${name}`, [
+        ["Member", (m) => m.member_id], ["Client", (m) => m.client],
+        ["Assigned partitions", (m) => m.partitions.join(", ") || "none"],
+      ], members))) : [h("p", { class: "empty" }, "No Kafka group member reads this topic now.")]));
   }
 
   async function loop() {

@@ -3,9 +3,12 @@ what the web console's Consumers view shows (a rill extension of the HTTP API).
 
 Owns: the route and the naming of consumers for people. Iggy's ``consumer-lag`` lists only
 Iggy's consumers and groups, by number; this lists every stored position by its name and kind,
-so Kafka consumer groups appear beside Iggy's: one row per consumer and partition with the next
-offset it reads (null: nothing committed), the partition's end offset and the lag (the stored
-messages it has not read). One Broker call (``consumer_lag``; READ_TOPIC).
+so Kafka consumer groups appear beside Iggy's. The answer: ``positions``, one row per consumer
+and partition with the next offset it reads (null: nothing committed), the partition's end
+offset and the lag (the stored messages it has not read); ``members``, the live members of the
+groups whose membership a protocol keeps outside the core (Kafka's), with the partitions of this
+topic each is assigned (Iggy's groups' members: ``GET .../consumer-groups/{id}``). Two Broker
+calls (``consumer_lag``, ``group_members``; READ_TOPIC).
 """
 
 from __future__ import annotations
@@ -40,10 +43,14 @@ def _who(consumer: str, group_name: str) -> dict[str, str]:
 @router.get("/streams/{stream_id}/topics/{topic_id}/consumers", response_model=None,
             responses=replies(body=False),
             summary="Every consumer's position and lag per partition, Kafka groups included (rill extension)")
-async def get_consumers(request: Request, stream_id: str, topic_id: str) -> list[dict[str, Any]]:
+async def get_consumers(request: Request, stream_id: str, topic_id: str) -> dict[str, Any]:
     stream_ref, topic_ref = path_ids(request.path_params, "stream_id", "topic_id")
-    rows = context(request).core.broker.consumer_lag(
-        session_of(request), TopicRef(stream_ref.value, topic_ref.value))
-    return [{**_who(row.consumer, row.group_name), "partition_id": row.partition_id,
-             "next_offset": row.next_offset, "end_offset": row.end_offset, "lag": row.lag}
-            for row in rows]
+    broker, session = context(request).core.broker, session_of(request)
+    ref = TopicRef(stream_ref.value, topic_ref.value)
+    positions = [{**_who(row.consumer, row.group_name), "partition_id": row.partition_id,
+                  "next_offset": row.next_offset, "end_offset": row.end_offset, "lag": row.lag}
+                 for row in broker.consumer_lag(session, ref)]
+    members = [{**_who(member.consumer, ""), "member_id": member.member_id,
+                "client": member.client, "partitions": list(member.partitions)}
+               for member in broker.group_members(session, ref)]
+    return {"positions": positions, "members": members}
