@@ -494,6 +494,7 @@ def test_narrow_window_has_no_sideways_scrolling(browser, http_server, root):
 
 
 def test_create_change_and_delete_a_user(browser, http_server, root):
+    stream, _ = make_topic(root)
     log_in(browser, http_server)
     go(browser, http_server, "/users")
     name = unique("operator")
@@ -511,10 +512,14 @@ def test_create_change_and_delete_a_user(browser, http_server, root):
     visible(browser, f'a[aria-label="Edit permissions of {name}"]').click()
     change = form(browser, "Change permissions")
     change.find_element(By.XPATH, ".//label[normalize-space()='Send messages']/input").click()
+    change.find_element(By.CSS_SELECTOR, f'input[aria-label="Poll on stream {stream["name"]}"]').click()
     button(browser, "Save permissions").click()
     wait(browser, lambda b: "saved" in b.find_element(By.ID, "status").text)
-    flags = root.get(f"/users/{name}").json()["permissions"]["global"]
+    permissions = root.get(f"/users/{name}").json()["permissions"]
+    flags = permissions["global"]
     assert flags["read_streams"] is True and flags["send_messages"] is True
+    on_stream = permissions["streams"][str(stream["id"])]
+    assert on_stream["poll_messages"] is True and on_stream["manage_stream"] is False
 
     visible(browser, f'button[aria-label="Delete user {name}"]').click()
     assert find(browser, "#confirm-text").text.startswith(f"Delete user '{name}'?")

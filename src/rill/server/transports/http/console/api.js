@@ -83,6 +83,7 @@ const RULES = {
   read_server: [["manage_servers", "read_servers"], [], []],
   read_users: [["manage_users", "read_users"], [], []],
   manage_users: [["manage_users"], [], []],
+  read_streams_list: [["manage_streams", "read_streams"], [], []],
   create_stream: [["manage_streams"], [], []],
   manage_stream: [["manage_streams"], ["manage_stream"], []],
   create_topic: [["manage_streams", "manage_topics"], ["manage_topics"], []],

@@ -25,7 +25,7 @@ function readFlags(form) {
   return Object.fromEntries(GLOBAL_FLAGS.map(([name]) => [name, form.elements[name].checked]));
 }
 
-function granted(permissions) {
+function permissionsText(permissions) {
   if (!permissions) return "none";
   const names = GLOBAL_FLAGS.filter(([name]) => permissions.global[name]).map(([, text]) => text.toLowerCase());
   const streams = permissions.streams ? Object.keys(permissions.streams).length : 0;
@@ -53,7 +53,7 @@ export async function render(container) {
     const me = currentUser();
     container.append(table("Users", [
       ["Username", (u) => u.username], ["ID", (u) => u.id], ["Status", (u) => u.status],
-      ["Permissions", (u) => granted(u.permissions)], ["Created", (u) => timestamp(u.created_at)],
+      ["Permissions", (u) => permissionsText(u.permissions)], ["Created", (u) => timestamp(u.created_at)],
       ["Actions", (u) => (can("manage_users") ? h("div", { class: "actions" },
         h("a", { href: `#/users/${u.id}`, "aria-label": `Edit permissions of ${u.username}` }, "Permissions"),
         u.id === me.id ? null : h("button", {
@@ -116,21 +116,55 @@ async function tokens(container, again) {
   }, "Create token"), shown);
 }
 
-// One user's permissions: the global flags (stream-level ones are kept as they are).
+const STREAM_FLAGS = [
+  ["manage_stream", "Manage"], ["read_stream", "Read"], ["manage_topics", "Manage topics"],
+  ["read_topics", "Read topics"], ["poll_messages", "Poll"], ["send_messages", "Send"],
+];
+
+// A table of the server's streams with a checkbox per stream-level flag (named "s<id>.<flag>").
+function streamBoxes(streams, given) {
+  return table("Permissions on single streams", [
+    ["Stream", (s) => s.name],
+    ...STREAM_FLAGS.map(([flag, text]) => [text, (s) => h("input", {
+      type: "checkbox", name: `s${s.id}.${flag}`, checked: Boolean(given[String(s.id)] && given[String(s.id)][flag]),
+      "aria-label": `${text} on stream ${s.name}`,
+    })]),
+  ], streams, "No streams yet.");
+}
+
+// The streams map to save: the boxes' flags; a stream's topic-level permissions are kept.
+function readStreams(form, streams, given) {
+  const out = {};
+  for (const [id, kept] of Object.entries(given)) {
+    if (!streams.some((s) => String(s.id) === id)) out[id] = kept; // a stream this list lacks
+  }
+  for (const stream of streams) {
+    const flags = Object.fromEntries(STREAM_FLAGS.map(([flag]) => [flag, form.elements[`s${stream.id}.${flag}`].checked]));
+    const topics = given[String(stream.id)] && given[String(stream.id)].topics;
+    if (Object.values(flags).some(Boolean) || topics) out[String(stream.id)] = { ...flags, topics: topics || null };
+  }
+  return Object.keys(out).length ? out : null;
+}
+
+// One user's permissions: the global flags and the stream-level ones (topic-level ones are
+// kept as they are).
 export async function renderUser(container, [userId]) {
   const user = await get(`/users/${encodeURIComponent(userId)}`);
   const permissions = user.permissions || { global: {}, streams: null };
-  const streams = permissions.streams ? Object.keys(permissions.streams).length : 0;
+  const onStreams = permissions.streams || {};
+  const streams = can("read_streams_list") ? (await get("/streams")).sort((a, b) => a.id - b.id) : [];
   container.append(
     h("nav", { "aria-label": "Breadcrumb", class: "crumbs" }, h("ol", {},
       h("li", {}, h("a", { href: "#/users" }, "Users")), h("li", {}, h("span", { "aria-current": "page" }, user.username)))),
     h("h1", {}, `User ${user.username}`),
-    h("p", { class: "summary" }, `ID ${user.id} · ${user.status} · permissions: ${granted(user.permissions)} · created `, timestamp(user.created_at)));
+    h("p", { class: "summary" }, `ID ${user.id} · ${user.status} · permissions: ${permissionsText(user.permissions)} · created `, timestamp(user.created_at)));
   if (!can("manage_users")) return;
   container.append(submitForm("Change permissions", [flagBoxes("Global permissions", permissions.global),
-    streams ? h("p", { class: "note" }, `Permissions on ${streams} stream(s) are kept as they are (change them with the API or the CLI).`) : null,
+    streams.length ? streamBoxes(streams, onStreams) : null,
+    h("p", { class: "note" }, "Permissions on single topics are kept as they are (change them with the API or the CLI)."),
   ], async (form) => {
-    await request("PUT", `/users/${user.id}/permissions`, { permissions: { global: readFlags(form), streams: permissions.streams } });
+    const streamPermissions = streams.length ? readStreams(form, streams, onStreams) : permissions.streams;
+    await request("PUT", `/users/${user.id}/permissions`, { permissions: { global: readFlags(form), streams: streamPermissions } });
     say(`Permissions of '${user.username}' saved.`);
     location.hash = "#/users";
   }, "Save permissions"));
