@@ -201,7 +201,8 @@ class Server:
 
             self.http = HttpListener(self.core, http,
                                      head_timeout=self.limits.unauthenticated_timeout,
-                                     max_connections=self.config.connections.max_connections)
+                                     max_connections=self.config.connections.max_connections,
+                                     listeners=self.addresses)
             if http.tls.enabled:  # uvicorn would say only "No such file or directory"
                 with refused_on_os_error(f"cannot load [http.tls] certificate "
                                          f"{http.tls.certificate} and key {http.tls.key}"):
@@ -219,7 +220,10 @@ class Server:
             with refused_on_os_error(f"cannot load [kafka.tls] certificate "
                                      f"{kafka.tls.certificate} and key {kafka.tls.key}"):
                 context = server_ssl_context(kafka.tls.certificate, kafka.tls.key)
+        from rill.server.protocols.kafka.group_apis import member_source
+
         protocol = KafkaProtocol(KafkaSettings(kafka.stream, host, port), kafka.anonymous_user)
+        self.core.member_sources.append(member_source(self.core, kafka.stream))  # the console
         self.kafka = TcpListener(self.core, protocol, host, port, self.config.tcp.max_frame_size,
                                  context, self.limits, self.memory, self.supervisor,
                                  sendfile=kafka.sendfile)

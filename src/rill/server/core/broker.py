@@ -29,6 +29,8 @@ from rill.server.core.model import Session, Stream, Topic
 from rill.server.core.unique_ids import UniqueIds
 from rill.server.core.types import (
     AppendResult,
+    ConsumerLag,
+    LiveMember,
     LogBounds,
     PartitionEnd,
     RecordRange,
@@ -263,6 +265,19 @@ class Broker:
         ``note`` (Kafka's commit metadata; None: none)."""
         self._core.consumer_offsets.store_consumer_offset(
             session, ref.namespace, ref.topic, consumer, ref.partition_id, next_offset, note)
+
+    def group_members(self, session: Session, ref: TopicRef) -> list[LiveMember]:
+        """The live members of the protocols' groups (those whose membership lives outside
+        the core: ``core.member_sources``) that read the topic; READ_TOPIC."""
+        topic = self._core.topics.get_topic(session, ref.namespace, ref.topic)
+        stream = self._core.state.find_stream(topic.stream_id)
+        return [member for source in self._core.member_sources
+                for member in source(stream.name, topic.name)]
+
+    def consumer_lag(self, session: Session, ref: TopicRef) -> list[ConsumerLag]:
+        """Every consumer's position and lag in every partition of the topic, under the names
+        the protocols store them by (groups first); READ_TOPIC."""
+        return self._core.consumer_offsets.get_consumer_lag(session, ref.namespace, ref.topic)
 
     def committed_offset(self, session: Session, consumer: str, ref: PartitionRef) -> int | None:
         """The next offset ``consumer`` reads, or None when it never committed one."""

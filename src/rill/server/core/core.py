@@ -55,6 +55,7 @@ from rill.server.core.system import SystemService
 from rill.server.core.tokens import PersonalAccessTokenService
 from rill.server.core.topics import TopicService
 from rill.server.core.transactions import TransactionService
+from rill.server.core.types import MemberSource
 from rill.server.core.users import UserService
 from rill.server.metrics import Metrics
 from rill.server.storage.data_lock import DataDirectoryLock
@@ -137,6 +138,9 @@ class Core:
         self.transactions = TransactionService(state, self.messages.choose_partition, self._appended)
         self.long_poll = LongPollService(state, self.appends)
         self.broker = Broker(self)  # the neutral API the wire protocols call
+        # the protocols whose groups' membership lives outside the core (Kafka's coordinator)
+        # add a source here; the Broker's ``group_members`` asks them all
+        self.member_sources: list[MemberSource] = []
         # called with the session when a client disconnects (consumer groups leave, ...)
         self._on_disconnect: tuple[Callable[[Session], None], ...] = (
             groups.client_disconnected,)
@@ -232,6 +236,15 @@ class Core:
     def user_is_active(self, user_id: int) -> bool:
         user = self.users.users.get(user_id)
         return user is not None and user.is_active
+
+    def connections_by_protocol(self) -> dict[tuple[str, str], int]:
+        """How many clients are connected now, by (wire protocol, transport): ("iggy", "tcp"),
+        ("kafka", "tcp"), ... (HTTP callers have no connection)."""
+        counts: dict[tuple[str, str], int] = {}
+        for session in list(self.sessions.values()):
+            key = (session.protocol, session.transport.name.lower())
+            counts[key] = counts.get(key, 0) + 1
+        return counts
 
     def summary(self) -> str:
         """What this start loaded and how: for the one line the server logs once it serves."""

@@ -35,6 +35,8 @@ class Session:
     # set by the transport: its link can send file regions (``storage.file_region``), so large
     # reads may answer with them instead of bytes
     sends_files: bool = False
+    # set by the transport: the wire protocol spoken on the link ("iggy", "kafka", "tank")
+    protocol: str = "iggy"
 
     @property
     def is_authenticated(self) -> bool:

@@ -12,6 +12,7 @@ answer). Partitions are numbered as the model numbers them, 1..N; a protocol tha
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 from enum import IntEnum
 
 from rill.server.storage.file_region import FileRegion
@@ -108,6 +109,23 @@ class ConsumerPosition:
     next_offset: int | None
     bounds: LogBounds
     note: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LiveMember:
+    """A live member of a protocol's consumer group that reads a topic: the group's position
+    name (what its lag is listed under, e.g. ``kafka-group:billing``), the member's id, who the
+    client is (its client id and address, as the protocol knows them) and the topic's
+    partitions it is assigned (rill's partition ids)."""
+
+    consumer: str
+    member_id: str
+    client: str
+    partitions: tuple[int, ...]
+
+
+# (stream name, topic name) -> the live members of a protocol's groups reading that topic
+MemberSource = Callable[[str, str], list[LiveMember]]
 
 
 @dataclass(slots=True)

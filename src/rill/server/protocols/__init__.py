@@ -29,6 +29,8 @@ class Reply:
 
 
 class WireProtocol(Protocol):
+    name: str  # "iggy", "kafka", "tank": what its sessions are counted under (GET /server)
+
     def frame_decoder(self, max_payload_size: int) -> FrameDecoder:
         """A new decoder for one link's requests (``Frame.code``: the request's kind)."""
 

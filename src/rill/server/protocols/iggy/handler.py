@@ -88,6 +88,8 @@ async def handle_request(core: Core, session: Session, code: int, payload: memor
 class IggyProtocol:
     """The Iggy binary protocol as the connection loop sees it."""
 
+    name = "iggy"
+
     frame_decoder = RequestFrameDecoder  # (max_payload_size)
     handle_request = staticmethod(handle_request)
     error_reply = staticmethod(error_reply)

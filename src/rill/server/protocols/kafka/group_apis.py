@@ -33,6 +33,7 @@ Rules:
 
 from __future__ import annotations
 
+import struct
 import weakref
 from typing import Any
 
@@ -41,6 +42,7 @@ from rill.protocol.kafka import ErrorCode, apis, response_class
 from rill.server.core.broker import PartitionRef
 from rill.server.core.core import Core
 from rill.server.core.model import Session
+from rill.server.core.types import LiveMember, MemberSource
 from rill.server.protocols.kafka.dispatch import KafkaSettings, api, kafka_error, kafka_topics
 from rill.server.protocols.kafka.groups import (
     DEAD, EMPTY, PREPARING, STABLE, Coordinator,
@@ -69,6 +71,48 @@ def coordinator(core: Core) -> Coordinator:
 
 def consumer_name(group_id: str) -> str:
     return f"kafka-group:{group_id}"
+
+
+def assigned_partitions(assignment: bytes) -> dict[str, list[int]]:
+    """Topic -> Kafka partitions of a member's assignment, as the "consumer" protocol type's
+    clients encode it (ConsumerProtocolAssignment v0-v3: int16 version, [topic: string,
+    [partition: int32]], user data); {} for bytes of another shape (the coordinator stores
+    what the leader sent without reading it)."""
+    try:
+        at = 2  # the version: the fields read are the same in v0-v3
+        (count,) = struct.unpack_from(">i", assignment, at)
+        at += 4
+        topics: dict[str, list[int]] = {}
+        for _ in range(count):
+            (length,) = struct.unpack_from(">h", assignment, at)
+            name = bytes(assignment[at + 2:at + 2 + length]).decode("utf-8")
+            at += 2 + length
+            (partitions,) = struct.unpack_from(">i", assignment, at)
+            topics[name] = list(struct.unpack_from(f">{partitions}i", assignment, at + 4))
+            at += 4 + 4 * partitions
+        return topics
+    except (struct.error, UnicodeDecodeError, ValueError):
+        return {}
+
+
+def member_source(core: Core, kafka_stream: str) -> MemberSource:
+    """The live members of this core's Kafka groups assigned partitions of a topic of the
+    Kafka stream (``Core.member_sources``; Kafka partition p is rill's p + 1)."""
+
+    def members(stream_name: str, topic_name: str) -> list[LiveMember]:
+        if stream_name != kafka_stream:
+            return []
+        found = []
+        for group in list(coordinator(core).groups.values()):
+            for member in list(group.members.values()):
+                partitions = assigned_partitions(member.assignment).get(topic_name)
+                if partitions is not None:
+                    found.append(LiveMember(consumer_name(group.group_id), member.member_id,
+                                            f"{member.client_id} ({member.client_host})",
+                                            tuple(sorted(p + 1 for p in partitions))))
+        return found
+
+    return members
 
 
 def group_denied(core: Core, session: Session, settings: KafkaSettings) -> bool:

@@ -55,6 +55,8 @@ _NOTHING = Reply([])  # written as nothing: the connection loop writes a reply's
 class KafkaProtocol:
     """Kafka's protocol as the connection loop sees it; one per listener."""
 
+    name = "kafka"
+
     def __init__(self, settings: KafkaSettings, anonymous_user: str = "") -> None:
         self.settings = settings
         self.anonymous_user = anonymous_user  # who a connection acts as before SASL ("": nobody)

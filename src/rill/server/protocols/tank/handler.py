@@ -50,6 +50,8 @@ _NOTHING = Reply([])
 class TankProtocol:
     """TANK's protocol as the connection loop sees it; one per listener."""
 
+    name = "tank"
+
     greeting = PING_FRAME  # written first on every connection
 
     def __init__(self, settings: TankSettings, user_id: int) -> None:

@@ -1,6 +1,6 @@
 """The HTTP application: routes, middleware, error handlers and the OpenAPI document.
 
-Owns: ``create_app(core, config, jwt, metrics)``. Middleware, outermost first:
+Owns: ``create_app(core, config, jwt, metrics, listeners)``. Middleware, outermost first:
 
 1. CORS (``[http.cors]``, Starlette's CORSMiddleware): answers preflights before anything
    else and adds its headers to every answer, errors included;
@@ -15,6 +15,7 @@ entries are replaced by the 400 this API really answers.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI
@@ -29,7 +30,7 @@ from rill.server.metrics import Metrics
 from rill.server.transports.http.auth import PUBLIC_PATHS, Authenticate
 from rill.server.transports.http.errors import BodyLimit, install_error_handlers
 from rill.server.auth.access_tokens import JwtManager
-from rill.server.transports.http.routes import ROUTERS, docs, system
+from rill.server.transports.http.routes import ROUTERS, console, docs, system
 from rill.server.transports.http.routes.common import HttpContext
 
 DESCRIPTION = """The rill HTTP JSON API (the Iggy 0.4 HTTP dialect).
@@ -68,17 +69,19 @@ def _split(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-def create_app(core: Core, config: HttpConfig, jwt: JwtManager, metrics: Metrics) -> FastAPI:
+def create_app(core: Core, config: HttpConfig, jwt: JwtManager, metrics: Metrics,
+               listeners: Mapping[str, tuple[str, int]] | None = None) -> FastAPI:
     app = FastAPI(title="rill", version=_version(), description=DESCRIPTION,
                   openapi_url="/openapi.json", docs_url=None, redoc_url=None)
-    app.state.rill = HttpContext(core, jwt, config, metrics)
+    app.state.rill = HttpContext(core, jwt, config, metrics, listeners if listeners is not None else {})
     install_error_handlers(app)
-    public_paths = PUBLIC_PATHS | docs.PATHS
+    public_paths = PUBLIC_PATHS | docs.PATHS | console.PATHS
     if config.metrics.enabled:
         app.add_api_route(config.metrics.endpoint, system.metrics, methods=["GET"], tags=["system"],
                           response_class=PlainTextResponse, summary="Prometheus metrics")
         public_paths = public_paths | {config.metrics.endpoint}
     app.include_router(docs.router)
+    app.include_router(console.router)
     for router in ROUTERS:
         app.include_router(router)
 

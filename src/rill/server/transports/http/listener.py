@@ -18,7 +18,7 @@ import contextlib
 import logging
 import math
 import socket
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -87,8 +87,10 @@ def bind(address: str) -> socket.socket:
 
 class HttpListener:
     def __init__(self, core: Core, config: HttpConfig, metrics: Metrics | None = None,
-                 head_timeout: float = 10.0, max_connections: int | None = None) -> None:
+                 head_timeout: float = 10.0, max_connections: int | None = None,
+                 listeners: Mapping[str, tuple[str, int]] | None = None) -> None:
         self.core = core
+        self.listeners = listeners  # the server's bound addresses by protocol (GET /server)
         self.config = config
         self.head_timeout = head_timeout
         self.max_connections = max_connections  # connections and requests at once (503 beyond)
@@ -100,7 +102,7 @@ class HttpListener:
         """Start serving; returns the bound (host, port)."""
         config = self.config
         assert self.core.access_tokens is not None, "the core makes them at start when HTTP is on"
-        app = create_app(self.core, config, self.core.access_tokens, self.metrics)
+        app = create_app(self.core, config, self.core.access_tokens, self.metrics, self.listeners)
         sock = bind(config.address)
         tls = config.tls
         server_config = uvicorn.Config(

@@ -1,6 +1,7 @@
 """What every route shares: the server context, the one execute path, and documented replies.
 
-Owns: ``HttpContext`` (the Core, the token manager, the HTTP config, the metrics; kept on
+Owns: ``HttpContext`` (the Core, the token manager, the HTTP config, the metrics, the server's
+listeners; kept on
 ``app.state.rill``) and ``run``, the whole life of a routed request: the path params, query and
 validated body go through ``rill.protocol.http_json`` into the command dataclass, the command
 goes to the Iggy dispatch (``protocols.iggy.dispatch.execute``: the login gate, then the
@@ -11,7 +12,8 @@ answer any failure -- and a missing result -- with the 404 ``not_found`` body (w
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Request, Security
@@ -37,6 +39,8 @@ class HttpContext:
     jwt: JwtManager
     config: HttpConfig
     metrics: Metrics
+    # protocol -> bound (host, port) of every listener of the server (GET /server)
+    listeners: Mapping[str, tuple[str, int]] = field(default_factory=dict)
 
 
 def context(request: Request) -> HttpContext:

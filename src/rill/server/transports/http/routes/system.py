@@ -4,14 +4,20 @@ clients and snapshots.
 Owns: the routes of wire §8.4's system rows, and the two probes of orchestrators: ``/health``
 (liveness: the process answers) and ``/ready`` (readiness: started, not stopping, and message
 writes not failing; 503 with the reason otherwise). ``/``, ``/ping``, the probes and the metrics
-endpoint are public; ``/stats`` needs a login (unlike Iggy: it names the host, its OS and memory). A snapshot answers the ZIP archive as an ``application/zip`` attachment
+endpoint are public; ``/stats`` needs a login (unlike Iggy: it names the host, its OS and memory).
+``/server`` (a rill extension, what the web console's overview shows; any logged-in user) says
+what this server runs: version, start and uptime, its listeners by protocol, the fsync policy,
+the disk use of the data directory, the running totals of messages and bytes in and out (null
+when ``[http.metrics]`` is off: a reader derives rates from two samples) and the clients
+connected by protocol and transport. A snapshot answers the ZIP archive as an ``application/zip`` attachment
 named ``rill_snapshot_<YYYYmmdd_HHMMSS>.zip`` (UTC).
 """
 
 from __future__ import annotations
 
+import shutil
 import time
-from typing import Optional
+from typing import Any, Optional
 
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
@@ -65,6 +71,42 @@ async def metrics(request: Request) -> PlainTextResponse:
     """Counters and histograms in the Prometheus text format."""
     text = context(request).metrics.render()
     return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+@router.get("/server", summary="What this server runs: version, uptime, listeners, fsync, disk, "
+                               "throughput totals, clients by protocol (any logged-in user)",
+            responses=replies(body=False))
+async def get_server(request: Request) -> dict[str, Any]:
+    stats = await execute(request, "get_stats")  # the login check, and the model's figures
+    rill = context(request)
+    system = rill.core.config.system
+    try:
+        disk = shutil.disk_usage(rill.core.config.data_path)
+        disk_figures: dict[str, Any] = {"total_bytes": disk.total, "free_bytes": disk.free}
+    except OSError:
+        disk_figures = {"total_bytes": None, "free_bytes": None}
+    metrics = rill.metrics
+    throughput = None
+    if metrics.enabled:
+        throughput = {"messages_in": metrics.messages_appended,
+                      "messages_out": sum(metrics.messages_out.values()),
+                      "bytes_in": sum(metrics.bytes_in.values()),
+                      "bytes_out": sum(metrics.bytes_out.values())}
+    return {
+        "version": __version__,
+        "start_time": stats.start_time,  # µs since the epoch
+        "run_time": stats.run_time,  # µs
+        "listeners": [{"protocol": name, "address": f"{host}:{port}"}
+                      for name, (host, port) in rill.listeners.items()],
+        "fsync": {"policy": system.fsync, "interval_ms": round(system.fsync_interval * 1000)},
+        "disk": {"messages_bytes": stats.messages_size_bytes, **disk_figures},
+        "counts": {"streams": stats.streams_count, "topics": stats.topics_count,
+                   "partitions": stats.partitions_count, "messages": stats.messages_count,
+                   "consumer_groups": stats.consumer_groups_count},
+        "throughput": throughput,
+        "clients": [{"protocol": protocol, "transport": transport, "count": count}
+                    for (protocol, transport), count in sorted(rill.core.connections_by_protocol().items())],
+    }
 
 
 @router.get("/clients", response_model=None, responses=replies(list[schemas.ClientInfo], body=False),

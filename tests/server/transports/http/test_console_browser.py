@@ -1,0 +1,557 @@
+"""The web console in a real headless Chromium against a real server: log in (password, token,
+wrong password), the overview's figures and live chart, streams and topics created and deleted
+from the page (with the confirmation naming what is lost), messages browsed as text, JSON and
+hex, a test message sent, live messages followed while a TCP client sends, a read-only user's
+view, consumers' lag moving as a group commits (Kafka groups beside Iggy's), users and tokens,
+and no horizontal scrolling at a narrow width. One server and one browser for the module;
+screenshots of every view go to test-artifacts/console/ at the repository's root."""
+
+from __future__ import annotations
+
+import base64
+import struct
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from http_helpers import bearer, unique
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from browser import headless_chromium
+from rill.client import Client
+from rill.protocol.primitives import Consumer
+from server_process import RillProcess
+
+ARTIFACTS = Path(__file__).resolve().parents[4] / "test-artifacts" / "console"
+WAIT = 30  # seconds: the most anything that must appear may take
+
+
+@pytest.fixture(scope="module")
+def http_server(tmp_path_factory):
+    """This module's server: the HTTP tests' one, with the Kafka listener on (Consumers view)."""
+    server = RillProcess(tmp_path_factory.mktemp("console") / "data", env={
+        "RILL_KAFKA_ANONYMOUS_USER": "iggy"},
+                         args=["--kafka-address", "127.0.0.1:0"]).start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with headless_chromium(1280, 800) as driver:
+        yield driver
+
+
+@pytest.fixture(scope="module")
+def root(http_server):
+    with httpx.Client(base_url=http_server.http_url, headers=bearer(http_server.http_url),
+                      timeout=WAIT) as client:
+        yield client
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def wait(browser, condition, message: str = ""):
+    # (the views redraw: an element read a moment ago may be gone; the wait then tries again)
+    return WebDriverWait(browser, WAIT, ignored_exceptions=(StaleElementReferenceException,)).until(
+        condition, message)
+
+
+def shot(browser, name: str) -> None:
+    browser.save_screenshot(str(ARTIFACTS / f"{name}.png"))
+
+
+def find(browser, selector: str):
+    return browser.find_element(By.CSS_SELECTOR, selector)
+
+
+def visible(browser, selector: str):
+    return wait(browser, lambda b: next((e for e in b.find_elements(By.CSS_SELECTOR, selector)
+                                         if e.is_displayed()), False), f"{selector} never showed")
+
+
+def button(browser, text: str):
+    """The displayed button whose text is ``text``."""
+    return wait(browser, lambda b: next((e for e in b.find_elements(By.TAG_NAME, "button")
+                                         if e.is_displayed() and e.text == text), False),
+                f"no button {text!r}")
+
+
+def status_text(browser) -> str:
+    return visible(browser, "#status").text
+
+
+def go(browser, http_server, fragment: str) -> None:
+    browser.get(f"{http_server.http_url}/console#{fragment}")
+
+
+def log_out(browser, http_server) -> None:
+    go(browser, http_server, "/overview")
+    browser.execute_script("sessionStorage.clear()")
+    browser.refresh()
+    visible(browser, "#login-username")
+
+
+def log_in(browser, http_server, username: str = "iggy", password: str = "iggy") -> None:
+    log_out(browser, http_server)
+    find(browser, "#login-username").send_keys(username)
+    find(browser, "#login-password").send_keys(password + Keys.ENTER)
+    wait(browser, lambda b: b.find_element(By.ID, "who-name").text == f"Logged in as {username}")
+
+
+def fill(form, label: str, text: str) -> None:
+    field = form.find_element(By.XPATH, f".//label[normalize-space()={label!r}]/following-sibling::*[1]")
+    field.clear()
+    field.send_keys(text)
+
+
+def form(browser, name: str):
+    return visible(browser, f'form[aria-label="{name}"]')
+
+
+def make_topic(root: httpx.Client, partitions: int = 1) -> tuple[dict, str]:
+    stream = root.post("/streams", json={"name": unique("console")}).json()
+    topic = root.post(f"/streams/{stream['id']}/topics",
+                      json={"name": "orders", "partitions_count": partitions})
+    assert topic.status_code == 200, topic.text
+    return stream, "orders"
+
+
+def send(root: httpx.Client, stream: dict, topic: str, messages: list[dict]) -> None:
+    answer = root.post(f"/streams/{stream['id']}/topics/{topic}/messages", json={
+        "partitioning": {"kind": "partition_id", "value": b64(struct.pack("<I", 1))},
+        "messages": messages})
+    assert answer.status_code == 201, answer.text
+
+
+def articles(browser) -> list:
+    return browser.find_elements(By.CSS_SELECTOR, "#results article")
+
+
+# -- logging in ---------------------------------------------------------------------------------
+
+
+def test_a_wrong_password_shows_an_error_and_nothing_else(browser, http_server):
+    log_out(browser, http_server)
+    find(browser, "#login-username").send_keys("iggy")
+    find(browser, "#login-password").send_keys("wrong password")
+    find(browser, "#login-form button[type=submit]").click()
+    error = visible(browser, "#login-error")
+    assert error.text.startswith("Login failed:") and "invalid" in error.text.lower()
+    assert not find(browser, "#nav").is_displayed()
+    assert browser.execute_script("return sessionStorage.length") == 0
+    shot(browser, "login-error")
+
+
+def test_logging_in_by_keyboard_shows_the_overview_and_logging_out_ends_it(browser, http_server):
+    log_out(browser, http_server)
+    username = find(browser, "#login-username")
+    assert browser.switch_to.active_element == username  # focus starts in the form
+    username.send_keys("iggy" + Keys.TAB)
+    browser.switch_to.active_element.send_keys("iggy" + Keys.ENTER)  # Tab to the password, Enter
+    wait(browser, lambda b: b.find_element(By.ID, "who-name").text == "Logged in as iggy")
+    wait(browser, lambda b: b.switch_to.active_element.text == "Overview")  # focus on the new view
+    streams = browser.find_element(By.CSS_SELECTOR, '#nav a[href="#/streams"]')
+    streams.send_keys(Keys.ENTER)  # the sections are links: the keyboard reaches them
+    wait(browser, lambda b: b.switch_to.active_element.text == "Streams"
+         and b.switch_to.active_element.tag_name == "h1")
+    token = browser.execute_script("return sessionStorage.getItem('rill.console.token')")
+    assert httpx.get(f"{http_server.http_url}/stats", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    button(browser, "Log out").click()
+    visible(browser, "#login-username")
+    assert "Logged out" in status_text(browser)
+    assert httpx.get(f"{http_server.http_url}/stats", headers={"Authorization": f"Bearer {token}"}).status_code == 401
+
+
+def test_logging_in_with_a_personal_access_token(browser, http_server, root):
+    created = root.post("/personal-access-tokens", json={"name": unique("console"), "expiry": 0})
+    assert created.status_code == 200, created.text
+    log_out(browser, http_server)
+    find(browser, 'input[name="method"][value="token"]').click()
+    assert not find(browser, "#login-username").is_displayed()
+    visible(browser, "#login-token").send_keys(created.json()["token"] + Keys.ENTER)
+    wait(browser, lambda b: b.find_element(By.ID, "who-name").text == "Logged in as iggy")
+
+
+# -- overview -----------------------------------------------------------------------------------------
+
+
+def test_the_overview_shows_the_server_and_charts_live_throughput(browser, http_server, root):
+    stream, topic = make_topic(root)
+    log_in(browser, http_server)
+    facts = visible(browser, "#server-facts")
+    assert "0.1.0" in facts.text or root.get("/server").json()["version"] in facts.text
+    assert "fsync" in facts.text and "every 1 s" in facts.text
+    host, port = http_server.http_address
+    listeners = visible(browser, "table").text
+    assert f"http {host}:{port}" in listeners and f"tcp {http_server.address}" in listeners
+    sending = threading.Event()
+
+    def traffic() -> None:  # until the chart shows it
+        while not sending.is_set():
+            send(root, stream, topic, [{"payload": b64(b"tick")}] * 20)
+            sending.wait(0.2)
+
+    thread = threading.Thread(target=traffic, daemon=True)
+    thread.start()
+    try:
+        figure = browser.find_element(By.CSS_SELECTOR, ".chart-card output")
+        wait(browser, lambda b: figure.text.endswith("msg/s") and not figure.text.startswith("0.0"),
+             "the messages-in figure never moved")
+    finally:
+        sending.set()
+        thread.join()
+    assert find(browser, ".chart-card .line").get_attribute("d").startswith("M")
+    shot(browser, "overview")
+
+
+# -- streams and topics ---------------------------------------------------------------------------------
+
+
+def test_create_a_stream_and_a_topic_then_refuse_a_bad_setting(browser, http_server, root):
+    log_in(browser, http_server)
+    go(browser, http_server, "/streams")
+    name = unique("made-in-console")
+    fill(form(browser, "Create a stream"), "Name", name)
+    button(browser, "Create stream").click()
+    wait(browser, lambda b: b.find_element(By.CSS_SELECTOR, "#view h1").text == f"Stream {name}")
+    create = form(browser, "Create a topic")
+    fill(create, "Name", "events")
+    fill(create, "Partitions", "2")
+    fill(create, "Message expiry", "7 d")
+    fill(create, "Max size", "1 GB")
+    button(browser, "Create topic").click()
+    wait(browser, lambda b: b.find_element(By.CSS_SELECTOR, "#view h1").text == "Topic events")
+    summary = find(browser, ".summary").text
+    assert "2 partitions" in summary and "retention 7 d" in summary and "max size 1.0 GB" in summary
+    topic = root.get(f"/streams/{name}/topics/events").json()
+    assert topic["partitions_count"] == 2 and topic["message_expiry"] == 7 * 86400 * 10**6
+    assert topic["max_topic_size"] == 10**9
+    shot(browser, "topic")
+
+    edit = form(browser, "Edit the topic")
+    fill(edit, "Message expiry", "soon")
+    button(browser, "Save").click()
+    wait(browser, lambda b: b.find_element(By.ID, "status").text.startswith('Message expiry "soon": use e.g.'))
+    assert root.get(f"/streams/{name}/topics/events").json()["message_expiry"] == 7 * 86400 * 10**6
+    go(browser, http_server, "/streams")
+    wait(browser, lambda b: name in b.find_element(By.TAG_NAME, "table").text)
+    shot(browser, "streams")
+
+
+def test_deleting_a_topic_asks_first_naming_what_will_be_lost(browser, http_server, root):
+    stream, topic = make_topic(root, partitions=2)
+    send(root, stream, topic, [{"payload": b64(b"x" * 100)}] * 3)
+    log_in(browser, http_server)
+    go(browser, http_server, f"/streams/{stream['id']}")
+    delete = visible(browser, f'button[aria-label="Delete topic {topic}"]')
+    delete.click()
+    dialog = visible(browser, "#confirm")
+    text = find(browser, "#confirm-text").text
+    size = root.get(f"/streams/{stream['id']}/topics/{topic}").json()["size"]
+    assert text == f"Delete topic '{topic}' and its 2 partitions, 3 messages, {size}?", text
+    shot(browser, "confirm-delete")
+    button(browser, "Cancel").click()
+    wait(browser, lambda b: not dialog.is_displayed())
+    assert root.get(f"/streams/{stream['id']}/topics/{topic}").status_code == 200  # nothing changed
+    delete.click()
+    visible(browser, "#confirm")
+    find(browser, "#confirm-ok").click()
+    wait(browser, lambda b: "deleted" in b.find_element(By.ID, "status").text)
+    assert root.get(f"/streams/{stream['id']}/topics/{topic}").status_code == 404
+
+
+# -- messages ---------------------------------------------------------------------------------------------
+
+
+def test_browse_messages_as_text_json_and_hex_with_key_and_headers(browser, http_server, root):
+    stream, topic = make_topic(root)
+    send(root, stream, topic, [
+        {"payload": b64(b"hello world")},
+        {"payload": b64(b'{"order": 42, "items": ["tea", "milk"]}'),
+         "headers": {"rill.key": {"kind": "raw", "value": b64(b"customer-7")},
+                     "source": {"kind": "string", "value": b64(b"shop")}}},
+        {"payload": b64(b"\x00\xff\x10binary")},
+    ])
+    log_in(browser, http_server)
+    go(browser, http_server, f"/messages?stream={stream['id']}&topic=1&partition=1")
+    wait(browser, lambda b: len(articles(b)) == 3)
+    newest, json_message, text_message = articles(browser)  # newest first
+    assert newest.get_attribute("data-offset") == "2"
+    assert "00 ff 10 62 69 6e" in newest.find_element(By.TAG_NAME, "pre").text
+    assert json_message.find_element(By.TAG_NAME, "pre").text == (
+        '{\n  "order": 42,\n  "items": [\n    "tea",\n    "milk"\n  ]\n}')
+    assert json_message.find_element(By.CSS_SELECTOR, ".key").text == "customer-7"
+    assert "source" in json_message.text and "shop" in json_message.text
+    assert text_message.find_element(By.TAG_NAME, "pre").text == "hello world"
+    time_element = text_message.find_element(By.TAG_NAME, "time")
+    assert time_element.get_attribute("title").endswith(" UTC")
+    shot(browser, "messages")
+
+    browse = form(browser, "Browse")
+    Select(browse.find_element(By.NAME, "view")).select_by_visible_text("Hex")
+    wait(browser, lambda b: "68 65 6c 6c 6f 20 77 6f" in articles(b)[2].text)
+    Select(browse.find_element(By.NAME, "view")).select_by_visible_text("Auto")
+    Select(browse.find_element(By.NAME, "order")).select_by_visible_text("Oldest first")
+    Select(browse.find_element(By.NAME, "from")).select_by_visible_text("an offset")
+    fill(browse, "Offset", "1")
+    fill(browse, "How many", "1")
+    button(browser, "Show messages").click()
+    wait(browser, lambda b: [a.get_attribute("data-offset") for a in articles(b)] == ["1"])
+    fill(browse, "How many", "5")
+    fill(browse, "Offset", "0")
+    button(browser, "Show messages").click()
+    wait(browser, lambda b: [a.get_attribute("data-offset") for a in articles(b)] == ["0", "1", "2"])
+    fill(browse, "Filter by key or header", "customer")
+    wait(browser, lambda b: [a.get_attribute("data-offset") for a in articles(b)] == ["1"])
+
+
+def test_browse_by_time_in_either_order(browser, http_server, root):
+    stream, topic = make_topic(root)
+    send(root, stream, topic, [{"payload": b64(b"earlier")}])
+    time.sleep(1.2)  # the time picker has whole seconds: the two messages need different ones
+    send(root, stream, topic, [{"payload": b64(b"later")}])
+    polled = root.get(f"/streams/{stream['id']}/topics/{topic}/messages",
+                      params={"partition_id": 1, "kind": "offset", "value": 0, "count": 2}).json()
+    later_us = polled["messages"][1]["timestamp"]
+    log_in(browser, http_server)
+    go(browser, http_server, f"/messages?stream={stream['id']}&topic=1&partition=1")
+    wait(browser, lambda b: len(articles(b)) == 2)
+    browse = form(browser, "Browse")
+    Select(browse.find_element(By.NAME, "from")).select_by_visible_text("a time")
+    time_input = visible(browser, 'input[name="time"]')
+    # the later message's second, in the browser's local time (what a person would type)
+    browser.execute_script("""
+        const d = new Date(Math.floor(arguments[1] / 1e6) * 1000);
+        const p = (n) => String(n).padStart(2, "0");
+        arguments[0].value = `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+    """, time_input, later_us)
+    Select(browse.find_element(By.NAME, "order")).select_by_visible_text("Oldest first")
+    button(browser, "Show messages").click()
+    wait(browser, lambda b: [a.find_element(By.TAG_NAME, "pre").text for a in articles(b)] == ["later"])
+    Select(browse.find_element(By.NAME, "order")).select_by_visible_text("Newest first")
+    button(browser, "Show messages").click()
+    wait(browser, lambda b: [a.find_element(By.TAG_NAME, "pre").text for a in articles(b)] == ["earlier"])
+
+
+def test_send_a_test_message_from_the_console(browser, http_server, root):
+    stream, topic = make_topic(root)
+    log_in(browser, http_server)
+    go(browser, http_server, f"/messages?stream={stream['id']}&topic=1&partition=1")
+    sender = form(browser, "Send a test message")
+    fill(sender, "Payload (text)", "sent from the console")
+    fill(sender, "Key (optional)", "k-1")
+    fill(sender, "Headers (optional)", "trace=abc")
+    button(browser, "Send").click()
+    wait(browser, lambda b: len(articles(b)) == 1)
+    assert "sent from the console" in articles(browser)[0].text
+    assert "k-1" in articles(browser)[0].text and "trace" in articles(browser)[0].text
+    polled = root.get(f"/streams/{stream['id']}/topics/{topic}/messages",
+                      params={"partition_id": 1, "kind": "offset", "value": 0, "count": 10}).json()
+    [message] = polled["messages"]
+    assert base64.b64decode(message["payload"]) == b"sent from the console"
+    assert base64.b64decode(message["headers"]["trace"]["value"]) == b"abc"
+
+
+def test_follow_shows_messages_as_a_client_sends_them(browser, http_server, root):
+    stream, topic = make_topic(root)
+    send(root, stream, topic, [{"payload": b64(b"before following")}])
+    log_in(browser, http_server)
+    go(browser, http_server, f"/messages?stream={stream['id']}&topic=1&partition=1")
+    wait(browser, lambda b: len(articles(b)) == 1)
+    follow = button(browser, "Follow live")
+    follow.click()
+    wait(browser, lambda b: b.find_element(By.ID, "follow-state").text.startswith("Following partition 1 from offset 1"))
+    assert articles(browser) == []
+    with Client(http_server.address) as client:
+        client.login_user("iggy", "iggy")
+        client.send_messages(stream["id"], topic, [b"live one"], partitioning=1)
+        wait(browser, lambda b: [a.find_element(By.TAG_NAME, "pre").text for a in articles(b)] == ["live one"])
+        client.send_messages(stream["id"], topic, [b"live two", b"live three"], partitioning=1)
+        wait(browser, lambda b: [a.find_element(By.TAG_NAME, "pre").text for a in articles(b)]
+             == ["live three", "live two", "live one"])
+    assert follow.get_attribute("aria-pressed") == "true"
+    shot(browser, "follow")
+    follow.click()
+    wait(browser, lambda b: follow.text == "Follow live" and follow.get_attribute("aria-pressed") == "false")
+
+
+# -- consumers ----------------------------------------------------------------------------------------------
+
+
+def lag_of(browser, consumer: str) -> list[str]:
+    """The lag cells of ``consumer``'s rows in the lag table, by partition."""
+    return [cell.text for cell in browser.find_elements(
+        By.XPATH, f"//div[@id='lag']//tr[td[1]={consumer!r}]/td[6]")]
+
+
+def test_consumers_show_lag_per_partition_moving_as_a_group_commits(browser, http_server, root):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    topic = unique("shipments")
+    bootstrap = "%s:%d" % http_server.kafka_address
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    for n in range(10):
+        producer.send(topic, value=b"s%d" % n, partition=0)
+    producer.flush()
+    producer.close()
+    kafka_group = KafkaConsumer(bootstrap_servers=bootstrap, group_id="shipping", enable_auto_commit=False)
+    kafka_group.commit({TopicPartition(topic, 0): OffsetAndMetadata(4, "", -1)})
+    kafka_group.close()
+    assert root.post(f"/streams/kafka/topics/{topic}/consumer-groups", json={"name": "workers"}).status_code == 201
+    with Client(http_server.address) as member:
+        member.login_user("iggy", "iggy")
+        member.join_consumer_group("kafka", topic, "workers")
+        member.store_consumer_offset("kafka", topic, 3, consumer=Consumer.group("workers"), partition_id=1)
+        log_in(browser, http_server)
+        go(browser, http_server, f"/consumers?stream=kafka&topic={topic}")
+        wait(browser, lambda b: lag_of(b, "workers") == ["6"], "the group's lag never showed")
+        assert lag_of(browser, "shipping") == ["6"]  # the Kafka group: 10 - 4
+        assert "Kafka group" in find(browser, "#lag").text and "Iggy group" in find(browser, "#lag").text
+        members = visible(browser, "#groups table").text
+        assert "1" in members.splitlines()[-1]  # the member is assigned partition 1
+        member.store_consumer_offset("kafka", topic, 9, consumer=Consumer.group("workers"), partition_id=1)
+        wait(browser, lambda b: lag_of(b, "workers") == ["0"], "the group's lag never moved")
+    reader = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id="pickers",
+                           client_id="picker-app", enable_auto_commit=False)
+    try:
+        deadline = time.monotonic() + WAIT
+        while not reader.assignment():
+            assert time.monotonic() < deadline, "the Kafka consumer was never assigned"
+            reader.poll(timeout_ms=200)
+        kafka_members = wait(browser, lambda b: "picker-app" in b.find_element(By.ID, "kafka-groups").text
+                             and b.find_element(By.ID, "kafka-groups").text)
+        assert "Kafka group pickers: 1 member reading this topic" in kafka_members
+        shot(browser, "consumers-kafka-members")
+    finally:
+        reader.close()
+    chart = find(browser, '[data-consumer="Iggy group workers"]')
+    assert chart.find_element(By.TAG_NAME, "output").text == "0 messages"
+    assert chart.find_element(By.CSS_SELECTOR, ".line").get_attribute("d").count("L") >= 1  # 2+ samples
+    shot(browser, "consumers")
+
+
+# -- permissions and narrow windows -----------------------------------------------------------------------
+
+
+def test_a_read_only_user_sees_no_buttons_that_would_fail(browser, http_server, root):
+    stream, topic = make_topic(root)
+    send(root, stream, topic, [{"payload": b64(b"readable")}])
+    name = unique("reader")
+    created = root.post("/users", json={"username": name, "password": "secret1", "permissions": {
+        "global": {"read_streams": True, "read_topics": True, "poll_messages": True}, "streams": None}})
+    assert created.status_code == 200, created.text
+    log_in(browser, http_server, name, "secret1")
+    go(browser, http_server, "/streams")
+    wait(browser, lambda b: stream["name"] in b.find_element(By.TAG_NAME, "table").text)
+    shot(browser, "read-only-streams")
+
+    def buttons(b) -> set[str]:
+        return {e.text for e in b.find_elements(By.CSS_SELECTOR, "#view button") if e.is_displayed()}
+
+    assert buttons(browser) == set()
+    assert not browser.find_elements(By.CSS_SELECTOR, "#view form")
+    go(browser, http_server, f"/streams/{stream['id']}")
+    wait(browser, lambda b: topic in b.find_element(By.TAG_NAME, "table").text)
+    assert buttons(browser) == set() and not browser.find_elements(By.CSS_SELECTOR, "#view form")
+    go(browser, http_server, f"/messages?stream={stream['id']}&topic=1&partition=1")
+    wait(browser, lambda b: len(articles(b)) == 1)  # reading is allowed
+    assert buttons(browser) == {"Show messages", "Follow live"}  # no "Send"
+    assert not browser.find_elements(By.CSS_SELECTOR, 'form[aria-label="Send a test message"]')
+
+
+def test_narrow_window_has_no_sideways_scrolling(browser, http_server, root):
+    stream, topic = make_topic(root)
+    send(root, stream, topic, [{"payload": b64(b'{"a_rather_long_field_name": "' + b"v" * 200 + b'"}')}])
+    log_in(browser, http_server)
+    browser.set_window_size(420, 800)
+    try:
+        for fragment, name in ((f"/messages?stream={stream['id']}&topic=1&partition=1", "narrow-messages"),
+                               ("/overview", "narrow-overview"), (f"/streams/{stream['id']}/topics/1", "narrow-topic"),
+                               (f"/consumers?stream={stream['id']}&topic=1", "narrow-consumers"),
+                               ("/users", "narrow-users")):
+            go(browser, http_server, fragment)
+            visible(browser, "#view h1")
+            wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#results article, #server-facts, #view table, #lag p"))
+            overflow = browser.execute_script(
+                "return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            assert overflow <= 0, f"{fragment}: {overflow} px of sideways scrolling"
+            shot(browser, name)
+    finally:
+        browser.set_window_size(1280, 800)
+
+
+# -- users and tokens ----------------------------------------------------------------------------------
+
+
+def test_create_change_and_delete_a_user(browser, http_server, root):
+    stream, _ = make_topic(root)
+    log_in(browser, http_server)
+    go(browser, http_server, "/users")
+    name = unique("operator")
+    create = form(browser, "Create a user")
+    fill(create, "Username", name)
+    fill(create, "Password", "secret1")
+    create.find_element(By.XPATH, ".//label[normalize-space()='Read streams']/input").click()
+    button(browser, "Create user").click()
+    wait(browser, lambda b: name in b.find_element(By.CSS_SELECTOR, "#view table").text)
+    user = root.get(f"/users/{name}").json()
+    assert user["permissions"]["global"]["read_streams"] is True
+    assert user["permissions"]["global"]["manage_streams"] is False
+    shot(browser, "users")
+
+    visible(browser, f'a[aria-label="Edit permissions of {name}"]').click()
+    change = form(browser, "Change permissions")
+    change.find_element(By.XPATH, ".//label[normalize-space()='Send messages']/input").click()
+    change.find_element(By.CSS_SELECTOR, f'input[aria-label="Poll on stream {stream["name"]}"]').click()
+    button(browser, "Save permissions").click()
+    wait(browser, lambda b: "saved" in b.find_element(By.ID, "status").text)
+    permissions = root.get(f"/users/{name}").json()["permissions"]
+    flags = permissions["global"]
+    assert flags["read_streams"] is True and flags["send_messages"] is True
+    on_stream = permissions["streams"][str(stream["id"])]
+    assert on_stream["poll_messages"] is True and on_stream["manage_stream"] is False
+
+    visible(browser, f'button[aria-label="Delete user {name}"]').click()
+    assert find(browser, "#confirm-text").text.startswith(f"Delete user '{name}'?")
+    find(browser, "#confirm-ok").click()
+    wait(browser, lambda b: "deleted" in b.find_element(By.ID, "status").text)
+    assert root.get(f"/users/{name}").status_code == 404
+
+
+def test_a_personal_access_token_is_shown_once_and_logs_in(browser, http_server, root):
+    log_in(browser, http_server)
+    go(browser, http_server, "/users")
+    name = unique("ci")
+    create = form(browser, "Create a personal access token")
+    fill(create, "Name", name)
+    fill(create, "Expires after", "30 d")
+    button(browser, "Create token").click()
+    token = visible(browser, "#new-token code").text
+    assert len(token) > 20
+    assert name in find(browser, "#view").text
+    login = httpx.post(f"{http_server.http_url}/personal-access-tokens/login", json={"token": token})
+    assert login.status_code == 200 and login.json()["user_id"] == 1
+    shot(browser, "token-created")
+    go(browser, http_server, "/overview")
+    go(browser, http_server, "/users")
+    wait(browser, lambda b: name in b.find_element(By.ID, "view").text)
+    assert token not in find(browser, "#view").text  # shown once
+
+
+def test_the_pages_ran_without_script_errors_or_policy_violations(browser):
+    """Last in the module: what the browser logged while the tests above used the console
+    (a script error or a Content-Security-Policy violation is logged as SEVERE; refused API
+    calls -- the wrong password's 401 -- are logged as failed loads, which are expected)."""
+    severe = [entry["message"] for entry in browser.get_log("browser")
+              if entry["level"] == "SEVERE" and "Failed to load resource" not in entry["message"]]
+    assert severe == []
