@@ -314,6 +314,33 @@ def test_browse_messages_as_text_json_and_hex_with_key_and_headers(browser, http
     wait(browser, lambda b: [a.get_attribute("data-offset") for a in articles(b)] == ["1"])
 
 
+def test_search_a_range_by_key_or_header_reads_past_one_page(browser, http_server, root):
+    stream, topic = make_topic(root)
+    def message(number: int) -> dict:
+        found = {"payload": b64(b"m%d" % number)}
+        if number in (5, 1700, 2400):
+            found["headers"] = {"rill.key": {"kind": "raw", "value": b64(b"vip-%d" % number)}}
+        if number == 2100:
+            found["headers"] = {"trace": {"kind": "string", "value": b64(b"vip-trace")}}
+        return found
+    for start in range(0, 2500, 500):  # 2,500 messages: a search reads three polls of 1,000
+        send(root, stream, topic, [message(n) for n in range(start, start + 500)])
+    log_in(browser, http_server)
+    go(browser, http_server, f"/messages?stream={stream['id']}&topic=1&partition=1")
+    wait(browser, lambda b: len(articles(b)) == 20)
+    search = form(browser, "Search a range")
+    fill(search, "From offset", "10")
+    fill(search, "To offset", "2499")
+    fill(search, "Key or header contains", "VIP")
+    button(browser, "Search").click()
+    wait(browser, lambda b: "3 matches" in find(b, "#search-state").text)
+    assert [a.get_attribute("data-offset") for a in articles(browser)] == ["1700", "2100", "2400"]
+    assert "vip-1700" in articles(browser)[0].text and "vip-trace" in articles(browser)[1].text
+    fill(search, "To offset", "5")
+    button(browser, "Search").click()
+    wait(browser, lambda b: "From at most To" in status_text(b))
+
+
 def test_browse_by_time_in_either_order(browser, http_server, root):
     stream, topic = make_topic(root)
     send(root, stream, topic, [{"payload": b64(b"earlier")}])
@@ -465,7 +492,7 @@ def test_a_read_only_user_sees_no_buttons_that_would_fail(browser, http_server, 
     assert buttons(browser) == set() and not browser.find_elements(By.CSS_SELECTOR, "#view form")
     go(browser, http_server, f"/messages?stream={stream['id']}&topic=1&partition=1")
     wait(browser, lambda b: len(articles(b)) == 1)  # reading is allowed
-    assert buttons(browser) == {"Show messages", "Follow live"}  # no "Send"
+    assert buttons(browser) == {"Show messages", "Search", "Follow live"}  # no "Send"
     assert not browser.find_elements(By.CSS_SELECTOR, 'form[aria-label="Send a test message"]')
 
 

@@ -1,6 +1,8 @@
 // Messages of one partition: browse by offset or by time, newest or oldest first; payloads as
 // text, pretty JSON or hex, with their key (the "rill.key" header Kafka keys are stored in) and
-// headers; a filter by key or header over the range shown; a test message; and "Follow", the
+// headers; a filter by key or header over the range shown, and "Search" of an offset range (read
+// page by page, 1,000 messages a poll, up to 100,000 offsets and 1,000 matches); a test
+// message; and "Follow", the
 // live tail read from the server-sent events of GET .../messages/follow (one bounded stream,
 // closed when the view is left or Stop is pressed; not a refresh loop).
 
@@ -10,6 +12,8 @@ import { attempt, field, h, say } from "./ui.js";
 
 const KEY_HEADER = "rill.key";
 const LIVE_KEEP = 200; // messages kept on screen while following
+const SEARCH_SPAN = 100000; // offsets one search may read
+const SEARCH_KEEP = 1000; // matches one search keeps
 
 // -- payloads and headers ------------------------------------------------------------------
 
@@ -134,6 +138,23 @@ async function browse(base, partition, { from, offset, time, n, newestFirst, end
   const first = Math.max(0, last - n + 1);
   const messages = await poll(base, partition, "offset", first, last - first + 1);
   return messages.filter((m) => m.offset <= last).reverse();
+}
+
+const matchCount = (n) => `${count(n)} ${n === 1 ? "match" : "matches"}`;
+
+// The messages of offsets from..to (both included) whose key or a header matches ``needle``,
+// read a page at a time; onPage(next offset, matches) after each page; stops when ``stopped()``.
+async function search(base, partition, from, to, needle, onPage, stopped) {
+  const found = [];
+  let offset = from;
+  while (offset <= to && found.length < SEARCH_KEEP && !stopped()) {
+    const page = await poll(base, partition, "offset", offset, Math.min(1000, to - offset + 1));
+    if (!page.length) break;
+    for (const m of page) if (m.offset <= to && matches(m, needle) && found.length < SEARCH_KEEP) found.push(m);
+    offset = page[page.length - 1].offset + 1;
+    onPage(offset, found.length);
+  }
+  return found;
 }
 
 // -- following ----------------------------------------------------------------------------------
@@ -302,13 +323,47 @@ export async function render(container, _ids, params) {
       }
     }
   }
+  // searching a range
+  const [fromOffsetField, fromOffsetInput] = field("From offset", { name: "search_from", type: "number", min: 0, value: 0 });
+  const [toOffsetField, toOffsetInput] = field("To offset", { name: "search_to", type: "number", min: 0, value: partition.messages_count ? partition.current_offset : 0 });
+  const [needleField, needleInput] = field("Key or header contains", { name: "needle", type: "search", placeholder: "e.g. user-42 or trace=abc", autocomplete: "off" });
+  const searchState = h("span", { class: "note", id: "search-state", "aria-live": "polite" });
+  const searchForm = h("form", { class: "card controls", "aria-label": "Search a range" },
+    h("h2", {}, "Search a range"), fromOffsetField, toOffsetField, needleField,
+    h("button", { type: "submit" }, "Search"), searchState);
+  let searching = 0; // the search running (a newer one, or a browse, ends it)
+  browseForm.addEventListener("submit", () => { searching += 1; });
+  searchForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (following) stopFollowing();
+    const mine = ++searching;
+    await attempt(searchForm.querySelector("button[type=submit]"), async () => {
+      const from = Number(fromOffsetInput.value), to = Number(toOffsetInput.value);
+      const needle = needleInput.value.trim().toLowerCase();
+      if (!(Number.isInteger(from) && Number.isInteger(to) && 0 <= from && from <= to)) {
+        throw new Error("Search: From and To must be offsets, From at most To");
+      }
+      if (to - from + 1 > SEARCH_SPAN) throw new Error(`Search: at most ${count(SEARCH_SPAN)} offsets at once`);
+      if (!needle) throw new Error("Search: say what the key or a header contains");
+      filterInput.value = "";
+      const found = await search(base, partition.id, from, to, needle, (next, matched) => {
+        searchState.textContent = `Searched to offset ${count(Math.min(next, to + 1) - 1)}: ${matchCount(matched)}…`;
+      }, () => mine !== searching);
+      if (mine !== searching) return;
+      shown = found;
+      searchState.textContent = `Offsets ${count(from)} to ${count(to)}: ${matchCount(found.length)}` +
+        (found.length >= SEARCH_KEEP ? ` (the first ${count(SEARCH_KEEP)})` : "") + ".";
+      draw();
+    });
+  });
+
   followButton.addEventListener("click", () => {
     if (following) { stopFollowing(); return; }
     shown = [];
     draw();
     follow(null);
   });
-  container.append(browseForm, h("p", { class: "follow" }, followButton, " ", followState), summary, results);
+  container.append(browseForm, searchForm, h("p", { class: "follow" }, followButton, " ", followState), summary, results);
 
   if (mayWrite) container.append(sendForm(base, partition, () => {
     if (!following) browseForm.requestSubmit();
