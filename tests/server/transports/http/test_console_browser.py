@@ -443,6 +443,8 @@ def test_consumers_show_lag_per_partition_moving_as_a_group_commits(browser, htt
         go(browser, http_server, f"/consumers?stream=kafka&topic={topic}")
         wait(browser, lambda b: lag_of(b, "workers") == ["6"], "the group's lag never showed")
         assert lag_of(browser, "shipping") == ["6"]  # the Kafka group: 10 - 4
+        shipping = find(browser, "#lag").find_element(By.XPATH, ".//tr[td[1]='shipping']/td[3]")
+        assert shipping.text == "1 (Kafka 0)"  # rill's partition 1 is Kafka's 0
         assert "Kafka group" in find(browser, "#lag").text and "Iggy group" in find(browser, "#lag").text
         members = visible(browser, "#groups table").text
         assert "1" in members.splitlines()[-1]  # the member is assigned partition 1
@@ -458,6 +460,8 @@ def test_consumers_show_lag_per_partition_moving_as_a_group_commits(browser, htt
         kafka_members = wait(browser, lambda b: "picker-app" in b.find_element(By.ID, "kafka-groups").text
                              and b.find_element(By.ID, "kafka-groups").text)
         assert "Kafka group pickers: 1 member reading this topic" in kafka_members
+        assigned = find(browser, "#kafka-groups").find_element(By.XPATH, ".//tbody/tr[last()]/td[3]")
+        assert assigned.text == "0" and "Kafka's numbers" in kafka_members  # the only partition
         shot(browser, "consumers-kafka-members")
     finally:
         reader.close()

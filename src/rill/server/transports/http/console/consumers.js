@@ -9,6 +9,8 @@ import { count, plural } from "./format.js";
 import { field, h, table } from "./ui.js";
 
 const PERIOD_MS = 2000;
+// rill numbers partitions from 1, Kafka from 0: a Kafka group's row shows both
+const partitionOf = (row) => (row.kind === "kafka_group" ? `${row.partition_id} (Kafka ${row.partition_id - 1})` : row.partition_id);
 const KIND = { iggy_group: "Iggy group", iggy_consumer: "Iggy consumer", kafka_group: "Kafka group", other: "Other" };
 
 function label(row) {
@@ -57,7 +59,7 @@ export async function render(container, _ids, params) {
     const rows = consumers.positions;
     if (stopped) return;
     lagSlot.replaceChildren(table("Committed offsets and lag", [
-      ["Consumer", (r) => r.name], ["Kind", (r) => KIND[r.kind] || r.kind], ["Partition", (r) => r.partition_id],
+      ["Consumer", (r) => r.name], ["Kind", (r) => KIND[r.kind] || r.kind], ["Partition", partitionOf],
       ["Reads next (committed)", (r) => (r.next_offset === null ? "nothing committed" : count(r.next_offset))],
       ["End offset", (r) => count(r.end_offset)], ["Lag", (r) => h("span", { class: "lag" }, count(r.lag))],
     ], rows, "No consumer has committed an offset in this topic, and it has no consumer groups."));
@@ -89,7 +91,7 @@ export async function render(container, _ids, params) {
       h("h3", {}, `${name}: ${plural(members.length, "member")} reading this topic`),
       table(`Members of ${name}`, [
         ["Member", (m) => m.member_id], ["Client", (m) => m.client],
-        ["Assigned partitions", (m) => m.partitions.join(", ") || "none"],
+        ["Assigned partitions (Kafka's numbers)", (m) => m.partitions.map((p) => p - 1).join(", ") || "none"],
       ], members))) : [h("p", { class: "empty" }, "No Kafka group member reads this topic now.")]));
   }
 
