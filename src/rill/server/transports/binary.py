@@ -120,7 +120,7 @@ class BinaryConnection:
         self.can_write = asyncio.Event()
         self.can_write.set()
         self.session = core.connect(address, transport)
-        self.session.protocol = getattr(protocol, "name", "iggy")
+        self.session.protocol = protocol.name
         self.session.close_link = self._close_for_core
         protocol.open_session(core, self.session)
         greeting = getattr(protocol, "greeting", None)  # bytes a protocol sends first (TANK's ping)

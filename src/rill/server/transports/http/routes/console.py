@@ -11,6 +11,7 @@ with the bearer token of its login (kept in the tab's sessionStorage).
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 
 from fastapi import APIRouter
@@ -46,9 +47,14 @@ PATHS = frozenset({CONSOLE, CONSOLE + "/"} | {f"{CONSOLE}/{name}" for name in FI
 router = APIRouter(include_in_schema=False)
 
 
+@functools.cache
+def _content(name: str) -> bytes:
+    """A console file's bytes, read from the package once per process."""
+    return (resources.files("rill.server.transports.http") / "console" / name).read_bytes()
+
+
 def _file(name: str) -> Response:
-    content = (resources.files("rill.server.transports.http") / "console" / name).read_bytes()
-    return Response(content, media_type=FILES[name], headers=HEADERS)
+    return Response(_content(name), media_type=FILES[name], headers=HEADERS)
 
 
 @router.get(CONSOLE)
