@@ -64,6 +64,7 @@ class KafkaSettings:
     segment_bytes: int = 1024 ** 3  # the segment size (DescribeConfigs)
     default_message_expiry: int = EXPIRY_NEVER  # µs, a topic's default (DescribeConfigs)
     default_max_topic_size: int = 10 * 1000 ** 3  # a topic's default (DescribeConfigs)
+    session_lifetime: float = 0.0  # seconds a SASL login lasts; 0 = the connection's life
 
 
 NODE_ID = 0
