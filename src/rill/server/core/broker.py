@@ -156,6 +156,7 @@ class Broker:
     def check_server_access(self, session: Session) -> None:
         """Raise unless ``session`` may read the server's settings (READ_SERVER)."""
         self._core.state.authorize(session, Action.READ_SERVER)
+
     def list_topics(self, session: Session, namespace: Ref, allowing: str = "describe"
                     ) -> list[Topic]:
         """The namespace's topics the principal may act on: ``describe`` (read its metadata,

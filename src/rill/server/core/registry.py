@@ -3,9 +3,9 @@
 Owns one collection's three views and keeps them in step: the dict by id (a real ``dict``, so
 lookups, iteration and ``sorted`` stay at C speed), an index by name (also as a live read-only
 mapping, ``by_name``: a per-request name lookup costs O(1), not a copy of the collection), and
-the lowest free id for auto-assigned ids. Lookups by name and id assignment are O(1) / amortised O(log n), so
-creating the 100,000th stream costs what creating the first did (a scan over every stream per
-creation made 100,000 creations quadratic).
+the lowest free id for auto-assigned ids. Lookups by name and id assignment are O(1) /
+amortised O(log n), so creating the 100,000th stream costs what creating the first did (a scan
+over every stream per creation made 100,000 creations quadratic).
 
 Invariants: items are added with ``registry[id] = item`` and removed with ``del registry[id]``;
 a name changes only through ``rename``. Every id below the free-id cursor is either in use or
