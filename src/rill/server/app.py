@@ -241,7 +241,8 @@ class Server:
             max_message_bytes=self.config.tcp.max_frame_size,
             segment_bytes=self.config.system.segment.size,
             default_message_expiry=self.core.topics.default_message_expiry(),
-            default_max_topic_size=self.config.system.topic.max_size)
+            default_max_topic_size=self.config.system.topic.max_size,
+            session_lifetime=kafka.session_lifetime)
 
     async def _start_tank(self) -> None:
         from rill.server.protocols.tank import TankProtocol, TankSettings

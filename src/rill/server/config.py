@@ -260,6 +260,11 @@ class KafkaConfig:
     # Kafka's group.initial.rebalance.delay.ms: an empty group's first rebalance waits this long
     group_initial_rebalance_delay: float = _duration("0 ms")
     anonymous_user: str = ""  # a username connections act as before SASL; "" = none (log in)
+    # Kafka's connections.max.reauth.ms (KIP-368): a SASL login lasts this long; a client that
+    # knows (SaslAuthenticate v1+ is told) logs in again on the same connection before it ends,
+    # and a connection whose login ended is closed at its next request. "0 ms" = a login lasts
+    # as long as its connection
+    session_lifetime: float = _duration("0 ms")
     # large Fetch answers go from the log files to the socket (sendfile; not over TLS). Off by
     # default: on loopback it measured no faster (docs/performance.md, "Zero-copy polls")
     sendfile: bool = False

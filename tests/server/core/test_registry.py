@@ -1,5 +1,6 @@
-"""The registry of streams (and of a stream's topics): lookups by name, the lowest free id, and
-creation in time that does not grow with the number of streams."""
+"""The registry of streams (and of a stream's topics): lookups by name (also through the live
+view by name), the lowest free id, and creation in time that does not grow with the number of
+streams."""
 
 from __future__ import annotations
 
@@ -31,6 +32,27 @@ def test_lookups_by_name_follow_adds_renames_and_deletes():
     assert registry.named("b") is None and list(registry) == [1]
     registry[1] = Named("d")  # replaced
     assert registry.named("c") is None and registry.named("d") is registry[1]
+
+
+def test_the_view_by_name_is_live_and_copies_nothing():
+    registry = Registry()
+    registry[2] = Named("b")
+    registry[1] = Named("a")
+    view = registry.by_name()
+    assert list(view) == ["a", "b"] and len(view) == 2  # in id order
+    assert view["a"] is registry[1] and view.get("b") is registry[2]
+    assert "c" not in view and view.get("c") is None and view.get(None) is None
+    registry[3] = Named("c")  # what happens after the view was made shows through it
+    registry.rename(1, "z")
+    del registry[2]
+    assert dict(view) == {"z": registry[1], "c": registry[3]}
+    assert "a" not in view and "b" not in view
+    try:
+        view["b"]
+    except KeyError:
+        pass
+    else:
+        raise AssertionError("a deleted name still resolves")
 
 
 def test_the_lowest_free_id_reuses_freed_ids_and_skips_taken_ones():

@@ -1,10 +1,11 @@
 """Registry: the streams of a server, or the topics of a stream, by id and by name.
 
 Owns one collection's three views and keeps them in step: the dict by id (a real ``dict``, so
-lookups, iteration and ``sorted`` stay at C speed), an index by name, and the lowest free id
-for auto-assigned ids. Lookups by name and id assignment are O(1) / amortised O(log n), so
-creating the 100,000th stream costs what creating the first did (a scan over every stream per
-creation made 100,000 creations quadratic).
+lookups, iteration and ``sorted`` stay at C speed), an index by name (also as a live read-only
+mapping, ``by_name``: a per-request name lookup costs O(1), not a copy of the collection), and
+the lowest free id for auto-assigned ids. Lookups by name and id assignment are O(1) /
+amortised O(log n), so creating the 100,000th stream costs what creating the first did (a scan
+over every stream per creation made 100,000 creations quadratic).
 
 Invariants: items are added with ``registry[id] = item`` and removed with ``del registry[id]``;
 a name changes only through ``rename``. Every id below the free-id cursor is either in use or
@@ -14,6 +15,7 @@ in the heap of freed ids.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterator, Mapping
 from typing import Any, Protocol, TypeVar
 
 
@@ -53,6 +55,10 @@ class Registry(dict):  # dict[int, Item]
         key = self._by_name.get(name)
         return None if key is None else self[key]
 
+    def by_name(self) -> ByName:
+        """A live read-only view name -> item (iterated in id order)."""
+        return ByName(self)
+
     def rename(self, key: int, name: str) -> None:
         item = self[key]
         if self._by_name.get(item.name) == key:
@@ -70,3 +76,32 @@ class Registry(dict):  # dict[int, Item]
         while self._cursor in self:
             self._cursor += 1
         return self._cursor
+
+
+class ByName(Mapping):  # Mapping[str, Item]
+    """A registry's items by name, as it is now (nothing copied)."""
+
+    __slots__ = ("_registry",)
+
+    def __init__(self, registry: Registry) -> None:
+        self._registry = registry
+
+    def __getitem__(self, name: str) -> Any:
+        item = self._registry.named(name)
+        if item is None:
+            raise KeyError(name)
+        return item
+
+    def get(self, name: str, default: Any = None) -> Any:
+        item = self._registry.named(name)
+        return default if item is None else item
+
+    def __contains__(self, name: object) -> bool:
+        return self._registry.named(name) is not None  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[str]:
+        registry = self._registry
+        return iter([registry[key].name for key in sorted(registry)])
+
+    def __len__(self) -> int:
+        return len(self._registry)

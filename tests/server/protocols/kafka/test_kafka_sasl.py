@@ -1,7 +1,8 @@
 """SASL on the Kafka listener: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 as rill users, through
 confluent-kafka (librdkafka 2.16), kafka-python, aiokafka and kcat, over plaintext and TLS, with
 the right and a wrong password; the connection rules before a login (only ApiVersions and SASL;
-anything else closes), the SASL state errors, ``[kafka] anonymous_user`` (off by default), and
+anything else closes), the SASL state errors, logins that expire and are renewed on their
+connection (KIP-368, ``[kafka] session_lifetime``), ``[kafka] anonymous_user`` (off by default), and
 the SCRAM credentials in the metadata store (no clear password; they survive a restart; a user
 stored without them gets them at its next password login)."""
 
@@ -11,6 +12,7 @@ import asyncio
 import json
 import sqlite3
 import subprocess
+import time
 import uuid
 
 import pytest
@@ -252,6 +254,7 @@ def test_before_a_login_even_an_api_that_reads_nothing_closes(server):
 def test_after_a_plain_login_requests_are_served(raw):
     answer = log_in_plain(raw, USER, PASSWORD)
     assert (answer.error_code, answer.error_message, answer.auth_bytes) == (0, None, b"")
+    assert answer.session_lifetime_ms == 0  # a login lasts as long as its connection
     assert raw.call(apis.METADATA, 12, Metadata(topics=None)).brokers
     # one login per connection: a second handshake is a state error, and closes
     again = raw.call(apis.SASL_HANDSHAKE, 1, Handshake(mechanism="PLAIN"))
@@ -296,6 +299,104 @@ def test_a_failed_login_leaves_other_connections_alone(server, raw):
         assert other.call(apis.METADATA, 12, Metadata(topics=None)).brokers
     finally:
         other.close()
+
+
+# -- logins that expire (KIP-368: [kafka] session_lifetime) ------------------------------------
+
+LIFETIME_MS = 1500
+
+
+@pytest.fixture(scope="module")
+def expiring(tmp_path_factory):
+    process = start(tmp_path_factory.mktemp("kafka-sasl-expiring") / "data",
+                    RILL_KAFKA_SESSION_LIFETIME=f"{LIFETIME_MS} ms", RILL_LOGGING_LEVEL="info")
+    yield process
+    process.kill()
+
+
+def metadata_answered(link: Raw) -> bool:
+    link.send(encode_request(apis.METADATA, 12, 7, Metadata(topics=None)))
+    return link.receive() is not None
+
+
+def test_a_login_tells_its_lifetime_and_logging_in_again_renews_it(expiring):
+    link = Raw(expiring)
+    try:
+        answer = log_in_plain(link, USER, PASSWORD)
+        assert (answer.error_code, answer.session_lifetime_ms) == (0, LIFETIME_MS)
+        time.sleep(0.6 * LIFETIME_MS / 1000)
+        again = log_in_plain(link, USER, PASSWORD)  # on the same connection
+        assert (again.error_code, again.session_lifetime_ms) == (0, LIFETIME_MS)
+        time.sleep(0.6 * LIFETIME_MS / 1000)  # past the first login's end, within the second's
+        assert metadata_answered(link)
+        time.sleep(LIFETIME_MS / 1000)  # past the second's end: closed, unanswered
+        assert not metadata_answered(link)
+    finally:
+        link.close()
+
+
+def test_logging_in_again_as_another_user_or_by_another_mechanism_closes(expiring):
+    link = Raw(expiring)
+    try:
+        log_in_plain(link, USER, PASSWORD)
+        answer = log_in_plain(link, "nobody", "nobody-pw")
+        assert answer.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+        assert "another user" in answer.error_message
+        assert not metadata_answered(link)
+    finally:
+        link.close()
+    link = Raw(expiring)
+    try:
+        log_in_plain(link, USER, PASSWORD)
+        answer = link.call(apis.SASL_HANDSHAKE, 1, Handshake(mechanism="SCRAM-SHA-256"))
+        assert answer.error_code == ErrorCode.ILLEGAL_SASL_STATE
+        assert link.receive() is None
+    finally:
+        link.close()
+
+
+def produce_for(producer: Producer, topic: str, seconds: float) -> int:
+    """Produce one record every 0.2 s for ``seconds``, each flushed; how many were delivered."""
+    delivered = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        producer.produce(topic, b"x", on_delivery=lambda error, _: delivered.append(error))
+        producer.flush(10)
+        time.sleep(0.2)
+    assert all(error is None for error in delivered), delivered
+    return len(delivered)
+
+
+def test_confluent_kafka_logs_in_again_on_its_connection_before_the_login_ends(expiring):
+    topic = topic_name()
+    config = librdkafka(expiring, "SCRAM-SHA-256")
+    admin = AdminClient(config)
+    admin.create_topics([NewTopic(topic, 1)])[topic].result(timeout=30)
+    before = sum("logged in again by SASL SCRAM-SHA-256" in line for line in expiring.output)
+    producer = Producer(config)
+    assert produce_for(producer, topic, 3.5 * LIFETIME_MS / 1000) >= 10
+    renewals = sum("logged in again by SASL SCRAM-SHA-256" in line
+                   for line in expiring.output) - before
+    assert renewals >= 2, "".join(expiring.output[-20:])
+
+
+def test_a_changed_password_reaches_a_connection_at_its_next_login(expiring):
+    """With logins expiring, revoking a password ends the connections already logged in with
+    it: the client's next login on its connection fails, and the connection closes."""
+    with session(expiring) as root:
+        root.create_user("carol", "carol-secret-pw", permissions=EVERYTHING)
+    reported: list[KafkaError] = []
+    producer = Producer({**librdkafka(expiring, "SCRAM-SHA-512"), "sasl.username": "carol",
+                         "sasl.password": "carol-secret-pw", "error_cb": reported.append})
+    topic = topic_name()
+    assert produce_for(producer, topic, 0.5) >= 1
+    with session(expiring, "carol", "carol-secret-pw") as carol:
+        carol.change_password("carol", "carol-secret-pw", "carol-new-pw")
+    deadline = time.monotonic() + 3 * LIFETIME_MS / 1000
+    while time.monotonic() < deadline and not any(
+            error.code() == KafkaError._AUTHENTICATION for error in reported):
+        producer.poll(0.1)
+    assert any(error.code() == KafkaError._AUTHENTICATION for error in reported), reported
 
 
 def create_topic(raw: Raw, name: str) -> int:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Mapping
 
 from rill import errors
 from rill.protocol.kafka import ErrorCode, api_versions_body, apis, response_class
@@ -64,6 +64,7 @@ class KafkaSettings:
     segment_bytes: int = 1024 ** 3  # the segment size (DescribeConfigs)
     default_message_expiry: int = EXPIRY_NEVER  # µs, a topic's default (DescribeConfigs)
     default_max_topic_size: int = 10 * 1000 ** 3  # a topic's default (DescribeConfigs)
+    session_lifetime: float = 0.0  # seconds a SASL login lasts; 0 = the connection's life
 
 
 NODE_ID = 0
@@ -123,12 +124,16 @@ def valid_name(name: str | None) -> bool:
 
 
 def kafka_topics(core: Core, session: Session, settings: KafkaSettings,
-                 allowing: str | None = None) -> dict[str, Topic]:
+                 allowing: str | None = None) -> Mapping[str, Topic]:
     """The topics of the Kafka stream by name (none while the stream does not exist): every
-    one (``allowing`` None: to resolve names, each operation on a topic authorizes itself), or
-    those the principal may ``describe``/``read``/``write`` (``broker.list_topics``)."""
+    one (``allowing`` None: to resolve names, each operation on a topic authorizes itself; a
+    live view, ``broker.topics_by_name``), or those the principal may
+    ``describe``/``read``/``write`` (``broker.list_topics``)."""
+    broker = core.broker
     try:
-        topics = core.broker.list_topics(session, settings.stream, allowing)
+        if allowing is None:
+            return broker.topics_by_name(session, settings.stream)
+        topics = broker.list_topics(session, settings.stream, allowing)
     except (errors.StreamNameNotFound, errors.StreamIdNotFound):
         return {}
     return {topic.name: topic for topic in topics}
@@ -207,10 +212,10 @@ def _requested_topic(core: Core, session: Session, settings: KafkaSettings, name
                      auto_create: bool) -> Any:
     if not valid_name(name):
         return _metadata_error(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
-    visible = kafka_topics(core, session, settings, "describe")
-    if name in visible:
-        return _metadata_topic(visible[name])
-    if name in kafka_topics(core, session, settings):
+    topic = kafka_topics(core, session, settings).get(name)
+    if topic is not None:
+        if core.broker.topic_allows(session, topic, "describe"):
+            return _metadata_topic(topic)
         return _metadata_error(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     if not auto_create:
         return _metadata_error(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

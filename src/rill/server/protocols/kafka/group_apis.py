@@ -117,8 +117,9 @@ def member_source(core: Core, kafka_stream: str) -> MemberSource:
 
 def group_denied(core: Core, session: Session, settings: KafkaSettings) -> bool:
     """Whether the principal may use no group (see the module's rules)."""
-    return bool(kafka_topics(core, session, settings)) and not kafka_topics(
-        core, session, settings, "read")
+    topics = kafka_topics(core, session, settings)
+    return bool(topics) and not any(core.broker.topic_allows(session, topic, "read")
+                                    for topic in topics.values())
 
 
 def _client_id(request) -> str:

@@ -96,13 +96,17 @@ class KafkaProtocol:
         close = False
         if sasl.refused(session):
             return _CLOSE
+        if key not in sasl.APIS and sasl.expired(session):
+            log.info("client %d: its SASL login ended ([kafka] session_lifetime) and it did not "
+                     "log in again; closing the connection", session.client_id)
+            return _CLOSE
         if key not in sasl.BEFORE_LOGIN and not session.is_authenticated:
             log.info("client %d: Kafka API %d before a SASL login; closing the connection",
                      session.client_id, key)
             return _CLOSE
         try:
             if key in sasl.APIS:
-                body, close = await sasl.serve(core, session, request)
+                body, close = await sasl.serve(core, session, self.settings, request)
             else:
                 body = await dispatch.HANDLERS[key](core, session, self.settings, request)
         except Exception:

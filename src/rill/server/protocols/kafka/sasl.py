@@ -12,7 +12,15 @@ Owns: the SASL state of each Kafka connection and its rules (kafka-notes §2.4, 
   UNSUPPORTED_VERSION and the enabled list, and the connection closes: raw tokens are not
   served (every current client uses v1);
 * SaslAuthenticate before a handshake, a second handshake, or SASL after a successful login:
-  ILLEGAL_SASL_STATE, and the connection closes;
+  ILLEGAL_SASL_STATE, and the connection closes -- unless logins expire;
+* logins expire (KIP-368) when ``[kafka] session_lifetime`` is set: the last SaslAuthenticate of
+  a login tells a v1+ client ``session_lifetime_ms``, and the client logs in again on the same
+  connection before then (SaslHandshake, then SaslAuthenticate, with the mechanism it used and
+  as the same user: another mechanism is ILLEGAL_SASL_STATE, another user
+  SASL_AUTHENTICATION_FAILED, and the connection closes; so does a wrong password, which is
+  how a changed password or a deleted or deactivated user reaches a connection already logged
+  in). A connection whose login ended gets no answer to any other request: it is closed
+  (``expired``; a v0 client, which is not told, reconnects);
 * a failed login: SASL_AUTHENTICATION_FAILED (58) with a message, then the connection closes;
   every refusal closes ``CLOSE_DELAY`` after its answer (Kafka's
   ``connection.failed.authentication.delay.ms``, 100 ms), not at once: a client that reads the
@@ -25,15 +33,22 @@ Owns: the SASL state of each Kafka connection and its rules (kafka-notes §2.4, 
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rill import errors
 from rill.protocol.kafka import ErrorCode, apis, response_class
 from rill.server.auth import scram
 from rill.server.core.core import Core
 from rill.server.core.model import Session
+
+if TYPE_CHECKING:
+    from rill.server.protocols.kafka.dispatch import KafkaSettings
+
+log = logging.getLogger(__name__)
 
 PLAIN = "PLAIN"
 MECHANISMS: tuple[str, ...] = (PLAIN, scram.SHA256, scram.SHA512)
@@ -54,9 +69,18 @@ class _State:
     exchange: scram.ScramExchange | None = None
     done: bool = False
     refused: bool = False  # answered with a refusal: closing
+    user_id: int | None = None  # who the first login was (a later one must be the same)
+    ends_at: float | None = None  # time.monotonic() when the login ends (None: never)
 
 
 _STATES: weakref.WeakKeyDictionary[Session, _State] = weakref.WeakKeyDictionary()
+
+
+def expired(session: Session) -> bool:
+    """Whether the connection's SASL login has ended (``[kafka] session_lifetime``)."""
+    state = _STATES.get(session)
+    return (state is not None and state.ends_at is not None
+            and time.monotonic() >= state.ends_at)
 
 
 def _failed(message: str, code: ErrorCode = ErrorCode.SASL_AUTHENTICATION_FAILED
@@ -69,19 +93,24 @@ def _handshake(code: ErrorCode, close: bool) -> tuple[Any, bool]:
     return _Handshake(error_code=int(code), mechanisms=MECHANISMS), close
 
 
-async def serve(core: Core, session: Session, request) -> tuple[Any, bool]:
+async def serve(core: Core, session: Session, settings: KafkaSettings, request
+                ) -> tuple[Any, bool]:
     """The response body to a SASL request, and whether the connection closes after it."""
     state = _STATES.get(session)
     if state is None:
         state = _STATES[session] = _State()
     if request.api_key == apis.SASL_HANDSHAKE:
-        if state.done or state.mechanism is not None:
+        again = state.done and settings.session_lifetime > 0  # logging in again (KIP-368)
+        if (state.done and not again) or (state.mechanism is not None and not state.done):
             return _handshake(ErrorCode.ILLEGAL_SASL_STATE, True)
         if request.api_version == 0:
             return _handshake(ErrorCode.UNSUPPORTED_VERSION, True)
         if request.body.mechanism not in MECHANISMS:
             return _handshake(ErrorCode.UNSUPPORTED_SASL_MECHANISM, True)
+        if again and request.body.mechanism != state.mechanism:
+            return _handshake(ErrorCode.ILLEGAL_SASL_STATE, True)
         state.mechanism = request.body.mechanism
+        state.done = False
         return _handshake(ErrorCode.NONE, False)
     if state.mechanism is None or state.done:
         return _failed("SaslAuthenticate is only served after SaslHandshake, once",
@@ -105,10 +134,18 @@ async def serve(core: Core, session: Session, request) -> tuple[Any, bool]:
     except (errors.InvalidCredentials, errors.UserInactive, errors.ResourceNotFound):
         return _failed(f"Authentication failed: invalid credentials with SASL mechanism "
                        f"{state.mechanism}")
-    state.done = True
     state.exchange = None
+    if state.user_id is not None and session.user_id != state.user_id:
+        session.user_id = state.user_id  # nothing is served as the other user: it closes
+        return _failed("Authentication failed: a connection cannot log in again as another user")
+    if state.user_id is not None:
+        log.info("client %d: logged in again by SASL %s", session.client_id, state.mechanism)
+    state.done = True
+    state.user_id = session.user_id
+    lifetime = settings.session_lifetime
+    state.ends_at = time.monotonic() + lifetime if lifetime > 0 else None
     return _Authenticate(error_code=0, error_message=None, auth_bytes=answer,
-                         session_lifetime_ms=0), False
+                         session_lifetime_ms=int(lifetime * 1000)), False
 
 
 class _Refused(Exception):
