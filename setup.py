@@ -1,7 +1,9 @@
 """Build of rill's C extensions; everything else about the package is in pyproject.toml.
 
-``rill.server.storage._stamp`` is the C twin of ``records.stamp_batch_python`` (the send hot
-loop); ``rill.protocol.tank._bundles`` the C twin of the TANK bundle loops
+``rill.server.storage._stamp`` holds the C twins of the per-record loops of storage:
+``records.stamp_batch_python`` (the send hot loop), the record checks of ``record_checks`` and
+the record conversion between formats of ``record_conversion``;
+``rill.protocol.tank._bundles`` the C twin of the TANK bundle loops
 (``bundles.decode_set_python`` / ``encode_set_python``). Both are optional: when one cannot be
 compiled (no C compiler, an unusual platform) the install still succeeds and rill runs the
 pure-Python reference (``records.ACCELERATED`` / ``bundles.ACCELERATED`` tell).

@@ -9,6 +9,10 @@ an Iggy SEND region of the same messages made into one RecordBatch v2 (``convert
 an Iggy client writing into a Kafka topic costs before the native append), beside the native
 stamping of that region into an Iggy-format log for comparison. Best of ``--repeat`` timings.
 
+Each conversion is timed twice in the same run: the Python reference (``*_python``) and its C
+twin in ``_stamp.c`` (``*_accelerated``, what rill runs when the extension is built), with the
+ratio; the C column is missing when the twin is not built.
+
     python benchmarks/record_conversion.py --records 1000 --size 100
 """
 
@@ -26,7 +30,8 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from rill.protocol.headers import HeaderValue
 from rill.protocol.messages import Message, encode_messages
 from rill.server.storage.kafka_records import stamp_batches
-from rill.server.storage.record_conversion import convert_batch, iggy_to_kafka, kafka_to_iggy
+from rill.server.storage import record_conversion
+from rill.server.storage.record_conversion import convert_batch
 from rill.server.storage.records import stamp_batch
 
 COMPRESS = {
@@ -75,6 +80,29 @@ def best(function, repeat: int) -> float:
     return min(times)
 
 
+def side_by_side(label: str, python, accelerated, records: int, repeat: int) -> None:
+    """One line: the reference's and the twin's µs per record, and the ratio."""
+    reference = best(python, repeat) / records * 1e6
+    if not record_conversion.ACCELERATED:
+        print(f"{label}: python {reference:6.2f} µs/record   (C twin not built)")
+        return
+    twin = best(accelerated, repeat) / records * 1e6
+    print(f"{label}: python {reference:6.2f}   C {twin:6.3f} µs/record   "
+          f"x{reference / twin:5.1f}")
+
+
+def send_to_kafka(region: bytes, iggy_to_kafka):  # type: ignore[no-untyped-def]
+    """``convert_batch`` of ``region`` with the Iggy -> Kafka step given."""
+    def run() -> None:
+        chosen = record_conversion.iggy_to_kafka
+        record_conversion.iggy_to_kafka = iggy_to_kafka
+        try:
+            convert_batch(region, "iggy-v1", "kafka-v2", 1_700_000_000_000_000)
+        finally:
+            record_conversion.iggy_to_kafka = chosen
+    return run
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1000)
@@ -85,17 +113,22 @@ def main() -> None:
     print(f"{n} records of {args.size} bytes, best of {args.repeat}")
     for codec in NAMES:
         data = kafka_stored(n, args.size, codec)
-        seconds = best(lambda: kafka_to_iggy(data, 0, n), args.repeat)
-        print(f"kafka-v2 ({NAMES[codec]:6}) -> iggy-v1: {seconds / n * 1e6:6.2f} µs/record")
+        side_by_side(f"kafka-v2 ({NAMES[codec]:6}) -> iggy-v1   ",
+                     lambda: record_conversion.kafka_to_iggy_python(data, 0, n),
+                     lambda: record_conversion.kafka_to_iggy_accelerated(data, 0, n),
+                     n, args.repeat)
     data = iggy_stored(n, args.size)
-    seconds = best(lambda: iggy_to_kafka(data, 0, n), args.repeat)
-    print(f"iggy-v1 -> kafka-v2 (one batch): {seconds / n * 1e6:6.2f} µs/record")
+    side_by_side("iggy-v1 -> kafka-v2 (one batch)",
+                 lambda: record_conversion.iggy_to_kafka_python(data, 0, n),
+                 lambda: record_conversion.iggy_to_kafka_accelerated(data, 0, n),
+                 n, args.repeat)
     region = send_region(n, args.size)
-    seconds = best(lambda: convert_batch(region, "iggy-v1", "kafka-v2", 1_700_000_000_000_000),
-                   args.repeat)
-    print(f"SEND -> kafka-v2 (one batch):    {seconds / n * 1e6:6.2f} µs/record")
+    side_by_side("SEND -> kafka-v2 (one batch)   ",
+                 send_to_kafka(region, record_conversion.iggy_to_kafka_python),
+                 send_to_kafka(region, record_conversion.iggy_to_kafka_accelerated),
+                 n, args.repeat)
     seconds = best(lambda: stamp_batch(region, 0, 1_700_000_000_000_000, 0, 0), args.repeat)
-    print(f"SEND -> iggy-v1 (native stamp):  {seconds / n * 1e6:6.2f} µs/record")
+    print(f"SEND -> iggy-v1 (native stamp) : {seconds / n * 1e6:6.3f} µs/record")
 
 
 if __name__ == "__main__":

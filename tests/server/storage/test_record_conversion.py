@@ -6,7 +6,11 @@ Kafka-format log."""
 from __future__ import annotations
 
 import gzip
+import os
+import random
 import struct
+import subprocess
+import sys
 
 import cramjam
 import pytest
@@ -17,7 +21,9 @@ from rill.errors import CannotReadMessage, FeatureUnavailable, InvalidMessagesCo
 from rill.protocol.buffer import DecodeError
 from rill.protocol.headers import HeaderKind, HeaderValue
 from rill.protocol.messages import Message, encode_messages, iter_polled_messages
+from rill.protocol.kafka import record_batch
 from rill.protocol.stored import crc32
+from rill.server.storage import record_conversion
 from rill.server.storage.kafka_records import stamp_batches
 from rill.server.storage.record_conversion import (
     convert,
@@ -318,3 +324,405 @@ def test_a_record_is_found_by_time_in_an_iggy_log(open_log):
         log.append(encode_messages([Message(b"x", id=1)]), at)
     assert log.record_at_or_after(6_000) == (1, 7_000)
     assert log.record_at_or_after(9_001) is None
+
+
+# ------------------------------------------------- the C twin against the Python reference
+# ``record_conversion``'s ``*_accelerated`` functions run the per-record loops in ``_stamp.c``;
+# the ``*_python`` ones are the reference. Same inputs, byte-identical results, same errors.
+
+twin = pytest.mark.skipif(not record_conversion.ACCELERATED,
+                          reason="_stamp is not built with the conversion twins")
+
+_PREFIX = struct.Struct("<QBQ16sII")
+KAFKA_CODECS = {
+    0: lambda block: block,
+    1: gzip.compress,
+    2: lambda block: bytes(cramjam.snappy.compress_raw(block)),
+    3: lambda block: bytes(cramjam.lz4.compress(block)),
+    4: lambda block: bytes(cramjam.zstd.compress(block)),
+}
+
+
+def outcome(function, data, first_offset, max_count):
+    """What a conversion gives, comparable field by field: its result or its error."""
+    try:
+        converted = function(data, first_offset, max_count)
+    except CannotReadMessage as error:
+        return ("error", error.reason)
+    return ("ok", converted.first_offset, converted.count, converted.records,
+            converted.positions.tobytes(), converted.timestamps.tobytes(),
+            converted.positions.typecode, converted.timestamps.typecode)
+
+
+def assert_twins_agree(data, first_offset, max_count, direction="kafka"):
+    if direction == "kafka":
+        python, accelerated = record_conversion.kafka_to_iggy_python, \
+            record_conversion.kafka_to_iggy_accelerated
+    else:
+        python, accelerated = record_conversion.iggy_to_kafka_python, \
+            record_conversion.iggy_to_kafka_accelerated
+    expected = outcome(python, data, first_offset, max_count)
+    assert outcome(accelerated, data, first_offset, max_count) == expected, (
+        data.hex(), first_offset, max_count)
+    # every buffer type a read can hand over
+    assert outcome(accelerated, bytearray(data), first_offset, max_count) == expected
+    assert outcome(accelerated, memoryview(data), first_offset, max_count) == expected
+    return expected
+
+
+def raw_kafka_batch(records: list, base_offset: int, base_timestamp: int, codec: int = 0,
+                    log_append_time: int | None = None, count: int | None = None,
+                    block: bytes | None = None) -> bytes:
+    """A stored RecordBatch v2 (leader epoch 0, no CRC check on this path) of ``records``:
+    (offset_delta, timestamp_delta, key, value, headers) with header names as raw bytes; or
+    of a given ``block`` (malformed on purpose) claiming ``count`` records."""
+    if block is None:
+        out = bytearray()
+        for offset_delta, timestamp_delta, key, value, headers in records:
+            record_batch.put_record(out, offset_delta, timestamp_delta, key, value, headers)
+        block = bytes(out)
+    last_delta = max((r[0] for r in records), default=0)
+    attributes = codec
+    max_timestamp = base_timestamp + max((r[1] for r in records), default=0)
+    if log_append_time is not None:
+        attributes |= record_batch.LOG_APPEND_TIME
+        max_timestamp = log_append_time
+    return record_batch.build(KAFKA_CODECS[codec](block),
+                              len(records) if count is None else count, last_delta,
+                              base_timestamp, max_timestamp, attributes=attributes,
+                              base_offset=base_offset, leader_epoch=0)
+
+
+HEADER_NAMES = [b"a", b"dup", b"dup", b"trace", b"rill.key", b"",
+                b"\xff\xfe", b"\xed\xa0\x80", "é".encode(), "名前".encode(), b"n" * 255,
+                b"m" * 256, b"\xc0\xaf", b"\xf4\x90\x80\x80"]
+
+
+def random_blob(rng, null_ok=True):
+    choice = rng.randrange(8)
+    if choice == 0 and null_ok:
+        return None
+    if choice == 1:
+        return b""
+    if choice == 2:
+        return rng.randbytes(255)
+    if choice == 3:
+        return rng.randbytes(rng.choice([256, 300, 1000]))
+    return rng.randbytes(rng.randrange(1, 40))
+
+
+def random_kafka_records(rng, count: int, gaps: bool) -> list:
+    records = []
+    offset_delta = 0
+    for _ in range(count):
+        headers = [(rng.choice(HEADER_NAMES) if rng.random() < 0.8 else rng.randbytes(
+                        rng.randrange(1, 6)), random_blob(rng))
+                   for _ in range(rng.choice([0, 0, 1, 2, 3, 6, 20]))]
+        value = random_blob(rng)
+        if value is not None and rng.random() < 0.05:
+            value = rng.randbytes(20_000)  # past the size where the GIL is released
+        records.append((offset_delta, rng.randrange(-2_000, 2_000), random_blob(rng), value,
+                        headers))
+        offset_delta += rng.randrange(1, 4) if gaps else 1
+    return records
+
+
+def random_kafka_log(rng) -> tuple[bytes, int, int]:
+    """Stored batches of random records: (data, first offset, next offset)."""
+    base = rng.choice([0, 5, 1_000_000, (1 << 62)])
+    offset = base
+    batches = []
+    for _ in range(rng.randrange(1, 5)):
+        records = random_kafka_records(rng, rng.randrange(0 if rng.random() < 0.1 else 1, 12),
+                                       gaps=rng.random() < 0.2)
+        base_timestamp = rng.choice([-1, 0, 1_000, 1_700_000_000_000,
+                                     rng.randrange(-(1 << 40), 1 << 40)])
+        log_append_time = rng.choice([None, None, None, 1_800_000_000_000, -1, 0])
+        batches.append(raw_kafka_batch(records, offset, base_timestamp, rng.randrange(5),
+                                       log_append_time))
+        offset += (records[-1][0] + 1) if records else 1
+    return b"".join(batches), base, offset
+
+
+@twin
+@pytest.mark.parametrize("seed", range(40))
+def test_kafka_to_iggy_twin_gives_the_references_bytes(seed):
+    rng = random.Random(seed)
+    data, first, end = random_kafka_log(rng)
+    results = {assert_twins_agree(data, first, end - first + 5)[0]}
+    for _ in range(6):  # partial ranges: from inside a batch, cut by max_count
+        start = rng.randrange(first - 2, end + 2)
+        results.add(assert_twins_agree(data, start, rng.randrange(0, end - first + 3))[0])
+    # a truncated read (the last batch cut): the batches before it only
+    assert_twins_agree(data[:rng.randrange(len(data) + 1)], first, end - first)
+    assert results == {"ok"}
+
+
+@twin
+@pytest.mark.parametrize("codec", sorted(KAFKA_CODECS), ids=["none", "gzip", "snappy", "lz4",
+                                                              "zstd"])
+def test_kafka_to_iggy_twin_keeps_every_rule_in_every_codec(codec):
+    long = b"x" * 256
+    records = [
+        (0, 5, b"key", None, [(b"dup", b"first"), (b"other", b"o"), (b"dup", b"last"),
+                              (b"null", None), (b"empty", b""), (b"long", long),
+                              (b"rill.key", b"forged"), (b"dup", None), (b"dup", b""),
+                              (b"dup", long), (b"\xff", b"not utf-8"), (b"", b"no name"),
+                              (b"n" * 256, b"long name")]),
+        (1, -10, b"", b"", []),
+        (2, 7, long, b"v", [(b"h%d" % (n % 40), b"%d" % n) for n in range(200)]),  # many
+        (3, 0, b"k" * 255, b"p" * 255, [(b"rill.key", b"only a header")]),
+    ]
+    data = raw_kafka_batch(records, 100, 10, codec)
+    expected = assert_twins_agree(data, 100, 10)
+    messages = list(iter_polled_messages(expected[3], expected[2]))
+    assert list(messages[0].headers) == ["rill.key", "dup", "other"]
+    assert messages[0].headers["dup"] == HeaderValue.raw(b"last")
+    assert (messages[1].timestamp, messages[1].headers) == (0, {})
+    assert len(messages[2].headers) == 40 and messages[2].headers["h0"] == HeaderValue.raw(b"160")
+    assert list(messages[3].headers) == ["rill.key"]
+    for log_append_time in (1_800_000_000_000, -5):
+        assert_twins_agree(raw_kafka_batch(records, 100, 10, codec, log_append_time), 100, 10)
+    for first, count in ((101, 2), (103, 1), (100, 0), (104, 3), (90, 11)):
+        assert_twins_agree(data, first, count)
+
+
+def varint(value: int) -> bytes:
+    out = bytearray()
+    record_batch.put_varint(out, value)
+    return bytes(out)
+
+
+def record_bytes(*fields: bytes, length: int | None = None) -> bytes:
+    body = b"".join(fields)
+    return varint(len(body) if length is None else length) + body
+
+
+GOOD_RECORD = record_bytes(b"\x00", varint(0), varint(0), varint(-1), varint(1), b"v",
+                           varint(0))
+MALFORMED_BLOCKS = {
+    "empty block": (b"", 1),
+    "a truncated varint": (b"\x80", 1),
+    "a varint past 10 bytes": (b"\xff" * 11, 1),
+    "a 70-bit varint": (b"\xff" * 9 + b"\x7f" + GOOD_RECORD[1:], 1),
+    "a record length past the block": (record_bytes(GOOD_RECORD[1:], length=200), 1),
+    "a record length too short": (record_bytes(GOOD_RECORD[1:], length=3), 1),
+    "a negative record length": (record_bytes(GOOD_RECORD[1:], length=-5), 1),
+    "a key past the block": (record_bytes(b"\x00", varint(0), varint(0), varint(50), b"k"), 1),
+    "a key length past 63 bits": (record_bytes(b"\x00", varint(0), varint(0), varint(1 << 64),
+                                               b"k"), 1),
+    "a value past the block": (record_bytes(b"\x00", varint(0), varint(0), varint(-1),
+                                            varint(90), b"v"), 1),
+    "a header name past the block": (record_bytes(b"\x00", varint(0), varint(0), varint(-1),
+                                                  varint(0), varint(1), varint(9), b"n"), 1),
+    "a header value past the block": (record_bytes(b"\x00", varint(0), varint(0), varint(-1),
+                                                   varint(0), varint(1), varint(1), b"n",
+                                                   varint(9), b"v"), 1),
+    "a null header key": (record_bytes(b"\x00", varint(0), varint(0), varint(-1), varint(0),
+                                       varint(1), varint(-1), varint(1), b"v"), 1),
+    "a huge header count": (record_bytes(b"\x00", varint(0), varint(0), varint(-1), varint(0),
+                                         varint(1 << 40)), 1),
+    "more records claimed than held": (GOOD_RECORD * 2, 3),
+    "a timestamp past 64 bits of µs": (record_bytes(b"\x00", varint(1 << 62), varint(0),
+                                                    varint(-1), varint(0), varint(0)), 1),
+    "a negative count": (GOOD_RECORD, -1),
+}
+
+
+@twin
+@pytest.mark.parametrize("name", sorted(MALFORMED_BLOCKS))
+def test_malformed_kafka_records_are_refused_alike(name):
+    block, count = MALFORMED_BLOCKS[name]
+    for codec in (0, 1):
+        data = raw_kafka_batch([], 10, 1 << 50, codec, count=count, block=block)
+        expected = assert_twins_agree(data, 10, 5)
+        if name not in ("a negative count", "a 70-bit varint"):
+            assert expected[0] == "error", expected
+            assert expected[1].startswith(
+                "Cannot read message: the batch at offset 10 does not parse: ")
+        # a record skipped before the range is walked with its length only
+        assert_twins_agree(data, 11, 5)
+        assert_twins_agree(data, 5, 5)
+
+
+@twin
+@pytest.mark.parametrize("seed", range(30))
+def test_damaged_kafka_batches_are_refused_alike(seed):
+    rng = random.Random(1000 + seed)
+    records = random_kafka_records(rng, rng.randrange(1, 8), gaps=False)
+    block = bytearray()
+    for offset_delta, timestamp_delta, key, value, headers in records:
+        record_batch.put_record(block, offset_delta, timestamp_delta, key, value, headers)
+    outcomes = set()
+    for _ in range(40):
+        damaged = bytearray(block)
+        for _ in range(rng.randrange(1, 4)):
+            if damaged and rng.random() < 0.7:
+                damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+            else:
+                del damaged[rng.randrange(len(damaged) + 1):]
+        data = raw_kafka_batch(records, 0, 1_700_000_000_000, rng.choice([0, 0, 4]),
+                               count=len(records) + rng.choice([0, 0, 1, -1]),
+                               block=bytes(damaged))
+        outcomes.add(assert_twins_agree(data, rng.choice([0, 0, 2]), 20)[0])
+    assert "error" in outcomes
+
+
+def iggy_record(offset: int, timestamp: int, headers: bytes, payload: bytes,
+                headers_length: int | None = None, payload_length: int | None = None) -> bytes:
+    """One stored Iggy record built by hand (its header map as given, unchecked)."""
+    return (_PREFIX.pack(offset, 1, timestamp, bytes(16), crc32(payload),
+                         len(headers) if headers_length is None else headers_length)
+            + headers + struct.pack("<I", len(payload) if payload_length is None
+                                    else payload_length) + payload)
+
+
+def header_entry(name: bytes, kind: int, value: bytes) -> bytes:
+    return struct.pack("<I", len(name)) + name + bytes([kind]) + struct.pack("<I",
+                                                                             len(value)) + value
+
+
+def random_iggy_headers(rng) -> bytes:
+    entries = []
+    names = ["a", "trace", "rill.key", "n", "é", "s" * 255]
+    for _ in range(rng.choice([0, 0, 1, 2, 4, 30])):
+        name = rng.choice(names) if rng.random() < 0.7 else "h%d" % rng.randrange(1000)
+        kind, value = rng.choice([
+            (1, rng.randbytes(rng.randrange(1, 40))),  # raw
+            (2, "text".encode()),  # string
+            (3, b"\x01"),  # bool
+            (8, struct.pack("<I", rng.randrange(1 << 32))),  # uint32
+            (13, struct.pack("<d", rng.random())),  # float64
+            (1, rng.randbytes(255)),
+        ])
+        entries.append(header_entry(name.encode(), kind, value))
+    return b"".join(entries)
+
+
+def random_iggy_log(rng) -> tuple[bytes, int, int]:
+    base = rng.choice([0, 7, 1 << 40, (1 << 63) - 50])  # a Kafka offset is an i64
+    records = []
+    timestamp = rng.choice([0, 999, 1_700_000_000_123_456])
+    count = rng.randrange(0, 25)
+    for n in range(count):
+        timestamp = max(0, timestamp + rng.randrange(-5_000, 50_000))  # out of order too
+        payload = b"" if rng.random() < 0.2 else rng.randbytes(
+            rng.choice([1, 10, 100, 30_000 if rng.random() < 0.1 else 5]))
+        records.append(iggy_record(base + n, timestamp, random_iggy_headers(rng), payload))
+    return b"".join(records), base, base + count
+
+
+@twin
+@pytest.mark.parametrize("seed", range(40))
+def test_iggy_to_kafka_twin_gives_the_references_bytes(seed):
+    rng = random.Random(seed)
+    data, first, end = random_iggy_log(rng)
+    assert assert_twins_agree(data, first, end - first + 3, "iggy")[0] == "ok"
+    for _ in range(6):
+        start = rng.randrange(max(first - 2, 0), end + 2)
+        assert_twins_agree(data, start, rng.randrange(0, end - first + 3), "iggy")
+    assert_twins_agree(data, -5, 10, "iggy")
+    assert_twins_agree(data[:rng.randrange(len(data) + 1)], first, end - first, "iggy")
+
+
+@twin
+def test_iggy_to_kafka_twin_keeps_the_key_rule():
+    key = header_entry(b"rill.key", 1, b"k1")
+    data = b"".join([
+        iggy_record(0, 5_999, key + header_entry(b"s", 2, b"text"), b"p0"),
+        iggy_record(1, 1_000, header_entry(b"b", 3, b"\x01") + key, b""),  # key last
+        iggy_record(2, 9_000, key + header_entry(b"rill.key", 2, b"second"), b"p2"),
+        iggy_record(3, 3_000, b"", b""),
+        iggy_record(4, 3_000, header_entry(b"rill.key", 1, b""), b"x"),  # an empty key
+        iggy_record(9, 2_000, b"", b"a gap"),
+    ])
+    expected = assert_twins_agree(data, 0, 20, "iggy")
+    batch, records = kafka_view(iggy_to_kafka(data, 0, 20))
+    assert (batch.base_offset, batch.last_offset_delta, batch.max_timestamp) == (0, 9, 9)
+    assert [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in records] == [
+        (0, b"k1", b"p0", 5, [("s", b"text")]),
+        (1, b"k1", b"", 1, [("b", b"\x01")]),
+        (2, b"k1", b"p2", 9, [("rill.key", b"second")]),
+        (3, None, b"", 3, []),
+        (4, b"", b"x", 3, []),
+        (9, None, b"a gap", 2, [])]
+    assert expected[2] == 10  # the count runs to the last offset's
+    for first, count in ((1, 2), (3, 1), (5, 4), (9, 1), (10, 5)):
+        assert_twins_agree(data, first, count, "iggy")
+
+
+IGGY_MALFORMED = {
+    "headers past the read": iggy_record(0, 1, b"", b"p", headers_length=500),
+    "payload past the read": iggy_record(0, 1, b"", b"p", payload_length=500),
+    "a header cut in its key length": iggy_record(0, 1, b"\x03\x00", b"p"),
+    "a header key past the map": iggy_record(0, 1, b"\x09\x00\x00\x00abc\x01\x01\x00\x00\x00v",
+                                             b"p"),
+    "a header value past the map": iggy_record(0, 1, header_entry(b"k", 1, b"value")[:-2],
+                                               b"p"),
+    "a header missing its value length": iggy_record(0, 1, b"\x01\x00\x00\x00k\x01\x01", b"p"),
+}
+
+
+@twin
+@pytest.mark.parametrize("name", sorted(IGGY_MALFORMED))
+def test_malformed_iggy_records_are_refused_alike(name):
+    good = iggy_record(0, 1_000, header_entry(b"a", 1, b"b"), b"fine")
+    bad = IGGY_MALFORMED[name]
+    for data in (bad, good + _renumbered(bad, 1)):  # alone, and after a good record
+        expected = assert_twins_agree(data, 0, 5, "iggy")
+        assert expected[0] == "error" and expected[1].startswith(
+            "Cannot read message: the record at offset ")
+    # a record past the range still overruns the read; a bad map past the range is not read
+    assert assert_twins_agree(good + _renumbered(bad, 1), 0, 1, "iggy")[0] == (
+        "error" if "past the read" in name else "ok")
+
+
+def _renumbered(record: bytes, offset: int) -> bytes:
+    return struct.pack("<Q", offset) + record[8:]
+
+
+@twin
+@pytest.mark.parametrize("seed", range(20))
+def test_damaged_iggy_records_are_refused_alike(seed):
+    rng = random.Random(2000 + seed)
+    data, first, end = random_iggy_log(rng)
+    if not data:
+        data = iggy_record(0, 1, header_entry(b"a", 1, b"b"), b"p")
+    for _ in range(30):
+        damaged = bytearray(data)
+        for _ in range(rng.randrange(1, 4)):
+            at = rng.randrange(len(damaged))
+            damaged[at] = rng.randrange(256)
+        assert_twins_agree(bytes(damaged), first, end - first + 1, "iggy")
+
+
+@twin
+def test_a_send_region_is_converted_alike(monkeypatch):
+    region = encode_messages(SENT * 3 + [Message(b"e", headers={"k": HeaderValue.raw(b"v")})])
+    accelerated = convert_batch(region, "iggy-v1", "kafka-v2", 1_700_000_000_123_456)
+    monkeypatch.setattr(record_conversion, "iggy_to_kafka", record_conversion.iggy_to_kafka_python)
+    assert convert_batch(region, "iggy-v1", "kafka-v2", 1_700_000_000_123_456) == accelerated
+
+
+def test_the_twins_are_used_when_built_and_an_older_build_gets_the_reference():
+    if record_conversion.ACCELERATED:
+        assert record_conversion.kafka_to_iggy is record_conversion.kafka_to_iggy_accelerated
+        assert record_conversion.iggy_to_kafka is record_conversion.iggy_to_kafka_accelerated
+    # an _stamp built before the conversion twins: stamp and the checks only
+    script = (
+        "import types\n"
+        "from rill.server.storage import records\n"
+        "old = (types.SimpleNamespace(**{name: getattr(records.ACCELERATOR, name) for name in\n"
+        "    ('stamp', 'verify', 'scan', 'find_record', 'crc32')}) if records.ACCELERATOR\n"
+        "    else None)\n"
+        "records.ACCELERATOR = old\n"
+        "from rill.server.storage import record_conversion as c\n"
+        "assert not c.ACCELERATED and c.kafka_to_iggy is c.kafka_to_iggy_python\n"
+        "assert c.iggy_to_kafka is c.iggy_to_kafka_python\n"
+        "region = bytes(20) + (1).to_bytes(4, 'little') + b'x'  # one message, payload x\n"
+        "print(c.convert_batch(region, 'iggy-v1', 'kafka-v2', 0)[:8].hex())\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+                         timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "0000000000000000"

@@ -390,8 +390,8 @@ class PartitionLog:
                   ) -> tuple[int, int]:
         """``append`` of a client batch of ``record_format``, another format than the log's
         (an Iggy SEND region into a ``kafka-v2`` log): converted first
-        (``record_conversion.convert_batch``, per record, in Python: bad input raises the
-        source format's errors and writes nothing), its records stamped at the log's append
+        (``record_conversion.convert_batch``, per record in C, ``_stamp``'s twin, or its Python
+        reference: bad input raises the source format's errors and writes nothing), its records stamped at the log's append
         time (``now_us``, never below the log's last timestamp, in whole milliseconds), then
         appended natively. Returns (first, last) offsets."""
         self._settle()

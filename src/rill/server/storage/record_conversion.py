@@ -5,9 +5,23 @@ other protocol), the two directions it knows, ``convert_batch`` (a client batch 
 -> a client batch of another, for a writer of the other protocol: an Iggy SEND into a Kafka
 topic). RecordBatch v2's record layout and codecs are ``protocol.kafka.record_batch``'s. A log
 keeps its own format (``storage.formats``); a reader that takes another one asks
-``PartitionLog.read_as``, which reads the stored bytes and converts them here, **per record, in
-Python**. A reader of the log's own format never comes here (Kafka -> Kafka and Iggy -> Iggy
-hand the stored bytes through as before). Measured cost: ``benchmarks/record_conversion.py``.
+``PartitionLog.read_as``, which reads the stored bytes and converts them here, per record. A
+reader of the log's own format never comes here (Kafka -> Kafka and Iggy -> Iggy hand the
+stored bytes through as before).
+
+Two implementations of each direction, as ``records.stamp_batch`` has: ``kafka_to_iggy_python``
+and ``iggy_to_kafka_python`` are the reference (and the fallback); ``_stamp.c``'s
+``kafka_to_iggy`` / ``iggy_to_kafka`` are the C twins of their per-record loops, used (through
+``kafka_to_iggy_accelerated`` / ``iggy_to_kafka_accelerated``) when ``records.ACCELERATOR`` has
+them (``ACCELERATED`` tells; an older build, a compiler without 128-bit integers or
+``RILL_PURE_PYTHON=1`` runs the reference). Kafka -> Iggy: Python keeps the per-batch work
+(walking the batch headers, skipping batches outside the range, inflating a compressed one) and
+hands each records block to the twin; Iggy -> Kafka: the twin walks the stored records and
+builds the records block, Python puts the batch header (CRC-32C) on it. The twins give the same
+bytes, accept exactly the same input and reject the rest with the same CannotReadMessage text
+(``tests/server/storage/test_record_conversion.py`` holds them to it, with random and damaged
+input); they release the GIL on large inputs. Measured cost, both side by side:
+``benchmarks/record_conversion.py`` (about 25-55x less per record with the twins).
 
 ``kafka-v2`` -> ``iggy-v1`` (an Iggy POLL, the HTTP API, the CLI, the columnar read the Spark
 connector uses, on a topic Kafka clients write): every record of the whole stored batches read
@@ -31,7 +45,9 @@ becomes one stored Iggy record (``storage.records`` layout), only those of offse
     a Kafka header named ``rill.key`` is dropped (the neutral key is the record's key only);
   * compressed batches (gzip, snappy raw or xerial-framed, lz4 frame, zstd) are decompressed
     (``record_batch.decompress``, at most 64 MiB a batch); a batch that does not decompress
-    or parse is CannotReadMessage.
+    or parse is CannotReadMessage: a varint past the block or longer than 10 bytes, a record
+    overrunning its length or the block, a record before the range of negative length, a
+    header with a null key, a timestamp whose µs do not fit 64 bits.
 
 ``iggy-v1`` -> ``kafka-v2`` (a Kafka Fetch or ListOffsets of an Iggy-format topic): the stored
 records read become **one** uncompressed RecordBatch v2 (magic 2, CreateTime, no producer:
@@ -42,7 +58,9 @@ producerId -1, producerEpoch -1, baseSequence -1; partitionLeaderEpoch 0), offse
     stored bytes whatever its kind (a typed Iggy header -- an int, a float, a bool, a string --
     arrives as its raw wire bytes, little-endian for numbers: the kind is lost);
   * timestamp = µs // 1000 (ms; sub-millisecond precision is lost); baseTimestamp = the first
-    record's, maxTimestamp = the largest; the Iggy message id is not carried.
+    record's, maxTimestamp = the largest; the Iggy message id is not carried;
+  * a record that overruns the read (anywhere in it, even past the range) or whose header map
+    overruns the record is CannotReadMessage.
 
 An Iggy SEND region -> ``kafka-v2`` (``convert_batch``: an Iggy client writing into a Kafka
 topic; ``PartitionLog.append_as``): the region is validated and stamped as an Iggy-format log
@@ -63,6 +81,7 @@ import sys
 import zlib
 from array import array
 from dataclasses import dataclass
+from typing import Callable
 
 import cramjam
 
@@ -74,6 +93,7 @@ from rill.protocol.layout import STATE_AVAILABLE, STORED_PREFIX
 from rill.protocol.stored import crc32
 from rill.server.storage import kafka_records
 from rill.server.storage.formats import IGGY_V1
+from rill.server.storage.records import ACCELERATOR
 from rill.server.storage.records import RECORD_FORMAT as IGGY_FORMAT
 
 KAFKA_FORMAT = kafka_records.FORMAT_NAME
@@ -85,6 +105,7 @@ _KEY_HEADER = KEY_HEADER.encode()
 _ZERO_ID = bytes(16)
 _RAW_KIND = b"\x01"
 _LITTLE_ENDIAN_HOST = sys.byteorder == "little"
+_MIN_I64, _MAX_I64, _MAX_U64 = -(1 << 63), (1 << 63) - 1, (1 << 64) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,16 +157,31 @@ def convert_batch(raw: bytes | bytearray | memoryview, source: str, target: str,
 
 
 # ---------------------------------------------------------------------- Kafka -> Iggy
-def kafka_to_iggy(data: bytes | bytearray | memoryview, first_offset: int, max_count: int
-                  ) -> Converted:
+def kafka_to_iggy_python(data: bytes | bytearray | memoryview, first_offset: int,
+                         max_count: int) -> Converted:
     """Whole stored RecordBatch v2 batches -> stored Iggy records (the module docstring's
-    rules), those of offsets ``[first_offset, first_offset + max_count)``."""
+    rules), those of offsets ``[first_offset, first_offset + max_count)``: the reference."""
+    return _kafka_to_iggy(data, first_offset, max_count, _kafka_records_python)
+
+
+def kafka_to_iggy_accelerated(data: bytes | bytearray | memoryview, first_offset: int,
+                              max_count: int) -> Converted:
+    """``kafka_to_iggy_python`` with each batch's records converted by the C twin (the same
+    bytes, the same errors); offsets past 64 bits, which no log has, go to the reference."""
+    if not _MIN_I64 <= first_offset <= first_offset + max_count <= _MAX_I64:
+        return kafka_to_iggy_python(data, first_offset, max_count)
+    return _kafka_to_iggy(data, first_offset, max_count, _kafka_records_accelerated)
+
+
+def _kafka_to_iggy(data: bytes | bytearray | memoryview, first_offset: int, max_count: int,
+                   convert_records: Callable[..., int | None]) -> Converted:
+    """The batch walk both implementations share: batches outside the range skipped, a
+    compressed one inflated; ``convert_records`` converts the records of one records block."""
     view = memoryview(data)
     end_offset = first_offset + max_count
     out = bytearray()
     positions = array("I")
     timestamps = array("Q")
-    pack_prefix, pack_u32 = STORED_PREFIX.pack, _U32.pack
     at, total = 0, len(view)
     first = None
     while at + _BATCH_HEADER_SIZE <= total:
@@ -162,80 +198,126 @@ def kafka_to_iggy(data: bytes | bytearray | memoryview, first_offset: int, max_c
         codec = attributes & kafka_records.CODEC_MASK
         block = view[at + _BATCH_HEADER_SIZE : batch_end]
         try:
-            block = record_batch.decompress(codec, block) if codec else bytes(block)
+            if codec:
+                block = record_batch.decompress(codec, block)
         except (ValueError, zlib.error, cramjam.DecompressionError) as error:
             raise CannotReadMessage(reason=f"Cannot read message: the batch at offset "
                                            f"{base_offset} does not decompress: {error}")
-        log_append_time = attributes & kafka_records.TIMESTAMP_TYPE_BIT
+        log_append_time = bool(attributes & kafka_records.TIMESTAMP_TYPE_BIT)
         try:
-            position = 0
-            for _ in range(count):
-                record_length, position = read_varint(block, position)
-                ends_at = position + record_length
-                timestamp_delta, position = read_varint(block, position + 1)  # after attributes
-                offset_delta, position = read_varint(block, position)
-                offset = base_offset + offset_delta
-                if offset < first_offset:
-                    position = ends_at
-                    continue
-                if offset >= end_offset:
-                    break
-                key_length, position = read_varint(block, position)
-                key = None
-                if key_length >= 0:
-                    key = block[position : position + key_length]
-                    position += key_length
-                value_length, position = read_varint(block, position)
-                if value_length > 0:
-                    payload = block[position : position + value_length]
-                    position += value_length
-                else:
-                    payload = b""
-                header_count, position = read_varint(block, position)
-                headers: dict[bytes, bytes] = {}
-                for _ in range(header_count):
-                    name_length, position = read_varint(block, position)
-                    name = block[position : position + name_length]
-                    position += name_length
-                    value_length, position = read_varint(block, position)
-                    if value_length <= 0:
-                        continue  # a null or empty header value: no Iggy header holds one
-                    value = block[position : position + value_length]
-                    position += value_length
-                    if (value_length <= MAX_HEADER_PART and 0 < name_length <= MAX_HEADER_PART
-                            and name != _KEY_HEADER and _is_utf8(name)):
-                        headers[name] = value  # a later duplicate replaces it, in its place
-                if position > ends_at or ends_at > len(block):
-                    raise ValueError(f"record at offset {offset} overruns its length")
-                position = ends_at
-                entries = b""
-                if key and len(key) <= MAX_HEADER_PART:
-                    entries = b"".join((pack_u32(len(_KEY_HEADER)), _KEY_HEADER, _RAW_KIND,
-                                        pack_u32(len(key)), key))
-                if headers:
-                    entries = b"".join([entries] + [
-                        b"".join((pack_u32(len(name)), name, _RAW_KIND, pack_u32(len(value)),
-                                  value))
-                        for name, value in headers.items()])
-                timestamp_ms = max_timestamp if log_append_time else base_timestamp + timestamp_delta
-                timestamp = timestamp_ms * 1000 if timestamp_ms > 0 else 0
-                if first is None:
-                    first = offset
-                positions.append(len(out))
-                timestamps.append(timestamp)
-                out += pack_prefix(offset, STATE_AVAILABLE, timestamp, _ZERO_ID, crc32(payload),
-                                   len(entries))
-                out += entries
-                out += pack_u32(len(payload))
-                out += payload
+            batch_first = convert_records(block, base_offset, count, base_timestamp,
+                                          max_timestamp, log_append_time, first_offset,
+                                          end_offset, out, positions, timestamps)
         except (ValueError, IndexError) as error:
             raise CannotReadMessage(reason=f"Cannot read message: the batch at offset "
                                            f"{base_offset} does not parse: {error}")
+        if first is None:
+            first = batch_first
         at = batch_end
     positions.append(len(out))
     count = len(timestamps)
     return Converted(first_offset if first is None else first, count, bytes(out), positions,
                      timestamps)
+
+
+def _kafka_records_python(block: bytes | memoryview, base_offset: int, count: int,
+                          base_timestamp: int, max_timestamp: int, log_append_time: bool,
+                          first_offset: int, end_offset: int, out: bytearray, positions: array,
+                          timestamps: array) -> int | None:
+    """The ``count`` records of one records block, those of offsets ``[first_offset,
+    end_offset)`` appended to ``out`` as stored Iggy records (and their ``positions`` and
+    ``timestamps``): the offset of the first one, None when none was. ValueError or IndexError
+    where the block does not parse. ``_stamp.c``'s ``kafka_to_iggy`` is its twin."""
+    block = bytes(block)
+    pack_prefix, pack_u32 = STORED_PREFIX.pack, _U32.pack
+    first = None
+    position = 0
+    for _ in range(count):
+        record_length, position = read_varint(block, position)
+        ends_at = position + record_length
+        timestamp_delta, position = read_varint(block, position + 1)  # after attributes
+        offset_delta, position = read_varint(block, position)
+        offset = base_offset + offset_delta
+        if offset < first_offset:
+            if record_length < 0:
+                raise ValueError("a record of negative length")
+            position = ends_at
+            continue
+        if offset >= end_offset:
+            break
+        key_length, position = read_varint(block, position)
+        key = None
+        if key_length >= 0:
+            key = block[position : position + key_length]
+            position += key_length
+        value_length, position = read_varint(block, position)
+        if value_length > 0:
+            payload = block[position : position + value_length]
+            position += value_length
+        else:
+            payload = b""
+        header_count, position = read_varint(block, position)
+        headers: dict[bytes, bytes] = {}
+        for _ in range(header_count):
+            name_length, position = read_varint(block, position)
+            if name_length < 0:
+                raise ValueError("a header with a null key")
+            name = block[position : position + name_length]
+            position += name_length
+            value_length, position = read_varint(block, position)
+            if value_length <= 0:
+                continue  # a null or empty header value: no Iggy header holds one
+            value = block[position : position + value_length]
+            position += value_length
+            if (value_length <= MAX_HEADER_PART and 0 < name_length <= MAX_HEADER_PART
+                    and name != _KEY_HEADER and _is_utf8(name)):
+                headers[name] = value  # a later duplicate replaces it, in its place
+        if position > ends_at or ends_at > len(block):
+            raise ValueError(f"record at offset {offset} overruns its length")
+        position = ends_at
+        entries = b""
+        if key and len(key) <= MAX_HEADER_PART:
+            entries = b"".join((pack_u32(len(_KEY_HEADER)), _KEY_HEADER, _RAW_KIND,
+                                pack_u32(len(key)), key))
+        if headers:
+            entries = b"".join([entries] + [
+                b"".join((pack_u32(len(name)), name, _RAW_KIND, pack_u32(len(value)), value))
+                for name, value in headers.items()])
+        timestamp_ms = max_timestamp if log_append_time else base_timestamp + timestamp_delta
+        timestamp = timestamp_ms * 1000 if timestamp_ms > 0 else 0
+        if timestamp > _MAX_U64:
+            raise ValueError(f"record at offset {offset} has a timestamp past 64 bits")
+        if first is None:
+            first = offset
+        positions.append(len(out))
+        timestamps.append(timestamp)
+        out += pack_prefix(offset, STATE_AVAILABLE, timestamp, _ZERO_ID, crc32(payload),
+                           len(entries))
+        out += entries
+        out += pack_u32(len(payload))
+        out += payload
+    return first
+
+
+def _kafka_records_accelerated(block: bytes | memoryview, base_offset: int, count: int,
+                               base_timestamp: int, max_timestamp: int, log_append_time: bool,
+                               first_offset: int, end_offset: int, out: bytearray,
+                               positions: array, timestamps: array) -> int | None:
+    """``_kafka_records_python`` by the C twin: the same records, the same errors."""
+    result = _KAFKA_TWIN(block, base_offset, count, base_timestamp, max_timestamp,
+                         log_append_time, first_offset, end_offset, len(out))
+    if type(result) is tuple:
+        records, starts, times, first = result
+        out += records
+        positions.frombytes(starts)  # native byte order, as the arrays hold them
+        timestamps.frombytes(times)
+        return first
+    if type(result) is str:
+        raise ValueError(result)
+    # past u32 positions or lengths: the reference raises what it raises there
+    return _kafka_records_python(block, base_offset, count, base_timestamp, max_timestamp,
+                                 log_append_time, first_offset, end_offset, out, positions,
+                                 timestamps)
 
 
 def _is_utf8(name: bytes) -> bool:
@@ -247,10 +329,12 @@ def _is_utf8(name: bytes) -> bool:
 
 
 # ---------------------------------------------------------------------- Iggy -> Kafka
-def iggy_to_kafka(data: bytes | bytearray | memoryview, first_offset: int, max_count: int
-                  ) -> Converted:
+def iggy_to_kafka_python(data: bytes | bytearray | memoryview, first_offset: int,
+                         max_count: int) -> Converted:
     """Stored Iggy records -> one RecordBatch v2 (the module docstring's rules), those of
-    offsets ``[first_offset, first_offset + max_count)``; no bytes when there are none."""
+    offsets ``[first_offset, first_offset + max_count)``; no bytes when there are none: the
+    reference. CannotReadMessage for a record that overruns the read (the whole read is
+    walked) or a header map that overruns its record."""
     view = memoryview(data)
     end_offset = first_offset + max_count
     unpack_prefix, unpack_u32 = STORED_PREFIX.unpack_from, _U32.unpack_from
@@ -260,6 +344,9 @@ def iggy_to_kafka(data: bytes | bytearray | memoryview, first_offset: int, max_c
     while at + fixed + 4 <= total:
         offset, _, timestamp, _, _, headers_length = unpack_prefix(view, at)
         headers_at = at + fixed
+        if headers_at + headers_length + 4 > total:
+            raise CannotReadMessage(reason=f"Cannot read message: the record at offset {offset} "
+                                           "overruns the read")
         (payload_length,) = unpack_u32(view, headers_at + headers_length)
         payload_at = headers_at + headers_length + 4
         ends_at = payload_at + payload_length
@@ -284,19 +371,62 @@ def iggy_to_kafka(data: bytes | bytearray | memoryview, first_offset: int, max_c
         kafka_headers = []
         position, end = 0, len(headers)
         while position < end:
+            if end - position < 4:
+                raise _malformed_header_map(offset)
             (name_length,) = unpack_u32(headers, position)
-            name = headers[position + 4 : position + 4 + name_length]
-            position += 4 + name_length + 1  # the kind byte: the type is not carried
-            (value_length,) = unpack_u32(headers, position)
-            value = headers[position + 4 : position + 4 + value_length]
-            position += 4 + value_length
+            name_at = position + 4
+            if end - name_at < name_length + 5:
+                raise _malformed_header_map(offset)
+            value_length_at = name_at + name_length + 1  # the kind byte: the type is not carried
+            (value_length,) = unpack_u32(headers, value_length_at)
+            value_at = value_length_at + 4
+            if end - value_at < value_length:
+                raise _malformed_header_map(offset)
+            name = headers[name_at : name_at + name_length]
+            value = headers[value_at : value_at + value_length]
+            position = value_at + value_length
             if name == _KEY_HEADER and key is None:
                 key = value
             else:
                 kafka_headers.append((name, value))
         put_record(records, offset - base_offset, timestamp - base_timestamp, key, payload,
                    kafka_headers)
-    last_delta = rows[-1][0] - base_offset
-    batch = record_batch.build(records, len(rows), last_delta, base_timestamp, max_timestamp,
+    return _one_batch(records, len(rows), base_offset, rows[-1][0], base_timestamp,
+                      max_timestamp)
+
+
+def iggy_to_kafka_accelerated(data: bytes | bytearray | memoryview, first_offset: int,
+                              max_count: int) -> Converted:
+    """``iggy_to_kafka_python`` with the records walked and built by the C twin (the same
+    bytes, the same errors); offsets past 64 bits, which no log has, go to the reference."""
+    end_offset = first_offset + max_count
+    if first_offset > _MAX_U64 or end_offset > _MAX_U64:
+        return iggy_to_kafka_python(data, first_offset, max_count)
+    # a stored offset is never negative: a negative bound keeps what 0 keeps
+    result = _IGGY_TWIN(data, max(first_offset, 0), max(end_offset, 0))
+    if result is None:
+        return Converted(first_offset, 0, b"", array("I"), array("Q"))
+    if type(result) is str:
+        raise CannotReadMessage(reason=f"Cannot read message: {result}")
+    return _one_batch(*result)
+
+
+def _one_batch(records: bytes | bytearray, count: int, base_offset: int, last_offset: int,
+               base_timestamp: int, max_timestamp: int) -> Converted:
+    last_delta = last_offset - base_offset
+    batch = record_batch.build(records, count, last_delta, base_timestamp, max_timestamp,
                                base_offset=base_offset, leader_epoch=0)
     return Converted(base_offset, last_delta + 1, batch, array("I"), array("Q"))
+
+
+def _malformed_header_map(offset: int) -> CannotReadMessage:
+    return CannotReadMessage(reason=f"Cannot read message: the record at offset {offset} has a "
+                                    "malformed header map")
+
+
+_KAFKA_TWIN = getattr(ACCELERATOR, "kafka_to_iggy", None)
+_IGGY_TWIN = getattr(ACCELERATOR, "iggy_to_kafka", None)
+# an older build of _stamp has neither: the reference runs
+ACCELERATED = _KAFKA_TWIN is not None and _IGGY_TWIN is not None
+kafka_to_iggy = kafka_to_iggy_accelerated if ACCELERATED else kafka_to_iggy_python
+iggy_to_kafka = iggy_to_kafka_accelerated if ACCELERATED else iggy_to_kafka_python
