@@ -10,7 +10,7 @@ reader of the log's own format never comes here (Kafka -> Kafka and Iggy -> Iggy
 stored bytes through as before).
 
 Two implementations of each direction, as ``records.stamp_batch`` has: ``kafka_to_iggy_python``
-and ``iggy_to_kafka_python`` are the reference (and the fallback); ``_stamp.c``'s
+and ``iggy_to_kafka_python`` are the reference (and the fallback); ``_convert.c``'s
 ``kafka_to_iggy`` / ``iggy_to_kafka`` are the C twins of their per-record loops, used (through
 ``kafka_to_iggy_accelerated`` / ``iggy_to_kafka_accelerated``) when ``records.ACCELERATOR`` has
 them (``ACCELERATED`` tells; an older build, a compiler without 128-bit integers or
@@ -227,7 +227,7 @@ def _kafka_records_python(block: bytes | memoryview, base_offset: int, count: in
     """The ``count`` records of one records block, those of offsets ``[first_offset,
     end_offset)`` appended to ``out`` as stored Iggy records (and their ``positions`` and
     ``timestamps``): the offset of the first one, None when none was. ValueError or IndexError
-    where the block does not parse. ``_stamp.c``'s ``kafka_to_iggy`` is its twin."""
+    where the block does not parse. ``_convert.c``'s ``kafka_to_iggy`` is its twin."""
     block = bytes(block)
     pack_prefix, pack_u32 = STORED_PREFIX.pack, _U32.pack
     first = None
