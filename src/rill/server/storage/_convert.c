@@ -708,10 +708,7 @@ PyObject *convert_iggy_to_kafka(PyObject *module, PyObject *const *args, Py_ssiz
     iggy_job job;
     memset(&job, 0, sizeof job);
     unsigned long long values[2];
-    for (int i = 0; i < 2; i++) {
-        values[i] = PyLong_AsUnsignedLongLong(args[1 + i]);
-        if (values[i] == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
-    }
+    if (uint64_arguments(args + 1, 2, values) < 0) return NULL;
     job.first_offset = values[0];
     job.end_offset = values[1];
     Py_buffer view;

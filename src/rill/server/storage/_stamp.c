@@ -1062,10 +1062,7 @@ static PyObject *verify(PyObject *module, PyObject *const *args, Py_ssize_t narg
     verify_job job;
     memset(&job, 0, sizeof job);
     unsigned long long values[3];
-    for (int i = 0; i < 3; i++) {
-        values[i] = PyLong_AsUnsignedLongLong(args[2 + i]);
-        if (values[i] == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
-    }
+    if (uint64_arguments(args + 2, 3, values) < 0) return NULL;
     job.first_offset = values[0];
     job.relative_first = values[1];
     job.base_position = values[2];
@@ -1196,10 +1193,7 @@ static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     scan_job job;
     memset(&job, 0, sizeof job);
     unsigned long long values[5];
-    for (int i = 0; i < 5; i++) {
-        values[i] = PyLong_AsUnsignedLongLong(args[1 + i]);
-        if (values[i] == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
-    }
+    if (uint64_arguments(args + 1, 5, values) < 0) return NULL;
     job.start = values[0];
     job.offset = values[1];
     job.segment_start = values[2];
@@ -1296,10 +1290,7 @@ static PyObject *find_record(PyObject *module, PyObject *const *args, Py_ssize_t
     find_job job;
     memset(&job, 0, sizeof job);
     unsigned long long values[3];
-    for (int i = 0; i < 3; i++) {
-        values[i] = PyLong_AsUnsignedLongLong(args[1 + i]);
-        if (values[i] == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
-    }
+    if (uint64_arguments(args + 1, 3, values) < 0) return NULL;
     job.start = values[0];
     job.first_offset = values[1];
     job.last_offset = values[2];

@@ -69,6 +69,16 @@ static inline uint64_t load_le64(const uint8_t *p)
     return (uint64_t)load_le32(p) | ((uint64_t)load_le32(p + 4) << 32);
 }
 
+/* ``count`` Python ints from ``args`` as u64 (-1 with the exception set when one is not). */
+static inline int uint64_arguments(PyObject *const *args, int count, unsigned long long *values)
+{
+    for (int i = 0; i < count; i++) {
+        values[i] = PyLong_AsUnsignedLongLong(args[i]);
+        if (values[i] == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------ stored records */
 
 #define RECORD_OVERHEAD 45  /* fixed part (41) plus payload_length */

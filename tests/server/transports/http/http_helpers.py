@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import httpx
 
+from server_process import RillProcess
+
 _names = itertools.count()
+
+
+def start_with_kafka(data_dir: Path) -> RillProcess:
+    """A server with the Kafka listener on too, Kafka connections acting as ``iggy`` (the
+    console's Kafka group views)."""
+    return RillProcess(data_dir, env={"RILL_KAFKA_ANONYMOUS_USER": "iggy"},
+                       args=["--kafka-address", "127.0.0.1:0"]).start()
 
 
 def unique(prefix: str) -> str:

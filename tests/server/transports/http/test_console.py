@@ -16,11 +16,10 @@ from queue import Empty, Queue
 
 import httpx
 import pytest
-from http_helpers import bearer, error_of, unique
+from http_helpers import bearer, error_of, start_with_kafka, unique
 
 import rill
 from rill.server.transports.http.routes import console
-from server_process import RillProcess
 
 WAIT = 30.0  # seconds: the most anything that must happen may take
 
@@ -253,9 +252,7 @@ def test_follow_refuses_unknown_topics_bad_limits_and_users_who_may_not_poll(htt
 
 @pytest.fixture(scope="module")
 def kafka_server(tmp_path_factory):
-    server = RillProcess(tmp_path_factory.mktemp("console-kafka") / "data", env={
-        "RILL_KAFKA_ANONYMOUS_USER": "iggy"},
-                         args=["--kafka-address", "127.0.0.1:0"]).start()
+    server = start_with_kafka(tmp_path_factory.mktemp("console-kafka") / "data")
     yield server
     server.kill()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from http_helpers import bearer, unique
+from http_helpers import bearer, start_with_kafka, unique
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -25,7 +25,6 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 from browser import headless_chromium
 from rill.client import Client
 from rill.protocol.primitives import Consumer
-from server_process import RillProcess
 
 ARTIFACTS = Path(__file__).resolve().parents[4] / "test-artifacts" / "console"
 WAIT = 30  # seconds: the most anything that must appear may take
@@ -34,9 +33,7 @@ WAIT = 30  # seconds: the most anything that must appear may take
 @pytest.fixture(scope="module")
 def http_server(tmp_path_factory):
     """This module's server: the HTTP tests' one, with the Kafka listener on (Consumers view)."""
-    server = RillProcess(tmp_path_factory.mktemp("console") / "data", env={
-        "RILL_KAFKA_ANONYMOUS_USER": "iggy"},
-                         args=["--kafka-address", "127.0.0.1:0"]).start()
+    server = start_with_kafka(tmp_path_factory.mktemp("console") / "data")
     yield server
     server.kill()
 
