@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from pathlib import Path
 
 import httpx
@@ -17,6 +18,23 @@ def start_with_kafka(data_dir: Path) -> RillProcess:
     console's Kafka group views)."""
     return RillProcess(data_dir, env={"RILL_KAFKA_ANONYMOUS_USER": "iggy"},
                        args=["--kafka-address", "127.0.0.1:0"]).start()
+
+
+def assigned_kafka_member(bootstrap: str, topic: str, group: str, client_id: str,
+                          wait: float = 30.0):
+    """A kafka-python consumer of ``topic`` in ``group``, once the group assigned it partitions
+    (the caller closes it)."""
+    from kafka import KafkaConsumer
+
+    reader = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                           client_id=client_id, enable_auto_commit=False)
+    deadline = time.monotonic() + wait
+    while not reader.assignment():
+        if time.monotonic() >= deadline:
+            reader.close()
+            raise AssertionError(f"the Kafka consumer {client_id!r} was never assigned")
+        reader.poll(timeout_ms=200)
+    return reader
 
 
 def unique(prefix: str) -> str:

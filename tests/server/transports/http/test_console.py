@@ -16,7 +16,7 @@ from queue import Empty, Queue
 
 import httpx
 import pytest
-from http_helpers import bearer, error_of, start_with_kafka, unique
+from http_helpers import assigned_kafka_member, bearer, error_of, start_with_kafka, unique
 
 import rill
 from rill.server.transports.http.routes import console
@@ -281,13 +281,8 @@ def test_consumers_lists_iggy_groups_iggy_consumers_and_kafka_groups_with_their_
         with socket.create_connection(kafka_server.kafka_address):  # a Kafka client, counted as one
             wait_for_clients(api, {("kafka", "tcp"): 1})
         wait_for_clients(api, {})
-        reader = KafkaConsumer("payments", bootstrap_servers=bootstrap, group_id="readers",
-                               client_id="reader-app", enable_auto_commit=False)
+        reader = assigned_kafka_member(bootstrap, "payments", "readers", "reader-app", WAIT)
         try:
-            deadline = time.monotonic() + WAIT
-            while not reader.assignment():
-                assert time.monotonic() < deadline, "the Kafka consumer was never assigned"
-                reader.poll(timeout_ms=200)
             [member] = api.get("/streams/kafka/topics/payments/consumers").json()["members"]
             assert member["kind"] == "kafka_group" and member["name"] == "readers"
             assert member["client"].startswith("reader-app") and member["partitions"] == [1]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from http_helpers import bearer, start_with_kafka, unique
+from http_helpers import assigned_kafka_member, bearer, start_with_kafka, unique
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -447,13 +447,8 @@ def test_consumers_show_lag_per_partition_moving_as_a_group_commits(browser, htt
         assert "1" in members.splitlines()[-1]  # the member is assigned partition 1
         member.store_consumer_offset("kafka", topic, 9, consumer=Consumer.group("workers"), partition_id=1)
         wait(browser, lambda b: lag_of(b, "workers") == ["0"], "the group's lag never moved")
-    reader = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id="pickers",
-                           client_id="picker-app", enable_auto_commit=False)
+    reader = assigned_kafka_member(bootstrap, topic, "pickers", "picker-app", WAIT)
     try:
-        deadline = time.monotonic() + WAIT
-        while not reader.assignment():
-            assert time.monotonic() < deadline, "the Kafka consumer was never assigned"
-            reader.poll(timeout_ms=200)
         kafka_members = wait(browser, lambda b: "picker-app" in b.find_element(By.ID, "kafka-groups").text
                              and b.find_element(By.ID, "kafka-groups").text)
         assert "Kafka group pickers: 1 member reading this topic" in kafka_members
