@@ -209,6 +209,8 @@ def test_always_syncs_before_answering(tmp_path, monkeypatch, fsync):
         assert server.dirty == (fsync == "interval")  # the background thread's cue
     finally:
         server.listener.close()
+        os.close(server.fd)
+        os.close(server.read_fd)
 
 
 def test_metadata_create_topics_list_offsets_and_versions(server):

@@ -49,7 +49,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from rill.bench.peers import PeerUnavailable, stop_process
+from rill.bench.peers import PeerUnavailable, Workload, stop_process
 from rill.bench.peers.kafka import KafkaPeer
 from rill.protocol.kafka import (
     ErrorCode,
@@ -435,7 +435,7 @@ class KafkaBarePeer(KafkaPeer):
     name = "kafka-bare"
     memory_only = False
 
-    def __init__(self, workload: Any, python: str | None = None):
+    def __init__(self, workload: Workload, python: str | None = None):
         super().__init__(workload)
         self.python = python or sys.executable  # the interpreter that runs the broker
         self.file: Path | None = None
