@@ -12,7 +12,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from rill.bench.compare import run_compare
+from rill.bench.compare import KAFKA_TARGETS, run_compare
 from rill.bench.compare_report import KAFKA_COLUMNS, KAFKA_FLOORS
 from rill.cli.bench_compare import kafka_command, register
 
@@ -122,5 +122,6 @@ def test_kafka_command_defaults():
     import inspect
 
     parameters = inspect.signature(kafka_command).parameters
-    assert parameters["peers"].default.default == "rill,rill-kafka-wire,rill-kafka,tansu,noida-db"
+    assert parameters["peers"].default.default == ",".join(KAFKA_TARGETS) == (
+        "rill,rill-kafka-wire,rill-kafka,kafka-bare,tansu,noida-db")
     assert parameters["fsync"].default.default == "interval"

@@ -11,11 +11,13 @@ HTML reports. What the report says (ratios, the conclusion, the chart, the table
 Targets: ``rill`` (``RillServer`` + the ``send`` then ``poll`` scenarios against it),
 ``nats``, ``redis`` and ``bare`` (``rill.bench.peers``), and the Kafka-protocol targets
 ``rill-kafka``, ``tansu`` and ``noida-db`` (``rill.bench.peers.kafka``, confluent-kafka as the
-client) and ``rill-kafka-wire`` (rill's Kafka listener driven by rill's Kafka codec); ``rill
-bench kafka`` runs them beside ``rill``, with the machine left out; and ``rill-tank``
-(``rill.bench.peers.tank``, rill's TANK client; ``rill bench tank``). A target that cannot be found or
-started becomes a row "not available: <reason>", one that breaks mid-run a row "failed:
-<error>": never silently dropped. Ratios are always rill ÷ target on the same fsync mode.
+client), ``kafka-bare`` (a bare Python Kafka broker that stores,
+``rill.bench.peers.kafka_bare``, the same client) and ``rill-kafka-wire`` (rill's Kafka listener
+driven by rill's Kafka codec); ``rill bench kafka`` runs them beside ``rill``, with the machine
+left out; and ``rill-tank`` (``rill.bench.peers.tank``, rill's TANK client; ``rill bench tank``).
+A target that cannot be found or started becomes a row "not available: <reason>", one that
+breaks mid-run a row "failed: <error>": never silently dropped. Ratios are always rill ÷
+target on the same fsync mode.
 
 Report: ``new_report`` with every run as a scenario entry (``target`` = the peer, ``fsync`` and
 ``phase`` = publish/consume added), ``comparison`` (the rows as structured data, with
@@ -47,7 +49,8 @@ from rill.bench.report_html import write_html
 from rill.bench.results import new_report, scenario_report, write_json
 
 TARGETS = ("rill", "nats", "redis", "bare")  # the default targets of ``rill bench compare``
-KAFKA_TARGETS = ("rill", "rill-kafka-wire", "rill-kafka", "tansu", "noida-db")  # those of ``rill bench kafka``
+KAFKA_TARGETS = (  # those of ``rill bench kafka``
+    "rill", "rill-kafka-wire", "rill-kafka", "kafka-bare", "tansu", "noida-db")
 TANK_TARGETS = ("rill", "rill-tank")  # those of ``rill bench tank``
 KNOWN_TARGETS = tuple(dict.fromkeys(TARGETS + KAFKA_TARGETS + TANK_TARGETS))
 

@@ -19,8 +19,9 @@ Kafka path's own ratios, MB/s of payload on the same fsync mode (``KAFKA_PAIRS``
 floor from ``KAFKA_FLOORS`` when issue 13 sets one): ``rill-kafka-wire`` ÷ ``rill`` (the two
 listeners driven by rill's own clients of the same cost: the Kafka path against the Iggy path,
 floor 0.70), ``rill-kafka`` ÷ ``rill`` (what confluent-kafka users get, no floor), and
-``rill-kafka`` ÷ each Kafka peer, all three driven by confluent-kafka (``tansu``: floor 2;
-``noida-db``: none). Its rows are also in the report as ``kafka`` (structured).
+``rill-kafka`` ÷ each Kafka peer, all driven by confluent-kafka (``kafka-bare``, a bare Python
+broker that stores, the reference row: none; ``tansu``: floor 2; ``noida-db``: none). Its rows
+are also in the report as ``kafka`` (structured).
 
 Likewise a ``rill-tank`` row (rill's TANK listener, ``rill bench tank``): ``tank_table`` opens the
 conclusion with rill-tank ÷ rill (the Iggy listener), msg/s publish and consume, against issue
@@ -44,6 +45,7 @@ CLIENTS = {
     "bare": "raw SEND frames → append / sendfile",
     "rill-kafka": "confluent-kafka: produce × batch + flush, consume(num_messages=batch)",
     "rill-kafka-wire": "rill's Kafka codec: a batch encoded once and re-sent, Fetch v12",
+    "kafka-bare": "confluent-kafka: produce × batch + flush, consume(num_messages=batch)",
     "tansu": "confluent-kafka: produce × batch + flush, consume(num_messages=batch)",
     "noida-db": "confluent-kafka: produce × batch + flush, consume(num_messages=batch)",
     "rill-tank": "rill.client.tank: one bundle per Produce, one bundle per Consume",
@@ -55,11 +57,12 @@ NAMES = {
     "bare": "bare Python server",
     "rill-kafka": "rill's Kafka listener",
     "rill-kafka-wire": "rill's Kafka listener (rill's Kafka codec)",
+    "kafka-bare": "bare Python Kafka broker (stores)",
     "tansu": "tansu (memory)",
     "noida-db": "noida-db (memory)",
     "rill-tank": "rill's TANK listener",
 }
-KAFKA_PEERS = ("tansu", "noida-db")
+KAFKA_PEERS = ("kafka-bare", "tansu", "noida-db")  # kafka-bare: a reference row, no floor
 # (rill's Kafka row, what it is divided by): the Kafka path against the Iggy path with clients of
 # the same cost, then what confluent-kafka users get against the Iggy path and the peers
 KAFKA_PAIRS = (("rill-kafka-wire", "rill"), ("rill-kafka", "rill"),
@@ -330,10 +333,12 @@ def kafka_table(entries: list[dict[str, Any]]) -> dict[str, Any]:
             "MB/s of payload, same workload and fsync mode, measured in this run. rill (the Iggy "
             "listener) uses rill's own client (send, poll); rill-kafka-wire uses rill's Kafka "
             "codec, as cheap a client (a batch encoded once and re-sent, records counted from "
-            "batch headers); rill-kafka, tansu and noida-db use confluent-kafka (librdkafka, C).",
+            "batch headers); rill-kafka, kafka-bare, tansu and noida-db use confluent-kafka "
+            "(librdkafka, C).",
             "Floors (issue 13): the Kafka path ≥ 0.70 × the Iggy path (rill-kafka-wire ÷ rill); "
             "rill with confluent-kafka ≥ 2 × tansu. tansu and noida-db keep data in memory "
-            "(no fsync).",
+            "(no fsync); kafka-bare (a bare Python broker: one write per batch, pread to fetch, "
+            "no per-record work) stores with rill's fsync policy, a reference without a floor.",
         ],
     }
 

