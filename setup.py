@@ -19,7 +19,8 @@ setup(
     ext_modules=[
         Extension(
             "rill.server.storage._stamp",
-            sources=["src/rill/server/storage/_stamp.c", "src/rill/server/storage/_convert.c"],
+            sources=[f"src/rill/server/storage/_{unit}.c"
+                     for unit in ("stamp", "record_checks", "header_map", "crc32", "convert")],
             depends=["src/rill/server/storage/_stamp.h"],
             extra_compile_args=compile_args,
             optional=True,
