@@ -20,8 +20,9 @@ setup(
         Extension(
             "rill.server.storage._stamp",
             sources=[f"src/rill/server/storage/_{unit}.c"
-                     for unit in ("stamp", "record_checks", "header_map", "crc32", "convert")],
-            depends=["src/rill/server/storage/_stamp.h"],
+                     for unit in ("stamp", "record_checks", "header_map", "crc32", "convert",
+                                  "iggy_to_kafka")],
+            depends=["src/rill/server/storage/_stamp.h", "src/rill/server/storage/_convert.h"],
             extra_compile_args=compile_args,
             optional=True,
         ),
