@@ -19,8 +19,10 @@ setup(
     ext_modules=[
         Extension(
             "rill.server.storage._stamp",
-            sources=["src/rill/server/storage/_stamp.c", "src/rill/server/storage/_convert.c"],
-            depends=["src/rill/server/storage/_stamp.h"],
+            sources=[f"src/rill/server/storage/_{unit}.c"
+                     for unit in ("stamp", "record_checks", "header_map", "crc32", "convert",
+                                  "iggy_to_kafka")],
+            depends=["src/rill/server/storage/_stamp.h", "src/rill/server/storage/_convert.h"],
             extra_compile_args=compile_args,
             optional=True,
         ),

@@ -10,7 +10,7 @@ an Iggy client writing into a Kafka topic costs before the native append), besid
 stamping of that region into an Iggy-format log for comparison. Best of ``--repeat`` timings.
 
 Each conversion is timed twice in the same run: the Python reference (``*_python``) and its C
-twin in ``_convert.c`` (``*_accelerated``, what rill runs when the extension is built), with the
+twin in ``_convert.c`` / ``_iggy_to_kafka.c`` (``*_accelerated``, what rill runs when the extension is built), with the
 ratio; the C column is missing when the twin is not built.
 
     python benchmarks/record_conversion.py --records 1000 --size 100

@@ -1,4 +1,4 @@
-"""The C twins of the record checks (``_stamp.c``: verify, scan, find_record) against the Python
+"""The C twins of the record checks (``_record_checks.c``: verify, scan, find_record) against the Python
 references of ``record_checks``, on the same inputs: the same counts, kinds, reasons word for
 word, index entries and positions, for valid segments, every single-byte flip of a log and of
 its index, and every truncation."""

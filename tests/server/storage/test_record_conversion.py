@@ -327,7 +327,7 @@ def test_a_record_is_found_by_time_in_an_iggy_log(open_log):
 
 
 # ------------------------------------------------- the C twin against the Python reference
-# ``record_conversion``'s ``*_accelerated`` functions run the per-record loops in ``_convert.c``;
+# ``record_conversion``'s ``*_accelerated`` functions run the per-record loops in ``_convert.c`` / ``_iggy_to_kafka.c``;
 # the ``*_python`` ones are the reference. Same inputs, byte-identical results, same errors.
 
 twin = pytest.mark.skipif(not record_conversion.ACCELERATED,

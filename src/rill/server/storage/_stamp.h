@@ -1,8 +1,7 @@
 /*
- * _stamp.h: what the two units of the ``_stamp`` module share -- _stamp.c (the write hot loop,
- * the record checks, CRC-32; it defines the module) and _convert.c (record conversion): the
- * stored layout and limits mirrored from records.py, little-endian access, and each unit's
- * entry points for the other.
+ * _stamp.h: what the units of the ``_stamp`` module share (_stamp.c defines the module and
+ * lists them): the stored layout and limits mirrored from records.py, little-endian access,
+ * the header-map types, and each unit's entry points for the others.
  */
 
 #ifndef RILL_STAMP_H
@@ -86,8 +85,71 @@ static inline int uint64_arguments(PyObject *const *args, int count, unsigned lo
 #define RECORD_TIMESTAMP_AT 9
 #define RECORD_HEADERS_AT 41
 
-/* _stamp.c: zlib's crc32 (``crc`` a previous result, 0 to start) and Python's strict UTF-8. */
+/* ------------------------------------------------------------------ header maps (_header_map.c) */
+
+/* One key of a header map: where it is, and its place in the map (for the first repeat). */
+typedef struct {
+    const uint8_t *data;
+    uint32_t length;
+    size_t index;
+} header_key;
+
+typedef struct {
+    header_key *keys;
+    size_t count;
+    size_t capacity;
+} key_list;
+
+/* What ``check_header_map`` found wrong: enough to word it as the reference does. */
+enum {
+    HEADER_OK = 0,
+    HEADER_NEEDED,       /* "needed {needed} bytes at {at}, have {have}" */
+    HEADER_KEY_LENGTH,   /* "header key length {value}" */
+    HEADER_UTF8,         /* "invalid UTF-8: {reason}" (the key is at ``key``) */
+    HEADER_KIND,         /* "header kind {value}" */
+    HEADER_VALUE_LENGTH, /* "header value length {value}" */
+    HEADER_DUPLICATE,    /* "duplicate header key {key!r}" */
+    HEADER_LIMIT,        /* the running total of value bytes passed the limit */
+    HEADER_NO_MEMORY,
+};
+
+typedef struct {
+    int status;
+    uint64_t needed, at, have; /* HEADER_NEEDED */
+    uint64_t value;            /* the length or kind at fault */
+    const uint8_t *key;        /* HEADER_UTF8, HEADER_DUPLICATE */
+    uint32_t key_length;
+} header_problem;
+
+int check_header_map(const uint8_t *p, size_t n, key_list *list, uint64_t *total,
+                     uint64_t limit, header_problem *problem);
+PyObject *header_problem_text(const header_problem *problem);
+
+/* ------------------------------------------------------------------ record checks (_record_checks.c) */
+
+/* How bad a record check found a record (``kind``, the reference's FAULT_KINDS). */
+enum {
+    KIND_GOOD = 0,
+    KIND_CONTENT = 1,   /* sound structure, where it should be; checksum or header map wrong */
+    KIND_STRUCTURE = 2, /* the record is not where, or not what, the index or layout says */
+    KIND_TIMESTAMP = 3, /* a valid record whose timestamp is out of order (scans only) */
+};
+
+PyObject *checks_verify(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *checks_scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *checks_find_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
+/* ------------------------------------------------------------------ CRC-32 (_crc32.c) */
+
+/* zlib's crc32 (``crc`` a previous result, 0 to start); the module's ``crc32`` and
+ * ``set_pclmul``; the CPU check of module init, and the method it chose. */
 uint32_t stamp_crc32(uint32_t crc, const uint8_t *buf, size_t len);
+PyObject *crc32_function(PyObject *module, PyObject *args);
+PyObject *crc32_set_pclmul(PyObject *module, PyObject *args);
+void crc32_setup(void);
+const char *crc32_method(void);
+
+/* Python's strict UTF-8 (_header_map.c). */
 int stamp_valid_utf8(const uint8_t *s, size_t n);
 
 /* _convert.c: built where the compiler has 128-bit integers (see there); elsewhere the module

@@ -20,7 +20,7 @@ where it should be, its bytes are wrong), ``KIND_STRUCTURE`` (the record is not 
 what, the index or the layout says: the index or the log is wrong), ``KIND_TIMESTAMP`` (scans:
 a valid record whose timestamp is out of order).
 
-Each check has a Python reference here (``*_python``) and a C twin in ``_stamp.c``, used when
+Each check has a Python reference here (``*_python``) and a C twin in ``_record_checks.c``, used when
 it is built (``records.ACCELERATED``): same results, same reasons word for word
 (``tests/server/storage/test_record_checks_accelerator.py`` holds them to it). The twins release
 the GIL on large data, so checks can run in worker threads beside the event loop.

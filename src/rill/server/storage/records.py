@@ -298,7 +298,7 @@ def add_header_values(
     The checks, their order and the DecodeError details are those of
     ``rill.protocol.headers.decode_header_map`` (key 1..255 bytes of UTF-8, kind 1..15, value
     1..255 bytes, each key unlike the ones before it); TooBigHeadersPayload as soon as the
-    total passes ``limit`` (None: no limit). ``_stamp.c``'s ``check_header_map`` is its twin.
+    total passes ``limit`` (None: no limit). ``_header_map.c``'s ``check_header_map`` is its twin.
     """
     read_u32 = _U32.unpack_from
     keys: set[bytes] = set()
