@@ -13,7 +13,7 @@ import typer
 from typer.testing import CliRunner
 
 from rill.bench.compare import KAFKA_TARGETS, run_compare
-from rill.bench.compare_report import KAFKA_COLUMNS, KAFKA_FLOORS
+from rill.bench.compare_report import KAFKA_COLUMNS, KAFKA_FLOORS, kafka_ratios, kafka_table
 from rill.cli.bench_compare import kafka_command, register
 
 MESSAGES = 2000
@@ -64,6 +64,24 @@ def test_iggy_and_kafka_listeners_in_one_run(tmp_path):
     assert "Kafka protocol: rill&#x27;s Kafka listener" in html or "Kafka protocol: rill's Kafka listener" in html
     assert html.index("Kafka protocol") < html.index("rill vs rill")
     assert "rill-kafka-wire · fsync interval · consume" in html
+
+
+def _row(target: str, publish: float, consume: float, fsync: str = "interval") -> dict:
+    return {"target": target, "fsync": fsync, "status": "ok",
+            "publish": {"mb_per_s": publish}, "consume": {"mb_per_s": consume}}
+
+
+def test_the_conclusion_shows_what_a_storing_broker_reaches_against_tansu():
+    """kafka-bare ÷ tansu, the context of the 2 × tansu floor, comes in every run that has both,
+    without a floor of its own; a run without tansu has none."""
+    rows = [_row("rill-kafka", 400, 900), _row("kafka-bare", 480, 940), _row("tansu", 240, 500)]
+    entries = {(entry["target"], entry["against"]): entry for entry in kafka_ratios(rows)}
+    context = entries[("kafka-bare", "tansu")]
+    assert (context["publish"], context["consume"], context["floor"]) == (2.0, 1.88, None)
+    assert entries[("rill-kafka", "tansu")]["floor"] == 2.0
+    labels = [row[0] for row in kafka_table(list(entries.values()))["rows"]]
+    assert labels[-1] == "kafka-bare ÷ tansu (memory)"
+    assert not any(entry["target"] == "kafka-bare" for entry in kafka_ratios(rows[:2]))
 
 
 def test_the_wire_client_counts_whole_batches_from_the_fetch_offset():
