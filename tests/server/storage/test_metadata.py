@@ -113,7 +113,7 @@ def test_a_schema_1_store_is_migrated_once_to_named_next_offsets(tmp_path):
         assert store.load_topics() == [topic()]
         store.close()
     db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("4",)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("5",)
     assert db.execute("SELECT name FROM sqlite_master WHERE name = 'consumer_offsets'"
                       ).fetchone() is None
     db.close()
@@ -158,6 +158,43 @@ INSERT INTO consumer_positions VALUES (1, 1, 1, 'kafka-group:g', 12);
 """
 
 
+def test_a_position_keeps_its_leader_epoch_until_stored_without_one(tmp_path):
+    path = tmp_path / "metadata.sqlite3"
+    store = MetadataStore(path, synchronous_full=False)
+    store.create_stream(StreamRow(1, "s", 5))
+    store.create_topic(topic(), [PartitionRow(1, 1, 1, 6)])
+    store.store_position(PositionRow(1, 1, 1, "kafka-group:g", 7, "n", 3))
+    store.close()
+    store = MetadataStore(path, synchronous_full=False)
+    assert list(store.load_positions()) == [PositionRow(1, 1, 1, "kafka-group:g", 7, "n", 3)]
+    store.store_position(PositionRow(1, 1, 1, "kafka-group:g", 8, "n"))
+    assert list(store.load_positions()) == [PositionRow(1, 1, 1, "kafka-group:g", 8, "n", None)]
+    store.close()
+
+
+def test_a_schema_4_store_gains_position_epochs_once(tmp_path):
+    """Schema 5 adds the leader epoch a position may carry; schema 4's positions keep their
+    offsets and notes and have none."""
+    path = tmp_path / "metadata.sqlite3"
+    old = sqlite3.connect(path)
+    old.executescript(SCHEMA_2_POSITIONS.replace("'schema_version', '2'", "'schema_version', '4'")
+                      .replace("next_offset INTEGER NOT NULL,", "next_offset INTEGER NOT NULL,"
+                               " note TEXT,")
+                      .replace("'kafka-group:g', 12)", "'kafka-group:g', 12, 'kept')"))
+    old.close()
+    for _ in range(2):
+        store = MetadataStore(path, synchronous_full=False)
+        assert list(store.load_positions()) == [PositionRow(1, 1, 1, "kafka-group:g", 12, "kept")]
+        store.close()
+    store = MetadataStore(path, synchronous_full=False)
+    store.store_position(PositionRow(1, 1, 1, "kafka-group:g", 13, "n", 2))
+    assert list(store.load_positions()) == [PositionRow(1, 1, 1, "kafka-group:g", 13, "n", 2)]
+    store.close()
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("5",)
+    db.close()
+
+
 def test_a_schema_2_store_gains_position_notes_once(tmp_path):
     """Schema 3 adds the note a position may carry; schema 2's positions keep their offsets
     and have none."""
@@ -174,7 +211,7 @@ def test_a_schema_2_store_gains_position_notes_once(tmp_path):
     assert list(store.load_positions()) == [PositionRow(1, 1, 1, "kafka-group:g", 13, "n")]
     store.close()
     db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("4",)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("5",)
     db.close()
 
 

@@ -30,6 +30,7 @@ from rill.server.core.unique_ids import UniqueIds
 from rill.server.core.types import (
     AppendResult,
     ConsumerLag,
+    ConsumerPosition,
     LiveMember,
     LogBounds,
     PartitionEnd,
@@ -268,11 +269,14 @@ class Broker:
     # ``iggy-group:<id>``, core.consumer_groups).
 
     def commit_offset(self, session: Session, consumer: str, ref: PartitionRef,
-                      next_offset: int, note: str | None = None) -> None:
+                      next_offset: int, note: str | None = None,
+                      leader_epoch: int | None = None) -> None:
         """Store where ``consumer`` reads next (Kafka's OffsetCommit meaning), with its opaque
-        ``note`` (Kafka's commit metadata; None: none)."""
+        ``note`` (Kafka's commit metadata) and the ``leader_epoch`` it read it in (Kafka's
+        committed leader epoch); None: none."""
         self._core.consumer_offsets.store_consumer_offset(
-            session, ref.namespace, ref.topic, consumer, ref.partition_id, next_offset, note)
+            session, ref.namespace, ref.topic, consumer, ref.partition_id, next_offset, note,
+            leader_epoch)
 
     def group_members(self, session: Session, ref: TopicRef) -> list[LiveMember]:
         """The live members of the protocols' groups (those whose membership lives outside
@@ -289,13 +293,12 @@ class Broker:
 
     def committed_offset(self, session: Session, consumer: str, ref: PartitionRef) -> int | None:
         """The next offset ``consumer`` reads, or None when it never committed one."""
-        return self.committed_position(session, consumer, ref)[0]
+        return self.committed_position(session, consumer, ref).next_offset
 
     def committed_position(self, session: Session, consumer: str, ref: PartitionRef
-                           ) -> tuple[int | None, str | None]:
-        """The next offset ``consumer`` reads and the note it committed with it (None, None:
-        it never committed one)."""
-        position = self._core.consumer_offsets.get_consumer_offset(
+                           ) -> ConsumerPosition:
+        """The next offset ``consumer`` reads and the note and leader epoch it committed with
+        it (``next_offset`` None: it never committed one)."""
+        return self._core.consumer_offsets.get_consumer_offset(
             session, ref.namespace, ref.topic, consumer, ref.partition_id)
-        return position.next_offset, position.note
 

@@ -15,7 +15,8 @@ message, ``end - first`` (``end``: the offset the next message gets; ``first``: 
 retention kept).
 
 A position may carry the consumer's *note*, an opaque string stored with it in the same row
-(Kafka's commit metadata); storing a position without a note clears it.
+(Kafka's commit metadata), and a *leader epoch* (Kafka's committed leader epoch); storing a
+position without them clears them.
 """
 
 from __future__ import annotations
@@ -72,18 +73,20 @@ class ConsumerOffsetService:
         return self.state.find_partition(topic, partition_id), consumer
 
     def store(self, partition: Partition, key: ConsumerKey, next_offset: int,
-              note: str | None = None) -> None:
-        """Store a position (and the consumer's note with it: a position stored without one
-        has none)."""
+              note: str | None = None, leader_epoch: int | None = None) -> None:
+        """Store a position (and the consumer's note and leader epoch with it: a position
+        stored without them has none)."""
         self.state.store.store_position(
             PositionRow(partition.stream_id, partition.topic_id, partition.id, key, next_offset,
-                        note)
+                        note, leader_epoch)
         )
         partition.positions[key] = next_offset
-        if note is None:
-            partition.position_notes.pop(key, None)
-        else:
-            partition.position_notes[key] = note
+        for kept, value in ((partition.position_notes, note),
+                            (partition.position_epochs, leader_epoch)):
+            if value is None:
+                kept.pop(key, None)
+            else:
+                kept[key] = value
 
     def get_consumer_offset(self, session: Session, stream_id: Ref, topic_id: Ref,
                             consumer: Reader, partition_id: int) -> ConsumerPosition:
@@ -93,7 +96,8 @@ class ConsumerOffsetService:
         log = partition.log
         return ConsumerPosition(partition.id, partition.positions.get(key),
                                 LogBounds(log.first_offset, log.next_offset, log.next_offset),
-                                partition.position_notes.get(key))
+                                partition.position_notes.get(key),
+                                partition.position_epochs.get(key))
 
     def get_consumer_lag(self, session: Session, stream_id: Ref, topic_id: Ref
                          ) -> list[ConsumerLag]:
@@ -103,16 +107,16 @@ class ConsumerOffsetService:
 
     def store_consumer_offset(self, session: Session, stream_id: Ref, topic_id: Ref,
                               consumer: Reader, partition_id: int, next_offset: int,
-                              note: str | None = None) -> None:
+                              note: str | None = None, leader_epoch: int | None = None) -> None:
         """Store ``next_offset`` as where ``consumer`` reads next: at most the log's end (or 1
         on an empty log, where an Iggy client may store "offset 0 consumed"), with the
-        consumer's ``note`` (an opaque string, kept with the position)."""
+        consumer's ``note`` (an opaque string, kept with the position) and ``leader_epoch``."""
         topic = self.state.find_topic(stream_id, topic_id)
         self.state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
         partition, key = self.resolve(session, topic, consumer, partition_id)
         if not 0 <= next_offset <= max(partition.log.next_offset, 1):
             raise errors.InvalidOffset(next_offset - 1, field="offset")
-        self.store(partition, key, next_offset, note)
+        self.store(partition, key, next_offset, note, leader_epoch)
 
 
 def consumer_lag(topic: Topic, groups: list[tuple[ConsumerKey, str]]) -> list[ConsumerLag]:

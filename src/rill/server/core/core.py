@@ -293,6 +293,8 @@ class Core:
                 partition.positions[position.consumer] = position.next_offset
                 if position.note is not None:
                     partition.position_notes[position.consumer] = position.note
+                if position.leader_epoch is not None:
+                    partition.position_epochs[position.consumer] = position.leader_epoch
         self.consumer_groups.load()
 
     async def stop(self) -> None:

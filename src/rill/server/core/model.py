@@ -54,6 +54,8 @@ class Partition:
     positions: dict[str, int] = field(default_factory=dict)
     # what a consumer stored with its position (Kafka's commit metadata), when it stored any
     position_notes: dict[str, str] = field(default_factory=dict)
+    # the leader epoch a consumer stored with its position (Kafka's), when it stored one
+    position_epochs: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(eq=False)

@@ -102,13 +102,14 @@ class PartitionEnd:
 @dataclass(slots=True)
 class ConsumerPosition:
     """Where one consumer is in one partition: ``next_offset`` is the next offset it reads
-    (None: it never stored a position), with the partition's bounds and the note it stored
-    with the position (None: none)."""
+    (None: it never stored a position), with the partition's bounds and the note and leader
+    epoch it stored with the position (None: none)."""
 
     partition_id: int
     next_offset: int | None
     bounds: LogBounds
     note: str | None = None
+    leader_epoch: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

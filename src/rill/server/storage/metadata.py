@@ -28,11 +28,13 @@ from rill.errors import CannotWriteToFile
 from rill.server.storage.records import RECORD_FORMAT
 from rill.server.storage.reserve import SpaceReserve
 
-SCHEMA_VERSION = 4  # 1 -> 2: consumer positions keyed by name, holding the next offset;
+SCHEMA_VERSION = 5  # 1 -> 2: consumer positions keyed by name, holding the next offset;
 # each topic records its record format. 2 -> 3: a position may carry the consumer's note.
 # 3 -> 4: users keep SCRAM credentials (derived from the password; a store an older rill
 # could open would let it change a password and leave the old SCRAM credentials valid,
-# hence the new version)
+# hence the new version). 4 -> 5: a position may carry the leader epoch the consumer stored
+# with it (Kafka's committed leader epoch; an older rill would keep a stale one beside a
+# position it stores)
 
 # the names schema 1's numeric consumer keys get (what the core names Iggy's consumers)
 _V1_CONSUMER_NAMES = {1: "iggy-consumer:", 2: "iggy-group:"}
@@ -72,6 +74,7 @@ CREATE TABLE IF NOT EXISTS consumer_positions (
     consumer TEXT NOT NULL,
     next_offset INTEGER NOT NULL,
     note TEXT,
+    leader_epoch INTEGER,
     PRIMARY KEY (stream_id, topic_id, partition_id, consumer),
     FOREIGN KEY (stream_id, topic_id, partition_id)
         REFERENCES partitions(stream_id, topic_id, id) ON DELETE CASCADE
@@ -158,6 +161,7 @@ class PositionRow:
     consumer: str
     next_offset: int
     note: str | None = None  # what the consumer stored with the position (Kafka's metadata)
+    leader_epoch: int | None = None  # the leader epoch it stored with it (Kafka's), if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,6 +294,10 @@ class MetadataStore:
             columns = [row[1] for row in db.execute("PRAGMA table_info(users)")]
             if "scram_credentials" not in columns:  # derived at each user's next login
                 db.execute("ALTER TABLE users ADD COLUMN scram_credentials TEXT")
+        if version < 5:
+            columns = [row[1] for row in db.execute("PRAGMA table_info(consumer_positions)")]
+            if "leader_epoch" not in columns:  # schema 4's positions carry no epoch
+                db.execute("ALTER TABLE consumer_positions ADD COLUMN leader_epoch INTEGER")
         db.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?) ON CONFLICT(key)"
                    " DO UPDATE SET value = excluded.value", (str(SCHEMA_VERSION),))
 
@@ -382,11 +390,11 @@ class MetadataStore:
 
     def load_positions(self) -> Iterator[PositionRow]:
         rows = self._db.execute(
-            "SELECT stream_id, topic_id, partition_id, consumer, next_offset, note"
+            "SELECT stream_id, topic_id, partition_id, consumer, next_offset, note, leader_epoch"
             " FROM consumer_positions"
         )
         for row in rows:
-            yield PositionRow(*row[:4], _from_sql(row[4]), row[5])
+            yield PositionRow(*row[:4], _from_sql(row[4]), row[5], row[6])
 
     def load_consumer_groups(self) -> list[ConsumerGroupRow]:
         rows = self._db.execute(
@@ -527,11 +535,12 @@ class MetadataStore:
     def store_position(self, row: PositionRow) -> None:
         self._db.execute(
             "INSERT INTO consumer_positions(stream_id, topic_id, partition_id, consumer,"
-            " next_offset, note) VALUES (?, ?, ?, ?, ?, ?)"
+            " next_offset, note, leader_epoch) VALUES (?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT(stream_id, topic_id, partition_id, consumer)"
-            " DO UPDATE SET next_offset = excluded.next_offset, note = excluded.note",
+            " DO UPDATE SET next_offset = excluded.next_offset, note = excluded.note,"
+            " leader_epoch = excluded.leader_epoch",
             (row.stream_id, row.topic_id, row.partition_id, row.consumer,
-             _to_sql(row.next_offset), row.note),
+             _to_sql(row.next_offset), row.note, row.leader_epoch),
         )
 
     # -- consumer groups -------------------------------------------------------------------

@@ -236,3 +236,23 @@ def test_members_split_hand_over_and_resume_exactly_once(server, kind, assignor)
         for member in (first, second, third):
             if member is not None and member.is_alive():
                 member.close()
+
+
+def test_confluent_kafka_reads_back_the_leader_epoch_it_committed(server):
+    """OffsetCommit v6+ carries the leader epoch a position was read in; OffsetFetch answers
+    it (librdkafka keeps it with the committed offset)."""
+    from confluent_kafka import TopicPartition
+
+    topic, group = new_topic(server), "epoch-" + uuid.uuid4().hex[:8]
+    produce(server, topic, 0, 8)
+    consumer = Consumer({"bootstrap.servers": bootstrap(server), "group.id": group,
+                         "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, 1, leader_epoch=4),
+                                 TopicPartition(topic, 1, 2)], asynchronous=False)
+        found = consumer.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)],
+                                   timeout=10)
+        assert [(tp.partition, tp.offset, tp.leader_epoch) for tp in found] == \
+            [(0, 1, 4), (1, 2, None)]
+    finally:
+        consumer.close()

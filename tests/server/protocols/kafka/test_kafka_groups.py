@@ -260,13 +260,14 @@ def join_as_member(raw: Raw, group: str, **options):
 
 def commit(raw: Raw, group: str, topic: str, offset: int, generation: int = -1,
            member_id: str = "", partition: int = 0, metadata: str | None = "",
-           instance_id: str | None = None) -> int:
+           instance_id: str | None = None, leader_epoch: int = -1) -> int:
     body = OffsetCommit(group_id=group, generation_id_or_member_epoch=generation,
                         member_id=member_id, group_instance_id=instance_id,
                         topics=(OffsetCommit.OffsetCommitRequestTopic(
                             name=topic, partitions=(
                                 OffsetCommit.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
                                     partition_index=partition, committed_offset=offset,
+                                    committed_leader_epoch=leader_epoch,
                                     committed_metadata=metadata),)),))
     return raw.call(apis.OFFSET_COMMIT, 8, body).topics[0].partitions[0].error_code
 
@@ -469,13 +470,14 @@ def test_a_silent_static_member_is_removed_after_its_session_timeout(server):
         admin.close()
 
 
-def test_commit_metadata_is_kept_with_the_offset_across_a_restart(tmp_path):
+def test_commit_metadata_and_leader_epoch_are_kept_with_the_offset_across_a_restart(tmp_path):
     process = RillProcess(tmp_path / "data", env=ENV).start()
     try:
         topic, group = new_topic(process), "meta-" + uuid.uuid4().hex[:8]
         produce(process, topic, 0, 8)
         raw = Raw(process)
-        assert commit(raw, group, topic, 2, partition=1, metadata="checkpoint 2") == 0
+        assert commit(raw, group, topic, 2, partition=1, metadata="checkpoint 2",
+                      leader_epoch=7) == 0
         assert commit(raw, group, topic, 1, partition=2, metadata=None) == 0
         raw.close()
         process.restart()
@@ -483,12 +485,18 @@ def test_commit_metadata_is_kept_with_the_offset_across_a_restart(tmp_path):
         try:
             [entry] = fetch_offsets(raw, group, topic, (1, 2, 3)).topics
             assert [(p.committed_offset, p.metadata, p.committed_leader_epoch)
-                    for p in entry.partitions] == [(2, "checkpoint 2", -1), (1, "", -1),
+                    for p in entry.partitions] == [(2, "checkpoint 2", 7), (1, "", -1),
                                                    (-1, "", -1)]
-            assert commit(raw, group, topic, 1, partition=1) == 0  # a new commit, no metadata
+            # OffsetFetch v4 has no leader epoch field: the same answer without it
+            old = raw.call(apis.OFFSET_FETCH, 4, OffsetFetch(group_id=group, topics=(
+                OffsetFetch.OffsetFetchRequestTopic(name=topic, partition_indexes=(1,)),)))
+            assert (old.topics[0].partitions[0].committed_offset,
+                    old.topics[0].partitions[0].metadata) == (2, "checkpoint 2")
+            # a new commit with neither clears both
+            assert commit(raw, group, topic, 1, partition=1) == 0
             [entry] = fetch_offsets(raw, group, topic, (1,)).topics
-            assert (entry.partitions[0].committed_offset, entry.partitions[0].metadata) == \
-                (1, "")
+            assert (entry.partitions[0].committed_offset, entry.partitions[0].metadata,
+                    entry.partitions[0].committed_leader_epoch) == (1, "", -1)
         finally:
             raw.close()
     finally:

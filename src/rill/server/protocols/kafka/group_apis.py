@@ -9,7 +9,8 @@ Rules:
   metadata store; Kafka's committed offset is the next offset to read, as the core's;
 * commit metadata is kept with the offset, as the core position's note (durable in the same
   row, gone with the partition; a null metadata is stored as none and read back as ""); the
-  committed leader epoch is not kept (OffsetFetch answers -1); commit timestamps and retention
+  committed leader epoch (v6+) is kept in the same row and answered by OffsetFetch (v5+; -1
+  when none was committed); commit timestamps and retention
   are ignored;
 * OffsetCommit v0 (ZooKeeper-stored in Kafka 0.8) carries no member or generation: it is
   stored like the others, unchecked, whatever the group's membership; v1's commit timestamp is
@@ -155,8 +156,10 @@ async def offset_commit(core: Core, session: Session, settings: KafkaSettings, r
                 else:
                     ref = PartitionRef(settings.stream, topic.name, entry.partition_index)
                     try:
+                        epoch = entry.committed_leader_epoch  # -1 (none) before v6
                         core.broker.commit_offset(session, name, ref, entry.committed_offset,
-                                                  entry.committed_metadata or None)
+                                                  entry.committed_metadata or None,
+                                                  epoch if epoch >= 0 else None)
                     except errors.InvalidOffset:
                         code = ErrorCode.OFFSET_OUT_OF_RANGE
                     except errors.RillError as error:
@@ -188,16 +191,20 @@ async def offset_fetch(core: Core, session: Session, settings: KafkaSettings, re
     topics = kafka_topics(core, session, settings)
     broker = core.broker
 
-    def committed(topic: str, index: int) -> tuple[int, str, ErrorCode]:
+    def committed(topic: str, index: int) -> tuple[int, int, str, ErrorCode]:
+        """(offset, leader epoch, metadata, error) committed for one partition; -1: none."""
         known = topics.get(topic)
         if known is None or not 0 <= index < len(known.partitions):
-            return -1, "", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return -1, -1, "", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         try:
-            offset, note = broker.committed_position(session, name,
-                                                     PartitionRef(settings.stream, topic, index))
+            position = broker.committed_position(session, name,
+                                                 PartitionRef(settings.stream, topic, index))
         except errors.RillError as error:
-            return -1, "", kafka_error(error)
-        return (-1 if offset is None else offset), note or "", ErrorCode.NONE
+            return -1, -1, "", kafka_error(error)
+        if position.next_offset is None:
+            return -1, -1, "", ErrorCode.NONE
+        epoch = -1 if position.leader_epoch is None else position.leader_epoch
+        return position.next_offset, epoch, position.note or "", ErrorCode.NONE
 
     wanted: list[tuple[str, list[int]]]
     if body.topics is None:  # v2+: every partition the group committed
@@ -211,11 +218,11 @@ async def offset_fetch(core: Core, session: Session, settings: KafkaSettings, re
     for topic, indexes in wanted:
         partitions = []
         for index in indexes:
-            offset, note, code = committed(topic, index)
+            offset, epoch, note, code = committed(topic, index)
             if everything and offset < 0:
                 continue
             partitions.append(_FetchPartition(partition_index=index, committed_offset=offset,
-                                              committed_leader_epoch=-1, metadata=note,
+                                              committed_leader_epoch=epoch, metadata=note,
                                               error_code=int(code)))
         if partitions or not everything:
             responses.append(_FetchTopic(name=topic, partitions=tuple(partitions)))
