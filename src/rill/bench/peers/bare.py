@@ -1,7 +1,10 @@
 """The **bare** row of ``rill bench compare``: a bare Python server, the I/O without the work.
 
 Owns: a minimal server (run as ``python -m rill.bench.peers.bare``) and its driver
-``BarePeer``. The server reads Iggy-framed requests (``[length u32][code u32][payload]``) and
+``BarePeer``, and what it shares with ``kafka_bare``'s broker: ``FileServer`` (the file, the
+listener, a thread per connection, the fsync policy), ``run_server`` (their ``main``),
+``start_server`` (a driver starting one) and ``recv_exactly``. The server reads Iggy-framed
+requests (``[length u32][code u32][payload]``) and
 
 * for any code but POLL appends the payload to one file with a single ``os.write`` and answers
   8 zero bytes (status 0, length 0) — after an ``fsync`` for ``--fsync always``, while a
@@ -51,7 +54,7 @@ READY_LINE = "BARE LISTENING"
 # --- the server ---------------------------------------------------------------------------------
 
 
-def _recv_exactly(connection: socket.socket, view: memoryview, size: int) -> bool:
+def recv_exactly(connection: socket.socket, view: memoryview, size: int) -> bool:
     """Fill ``view[:size]``; False on a clean end of stream before the first byte."""
     got = 0
     while got < size:
@@ -64,13 +67,16 @@ def _recv_exactly(connection: socket.socket, view: memoryview, size: int) -> boo
     return True
 
 
-class BareServer:
-    """The minimal append/stream-back server over one file (see the module docstring)."""
+class FileServer:
+    """What the bare servers share (this one and ``kafka_bare``'s): one file, emptied at start,
+    appended to (``fd``) and read back (``read_fd``); a listener on 127.0.0.1, port 0; a thread
+    per connection (``_serve``); with ``--fsync interval`` a thread fsyncs the file once a second
+    when it was written (``dirty``), with ``always`` the server fsyncs before each answer."""
 
     def __init__(self, path: Path, fsync: str):
         self.path = path
         self.always = fsync == "always"
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o644)
         self.read_fd = os.open(path, os.O_RDONLY)
         self.dirty = False
         self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -94,6 +100,48 @@ class BareServer:
                 os.fsync(self.fd)
 
     def _serve(self, connection: socket.socket) -> None:
+        raise NotImplementedError
+
+
+def run_server(server_class: type[FileServer], ready_line: str, description: str,
+               argv: list[str] | None = None) -> None:
+    """A bare server's ``main``: ``--file F --fsync interval|always``, then ``ready_line`` and
+    the port on stdout once it listens, then serve until interrupted."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--file", type=Path, required=True, help="the file to append to")
+    parser.add_argument("--fsync", choices=("interval", "always"), default="interval")
+    args = parser.parse_args(argv)
+    server = server_class(args.file, args.fsync)
+    print(f"{ready_line} {server.port}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+def start_server(peer: Peer, command: list[str], log: Path, ready_line: str) -> None:
+    """Run a bare server's ``command`` for ``peer`` and take its port from its ready line;
+    PeerUnavailable (with its first line, or the last lines of ``log``) when it does not start."""
+    try:
+        with log.open("wb") as errors:
+            process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors,
+                                       stdin=subprocess.DEVNULL)
+    except OSError as error:
+        raise PeerUnavailable(f"cannot run {command[0]}: {error}") from error
+    peer.process = process
+    line = process.stdout.readline().decode(errors="replace").strip() if process.stdout else ""
+    if not line.startswith(ready_line):
+        stop_process(process)
+        peer.process = None
+        detail = line or " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
+        raise PeerUnavailable(f"{peer.name} server did not start: {detail}")
+    peer.port = int(line.split()[-1])
+
+
+class BareServer(FileServer):
+    """The minimal append/stream-back server over one file (see the module docstring)."""
+
+    def _serve(self, connection: socket.socket) -> None:
         connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         header = bytearray(8)
         header_view = memoryview(header)
@@ -102,13 +150,13 @@ class BareServer:
         fd, read_fd, always = self.fd, self.read_fd, self.always
         read_position = 0
         try:
-            while _recv_exactly(connection, header_view, 8):
+            while recv_exactly(connection, header_view, 8):
                 length, code = REQUEST_HEADER.unpack_from(header)
                 size = length - 4
                 if size > len(buffer):
                     buffer = bytearray(size)
                     view = memoryview(buffer)
-                if size and not _recv_exactly(connection, view, size):
+                if size and not recv_exactly(connection, view, size):
                     raise ConnectionError("connection closed inside a frame")
                 if code == POLL_CODE:
                     wanted = _U32.unpack_from(buffer)[0]
@@ -136,16 +184,7 @@ class BareServer:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="rill bench compare: the bare server")
-    parser.add_argument("--file", type=Path, required=True, help="the file to append to")
-    parser.add_argument("--fsync", choices=("interval", "always"), default="interval")
-    args = parser.parse_args(argv)
-    server = BareServer(args.file, args.fsync)
-    print(f"{READY_LINE} {server.port}", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+    run_server(BareServer, READY_LINE, "rill bench compare: the bare server", argv)
 
 
 # --- the driver -------------------------------------------------------------------------------
@@ -180,20 +219,7 @@ class BarePeer(Peer):
             self.python, "-m", "rill.bench.peers.bare",
             "--file", str(self.file), "--fsync", self.workload.fsync,
         ]
-        log = workdir / "bare-server.log"
-        try:
-            with log.open("wb") as errors:
-                process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors)
-        except OSError as error:
-            raise PeerUnavailable(f"cannot run {self.python}: {error}") from error
-        self.process = process
-        line = process.stdout.readline().decode(errors="replace").strip() if process.stdout else ""
-        if not line.startswith(READY_LINE):
-            stop_process(process)
-            self.process = None
-            detail = line or " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
-            raise PeerUnavailable(f"bare server did not start: {detail}")
-        self.port = int(line.split()[-1])
+        start_server(self, command, workdir / "bare-server.log", READY_LINE)
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "fsync": self.workload.fsync, "file": str(self.file)}

@@ -36,20 +36,18 @@ The driver is ``KafkaPeer``'s confluent-kafka client unchanged (the same client 
 
 from __future__ import annotations
 
-import argparse
 import bisect
 import os
 import socket
 import struct
-import subprocess
 import sys
 import threading
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from rill.bench.peers import PeerUnavailable, Workload, stop_process
+from rill.bench.peers import Workload
+from rill.bench.peers.bare import FileServer, recv_exactly, run_server, start_server
 from rill.bench.peers.kafka import KafkaPeer
 from rill.protocol.kafka import (
     ErrorCode,
@@ -65,7 +63,6 @@ from rill.protocol.kafka import (
 )
 
 READY_LINE = "KAFKA BARE LISTENING"
-SYNC_INTERVAL_SECONDS = 1.0
 NODE_ID = 0
 HOST = "127.0.0.1"
 CLUSTER_ID = "kafka-bare"
@@ -122,43 +119,20 @@ def _walk_batches(records: memoryview, next_offset: int
     return batches, next_offset
 
 
-class KafkaBareServer:
+class KafkaBareServer(FileServer):
     """The broker over one file (see the module docstring)."""
 
     def __init__(self, path: Path, fsync: str):
-        self.path = path
-        self.always = fsync == "always"
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o644)
-        self.read_fd = os.open(path, os.O_RDONLY)
+        super().__init__(path, fsync)
         self.size = 0  # the file's length: where the next append lands
-        self.dirty = False
         self.topics: dict[str, tuple[uuid.UUID, list[Partition]]] = {}
         self.lock = threading.Lock()
         self.appended = threading.Condition(self.lock)
-        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind((HOST, 0))
-        self.listener.listen(64)
-        self.port = self.listener.getsockname()[1]
         self.handlers = {
             apis.METADATA: self.metadata, apis.PRODUCE: self.produce, apis.FETCH: self.fetch,
             apis.LIST_OFFSETS: self.list_offsets, apis.CREATE_TOPICS: self.create_topics,
             apis.FIND_COORDINATOR: self.find_coordinator,
         }
-
-    def serve_forever(self) -> None:
-        if not self.always:
-            threading.Thread(target=self._sync_every_second, daemon=True).start()
-        while True:
-            connection, _ = self.listener.accept()
-            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
-
-    def _sync_every_second(self) -> None:
-        while True:
-            time.sleep(SYNC_INTERVAL_SECONDS)
-            if self.dirty:
-                self.dirty = False
-                os.fsync(self.fd)
 
     # -- the connection ----------------------------------------------------------------------
 
@@ -169,12 +143,12 @@ class KafkaBareServer:
         buffer = bytearray(_INITIAL_BUFFER)
         view = memoryview(buffer)
         try:
-            while _recv_exactly(connection, size_view, 4):
+            while recv_exactly(connection, size_view, 4):
                 size = _SIZE.unpack(size_bytes)[0]
                 if size > len(buffer):
                     buffer = bytearray(size)
                     view = memoryview(buffer)
-                if not _recv_exactly(connection, view, size):
+                if not recv_exactly(connection, view, size):
                     return
                 answer = self.answer(view[:size])
                 if answer is None:
@@ -393,19 +367,6 @@ def _ranges(partition: Partition, offset: int, budget: int) -> list[tuple[int, i
     return ranges
 
 
-def _recv_exactly(connection: socket.socket, view: memoryview, size: int) -> bool:
-    """Fill ``view[:size]``; False on a clean end of stream before the first byte."""
-    got = 0
-    while got < size:
-        count = connection.recv_into(view[got:size], size - got, socket.MSG_WAITALL)
-        if count == 0:
-            if got:
-                raise ConnectionError("connection closed inside a frame")
-            return False
-        got += count
-    return True
-
-
 def _send_parts(connection: socket.socket, parts: list) -> None:
     """Send a frame's pieces with one ``sendmsg`` (a blocking socket: the rest, if any, after)."""
     sent = connection.sendmsg(parts)
@@ -414,16 +375,7 @@ def _send_parts(connection: socket.socket, parts: list) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="rill bench kafka: the bare Kafka broker")
-    parser.add_argument("--file", type=Path, required=True, help="the file to append to")
-    parser.add_argument("--fsync", choices=("interval", "always"), default="interval")
-    args = parser.parse_args(argv)
-    server = KafkaBareServer(args.file, args.fsync)
-    print(f"{READY_LINE} {server.port}", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+    run_server(KafkaBareServer, READY_LINE, "rill bench kafka: the bare Kafka broker", argv)
 
 
 # --- the driver -------------------------------------------------------------------------------
@@ -446,21 +398,7 @@ class KafkaBarePeer(KafkaPeer):
         self.file.unlink(missing_ok=True)
         command = [self.python, "-m", "rill.bench.peers.kafka_bare",
                    "--file", str(self.file), "--fsync", self.workload.fsync]
-        log = workdir / "kafka-bare-server.log"
-        try:
-            with log.open("wb") as errors:
-                process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors,
-                                           stdin=subprocess.DEVNULL)
-        except OSError as error:
-            raise PeerUnavailable(f"cannot run {self.python}: {error}") from error
-        self.process = process
-        line = process.stdout.readline().decode(errors="replace").strip() if process.stdout else ""
-        if not line.startswith(READY_LINE):
-            stop_process(process)
-            self.process = None
-            detail = line or " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
-            raise PeerUnavailable(f"kafka-bare server did not start: {detail}")
-        self.port = int(line.split()[-1])
+        start_server(self, command, workdir / "kafka-bare-server.log", READY_LINE)
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "fsync": self.workload.fsync, "file": str(self.file)}
