@@ -35,6 +35,7 @@ import subprocess
 import sys
 import threading
 import time
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,7 @@ def recv_exactly(connection: socket.socket, view: memoryview, size: int) -> bool
     return True
 
 
-class FileServer:
+class FileServer(ABC):
     """What the bare servers share (this one and ``kafka_bare``'s): one file, emptied at start,
     appended to (``fd``) and read back (``read_fd``); a listener on 127.0.0.1, port 0; a thread
     per connection (``_serve``); with ``--fsync interval`` a thread fsyncs the file once a second
@@ -99,8 +100,9 @@ class FileServer:
                 self.dirty = False
                 os.fsync(self.fd)
 
+    @abstractmethod
     def _serve(self, connection: socket.socket) -> None:
-        raise NotImplementedError
+        """Answer one connection's requests until it ends (its own thread)."""
 
 
 def run_server(server_class: type[FileServer], ready_line: str, description: str,

@@ -36,6 +36,16 @@ SCHEMA_VERSION = 5  # 1 -> 2: consumer positions keyed by name, holding the next
 # with it (Kafka's committed leader epoch; an older rill would keep a stale one beside a
 # position it stores)
 
+# (the schema version that added it, table, column, declaration): what an older store gains, as
+# its rows would have it (every schema-1 topic holds Iggy's records; schema 2's positions carry
+# no note, schema 4's no leader epoch; SCRAM credentials are derived at each user's next login)
+_ADDED_COLUMNS = (
+    (2, "topics", "record_format", "TEXT NOT NULL DEFAULT 'iggy-v1'"),
+    (3, "consumer_positions", "note", "TEXT"),
+    (4, "users", "scram_credentials", "TEXT"),
+    (5, "consumer_positions", "leader_epoch", "INTEGER"),
+)
+
 # the names schema 1's numeric consumer keys get (what the core names Iggy's consumers)
 _V1_CONSUMER_NAMES = {1: "iggy-consumer:", 2: "iggy-group:"}
 
@@ -282,22 +292,10 @@ class MetadataStore:
                 db.execute(statement)
         if version < 2:
             self._migrate_consumer_offsets()
-            columns = [row[1] for row in db.execute("PRAGMA table_info(topics)")]
-            if "record_format" not in columns:  # every schema-1 topic holds Iggy's records
-                db.execute("ALTER TABLE topics ADD COLUMN record_format TEXT NOT NULL"
-                           " DEFAULT 'iggy-v1'")
-        if version < 3:
-            columns = [row[1] for row in db.execute("PRAGMA table_info(consumer_positions)")]
-            if "note" not in columns:  # schema 2's positions carry no note
-                db.execute("ALTER TABLE consumer_positions ADD COLUMN note TEXT")
-        if version < 4:
-            columns = [row[1] for row in db.execute("PRAGMA table_info(users)")]
-            if "scram_credentials" not in columns:  # derived at each user's next login
-                db.execute("ALTER TABLE users ADD COLUMN scram_credentials TEXT")
-        if version < 5:
-            columns = [row[1] for row in db.execute("PRAGMA table_info(consumer_positions)")]
-            if "leader_epoch" not in columns:  # schema 4's positions carry no epoch
-                db.execute("ALTER TABLE consumer_positions ADD COLUMN leader_epoch INTEGER")
+        for since, table, column, declaration in _ADDED_COLUMNS:
+            if version < since and column not in [
+                    row[1] for row in db.execute(f"PRAGMA table_info({table})")]:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
         db.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?) ON CONFLICT(key)"
                    " DO UPDATE SET value = excluded.value", (str(SCHEMA_VERSION),))
 
