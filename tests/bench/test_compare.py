@@ -13,7 +13,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from rill.bench.compare import CompareError, run_compare
+from rill.bench.compare import CompareError, median_row, run_compare
 from rill.bench.compare_report import COLUMNS
 from rill.cli.bench_compare import compare_command, register
 
@@ -43,7 +43,7 @@ def test_compare_all_targets_both_fsync_modes(tmp_path):
 
     assert report["workload"] == {"messages": MESSAGES, "message_size": SIZE, "batch": 1000,
                                   "fsync_modes": ["interval", "always"],
-                                  "targets": ["rill", "nats", "redis", "bare"]}
+                                  "targets": ["rill", "nats", "redis", "bare"], "rounds": 1}
     rows = report["comparison"]
     assert [(row["target"], row["fsync"]) for row in rows] == [
         (target, fsync) for fsync in ("interval", "always") for target in ("rill", "nats", "redis", "bare")
@@ -120,9 +120,58 @@ def test_a_peer_that_breaks_mid_run_is_a_failed_row(tmp_path, monkeypatch):
     assert row["status"] == "failed" and "lost the connection" in row["reason"]
 
 
+def test_rounds_run_interleaved_and_each_row_holds_the_medians(tmp_path):
+    report = run_compare(MESSAGES, SIZE, 1000, fsync_modes=("interval",), peers=("rill", "bare"),
+                         progress=False, output_dir=tmp_path, machine=False, rounds=3)
+    assert report["workload"]["rounds"] == 3
+    # round 1 of every target, then round 2, then round 3
+    assert [(entry["target"], entry["label"].rsplit(" · ", 1)[1]) for entry in report["scenarios"]
+            if entry["phase"] == "publish"] == [
+        (target, f"round {number} of 3") for number in (1, 2, 3) for target in ("rill", "bare")]
+    rill, bare = report["comparison"]
+    for row in (rill, bare):
+        assert row["status"] == "ok" and len(row["rounds"]) == 3
+        for phase in ("publish", "consume"):
+            for one in row["rounds"]:
+                _check_figures(one[phase])
+            for figure in ("msg_per_s", "mb_per_s", "p50_ms", "p99_ms"):
+                values = sorted(one[phase][figure] for one in row["rounds"])
+                assert row[phase][figure] == values[1]  # the median of three
+    assert bare["rill_ratio"]["publish"]["msg_per_s"] == pytest.approx(
+        rill["publish"]["msg_per_s"] / bare["publish"]["msg_per_s"], rel=1e-3)
+    for table in [*report["summary"], *report["tables"]]:
+        assert any("median of 3 rounds" in note for note in table["notes"])
+    assert json.loads((tmp_path / "compare.json").read_text())["comparison"][1]["rounds"] == bare["rounds"]
+
+
+def test_a_target_that_fails_in_a_round_is_a_failed_row_naming_it_and_is_not_run_again(monkeypatch):
+    calls = []
+    real = __import__("rill.bench.peers.bare", fromlist=["BarePeer"]).BarePeer.consume
+
+    async def second_fails(self):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("lost the connection")
+        return await real(self)
+
+    monkeypatch.setattr("rill.bench.peers.bare.BarePeer.consume", second_fails)
+    report = run_compare(100, 10, 10, fsync_modes=("interval",), peers=("bare",), progress=False,
+                         machine=False, rounds=3)
+    (row,) = report["comparison"]
+    assert row["status"] == "failed" and row["reason"] == "round 2: RuntimeError: lost the connection"
+    assert len(calls) == 2  # round 3 did not run
+
+
+def test_median_row_of_one_round_is_that_round():
+    row = {"target": "bare", "fsync": "interval", "status": "ok", "reason": None,
+           "publish": {"msg_per_s": 1.0}, "consume": {"msg_per_s": 2.0}}
+    assert median_row([row]) is row
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
+        ({"rounds": 0}, "rounds must be a positive"),
         ({"messages": 0}, "messages must be a positive"),
         ({"messages": 1500}, "multiple of batch"),
         ({"fsync_modes": ("sometimes",)}, "unknown fsync mode"),
@@ -187,6 +236,7 @@ def test_cli_compare_smoke(tmp_path):
         (["--fsync", "sometimes"], "--fsync"),
         (["--peers", "rill,kafka"], "--peers"),
         (["--batch", "0"], "--batch"),
+        (["--rounds", "0"], "--rounds"),
     ],
 )
 def test_cli_bad_options_exit_2_with_one_line(tmp_path, arguments, flag):
@@ -202,4 +252,4 @@ def test_command_signature_matches_the_brief():
 
     parameters = inspect.signature(compare_command).parameters
     assert list(parameters) == ["messages", "message_size", "batch", "fsync", "peers",
-                                "output_dir", "no_progress"]
+                                "output_dir", "rounds", "no_progress"]

@@ -84,6 +84,27 @@ def test_the_conclusion_shows_what_a_storing_broker_reaches_against_tansu():
     assert not any(entry["target"] == "kafka-bare" for entry in kafka_ratios(rows[:2]))
 
 
+def test_over_rounds_the_floor_is_judged_on_the_medians_and_each_round_is_kept():
+    """rill-kafka ÷ tansu over three rounds: the ratio of the median MB/s decides the floor;
+    each round's own ratio is in the entry, and the cell's title gives their range and how
+    many met the floor."""
+    from rill.bench.compare import median_row
+
+    kafka_rounds = [_row("rill-kafka", publish, 900) for publish in (300, 500, 420)]
+    tansu_rounds = [_row("tansu", publish, 450) for publish in (200, 190, 200)]
+    rows = [median_row(kafka_rounds), median_row(tansu_rounds)]
+    assert rows[0]["publish"]["mb_per_s"] == 420 and rows[1]["publish"]["mb_per_s"] == 200
+    (entry,) = kafka_ratios(rows)
+    assert entry["publish"] == 2.1 and entry["meets"]["publish"] is True
+    assert entry["rounds"]["publish"] == [1.5, 2.632, 2.1]
+    assert entry["rounds"]["consume"] == [2.0, 2.0, 2.0]
+    (cells,) = kafka_table([entry])["rows"]
+    assert cells[2]["ratio"] == 2.1
+    assert "per round 1.5×–2.63×, 2 of 3 at or above the floor" in cells[2]["title"]
+    (single,) = kafka_ratios([_row("rill-kafka", 420, 900), _row("tansu", 200, 450)])
+    assert single["rounds"] is None and "round" not in kafka_table([single])["rows"][0][2]["title"]
+
+
 def test_the_wire_client_counts_whole_batches_from_the_fetch_offset():
     from rill.bench.peers.kafka import _count_records, _produce_request
 
@@ -126,6 +147,8 @@ def test_cli_kafka_smoke(tmp_path):
     report = json.loads((tmp_path / "kafka.json").read_text())
     assert [row["target"] for row in report["comparison"]] == ["rill", "rill-kafka"]
     assert report["workload"]["fsync_modes"] == ["interval"]
+    assert report["workload"]["rounds"] == 5  # by default: medians of five rounds
+    assert all(len(row["rounds"]) == 5 for row in report["comparison"])
     assert (tmp_path / "kafka.html").exists() and not (tmp_path / "compare.json").exists()
 
 
@@ -143,3 +166,4 @@ def test_kafka_command_defaults():
     assert parameters["peers"].default.default == ",".join(KAFKA_TARGETS) == (
         "rill,rill-kafka-wire,rill-kafka,kafka-bare,tansu,noida-db")
     assert parameters["fsync"].default.default == "interval"
+    assert parameters["rounds"].default.default == 5  # the floors are judged on medians

@@ -19,6 +19,13 @@ A target that cannot be found or started becomes a row "not available: <reason>"
 breaks mid-run a row "failed: <error>": never silently dropped. Ratios are always rill ÷
 target on the same fsync mode.
 
+Rounds: one run of a target is one draw of a noisy machine (a 2-core VM whose neighbours and
+memory state move a run's MB/s by a quarter), so ``rounds`` > 1 runs every target that many
+times, interleaved (round 1 of every target, then round 2, ...) so that a slow spell falls on
+all of them, and each row holds the median of every figure over its rounds (``median_row``;
+each round's figures stay in the row's ``rounds``). A target that could not run in a round is
+not run again: its row says which round and why.
+
 Report: ``new_report`` with every run as a scenario entry (``target`` = the peer, ``fsync`` and
 ``phase`` = publish/consume added), ``comparison`` (the rows as structured data, with
 ``rill_ratio``), ``machine_capability`` (the machine's rows), ``summary`` (the conclusion),
@@ -30,12 +37,13 @@ directory is made too.
 from __future__ import annotations
 
 import math
+import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from rill.bench.compare_report import CLIENTS, finish_report
+from rill.bench.compare_report import CLIENTS, PHASES, finish_report
 from rill.bench.machine import measure_machine
 from rill.bench.peers import (
     FSYNC_MODES,
@@ -63,9 +71,10 @@ class CompareError(ValueError):
 
 def check_options(
     messages: int, message_size: int, batch: int, fsync_modes: tuple[str, ...] | list[str],
-    peers: tuple[str, ...] | list[str],
+    peers: tuple[str, ...] | list[str], rounds: int = 1,
 ) -> None:
-    for name, value in (("messages", messages), ("message size", message_size), ("batch", batch)):
+    for name, value in (("messages", messages), ("message size", message_size), ("batch", batch),
+                        ("rounds", rounds)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise CompareError(f"{name} must be a positive whole number (got {value!r})")
     if messages % batch and messages > batch:
@@ -169,23 +178,32 @@ def run_compare(
     console: Any = None,
     machine: bool = True,
     report_name: str = "compare",
+    rounds: int = 1,
 ) -> dict[str, Any]:
-    """Run the workload against every target for every fsync mode, then (``machine``) measure
-    the machine alone; print the tables (rich) and, with ``output_dir``, write
-    ``<report_name>.json`` and ``<report_name>.html`` there. Returns the report."""
+    """Run the workload against every target for every fsync mode (``rounds`` times,
+    interleaved: see the module doc), then (``machine``) measure the machine alone; print the
+    tables (rich) and, with ``output_dir``, write ``<report_name>.json`` and
+    ``<report_name>.html`` there. Returns the report."""
     fsync_modes, peers = tuple(fsync_modes), tuple(dict.fromkeys(peers))
-    check_options(messages, message_size, batch, fsync_modes, peers)
+    check_options(messages, message_size, batch, fsync_modes, peers, rounds)
     batch = min(batch, messages)
     say = _progress(console, progress)
     report = new_report(f"rill bench {report_name}")
     report["workload"] = {"messages": messages, "message_size": message_size, "batch": batch,
-                          "fsync_modes": list(fsync_modes), "targets": list(peers)}
+                          "fsync_modes": list(fsync_modes), "targets": list(peers),
+                          "rounds": rounds}
     comparison: list[dict[str, Any]] = []
     for fsync in fsync_modes:
         workload = Workload(messages, message_size, batch, fsync)
-        for target in peers:
-            say(f"{target} (fsync {fsync}): {messages:,} × {message_size:,} B ...")
-            comparison.append(_measure(target, workload, report, say))
+        measured: dict[str, list[dict[str, Any]]] = {target: [] for target in peers}
+        for number in range(1, rounds + 1):
+            round_name = f" · round {number} of {rounds}" if rounds > 1 else ""
+            for target in peers:
+                if measured[target] and measured[target][-1]["status"] != "ok":
+                    continue  # it could not run: it is not tried again
+                say(f"{target} (fsync {fsync}{round_name}): {messages:,} × {message_size:,} B ...")
+                measured[target].append(_measure(target, workload, report, say, round_name))
+        comparison.extend(median_row(measured[target]) for target in peers)
     capabilities = []
     if machine:
         say("the machine alone: loopback TCP (iperf3), disk sequential write + fdatasync ...")
@@ -198,7 +216,8 @@ def run_compare(
     return report
 
 
-def _measure(target: str, workload: Workload, report: dict[str, Any], say: Progress) -> dict[str, Any]:
+def _measure(target: str, workload: Workload, report: dict[str, Any], say: Progress,
+             round_name: str = "") -> dict[str, Any]:
     row: dict[str, Any] = {"target": target, "fsync": workload.fsync, "client": CLIENTS[target],
                            "status": "ok", "reason": None, "publish": None, "consume": None}
     started = time.perf_counter()
@@ -216,7 +235,7 @@ def _measure(target: str, workload: Workload, report: dict[str, Any], say: Progr
         scenario["target"] = target
         scenario["fsync"] = workload.fsync
         scenario["phase"] = phase
-        scenario["label"] = f"{target} · fsync {workload.fsync} · {phase}"
+        scenario["label"] = f"{target} · fsync {workload.fsync} · {phase}{round_name}"
         report["scenarios"].append(scenario)
     row["publish"] = _figures(publish, "producers", workload.message_size)
     row["consume"] = _figures(consume, "consumers", workload.message_size)
@@ -225,6 +244,22 @@ def _measure(target: str, workload: Workload, report: dict[str, Any], say: Progr
     else:
         say(f"  {target}: publish {row['publish']['msg_per_s']:,.0f} msg/s, consume "
             f"{row['consume']['msg_per_s']:,.0f} msg/s ({time.perf_counter() - started:.1f} s)")
+    return row
+
+
+def median_row(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One target's row from its rounds' rows: the round that did not run, as it is with its
+    round named; else every figure's median over the rounds, each round's figures kept in
+    ``rounds`` (one round: its row unchanged)."""
+    if len(rounds) == 1:
+        return rounds[0]
+    for number, row in enumerate(rounds, 1):
+        if row["status"] != "ok":
+            return {**row, "reason": f"round {number}: {row['reason']}"}
+    row = {**rounds[0], "rounds": [{phase: one[phase] for phase in PHASES} for one in rounds]}
+    for phase in PHASES:
+        row[phase] = {figure: statistics.median(one[phase][figure] for one in rounds)
+                      for figure in rounds[0][phase]}
     return row
 
 

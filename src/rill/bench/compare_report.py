@@ -26,6 +26,10 @@ are also in the report as ``kafka`` (structured).
 Likewise a ``rill-tank`` row (rill's TANK listener, ``rill bench tank``): ``tank_table`` opens the
 conclusion with rill-tank ÷ rill (the Iggy listener), msg/s publish and consume, against issue
 14's floor ``TANK_FLOORS["rill"]``; structured as ``tank``.
+
+A run of several rounds (``compare.median_row``) has rows of medians: its ratios are ratios of
+the medians, every table says so in a note, and the Kafka and TANK entries also keep each
+round's own ratio (``rounds``), whose range their cells' titles show.
 """
 
 from __future__ import annotations
@@ -106,6 +110,28 @@ def ratio_cell(value: float | None, higher_is_better: bool | None, title: str = 
         return "n/a"
     good = None if value == 1 or higher_is_better is None else (value > 1) == higher_is_better
     return {"ratio": value, "text": f"{value:.3g}{suffix}", "good": good, "title": title}
+
+
+def round_ratios(row: dict[str, Any] | None, base: dict[str, Any] | None,
+                 figure: str) -> dict[str, list[float | None]] | None:
+    """Per phase, each round's ``row`` ÷ ``base`` of ``figure`` (None unless both ran in
+    rounds)."""
+    if row is None or base is None or "rounds" not in row or "rounds" not in base:
+        return None
+    return {phase: [ratio(one[phase][figure], other[phase][figure])
+                    for one, other in zip(row["rounds"], base["rounds"])] for phase in PHASES}
+
+
+def _spread(entry: dict[str, Any], phase: str) -> str:
+    """A ratio cell's title words on its rounds: "" for a run of one round."""
+    values = [value for value in (entry.get("rounds") or {}).get(phase, ()) if value is not None]
+    if not values:
+        return ""
+    return (f" (ratio of the medians of {len(values)} rounds; per round "
+            f"{min(values):.3g}×–{max(values):.3g}×, {sum(value >= entry['floor'] for value in values)}"
+            f" of {len(values)} at or above the floor)" if entry.get("floor") else
+            f" (ratio of the medians of {len(values)} rounds; per round "
+            f"{min(values):.3g}×–{max(values):.3g}×)")
 
 
 def add_ratios(comparison: list[dict[str, Any]]) -> None:
@@ -308,6 +334,7 @@ def kafka_ratios(comparison: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "target": target, "against": other, "fsync": fsync, "floor": floor, **ratios,
                 "meets": {phase: None if floor is None or ratios[phase] is None else ratios[phase] >= floor
                           for phase in PHASES},
+                "rounds": round_ratios(kafka, base, "mb_per_s"),
             })
     return entries
 
@@ -322,7 +349,7 @@ def kafka_table(entries: list[dict[str, Any]]) -> dict[str, Any]:
         floor = entry["floor"]
         cells: list[Any] = [label, FSYNC_NAMES[entry["fsync"]]]
         for phase in PHASES:
-            title = f"{label}, {phase} MB/s, fsync {FSYNC_NAMES[entry['fsync']]}"
+            title = f"{label}, {phase} MB/s, fsync {FSYNC_NAMES[entry['fsync']]}{_spread(entry, phase)}"
             cells.append(_kafka_ratio_cell(entry[phase], entry["meets"][phase], title))
         cells.append("—" if floor is None else f"≥ {floor:g}×")
         for phase in PHASES:
@@ -373,7 +400,8 @@ def tank_ratios(comparison: list[dict[str, Any]]) -> list[dict[str, Any]]:
         floor = TANK_FLOORS["rill"]
         entries.append({"against": "rill", "fsync": fsync, "floor": floor, **ratios,
                         "meets": {phase: None if ratios[phase] is None else ratios[phase] >= floor
-                                  for phase in PHASES}})
+                                  for phase in PHASES},
+                        "rounds": round_ratios(tank, base, "msg_per_s")})
     return entries
 
 
@@ -383,7 +411,7 @@ def tank_table(entries: list[dict[str, Any]]) -> dict[str, Any]:
     for entry in entries:
         cells: list[Any] = ["rill (Iggy listener)", FSYNC_NAMES[entry["fsync"]]]
         for phase in PHASES:
-            title = f"rill-tank ÷ rill, {phase} msg/s, fsync {FSYNC_NAMES[entry['fsync']]}"
+            title = f"rill-tank ÷ rill, {phase} msg/s, fsync {FSYNC_NAMES[entry['fsync']]}{_spread(entry, phase)}"
             cells.append(_kafka_ratio_cell(entry[phase], entry["meets"][phase], title))
         cells.append(f"≥ {entry['floor']:g}×")
         for phase in PHASES:
@@ -420,5 +448,13 @@ def finish_report(report: dict[str, Any], comparison: list[dict[str, Any]],
         report["summary"].insert(0, tank_table(tank))
     report["bars"].append(throughput_bars(comparison))
     report["tables"].append(comparison_table(comparison, report["workload"]))
+    rounds = report["workload"].get("rounds", 1)
+    if rounds > 1:
+        for table in [*report["summary"], *report["tables"]]:
+            table["notes"].append(
+                f"Every figure is the median of {rounds} rounds, run interleaved (every target "
+                "once per round, in order) so that a slow spell of the machine falls on all of "
+                "them; ratios are ratios of those medians. Each round's figures are in the JSON "
+                "report (comparison[].rounds).")
     if capabilities:
         report["tables"].append(machine_table(capabilities, fractions))
