@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import mmap
+import statistics
 import time
 
 PAGE = 4096
@@ -47,7 +48,7 @@ def main() -> None:
     costs = touch(options.mib, options.chunk)
     print(f"ms per MiB, {options.chunk} MiB at a time: "
           + " ".join(f"{cost:.2f}" for cost in costs))
-    print(f"first chunk {costs[0]:.2f}, median {sorted(costs)[len(costs) // 2]:.2f}, "
+    print(f"first chunk {costs[0]:.2f}, median {statistics.median(costs):.2f}, "
           f"last {costs[-1]:.2f}")
 
 

@@ -127,11 +127,12 @@ def _spread(entry: dict[str, Any], phase: str) -> str:
     values = [value for value in (entry.get("rounds") or {}).get(phase, ()) if value is not None]
     if not values:
         return ""
-    return (f" (ratio of the medians of {len(values)} rounds; per round "
-            f"{min(values):.3g}×–{max(values):.3g}×, {sum(value >= entry['floor'] for value in values)}"
-            f" of {len(values)} at or above the floor)" if entry.get("floor") else
-            f" (ratio of the medians of {len(values)} rounds; per round "
-            f"{min(values):.3g}×–{max(values):.3g}×)")
+    words = (f"ratio of the medians of {len(values)} rounds; per round "
+             f"{min(values):.3g}×–{max(values):.3g}×")
+    if entry.get("floor"):
+        met = sum(value >= entry["floor"] for value in values)
+        words += f", {met} of {len(values)} at or above the floor"
+    return f" ({words})"
 
 
 def add_ratios(comparison: list[dict[str, Any]]) -> None:
