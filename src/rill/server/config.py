@@ -293,9 +293,13 @@ class TankConfig:
 
 @dataclass
 class CorsConfig:
-    enabled: bool = True
+    """Cross-origin requests from web pages of other origins: off by default (the console is
+    served by the same listener, so it needs none). When enabled, the origins are named: ``*``
+    would let any page a user opens log in (with a guessed or default password) and read."""
+
+    enabled: bool = False
     allowed_methods: str = "GET,POST,PUT,DELETE"  # comma-separated
-    allowed_origins: str = "*"
+    allowed_origins: str = ""  # comma-separated, e.g. "https://dashboard.example.com"
     allowed_headers: str = "content-type,authorization"
     allow_credentials: bool = False
 
@@ -488,6 +492,18 @@ def _show(value: Any) -> str:
     return str(value)
 
 
+def _validate_cors(cors: CorsConfig) -> None:
+    if not cors.enabled:
+        return
+    origins = [origin.strip() for origin in cors.allowed_origins.split(",") if origin.strip()]
+    if not origins:
+        raise ConfigError("http.cors.allowed_origins: name the origins allowed (comma-separated, "
+                          "e.g. \"https://dashboard.example.com\") or leave http.cors disabled")
+    if "*" in origins:
+        raise ConfigError("http.cors.allowed_origins: '*' is refused: any web page a user opens "
+                          "could then log in and read through the API; name the origins")
+
+
 def _validate(config: ServerConfig) -> None:
     if config.logging.level.lower() not in ("debug", "info", "warning", "error", "critical"):
         raise ConfigError(f"logging.level: {config.logging.level!r} is not one of debug, info, "
@@ -534,6 +550,7 @@ def _validate(config: ServerConfig) -> None:
     if connections.request_memory < largest:
         raise ConfigError(f"connections.request_memory: must hold the largest request "
                           f"({largest} bytes: tcp.max_frame_size, quic.max_request_size)")
+    _validate_cors(config.http.cors)
     if not 0 < config.system.fsync_interval < NEVER:
         raise ConfigError("system.fsync_interval: must be a positive duration")
     split_address(config.tcp.address, "tcp.address")

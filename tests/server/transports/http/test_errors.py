@@ -1,7 +1,7 @@
 """Error answers of the HTTP API (wire §8.3): every failure is the JSON body
 ``{"id", "code", "reason", "field"}`` with the right status -- 400 for malformed bodies, wrong
 types, unknown fields and bad query values (never FastAPI's 422), 413 for oversize bodies
-(before and while streaming), 401, 403, 404 and 405 -- and CORS headers from the config."""
+(before and while streaming), 401, 403, 404 and 405 (CORS: test_cors.py)."""
 
 from __future__ import annotations
 
@@ -92,33 +92,6 @@ def test_401_403_404_405_bodies(http_server, api, anonymous):
 def test_unauthenticated_beats_a_malformed_body(anonymous):
     answer = anonymous.post("/streams", content=b"{not json", headers={"Content-Type": "application/json"})
     assert error_of(answer) == (401, "unauthenticated")
-
-
-def test_cors_preflight_and_simple_requests(anonymous):
-    preflight = anonymous.options("/streams", headers={
-        "Origin": "https://example.org", "Access-Control-Request-Method": "POST",
-        "Access-Control-Request-Headers": "content-type,authorization"})
-    assert preflight.status_code == 200
-    assert preflight.headers["access-control-allow-origin"] == "*"
-    allowed = {m.strip() for m in preflight.headers["access-control-allow-methods"].split(",")}
-    assert {"GET", "POST", "PUT", "DELETE"} <= allowed
-    assert "authorization" in preflight.headers["access-control-allow-headers"].lower()
-    simple = anonymous.get("/ping", headers={"Origin": "https://example.org"})
-    assert simple.headers["access-control-allow-origin"] == "*"
-    denied = anonymous.get("/users", headers={"Origin": "https://example.org"})
-    assert denied.status_code == 401 and denied.headers["access-control-allow-origin"] == "*"
-
-
-def test_cors_follows_the_config(rill_factory):
-    server = rill_factory({"RILL_HTTP_CORS_ALLOWED_ORIGINS": "https://good.example",
-                           "RILL_HTTP_CORS_ALLOWED_METHODS": "GET"}).start()
-    good = httpx.options(f"{server.http_url}/streams", headers={
-        "Origin": "https://good.example", "Access-Control-Request-Method": "GET"})
-    assert good.status_code == 200
-    assert good.headers["access-control-allow-origin"] == "https://good.example"
-    bad = httpx.options(f"{server.http_url}/streams", headers={
-        "Origin": "https://evil.example", "Access-Control-Request-Method": "GET"})
-    assert bad.status_code == 400 and "access-control-allow-origin" not in bad.headers
 
 
 def test_a_raw_http_10_request_without_host_still_gets_json(http_server):
