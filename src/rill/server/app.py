@@ -153,6 +153,14 @@ class Server:
         user = self.core.users.find_by_username(name)
         if user is None:
             raise StartupRefused(f"[tank] user {name!r}: no such user")
+        rights = privileged_rights(user.permissions)
+        if (rights and not tank.allow_privileged_user
+                and not is_loopback(split_address(tank.address)[0])):
+            raise StartupRefused(
+                f"refusing to listen on tank {tank.address}: TANK clients cannot log in and "
+                f"would act as {name!r}, who holds global {', '.join(rights)}; give TANK a "
+                f"user with per-stream rights, listen on a loopback address, or set [tank] "
+                f"allow_privileged_user (RILL_TANK_ALLOW_PRIVILEGED_USER) to accept it")
         return user.id
 
     async def start(self) -> None:
@@ -297,16 +305,42 @@ def raise_open_file_limit() -> None:
              "unlimited" if hard == resource.RLIM_INFINITY else hard)
 
 
+def privileged_rights(permissions) -> list[str]:
+    """The global manage and send rights of ``permissions`` (a ``Permissions`` or None): what a
+    client acting as that user without a password must not get from the network."""
+    if permissions is None:
+        return []
+    granted = permissions.global_permissions
+    return [name for name in _PRIVILEGED_RIGHTS if getattr(granted, name)]
+
+
+_PRIVILEGED_RIGHTS = ("manage_servers", "manage_users", "manage_streams", "manage_topics",
+                      "send_messages")
+
+
+def tank_exposure(config: ServerConfig, server: Server) -> str:
+    """A warning when the TANK listener is reachable off loopback ("" when it is not): its
+    clients act as ``[tank] user`` without a password."""
+    address = server.addresses.get("tank")
+    if address is None or is_loopback(address[0]):
+        return ""
+    user = config.tank.user.strip() or "the root user"
+    return (f"TANK is exposed on {address[0]}:{address[1]}: every client that reaches it acts as "
+            f"{user!r} without a password")
+
+
 def start_summary(config: ServerConfig, server: Server) -> str:
-    """The one line that says what started: version, data, listeners, fsync, what was loaded."""
+    """The one line that says what started: version, data, listeners, fsync, what was loaded,
+    and the warning of an exposed TANK listener."""
     from rill import __version__
 
     fsync = config.system.fsync
     if fsync == "interval":
         fsync = f"interval ({config.system.fsync_interval:g} s)"
     listeners = ", ".join(f"{name} {host}:{port}" for name, (host, port) in server.addresses.items())
+    exposure = tank_exposure(config, server)
     return (f"rill {__version__} serving {config.data_path.resolve()} on {listeners or 'nothing'}; "
-            f"fsync {fsync}; {server.core.summary()}")
+            f"fsync {fsync}; {server.core.summary()}" + (f"; WARNING: {exposure}" if exposure else ""))
 
 
 def install_event_loop_policy() -> None:
@@ -323,6 +357,8 @@ async def serve(config: ServerConfig, recover_metadata: bool = False) -> None:
     for name, (host, port) in server.addresses.items():
         print(f"rill listening on {name} {host}:{port}", flush=True)
     log.info("%s", start_summary(config, server))
+    if exposure := tank_exposure(config, server):
+        log.warning("%s", exposure)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):

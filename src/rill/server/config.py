@@ -281,6 +281,9 @@ class TankConfig:
     enabled: bool = False
     address: str = "127.0.0.1:11011"
     user: str = ""  # the rill user TANK clients act as; "" = the root user (loopback only)
+    # off loopback, a [tank] user holding global manage or send rights is refused unless this
+    # is set: every client that reaches the address would have those rights without a password
+    allow_privileged_user: bool = False
     # the rill stream TANK topics live in; "" = the Kafka stream ([kafka] stream): Kafka and
     # TANK then share one flat topic namespace
     stream: str = ""

@@ -52,15 +52,78 @@ def test_the_named_user_may_use_an_explicit_non_loopback_address():
     config.tank.address = "0.0.0.0:11011"
     config.tank.user = "iggy"
 
+    server = server_with_user(config, "iggy", permissions=None)
+    assert isinstance(server, Server) and server._tank_user_id() == 42
+
+
+def server_with_user(config, name: str, permissions):
+    """A Server (not started) whose users are one user ``name`` (id 42) with ``permissions``."""
+    from rill.server.app import Server
+
     class Users:
         @staticmethod
-        def find_by_username(name):
-            return type("User", (), {"id": 42})() if name == "iggy" else None
+        def find_by_username(wanted):
+            user = type("User", (), {"id": 42, "permissions": permissions})
+            return user() if wanted == name else None
 
     server = Server.__new__(Server)
     server.config = config
     server.core = type("Core", (), {"users": Users})()
+    return server
+
+
+def test_a_privileged_tank_user_off_loopback_is_refused(tmp_path):
+    # the root user by name: every client reaching the address would be root without a password
+    refused = serve(tmp_path / "data", "--tank-address", "0.0.0.0:0", RILL_TANK_USER="iggy")
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines()[-1] == (
+        "rill: cannot start: refusing to listen on tank 0.0.0.0:0: TANK clients cannot log in "
+        "and would act as 'iggy', who holds global manage_servers, manage_users, "
+        "manage_streams, manage_topics, send_messages; give TANK a user with per-stream "
+        "rights, listen on a loopback address, or set [tank] allow_privileged_user "
+        "(RILL_TANK_ALLOW_PRIVILEGED_USER) to accept it")
+    assert "listening" not in refused.stdout
+
+
+@pytest.mark.parametrize("rights, refused", [
+    (GlobalPermissions(send_messages=True), True),
+    (GlobalPermissions(manage_topics=True), True),
+    (GlobalPermissions(read_streams=True, poll_messages=True), False),
+])
+def test_global_manage_or_send_rights_off_loopback_need_the_override(rights, refused):
+    from rill.server.config import ServerConfig
+    from rill.server.core.reconciliation import StartupRefused
+
+    config = ServerConfig()
+    config.tank.address, config.tank.user = "0.0.0.0:11011", "bob"
+    server = server_with_user(config, "bob", Permissions(global_permissions=rights))
+    if refused:
+        with pytest.raises(StartupRefused, match="who holds global"):
+            server._tank_user_id()
+    else:
+        assert server._tank_user_id() == 42
+    config.tank.allow_privileged_user = True  # the explicit override
     assert server._tank_user_id() == 42
+    config.tank.allow_privileged_user, config.tank.address = False, "127.0.0.1:11011"
+    assert server._tank_user_id() == 42  # loopback: only this machine's clients
+
+
+def test_an_exposed_tank_listener_is_warned_of_in_the_start_summary():
+    from rill.server.app import Server, start_summary, tank_exposure
+    from rill.server.config import ServerConfig
+
+    config = ServerConfig()
+    config.tank.user = "bob"
+    server = Server.__new__(Server)
+    server.core = type("Core", (), {"summary": staticmethod(lambda: "0 streams")})()
+    server.addresses = {"tcp": ("127.0.0.1", 8090), "tank": ("127.0.0.1", 11011)}
+    assert tank_exposure(config, server) == ""
+    assert "WARNING" not in start_summary(config, server)
+    server.addresses["tank"] = ("0.0.0.0", 11011)
+    warning = ("TANK is exposed on 0.0.0.0:11011: every client that reaches it acts as 'bob' "
+               "without a password")
+    assert tank_exposure(config, server) == warning
+    assert start_summary(config, server).endswith(f"; WARNING: {warning}")
 
 
 def produce(address, topic: str) -> int:
