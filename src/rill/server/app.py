@@ -90,6 +90,7 @@ class Server:
         self.limits = ConnectionLimits(
             connections.max_request_size_unauthenticated, connections.unauthenticated_timeout,
             connections.idle_timeout, connections.request_timeout, connections.max_connections,
+            connections.min_request_rate,
         )
         self.memory = RequestMemory(connections.request_memory)  # shared by TCP and QUIC
         self.supervisor = Supervisor(self.limits)

@@ -207,8 +207,11 @@ class ConnectionsConfig:
     unauthenticated_timeout: float = _duration("10 s")  # closed if not logged in by then
     idle_timeout: float = _duration("10 m")  # logged in, no request for this long: closed
     request_timeout: float = _duration("60 s")  # a request's bytes must all arrive within this
-    # requests received and not yet served, over all connections together (reading waits
-    # while this is used up)
+    # a large request (above 256 KiB) must arrive at least this fast (bytes per second, judged
+    # after its first 5 s, not counting time the server held reading back); 0: no minimum
+    min_request_rate: int = _size("64 KiB")
+    # bytes of requests received and not yet served, over all connections together (only what
+    # arrived counts; large requests wait while this is used up, small ones never do)
     request_memory: int = _size("256 MiB")
 
 

@@ -260,18 +260,26 @@ def test_request_memory_is_taken_while_queued_and_given_back_when_served(tmp_pat
     from rill.server.transports.limits import RequestMemory
 
     async def scenario(core: Core) -> None:
-        memory = RequestMemory(limit=100)
-        link = FakeLink()
+        kib = 1024
+        memory = RequestMemory(limit=400 * kib)
+        link, small_link = FakeLink(), FakeLink()
         connection = BinaryConnection(core, link, "10.0.0.1:1", Transport.TCP, IGGY, memory=memory)
-        connection.submit(1, memoryview(bytes(60)))  # undecodable PINGs: status 3, served
-        assert memory.used == 60 and link.paused == 0
-        connection.submit(1, memoryview(bytes(60)))
-        assert memory.used == 120 and link.paused == 1  # spent: the link stops reading
+        small = BinaryConnection(core, small_link, "10.0.0.2:1", Transport.TCP, IGGY,
+                                 memory=memory)
+        connection.submit(1, memoryview(bytes(150 * kib)))  # undecodable PINGs: status 3, served
+        assert memory.used == 150 * kib and link.paused == 0
+        connection.submit(1, memoryview(bytes(300 * kib)))
+        assert memory.used == 450 * kib and link.paused == 1  # spent: the link stops reading
+        small.submit(1, memoryview(bytes(60)))  # holding under ALWAYS_READ_BYTES: still read
+        assert small_link.paused == 0
         await link.replies_count(2)
         await settle(connection)
+        await small_link.replies_count(1)
+        await settle(small)
         assert memory.used == 0 and link.resumed == 1
         connection.submit(1, memoryview(bytes(50)))
         connection.close()  # what was still queued goes back too
+        small.close()
         await settle(connection)
         assert memory.used == 0
 

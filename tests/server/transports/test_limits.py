@@ -14,6 +14,8 @@ import psutil
 import pytest
 
 from rill.client import Client
+from rill.errors import Unauthorized
+from rill.protocol.permissions import GlobalPermissions, Permissions
 from rill.protocol.commands.messages import SendMessages
 from rill.protocol.commands.users import LoginUser
 from rill.protocol.primitives import Partitioning
@@ -162,11 +164,12 @@ def test_concurrent_large_sends_wait_for_the_request_memory_and_all_succeed(rill
 
 def test_a_connection_that_never_logs_in_is_closed(rill_factory):
     server = rill_factory(dict(FAST, RILL_CONNECTIONS_UNAUTHENTICATED_TIMEOUT="500 ms")).start()
+    started = time.monotonic()  # (before the accepts: a slow login must not shift the clock)
     with connect(server) as quiet, connect(server) as pinging, connect(server) as member:
         login(member)
         pinging_closed_at = None
-        started = time.monotonic()
-        while time.monotonic() - started < 1.5:
+        while time.monotonic() - started < 1.5 or pinging_closed_at is None and (
+                time.monotonic() - started < 10):
             if pinging_closed_at is None:
                 try:  # a PING is no login
                     pinging.sendall(PING)
@@ -253,3 +256,81 @@ def test_beyond_max_connections_a_new_connection_is_closed_and_others_go_on(rill
         link.sendall(PING)
         assert response(link) == (0, b"")
         link.close()
+
+
+def trickling(server, count: int, announced: int = 60 * MIB) -> list[socket.socket]:
+    """``count`` logged-in connections that announce a frame of ``announced`` bytes and send
+    its first KiB (then nothing, unless the caller trickles more)."""
+    socks = [connect(server) for _ in range(count)]
+    for sock in socks:
+        login(sock)
+        sock.sendall(struct.pack("<II", announced + 4, 101) + b"\x00" * 1024)
+    return socks
+
+
+def test_frames_announced_and_trickled_stop_no_other_connection(rill_factory):
+    """Six connections announce 60 MiB each (more than the 256 MiB request memory together)
+    and trickle 1 KiB/s: PINGs and 1 MB sends of another connection go on at once, and the
+    tricklers are closed once below min_request_rate, long before the request timeout."""
+    server = rill_factory(dict(FAST, RILL_CONNECTIONS_REQUEST_MEMORY="256 MiB")).start()
+    with session(server) as admin:
+        admin.create_stream("s", stream_id=1)
+        admin.create_topic(1, "t", partitions_count=1)
+    abusers = trickling(server, 6)
+    worst_ping = worst_send = 0.0
+    started = time.monotonic()
+    with connect(server) as other:
+        login(other)
+        while time.monotonic() - started < 3:
+            for sock in abusers:
+                sock.sendall(b"\x00" * 100)
+            began = time.monotonic()
+            other.sendall(PING)
+            assert response(other) == (0, b"")
+            worst_ping = max(worst_ping, time.monotonic() - began)
+            began = time.monotonic()
+            other.sendall(send_frame(1, 1_000_000))
+            assert response(other) == (0, b"")
+            worst_send = max(worst_send, time.monotonic() - began)
+        # (the old rule reserved 6 x 60 MiB from the budget: every read stopped for ~60 s)
+        assert worst_ping < 5 and worst_send < 5, (worst_ping, worst_send)
+        assert all(closed_within(sock, 15) for sock in abusers)  # min_request_rate, not 60 s
+        assert time.monotonic() - started < 25
+        other.sendall(PING)
+        assert response(other) == (0, b"")
+
+
+def test_a_fast_large_frame_is_not_closed_by_the_rate_rule(rill_factory):
+    # a 9 MB frame sent in 1 MiB pieces over ~6 s: above min_request_rate, past its grace
+    server = rill_factory(dict(FAST, RILL_CONNECTIONS_MIN_REQUEST_RATE="512 KiB")).start()
+    with session(server) as admin:
+        admin.create_stream("s", stream_id=1)
+        admin.create_topic(1, "t", partitions_count=1)
+    frame = SendMessages.of(1, 1, Partitioning.partition_id(1),
+                            [os.urandom(1_000_000) for _ in range(9)]).to_frame()
+    with connect(server) as client:
+        login(client)
+        for start in range(0, len(frame), MIB):
+            client.sendall(frame[start:start + MIB])
+            time.sleep(0.7)
+        assert response(client) == (0, b"")
+
+
+def test_a_large_send_of_a_user_who_may_write_nowhere_is_refused_from_its_header(rill_factory):
+    server = rill_factory(FAST).start()
+    with session(server) as admin:
+        admin.create_stream("s", stream_id=1)
+        admin.create_topic(1, "t", partitions_count=1)
+        admin.create_user("reader", "secret-reader", permissions=Permissions(
+            global_permissions=GlobalPermissions(read_streams=True, poll_messages=True)))
+    with connect(server) as reader:
+        reader.sendall(LoginUser("reader", "secret-reader").to_frame())
+        status, _ = response(reader)
+        assert status == 0
+        reader.sendall(struct.pack("<II", 60 * MIB + 4, 101) + b"\x00" * 1024)  # no body follows
+        assert response(reader) == (Unauthorized.code, b"")  # answered without the body
+        assert closed_within(reader, 5)
+    with connect(server) as root:  # a user who may write is read as before
+        login(root)
+        root.sendall(send_frame(1, 1_000_000))
+        assert response(root) == (0, b"")

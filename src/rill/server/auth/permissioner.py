@@ -94,9 +94,31 @@ class Permissioner:
             return True
         return allows(self._permissions.get(user_id), action.value, stream_id, topic_id)
 
+    def allows_somewhere(self, user_id: int, action: Action) -> bool:
+        """Whether ``user_id`` may do ``action`` on some resource (a request it could make at
+        all: what a large request's header is judged by before its body is read)."""
+        if action is Action.LOGGED_IN:
+            return True
+        return allows_somewhere(self._permissions.get(user_id), action.value)
+
     def authorize(self, user_id: int, action: Action, stream_id: int | None = None,
                   topic_id: int | None = None) -> None:
         """Raise Unauthorized (41) unless ``user_id`` may do ``action`` on the resource: the
         server (no ids), stream ``stream_id``, or topic ``topic_id`` of that stream."""
         if not self.is_allowed(user_id, action, stream_id, topic_id):
             raise Unauthorized()
+
+
+def allows_somewhere(permissions: Permissions | None, rule: Rule) -> bool:
+    """Whether some resource exists on which ``permissions`` grant ``rule``."""
+    if permissions is None:
+        return False
+    if any(getattr(permissions.global_permissions, flag) for flag in rule.global_flags):
+        return True
+    for stream in (permissions.streams or {}).values():
+        if any(getattr(stream, flag) for flag in rule.stream_flags):
+            return True
+        for topic in (stream.topics or {}).values():
+            if any(getattr(topic, flag) for flag in rule.topic_flags):
+                return True
+    return False

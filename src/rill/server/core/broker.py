@@ -170,6 +170,12 @@ class Broker:
         return [stream.topics[tid] for tid in sorted(stream.topics)
                 if self.topic_allows(session, stream.topics[tid], allowing)]
 
+    def may_write_somewhere(self, session: Session) -> bool:
+        """Whether the principal may append messages to some topic: a large write request of
+        one who may not is refused from its header, before its body is read."""
+        return self._core.state.permissioner.allows_somewhere(session.user_id,
+                                                              Action.WRITE_MESSAGES)
+
     def topic_allows(self, session: Session, topic: Topic, allowing: str = "describe") -> bool:
         """Whether the principal may act on ``topic`` as ``allowing`` says (``list_topics``)."""
         allowed = self._core.state.permissioner.is_allowed

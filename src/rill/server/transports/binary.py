@@ -26,13 +26,17 @@ Invariants:
   rule, e.g. Kafka on loopback); a protocol's ``greeting`` bytes, when it has any, are the
   first thing written on the link (TANK's ping on accept);
 * memory: every queued payload is accounted in the server-wide ``RequestMemory`` until it is
-  served (a link accounts a large frame itself, from its header on: ``submit(accounted=True)``);
-  while the budget is spent the link is asked to pause reading. Before login at most
-  ``limits.max_request_size_unauthenticated`` bytes may wait. A reply is let go as soon as the
+  served (a link accounts a large frame itself, as its bytes arrive: ``submit(accounted=True)``);
+  while the budget is spent a link holding more than ``ALWAYS_READ_BYTES`` is asked to pause
+  reading (one holding less is always read: small requests never wait for the others). Before
+  login at most ``limits.max_request_size_unauthenticated`` bytes may wait. A large request
+  that the principal may not make anywhere is refused from its header, before its body is
+  read (``refusal_before_body``); A reply is let go as soon as the
   link has it (a 400 MB poll answer is not kept until the next request);
 * timeouts (``transports.limits``): the ``Supervisor`` closes a link that has not logged in
-  within ``unauthenticated_timeout``, that is logged in and idle for ``idle_timeout``, or whose
-  request has been arriving for longer than ``request_timeout``; never while a request of it is
+  within ``unauthenticated_timeout``, that is logged in and idle for ``idle_timeout``, whose
+  request has been arriving for longer than ``request_timeout``, or whose large request arrives
+  slower than ``min_request_rate`` (while the server reads it); never while a request of it is
   being served. The session's ``close_link`` closes the link for the core (a heartbeat-stale
   session).
 """
@@ -48,11 +52,20 @@ from typing import Any, Protocol, Sequence
 from rill.protocol.primitives import Transport
 from rill.server.core.core import Core
 from rill.server.protocols import WireProtocol
-from rill.server.transports.limits import UNLIMITED, ConnectionLimits, RequestMemory, Supervisor
+from rill.server.transports.limits import (
+    RATE_GRACE,
+    UNLIMITED,
+    ConnectionLimits,
+    RequestMemory,
+    Supervisor,
+)
 
 log = logging.getLogger(__name__)
 
 MAX_QUEUED_BYTES = 64 * 1024 * 1024  # ask the link to stop reading while this much waits
+# a link holding less than this is read whatever the request memory says: small requests (a
+# PING, a login, a small send) never wait for what other connections hold
+ALWAYS_READ_BYTES = 256 * 1024
 
 Buffer = bytes | bytearray | memoryview
 
@@ -71,6 +84,10 @@ class ReplyLink(Protocol):
 
     def resume_reading(self) -> None:
         """Accept request bytes again."""
+
+    def large_frame_progress(self) -> tuple[int, float] | None:
+        """(bytes received, since when) of a large frame being read while reading is not held
+        back by the server, for ``min_request_rate``; None otherwise (or when not tracked)."""
 
 
 class _Refusal:
@@ -119,6 +136,7 @@ class BinaryConnection:
         self.later: set[asyncio.Task] = set()  # replies that come later (Reply.later)
         self.can_write = asyncio.Event()
         self.can_write.set()
+        self._large_frame_progress = getattr(link, "large_frame_progress", lambda: None)
         self.session = core.connect(address, transport)
         self.session.protocol = protocol.name
         self.session.close_link = self._close_for_core
@@ -155,12 +173,20 @@ class BinaryConnection:
         self.last_request = time.monotonic()
         limit = self.max_queued_bytes if self.session.is_authenticated else min(
             self.max_queued_bytes, self.limits.max_request_size_unauthenticated)
-        if (self.queued_bytes > limit or self.memory.spent) and not self.reading_paused:
+        memory_held = self.memory.spent and self.queued_bytes > ALWAYS_READ_BYTES
+        if (self.queued_bytes > limit or memory_held) and not self.reading_paused:
             self.reading_paused = True
             self.link.pause_reading()
-            if self.memory.spent:
+            if memory_held:
                 self.memory.wait(self, self._maybe_resume)
         self.wakeup.set()
+
+    def refusal_before_body(self, code: int) -> int | None:
+        """The status refusing a large request of kind ``code`` before its body is read (the
+        principal may not make it anywhere), or None to read it (``refuse_before_body`` of
+        the protocol, when it has one)."""
+        refuse = getattr(self.protocol, "refuse_before_body", None)
+        return refuse(self.core, self.session, code) if refuse is not None else None
 
     def wait_for_drain(self) -> None:
         """The link stopped reading until every queued request is answered (a large frame
@@ -174,11 +200,13 @@ class BinaryConnection:
         self.link.resume_reading()
 
     def _maybe_resume(self) -> None:
-        if (self.reading_paused and not self.closed and not self.memory.spent
-                and self.queued_bytes <= self.max_queued_bytes // 2):
+        if not self.reading_paused or self.closed:
+            return
+        memory_held = self.memory.spent and self.queued_bytes > ALWAYS_READ_BYTES
+        if not memory_held and self.queued_bytes <= self.max_queued_bytes // 2:
             self.reading_paused = False
             self.link.resume_reading()
-        elif self.reading_paused and not self.closed and self.memory.spent:
+        elif memory_held:
             self.memory.wait(self, self._maybe_resume)
 
     def refuse(self, status: int, tag: Any = None) -> None:
@@ -223,6 +251,14 @@ class BinaryConnection:
         started = self.frame_started_at
         if started is not None and now - started > limits.request_timeout:
             return f"a request did not arrive whole within {limits.request_timeout:g} s"
+        if started is not None and limits.min_request_rate:
+            progress = self._large_frame_progress()
+            if progress is not None:
+                received, since = progress
+                elapsed = now - since
+                if elapsed > RATE_GRACE and received < limits.min_request_rate * elapsed:
+                    return (f"a large request arrived at {received / elapsed:.0f} B/s, below "
+                            f"min_request_rate ({limits.min_request_rate:.0f} B/s)")
         if self.busy or self.later:
             return None  # the server is working for this connection
         if not self.session.is_authenticated:

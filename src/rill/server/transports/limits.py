@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 NEVER = math.inf
 
 
+RATE_GRACE = 5.0  # s a large frame may take before its rate is judged (min_request_rate)
+
+
 @dataclass(frozen=True, slots=True)
 class ConnectionLimits:
     max_request_size_unauthenticated: int = 4096
@@ -38,6 +41,9 @@ class ConnectionLimits:
     idle_timeout: float = 600.0  # s without a request while logged in
     request_timeout: float = 60.0  # s from a request's first byte to its last
     max_connections: float = NEVER  # TCP and QUIC together; more are closed at once
+    # bytes/s a large frame must average while the server reads it, judged after RATE_GRACE
+    # (0: no minimum): a frame trickled in holds a connection, not the others
+    min_request_rate: float = 0.0
 
     @property
     def sweep_period(self) -> float:
@@ -53,16 +59,35 @@ UNLIMITED = ConnectionLimits(
 
 
 class RequestMemory:
-    """Bytes of requests held by all connections, against ``limit``."""
+    """Bytes of requests held by all connections, against ``limit``: only bytes that arrived
+    (a header's announcement takes nothing). Large frames being read are kept in the order
+    they began: the first may always go on reading, past the limit if need be, so that frames
+    that began together cannot all wait for each other (the overdraft is one frame at most)."""
 
     def __init__(self, limit: float = NEVER) -> None:
         self.limit = limit
         self.used = 0
         self._waiting: dict[Hashable, Callable[[], None]] = {}
+        self._large: dict[Hashable, None] = {}  # links reading a large frame, oldest first
 
     @property
     def spent(self) -> bool:
         return self.used >= self.limit
+
+    def begin_large(self, key: Hashable) -> None:
+        self._large[key] = None
+
+    def end_large(self, key: Hashable) -> None:
+        """The large frame of ``key`` is whole (or its link gone): the next oldest may go on."""
+        if self._large.pop(key, 0) is None and self._large:
+            first = next(iter(self._large))
+            resume = self._waiting.pop(first, None)
+            if resume is not None:
+                resume()
+
+    def may_read_large(self, key: Hashable) -> bool:
+        """Whether the link ``key`` may read more of its large frame now."""
+        return not self.spent or next(iter(self._large), None) == key
 
     def take(self, size: int) -> None:
         self.used += size
@@ -81,6 +106,7 @@ class RequestMemory:
 
     def forget(self, key: Hashable) -> None:
         self._waiting.pop(key, None)
+        self.end_large(key)
 
 
 class Supervised(Protocol):

@@ -7,9 +7,12 @@ frame_decoder``: Iggy's ``RequestFrameDecoder``, Kafka's ``KafkaRequestFrameDeco
 copies: the socket reads straight into the decoder's buffers (BufferedProtocol). Small frames
 are parsed out of its shared buffer, which starts small (a connection costs little at accept)
 and grows only when a frame needs it; a larger frame gets a buffer of its own that grows with
-the bytes that actually arrive, never to what the header merely announces, and its announced
-size is taken from the server-wide request memory first (reading waits while that is spent),
-so that a frame once begun can always complete.
+the bytes that actually arrive, never to what the header merely announces. Those bytes are
+taken from the server-wide request memory as they arrive (a header announcing 60 MiB takes
+nothing, so frames trickled in stop nobody else); while the memory is spent, large frames wait
+(the oldest one being read may finish, so that frames begun together cannot wait for each
+other for ever) and small ones are still read. A large frame that the principal may not make
+anywhere (the protocol's ``refuse_before_body``, from the header) is refused before its body.
 
 Refused without being read, the client answered (the protocol's ``error_reply``: Iggy answers
 the status, Kafka answers nothing) and the connection closed (nobody else is affected): a
@@ -54,8 +57,13 @@ class TcpConnection(asyncio.BufferedProtocol):
         self.decoder = listener.protocol.frame_decoder(listener.max_frame_size)
         self.decoder.large_buffers = listener.large_buffers
         self.get_buffer = self.decoder.get_buffer  # the socket reads into the decoder's buffers
-        self.large_size = 0  # the announced size of a large frame being read (taken from memory)
-        self.waiting_memory = 0  # a large frame's size waiting for the request memory
+        self.large_taken = 0  # bytes of the large frame being read (taken from memory)
+        self.large_active = False  # a large frame is being read into its own buffer
+        self.large_held = False  # ... and reading it waits for the request memory
+        self.waiting_memory = 0  # a large frame's size waiting for the request memory to begin
+        self.rate_since = 0.0  # min_request_rate: the large frame's bytes since this moment ...
+        self.rate_base = 0  # ... beyond these
+        self.rate_reading = False  # reading was on at the last look (off: the window restarts)
         self.refused = False
         self.files: FileSender | None = None  # replies that hold file regions
         self.transport_paused = False  # the transport's buffer is above its high-water mark
@@ -89,11 +97,12 @@ class TcpConnection(asyncio.BufferedProtocol):
         self.connection.session.sends_files = socket_descriptor is not None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self.large_size or self.waiting_memory:
+        if self.large_active or self.waiting_memory:
             self.memory.forget(self)
-            if self.large_size:
-                self.memory.give_back(self.large_size)
-            self.large_size = 0
+            if self.large_taken:
+                self.memory.give_back(self.large_taken)
+            self.large_taken = 0
+            self.large_active = self.large_held = False
             self.waiting_memory = 0
         if self.files is not None:
             self.files.close()
@@ -145,14 +154,45 @@ class TcpConnection(asyncio.BufferedProtocol):
         if self.waiting_memory or self.decoder.buffered:
             self._parse_frames()  # a frame held back (memory, login) may go on now
         connection = self.connection
-        if not (self.refused or self.waiting_memory or connection.reading_paused
+        if not (self.refused or self.waiting_memory or self.large_held or connection.reading_paused
                 or connection.drain_waiter):
             self.transport.resume_reading()
+
+    def _large_may_go_on(self) -> None:
+        """The request memory may take more of the large frame being read."""
+        self.large_held = False
+        self.resume_reading()
+
+    def large_frame_progress(self) -> tuple[int, float] | None:
+        """(bytes of the large frame that arrived since the window began, when it began), None
+        while no large frame is read or reading is held back (the window restarts after)."""
+        if not self.large_active or self.transport is None or self.transport.is_closing():
+            return None
+        if not self.transport.is_reading():
+            self.rate_reading = False
+            return None
+        received = self.decoder.buffered
+        if not self.rate_reading:  # reading was held back: the client's time starts again
+            self.rate_reading = True
+            self.rate_since, self.rate_base = time.monotonic(), received
+            return None
+        return received - self.rate_base, self.rate_since
 
     # -- reading ---------------------------------------------------------------------------
 
     def buffer_updated(self, nbytes: int) -> None:
         if self.refused:
+            return
+        if self.large_active:  # the large frame's bytes count as they arrive
+            memory = self.memory
+            memory.take(nbytes)
+            self.large_taken += nbytes
+            if self.decoder.buffer_updated(nbytes):
+                self._parse_frames()
+            elif not memory.may_read_large(self):  # others hold the budget: wait for it
+                self.large_held = True
+                self.transport.pause_reading()
+                memory.wait(self, self._large_may_go_on)
             return
         if self.decoder.buffer_updated(nbytes):
             self._parse_frames()
@@ -167,8 +207,10 @@ class TcpConnection(asyncio.BufferedProtocol):
             if type(event) is Frame:
                 code, payload = event
                 connection.frame_started_at = None
-                if self.large_size:  # the large frame: its size was taken from memory already
-                    self.large_size = 0
+                if self.large_active:  # the large frame: its bytes were taken as they came
+                    self.large_active = False
+                    self.large_taken = 0
+                    self.memory.end_large(self)
                     connection.submit(code, payload, accounted=True)
                 else:
                     connection.submit(code, payload)
@@ -180,25 +222,33 @@ class TcpConnection(asyncio.BufferedProtocol):
             if type(event) is LargeFrame:
                 if connection.frame_started_at is None:
                     connection.frame_started_at = time.monotonic()
-                if not self._start_large(event.payload_size):
+                if not self._start_large(event):
                     return
                 continue
             self._bad_length(event)
             return
 
-    def _start_large(self, payload_size: int) -> bool:
-        """Give a frame too big for the receive buffer its own, once the request memory can
-        take its announced size; until then reading waits (False)."""
+    def _start_large(self, event: LargeFrame) -> bool:
+        """Give a frame too big for the receive buffer its own, unless its kind is refused
+        from the header or the request memory is spent by bytes that arrived (then reading
+        waits: False). Its announced size takes nothing: its bytes count as they arrive."""
+        refusal = self.connection.refusal_before_body(event.code)
+        if refusal is not None:
+            self._refuse(refusal)
+            return False
         memory = self.memory
         if memory.spent:
-            self.waiting_memory = payload_size
+            self.waiting_memory = event.payload_size
             self.transport.pause_reading()
             memory.wait(self, self.resume_reading)
             return False
         self.waiting_memory = 0
-        memory.take(payload_size)
-        self.large_size = payload_size
         self.decoder.start_large_frame()
+        self.large_active = True
+        memory.begin_large(self)
+        self.large_taken = self.decoder.buffered  # what arrived with its header
+        memory.take(self.large_taken)
+        self.rate_reading = False  # the rate window starts at the supervisor's next look
         return True
 
     def _bad_length(self, bad: BadLength) -> None:

@@ -32,6 +32,7 @@ EMPTY_OK_ON_ERROR = frozenset({31, 21, 120, 200, 300, 600})
 CLOSING_STATUSES = frozenset({errors.ClientNotFound.code, errors.StaleClient.code})
 
 OK_EMPTY = RESPONSE_HEADER.pack(0, 0)
+WRITE_CODES = frozenset({101, 1010})  # SEND_MESSAGES, STAGE_MESSAGES
 
 
 def error_reply(status: int) -> Reply:
@@ -97,6 +98,14 @@ class IggyProtocol:
     @staticmethod
     def open_session(core: Core, session: Session) -> None:
         """Iggy sessions log in with a command."""
+
+    @staticmethod
+    def refuse_before_body(core: Core, session: Session, code: int) -> int | None:
+        """A large SEND_MESSAGES or STAGE_MESSAGES of a user who may write nowhere is refused
+        (Unauthorized) from its header: its body is never read."""
+        if code in WRITE_CODES and not core.broker.may_write_somewhere(session):
+            return errors.Unauthorized.code
+        return None
 
 
 IGGY = IggyProtocol()
