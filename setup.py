@@ -21,7 +21,7 @@ setup(
             "rill.server.storage._stamp",
             sources=[f"src/rill/server/storage/_{unit}.c"
                      for unit in ("stamp", "record_checks", "header_map", "crc32", "convert",
-                                  "iggy_to_kafka")],
+                                  "iggy_to_kafka", "kafka_batches")],
             depends=["src/rill/server/storage/_stamp.h", "src/rill/server/storage/_convert.h"],
             extra_compile_args=compile_args,
             optional=True,

@@ -138,7 +138,8 @@ def test_unknown_api_key():
 @pytest.mark.parametrize(("api_key", "version"), [
     (apis.FETCH, 13),  # topic ids: capped
     (apis.PRODUCE, 10),
-    (apis.JOIN_GROUP, 1),  # below the table
+    (apis.JOIN_GROUP, 8),  # above the table
+    (apis.CREATE_TOPICS, -1),  # below it (every API is served from 0)
     (apis.OFFSET_COMMIT, 9),
     (apis.API_VERSIONS, 5),
     (apis.API_VERSIONS, -1),

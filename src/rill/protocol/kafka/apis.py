@@ -14,6 +14,11 @@ Two deliberate departures from a Kafka 4.0 broker, both from the notes:
 * OffsetCommit 0-1 and OffsetFetch 0 (0.8's ZooKeeper-backed offsets; Kafka 4.0's schemas
   start at 2 and 1): the schemas still describe their fields (GroupId only in v0, v1's
   CommitTimestamp), so widening the table is all the codec needs.
+* JoinGroup 0-1, CreateTopics 0-1, DeleteTopics 0 and DescribeConfigs 0 (Kafka 0.9-1.0's,
+  removed by Kafka 4.0, KIP-896; what Sarama and kafka-go as Debian ships them send): the
+  schemas still describe their fields (JoinGroup's RebalanceTimeoutMs from v1, CreateTopics'
+  ValidateOnly from v1 and ErrorMessage from v1, DescribeConfigs v0's IsDefault), so every
+  API is served from the lowest version Kafka ever defined for it.
 Fetch stays capped at 12: v13+ carries topic ids instead of names (§2.2).
 """
 
@@ -59,7 +64,7 @@ APIS: tuple[Api, ...] = (
     Api(LIST_OFFSETS, "ListOffsets", 0, 7),
     Api(INIT_PRODUCER_ID, "InitProducerId", 0, 4),
     Api(FIND_COORDINATOR, "FindCoordinator", 0, 3),
-    Api(JOIN_GROUP, "JoinGroup", 2, 7),
+    Api(JOIN_GROUP, "JoinGroup", 0, 7),
     Api(SYNC_GROUP, "SyncGroup", 0, 5),
     Api(HEARTBEAT, "Heartbeat", 0, 4),
     Api(LEAVE_GROUP, "LeaveGroup", 0, 4),
@@ -67,9 +72,9 @@ APIS: tuple[Api, ...] = (
     Api(OFFSET_FETCH, "OffsetFetch", 0, 7),
     Api(DESCRIBE_GROUPS, "DescribeGroups", 0, 5),
     Api(LIST_GROUPS, "ListGroups", 0, 4),
-    Api(CREATE_TOPICS, "CreateTopics", 2, 7),
-    Api(DELETE_TOPICS, "DeleteTopics", 1, 6),
-    Api(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4),
+    Api(CREATE_TOPICS, "CreateTopics", 0, 7),
+    Api(DELETE_TOPICS, "DeleteTopics", 0, 6),
+    Api(DESCRIBE_CONFIGS, "DescribeConfigs", 0, 4),
     Api(CREATE_PARTITIONS, "CreatePartitions", 0, 3),
     Api(SASL_HANDSHAKE, "SaslHandshake", 0, 1),
     Api(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2),

@@ -2,7 +2,7 @@
  * _stamp: the C twins of the per-record loops of rill's storage: the write hot loop
  * (rill.server.storage.records.stamp_batch_python), the record checks of every read and
  * recovery (rill.server.storage.record_checks) and the record conversion between formats
- * (rill.server.storage.record_conversion). Five units make the module; _stamp.h is what they
+ * (rill.server.storage.record_conversion). Seven units make the module; _stamp.h is what they
  * share:
  *   _stamp.c          this one: ``stamp`` (validate a SEND message region and build its stored
  *                     records and index entries), the module's table and init;
@@ -12,7 +12,9 @@
  *   _crc32.c          ``crc32`` (zlib's CRC-32, carry-less multiply folding where the CPU has
  *                     it) and ``set_pclmul``;
  *   _convert.c        ``kafka_to_iggy`` and ``iggy_to_kafka`` (only where the compiler has
- *                     128-bit integers).
+ *                     128-bit integers);
+ *   _kafka_batches.c  ``walk_kafka_records`` (the records of a produced Kafka batch, as
+ *                     kafka_records.walk_records_python reads them).
  * Layouts and rules are the ones of ``records.py``, ``record_checks.py`` and
  * ``record_conversion.py``; those modules are the reference, this one must give the same
  * bytes, accept exactly the same regions and records, and word every rejection with the same
@@ -352,6 +354,9 @@ static PyMethodDef stamp_methods[] = {
      "base_offset, last_offset, base_timestamp_ms, max_timestamp_ms), None (no record) or a\n"
      "str (malformed): stored Iggy records as a RecordBatch v2 records block."},
 #endif
+    {"walk_kafka_records", (PyCFunction)(void (*)(void))walk_kafka_records, METH_FASTCALL,
+     "walk_kafka_records(block, count) -> int (the largest timestampDelta) or a str (why the\n"
+     "block is not ``count`` well-formed records): a produced Kafka records block."},
     {"crc32", crc32_function, METH_VARARGS, "crc32(data, value=0): zlib's CRC-32."},
     {"set_pclmul", crc32_set_pclmul, METH_VARARGS,
      "set_pclmul(fold=True, wide=True) -> str: use carry-less multiply folding (512-bit lanes\n"

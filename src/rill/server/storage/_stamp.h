@@ -149,6 +149,9 @@ PyObject *crc32_set_pclmul(PyObject *module, PyObject *args);
 void crc32_setup(void);
 const char *crc32_method(void);
 
+/* The per-record walk of a produced Kafka records block (_kafka_batches.c). */
+PyObject *walk_kafka_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
 /* Python's strict UTF-8 (_header_map.c). */
 int stamp_valid_utf8(const uint8_t *s, size_t n);
 

@@ -17,9 +17,9 @@ codec bits are set)::
 
 Only ``baseOffset`` (the log's offset of the batch's first record) and
 ``partitionLeaderEpoch`` (the log's ``leader_epoch``) are rewritten; both lie before the
-CRC-32C range (bytes 21..end), so the CRC is never recomputed and nothing is recompressed or
-decoded: the work is per batch (one header unpack, one CRC-32C over its bytes in C, one pack),
-never per record. A Fetch hands the stored bytes back. A writable ``records`` field (a
+CRC-32C range (bytes 21..end), so ``stamp`` never recomputes the CRC and nothing is
+recompressed: its work is per batch (one header unpack, one CRC-32C over its bytes in C, one
+pack); a client's batch was walked per record once before (``check_produced``, below). A Fetch hands the stored bytes back. A writable ``records`` field (a
 request's own buffer, ``protocol.framing``) is stamped where it lies, a read-only one in a copy:
 a megabyte copied into memory touched for the first time cost as much as its write to the page
 cache on this project's machines (docs/performance.md §10).
@@ -50,6 +50,19 @@ INVALID_RECORD (87)):
   * not a control batch (attributes bit 5: only a broker writes those), and a producer id
     implies baseSequence >= 0 (invalid), as LogValidator checks.
 
+What a client's batch must also pass, before the append (``check_produced``, the Kafka
+handler's call for a producer's batches: Kafka's broker's LogValidator; ``stamp`` alone serves
+batches the server built, e.g. from a legacy MessageSet or a TANK bundle): its records walked
+one by one (``walk_records``, C twin ``_stamp.walk_kafka_records``; a compressed block is
+inflated for it): exactly recordsCount well-formed records, offsetDeltas 0..count-1 in order,
+nothing after the last (INVALID_RECORD; Kafka rewrites a compressed batch whose inner offsets
+skip, rill stores batches as sent and refuses it); no LogAppendTime timestamp type
+(INVALID_TIMESTAMP: the topic's ``message.timestamp.type`` is CreateTime). Its maxTimestamp is
+then repaired as the broker does: baseTimestamp + the largest timestampDelta (Sarama before
+1.27 sends -1, which indexed the batch at time 0: ListOffsets by time missed it and retention
+deleted it), the CRC-32C recomputed over the repaired bytes (after the sent ones were checked).
+That is the one per-record pass of the write path, and the only rewrite under the CRC.
+
 Timestamps (the decision): the index timestamp of a batch is the timestamp the log stamps the
 append with (``timestamp_us`` = max(now_us, the log's last), never decreasing: what
 ``BatchSegment`` binary-searches and what the log keeps as the segment's first and last), so
@@ -78,6 +91,7 @@ FeatureUnavailable here. A follower's ``append_replicated`` walks the leader's b
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -122,12 +136,14 @@ _NO_LIMIT = 0xFFFF_FFFF_FFFF_FFFF
 
 class InvalidRecordBatch(DecodeError):
     """A produced ``records`` field this format refuses. ``corrupt``: the bytes disagree with
-    their own lengths or CRC (Kafka's CORRUPT_MESSAGE, 2); otherwise they are well formed but
-    not acceptable (INVALID_RECORD, 87)."""
+    their own lengths or CRC (Kafka's CORRUPT_MESSAGE, 2); ``timestamp``: a producer set the
+    LogAppendTime type (INVALID_TIMESTAMP, 32); otherwise they are well formed but not
+    acceptable (INVALID_RECORD, 87)."""
 
-    def __init__(self, detail: str, corrupt: bool) -> None:
+    def __init__(self, detail: str, corrupt: bool, timestamp: bool = False) -> None:
         super().__init__(detail)
         self.corrupt = corrupt
+        self.timestamp = timestamp
 
 
 def _time_us(max_timestamp_ms: int) -> int:
@@ -153,6 +169,44 @@ def batch_time_us(raw: bytes | bytearray | memoryview) -> int:
 
 
 # ---------------------------------------------------------------------- the write path
+def _checked_header(view: memoryview, at: int, total: int, number: int, gaps: bool
+                    ) -> tuple[tuple, int]:
+    """The header of the produced batch at ``view[at]`` and the batch's end, once it passes
+    what ``stamp`` accepts (the module docstring); InvalidRecordBatch otherwise."""
+    if total - at < BATCH_HEADER_SIZE:
+        raise InvalidRecordBatch(
+            f"batch {number} at byte {at}: {total - at} bytes left, less than a "
+            f"{BATCH_HEADER_SIZE}-byte batch header", corrupt=True)
+    header = BATCH_HEADER.unpack_from(view, at)
+    (_, length, _, magic, crc, attributes, last_delta, _, _, producer_id, _, base_sequence,
+     count) = header
+    end = at + LENGTH_PREFIX_SIZE + length
+    if length < MIN_BATCH_LENGTH or end > total:
+        raise InvalidRecordBatch(
+            f"batch {number} at byte {at}: batchLength {length} does not fit the "
+            f"{total - at - LENGTH_PREFIX_SIZE} bytes after it", corrupt=True)
+    if magic != MAGIC:
+        raise InvalidRecordBatch(f"batch {number} at byte {at}: magic {magic}, only "
+                                 f"RecordBatch v2 (magic 2) is stored", corrupt=False)
+    if crc32c(view[at + CRC_FROM : end]) != crc:
+        raise InvalidRecordBatch(f"batch {number} at byte {at}: CRC-32C mismatch",
+                                 corrupt=True)
+    if count < 1 or last_delta < count - 1 or (last_delta != count - 1 and not gaps):
+        raise InvalidRecordBatch(
+            f"batch {number} at byte {at}: recordsCount {count} with lastOffsetDelta "
+            f"{last_delta} (a batch holds >= 1 record, offsets 0..count-1)", corrupt=False)
+    if attributes & CODEC_MASK not in CODECS:
+        raise InvalidRecordBatch(f"batch {number} at byte {at}: unknown compression codec "
+                                 f"{attributes & CODEC_MASK}", corrupt=False)
+    if attributes & CONTROL_BIT:
+        raise InvalidRecordBatch(f"batch {number} at byte {at}: a client cannot write a "
+                                 f"control batch", corrupt=False)
+    if producer_id >= 0 and base_sequence < 0:
+        raise InvalidRecordBatch(f"batch {number} at byte {at}: producer id {producer_id} "
+                                 f"without a base sequence", corrupt=False)
+    return header, end
+
+
 def stamp_batches(raw: bytes | bytearray | memoryview, base_offset: int, timestamp_us: int,
                   base_position: int, segment_start: int, leader_epoch: int = 0,
                   gaps: bool = False) -> StampedBatch:
@@ -169,40 +223,12 @@ def stamp_batches(raw: bytes | bytearray | memoryview, base_offset: int, timesta
         raise InvalidRecordBatch("no record batch in the records", corrupt=True)
     records = view if not view.readonly else bytearray(view)  # at most one copy
     entries = bytearray()
-    unpack, pack_entry, rewrite = BATCH_HEADER.unpack_from, INDEX_ENTRY.pack, _REWRITTEN.pack_into
+    pack_entry, rewrite = INDEX_ENTRY.pack, _REWRITTEN.pack_into
     at, offset, relative = 0, base_offset, base_offset - segment_start
     number = 0
     while at < total:
-        if total - at < BATCH_HEADER_SIZE:
-            raise InvalidRecordBatch(
-                f"batch {number} at byte {at}: {total - at} bytes left, less than a "
-                f"{BATCH_HEADER_SIZE}-byte batch header", corrupt=True)
-        (_, length, _, magic, crc, attributes, last_delta, _, _, producer_id, _, base_sequence,
-         count) = unpack(view, at)
-        end = at + LENGTH_PREFIX_SIZE + length
-        if length < MIN_BATCH_LENGTH or end > total:
-            raise InvalidRecordBatch(
-                f"batch {number} at byte {at}: batchLength {length} does not fit the "
-                f"{total - at - LENGTH_PREFIX_SIZE} bytes after it", corrupt=True)
-        if magic != MAGIC:
-            raise InvalidRecordBatch(f"batch {number} at byte {at}: magic {magic}, only "
-                                     f"RecordBatch v2 (magic 2) is stored", corrupt=False)
-        if crc32c(view[at + CRC_FROM : end]) != crc:
-            raise InvalidRecordBatch(f"batch {number} at byte {at}: CRC-32C mismatch",
-                                     corrupt=True)
-        if count < 1 or last_delta < count - 1 or (last_delta != count - 1 and not gaps):
-            raise InvalidRecordBatch(
-                f"batch {number} at byte {at}: recordsCount {count} with lastOffsetDelta "
-                f"{last_delta} (a batch holds >= 1 record, offsets 0..count-1)", corrupt=False)
-        if attributes & CODEC_MASK not in CODECS:
-            raise InvalidRecordBatch(f"batch {number} at byte {at}: unknown compression codec "
-                                     f"{attributes & CODEC_MASK}", corrupt=False)
-        if attributes & CONTROL_BIT:
-            raise InvalidRecordBatch(f"batch {number} at byte {at}: a client cannot write a "
-                                     f"control batch", corrupt=False)
-        if producer_id >= 0 and base_sequence < 0:
-            raise InvalidRecordBatch(f"batch {number} at byte {at}: producer id {producer_id} "
-                                     f"without a base sequence", corrupt=False)
+        header, end = _checked_header(view, at, total, number, gaps)
+        length, last_delta = header[1], header[6]
         rewrite(records, at, offset, length, leader_epoch)
         entries += pack_entry(relative + offset - base_offset, base_position + at, timestamp_us,
                               leader_epoch, 0)
@@ -223,6 +249,166 @@ def stamp_sparse(raw: bytes | bytearray | memoryview, base_offset: int, timestam
 def no_staged_appends(*args: object) -> None:
     raise FeatureUnavailable(reason=f"record format {FORMAT_NAME} stores client batches: staged "
                                     "appends (a per-record Iggy layout) are not available")
+
+
+# ---------------------------------------------------------------------- produced batches
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_MAX_TIMESTAMP_AT = 35  # baseOffset .. baseTimestamp come before it
+_CRC_AT = 17
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+
+
+class ProducedBatches(NamedTuple):
+    """A produced ``records`` field as ``check_produced`` leaves it: the same buffer (repaired
+    in place when writable) or a repaired copy, and the timestamp to append it at (µs: the
+    largest maxTimestamp of its batches, as ``batch_time_us``)."""
+
+    records: bytes | bytearray | memoryview
+    time_us: int
+
+
+def _zigzag(block: bytes | memoryview, at: int, end: int, number: int, length: int
+            ) -> tuple[int, int]:
+    """The zig-zag varint at ``block[at]`` before ``end`` (at most 10 bytes, 64 bits)."""
+    result, shift = 0, 0
+    while True:
+        if at >= end:
+            raise _WalkFault(number, "overruns the block" if length < 0
+                             else f"overruns its length {length}")
+        byte = block[at]
+        at += 1
+        if shift == 63 and byte & 0x7E:
+            raise _WalkFault(number, "a varint longer than 64 bits")
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (result >> 1) ^ -(result & 1), at
+        if shift == 63:
+            raise _WalkFault(number, "a varint longer than 64 bits")
+        shift += 7
+
+
+class _WalkFault(Exception):
+    def __init__(self, number: int, problem: str) -> None:
+        super().__init__(f"record {number}: {problem}")
+
+
+def walk_records_python(block: bytes | bytearray | memoryview, count: int) -> int | str:
+    """The largest timestampDelta of the ``count`` records of a (never compressed: inflated)
+    records block, or why the block is not exactly those records (the text): each record's
+    length, fields and header fields within it, offsetDeltas 0..count-1 in order (what Kafka's
+    broker needs to keep a batch's inner offsets as sent), nothing after the last. The
+    reference of ``_stamp.walk_kafka_records`` (the C twin, same answers and texts)."""
+    block = memoryview(block).cast("B")
+    size, at, largest = len(block), 0, _INT64_MIN
+    try:
+        for number in range(count):
+            length, at = _zigzag(block, at, size, number, -1)
+            if length < 0:
+                raise _WalkFault(number, f"negative length {length}")
+            if length > size - at:
+                raise _WalkFault(number, f"length {length} overruns the block")
+            end = at + length
+            if at >= end:
+                raise _WalkFault(number, f"overruns its length {length}")
+            at += 1  # attributes
+            delta, at = _zigzag(block, at, end, number, length)
+            largest = max(largest, delta)
+            offset_delta, at = _zigzag(block, at, end, number, length)
+            if offset_delta != number:
+                raise _WalkFault(number, f"offsetDelta {offset_delta}, not {number} (offsets "
+                                         "0..count-1)")
+            for field, minimum in (("key", -1), ("value", -1)):
+                at = _skip_blob(block, at, end, number, length, field, minimum)
+            headers, at = _zigzag(block, at, end, number, length)
+            if headers < 0:
+                raise _WalkFault(number, f"header count {headers}")
+            for _ in range(headers):
+                at = _skip_blob(block, at, end, number, length, "header key", 0)
+                at = _skip_blob(block, at, end, number, length, "header value", -1)
+            if at != end:
+                raise _WalkFault(number, f"{end - at} bytes left inside its length {length}")
+    except _WalkFault as fault:
+        return str(fault)
+    if at != size:
+        return f"{size - at} bytes after the last of {count} records"
+    return largest
+
+
+def _skip_blob(block: memoryview, at: int, end: int, number: int, length: int, field: str,
+               minimum: int) -> int:
+    size, at = _zigzag(block, at, end, number, length)
+    if size < minimum:
+        raise _WalkFault(number, f"{field} length {size}")
+    if size > end - at:
+        raise _WalkFault(number, f"overruns its length {length}")
+    return at + max(size, 0)
+
+
+def _load_walker():  # type: ignore[no-untyped-def]
+    from rill.server.storage.records import ACCELERATOR
+    return getattr(ACCELERATOR, "walk_kafka_records", None)
+
+
+_walker = _load_walker()
+WALK_ACCELERATED = _walker is not None
+walk_records = _walker if WALK_ACCELERATED else walk_records_python
+
+
+def check_produced(raw: bytes | bytearray | memoryview) -> ProducedBatches:
+    """Kafka's broker's validation of a client's produced ``records`` field (its LogValidator,
+    for RecordBatch v2 and a topic of CreateTime: kafka-notes, docs/kafka.md "Storage"), before
+    anything is written: what ``stamp`` accepts (the module docstring), no LogAppendTime
+    timestamp type from a producer (INVALID_TIMESTAMP), and every batch's records walked
+    (``walk_records``; a compressed block inflated first, at most
+    ``record_batch.MAX_INFLATED``): exactly recordsCount well-formed records whose
+    offsetDeltas run 0..count-1 (INVALID_RECORD otherwise). Repaired, as the broker does:
+    maxTimestamp := baseTimestamp + the largest timestampDelta (Sarama before 1.27 sends -1),
+    with the CRC-32C recomputed; only batches that need it are touched, in ``raw`` when it is
+    writable, else in one copy."""
+    view = memoryview(raw)
+    total = len(view)
+    if total == 0:
+        raise InvalidRecordBatch("no record batch in the records", corrupt=True)
+    records: bytes | bytearray | memoryview = raw
+    out = None if view.readonly else view
+    at, number, latest = 0, 0, 0
+    while at < total:
+        header, end = _checked_header(view, at, total, number, False)
+        attributes, base_timestamp, max_timestamp, count = (header[5], header[7], header[8],
+                                                            header[12])
+        where = f"batch {number} at byte {at}"
+        if attributes & TIMESTAMP_TYPE_BIT:
+            raise InvalidRecordBatch(f"{where}: a producer cannot set the LogAppendTime "
+                                     "timestamp type", corrupt=False, timestamp=True)
+        block = view[at + BATCH_HEADER_SIZE : end]
+        codec = attributes & CODEC_MASK
+        if codec:
+            try:
+                block = record_batch.decompress(codec, block)
+            except record_batch.TooLarge as error:
+                raise InvalidRecordBatch(f"{where}: {error}", corrupt=False) from None
+            except Exception as error:  # each codec's own error: not a compressed block
+                raise InvalidRecordBatch(f"{where}: its {CODECS[codec]} records do not "
+                                         f"decompress ({error})", corrupt=True) from None
+        largest = walk_records(block, count)
+        if type(largest) is str:
+            raise InvalidRecordBatch(f"{where}: {largest}", corrupt=False)
+        newest = base_timestamp + largest
+        if not _INT64_MIN <= newest <= _INT64_MAX:
+            raise InvalidRecordBatch(f"{where}: a record's timestamp is past 64 bits",
+                                     corrupt=False)
+        if newest != max_timestamp:
+            if out is None:
+                records = bytearray(view)
+                out = memoryview(records)
+                view = out
+            _I64.pack_into(out, at + _MAX_TIMESTAMP_AT, newest)
+            _U32.pack_into(out, at + _CRC_AT, crc32c(out[at + CRC_FROM : end]))
+        latest = max(latest, _time_us(newest))
+        at = end
+        number += 1
+    return ProducedBatches(records, latest)
 
 
 # ---------------------------------------------------------------------- stored batches

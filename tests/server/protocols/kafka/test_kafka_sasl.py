@@ -284,13 +284,6 @@ def test_authenticate_before_a_handshake_is_an_illegal_state(raw):
     assert raw.receive() is None
 
 
-def test_a_v0_handshake_raw_tokens_is_refused(raw):
-    answer = raw.call(apis.SASL_HANDSHAKE, 0, Handshake(mechanism="PLAIN"))
-    assert answer.error_code == ErrorCode.UNSUPPORTED_VERSION
-    assert list(answer.mechanisms) == MECHANISMS
-    assert raw.receive() is None
-
-
 def test_a_failed_login_leaves_other_connections_alone(server, raw):
     other = Raw(server)
     try:

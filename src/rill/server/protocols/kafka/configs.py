@@ -153,7 +153,7 @@ def broker_settings(settings: KafkaSettings) -> list[Setting]:
             for name, (value, source, config_type, doc) in sorted(_defaults(settings).items())]
 
 
-def _entry(setting: Setting, synonyms: bool, documentation: bool) -> Any:
+def _entry(setting: Setting, synonyms: bool, documentation: bool, version: int) -> Any:
     listed = ()
     if synonyms:
         listed = [_Synonym(name=setting.name, value=setting.value, source=setting.source)] \
@@ -167,7 +167,9 @@ def _entry(setting: Setting, synonyms: bool, documentation: bool) -> Any:
                                    source=STATIC_BROKER_CONFIG))
         listed = tuple(listed)
     return _Config(name=setting.name, value=setting.value, read_only=True,
-                   config_source=setting.source, is_default=False,  # v0 only; the source says
+                   config_source=setting.source,
+                   # v0 says "not set" where v1+ give the source
+                   is_default=version == 0 and setting.source == DEFAULT_CONFIG,
                    is_sensitive=False, synonyms=listed, config_type=setting.config_type,
                    documentation=setting.doc if documentation else None)
 
@@ -208,5 +210,6 @@ async def describe_configs(core: Core, session: Session, settings: KafkaSettings
         results.append(_Result(
             error_code=int(code), error_message=message, resource_type=resource.resource_type,
             resource_name=resource.resource_name,
-            configs=tuple(_entry(setting, synonyms, documentation) for setting in found)))
+            configs=tuple(_entry(setting, synonyms, documentation, request.api_version)
+                          for setting in found)))
     return _DescribeConfigs(throttle_time_ms=0, results=tuple(results))

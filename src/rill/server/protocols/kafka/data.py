@@ -10,9 +10,11 @@ Owns: these rules (the versions served are ``dispatch.DATA_RANGES``):
   bytes, timestamps µs // 1000); a Produce to it is UNSUPPORTED_FOR_MESSAGE_FORMAT (43), with
   an error message saying so, and nothing is written (one log, every protocol: docs/kafka.md);
 * **Produce** 0-9 (Produce 0 for librdkafka, KAFKA-18659; v0-2 the seed's dialect): the records
-  bytes go to ``broker.append`` as they are (the ``kafka-v2`` format validates and stores them;
-  its ``InvalidRecordBatch`` is CORRUPT_MESSAGE 2 or INVALID_RECORD 87), stamped at the batch's
-  maxTimestamp (``kafka_records.batch_time_us``) so the time index is CreateTime's. v0-2 carry
+  bytes are checked and repaired as Kafka's broker does (``kafka_records.check_produced``:
+  every record walked, maxTimestamp recomputed, a producer's LogAppendTime refused) and go to
+  ``broker.append`` (the ``kafka-v2`` format stores them; its ``InvalidRecordBatch`` is
+  CORRUPT_MESSAGE 2, INVALID_RECORD 87 or INVALID_TIMESTAMP 32), stamped at the batch's
+  maxTimestamp so the time index is CreateTime's. v0-2 carry
   either magic 2 batches (kafka-python/aiokafka when they guess an old broker: stored like
   v3's) or the seed's legacy MessageSet (magic 0/1): that one is converted into one
   uncompressed RecordBatch v2 (``rill.protocol.kafka.message_sets``: every CRC-32 checked,
@@ -77,7 +79,7 @@ from rill.server.protocols.kafka.dispatch import (
 )
 from rill.server.protocols.kafka import producers  # after dispatch: it registers an API
 from rill.server.storage.file_region import FileRegion
-from rill.server.storage.kafka_records import InvalidRecordBatch, batch_time_us
+from rill.server.storage.kafka_records import InvalidRecordBatch, batch_time_us, check_produced
 
 RANGES = DATA_RANGES
 
@@ -101,6 +103,8 @@ def _partition_error(topics: dict[str, Topic], name: str | None, index: int,
 
 def _data_error(error: Exception) -> ErrorCode:
     if isinstance(error, InvalidRecordBatch):
+        if error.timestamp:
+            return ErrorCode.INVALID_TIMESTAMP
         return ErrorCode.CORRUPT_MESSAGE if error.corrupt else ErrorCode.INVALID_RECORD
     if isinstance(error, (errors.CannotSaveMessagesToSegment, errors.CannotSyncFile,
                           errors.CannotCreateSegmentLogFile,
@@ -132,7 +136,9 @@ async def _produce_partition(core: Core, session: Session, settings: KafkaSettin
     if code == ErrorCode.NONE and not records:
         code, message = ErrorCode.CORRUPT_MESSAGE, "no record batch"
     append_time = -1
+    legacy = False  # records the server built (a legacy MessageSet): not a client's batch
     if code == ErrorCode.NONE and version < 3 and message_sets.is_message_set(records):
+        legacy = True
         try:  # the seed's legacy MessageSet: one RecordBatch v2 (message_sets' rules)
             now_ms = time.time_ns() // 1_000_000
             records, log_append = message_sets.message_set_to_batch(records, now_ms)
@@ -144,8 +150,12 @@ async def _produce_partition(core: Core, session: Session, settings: KafkaSettin
     if code == ErrorCode.NONE:
         ref = PartitionRef(settings.stream, name, entry.index)
         try:
+            if legacy:
+                time_us = batch_time_us(records)
+            else:  # Kafka's broker's checks and repairs (maxTimestamp) of a client's batches
+                records, time_us = check_produced(records)
             base_offset = await producers.append(core, session, topics[name], ref, records,
-                                                 batch_time_us(records))
+                                                 time_us)
             log_start = core.broker.bounds(session, ref).first_offset
         except producers.ProducerRefused as refused:
             code, message = refused.code, str(refused)

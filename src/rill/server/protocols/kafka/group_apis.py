@@ -52,7 +52,7 @@ from rill.server.protocols.kafka.groups import (
 GROUP_RANGES: dict[int, tuple[int, int]] = {
     apis.OFFSET_COMMIT: (0, 8),
     apis.OFFSET_FETCH: (0, 7),
-    apis.JOIN_GROUP: (2, 7),
+    apis.JOIN_GROUP: (0, 7),
     apis.SYNC_GROUP: (0, 5),
     apis.HEARTBEAT: (0, 4),
     apis.LEAVE_GROUP: (0, 4),

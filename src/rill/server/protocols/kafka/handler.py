@@ -13,7 +13,8 @@ rules of Kafka's dialect (kafka-notes §9):
   comes later; the data APIs' versions are ``data.RANGES``, SASL's ``sasl.RANGES``);
 * Produce with acks=0 gets no response: the reply has no parts, so the connection loop writes
   nothing and the next request's answer follows in order;
-* login: SASL (``sasl``: PLAIN, SCRAM-SHA-256/512 as rill's users). Until a connection is
+* login: SASL (``sasl``: PLAIN, SCRAM-SHA-256/512 as rill's users; after SaslHandshake v0 the
+  frames are raw SASL tokens, no Kafka header, until the login ends). Until a connection is
   logged in it may send only ApiVersions, SaslHandshake and SaslAuthenticate; anything else
   closes it unanswered (Kafka's behaviour on a SASL listener). With ``[kafka] anonymous_user``
   set (local development) a connection acts as that user from the start (``open_session``;
@@ -36,6 +37,7 @@ from rill.protocol.kafka import (
     encode_response_parts,
     response_expected,
 )
+from rill.protocol.kafka.framing import frame
 from rill.protocol.kafka import apis
 from rill.server.core.core import Core
 from rill.server.core.model import Session
@@ -82,6 +84,9 @@ class KafkaProtocol:
                              payload: memoryview) -> Reply:
         if not core.heartbeat(session):
             return _CLOSE
+        if sasl.raw_expected(session):  # after SaslHandshake v0: a raw SASL token, no header
+            answer = await sasl.serve_raw(core, session, self.settings, bytes(payload))
+            return _CLOSE if answer is None else Reply([frame(answer)])
         try:
             request = decode_request(payload, supported=SERVED)
         except UnsupportedVersion as error:

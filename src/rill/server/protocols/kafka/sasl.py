@@ -7,10 +7,15 @@ Owns: the SASL state of each Kafka connection and its rules (kafka-notes §2.4, 
   were added), SCRAM-SHA-256 and SCRAM-SHA-512 (``auth.scram``; client-first -> server-first,
   client-final -> server-final);
 * SaslHandshake v1 names the mechanism; one it does not know is UNSUPPORTED_SASL_MECHANISM with
-  the enabled list, and the connection closes. SaslHandshake v0 (tokens then sent as raw
-  frames without Kafka headers, removed from Kafka 4.0 by KIP-896) is answered with
-  UNSUPPORTED_VERSION and the enabled list, and the connection closes: raw tokens are not
-  served (every current client uses v1);
+  the enabled list, and the connection closes;
+* SaslHandshake v0 (Kafka 0.10's exchange, KIP-43; Sarama below its V1_0_0_0 setting, removed
+  from Kafka 4.0 by KIP-896) names the mechanism the same way, then the SASL tokens travel as
+  **raw frames**: int32 size and the token, no Kafka header, both ways (``serve_raw``; the
+  handler hands the connection's next frames here until the login ends). Each client token
+  gets the server's token in a raw frame (PLAIN: an empty one, the 4 bytes 0); a failed login
+  gets no answer: the connection closes, which is how a v0 client learns of it (KIP-152 kept
+  that for v0). A token shorter than a Kafka request header (8 bytes) is closed by the framing
+  before it gets here: no PLAIN token of a rill user is (names and passwords have >= 3 bytes);
 * SaslAuthenticate before a handshake, a second handshake, or SASL after a successful login:
   ILLEGAL_SASL_STATE, and the connection closes -- unless logins expire;
 * logins expire (KIP-368) when ``[kafka] session_lifetime`` is set: the last SaslAuthenticate of
@@ -69,6 +74,7 @@ class _State:
     exchange: scram.ScramExchange | None = None
     done: bool = False
     refused: bool = False  # answered with a refusal: closing
+    raw: bool = False  # SaslHandshake v0: the tokens come as raw frames (``serve_raw``)
     user_id: int | None = None  # who the first login was (a later one must be the same)
     ends_at: float | None = None  # time.monotonic() when the login ends (None: never)
 
@@ -103,19 +109,43 @@ async def serve(core: Core, session: Session, settings: KafkaSettings, request
         again = state.done and settings.session_lifetime > 0  # logging in again (KIP-368)
         if (state.done and not again) or (state.mechanism is not None and not state.done):
             return _handshake(ErrorCode.ILLEGAL_SASL_STATE, True)
-        if request.api_version == 0:
-            return _handshake(ErrorCode.UNSUPPORTED_VERSION, True)
         if request.body.mechanism not in MECHANISMS:
             return _handshake(ErrorCode.UNSUPPORTED_SASL_MECHANISM, True)
         if again and request.body.mechanism != state.mechanism:
             return _handshake(ErrorCode.ILLEGAL_SASL_STATE, True)
         state.mechanism = request.body.mechanism
         state.done = False
+        state.raw = request.api_version == 0
         return _handshake(ErrorCode.NONE, False)
-    if state.mechanism is None or state.done:
-        return _failed("SaslAuthenticate is only served after SaslHandshake, once",
+    if state.mechanism is None or state.done or state.raw:
+        return _failed("SaslAuthenticate is only served after SaslHandshake v1, once",
                        ErrorCode.ILLEGAL_SASL_STATE)
-    token = bytes(request.body.auth_bytes or b"")
+    return await _exchange(core, session, settings, state,
+                           bytes(request.body.auth_bytes or b""))
+
+
+def raw_expected(session: Session) -> bool:
+    """Whether the connection's next frame is a raw SASL token (after SaslHandshake v0)."""
+    state = _STATES.get(session)
+    return state is not None and state.raw and not state.done
+
+
+async def serve_raw(core: Core, session: Session, settings: KafkaSettings, token: bytes
+                    ) -> bytes | None:
+    """The server's token for a raw client token (SaslHandshake v0's exchange), or None: the
+    login failed and the connection closes unanswered."""
+    state = _STATES[session]
+    answer, close = await _exchange(core, session, settings, state, token)
+    if close or answer.error_code:
+        log.info("client %d: SASL %s login (SaslHandshake v0) failed: %s; closing the "
+                 "connection", session.client_id, state.mechanism, answer.error_message)
+        return None
+    return bytes(answer.auth_bytes)
+
+
+async def _exchange(core: Core, session: Session, settings: KafkaSettings, state: _State,
+                    token: bytes) -> tuple[Any, bool]:
+    """One client token of the login: the SaslAuthenticate answer, and whether to close."""
     try:
         if state.mechanism == PLAIN:
             await _plain(core, session, token)
