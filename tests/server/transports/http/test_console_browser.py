@@ -553,6 +553,8 @@ def test_consumers_show_lag_per_partition_moving_as_a_group_commits(browser, htt
     assert axis_labels(chart, "y")[0] == "0 msg" and len(axis_labels(chart, "x")) in (5, 6)
     assert chart.find_element(By.CSS_SELECTOR, ".line").get_attribute("d").count("L") >= 1  # 2+ samples
     shot(browser, "consumers")
+    browser.execute_script("arguments[0].scrollIntoView()", find(browser, "#lag-chart-title"))
+    shot(browser, "consumers-lag-charts")
 
 
 def test_a_consumers_link_selects_the_topic_it_names(browser, http_server, root):

@@ -2,8 +2,9 @@
 // series over a fixed window of time (5 minutes by default) ending now, with a y axis in the
 // series' unit (SI prefixes: 1.5 k msg/s, 2 MB/s) starting at 0, an x axis of clock times, and
 // the latest value as text (the chart is for sighted users; the figure carries the value).
-// Samples older than the window are dropped; the line breaks where samples are missing; an idle
-// series is a line on 0, with its axes.
+// Samples older than the window are dropped; the line breaks where samples are missing; the time
+// before the first sample (the page was not open) is shaded and says so; an idle series is a line
+// on 0, with its axes.
 
 const NS = "http://www.w3.org/2000/svg";
 const HEIGHT = 150;
@@ -95,7 +96,7 @@ export class TimeChart {
     const start = now - this.windowMs;
     const peak = Math.max(0, ...this.samples.map(([, v]) => v));
     const reach = peak > 0 ? peak : (this.whole ? 4 : 1); // idle: a scale of 0..1 (0..4 for counts)
-    const step = niceStep(reach, 4, this.whole);
+    const step = niceStep(reach, peak > 0 || this.whole ? 4 : 2, this.whole);
     const top = Math.max(step, Math.ceil(reach / step) * step);
     const x = (t) => ml + ((t - start) / this.windowMs) * plotW;
     const y = (v) => mt + plotH - (v / top) * plotH;
@@ -120,6 +121,19 @@ export class TimeChart {
     }
     xAxis.append(node("line", { class: "base", x1: ml, x2: ml + plotW, y1: mt + plotH, y2: mt + plotH }));
     parts.push(xAxis);
+
+    // before the first sample (the page was not open): said, not left blank
+    const first = this.samples.length ? this.samples[0][0] : now;
+    if (first > start + this.periodMs) {
+      const edge = x(first);
+      const shade = node("g", { class: "nodata" });
+      shade.append(node("rect", { x: ml, y: mt, width: Math.max(0, edge - ml).toFixed(1), height: plotH }));
+      if (edge - ml > 130) {
+        shade.append(node("text", { x: ((ml + edge) / 2).toFixed(1), y: mt + plotH / 2, "text-anchor": "middle", "dominant-baseline": "middle" },
+          `no samples before ${clock(first, true)}`));
+      }
+      parts.unshift(shade);
+    }
 
     // the series: one path, broken where a sample is missing (a gap of over 2.5 periods)
     let line = "";

@@ -9,8 +9,8 @@ import { count, plural } from "./format.js";
 import { field, findTopic, h, table } from "./ui.js";
 
 const PERIOD_MS = 2000;
-// rill numbers partitions from 1, Kafka from 0: a Kafka group's row shows both
-const partitionOf = (row) => (row.kind === "kafka_group" ? `${row.partition_id} (Kafka ${row.partition_id - 1})` : row.partition_id);
+// rill numbers partitions from 1, Kafka from 0: every row shows both
+const partitionOf = (row) => `${row.partition_id} (Kafka ${row.partition_id - 1})`;
 const KIND = { iggy_group: "Iggy group", iggy_consumer: "Iggy consumer", kafka_group: "Kafka group", other: "Other" };
 
 function label(row) {
