@@ -397,8 +397,20 @@ def test_all_partitions_merged_by_time_with_kafka_numbers(browser, http_server, 
     fill(browse, "How many", "3")
     button(browser, "Show messages").click()
     wait(browser, lambda b: previews(b) == ["m0", "m1", "m2"])
-    Select(form(browser, "Partition").find_element(By.NAME, "partition")).select_by_visible_text("2 (Kafka 1) · 3 messages")
-    wait(browser, lambda b: previews(b) == ["m5", "m3", "m1"])
+    follow = button(browser, "Follow live")  # every partition's new messages, newest first
+    follow.click()
+    wait(browser, lambda b: b.find_element(By.ID, "follow-state").text.startswith("Following all 2 partitions"))
+    with Client(http_server.address) as client:
+        client.login_user("iggy", "iggy")
+        client.send_messages(stream["id"], topic, [b"live in 2"], partitioning=2)
+        wait(browser, lambda b: previews(b) == ["live in 2"])
+        client.send_messages(stream["id"], topic, [b"live in 1"], partitioning=1)
+        wait(browser, lambda b: previews(b) == ["live in 1", "live in 2"])
+    assert [row.get_attribute("data-partition") for row in rows(browser)] == ["1", "2"]
+    follow.click()
+    wait(browser, lambda b: follow.get_attribute("aria-pressed") == "false")
+    Select(form(browser, "Partition").find_element(By.NAME, "partition")).select_by_value("2")
+    wait(browser, lambda b: previews(b) == ["live in 2", "m5", "m3", "m1"])
 
 
 def test_search_a_range_by_key_or_header_reads_past_one_page(browser, http_server, root):
