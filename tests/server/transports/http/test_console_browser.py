@@ -737,6 +737,8 @@ def test_create_a_topic_sends_the_record_format_only_when_picked(browser, http_s
     picker = Select(create.find_element(By.NAME, "record_format"))
     assert [o.text for o in picker.options] == ["Server default", "Iggy", "Kafka"]
     assert picker.first_selected_option.text == "Server default"
+    browser.execute_script("arguments[0].scrollIntoView()", create)
+    shot(browser, "create-topic-form")
     browser.execute_script(RECORD_BODIES)
     fill(create, "Name", "plain")
     button(browser, "Create topic").click()

@@ -160,7 +160,7 @@ export async function renderStream(container, [streamId]) {
     const [format, formatSelect] = field("Record format", {
       tag: "select", name: "record_format", value: "",
       options: [["", "Server default"], ["iggy", "Iggy"], ["kafka", "Kafka"]],
-      help: "How records are stored; every protocol reads and writes either",
+      help: "How the log stores records: Iggy messages or Kafka record batches",
     });
     container.append(form("Create a topic", [name, parts, exp, max, format], "Create topic", async () => {
       const body = {
@@ -217,11 +217,11 @@ export async function renderTopic(container, [streamId, topicId]) {
     table(`Partitions of ${topic.name}`, [
       ["Partition", (p) => `${p.id} (Kafka ${p.id - 1})`],
       ["Messages", (p) => count(p.messages_count)],
-      ["Last offset", (p) => (p.messages_count ? count(p.current_offset) : "–")],
+      ["Last offset", (p) => (p.messages_count ? count(p.current_offset) : "none (empty)")],
       ["Size", (p) => bytes(bytesOf(p.size))],
       ["Segments", (p) => count(p.segments_count)],
       ["Created", (p) => timestamp(p.created_at)],
-      ["Messages", (p) => h("a", { href: browse(p) }, `Browse partition ${p.id}`)],
+      ["Browse", (p) => h("a", { href: browse(p) }, `Browse partition ${p.id}`)],
     ], topic.partitions || []),
     h("p", { class: "links" },
       (topic.partitions || []).length > 1 ? [h("a", { href: `#/messages?stream=${stream.id}&topic=${topic.id}&partition=all` }, "Browse all partitions"), " · "] : null,
