@@ -327,7 +327,7 @@ export async function render(container, _ids, params) {
   const [topicField, topicSelect] = choices("Topic", "topic", topics.map((t) => [String(t.id), t.name]), topic && topic.id);
   topicSelect.addEventListener("change", () => go({ topic: topicSelect.value, partition: "" }));
   const [partitionField, partitionSelect] = choices("Partition", "partition", [
-    ...(partitions.length > 1 ? [[ALL, `All ${partitions.length} partitions`]] : []),
+    ...(partitions.length > 1 || all ? [[ALL, `All ${plural(partitions.length, "partition")}`]] : []),
     ...partitions.map((p) => [String(p.id), `${partitionLabel(p.id)} · ${plural(p.messages_count, "message")}`])],
   all ? ALL : wanted);
   partitionSelect.addEventListener("change", () => go({ partition: partitionSelect.value }));
