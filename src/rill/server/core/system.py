@@ -4,8 +4,10 @@ Owns: ``ServerStats``. Process and machine figures come from psutil; the model f
 (streams, topics, partitions, segments, messages, sizes, consumer groups) are counted from the
 in-memory model; clients are the Core's registered sessions.
 
-Choices: ``start_time`` is the process start in µs since the epoch (the §11 recommendation, not
-Iggy's seconds); ``run_time`` is µs since that start. CPU figures are percentages over the time
+Choices: ``start_time`` is the server's start in µs since the epoch (the §11 recommendation, not
+Iggy's seconds), taken when the service is built; not the process's creation time, which counts
+whatever ran before a wrapper exec'd the server (``./run serve`` installs, then execs ``rill
+serve`` in the same process); ``run_time`` is µs since that start. CPU figures are percentages over the time
 since the previous sample (process: of one core, so it may exceed 100 on several cores; system:
 of all cores), taken with psutil's non-blocking ``interval=None`` against a baseline primed when
 the service is built; a new sample is taken when the last one is at least ``CPU_SAMPLE_WINDOW``
@@ -117,7 +119,7 @@ class SystemService:
         self.sessions = sessions  # the Core's registry, shared (not copied)
         self.process = psutil.Process()
         self.cpu = CpuSampler(self.process)
-        self.start_time_us = int(self.process.create_time() * 1_000_000)
+        self.start_time_us = state.clock()  # the server's start, not the process's creation
         self.os_name, self.os_version, self.kernel_version = _os_names()
         self.groups_of = groups_of  # the consumer groups of a topic (counted by GET_STATS)
 

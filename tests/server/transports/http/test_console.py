@@ -15,8 +15,10 @@ import time
 from queue import Empty, Queue
 
 import httpx
+import psutil
 import pytest
 from http_helpers import assigned_kafka_member, bearer, error_of, start_with_kafka, unique
+from server_process import RillProcess
 
 import rill
 from rill.server.transports.http.routes import console
@@ -115,6 +117,32 @@ def test_server_says_version_uptime_listeners_fsync_and_disk(http_server, api):
     assert 0 < disk["free_bytes"] <= disk["total_bytes"]
     time.sleep(0.01)  # (so that the run time visibly grows: not a timing assertion)
     assert api.get("/server").json()["run_time"] > before["run_time"]
+
+
+class ExecedLate(RillProcess):
+    """A server whose process was made two seconds before it exec'd ``rill serve``, as
+    ``./run serve`` does after installing what serving needs (the wait runs in the child
+    between fork and exec: the preexec hook RillProcess uses for its descriptor limit)."""
+
+    PAUSE = 2.0
+
+    def __init__(self, data_dir):
+        super().__init__(data_dir, open_files=0)  # (not None: the hook runs)
+
+    def _limit_open_files(self) -> None:
+        time.sleep(self.PAUSE)
+
+
+def test_server_uptime_counts_from_the_server_start_not_the_process_creation(tmp_path):
+    server = ExecedLate(tmp_path / "data").start()
+    try:
+        created_us = int(psutil.Process(server.process.pid).create_time() * 10**6)
+        answer = httpx.get(f"{server.http_url}/server", headers=bearer(server.http_url)).json()
+        assert answer["start_time"] >= created_us + ExecedLate.PAUSE * 10**6
+        now_us = time.time_ns() // 1000
+        assert answer["start_time"] + answer["run_time"] <= now_us
+    finally:
+        server.kill()
 
 
 def test_server_counts_messages_in_and_out_and_the_stored_figures(api, stream):

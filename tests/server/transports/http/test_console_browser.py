@@ -122,15 +122,36 @@ def make_topic(root: httpx.Client, partitions: int = 1) -> tuple[dict, str]:
     return stream, "orders"
 
 
-def send(root: httpx.Client, stream: dict, topic: str, messages: list[dict]) -> None:
+def send(root: httpx.Client, stream: dict, topic: str, messages: list[dict], partition: int = 1) -> None:
     answer = root.post(f"/streams/{stream['id']}/topics/{topic}/messages", json={
-        "partitioning": {"kind": "partition_id", "value": b64(struct.pack("<I", 1))},
+        "partitioning": {"kind": "partition_id", "value": b64(struct.pack("<I", partition))},
         "messages": messages})
     assert answer.status_code == 201, answer.text
 
 
-def articles(browser) -> list:
-    return browser.find_elements(By.CSS_SELECTOR, "#results article")
+def rows(browser) -> list:
+    """The message rows of the table, in the order shown."""
+    return browser.find_elements(By.CSS_SELECTOR, "#results tr.message")
+
+
+def offsets(browser) -> list[str]:
+    return [row.get_attribute("data-offset") for row in rows(browser)]
+
+
+def expand(browser, row):
+    """Opens a message row (its button); the detail row below it."""
+    toggle = row.find_element(By.CSS_SELECTOR, "button.expand")
+    if toggle.get_attribute("aria-expanded") != "true":
+        toggle.click()
+    return find(browser, f"#{toggle.get_attribute('aria-controls')}")
+
+
+def payload_of(browser, row) -> str:
+    return expand(browser, row).find_element(By.CSS_SELECTOR, "pre.payload").text
+
+
+def previews(browser) -> list[str]:
+    return [row.find_element(By.CSS_SELECTOR, "td.preview").text for row in rows(browser)]
 
 
 # -- logging in ---------------------------------------------------------------------------------
@@ -201,13 +222,45 @@ def test_the_overview_shows_the_server_and_charts_live_throughput(browser, http_
     thread.start()
     try:
         figure = browser.find_element(By.CSS_SELECTOR, ".chart-card output")
-        wait(browser, lambda b: figure.text.endswith("msg/s") and not figure.text.startswith("0.0"),
+        wait(browser, lambda b: figure.text.endswith("msg/s") and figure.text != "0 msg/s",
              "the messages-in figure never moved")
     finally:
         sending.set()
         thread.join()
     assert find(browser, ".chart-card .line").get_attribute("d").startswith("M")
     shot(browser, "overview")
+
+
+def axis_labels(chart, axis: str) -> list[str]:
+    return [label.text for label in chart.find_elements(By.CSS_SELECTOR, f".{axis}-axis text")]
+
+
+def test_the_overview_charts_have_axes_units_and_a_five_minute_window(browser, http_server, root):
+    """Idle or busy, each chart has a y axis from 0 in its unit (SI prefixes) and an x axis of
+    clock times across the last five minutes; an idle figure reads 0, not a dash."""
+    log_in(browser, http_server)
+    visible(browser, "#server-facts")
+    charts = {c.find_element(By.TAG_NAME, "figcaption").text.split(":")[0]: c
+              for c in browser.find_elements(By.CSS_SELECTOR, "#charts .chart-card")}
+    assert set(charts) == {"Messages in", "Messages out", "Bytes in", "Bytes out"}
+    units = {"Messages in": "msg/s", "Messages out": "msg/s", "Bytes in": "B/s", "Bytes out": "B/s"}
+    for name, chart in charts.items():
+        assert "last 5 min" in chart.find_element(By.TAG_NAME, "figcaption").text
+        ticks = axis_labels(chart, "y")
+        assert len(ticks) >= 3 and ticks[0] == f"0 {units[name]}", (name, ticks)
+        assert all(t.endswith(units[name]) for t in ticks), ticks
+        times = axis_labels(chart, "x")  # whole minutes, oldest first, spanning the window
+        assert len(times) in (5, 6) and all(len(t) == 5 and t[2] == ":" for t in times), times
+        minutes = [int(t[:2]) * 60 + int(t[3:]) for t in times]
+        assert [(m - minutes[0]) % 1440 for m in minutes] == list(range(len(times)))
+    # the quietest: no message read here, so "Messages out" idles at 0 with its axes
+    wait(browser, lambda b: charts["Messages out"].find_element(By.TAG_NAME, "output").text == "0 msg/s")
+    stream, topic = make_topic(root)
+    send(root, stream, topic, [{"payload": b64(b"x" * 2000)}] * 500)  # 1 MB in one sample
+    wait(browser, lambda b: any(t.endswith(" kB/s") or t.endswith(" MB/s") for t in axis_labels(charts["Bytes in"], "y")),
+         "no SI prefix on the bytes axis")
+    browser.execute_script("arguments[0].scrollIntoView()", find(browser, "#throughput-title"))
+    shot(browser, "overview-charts")
 
 
 # -- streams and topics ---------------------------------------------------------------------------------
@@ -269,7 +322,7 @@ def test_deleting_a_topic_asks_first_naming_what_will_be_lost(browser, http_serv
 # -- messages ---------------------------------------------------------------------------------------------
 
 
-def test_browse_messages_as_text_json_and_hex_with_key_and_headers(browser, http_server, root):
+def test_browse_messages_as_a_table_whose_rows_expand_to_text_json_and_hex(browser, http_server, root):
     stream, topic = make_topic(root)
     send(root, stream, topic, [
         {"payload": b64(b"hello world")},
@@ -280,35 +333,84 @@ def test_browse_messages_as_text_json_and_hex_with_key_and_headers(browser, http
     ])
     log_in(browser, http_server)
     go(browser, http_server, f"/messages?stream={stream['id']}&topic=1&partition=1")
-    wait(browser, lambda b: len(articles(b)) == 3)
-    newest, json_message, text_message = articles(browser)  # newest first
-    assert newest.get_attribute("data-offset") == "2"
-    assert "00 ff 10 62 69 6e" in newest.find_element(By.TAG_NAME, "pre").text
-    assert json_message.find_element(By.TAG_NAME, "pre").text == (
+    wait(browser, lambda b: len(rows(b)) == 3)
+    headers = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#results thead th")][1:]
+    assert headers == ["Offset", "Partition", "Time", "Key", "Value", "Size"]
+    assert offsets(browser) == ["2", "1", "0"]  # newest first
+    newest, json_row, text_row = rows(browser)
+    cells = [td.text for td in json_row.find_elements(By.TAG_NAME, "td")][1:]
+    assert cells[0] == "1" and cells[1] == "1 (Kafka 0)" and cells[3] == "customer-7"
+    assert cells[4] == '{"order":42,"items":["tea","milk"]}' and cells[5] == "39 B"
+    assert text_row.find_element(By.TAG_NAME, "time").get_attribute("title").endswith(" UTC")
+    assert previews(browser)[0] == "00 ff 10 62 69 6e 61 72 79"  # not text: hex
+    assert not browser.find_elements(By.CSS_SELECTOR, "#results tr.detail:not([hidden])")  # closed
+
+    json_row.find_element(By.CSS_SELECTOR, "td.preview").click()  # a click on the row opens it
+    detail = wait(browser, lambda b: next((d for d in b.find_elements(By.CSS_SELECTOR, "#results tr.detail")
+                                           if d.is_displayed()), False))
+    assert detail.find_element(By.TAG_NAME, "pre").text == (
         '{\n  "order": 42,\n  "items": [\n    "tea",\n    "milk"\n  ]\n}')
-    assert json_message.find_element(By.CSS_SELECTOR, ".key").text == "customer-7"
-    assert "source" in json_message.text and "shop" in json_message.text
-    assert text_message.find_element(By.TAG_NAME, "pre").text == "hello world"
-    time_element = text_message.find_element(By.TAG_NAME, "time")
-    assert time_element.get_attribute("title").endswith(" UTC")
+    assert detail.find_element(By.CSS_SELECTOR, ".key").text == "customer-7"
+    assert "source" in detail.text and "shop" in detail.text and "shown as JSON" in detail.text
+    assert "00 ff 10 62 69 6e" in payload_of(browser, newest)
+    assert payload_of(browser, text_row) == "hello world"
     shot(browser, "messages")
+    json_row.find_element(By.CSS_SELECTOR, "button.expand").click()  # closes again
+    wait(browser, lambda b: not detail.is_displayed())
 
     browse = form(browser, "Browse")
     Select(browse.find_element(By.NAME, "view")).select_by_visible_text("Hex")
-    wait(browser, lambda b: "68 65 6c 6c 6f 20 77 6f" in articles(b)[2].text)
+    wait(browser, lambda b: "68 65 6c 6c 6f 20 77 6f" in payload_of(b, rows(b)[2]))
     Select(browse.find_element(By.NAME, "view")).select_by_visible_text("Auto")
     Select(browse.find_element(By.NAME, "order")).select_by_visible_text("Oldest first")
     Select(browse.find_element(By.NAME, "from")).select_by_visible_text("an offset")
     fill(browse, "Offset", "1")
     fill(browse, "How many", "1")
     button(browser, "Show messages").click()
-    wait(browser, lambda b: [a.get_attribute("data-offset") for a in articles(b)] == ["1"])
+    wait(browser, lambda b: offsets(b) == ["1"])
     fill(browse, "How many", "5")
     fill(browse, "Offset", "0")
     button(browser, "Show messages").click()
-    wait(browser, lambda b: [a.get_attribute("data-offset") for a in articles(b)] == ["0", "1", "2"])
+    wait(browser, lambda b: offsets(b) == ["0", "1", "2"])
     fill(browse, "Filter by key or header", "customer")
-    wait(browser, lambda b: [a.get_attribute("data-offset") for a in articles(b)] == ["1"])
+    wait(browser, lambda b: offsets(b) == ["1"])
+
+
+def test_all_partitions_merged_by_time_with_kafka_numbers(browser, http_server, root):
+    stream, topic = make_topic(root, partitions=2)
+    for n in range(6):  # alternating partitions, one request each: times increase
+        send(root, stream, topic, [{"payload": b64(b"m%d" % n)}], partition=1 + n % 2)
+    log_in(browser, http_server)
+    go(browser, http_server, f"/messages?stream={stream['id']}&topic={topic}")  # no partition: all
+    wait(browser, lambda b: len(rows(b)) == 6)
+    picker = Select(form(browser, "Partition").find_element(By.NAME, "partition"))
+    assert picker.first_selected_option.text == "All 2 partitions"
+    assert [o.text for o in picker.options][1:] == ["1 (Kafka 0) · 3 messages", "2 (Kafka 1) · 3 messages"]
+    assert previews(browser) == ["m5", "m4", "m3", "m2", "m1", "m0"]  # newest first, across partitions
+    parts = [row.find_element(By.CSS_SELECTOR, "td.partition").text for row in rows(browser)]
+    assert parts == ["2 (Kafka 1)", "1 (Kafka 0)"] * 3
+    assert offsets(browser) == ["2", "2", "1", "1", "0", "0"]
+    assert "merged by time" in find(browser, "#results-summary").text
+    shot(browser, "messages-all-partitions")
+    browse = form(browser, "Browse")
+    Select(browse.find_element(By.NAME, "order")).select_by_visible_text("Oldest first")
+    fill(browse, "How many", "3")
+    button(browser, "Show messages").click()
+    wait(browser, lambda b: previews(b) == ["m0", "m1", "m2"])
+    follow = button(browser, "Follow live")  # every partition's new messages, newest first
+    follow.click()
+    wait(browser, lambda b: b.find_element(By.ID, "follow-state").text.startswith("Following all 2 partitions"))
+    with Client(http_server.address) as client:
+        client.login_user("iggy", "iggy")
+        client.send_messages(stream["id"], topic, [b"live in 2"], partitioning=2)
+        wait(browser, lambda b: previews(b) == ["live in 2"])
+        client.send_messages(stream["id"], topic, [b"live in 1"], partitioning=1)
+        wait(browser, lambda b: previews(b) == ["live in 1", "live in 2"])
+    assert [row.get_attribute("data-partition") for row in rows(browser)] == ["1", "2"]
+    follow.click()
+    wait(browser, lambda b: follow.get_attribute("aria-pressed") == "false")
+    Select(form(browser, "Partition").find_element(By.NAME, "partition")).select_by_value("2")
+    wait(browser, lambda b: previews(b) == ["live in 2", "m5", "m3", "m1"])
 
 
 def test_search_a_range_by_key_or_header_reads_past_one_page(browser, http_server, root):
@@ -324,15 +426,15 @@ def test_search_a_range_by_key_or_header_reads_past_one_page(browser, http_serve
         send(root, stream, topic, [message(n) for n in range(start, start + 500)])
     log_in(browser, http_server)
     go(browser, http_server, f"/messages?stream={stream['id']}&topic=1&partition=1")
-    wait(browser, lambda b: len(articles(b)) == 20)
+    wait(browser, lambda b: len(rows(b)) == 20)
     search = form(browser, "Search a range")
     fill(search, "From offset", "10")
     fill(search, "To offset", "2499")
     fill(search, "Key or header contains", "VIP")
     button(browser, "Search").click()
     wait(browser, lambda b: "3 matches" in find(b, "#search-state").text)
-    assert [a.get_attribute("data-offset") for a in articles(browser)] == ["1700", "2100", "2400"]
-    assert "vip-1700" in articles(browser)[0].text and "vip-trace" in articles(browser)[1].text
+    assert offsets(browser) == ["1700", "2100", "2400"]
+    assert "vip-1700" in rows(browser)[0].text and "vip-trace" in expand(browser, rows(browser)[1]).text
     fill(search, "To offset", "5")
     button(browser, "Search").click()
     wait(browser, lambda b: "From at most To" in status_text(b))
@@ -348,7 +450,7 @@ def test_browse_by_time_in_either_order(browser, http_server, root):
     later_us = polled["messages"][1]["timestamp"]
     log_in(browser, http_server)
     go(browser, http_server, f"/messages?stream={stream['id']}&topic=1&partition=1")
-    wait(browser, lambda b: len(articles(b)) == 2)
+    wait(browser, lambda b: len(rows(b)) == 2)
     browse = form(browser, "Browse")
     Select(browse.find_element(By.NAME, "from")).select_by_visible_text("a time")
     time_input = visible(browser, 'input[name="time"]')
@@ -360,10 +462,10 @@ def test_browse_by_time_in_either_order(browser, http_server, root):
     """, time_input, later_us)
     Select(browse.find_element(By.NAME, "order")).select_by_visible_text("Oldest first")
     button(browser, "Show messages").click()
-    wait(browser, lambda b: [a.find_element(By.TAG_NAME, "pre").text for a in articles(b)] == ["later"])
+    wait(browser, lambda b: previews(b) == ["later"])
     Select(browse.find_element(By.NAME, "order")).select_by_visible_text("Newest first")
     button(browser, "Show messages").click()
-    wait(browser, lambda b: [a.find_element(By.TAG_NAME, "pre").text for a in articles(b)] == ["earlier"])
+    wait(browser, lambda b: previews(b) == ["earlier"])
 
 
 def test_send_a_test_message_from_the_console(browser, http_server, root):
@@ -375,9 +477,9 @@ def test_send_a_test_message_from_the_console(browser, http_server, root):
     fill(sender, "Key (optional)", "k-1")
     fill(sender, "Headers (optional)", "trace=abc")
     button(browser, "Send").click()
-    wait(browser, lambda b: len(articles(b)) == 1)
-    assert "sent from the console" in articles(browser)[0].text
-    assert "k-1" in articles(browser)[0].text and "trace" in articles(browser)[0].text
+    wait(browser, lambda b: len(rows(b)) == 1)
+    assert previews(browser) == ["sent from the console"]
+    assert "k-1" in rows(browser)[0].text and "trace" in expand(browser, rows(browser)[0]).text
     polled = root.get(f"/streams/{stream['id']}/topics/{topic}/messages",
                       params={"partition_id": 1, "kind": "offset", "value": 0, "count": 10}).json()
     [message] = polled["messages"]
@@ -390,18 +492,17 @@ def test_follow_shows_messages_as_a_client_sends_them(browser, http_server, root
     send(root, stream, topic, [{"payload": b64(b"before following")}])
     log_in(browser, http_server)
     go(browser, http_server, f"/messages?stream={stream['id']}&topic=1&partition=1")
-    wait(browser, lambda b: len(articles(b)) == 1)
+    wait(browser, lambda b: len(rows(b)) == 1)
     follow = button(browser, "Follow live")
     follow.click()
     wait(browser, lambda b: b.find_element(By.ID, "follow-state").text.startswith("Following partition 1 from offset 1"))
-    assert articles(browser) == []
+    assert rows(browser) == []
     with Client(http_server.address) as client:
         client.login_user("iggy", "iggy")
         client.send_messages(stream["id"], topic, [b"live one"], partitioning=1)
-        wait(browser, lambda b: [a.find_element(By.TAG_NAME, "pre").text for a in articles(b)] == ["live one"])
+        wait(browser, lambda b: previews(b) == ["live one"])
         client.send_messages(stream["id"], topic, [b"live two", b"live three"], partitioning=1)
-        wait(browser, lambda b: [a.find_element(By.TAG_NAME, "pre").text for a in articles(b)]
-             == ["live three", "live two", "live one"])
+        wait(browser, lambda b: previews(b) == ["live three", "live two", "live one"])
     assert follow.get_attribute("aria-pressed") == "true"
     shot(browser, "follow")
     follow.click()
@@ -442,6 +543,8 @@ def test_consumers_show_lag_per_partition_moving_as_a_group_commits(browser, htt
         assert lag_of(browser, "shipping") == ["6"]  # the Kafka group: 10 - 4
         shipping = find(browser, "#lag").find_element(By.XPATH, ".//tr[td[1]='shipping']/td[3]")
         assert shipping.text == "1 (Kafka 0)"  # rill's partition 1 is Kafka's 0
+        position = find(browser, "#lag").find_element(By.XPATH, ".//tr[td[1]='shipping']/td[4]")
+        assert position.text == "Reads next 4"  # the wording of every view of a committed offset
         assert "Kafka group" in find(browser, "#lag").text and "Iggy group" in find(browser, "#lag").text
         members = visible(browser, "#groups table").text
         assert "1" in members.splitlines()[-1]  # the member is assigned partition 1
@@ -458,9 +561,30 @@ def test_consumers_show_lag_per_partition_moving_as_a_group_commits(browser, htt
     finally:
         reader.close()
     chart = find(browser, '[data-consumer="Iggy group workers"]')
-    assert chart.find_element(By.TAG_NAME, "output").text == "0 messages"
+    assert chart.find_element(By.TAG_NAME, "output").text == "0 msg"
+    assert axis_labels(chart, "y")[0] == "0 msg" and len(axis_labels(chart, "x")) in (5, 6)
     assert chart.find_element(By.CSS_SELECTOR, ".line").get_attribute("d").count("L") >= 1  # 2+ samples
     shot(browser, "consumers")
+    browser.execute_script("arguments[0].scrollIntoView()", find(browser, "#lag-chart-title"))
+    shot(browser, "consumers-lag-charts")
+
+
+def test_a_consumers_link_selects_the_topic_it_names(browser, http_server, root):
+    stream = root.post("/streams", json={"name": unique("linked")}).json()
+    for name in ("alpha", "beta", "gamma"):
+        assert root.post(f"/streams/{stream['id']}/topics", json={"name": name, "partitions_count": 1}).status_code == 200
+    log_in(browser, http_server)
+    for named, expected in (("beta", "beta"), ("3", "gamma")):  # by name, by ID
+        go(browser, http_server, f"/consumers?stream={stream['name']}&topic={named}")
+        wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#lag p, #lag table"))
+        picker = Select(form(browser, "Topic").find_element(By.NAME, "topic"))
+        assert picker.first_selected_option.text == expected
+        assert Select(form(browser, "Topic").find_element(By.NAME, "stream")).first_selected_option.text == stream["name"]
+    go(browser, http_server, f"/streams/{stream['id']}/topics/2")  # the topic page's link
+    visible(browser, '#view a[href^="#/consumers?"]').click()
+    wait(browser, lambda b: Select(b.find_element(By.NAME, "topic")).first_selected_option.text == "beta")
+    go(browser, http_server, f"/consumers?stream={stream['id']}&topic=delta")  # no such topic: said
+    assert "has no topic delta" in visible(browser, "#view .error").text
 
 
 # -- permissions and narrow windows -----------------------------------------------------------------------
@@ -479,7 +603,7 @@ def test_a_read_only_user_sees_no_buttons_that_would_fail(browser, http_server, 
     shot(browser, "read-only-streams")
 
     def buttons(b) -> set[str]:
-        return {e.text for e in b.find_elements(By.CSS_SELECTOR, "#view button") if e.is_displayed()}
+        return {e.text for e in b.find_elements(By.CSS_SELECTOR, "#view button:not(.expand)") if e.is_displayed()}
 
     assert buttons(browser) == set()
     assert not browser.find_elements(By.CSS_SELECTOR, "#view form")
@@ -487,7 +611,7 @@ def test_a_read_only_user_sees_no_buttons_that_would_fail(browser, http_server, 
     wait(browser, lambda b: topic in b.find_element(By.TAG_NAME, "table").text)
     assert buttons(browser) == set() and not browser.find_elements(By.CSS_SELECTOR, "#view form")
     go(browser, http_server, f"/messages?stream={stream['id']}&topic=1&partition=1")
-    wait(browser, lambda b: len(articles(b)) == 1)  # reading is allowed
+    wait(browser, lambda b: len(rows(b)) == 1)  # reading is allowed
     assert buttons(browser) == {"Show messages", "Search", "Follow live"}  # no "Send"
     assert not browser.find_elements(By.CSS_SELECTOR, 'form[aria-label="Send a test message"]')
 
@@ -504,13 +628,142 @@ def test_narrow_window_has_no_sideways_scrolling(browser, http_server, root):
                                ("/users", "narrow-users")):
             go(browser, http_server, fragment)
             visible(browser, "#view h1")
-            wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#results article, #server-facts, #view table, #lag p"))
+            wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#results tr.message, #server-facts, #view table, #lag p"))
             overflow = browser.execute_script(
                 "return document.documentElement.scrollWidth - document.documentElement.clientWidth")
             assert overflow <= 0, f"{fragment}: {overflow} px of sideways scrolling"
             shot(browser, name)
     finally:
         browser.set_window_size(1280, 800)
+
+
+CLIPPED = """
+// The controls on the page whose text does not fit them, or that a scrolling or clipping box
+// (or the window) cuts: [what, why] pairs. Text widths are measured in the control's own font;
+// a select must fit its widest choice (and its arrow), a button its label, an input its value
+// or placeholder.
+const ruler = document.createElement("canvas").getContext("2d");
+const width = (text, style) => {
+  ruler.font = `${style.fontStyle} ${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+  return ruler.measureText(text).width;
+};
+const found = [];
+const selector = "button, select, textarea, input:not([type=radio]):not([type=checkbox]):not([type=hidden])";
+for (const el of document.querySelectorAll(selector)) {
+  if (!el.getClientRects().length || el.closest("dialog:not([open])")) continue;
+  const style = getComputedStyle(el);
+  const box = el.getBoundingClientRect();
+  const name = `${el.tagName.toLowerCase()} ${el.name || el.id || el.textContent.trim().slice(0, 30)}`;
+  const inner = box.width - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight)
+    - parseFloat(style.borderLeftWidth) - parseFloat(style.borderRightWidth);
+  let need = 0;
+  if (el.tagName === "SELECT") need = Math.max(0, ...Array.from(el.options, (o) => width(o.text, style))) + 20;
+  else if (el.tagName === "BUTTON") need = width(el.textContent.trim(), style);
+  else if (el.tagName === "INPUT" && !["number", "datetime-local", "date", "time"].includes(el.type)) need = width(el.value || el.placeholder || "", style);
+  if (need > inner + 0.5) found.push([name, `needs ${Math.ceil(need)} px, has ${Math.floor(inner)}`]);
+  if (el.scrollWidth > el.clientWidth + 1 && el.tagName !== "TEXTAREA") found.push([name, "its content scrolls"]);
+  if (box.left < 0 || box.right > document.documentElement.clientWidth) found.push([name, "outside the window"]);
+  for (let up = el.parentElement; up; up = up.parentElement) {
+    const s = getComputedStyle(up);
+    if (s.overflowX === "visible" && s.overflowY === "visible") continue;
+    const area = up.getBoundingClientRect();
+    if (box.left < area.left - 0.5 || box.right > area.right + 0.5) found.push([name, `cut by ${up.tagName.toLowerCase()}.${up.className}`]);
+  }
+}
+return found;
+"""
+
+
+@pytest.mark.parametrize("width", [1440, 1280])
+def test_no_control_is_clipped_at_desktop_widths(browser, http_server, root, width):
+    stream, topic = make_topic(root, partitions=2)
+    send(root, stream, topic, [{"payload": b64(b"a message")}] * 3)
+    log_in(browser, http_server)
+    browser.set_window_size(width, 900)
+    try:
+        inner = browser.execute_script("return window.innerWidth")
+        assert inner == width, inner
+        views = {
+            "overview": ("/overview", "#server-facts"),
+            "streams": ("/streams", "#view table"),
+            "stream": (f"/streams/{stream['id']}", "#view table"),
+            "topic": (f"/streams/{stream['id']}/topics/1", "#view table"),
+            "messages-one": (f"/messages?stream={stream['id']}&topic=1&partition=1", "#results tr.message"),
+            "messages-all": (f"/messages?stream={stream['id']}&topic=1&partition=all", "#results tr.message"),
+            "consumers": (f"/consumers?stream={stream['id']}&topic=1", "#lag p, #lag table"),
+            "users": ("/users", "#view table"),
+            "user": ("/users/1", "#view form"),
+        }
+        for name, (fragment, ready) in views.items():
+            go(browser, http_server, fragment)
+            wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, ready), f"{name} never showed")
+            if name.startswith("messages"):  # every control of the browse form shown once
+                Select(form(browser, "Browse").find_element(By.NAME, "from")).select_by_visible_text("a time")
+            clipped = browser.execute_script(CLIPPED)
+            assert clipped == [], f"{name} at {width} px: {clipped}"
+            if name.startswith("messages") or name in ("stream", "overview"):
+                shot(browser, f"{name}-{width}")
+    finally:
+        browser.set_window_size(1280, 800)
+
+
+# -- the record format of a new topic --------------------------------------------------------------------
+
+RECORD_BODIES = r"""
+window.topicBodies = [];
+const original = window.fetch;
+window.fetch = (url, init = {}) => {
+  if (init.method === "POST" && /\/topics$/.test(String(url))) window.topicBodies.push(JSON.parse(init.body));
+  return original(url, init);
+};
+"""
+
+TOPIC_AS_KAFKA = r"""
+const original = window.fetch;
+window.fetch = async (url, init = {}) => {  // a topic's JSON as a server with record formats answers it
+  const answer = await original(url, init);
+  if ((init.method || "GET") !== "GET" || !/\/streams\/[^/]+\/topics\/[^/?]+$/.test(String(url))) return answer;
+  const topic = await answer.json();
+  return new Response(JSON.stringify({ ...topic, record_format: "kafka" }), { status: answer.status, headers: answer.headers });
+};
+"""
+
+
+def test_create_a_topic_sends_the_record_format_only_when_picked(browser, http_server, root):
+    stream = root.post("/streams", json={"name": unique("formats")}).json()
+    log_in(browser, http_server)
+    go(browser, http_server, f"/streams/{stream['id']}")
+    create = form(browser, "Create a topic")
+    picker = Select(create.find_element(By.NAME, "record_format"))
+    assert [o.text for o in picker.options] == ["Server default", "Iggy", "Kafka"]
+    assert picker.first_selected_option.text == "Server default"
+    browser.execute_script("arguments[0].scrollIntoView()", create)
+    shot(browser, "create-topic-form")
+    browser.execute_script(RECORD_BODIES)
+    fill(create, "Name", "plain")
+    button(browser, "Create topic").click()
+    wait(browser, lambda b: b.find_element(By.CSS_SELECTOR, "#view h1").text == "Topic plain")
+    go_back = f"#/streams/{stream['id']}"
+    browser.execute_script("location.hash = arguments[0]", go_back)  # (no reload: the recorder stays)
+    create = form(browser, "Create a topic")
+    fill(create, "Name", "kafka-made")
+    Select(create.find_element(By.NAME, "record_format")).select_by_visible_text("Kafka")
+    button(browser, "Create topic").click()
+    wait(browser, lambda b: len(b.execute_script("return window.topicBodies")) == 2)
+    plain, kafka = browser.execute_script("return window.topicBodies")
+    assert plain["name"] == "plain" and "record_format" not in plain  # the server's default
+    assert kafka["name"] == "kafka-made" and kafka["record_format"] == "kafka"
+
+
+def test_a_topic_shows_the_record_format_its_json_carries(browser, http_server, root):
+    stream, topic = make_topic(root)
+    log_in(browser, http_server)
+    go(browser, http_server, f"/streams/{stream['id']}")
+    visible(browser, "#view table")
+    browser.execute_script(TOPIC_AS_KAFKA)
+    browser.execute_script("location.hash = arguments[0]", f"#/streams/{stream['id']}/topics/1")
+    wait(browser, lambda b: "Kafka record format" in b.find_element(By.CSS_SELECTOR, "#view .summary").text)
+    shot(browser, "topic-record-format")
 
 
 # -- users and tokens ----------------------------------------------------------------------------------

@@ -4,13 +4,13 @@
 // of its total lag over time, sampled every two seconds while the view is open.
 
 import { get } from "./api.js";
-import { LineChart } from "./chart.js";
+import { TimeChart } from "./chart.js";
 import { count, plural } from "./format.js";
-import { field, h, table } from "./ui.js";
+import { field, findTopic, h, table } from "./ui.js";
 
 const PERIOD_MS = 2000;
-// rill numbers partitions from 1, Kafka from 0: a Kafka group's row shows both
-const partitionOf = (row) => (row.kind === "kafka_group" ? `${row.partition_id} (Kafka ${row.partition_id - 1})` : row.partition_id);
+// rill numbers partitions from 1, Kafka from 0: every row shows both
+const partitionOf = (row) => `${row.partition_id} (Kafka ${row.partition_id - 1})`;
 const KIND = { iggy_group: "Iggy group", iggy_consumer: "Iggy consumer", kafka_group: "Kafka group", other: "Other" };
 
 function label(row) {
@@ -27,7 +27,9 @@ export async function render(container, _ids, params) {
   }
   const stream = await get(`/streams/${encodeURIComponent(streamId)}`);
   const topics = (stream.topics || []).sort((a, b) => a.id - b.id);
-  const topicId = params.get("topic") || (topics[0] && String(topics[0].id));
+  // a link may name the topic by ID or by name: the picker shows the one named
+  const topic = findTopic(topics, params.get("topic")) || topics[0];
+  const topicId = topic && String(topic.id);
   const go = (changes) => { location.hash = `#/consumers?${new URLSearchParams({ stream: stream.id, topic: topicId || "", ...changes })}`; };
   const [streamField, streamSelect] = field("Stream", { tag: "select", name: "stream", options: streams.map((s) => [String(s.id), s.name]), value: String(stream.id) });
   streamSelect.addEventListener("change", () => go({ stream: streamSelect.value, topic: "" }));
@@ -38,6 +40,10 @@ export async function render(container, _ids, params) {
     container.append(h("p", { class: "empty" }, "This stream has no topics yet."));
     return undefined;
   }
+  if (params.get("topic") && !findTopic(topics, params.get("topic"))) {
+    container.append(h("p", { class: "error", role: "alert" }, `Stream ${stream.name} has no topic ${params.get("topic")}.`));
+    return undefined;
+  }
   const base = `/streams/${stream.id}/topics/${encodeURIComponent(topicId)}`;
   const lagSlot = h("div", { id: "lag" });
   const chartsSlot = h("div", { class: "charts", id: "lag-charts" });
@@ -46,7 +52,7 @@ export async function render(container, _ids, params) {
   container.append(
     h("section", { "aria-labelledby": "lag-title" }, h("h2", { id: "lag-title" }, "Lag per partition"), lagSlot),
     h("section", { "aria-labelledby": "lag-chart-title" }, h("h2", { id: "lag-chart-title" }, "Total lag over time"),
-      h("p", { class: "note" }, `Messages not yet read, sampled every ${PERIOD_MS / 1000} s while this page is open.`), chartsSlot),
+      h("p", { class: "note" }, `Messages not yet read, over the last 5 minutes, sampled every ${PERIOD_MS / 1000} s while this page is open.`), chartsSlot),
     h("section", { "aria-labelledby": "groups-title" }, h("h2", { id: "groups-title" }, "Iggy consumer groups"), groupsSlot),
     h("section", { "aria-labelledby": "kafka-groups-title" }, h("h2", { id: "kafka-groups-title" }, "Kafka consumer groups"), otherSlot));
 
@@ -60,14 +66,14 @@ export async function render(container, _ids, params) {
     if (stopped) return;
     lagSlot.replaceChildren(table("Committed offsets and lag", [
       ["Consumer", (r) => r.name], ["Kind", (r) => KIND[r.kind] || r.kind], ["Partition", partitionOf],
-      ["Reads next (committed)", (r) => (r.next_offset === null ? "nothing committed" : count(r.next_offset))],
+      ["Position", (r) => (r.next_offset === null ? "nothing committed" : `Reads next ${count(r.next_offset)}`)],
       ["End offset", (r) => count(r.end_offset)], ["Lag", (r) => h("span", { class: "lag" }, count(r.lag))],
     ], rows, "No consumer has committed an offset in this topic, and it has no consumer groups."));
     const totals = new Map();
     for (const row of rows) totals.set(label(row), (totals.get(label(row)) || 0) + row.lag);
     for (const [name, total] of totals) {
       if (!charts.has(name)) {
-        const chart = new LineChart(`${name} lag`, (v) => plural(v, "message"));
+        const chart = new TimeChart(`${name} lag`, { unit: "msg", whole: true, periodMs: PERIOD_MS });
         chart.element.dataset.consumer = name;
         charts.set(name, chart);
         chartsSlot.append(chart.element);
@@ -101,5 +107,9 @@ export async function render(container, _ids, params) {
   }
   await sample();
   timer = setTimeout(loop, PERIOD_MS);
-  return () => { stopped = true; clearTimeout(timer); };
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+    for (const chart of charts.values()) chart.stop();
+  };
 }

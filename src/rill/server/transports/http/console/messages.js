@@ -1,14 +1,16 @@
-// Messages of one partition: browse by offset or by time, newest or oldest first; payloads as
-// text, pretty JSON or hex, with their key (the "rill.key" header Kafka keys are stored in) and
-// headers; a filter by key or header over the range shown, and "Search" of an offset range (read
-// page by page, 1,000 messages a poll, up to 100,000 offsets and 1,000 matches); a test
-// message; and "Follow", the
-// live tail read from the server-sent events of GET .../messages/follow (one bounded stream,
-// closed when the view is left or Stop is pressed; not a refresh loop).
+// Messages of a topic as a table (offset, partition with Kafka's number beside rill's, time,
+// key, a preview of the value, size); a row expands to the message's key, headers and whole
+// payload as text, pretty JSON or hex. One partition, or all of them merged by time (each
+// partition's messages in offset order). Browse by offset or by time, newest or oldest first;
+// a filter by key or header over the rows read, and "Search" of an offset range of one partition
+// (read page by page, 1,000 messages a poll, up to 100,000 offsets and 1,000 matches); a test
+// message; and "Follow", the live tail read from the server-sent events of GET
+// .../messages/follow (one bounded stream per partition, opened again as it ends, closed when
+// the view is left or Stop is pressed; not a refresh loop).
 
 import { can, get, request, token } from "./api.js";
-import { count, plural, timestamp } from "./format.js";
-import { attempt, field, h, say } from "./ui.js";
+import { bytes as bytesText, count, plural, timestamp } from "./format.js";
+import { attempt, field, findTopic, h, say } from "./ui.js";
 
 const KEY_HEADER = "rill.key";
 const LIVE_KEEP = 200; // messages kept on screen while following
@@ -87,18 +89,100 @@ function keyOf(message) {
   return header ? headerValue(header) : null;
 }
 
-function messageCard(message, view) {
-  const [shown, how] = showPayload(decodeBase64(message.payload), view);
+// rill numbers partitions from 1, Kafka from 0
+export const partitionLabel = (id) => `${id} (Kafka ${id - 1})`;
+
+const PREVIEW_CHARS = 160;
+
+// One line of a payload for the table: compact JSON, text with its whitespace folded, or the
+// hex of its first bytes.
+function preview(bytes) {
+  const text = utf8(bytes);
+  if (text === null) {
+    const head = Array.from(bytes.slice(0, 24), (b) => b.toString(16).padStart(2, "0")).join(" ");
+    return [`${head}${bytes.length > 24 ? " …" : ""}`, "hex"];
+  }
+  let line = text;
+  if (/^\s*[[{]/.test(text)) {
+    try { line = JSON.stringify(JSON.parse(text)); } catch { /* not JSON: as text */ }
+  }
+  line = line.replace(/\s+/g, " ").trim();
+  return [line.length > PREVIEW_CHARS ? `${line.slice(0, PREVIEW_CHARS)}…` : line || "(empty)", "text"];
+}
+
+function shortTime(microseconds) {
+  const element = timestamp(microseconds);
+  const date = new Date(microseconds / 1000);
+  const p = (n, w = 2) => String(n).padStart(w, "0");
+  element.textContent = `${date.getFullYear()}-${p(date.getMonth() + 1)}-${p(date.getDate())} ` +
+    `${p(date.getHours())}:${p(date.getMinutes())}:${p(date.getSeconds())}.${p(date.getMilliseconds(), 3)}`;
+  return element;
+}
+
+const rowId = (message) => `message-${message.partition}-${message.offset}`;
+
+// The expanded part of a row: where the message is, its key, headers and the whole payload.
+function details(message, view) {
+  const bytes = decodeBase64(message.payload);
+  const [shown, how] = showPayload(bytes, view);
   const key = keyOf(message);
   const headers = Object.entries(message.headers || {}).filter(([name]) => name !== KEY_HEADER);
-  return h("article", { class: "message card", "data-offset": message.offset },
-    h("header", {},
-      h("strong", {}, `Offset ${count(message.offset)}`), " · ", timestamp(message.timestamp),
-      key !== null ? [" · key ", h("code", { class: "key" }, key)] : null,
-      h("span", { class: "how" }, how)),
-    headers.length ? h("dl", { class: "headers" }, headers.map(([name, header]) => [
-      h("dt", {}, name), h("dd", {}, h("code", {}, headerValue(header)), h("small", {}, ` (${header.kind})`))])) : null,
+  return h("div", { class: "details" },
+    h("dl", { class: "headers" },
+      h("dt", {}, "Offset"), h("dd", {}, count(message.offset)),
+      h("dt", {}, "Partition"), h("dd", {}, partitionLabel(message.partition)),
+      h("dt", {}, "Time"), h("dd", {}, timestamp(message.timestamp), h("small", {}, ` (${new Date(message.timestamp / 1000).toISOString()})`)),
+      h("dt", {}, "Key"), h("dd", {}, key !== null ? h("code", { class: "key" }, key) : h("span", { class: "note" }, "none")),
+      h("dt", {}, "Headers"), h("dd", {}, headers.length ? h("dl", { class: "header-list" }, headers.map(([name, header]) => [
+        h("dt", {}, name), h("dd", {}, h("code", {}, headerValue(header)), h("small", {}, ` (${header.kind})`))]))
+        : h("span", { class: "note" }, "none")),
+      h("dt", {}, "Payload"), h("dd", {}, `${plural(bytes.length, "byte")}, shown as `, h("span", { class: "how" }, how))),
     h("pre", { class: "payload", tabindex: 0 }, shown));
+}
+
+// A table of messages; a row expands (its button, or a click on the row) to its details.
+// ``open``: the IDs of the expanded rows, kept across redraws.
+function messageTable(messages, view, open) {
+  const body = h("tbody");
+  for (const message of messages) {
+    const id = rowId(message);
+    const expanded = open.has(id);
+    const [line] = preview(decodeBase64(message.payload));
+    const key = keyOf(message);
+    const toggle = h("button", {
+      type: "button", class: "expand", "aria-expanded": String(expanded), "aria-controls": id,
+      "aria-label": `Details of offset ${message.offset} in partition ${message.partition}`,
+    }, expanded ? "▾" : "▸");
+    const detailRow = h("tr", { class: "detail", id, hidden: !expanded },
+      h("td", { colspan: 7 }, expanded ? details(message, view) : null));
+    const flip = () => {
+      const now = !open.has(id);
+      if (now) open.add(id); else open.delete(id);
+      toggle.setAttribute("aria-expanded", String(now));
+      toggle.textContent = now ? "▾" : "▸";
+      detailRow.hidden = !now;
+      detailRow.firstChild.replaceChildren(...(now ? [details(message, view)] : []));
+    };
+    toggle.addEventListener("click", (event) => { event.stopPropagation(); flip(); });
+    const row = h("tr", {
+      class: "message", "data-offset": message.offset, "data-partition": message.partition,
+      onclick: () => { if (!window.getSelection().toString()) flip(); },
+    },
+    h("td", { class: "toggle" }, toggle),
+    h("td", { class: "num offset" }, count(message.offset)),
+    h("td", { class: "partition" }, partitionLabel(message.partition)),
+    h("td", { class: "time" }, shortTime(message.timestamp)),
+    h("td", { class: "key" }, key !== null ? h("code", {}, key) : ""),
+    h("td", { class: "preview", title: line }, line),
+    h("td", { class: "num size" }, bytesText(decodeBase64(message.payload).length)));
+    body.append(row, detailRow);
+  }
+  return h("div", { class: "table-wrap" }, h("table", { class: "messages" },
+    h("caption", { class: "visually-hidden" }, "Messages"),
+    h("thead", {}, h("tr", {},
+      h("th", { scope: "col", class: "toggle" }, h("span", { class: "visually-hidden" }, "Details")),
+      ["Offset", "Partition", "Time", "Key", "Value", "Size"].map((name) => h("th", { scope: "col", class: name.toLowerCase() }, name)))),
+    body));
 }
 
 function matches(message, needle) {
@@ -114,7 +198,7 @@ function matches(message, needle) {
 async function poll(base, partition, kind, value, n) {
   const query = new URLSearchParams({ partition_id: partition, kind, value: String(value), count: String(n) });
   const polled = await get(`${base}/messages?${query}`);
-  return polled.messages || [];
+  return (polled.messages || []).map((m) => ({ ...m, partition }));
 }
 
 // The messages asked for, in the order asked for.
@@ -193,6 +277,29 @@ function choices(label, name, options, value) {
   return field(label, { tag: "select", name, options, value: String(value ?? "") });
 }
 
+// Lists each in the order shown (a partition's messages, by offset) merged into one ordered by
+// time: the next message is the head with the newest (oldest) timestamp; a tie goes to the lower
+// partition. A partition's messages keep their offset order.
+export function mergeByTime(lists, newestFirst) {
+  const at = lists.map(() => 0);
+  const out = [];
+  for (;;) {
+    let best = -1;
+    for (let i = 0; i < lists.length; i += 1) {
+      if (at[i] >= lists[i].length) continue;
+      if (best < 0) { best = i; continue; }
+      const a = lists[i][at[i]].timestamp;
+      const b = lists[best][at[best]].timestamp;
+      if (newestFirst ? a > b : a < b) best = i;
+    }
+    if (best < 0) return out;
+    out.push(lists[best][at[best]]);
+    at[best] += 1;
+  }
+}
+
+const ALL = "all";
+
 export async function render(container, _ids, params) {
   const streams = (await get("/streams")).sort((a, b) => a.id - b.id);
   const streamId = params.get("stream") || (streams[0] && String(streams[0].id));
@@ -203,45 +310,53 @@ export async function render(container, _ids, params) {
   }
   const stream = await get(`/streams/${encodeURIComponent(streamId)}`);
   const topics = (stream.topics || []).sort((a, b) => a.id - b.id);
-  const topicId = params.get("topic") || (topics[0] && String(topics[0].id));
-  const topic = topicId ? await get(`/streams/${stream.id}/topics/${encodeURIComponent(topicId)}`) : null;
-  const partitionId = Number(params.get("partition") || 1);
-  const partition = topic && (topic.partitions || []).find((p) => p.id === partitionId);
+  const named = findTopic(topics, params.get("topic")) || (params.get("topic") ? null : topics[0]);
+  const topic = named ? await get(`/streams/${stream.id}/topics/${named.id}`) : null;
+  const partitions = ((topic && topic.partitions) || []).sort((a, b) => a.id - b.id);
+  // several partitions: all of them unless the link picks one
+  const wanted = params.get("partition") || (partitions.length > 1 ? ALL : "1");
+  const all = wanted === ALL && partitions.length > 0;
+  const partition = all ? null : partitions.find((p) => String(p.id) === wanted);
 
   const go = (changes) => {
-    const next = new URLSearchParams({ stream: stream.id, topic: topic ? topic.id : "", partition: partitionId, ...changes });
+    const next = new URLSearchParams({ stream: stream.id, topic: topic ? topic.id : "", partition: wanted, ...changes });
     location.hash = `#/messages?${next}`;
   };
   const [streamField, streamSelect] = choices("Stream", "stream", streams.map((s) => [String(s.id), s.name]), stream.id);
-  streamSelect.addEventListener("change", () => go({ stream: streamSelect.value, topic: "", partition: 1 }));
+  streamSelect.addEventListener("change", () => go({ stream: streamSelect.value, topic: "", partition: "" }));
   const [topicField, topicSelect] = choices("Topic", "topic", topics.map((t) => [String(t.id), t.name]), topic && topic.id);
-  topicSelect.addEventListener("change", () => go({ topic: topicSelect.value, partition: 1 }));
-  const [partitionField, partitionSelect] = choices("Partition", "partition",
-    ((topic && topic.partitions) || []).map((p) => [String(p.id), `${p.id} (${plural(p.messages_count, "message")})`]), partitionId);
+  topicSelect.addEventListener("change", () => go({ topic: topicSelect.value, partition: "" }));
+  const [partitionField, partitionSelect] = choices("Partition", "partition", [
+    ...(partitions.length > 1 || all ? [[ALL, `All ${plural(partitions.length, "partition")}`]] : []),
+    ...partitions.map((p) => [String(p.id), `${partitionLabel(p.id)} · ${plural(p.messages_count, "message")}`])],
+  all ? ALL : wanted);
   partitionSelect.addEventListener("change", () => go({ partition: partitionSelect.value }));
   container.append(h("form", { class: "card pickers", "aria-label": "Partition", onsubmit: (e) => e.preventDefault() },
     streamField, topicField, partitionField));
-  if (!topic || !partition) {
-    container.append(h("p", { class: "empty" }, topic ? "This topic has no such partition." : "This stream has no topics yet."));
+  if (!topic || (!all && !partition)) {
+    container.append(h("p", { class: "empty" }, !topic
+      ? (params.get("topic") ? `Stream ${stream.name} has no topic ${params.get("topic")}.` : "This stream has no topics yet.")
+      : "This topic has no such partition."));
     return undefined;
   }
+  const reading = all ? partitions : [partition];
   const base = `/streams/${stream.id}/topics/${topic.id}`;
   const mayRead = can("read_messages", stream.id, topic.id);
   const mayWrite = can("write_messages", stream.id, topic.id);
   if (!mayRead) {
     container.append(h("p", { class: "empty" }, "Your permissions do not allow reading this topic's messages."));
-    if (mayWrite) container.append(sendForm(base, partition, () => say("Sent.")));
+    if (mayWrite) container.append(sendForm(base, partitions, partitions[0], () => say("Sent.")));
     return undefined;
   }
-  const endNow = async () => { // the partition's newest offset now (null: empty)
-    const now = (await get(base)).partitions.find((p) => p.id === partition.id);
-    return now && now.messages_count ? now.current_offset : null;
+  const endsNow = async () => { // each partition's newest offset now (null: empty)
+    const now = await get(base);
+    return new Map(now.partitions.map((p) => [p.id, p.messages_count ? p.current_offset : null]));
   };
 
   // browse controls
   const [fromField, fromSelect] = choices("Start at", "from", [["end", "the newest / oldest"], ["offset", "an offset"], ["time", "a time"]], "end");
   const [orderField, orderSelect] = choices("Order", "order", [["newest", "Newest first"], ["oldest", "Oldest first"]], "newest");
-  const [offsetField, offsetInput] = field("Offset", { name: "offset", type: "number", min: 0, value: 0 });
+  const [offsetField, offsetInput] = field(all ? "Offset (in each partition)" : "Offset", { name: "offset", type: "number", min: 0, value: 0 });
   const [timeField, timeInput] = field("Time (local)", { name: "time", type: "datetime-local", step: 1 });
   const [countField, countInput] = field("How many", { name: "count", type: "number", min: 1, max: 1000, value: 20 });
   const [viewField, viewSelect] = choices("Show payloads as", "view", [["auto", "Auto"], ["text", "Text"], ["json", "Pretty JSON"], ["hex", "Hex"]], "auto");
@@ -254,12 +369,15 @@ export async function render(container, _ids, params) {
   sync();
   const results = h("div", { id: "results", "aria-live": "polite" });
   const summary = h("p", { class: "summary", id: "results-summary" });
+  const open = new Set(); // the rows expanded
   let shown = [];
+  let newestFirst = true;
   const draw = () => {
     const needle = filterInput.value.trim().toLowerCase();
     const visible = shown.filter((m) => matches(m, needle));
-    summary.textContent = `${plural(visible.length, "message")} shown${needle ? ` (of ${count(shown.length)} read)` : ""}.`;
-    results.replaceChildren(...visible.map((m) => messageCard(m, viewSelect.value)));
+    const merged = all ? ` from ${plural(reading.length, "partition")}, merged by time, ${newestFirst ? "newest" : "oldest"} first (each partition's messages in offset order)` : "";
+    summary.textContent = `${plural(visible.length, "message")} shown${merged}${needle ? ` (of ${count(shown.length)} read)` : ""}.`;
+    results.replaceChildren(visible.length ? messageTable(visible, viewSelect.value, open) : h("p", { class: "empty" }, "No messages here."));
   };
   viewSelect.addEventListener("change", draw);
   filterInput.addEventListener("input", draw);
@@ -274,15 +392,19 @@ export async function render(container, _ids, params) {
       if (!(n >= 1 && n <= 1000)) throw new Error("How many: a number from 1 to 1000");
       const time = timeInput.value ? new Date(timeInput.value).getTime() : NaN;
       if (fromSelect.value === "time" && Number.isNaN(time)) throw new Error("Time: pick a date and time");
-      shown = await browse(base, partition.id, {
+      const ends = await endsNow();
+      const wantNewest = orderSelect.value === "newest";
+      const lists = await Promise.all(reading.map((p) => browse(base, p.id, {
         from: fromSelect.value, offset: Number(offsetInput.value), time, n,
-        newestFirst: orderSelect.value === "newest", end: await endNow(),
-      });
+        newestFirst: wantNewest, end: ends.has(p.id) ? ends.get(p.id) : null,
+      })));
+      newestFirst = wantNewest;
+      shown = all ? mergeByTime(lists, wantNewest).slice(0, n) : lists[0];
       draw();
     });
   });
 
-  // following
+  // following: one bounded stream of server-sent events per partition read, opened again as it ends
   let following = null;
   const followButton = h("button", { type: "button", id: "follow", "aria-pressed": "false" }, "Follow live");
   const followState = h("span", { class: "note", id: "follow-state" });
@@ -293,21 +415,21 @@ export async function render(container, _ids, params) {
     followButton.setAttribute("aria-pressed", "false");
     followState.textContent = "";
   }
-  async function follow(from) {
-    const controller = new AbortController();
-    following = controller;
-    followButton.textContent = "Stop following";
-    followButton.setAttribute("aria-pressed", "true");
-    const query = new URLSearchParams({ partition_id: partition.id, limit: 1000 });
+  async function follow(controller, part, from) {
+    const query = new URLSearchParams({ partition_id: part.id, limit: 1000 });
     if (from !== null) query.set("offset", from);
     let next = from;
     try {
       await readEvents(`${base}/messages/follow?${query}`, controller.signal, (name, data) => {
         if (name === "start") {
           next = data.offset;
-          followState.textContent = `Following partition ${partition.id} from offset ${count(data.offset)}…`;
+          if (!all) followState.textContent = `Following partition ${part.id} from offset ${count(data.offset)}…`;
         } else if (name === "messages") {
-          shown = [...data.messages.reverse(), ...shown].slice(0, LIVE_KEEP);
+          const arrived = data.messages.map((m) => ({ ...m, partition: part.id })).reverse();
+          shown = [...arrived, ...shown];
+          if (all) shown.sort((a, b) => b.timestamp - a.timestamp); // (stable: offsets stay in order)
+          shown = shown.slice(0, LIVE_KEEP);
+          newestFirst = true;
           next = data.messages[0].offset + 1;
           draw();
         } else if (name === "end") {
@@ -315,7 +437,7 @@ export async function render(container, _ids, params) {
           if (data.reason !== "limit" && data.reason !== "time") throw new Error(data.reason);
         }
       });
-      if (following === controller) follow(next); // a bounded stream ended: open the next one
+      if (following === controller) follow(controller, part, next); // a bounded stream ended: open the next one
     } catch (error) {
       if (following === controller) {
         stopFollowing();
@@ -323,21 +445,47 @@ export async function render(container, _ids, params) {
       }
     }
   }
-  // searching a range
+  followButton.addEventListener("click", () => {
+    if (following) { stopFollowing(); return; }
+    shown = [];
+    draw();
+    const controller = new AbortController();
+    following = controller;
+    followButton.textContent = "Stop following";
+    followButton.setAttribute("aria-pressed", "true");
+    if (all) followState.textContent = `Following all ${reading.length} partitions: new messages, newest first…`;
+    for (const part of reading) follow(controller, part, null);
+  });
+
+  container.append(browseForm);
+  // searching a range (of one partition)
+  if (!all) container.append(searchForm(base, partition, filterInput, (found) => { shown = found; newestFirst = false; draw(); },
+    () => { if (following) stopFollowing(); }, browseForm));
+  container.append(h("p", { class: "follow" }, followButton, " ", followState,
+    all ? h("span", { class: "note" }, " Search a range reads one partition: pick one above.") : null), summary, results);
+
+  if (mayWrite) container.append(sendForm(base, partitions, partition || partitions[0], () => {
+    if (!following) browseForm.requestSubmit();
+  }));
+  browseForm.requestSubmit();
+  return () => { if (following) following.abort(); following = null; };
+}
+
+function searchForm(base, partition, filterInput, show, stopFollowing, browseForm) {
   const [fromOffsetField, fromOffsetInput] = field("From offset", { name: "search_from", type: "number", min: 0, value: 0 });
   const [toOffsetField, toOffsetInput] = field("To offset", { name: "search_to", type: "number", min: 0, value: partition.messages_count ? partition.current_offset : 0 });
   const [needleField, needleInput] = field("Key or header contains", { name: "needle", type: "search", placeholder: "e.g. user-42 or trace=abc", autocomplete: "off" });
   const searchState = h("span", { class: "note", id: "search-state", "aria-live": "polite" });
-  const searchForm = h("form", { class: "card controls", "aria-label": "Search a range" },
-    h("h2", {}, "Search a range"), fromOffsetField, toOffsetField, needleField,
+  const form = h("form", { class: "card controls", "aria-label": "Search a range" },
+    h("h2", {}, `Search a range of partition ${partitionLabel(partition.id)}`), fromOffsetField, toOffsetField, needleField,
     h("button", { type: "submit" }, "Search"), searchState);
   let searching = 0; // the search running (a newer one, or a browse, ends it)
   browseForm.addEventListener("submit", () => { searching += 1; });
-  searchForm.addEventListener("submit", async (event) => {
+  form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    if (following) stopFollowing();
+    stopFollowing();
     const mine = ++searching;
-    await attempt(searchForm.querySelector("button[type=submit]"), async () => {
+    await attempt(form.querySelector("button[type=submit]"), async () => {
       const from = Number(fromOffsetInput.value), to = Number(toOffsetInput.value);
       const needle = needleInput.value.trim().toLowerCase();
       if (!(Number.isInteger(from) && Number.isInteger(to) && 0 <= from && from <= to)) {
@@ -350,34 +498,23 @@ export async function render(container, _ids, params) {
         searchState.textContent = `Searched to offset ${count(Math.min(next, to + 1) - 1)}: ${matchCount(matched)}…`;
       }, () => mine !== searching);
       if (mine !== searching) return;
-      shown = found;
       searchState.textContent = `Offsets ${count(from)} to ${count(to)}: ${matchCount(found.length)}` +
         (found.length >= SEARCH_KEEP ? ` (the first ${count(SEARCH_KEEP)})` : "") + ".";
-      draw();
+      show(found);
     });
   });
-
-  followButton.addEventListener("click", () => {
-    if (following) { stopFollowing(); return; }
-    shown = [];
-    draw();
-    follow(null);
-  });
-  container.append(browseForm, searchForm, h("p", { class: "follow" }, followButton, " ", followState), summary, results);
-
-  if (mayWrite) container.append(sendForm(base, partition, () => {
-    if (!following) browseForm.requestSubmit();
-  }));
-  browseForm.requestSubmit();
-  return () => { if (following) following.abort(); following = null; };
+  return form;
 }
 
-function sendForm(base, partition, sent) {
+// A test message, to the partition shown (or one picked, when several are read).
+function sendForm(base, partitions, initial, sent) {
   const [payloadField, payloadInput] = field("Payload (text)", { tag: "textarea", name: "payload", rows: 3 });
   const [keyField, keyInput] = field("Key (optional)", { name: "key", autocomplete: "off" });
   const [headersField, headersInput] = field("Headers (optional)", { tag: "textarea", name: "headers", rows: 2, help: "One name=value per line (string headers)" });
+  const [partField, partSelect] = choices("To partition", "to_partition",
+    partitions.map((p) => [String(p.id), partitionLabel(p.id)]), initial.id);
   const form = h("form", { class: "card form", "aria-label": "Send a test message" },
-    h("h2", {}, `Send a test message to partition ${partition.id}`), payloadField, keyField, headersField,
+    h("h2", {}, "Send a test message"), partField, payloadField, keyField, headersField,
     h("button", { type: "submit", class: "primary" }, "Send"));
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -390,14 +527,16 @@ function sendForm(base, partition, sent) {
         headers[line.slice(0, at).trim()] = { kind: "string", value: encodeBase64(encoder.encode(line.slice(at + 1).trim())) };
       }
       if (keyInput.value) headers[KEY_HEADER] = { kind: "raw", value: encodeBase64(encoder.encode(keyInput.value)) };
-      const partitionBytes = new Uint8Array(new Uint32Array([partition.id]).buffer);
+      const partitionId = Number(partSelect.value);
+      const partitionBytes = new Uint8Array(new Uint32Array([partitionId]).buffer);
       const message = { payload: encodeBase64(encoder.encode(payloadInput.value)) };
       if (Object.keys(headers).length) message.headers = headers;
       await request("POST", `${base}/messages`, {
         partitioning: { kind: "partition_id", value: encodeBase64(partitionBytes) }, messages: [message],
       });
-      say(`Message sent to partition ${partition.id}.`);
+      say(`Message sent to partition ${partitionLabel(partitionId)}.`);
       form.reset();
+      partSelect.value = String(partitionId);
       sent();
     });
   });

@@ -1,9 +1,9 @@
-// The overview: what the server runs (GET /server) and its live throughput, charted from the
-// server's own running totals sampled every two seconds.
+// The overview: what the server runs (GET /server) and its live throughput over the last five
+// minutes, charted from the server's own running totals sampled every two seconds.
 
 import { get } from "./api.js";
-import { LineChart } from "./chart.js";
-import { bytes, count, duration, rate, timestamp } from "./format.js";
+import { TimeChart } from "./chart.js";
+import { bytes, count, duration, timestamp } from "./format.js";
 import { h, table } from "./ui.js";
 
 const PERIOD_MS = 2000;
@@ -34,10 +34,10 @@ export async function render(container) {
   const listenersSlot = h("div");
   const clientsSlot = h("div");
   const charts = {
-    messages_in: new LineChart("Messages in", (v) => rate(v, "msg")),
-    messages_out: new LineChart("Messages out", (v) => rate(v, "msg")),
-    bytes_in: new LineChart("Bytes in", (v) => rate(v, "B")),
-    bytes_out: new LineChart("Bytes out", (v) => rate(v, "B")),
+    messages_in: new TimeChart("Messages in", { unit: "msg/s", periodMs: PERIOD_MS }),
+    messages_out: new TimeChart("Messages out", { unit: "msg/s", periodMs: PERIOD_MS }),
+    bytes_in: new TimeChart("Bytes in", { unit: "B/s", periodMs: PERIOD_MS }),
+    bytes_out: new TimeChart("Bytes out", { unit: "B/s", periodMs: PERIOD_MS }),
   };
   const chartNote = h("p", { class: "note" });
   container.append(heading, factsSlot,
@@ -71,10 +71,8 @@ export async function render(container) {
         for (const [name, chart] of Object.entries(charts)) {
           chart.push(Math.max(0, server.throughput[name] - previous.totals[name]) / seconds);
         }
-        chartNote.textContent = `Per second, sampled every ${PERIOD_MS / 1000} s.`;
-      } else {
-        chartNote.textContent = "Measuring…";
       }
+      chartNote.textContent = `Per second over the last 5 minutes, sampled every ${PERIOD_MS / 1000} s while this page is open.`;
       previous = { at: now, totals: server.throughput };
     }
   }
@@ -85,5 +83,9 @@ export async function render(container) {
   }
   await sample();
   timer = setTimeout(loop, PERIOD_MS);
-  return () => { stopped = true; clearTimeout(timer); };
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+    for (const chart of Object.values(charts)) chart.stop();
+  };
 }

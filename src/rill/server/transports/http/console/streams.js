@@ -42,6 +42,11 @@ function sizeText(value) {
   return isUnbounded(value) ? "unlimited" : bytes(value);
 }
 
+// A topic's record format as shown: "Iggy", "Kafka" (another value as sent).
+function formatName(format) {
+  return { iggy: "Iggy", kafka: "Kafka" }[format] || format || "";
+}
+
 function lossOf(thing) {
   return `${plural(thing.messages_count, "message")}, ${bytes(bytesOf(thing.size))}`;
 }
@@ -136,6 +141,7 @@ export async function renderStream(container, [streamId]) {
       ["Size", (t) => bytes(bytesOf(t.size))],
       ["Retention", (t) => expiry(t.message_expiry)],
       ["Max size", (t) => maxSize(t.max_topic_size)],
+      ...((stream.topics || []).some((t) => t.record_format) ? [["Format", (t) => formatName(t.record_format)]] : []),
       ["Actions", (t) => topicActions(stream, t, again)],
     ], (stream.topics || []).sort((a, b) => a.id - b.id), "No topics in this stream yet."));
   if (can("manage_stream", stream.id)) {
@@ -151,11 +157,17 @@ export async function renderStream(container, [streamId]) {
     const [parts, partsInput] = field("Partitions", { name: "partitions", type: "number", min: 1, value: 1, required: true });
     const [exp, expInput] = field("Message expiry", { name: "expiry", placeholder: "server default", help: 'e.g. "7 d", "12 h", "never"; empty: the server default', autocomplete: "off" });
     const [max, maxInput] = field("Max size", { name: "max_size", placeholder: "server default", help: 'e.g. "10 GB", "unlimited"; empty: the server default', autocomplete: "off" });
-    container.append(form("Create a topic", [name, parts, exp, max], "Create topic", async () => {
+    const [format, formatSelect] = field("Record format", {
+      tag: "select", name: "record_format", value: "",
+      options: [["", "Server default"], ["iggy", "Iggy"], ["kafka", "Kafka"]],
+      help: "How the log stores records: Iggy messages or Kafka record batches",
+    });
+    container.append(form("Create a topic", [name, parts, exp, max, format], "Create topic", async () => {
       const body = {
         name: nameInput.value.trim(), partitions_count: Number(partsInput.value),
         message_expiry: parseExpiry(expInput.value), max_topic_size: parseSize(maxInput.value),
       };
+      if (formatSelect.value) body.record_format = formatSelect.value; // only when picked
       const created = await request("POST", `${streamPath(stream.id)}/topics`, body);
       say(`Topic '${created.name}' created with ${plural(created.partitions_count, "partition")}.`);
       location.hash = `#/${path("streams", stream.id, "topics", created.id)}`;
@@ -200,18 +212,20 @@ export async function renderTopic(container, [streamId, topicId]) {
   container.append(
     breadcrumbs(["Streams", "#/streams"], [stream.name, `#/${path("streams", stream.id)}`], [topic.name]),
     h("h1", {}, `Topic ${topic.name}`),
-    h("p", { class: "summary" }, `ID ${topic.id} · ${plural(topic.partitions_count, "partition")} · ${lossOf(topic)} · retention ${expiry(topic.message_expiry)} · max size ${maxSize(topic.max_topic_size)} · compression ${topic.compression_algorithm} · created `, timestamp(topic.created_at)),
+    h("p", { class: "summary" }, `ID ${topic.id} · ${plural(topic.partitions_count, "partition")} · ${lossOf(topic)} · retention ${expiry(topic.message_expiry)} · max size ${maxSize(topic.max_topic_size)} · compression ${topic.compression_algorithm}${topic.record_format ? ` · ${formatName(topic.record_format)} record format` : ""} · created `, timestamp(topic.created_at)),
     topicActions(stream, topic, () => { location.hash = `#/${path("streams", stream.id)}`; }),
     table(`Partitions of ${topic.name}`, [
-      ["Partition", (p) => p.id],
+      ["Partition", (p) => `${p.id} (Kafka ${p.id - 1})`],
       ["Messages", (p) => count(p.messages_count)],
-      ["Last offset", (p) => (p.messages_count ? count(p.current_offset) : "–")],
+      ["Last offset", (p) => (p.messages_count ? count(p.current_offset) : "none (empty)")],
       ["Size", (p) => bytes(bytesOf(p.size))],
       ["Segments", (p) => count(p.segments_count)],
       ["Created", (p) => timestamp(p.created_at)],
-      ["Messages", (p) => h("a", { href: browse(p) }, `Browse partition ${p.id}`)],
+      ["Browse", (p) => h("a", { href: browse(p) }, `Browse partition ${p.id}`)],
     ], topic.partitions || []),
-    h("p", {}, h("a", { href: `#/consumers?stream=${stream.id}&topic=${topic.id}` }, `Consumers and lag of ${topic.name}`)));
+    h("p", { class: "links" },
+      (topic.partitions || []).length > 1 ? [h("a", { href: `#/messages?stream=${stream.id}&topic=${topic.id}&partition=all` }, "Browse all partitions"), " · "] : null,
+      h("a", { href: `#/consumers?stream=${stream.id}&topic=${topic.id}` }, `Consumers and lag of ${topic.name}`)));
   if (!can("manage_topic", stream.id, topic.id)) return;
   const [name, nameInput] = field("Name", { name: "name", value: topic.name, required: true, autocomplete: "off" });
   const [exp, expInput] = field("Message expiry", { name: "expiry", value: expiryText(topic.message_expiry), help: 'e.g. "7 d", "12 h", "never"', autocomplete: "off" });

@@ -84,3 +84,9 @@ export async function attempt(button, work) {
     if (button) button.disabled = false;
   }
 }
+
+// The topic a link names, by ID or by name (undefined: none).
+export function findTopic(topics, named) {
+  if (!named) return undefined;
+  return topics.find((t) => String(t.id) === named) || topics.find((t) => t.name === named);
+}
