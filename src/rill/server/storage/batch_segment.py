@@ -76,6 +76,9 @@ class BatchSegment(Segment):
         self.entries_count = 0
         # 16 bytes the log reads, then the format's own (a leader epoch)
         self._entry_size = record_format.index_entry_size
+        # offsets that hold no record (sparse batches); None: not counted yet (an opened
+        # segment: counted from its batches' heads when first asked, ``records_count``)
+        self._holes: int | None = 0
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -88,6 +91,7 @@ class BatchSegment(Segment):
         segment = super().open_active(directory, start_offset, durability, index_entries,
                                       size_bytes, verified, bad, record_format, messages_count)
         assert isinstance(segment, BatchSegment)
+        segment._holes = None
         size = segment._entry_size
         segment.entries_count = len(index_entries) // size
         if segment.entries_count:  # (the base class read them at a 16-byte stride)
@@ -102,6 +106,7 @@ class BatchSegment(Segment):
     ):
         segment = super().open_sealed(directory, start_offset, durability, **kwargs)
         assert isinstance(segment, BatchSegment)
+        segment._holes = None
         segment.entries_count = segment.index_path.stat().st_size // segment._entry_size
         return segment
 
@@ -125,6 +130,44 @@ class BatchSegment(Segment):
         self.verification.add_verified(first_new, self.next_offset)  # stamped here
         self.size_bytes += records_size
         self.last_timestamp = last_timestamp
+
+    # ------------------------------------------------------------------ records
+    @property
+    def records_count(self) -> int:
+        """Records stored: the offsets minus the holes of sparse batches (TANK's explicit
+        sequence numbers), what a reader counts. An opened segment's holes are counted from
+        its batches' heads (one read of a header per batch) when first asked, then kept."""
+        if self._holes is None:
+            self._holes = self._count_holes()
+        return self.messages_count - self._holes
+
+    def add_records(self, records: bytes | bytearray | memoryview) -> None:
+        """Count the holes of stamped batches just appended (``records``: their bytes)."""
+        held = self.format.records_held
+        if self._holes is None or held is None:
+            return
+        view, at, holes = memoryview(records), 0, 0
+        while at < len(view):
+            end = self.format.record_end(view, at)
+            if end is None:
+                break
+            holes += self.format.record_head(view, at)[1] - held(view, at)
+            at = end
+        self._holes += holes
+
+    def _count_holes(self) -> int:
+        held = self.format.records_held
+        if held is None or not self.entries_count:
+            return 0
+        index, size = self._index(), self.format.min_record_size
+        holes = 0
+        for number in range(self.entries_count):
+            head = self._read_log(size, self._entry_position(index, number))
+            if len(head) < size:
+                break
+            offsets = self._entry_first(index, number + 1) - self._entry_first(index, number)
+            holes += max(offsets - held(head, 0), 0)
+        return holes
 
     # ------------------------------------------------------------------ index lookups
     def entry_of(self, index: Index, offset: int) -> int:
@@ -313,6 +356,7 @@ class BatchSegment(Segment):
     def _install_index(self, entries: bytearray, written: bool) -> None:
         super()._install_index(entries, written)
         self.entries_count = len(entries) // self._entry_size
+        self._holes = None  # counted again from the batches the new index finds
 
     def _index_hints(self) -> bytes | None:
         length = self.entries_count * self._entry_size

@@ -131,12 +131,19 @@ class RecordFormat:
     # the leader epoch an index entry carries: (index bytes, byte position of the entry) ->
     # epoch; None for a format without epochs (only a batch-index format can have them)
     entry_epoch: Callable[[bytes | bytearray | memoryview, int], int] | None = None
+    # the records the batch at a position holds, which may be fewer than its offsets (a
+    # sparse batch: TANK's explicit sequence numbers); None: one record per offset
+    records_held: Callable[[bytes | bytearray | memoryview, int], int] | None = None
 
 
 def _iggy_record_head(view: bytes | bytearray | memoryview, position: int
                      ) -> tuple[int, int, int]:
     offset, _, timestamp, _, _ = record_header(view, position)
     return offset, 1, timestamp
+
+
+def _kafka_records_held(view: bytes | bytearray | memoryview, position: int) -> int:
+    return kafka_records.BATCH_HEADER.unpack_from(view, position)[12]  # recordsCount
 
 
 IGGY_V1 = RecordFormat(
@@ -170,6 +177,7 @@ KAFKA_V2 = RecordFormat(
     min_record_size=kafka_records.BATCH_HEADER_SIZE,
     index_entry_size=kafka_records.INDEX_ENTRY_SIZE,
     entry_epoch=kafka_records.entry_epoch,
+    records_held=_kafka_records_held,
 )
 
 FORMATS: dict[str, RecordFormat] = {IGGY_V1.name: IGGY_V1, KAFKA_V2.name: KAFKA_V2}
