@@ -73,8 +73,8 @@ class LogBounds:
 @dataclass(slots=True)
 class RecordRange:
     """A read: ``count`` stored records from ``first_offset`` (the first one's offset) as the
-    log holds them on disk
-    (``chunks`` of one record format, ``format``), and the partition's bounds at the read.
+    log holds them on disk (``chunks`` of one record format, ``format``), and the partition's
+    bounds at the read.
     A chunk is bytes, or a ``FileRegion`` when the read asked for regions (``data`` reads it)."""
 
     partition_id: int
