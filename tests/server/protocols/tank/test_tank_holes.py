@@ -116,6 +116,9 @@ def test_the_columnar_read_answers_from_the_next_stored_record(iggy, topic):
     reply = iggy.poll_messages_columnar("kafka", topic, 1, 0, 3)
     assert (reply.base_offset, reply.count, reply.next_offset) == (9, 3, 10001)
     assert [m.offset for m in reply.messages] == STORED[:3]
+    assert reply.end_offset == 12  # where the SDK's reader goes on
+    across = iggy.poll_messages_columnar("kafka", topic, 1, 11, 2)
+    assert [m.offset for m in across.messages] == [11, 9999] and across.end_offset == 10000
     assert iggy.poll_messages_columnar("kafka", topic, 1, 12, 10).base_offset == 9999
 
 
