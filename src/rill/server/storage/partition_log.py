@@ -715,10 +715,16 @@ class PartitionLog:
             if not read:
                 break
             data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-            converted = record_conversion.convert(data, source, record_format, position, read)
-            if converted.count:
-                parts.append(converted.first(count - got))
-                got += parts[-1].count
+            # the offsets wanted first (all a dense log needs: no record converted in vain),
+            # then, where holes left fewer records, the rest of the batches read
+            window = min(read, count - got)
+            for first, span in ((position, window), (position + window, read - window)):
+                if got >= count or not span:
+                    break
+                converted = record_conversion.convert(data, source, record_format, first, span)
+                if converted.count:
+                    parts.append(converted.first(count - got))
+                    got += parts[-1].count
             position += read
             if budget is not None:
                 budget -= len(data)
