@@ -6,11 +6,15 @@ and across segments too."""
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+
 import pytest
 
 from rill.protocol.layout import STORED_HEAD
 from rill.protocol.tank.record_batches import batch_from_bundle
-from rill.server.storage.partition_log import PartitionLog
+from rill.server.storage.durability import Durability, FsyncPolicy
+from rill.server.storage.partition_log import LogSettings, PartitionLog
 
 TS = 1_700_000_000_000  # ms
 
@@ -86,11 +90,36 @@ def test_the_last_records_are_counted_as_records(open_log) -> None:
     assert offsets(log, log.start_of_last(3), 3)[0] == [11, 9999, 10000]
 
 
-def test_messages_count_counts_records_not_offsets(open_log) -> None:
+def test_messages_count_counts_records_not_offsets(open_log, caplog) -> None:
     log = holed(open_log(record_format="kafka-v2", segment_size=1))  # a segment per batch
     assert (log.messages_count, log.next_offset, log.segments_count) == (5, 10001, 3)
     log.close()
+    caplog.set_level(logging.WARNING, logger="rill.server.storage")
     reopened = open_log(record_format="kafka-v2", segment_size=1)
+    assert caplog.records == []  # the holes kept in the index pass recovery's checks
     assert (reopened.messages_count, reopened.next_offset) == (5, 10001)
     reopened.append(sparse([b"z"], [10005], 10001), TS * 1000, gaps=True)
     assert reopened.messages_count == 6
+    assert offsets(reopened, 0, 10)[0] == [9, 10, 11, 9999, 10000, 10005]
+
+
+@pytest.mark.parametrize("clean_shutdown", [True, False])
+def test_a_rebuilt_index_keeps_the_holes(open_log, partition_dir: Path,
+                                         clean_shutdown: bool) -> None:
+    holed(open_log(record_format="kafka-v2")).close()
+    (partition_dir / "00000000000000000000.index").unlink()
+    rebuilt = open_log(record_format="kafka-v2", clean_shutdown=clean_shutdown)
+    assert (rebuilt.messages_count, rebuilt.next_offset) == (5, 10001)
+    assert offsets(rebuilt, 0, 3)[0] == [9, 10, 11]
+
+
+def test_a_follower_counts_the_leaders_records(open_log, tmp_path: Path) -> None:
+    leader = holed(open_log(record_format="kafka-v2"))
+    returned, chunks = leader.read(0, leader.next_offset)
+    follower = PartitionLog.open(tmp_path / "follower", LogSettings(record_format="kafka-v2"),
+                                 Durability(FsyncPolicy.NEVER), True)
+    try:
+        assert follower.append_replicated(b"".join(chunks), None, 0) == (0, 10000)
+        assert (follower.messages_count, follower.next_offset) == (5, 10001)
+    finally:
+        follower.close()

@@ -24,7 +24,8 @@ Owns the lookups of such an index, all binary searches over its entries (a per-r
     decrease along a log), the segment's part of ``PartitionLog.epoch_end``; ``last_epoch``.
 
 Invariants: ``entries_count`` is the number of entries in use, ``messages_count`` the offsets
-they cover; a bad batch is refused whole (every offset of it is marked bad); verification is
+they cover, ``records_count`` the records (fewer where sparse batches leave holes, which the
+format keeps in the entries: ``RecordFormat.holes_in``); a bad batch is refused whole (every offset of it is marked bad); verification is
 per batch (the format's ``verify`` returns the offsets of the batches it verified); the leader
 epochs of a segment's entries never decrease (the log refuses an append that would lower them).
 Not supported here yet: columnar reads (``index_columns``: they hand out per-record columns).
@@ -127,6 +128,8 @@ class BatchSegment(Segment):
         first_new = self.next_offset
         self.entries_count += len(index_entries) // self._entry_size
         self.messages_count += count
+        if self._holes is not None and self.format.holes_in is not None:
+            self._holes += self.format.holes_in(index_entries)
         self.verification.add_verified(first_new, self.next_offset)  # stamped here
         self.size_bytes += records_size
         self.last_timestamp = last_timestamp
@@ -135,39 +138,14 @@ class BatchSegment(Segment):
     @property
     def records_count(self) -> int:
         """Records stored: the offsets minus the holes of sparse batches (TANK's explicit
-        sequence numbers), what a reader counts. An opened segment's holes are counted from
-        its batches' heads (one read of a header per batch) when first asked, then kept."""
+        sequence numbers), what a reader counts. The format keeps each batch's holes in its
+        index entry (``RecordFormat.holes_in``): an opened segment sums them over its index
+        when first asked (no log read), appends add theirs."""
         if self._holes is None:
-            self._holes = self._count_holes()
+            holes_in = self.format.holes_in
+            self._holes = (0 if holes_in is None or not self.entries_count
+                           else holes_in(self._index()[: self.entries_count * self._entry_size]))
         return self.messages_count - self._holes
-
-    def add_records(self, records: bytes | bytearray | memoryview) -> None:
-        """Count the holes of stamped batches just appended (``records``: their bytes)."""
-        held = self.format.records_held
-        if self._holes is None or held is None:
-            return
-        view, at, holes = memoryview(records), 0, 0
-        while at < len(view):
-            end = self.format.record_end(view, at)
-            if end is None:
-                break
-            holes += self.format.record_head(view, at)[1] - held(view, at)
-            at = end
-        self._holes += holes
-
-    def _count_holes(self) -> int:
-        held = self.format.records_held
-        if held is None or not self.entries_count:
-            return 0
-        index, size = self._index(), self.format.min_record_size
-        holes = 0
-        for number in range(self.entries_count):
-            head = self._read_log(size, self._entry_position(index, number))
-            if len(head) < size:
-                break
-            offsets = self._entry_first(index, number + 1) - self._entry_first(index, number)
-            holes += max(offsets - held(head, 0), 0)
-        return holes
 
     # ------------------------------------------------------------------ index lookups
     def entry_of(self, index: Index, offset: int) -> int:

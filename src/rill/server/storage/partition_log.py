@@ -578,7 +578,6 @@ class PartitionLog:
             active.publish(len(records), index_entries, timestamp, last, count)
         else:
             active.append(records, index_entries, timestamp, last, count)
-        active.add_records(records)
         self._durability.mark_dirty(active.log_file)
         self._last_timestamp = last
         if active.size_bytes >= self.settings.segment_size:
@@ -756,7 +755,7 @@ class PartitionLog:
         batches may hold fewer records than offsets (holes), so its batches are walked back
         from the end, converted (``read_as``) to find their records' offsets."""
         first = self.first_offset
-        if not self.format.batch_index or self.format.records_held is None:
+        if not self.format.batch_index or self.format.holes_in is None:
             return max(first, self.next_offset - count)
         offsets: list[int] = []
         end = self.next_offset

@@ -189,10 +189,6 @@ class Segment(SegmentChecks):
         """Records stored (one per offset here; a batch-index segment's may hold fewer)."""
         return self.messages_count
 
-    def add_records(self, records: bytes | bytearray | memoryview) -> None:
-        """A stamped batch was appended (``records``: its bytes): one record per offset here,
-        nothing to count (see ``BatchSegment``)."""
-
     @property
     def end_offset(self) -> int:
         """Offset of the last message (start_offset - 1 when empty)."""
