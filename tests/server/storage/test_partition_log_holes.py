@@ -19,10 +19,11 @@ from rill.server.storage.partition_log import LogSettings, PartitionLog
 TS = 1_700_000_000_000  # ms
 
 
-def sparse(values: list[bytes], offsets: list[int], base: int) -> bytes:
+def sparse(values: list[bytes], offsets: list[int], base: int,
+           times: list[int] | None = None) -> bytes:
     """One batch as the TANK listener builds it for explicit numbers: records at ``offsets``
     (the log's), the batch appended at ``base`` (the log's next offset)."""
-    return batch_from_bundle([None] * len(values), values, [TS] * len(values),
+    return batch_from_bundle([None] * len(values), values, times or [TS] * len(values),
                              [offset - base for offset in offsets])
 
 
@@ -123,3 +124,13 @@ def test_a_follower_counts_the_leaders_records(open_log, tmp_path: Path) -> None
         assert (follower.messages_count, follower.next_offset) == (5, 10001)
     finally:
         follower.close()
+
+
+def test_a_timestamp_search_finds_the_record_after_a_hole_inside_a_batch(open_log) -> None:
+    log = open_log(record_format="kafka-v2")
+    log.append(sparse([b"a", b"b", b"c"], [4, 5, 8], 0, [TS, TS + 1, TS + 2]), (TS + 2) * 1000,
+               gaps=True)
+    log.append(sparse([b"d", b"e"], [20, 30], 9, [TS + 3, TS + 4]), (TS + 4) * 1000, gaps=True)
+    assert log.record_at_or_after((TS + 2) * 1000) == (8, (TS + 2) * 1000)
+    assert log.record_at_or_after((TS + 4) * 1000) == (30, (TS + 4) * 1000)
+    assert log.record_at_or_after((TS + 5) * 1000) is None

@@ -811,8 +811,8 @@ class PartitionLog:
                 return None
             for index, timestamp in enumerate(converted.timestamps):
                 if timestamp >= timestamp_us:
-                    return converted.first_offset + index, timestamp
-            offset = converted.first_offset + converted.count
+                    return converted.offset_of(index), timestamp
+            offset = converted.end_offset  # (records may skip offsets: holes)
         return None
 
     def holds(self, segment: Segment) -> bool:

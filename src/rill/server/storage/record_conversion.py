@@ -127,10 +127,14 @@ class Converted:
         ``first_offset + count``."""
         if not self.count:
             return self.first_offset
-        if self.positions:  # iggy-v1 records: each starts with its offset
-            return STORED_HEAD.unpack_from(self.records, self.positions[self.count - 1])[0] + 1
+        if self.positions:  # iggy-v1 records
+            return self.offset_of(self.count - 1) + 1
         head = _BATCH_HEADER.unpack_from(self.records, 0)  # kafka-v2: one batch
         return head[0] + head[6] + 1
+
+    def offset_of(self, index: int) -> int:
+        """The offset of record ``index`` (``iggy-v1`` records: each starts with it)."""
+        return STORED_HEAD.unpack_from(self.records, self.positions[index])[0]
 
     def first(self, count: int) -> Converted:
         """The first ``count`` records (all when there are fewer; ``iggy-v1`` records)."""
