@@ -752,11 +752,12 @@ class PartitionLog:
     def start_of_last(self, count: int) -> int:
         """Where a read of the last ``count`` records starts: the offset of the ``count``-th
         record from the end (``first_offset`` when fewer are stored). A batch-index format's
-        batches may hold fewer records than offsets (holes), so its batches are walked back
-        from the end, converted (``read_as``) to find their records' offsets."""
+        batches may hold fewer records than offsets (holes): where a segment has any, the
+        batches are walked back from the end, converted to find their records' offsets."""
         first = self.first_offset
-        if not self.format.batch_index or self.format.holes_in is None:
-            return max(first, self.next_offset - count)
+        if (not self.format.batch_index or self.format.holes_in is None
+                or all(s.records_count == s.messages_count for s in self._segments)):
+            return max(first, self.next_offset - count)  # dense: no record to look at
         offsets: list[int] = []
         end = self.next_offset
         while end > first and len(offsets) < count:
