@@ -14,9 +14,9 @@ Layout (little-endian)::
 
 Offsets are dense (message i has offset ``base_offset + i``) except on a sparse log (TANK's
 explicit sequence numbers leave holes: ``count`` records from the first stored one at or after
-the offset asked for, each carrying its own offset; ``end_offset`` is where to go on). The two fixed-width columns come
-straight from the segment index, and the region straight from the segment file, so the server
-does no per-message work; a client builds columns (ids, payloads, ...) from the boundaries with
+the offset asked for, each carrying its own offset; ``end_offset`` is where to go on). The
+two fixed-width columns come straight from the segment index, and the region straight from
+the segment file, so the server does no per-message work; a client builds columns (ids, payloads, ...) from the boundaries with
 vectorised slicing (the Spark connector does it with Arrow). With ``count`` 0 the reply carries
 only the partition bounds (one boundary equal to ``base_position``, an empty region).
 """

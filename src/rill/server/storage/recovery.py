@@ -5,8 +5,8 @@ its first and last entries are offsets ``start`` and ``start + n - 1`` at positi
 log, the records found there carry those offsets and timestamps (a batch index keeps a running
 maximum of its batches' timestamps: compared as such, ``_timestamp_agrees``), and the last one
 ends exactly at the end of the log. A check that fails names the field that disagrees
-(offset, position, timestamp) with both values. A sealed segment must also hold exactly the offsets up to the next
-segment's start. A segment that passes is opened unverified: its records are verified by their
+(offset, position, timestamp) with both values. A sealed segment must also hold exactly the
+offsets up to the next segment's start. A segment that passes is opened unverified: its records are verified by their
 first read, or by the background verifier after an unclean stop (``verification``).
 
 A segment is walked record by record with checksums (``index_rebuild.locate_records``) when its
