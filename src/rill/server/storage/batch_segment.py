@@ -26,8 +26,9 @@ Owns the lookups of such an index, all binary searches over its entries (a per-r
 Invariants: ``entries_count`` is the number of entries in use, ``messages_count`` the offsets
 they cover, ``records_count`` the records (fewer where sparse batches leave holes, which the
 format keeps in the entries: ``RecordFormat.holes_in``); a bad batch is refused whole (every
-offset of it is marked bad); verification is per batch (the format's ``verify`` returns the offsets of the batches it verified); the leader
-epochs of a segment's entries never decrease (the log refuses an append that would lower them).
+offset of it is marked bad); verification is per batch (the format's ``verify`` returns the
+offsets of the batches it verified); the leader epochs of a segment's entries never decrease
+(the log refuses an append that would lower them).
 Not supported here yet: columnar reads (``index_columns``: they hand out per-record columns).
 """
 
