@@ -710,7 +710,12 @@ class PartitionLog:
         parts: list[record_conversion.Converted] = []
         got, position, budget = 0, start, max_bytes
         while got < count and (budget is None or budget > 0):
-            read, chunks = self.read(position, count - got, budget)
+            try:
+                read, chunks = self.read(position, count - got, budget)
+            except CannotReadMessage:
+                if not parts:
+                    raise
+                break  # the records before the bad batch are served
             if not read:
                 break
             data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
