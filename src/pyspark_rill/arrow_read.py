@@ -1,7 +1,9 @@
 """The fast read path: POLL_MESSAGES_COLUMNAR replies -> Arrow record batches, and the fetch loop.
 
 A columnar reply carries the records region of one contiguous offset range, its record
-boundaries and its timestamps (see docs/extensions.md). With the boundaries as the offsets of
+boundaries and its timestamps (see docs/extensions.md); on a sparse log (TANK's explicit
+sequence numbers) the records skip the offsets that hold none, and the offset column is then
+the records' own offsets. With the boundaries as the offsets of
 an Arrow ``BinaryArray`` over the region (zero-copy), every fixed-place field is one vectorised
 ``binary_slice``: id at bytes 17..33 of a record, headers_length at 37..41, and -- when no
 record of the batch has headers, the common case -- the payload from byte 45. When all records
@@ -17,6 +19,8 @@ with the data-loss check). Invariant: batches match ``schema.arrow_schema`` exac
 
 from __future__ import annotations
 
+import struct
+from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass
 from typing import Iterator
@@ -42,6 +46,8 @@ _ID, _HEADERS_LENGTH, _FIXED = STORED_ID_AT, STORED_HEADERS_LENGTH_AT, STORED_FI
 
 _REST = 2**31 - 1  # binary_slice's "to the end" (it mis-sizes its output without a stop)
 _PREFETCH = 2  # columnar requests kept in flight ahead of the one being converted
+_OFFSET = struct.Struct("<Q")  # a stored record's first field
+_U32 = struct.Struct("<I")
 
 
 class RillDataLossError(RuntimeError):
@@ -91,7 +97,7 @@ def to_record_batch(reply: ColumnarMessages, spec: RangeSpec, typed_headers: boo
         _constant(spec.stream, pa.string(), count),
         _constant(spec.topic, pa.string(), count),
         _constant(spec.partition, pa.int32(), count),
-        pc.add(_arange(count), pa.scalar(reply.base_offset, pa.int64())),
+        _offsets(reply),
         ids,
         pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), count,
                               [None, pa.py_buffer(reply.timestamps)]),
@@ -100,6 +106,29 @@ def to_record_batch(reply: ColumnarMessages, spec: RangeSpec, typed_headers: boo
         headers,
     ]
     return pa.RecordBatch.from_arrays(columns, schema=arrow_schema(typed_headers))
+
+
+def _record_offsets(reply: ColumnarMessages) -> list[int]:
+    """Each record's own offset (its first 8 bytes): a sparse range's skip (holes)."""
+    boundaries, records = reply.boundaries, reply.records
+    return [_OFFSET.unpack_from(records, _U32.unpack_from(boundaries, 4 * number)[0]
+                                - reply.base_position)[0] for number in range(reply.count)]
+
+
+def _last_offset(reply: ColumnarMessages) -> int:
+    """The offset of the reply's last record (``base_offset - 1`` when it holds none)."""
+    if not reply.count:
+        return reply.base_offset - 1
+    at = _U32.unpack_from(reply.boundaries, 4 * (reply.count - 1))[0]
+    return _OFFSET.unpack_from(reply.records, at - reply.base_position)[0]
+
+
+def _offsets(reply: ColumnarMessages) -> pa.Array:
+    """The offset column: a slice of a cached column for a dense range (the common case),
+    the records' own offsets where a sparse log (TANK's explicit numbers) skips some."""
+    if _last_offset(reply) == reply.base_offset + reply.count - 1:
+        return pc.add(_arange(reply.count), pa.scalar(reply.base_offset, pa.int64()))
+    return pa.array(_record_offsets(reply), pa.int64())
 
 
 def _uniform_size(boundaries: pa.Array, count: int) -> int:
@@ -191,16 +220,23 @@ def read_range(client: Client, spec: RangeSpec, typed_headers: bool, max_message
             requested += count
         asked, count, future = in_flight.popleft()
         reply: ColumnarMessages = future.result()
-        if reply.base_offset > asked and not (spec.from_earliest and asked == spec.start):
-            _data_loss(spec, asked, min(reply.base_offset, spec.end), fail_on_data_loss)
-        usable = min(reply.count, spec.end - reply.base_offset)
+        # offsets below the partition's first stored one were removed; a sparse log's holes
+        # (a reply starting past ``asked`` above it) were never there
+        if reply.first_offset > asked and not (spec.from_earliest and asked == spec.start):
+            _data_loss(spec, asked, min(reply.first_offset, spec.end), fail_on_data_loss)
+        last = _last_offset(reply)
+        if last == reply.base_offset + reply.count - 1:  # dense (the common case)
+            usable = min(reply.count, spec.end - reply.base_offset)
+        else:
+            usable = bisect_left(_record_offsets(reply), spec.end)
         if usable <= 0:  # nothing left in the range: purged, deleted or expired under us
             if reply.next_offset < spec.end:
                 _data_loss(spec, max(asked, reply.next_offset), spec.end, fail_on_data_loss)
             break
         batch = to_record_batch(reply, spec, typed_headers)
         yield batch if usable == reply.count else batch.slice(0, usable)
-        position = reply.base_offset + usable
+        # on after the last record taken (the range's end when the reply went past it)
+        position = last + 1 if usable == reply.count else spec.end
         if position != asked + count:  # a short (or shifted) reply: re-plan from ``position``
             for _, _, pending in in_flight:
                 pending.result()  # answered in order; their ranges are asked again

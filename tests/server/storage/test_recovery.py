@@ -4,12 +4,14 @@ rest of every segment served."""
 from __future__ import annotations
 
 import logging
+import struct
 from pathlib import Path
 
 import pytest
 from storage_helpers import read_messages, region
 
 from rill.errors import CannotReadMessage
+from rill.protocol.tank.record_batches import batch_from_bundle
 from rill.server.storage.paths import DataPaths
 
 SECOND = 1_000_000
@@ -291,3 +293,88 @@ def test_a_full_tail_is_sealed_at_open(open_log, partition_dir: Path) -> None:
     log = open_log(segment_size=2 * RECORD)
     assert log.segments_count == 2 and log.segments[0].sealed
     assert log.append(region(b"x"), 10 * SECOND) == (3, 3)
+
+
+# ---------------------------------------------------------------- a batch index's timestamps
+def kafka_batch(time_ms: int, count: int = 2) -> bytes:
+    """A RecordBatch v2 of ``count`` records stamped ``time_ms`` (maxTimestamp)."""
+    return batch_from_bundle([None] * count, [b"v"] * count, [time_ms] * count)
+
+
+def recovery_lines(caplog) -> list[str]:
+    return [record.getMessage() for record in caplog.records
+            if record.name.startswith("rill.server.storage") and record.levelno >= logging.WARNING]
+
+
+def test_batches_stamped_earlier_than_one_before_do_not_rescan_after_a_clean_stop(
+    open_log, caplog
+) -> None:
+    """Kafka and TANK producers set timestamps freely: the last batch of each segment is
+    stamped earlier than one before it, and a segment starts earlier than the one before
+    ended. The batch index keeps a running maximum; recovery compares like with like."""
+    log = open_log(record_format="kafka-v2", segment_size=3 * len(kafka_batch(0)) - 1)
+    times = [5_000, 7_000, 1_000, 2_000, 9_000, 3_000, 4_000]  # segments of three batches
+    for time_ms in times:
+        log.append(kafka_batch(time_ms), time_ms * 1000)  # as the Kafka listener appends
+    assert log.segments_count == 3
+    log.close()
+    caplog.set_level(logging.DEBUG, logger="rill.server.storage")
+    for _ in range(2):
+        caplog.clear()
+        reopened = open_log(record_format="kafka-v2", segment_size=3 * len(kafka_batch(0)) - 1)
+        assert recovery_lines(caplog) == []
+        assert reopened.next_offset == 2 * len(times) and reopened.messages_count == 2 * len(times)
+        converted = reopened.read_as("iggy-v1", 0, 100)
+        assert list(converted.timestamps) == [t * 1000 for t in times for _ in range(2)]
+        assert reopened.offset_for_timestamp(6_000_000) == 2  # the running maximum's answer
+        assert reopened.offset_for_timestamp(8_000_000) == 8
+        reopened.close()
+
+
+def test_a_timestamp_that_disagrees_is_named_with_both_values(open_log, partition_dir: Path,
+                                                              caplog) -> None:
+    log = open_log(record_format="kafka-v2")
+    for time_ms in (5_000, 1_000):
+        log.append(kafka_batch(time_ms), time_ms * 1000)
+    log.close()
+    index = partition_dir / "00000000000000000000.index"
+    entries = bytearray(index.read_bytes())
+    struct.pack_into("<Q", entries, 24 + 8, 4_000_000)  # not max(1_000_000, 5_000_000)
+    index.write_bytes(entries)
+    caplog.set_level(logging.WARNING, logger="rill.server.storage")
+    reopened = open_log(record_format="kafka-v2")
+    assert any("record at position" in line and "timestamp 1000000, the index says 4000000"
+               in line and "the entry before says 5000000" in line
+               for line in recovery_lines(caplog)), recovery_lines(caplog)
+    assert list(reopened.read_as("iggy-v1", 0, 10).timestamps) == [5_000_000] * 2 + [1_000_000] * 2
+
+
+def test_an_offset_that_disagrees_is_named_with_both_values(open_log, partition_dir: Path,
+                                                            caplog) -> None:
+    log = open_log()
+    fill(log, 3)
+    log.close()
+    _, index = tail_files(partition_dir)
+    entries = bytearray(index.read_bytes())
+    struct.pack_into("<I", entries, 2 * 16 + 4, RECORD)  # the last entry points at record 1
+    index.write_bytes(entries)
+    caplog.set_level(logging.WARNING, logger="rill.server.storage")
+    reopened = open_log()
+    assert any(f"record at position {RECORD}: offset 1, the index says 2" in line
+               for line in recovery_lines(caplog)), recovery_lines(caplog)
+    assert [m.offset for m in read_messages(reopened, 0, 10)] == [0, 1, 2]
+
+
+def test_a_per_record_timestamp_that_disagrees_is_named(open_log, partition_dir: Path,
+                                                        caplog) -> None:
+    log = open_log()
+    fill(log, 3)
+    log.close()
+    _, index = tail_files(partition_dir)
+    entries = bytearray(index.read_bytes())
+    struct.pack_into("<Q", entries, 2 * 16 + 8, 7 * SECOND)
+    index.write_bytes(entries)
+    caplog.set_level(logging.WARNING, logger="rill.server.storage")
+    open_log()
+    assert any(f"timestamp {3 * SECOND}, the index says {7 * SECOND}" in line
+               for line in recovery_lines(caplog)), recovery_lines(caplog)

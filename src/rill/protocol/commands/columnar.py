@@ -20,7 +20,9 @@ class PollMessagesColumnar(Command):
     Reads messages from ``offset`` (raised to the oldest stored offset) by offset only: no
     consumer, no stored offset, no auto-commit. At most ``count`` messages come back, fewer when
     the records would exceed ``max_bytes`` (at least one is always returned), when the partition
-    ends, or at a segment boundary; continue from ``base_offset + count``. ``count`` 0 returns
+    ends, or at a segment boundary; continue from ``ColumnarMessages.end_offset`` (the last
+    record's offset + 1: ``base_offset + count`` unless a sparse log's records skip offsets,
+    where the read answers from the next stored record). ``count`` 0 returns
     only the partition's bounds (``first_offset``, ``next_offset``). Permission: as POLL_MESSAGES.
     """
 

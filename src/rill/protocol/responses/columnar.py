@@ -12,9 +12,11 @@ Layout (little-endian)::
     (count + 1) x u32       boundaries: record i spans region[b[i] - base : b[i + 1] - base]
     rest                    records region: the messages in POLL layout (§4.5), back to back
 
-Offsets are dense: message i has offset ``base_offset + i``. The two fixed-width columns come
-straight from the segment index, and the region straight from the segment file, so the server
-does no per-message work; a client builds columns (ids, payloads, ...) from the boundaries with
+Offsets are dense (message i has offset ``base_offset + i``) except on a sparse log (TANK's
+explicit sequence numbers leave holes: ``count`` records from the first stored one at or after
+the offset asked for, each carrying its own offset; ``end_offset`` is where to go on). The
+two fixed-width columns come straight from the segment index, and the region straight from
+the segment file, so the server does no per-message work; a client builds columns (ids, payloads, ...) from the boundaries with
 vectorised slicing (the Spark connector does it with Arrow). With ``count`` 0 the reply carries
 only the partition bounds (one boundary equal to ``base_position``, an empty region).
 """
@@ -31,6 +33,7 @@ from rill.protocol.responses.base import Record
 
 COLUMNAR_PREFIX = struct.Struct("<IQQQII")  # partition_id .. base_position
 _U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")  # a stored record's first field: its offset
 
 
 @dataclass(frozen=True)
@@ -81,8 +84,13 @@ class ColumnarMessages(Record):
 
     @property
     def end_offset(self) -> int:
-        """The offset after the last returned message (where the next read continues)."""
-        return self.base_offset + self.count
+        """The offset after the last returned message (where the next read continues): its
+        own offset + 1, which is ``base_offset + count`` unless the records skip offsets (a
+        sparse log's holes)."""
+        if not self.count:
+            return self.base_offset
+        at = _U32.unpack_from(self.boundaries, 4 * (self.count - 1))[0] - self.base_position
+        return _U64.unpack_from(self.records, at)[0] + 1
 
     @cached_property
     def messages(self) -> list[PolledMessage]:

@@ -158,7 +158,7 @@ class MessageService:
         if start == ReadFrom.FIRST:
             return log.first_offset
         if start == ReadFrom.LAST:
-            return max(log.first_offset, log.current_offset + 1 - count)
+            return log.start_of_last(count)
         next_offset = partition.positions.get(key)  # NEXT
         if next_offset is None:
             return log.first_offset
@@ -188,7 +188,7 @@ class MessageService:
         found = read_range(partition, first, count, state.config.system.max_poll_size, regions,
                            record_format)
         if found.count and commit:
-            self.offsets.store(partition, key, found.first_offset + found.count)
+            self.offsets.store(partition, key, found.next_read)
         return found
 
     def read(self, session: Session, stream_id: Ref, topic_id: Ref, partition_id: int,
@@ -275,7 +275,7 @@ def read_range(partition: Partition, offset: int, max_records: int, max_bytes: i
         end = log.next_offset
         return RecordRange(partition.id, converted.first_offset, converted.count,
                            [converted.records] if converted.count else [], record_format,
-                           LogBounds(first_stored, end, end))
+                           LogBounds(first_stored, end, end), converted.end_offset)
     count, chunks = log.read(first, max_records, max_bytes, regions)
     end = log.next_offset  # (bounds inline: this is the poll path)
     return RecordRange(partition.id, first, count, chunks, log.settings.record_format,

@@ -72,8 +72,9 @@ class LogBounds:
 
 @dataclass(slots=True)
 class RecordRange:
-    """A read: ``count`` stored records from ``first_offset`` as the log holds them on disk
-    (``chunks`` of one record format, ``format``), and the partition's bounds at the read.
+    """A read: ``count`` stored records from ``first_offset`` (the first one's offset) as the
+    log holds them on disk (``chunks`` of one record format, ``format``), and the partition's
+    bounds at the read.
     A chunk is bytes, or a ``FileRegion`` when the read asked for regions (``data`` reads it)."""
 
     partition_id: int
@@ -82,6 +83,14 @@ class RecordRange:
     chunks: list[bytes | memoryview | FileRegion]
     format: str
     bounds: LogBounds
+    # the offset after the last record read, where a reader goes on; None: ``first_offset +
+    # count`` (dense offsets, or whole stored batches). A sparse log's records skip offsets
+    end_offset: int | None = None
+
+    @property
+    def next_read(self) -> int:
+        """Where a reader of this range goes on: the offset after its last record."""
+        return self.first_offset + self.count if self.end_offset is None else self.end_offset
 
     @property
     def data(self) -> bytes | memoryview:

@@ -24,9 +24,11 @@ Owns the lookups of such an index, all binary searches over its entries (a per-r
     decrease along a log), the segment's part of ``PartitionLog.epoch_end``; ``last_epoch``.
 
 Invariants: ``entries_count`` is the number of entries in use, ``messages_count`` the offsets
-they cover; a bad batch is refused whole (every offset of it is marked bad); verification is
-per batch (the format's ``verify`` returns the offsets of the batches it verified); the leader
-epochs of a segment's entries never decrease (the log refuses an append that would lower them).
+they cover, ``records_count`` the records (fewer where sparse batches leave holes, which the
+format keeps in the entries: ``RecordFormat.holes_in``); a bad batch is refused whole (every
+offset of it is marked bad); verification is per batch (the format's ``verify`` returns the
+offsets of the batches it verified); the leader epochs of a segment's entries never decrease
+(the log refuses an append that would lower them).
 Not supported here yet: columnar reads (``index_columns``: they hand out per-record columns).
 """
 
@@ -76,6 +78,9 @@ class BatchSegment(Segment):
         self.entries_count = 0
         # 16 bytes the log reads, then the format's own (a leader epoch)
         self._entry_size = record_format.index_entry_size
+        # offsets that hold no record (sparse batches); None: not counted yet (an opened
+        # segment: counted from its batches' heads when first asked, ``records_count``)
+        self._holes: int | None = 0
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -88,6 +93,7 @@ class BatchSegment(Segment):
         segment = super().open_active(directory, start_offset, durability, index_entries,
                                       size_bytes, verified, bad, record_format, messages_count)
         assert isinstance(segment, BatchSegment)
+        segment._holes = None
         size = segment._entry_size
         segment.entries_count = len(index_entries) // size
         if segment.entries_count:  # (the base class read them at a 16-byte stride)
@@ -102,6 +108,7 @@ class BatchSegment(Segment):
     ):
         segment = super().open_sealed(directory, start_offset, durability, **kwargs)
         assert isinstance(segment, BatchSegment)
+        segment._holes = None
         segment.entries_count = segment.index_path.stat().st_size // segment._entry_size
         return segment
 
@@ -122,9 +129,24 @@ class BatchSegment(Segment):
         first_new = self.next_offset
         self.entries_count += len(index_entries) // self._entry_size
         self.messages_count += count
+        if self._holes is not None and self.format.holes_in is not None:
+            self._holes += self.format.holes_in(index_entries)
         self.verification.add_verified(first_new, self.next_offset)  # stamped here
         self.size_bytes += records_size
         self.last_timestamp = last_timestamp
+
+    # ------------------------------------------------------------------ records
+    @property
+    def records_count(self) -> int:
+        """Records stored: the offsets minus the holes of sparse batches (TANK's explicit
+        sequence numbers), what a reader counts. The format keeps each batch's holes in its
+        index entry (``RecordFormat.holes_in``): an opened segment sums them over its index
+        when first asked (no log read), appends add theirs."""
+        if self._holes is None:
+            holes_in = self.format.holes_in
+            self._holes = (0 if holes_in is None or not self.entries_count
+                           else holes_in(self._index()[: self.entries_count * self._entry_size]))
+        return self.messages_count - self._holes
 
     # ------------------------------------------------------------------ index lookups
     def entry_of(self, index: Index, offset: int) -> int:
@@ -313,6 +335,7 @@ class BatchSegment(Segment):
     def _install_index(self, entries: bytearray, written: bool) -> None:
         super()._install_index(entries, written)
         self.entries_count = len(entries) // self._entry_size
+        self._holes = None  # counted again from the batches the new index finds
 
     def _index_hints(self) -> bytes | None:
         length = self.entries_count * self._entry_size

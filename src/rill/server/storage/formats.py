@@ -56,6 +56,15 @@ segment's entries. A format without epochs (iggy-v1: ``entry_epoch`` None) accep
 the epoch given to ``stamp``, and ``epoch_end`` is not available on its logs (an Iggy-format
 topic would keep its epoch boundaries in a checkpoint beside the log).
 
+Holes (offsets without a record): a batch-index format whose batches may hold fewer records
+than offsets (``stamp_sparse``: TANK's explicit sequence numbers; a leader's compacted batch)
+keeps each batch's count of holes in its index entry -- ``kafka-v2``: the entry's last u32,
+set here around ``kafka_records``' ``stamp_sparse`` and ``scan`` from the batch header
+(lastOffsetDelta + 1 - recordsCount), 0 for a dense batch -- and gives ``holes_in`` to sum
+them, so a log counts its records from its index alone (``BatchSegment.records_count``);
+readers answer from the next stored record (``PartitionLog.read_as``). Indexes written before
+this kept 0 there: their sparse batches count as dense until the index is rebuilt.
+
 A follower (``PartitionLog.append_replicated``) appends a leader's stored bytes verbatim: a
 per-record format checks them with ``check_stored``; a batch-index format with ``scan`` over
 the given bytes, whose entries (epochs included) become the follower's index entries.
@@ -63,6 +72,8 @@ the given bytes, whose entries (epochs included) become the follower's index ent
 
 from __future__ import annotations
 
+import struct
+import sys
 from array import array
 from dataclasses import dataclass
 from typing import Callable
@@ -131,12 +142,62 @@ class RecordFormat:
     # the leader epoch an index entry carries: (index bytes, byte position of the entry) ->
     # epoch; None for a format without epochs (only a batch-index format can have them)
     entry_epoch: Callable[[bytes | bytearray | memoryview, int], int] | None = None
+    # offsets that hold no record (holes: a sparse batch, TANK's explicit sequence numbers) in
+    # index entries (bytes of whole entries) -> their sum; None: one record per offset. A
+    # format with holes keeps each batch's in its entry, set by its ``stamp_sparse`` and
+    # ``scan``, so a log counts records from its index alone (``BatchSegment.records_count``)
+    holes_in: Callable[[bytes | bytearray | memoryview], int] | None = None
 
 
 def _iggy_record_head(view: bytes | bytearray | memoryview, position: int
                      ) -> tuple[int, int, int]:
     offset, _, timestamp, _, _ = record_header(view, position)
     return offset, 1, timestamp
+
+
+# kafka-v2 holes: a batch holds lastOffsetDelta + 1 offsets and recordsCount records; the
+# difference is kept in its index entry's reserved u32 (0 for every dense batch)
+_HOLES = struct.Struct("<I")
+_HOLES_AT = 20  # in a 24-byte entry: relative_offset, position, timestamp, epoch, holes
+_ENTRY_POSITION = struct.Struct("<4xI")
+_LITTLE_ENDIAN_HOST = sys.byteorder == "little"
+
+
+def _mark_kafka_holes(data: bytes | bytearray | memoryview, entries: bytearray,
+                      base_position: int) -> None:
+    """Set each entry's holes from its batch's header (``data[entry position - base]``)."""
+    header, size = kafka_records.BATCH_HEADER.unpack_from, kafka_records.INDEX_ENTRY_SIZE
+    for at in range(0, len(entries) - size + 1, size):
+        fields = header(data, _ENTRY_POSITION.unpack_from(entries, at)[0] - base_position)
+        holes = fields[6] + 1 - fields[12]  # lastOffsetDelta + 1 - recordsCount
+        if holes > 0:
+            _HOLES.pack_into(entries, at + _HOLES_AT, holes)
+
+
+def _kafka_stamp_sparse(raw: bytes | bytearray | memoryview, base_offset: int, timestamp_us: int,
+                        base_position: int, segment_start: int, leader_epoch: int = 0
+                        ) -> StampedBatch:
+    stamped = kafka_records.stamp_sparse(raw, base_offset, timestamp_us, base_position,
+                                         segment_start, leader_epoch)
+    _mark_kafka_holes(stamped.records, stamped.index_entries, base_position)
+    return stamped
+
+
+def _kafka_scan(data: bytes | bytearray | memoryview, *args: object, **options: object
+                ) -> ScanResult:
+    scanned = kafka_records.scan_batches(data, *args, **options)
+    _mark_kafka_holes(data, scanned.index_entries, 0)
+    return scanned
+
+
+def _kafka_holes_in(entries: bytes | bytearray | memoryview) -> int:
+    size = kafka_records.INDEX_ENTRY_SIZE
+    with memoryview(entries) as view:
+        used = len(view) - len(view) % size
+        if _LITTLE_ENDIAN_HOST:
+            with view[:used].cast("B").cast("I") as words:
+                return sum(words[5::6])  # the sixth u32 of each 24-byte entry
+        return sum(_HOLES.unpack_from(view, at + _HOLES_AT)[0] for at in range(0, used, size))
 
 
 IGGY_V1 = RecordFormat(
@@ -159,17 +220,18 @@ KAFKA_V2 = RecordFormat(
     batch_index=True,
     growth_per_message=0,  # stored as sent
     stamp=kafka_records.stamp_batches,
-    stamp_sparse=kafka_records.stamp_sparse,
+    stamp_sparse=_kafka_stamp_sparse,
     restamp=kafka_records.no_staged_appends,
     check_stored=kafka_records.no_staged_appends,
     verify=kafka_records.verify_batches,
-    scan=kafka_records.scan_batches,
+    scan=_kafka_scan,
     find=kafka_records.no_search,
     record_end=kafka_records.batch_end,
     record_head=kafka_records.batch_head,
     min_record_size=kafka_records.BATCH_HEADER_SIZE,
     index_entry_size=kafka_records.INDEX_ENTRY_SIZE,
     entry_epoch=kafka_records.entry_epoch,
+    holes_in=_kafka_holes_in,
 )
 
 FORMATS: dict[str, RecordFormat] = {IGGY_V1.name: IGGY_V1, KAFKA_V2.name: KAFKA_V2}

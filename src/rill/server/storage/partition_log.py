@@ -3,7 +3,11 @@
 Invariants:
   * Offsets are dense: the first message ever appended is offset 0 and each message takes the
     next one; segments cover consecutive offset ranges, oldest first, and only the last one is
-    active (appendable). Retention removes whole sealed segments from the front.
+    active (appendable). Retention removes whole sealed segments from the front. One exception:
+    a batch appended with ``gaps`` (TANK's explicit sequence numbers) holds fewer records than
+    offsets (holes). Readers count records, never offset spans: ``read_as`` and
+    ``read_columnar`` answer ``count`` records from the next stored one (Kafka's rule for a
+    sparse log), ``start_of_last`` walks back over records, ``messages_count`` counts them.
   * Timestamps never decrease within a partition: a batch is stamped with
     ``max(now_us, last timestamp)``.
   * A batch is validated and stamped completely before anything is written; a rejected batch
@@ -256,7 +260,9 @@ class PartitionLog:
 
     @property
     def messages_count(self) -> int:
-        return sum(segment.messages_count for segment in self._segments)
+        """Records stored: fewer than the offsets they span when batches hold holes (TANK's
+        explicit sequence numbers)."""
+        return sum(segment.records_count for segment in self._segments)
 
     @property
     def size_bytes(self) -> int:
@@ -682,17 +688,53 @@ class PartitionLog:
 
     def read_as(self, record_format: str, offset: int, count: int, max_bytes: int | None = None
                 ) -> record_conversion.Converted:
-        """``read``'s records of offsets [offset, offset + count) (from ``first_offset`` when
-        below it) converted into ``record_format`` (``storage.record_conversion``: per record,
-        for a reader of another protocol), exactly those offsets even when the log keeps whole
-        batches. ``max_bytes`` bounds the stored bytes read."""
+        """Up to ``count`` records from ``offset`` (from ``first_offset`` when below it)
+        converted into ``record_format`` (``storage.record_conversion``: per record, for a
+        reader of another protocol), exactly those records even when the log keeps whole
+        batches. ``max_bytes`` bounds the stored bytes read (at least one batch is read).
+
+        ``count`` counts records, not offsets: a log whose batches hold fewer records than
+        offsets (holes: TANK's explicit sequence numbers, a compacted batch) answers from the
+        next stored record, as Kafka does for a sparse log, reading on past batches that hold
+        no record at or after ``offset`` until it has ``count`` records, reaches the end of
+        the log or has read ``max_bytes``. ``Converted.first_offset`` is the first record's
+        offset; ``end_offset`` (``record_conversion.Converted``) is the offset after the last
+        one returned, where a reader goes on."""
         start = max(offset, self.first_offset)
-        read, chunks = self.read(start, count, max_bytes)
-        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        if not read:
-            return record_conversion.convert(b"", self.format.name, record_format, start, 0)
-        return record_conversion.convert(data, self.format.name, record_format, start,
-                                         min(count, read))
+        source = self.format.name
+        if not self.format.batch_index:  # dense offsets: the records are exactly the offsets
+            read, chunks = self.read(start, count, max_bytes)
+            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            return record_conversion.convert(data, source, record_format, start,
+                                             min(count, read) if read else 0)
+        parts: list[record_conversion.Converted] = []
+        got, position, budget = 0, start, max_bytes
+        while got < count and (budget is None or budget > 0):
+            try:
+                read, chunks = self.read(position, count - got, budget)
+            except CannotReadMessage:
+                if not parts:
+                    raise
+                break  # the records before the bad batch are served
+            if not read:
+                break
+            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            # the offsets wanted first (all a dense log needs: no record converted in vain),
+            # then, where holes left fewer records, the rest of the batches read
+            window = min(read, count - got)
+            for first, span in ((position, window), (position + window, read - window)):
+                if got >= count or not span:
+                    break
+                converted = record_conversion.convert(data, source, record_format, first, span)
+                if converted.count:
+                    parts.append(converted.first(count - got))
+                    got += parts[-1].count
+            position += read
+            if budget is not None:
+                budget -= len(data)
+        if not parts:
+            return record_conversion.convert(b"", source, record_format, start, 0)
+        return record_conversion.Converted.joined(parts)
 
     def read_columnar(self, offset: int, count: int, max_bytes: int) -> ColumnarRange:
         """Up to ``count`` records from ``offset`` with their index columns, within one segment
@@ -711,6 +753,35 @@ class PartitionLog:
                                  converted.records)
         segment = self._segments[bisect_right(self._starts, start) - 1]
         return read_segment_columns(segment, start, min(end, segment.next_offset), max_bytes)
+
+    def start_of_last(self, count: int) -> int:
+        """Where a read of the last ``count`` records starts: the offset of the ``count``-th
+        record from the end (``first_offset`` when fewer are stored). A batch-index format's
+        batches may hold fewer records than offsets (holes): where a segment has any, the
+        batches are walked back from the end, converted to find their records' offsets."""
+        first = self.first_offset
+        if (not self.format.batch_index or self.format.holes_in is None
+                or all(s.records_count == s.messages_count for s in self._segments)):
+            return max(first, self.next_offset - count)  # dense: no record to look at
+        offsets: list[int] = []
+        end = self.next_offset
+        while end > first and len(offsets) < count:
+            try:
+                read, chunks = self.read(end - 1, 1)
+            except CannotReadMessage:
+                break  # a bad batch: the last records start after it
+            if not read:
+                break
+            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            batch_first = self.format.record_head(data, 0)[0]
+            converted = record_conversion.convert(data, self.format.name, RECORD_FORMAT,
+                                                  batch_first, end - batch_first)
+            offsets[:0] = [STORED_HEAD.unpack_from(converted.records, position)[0]
+                           for position in converted.positions[:-1]]
+            end = batch_first
+        if len(offsets) < count:
+            return first if end <= first else end
+        return offsets[-count]
 
     def offset_for_timestamp(self, timestamp_us: int) -> int | None:
         """First offset whose timestamp is >= ``timestamp_us``; None if there is none."""
@@ -746,8 +817,8 @@ class PartitionLog:
                 return None
             for index, timestamp in enumerate(converted.timestamps):
                 if timestamp >= timestamp_us:
-                    return converted.first_offset + index, timestamp
-            offset = converted.first_offset + converted.count
+                    return converted.offset_of(index), timestamp
+            offset = converted.end_offset  # (records may skip offsets: holes)
         return None
 
     def holds(self, segment: Segment) -> bool:

@@ -89,7 +89,7 @@ from rill.errors import CannotReadMessage, FeatureUnavailable
 from rill.protocol.headers import KEY_HEADER, MAX_HEADER_PART
 from rill.protocol.kafka import record_batch
 from rill.protocol.kafka.record_batch import put_record, read_varint
-from rill.protocol.layout import STATE_AVAILABLE, STORED_PREFIX
+from rill.protocol.layout import STATE_AVAILABLE, STORED_HEAD, STORED_PREFIX
 from rill.protocol.stored import crc32
 from rill.server.storage import kafka_records
 from rill.server.storage.formats import IGGY_V1
@@ -119,6 +119,45 @@ class Converted:
     records: bytes
     positions: array
     timestamps: array
+
+    @property
+    def end_offset(self) -> int:
+        """The offset after the last record (``first_offset`` when there is none): where a
+        reader goes on. Records may skip offsets (a sparse log), so this is not always
+        ``first_offset + count``."""
+        if not self.count:
+            return self.first_offset
+        if self.positions:  # iggy-v1 records
+            return self.offset_of(self.count - 1) + 1
+        head = _BATCH_HEADER.unpack_from(self.records, 0)  # kafka-v2: one batch
+        return head[0] + head[6] + 1
+
+    def offset_of(self, index: int) -> int:
+        """The offset of record ``index`` (``iggy-v1`` records: each starts with it)."""
+        return STORED_HEAD.unpack_from(self.records, self.positions[index])[0]
+
+    def first(self, count: int) -> Converted:
+        """The first ``count`` records (all when there are fewer; ``iggy-v1`` records)."""
+        if count >= self.count:
+            return self
+        return Converted(self.first_offset, count, self.records[: self.positions[count]],
+                         self.positions[: count + 1], self.timestamps[:count])
+
+    @staticmethod
+    def joined(parts: list[Converted]) -> Converted:
+        """``iggy-v1`` records of several conversions, in order, as one."""
+        if len(parts) == 1:
+            return parts[0]
+        positions, base = array("I"), 0
+        for part in parts:
+            positions.extend(position + base for position in part.positions[:-1])
+            base += len(part.records)
+        positions.append(base)
+        timestamps = array("Q")
+        for part in parts:
+            timestamps.extend(part.timestamps)
+        return Converted(parts[0].first_offset, len(timestamps),
+                         b"".join(part.records for part in parts), positions, timestamps)
 
     def columns(self) -> tuple[bytes, bytes]:
         """(boundaries, timestamps) as little-endian u32 and u64 columns."""

@@ -2,9 +2,11 @@
 
 Every segment gets a structural check, O(1) in its size: the index length is a multiple of 16,
 its first and last entries are offsets ``start`` and ``start + n - 1`` at positions inside the
-log, the records found there carry those offsets and timestamps, and the last one ends exactly
-at the end of the log. A sealed segment must also hold exactly the offsets up to the next
-segment's start. A segment that passes is opened unverified: its records are verified by their
+log, the records found there carry those offsets and timestamps (a batch index keeps a running
+maximum of its batches' timestamps: compared as such, ``_timestamp_agrees``), and the last one
+ends exactly at the end of the log. A check that fails names the field that disagrees
+(offset, position, timestamp) with both values. A sealed segment must also hold exactly the
+offsets up to the next segment's start. A segment that passes is opened unverified: its records are verified by their
 first read, or by the background verifier after an unclean stop (``verification``).
 
 A segment is walked record by record with checksums (``index_rebuild.locate_records``) when its
@@ -265,21 +267,49 @@ def _structural_problem(
         return (f"last index entry ({last_relative}, {last_position}) is past a {log_size}-byte "
                 f"log"), 0
     head = _read_file_range(log_path, overhead, 0, totals)
-    if len(head) < overhead or record_head(head, 0)[0] != start_offset:
-        return f"first record does not carry offset {start_offset}", 0
-    if record_head(head, 0)[2] != first_timestamp:
-        return f"first record does not carry the indexed timestamp {first_timestamp}", 0
+    if len(head) < overhead:
+        return f"first record at position 0: the log has {len(head)} bytes", 0
+    offset, _, timestamp = record_head(head, 0)
+    if offset != start_offset:
+        return f"first record at position 0: offset {offset}, the index says {start_offset}", 0
+    if not _timestamp_agrees(timestamp, first_timestamp, None, per_batch):
+        return (f"first record at position 0: timestamp {timestamp}, the index says "
+                f"{first_timestamp}"), 0
     tail = _read_file_range(log_path, log_size - last_position, last_position, totals)
     offset, held, timestamp = record_head(tail, 0)
     last_offset = start_offset + last_relative
-    if offset != last_offset or timestamp != last_timestamp:
-        return f"record at position {last_position} is not the indexed offset {last_offset}", 0
+    if offset != last_offset:
+        return (f"record at position {last_position}: offset {offset}, the index says "
+                f"{last_offset}"), 0
+    previous = None
+    if per_batch and count > 1:  # the running maximum the last entry continues
+        previous = INDEX_ENTRY.unpack(read_index(slice(
+            index_size - 2 * size, index_size - 2 * size + INDEX_ENTRY_SIZE)))[2]
+    if not _timestamp_agrees(timestamp, last_timestamp, previous, per_batch):
+        return (f"record at position {last_position}: timestamp {timestamp}, the index says "
+                f"{last_timestamp}" + ("" if previous is None else
+                                        f" (the entry before says {previous})")), 0
     if record_format.record_end(tail, 0) != len(tail):
         return f"last record does not end at the end of the log ({log_size} bytes)", 0
     messages = last_relative + held
     if expected_count is not None and messages != expected_count:
         return f"the segment holds {messages} offsets where {expected_count} are expected", 0
     return None, messages
+
+
+def _timestamp_agrees(stored: int, indexed: int, previous: int | None, per_batch: bool) -> bool:
+    """Whether an index entry's timestamp is the one its record (or batch) gives. A per-record
+    index holds each record's own timestamp. A batch index holds a running maximum (Kafka's
+    time index: a batch stamped earlier than one before it is indexed at the earlier one's
+    time; ``kafka_records``): an entry is at least its batch's own timestamp, and exactly the
+    larger of it and the entry before (``previous``) where that one is known (the first entry
+    of a segment continues the previous segment's maximum, and several batches appended
+    together share the largest one's)."""
+    if not per_batch:
+        return stored == indexed
+    if previous is None:
+        return indexed >= stored
+    return indexed == max(stored, previous)
 
 
 def _indexed_timestamp(index_path: Path, position: int, totals: IoTotals) -> int:

@@ -185,6 +185,11 @@ class Segment(SegmentChecks):
         return self.start_offset + self.messages_count
 
     @property
+    def records_count(self) -> int:
+        """Records stored (one per offset here; a batch-index segment's may hold fewer)."""
+        return self.messages_count
+
+    @property
     def end_offset(self) -> int:
         """Offset of the last message (start_offset - 1 when empty)."""
         return self.start_offset + self.messages_count - 1
