@@ -27,7 +27,8 @@ cache on this project's machines (docs/performance.md §10).
 Index entry, one per batch, 24 bytes, little-endian like every rill index::
 
     relative_offset u32 (baseOffset - segment start) | position u32 | timestamp u64 (µs) |
-    leader_epoch u32 | reserved u32 (0)
+    leader_epoch u32 | holes u32 (offsets inside the batch that hold no record: TANK's
+    explicit sequence numbers; 0 for a dense batch; what ``messages_count`` subtracts)
 
 The batch holds offsets ``baseOffset .. baseOffset + lastOffsetDelta`` (the next entry starts
 after them).
@@ -78,10 +79,10 @@ count as 0), ``batch_head`` gives maxTimestamp x 1000. Limits of that (the seam 
 no previous entry, and the log keeps its own timestamp): a caller appending at the wall clock
 gets an append-time index instead (a rebuild then turns it into the CreateTime one); an append
 of several batches indexes all of them at the append's timestamp (a rebuild gives each its
-running maximum: Kafka itself takes one batch per partition per produce); and where the running
-maximum is above a segment's first or last batch's own maxTimestamp (a producer's clock going
-back), recovery's structural check sees a different timestamp and the segment's index is
-rebuilt by a scan at open. Offsets and positions are never affected.
+running maximum: Kafka itself takes one batch per partition per produce). Where the running
+maximum is above a batch's own maxTimestamp (a producer's clock going back), recovery's
+structural check compares it as the running maximum it is, so a clean stop is not taken for a
+damaged one. Offsets and positions are never affected.
 
 Staged appends (``restamp``, ``check_stored``) are an Iggy extension laid out per record:
 FeatureUnavailable here. A follower's ``append_replicated`` walks the leader's bytes with
@@ -125,7 +126,7 @@ TIMESTAMP_TYPE_BIT = record_batch.LOG_APPEND_TIME
 TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = record_batch.CONTROL
 
-INDEX_ENTRY = struct.Struct("<IIQII")  # relative_offset, position, timestamp, epoch, reserved
+INDEX_ENTRY = struct.Struct("<IIQII")  # relative_offset, position, timestamp, epoch, holes
 INDEX_ENTRY_SIZE = INDEX_ENTRY.size  # 24
 _EPOCH_AT = struct.Struct("<16xI")
 
