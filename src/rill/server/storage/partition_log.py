@@ -55,6 +55,7 @@ import shutil
 import time
 from array import array
 from collections.abc import Callable
+from itertools import accumulate
 from concurrent.futures import Future
 from bisect import bisect_right
 from dataclasses import dataclass, field
@@ -67,7 +68,7 @@ from rill.errors import (
     FeatureUnavailable,
 )
 from rill.protocol.buffer import DecodeError
-from rill.protocol.layout import STORED_HEAD
+from rill.protocol.layout import STATE_AVAILABLE, STORED_HEAD
 from rill.server.storage.columnar import ColumnarRange, read_segment_columns
 from rill.server.storage.durability import Durability
 from rill.server.storage.file_region import FileRegion
@@ -386,18 +387,59 @@ class PartitionLog:
                                             "dense: a batch whose offsets skip cannot be stored")
         return self.format.stamp_sparse
 
-    def append_as(self, record_format: str, raw: bytes | bytearray | memoryview, now_us: int
-                  ) -> tuple[int, int]:
-        """``append`` of a client batch of ``record_format``, another format than the log's
-        (an Iggy SEND region into a ``kafka-v2`` log): converted first
-        (``record_conversion.convert_batch``, per record in C, ``_stamp``'s twin, or its Python
-        reference: bad input raises the source format's errors and writes nothing), its records stamped at the log's append
-        time (``now_us``, never below the log's last timestamp, in whole milliseconds), then
-        appended natively. Returns (first, last) offsets."""
+    def append_as(self, record_format: str, raw: bytes | bytearray | memoryview, now_us: int,
+                  gaps: bool = False) -> tuple[int, int]:
+        """``append`` of a client batch of ``record_format``, another format than the log's,
+        converted first (``storage.record_conversion``, per record in C, or its Python
+        reference): bad input raises the source format's errors and writes nothing. Returns
+        (first, last) offsets.
+
+        * An Iggy SEND region into a ``kafka-v2`` log (``convert_batch``): its records stamped
+          at the log's append time (``now_us``, never below the log's last timestamp, in whole
+          milliseconds), then appended natively.
+        * Kafka RecordBatch v2 batches (a Kafka or TANK produce) into an ``iggy-v1`` log
+          (``kafka_batches_as_records``: checked as a ``kafka-v2`` log checks them, then one
+          stored Iggy record per Kafka record), then ``_append_records``: each record keeps its
+          own timestamp (µs) where it has one, ``now_us`` where it has none, raised to the one
+          before it where it is earlier (the log's timestamps never decrease). ``gaps`` (offsets
+          that skip) is FeatureUnavailable: an Iggy log's offsets are dense."""
         self._settle()
         timestamp = (now_us if now_us > self._last_timestamp else self._last_timestamp)
-        batch = record_conversion.convert_batch(raw, record_format, self.format.name, timestamp)
-        return self.append(batch, timestamp // 1000 * 1000)
+        if self.format.batch_index:
+            batch = record_conversion.convert_batch(raw, record_format, self.format.name,
+                                                    timestamp)
+            return self.append(batch, timestamp // 1000 * 1000)
+        if record_format != record_conversion.KAFKA_FORMAT:
+            raise FeatureUnavailable(reason=f"a batch of format {record_format!r} cannot be "
+                                            f"written to a topic of format {self.format.name!r}")
+        if gaps:
+            raise FeatureUnavailable(reason=f"record format {self.format.name} keeps offsets "
+                                            "dense: a batch whose offsets skip cannot be stored")
+        return self._append_records(record_conversion.kafka_batches_as_records(raw), timestamp)
+
+    def _append_records(self, converted: record_conversion.Converted, now_us: int
+                        ) -> tuple[int, int]:
+        """Write converted stored records (offsets 0.., per-record timestamps, 0: none) at the
+        log's next offsets: offsets and timestamps (module invariants) written in place, one
+        index entry per record with its timestamp. Returns (first, last) offsets."""
+        records = bytearray(converted.records)
+        count = converted.count
+        active = self._segment_for(len(records))
+        first = active.next_offset
+        timestamps = list(accumulate((stamp or now_us for stamp in converted.timestamps), max,
+                                     initial=self._last_timestamp))[1:]
+        relative, base = first - active.start_offset, active.size_bytes
+        index_entries = bytearray(INDEX_ENTRY_SIZE * count)
+        pack_head, pack_entry = STORED_HEAD.pack_into, INDEX_ENTRY.pack_into
+        positions = converted.positions
+        for number in range(count):
+            start, stamp = positions[number], timestamps[number]
+            pack_head(records, start, first + number, STATE_AVAILABLE, stamp)
+            pack_entry(index_entries, number * INDEX_ENTRY_SIZE, relative + number, base + start,
+                       stamp)
+        self._write(active, records, index_entries, timestamps[0], count,
+                    last_timestamp=timestamps[-1])
+        return first, first + count - 1
 
     def _finished(self, pending: _PendingAppend, finished: asyncio.Future[StampedBatch]) -> None:
         if not finished.cancelled():

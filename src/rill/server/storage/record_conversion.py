@@ -92,7 +92,7 @@ from rill.protocol.kafka.record_batch import put_record, read_varint
 from rill.protocol.layout import STATE_AVAILABLE, STORED_PREFIX
 from rill.protocol.stored import crc32
 from rill.server.storage import kafka_records
-from rill.server.storage.formats import IGGY_V1
+from rill.server.storage.formats import IGGY_V1, KAFKA_V2
 from rill.server.storage.records import ACCELERATOR
 from rill.server.storage.records import RECORD_FORMAT as IGGY_FORMAT
 
@@ -154,6 +154,37 @@ def convert_batch(raw: bytes | bytearray | memoryview, source: str, target: str,
         return iggy_to_kafka(stamped.records, 0, stamped.count).records
     raise FeatureUnavailable(reason=f"a batch of format {source!r} cannot be written to a topic "
                                     f"of format {target!r}")
+
+
+def kafka_batches_as_records(raw: bytes | bytearray | memoryview) -> Converted:
+    """A produced ``records`` field (one or more RecordBatch v2, as a Kafka Produce or the TANK
+    listener gives it) as stored Iggy records at offsets 0.., for an ``iggy-v1`` log
+    (``PartitionLog.append_as``, which sets their real offsets and timestamps). Checked first
+    exactly as a ``kafka-v2`` log checks a produce (``formats.KAFKA_V2.stamp``: lengths, magic,
+    CRC-32C, counts, codec, control and producer fields), then converted by the read rule
+    (``kafka_to_iggy``, per record in C; compressed batches inflated). Each record's timestamp
+    (µs) is its own, 0 where it has none. Raises ``InvalidRecordBatch`` (nothing converted)
+    for what the check refuses, a batch that does not decompress or parse (corrupt), and a
+    record an Iggy log cannot hold: a null or empty value (an Iggy payload has 1+ bytes)."""
+    stamped = KAFKA_V2.stamp(raw if isinstance(raw, bytes) else bytes(raw), 0, 0, 0, 0, 0)
+    try:
+        converted = kafka_to_iggy(stamped.records, 0, stamped.count)
+    except CannotReadMessage as error:
+        raise kafka_records.InvalidRecordBatch(str(error.reason), corrupt=True) from None
+    if converted.count != stamped.count:
+        raise kafka_records.InvalidRecordBatch(
+            f"the batches announce {stamped.count} records, {converted.count} were found",
+            corrupt=True)
+    records, fixed = converted.records, STORED_PREFIX.size
+    read_u32, positions = _U32.unpack_from, converted.positions
+    for number in range(converted.count):
+        start = positions[number]
+        (headers_length,) = read_u32(records, start + fixed - 4)
+        if positions[number + 1] - start == fixed + headers_length + 4:  # payload_length 0
+            raise kafka_records.InvalidRecordBatch(
+                f"record {number} has a null or empty value: a topic of format {IGGY_FORMAT} "
+                "holds payloads of 1 byte or more", corrupt=False)
+    return converted
 
 
 # ---------------------------------------------------------------------- Kafka -> Iggy
