@@ -6,6 +6,7 @@ Kafka-format log."""
 from __future__ import annotations
 
 import gzip
+from array import array
 import os
 import random
 import struct
@@ -781,3 +782,70 @@ def test_the_twins_are_used_when_built_and_an_older_build_gets_the_reference():
                          timeout=60)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "0000000000000000"
+
+
+# ------------------------------------------- stamp_converted: the twin against the reference
+
+def stamp_outcome(function, records, positions, timestamps, *numbers):
+    """What stamping converted records gives: the records after, the result, or the error."""
+    records = bytearray(records)
+    try:
+        entries, first, last = function(records, positions, timestamps, *numbers)
+    except InvalidRecordBatch as error:
+        return ("empty", str(error))
+    except ValueError as error:
+        return ("malformed", str(error))
+    return ("ok", bytes(records), bytes(entries), first, last)
+
+
+def assert_stamp_twins_agree(records, positions, timestamps, *numbers):
+    assert record_conversion._STAMP_TWIN is not None, "_stamp is built without stamp_converted"
+    expected = stamp_outcome(record_conversion.stamp_converted_python, records, positions,
+                             timestamps, *numbers)
+    assert stamp_outcome(record_conversion.stamp_converted_accelerated, records, positions,
+                         timestamps, *numbers) == expected, (records.hex(), numbers)
+    return expected
+
+
+@twin
+@pytest.mark.parametrize("seed", range(40))
+def test_stamp_converted_twin_gives_the_references_bytes_and_errors(seed):
+    rng = random.Random(seed)
+    produced = kafka_batch([
+        (rng.choice([None, b"k", b"key" * 30]), rng.randbytes(rng.randrange(0, 40)),
+         rng.choice([-1, 0, 5_000, 7_000, 1_700_000_000_000 + rng.randrange(10**6)]),
+         [("h", b"v")] * rng.randrange(3))
+        for _ in range(rng.randrange(1, 30))], codec=rng.randrange(5))
+    converted = record_conversion.kafka_to_iggy(stored_kafka(produced), 0, 1 << 20)
+    numbers = (rng.randrange(1 << 40), rng.randrange(1 << 50), rng.choice([0, 6_000_000, 1 << 62]),
+               rng.randrange(1000), rng.randrange(1 << 20))
+    outcome_ = assert_stamp_twins_agree(converted.records, converted.positions,
+                                        converted.timestamps, *numbers)
+    if outcome_[0] == "ok":  # offsets and timestamps as the rule says, read back as Iggy records
+        back = list(iter_polled_messages(outcome_[1], converted.count))
+        assert [m.offset for m in back] == list(range(numbers[0], numbers[0] + converted.count))
+        stamps = [m.timestamp for m in back]
+        assert stamps == sorted(stamps) and stamps[0] >= numbers[2]
+    # damaged positions, and numbers past u32 index entries: the same error from both
+    damaged = array("I", converted.positions)
+    damaged[rng.randrange(len(damaged))] += rng.choice([1, 7, 1 << 20])
+    assert_stamp_twins_agree(converted.records, damaged, converted.timestamps, *numbers)
+    past_the_end = array("I", converted.positions)
+    past_the_end[-1] += 1
+    assert assert_stamp_twins_agree(converted.records, past_the_end, converted.timestamps,
+                                    *numbers)[0] in ("malformed", "empty")
+    assert assert_stamp_twins_agree(converted.records, converted.positions, converted.timestamps,
+                                    numbers[0], numbers[1], numbers[2], (1 << 32) - 1,
+                                    numbers[4])[0] in ("malformed", "ok")
+    assert assert_stamp_twins_agree(converted.records, converted.positions[:-1],
+                                    converted.timestamps, *numbers)[0] == "malformed"
+
+
+def test_stamp_converted_refuses_an_empty_payload_in_both_twins():
+    converted = record_conversion.kafka_to_iggy(
+        stored_kafka(kafka_batch([(None, b"x", 1, []), (b"k", None, 2, [])])), 0, 10)
+    for function in (record_conversion.stamp_converted_python,
+                     record_conversion.stamp_converted_accelerated):
+        with pytest.raises(InvalidRecordBatch, match="record 1 has a null or empty value"):
+            function(bytearray(converted.records), converted.positions, converted.timestamps,
+                     0, 0, 0, 0, 0)

@@ -351,6 +351,10 @@ static PyMethodDef stamp_methods[] = {
      "iggy_to_kafka(records, first_offset, end_offset) -> (records_block, count,\n"
      "base_offset, last_offset, base_timestamp_ms, max_timestamp_ms), None (no record) or a\n"
      "str (malformed): stored Iggy records as a RecordBatch v2 records block."},
+    {"stamp_converted", (PyCFunction)(void (*)(void))convert_stamp_converted, METH_FASTCALL,
+     "stamp_converted(records, starts, times, first_offset, now_us, last_us, relative, base)\n"
+     "-> (index_entries, first_timestamp, last_timestamp), an int (the record with an empty\n"
+     "payload) or a str (malformed): converted records given their offsets and timestamps."},
 #endif
     {"crc32", crc32_function, METH_VARARGS, "crc32(data, value=0): zlib's CRC-32."},
     {"set_pclmul", crc32_set_pclmul, METH_VARARGS,

@@ -55,7 +55,6 @@ import shutil
 import time
 from array import array
 from collections.abc import Callable
-from itertools import accumulate
 from concurrent.futures import Future
 from bisect import bisect_right
 from dataclasses import dataclass, field
@@ -68,7 +67,7 @@ from rill.errors import (
     FeatureUnavailable,
 )
 from rill.protocol.buffer import DecodeError
-from rill.protocol.layout import STATE_AVAILABLE, STORED_HEAD
+from rill.protocol.layout import STORED_HEAD
 from rill.server.storage.columnar import ColumnarRange, read_segment_columns
 from rill.server.storage.durability import Durability
 from rill.server.storage.file_region import FileRegion
@@ -421,24 +420,18 @@ class PartitionLog:
                         ) -> tuple[int, int]:
         """Write converted stored records (offsets 0.., per-record timestamps, 0: none) at the
         log's next offsets: offsets and timestamps (module invariants) written in place, one
-        index entry per record with its timestamp. Returns (first, last) offsets."""
+        index entry per record with its timestamp (``record_conversion.stamp_converted``, in
+        C; an empty payload is refused there, before anything is written). Returns (first,
+        last) offsets."""
         records = bytearray(converted.records)
         count = converted.count
         active = self._segment_for(len(records))
         first = active.next_offset
-        timestamps = list(accumulate((stamp or now_us for stamp in converted.timestamps), max,
-                                     initial=self._last_timestamp))[1:]
-        relative, base = first - active.start_offset, active.size_bytes
-        index_entries = bytearray(INDEX_ENTRY_SIZE * count)
-        pack_head, pack_entry = STORED_HEAD.pack_into, INDEX_ENTRY.pack_into
-        positions = converted.positions
-        for number in range(count):
-            start, stamp = positions[number], timestamps[number]
-            pack_head(records, start, first + number, STATE_AVAILABLE, stamp)
-            pack_entry(index_entries, number * INDEX_ENTRY_SIZE, relative + number, base + start,
-                       stamp)
-        self._write(active, records, index_entries, timestamps[0], count,
-                    last_timestamp=timestamps[-1])
+        index_entries, first_timestamp, last_timestamp = record_conversion.stamp_converted(
+            records, converted.positions, converted.timestamps, first, now_us,
+            self._last_timestamp, first - active.start_offset, active.size_bytes)
+        self._write(active, records, bytearray(index_entries), first_timestamp, count,
+                    last_timestamp=last_timestamp)
         return first, first + count - 1
 
     def _finished(self, pending: _PendingAppend, finished: asyncio.Future[StampedBatch]) -> None:
