@@ -160,7 +160,8 @@ def main() -> None:
                      produce_to_iggy(produced, python=True),
                      produce_to_iggy(produced, python=False), n, args.repeat)
         seconds = best(lambda: stamp_batches(produced, 0, 0, 0, 0), args.repeat)
-        print(f"Produce ({NAMES[codec]:4}) -> kafka-v2 (native): {seconds / n * 1e6:6.3f} µs/record")
+        print(f"Produce ({NAMES[codec]:4}) -> kafka-v2 (native): "
+              f"{seconds / n * 1e6:6.3f} µs/record")
 
 
 if __name__ == "__main__":

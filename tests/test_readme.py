@@ -96,8 +96,9 @@ def test_the_kafka_quick_start_runs_as_printed(tmp_path) -> None:
         assert outputs[-1].splitlines() == ["k1 hello", "k2 world"]
         printed = []
         for example in _blocks(KAFKA_DOC, "Quick start (local)", "python"):
-            ran = subprocess.run([sys.executable, "-c", example.replace(KAFKA_DOC_ADDRESS, address)],
-                                 capture_output=True, text=True, timeout=120)
+            code = example.replace(KAFKA_DOC_ADDRESS, address)
+            ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                 timeout=120)
             assert ran.returncode == 0, ran.stderr
             printed.append(ran.stdout.strip())
     finally:

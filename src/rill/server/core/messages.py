@@ -109,9 +109,10 @@ class MessageService:
         by default; ``kafka-v2``: RecordBatch v2 batches, a Kafka or TANK produce; None: the
         topic's own). A topic of another format gets them converted (``PartitionLog.append_as``:
         per record, stamped at the clock, ``timestamp_us`` unused; Iggy message ids are not
-        kept in a kafka-v2 topic, so deduplication does not apply). ``gaps``: a batch of the topic's own format whose offsets may skip
-        (``PartitionLog.append``). Deduplication applies to Iggy SEND regions stored as such
-        (iggy-v1 topics) only: its ids are those of that layout."""
+        kept in a kafka-v2 topic, so deduplication does not apply). ``gaps``: a batch whose
+        offsets may skip (``PartitionLog.append``; FeatureUnavailable into an iggy-v1 topic).
+        Deduplication applies to Iggy SEND regions stored as such (iggy-v1 topics) only: its
+        ids are those of that layout."""
         state = self.state
         topic = state.find_topic(stream_id, topic_id)
         state.authorize(session, Action.WRITE_MESSAGES, topic.stream_id, topic.id)

@@ -4,11 +4,12 @@ Owns: ``convert`` (stored records of one format -> records of another, for a rea
 other protocol), the two directions it knows, ``convert_batch`` (a client batch of one format
 -> a client batch of another, for a writer of the other protocol: an Iggy SEND into a Kafka
 topic), and ``kafka_batches_as_records`` / ``stamp_converted`` (Kafka batches -> stored Iggy
-records, for a Kafka or TANK writer into an Iggy topic). RecordBatch v2's record layout and codecs are ``protocol.kafka.record_batch``'s. A log
-keeps its own format (``storage.formats``); a reader that takes another one asks
-``PartitionLog.read_as``, which reads the stored bytes and converts them here, per record. A
-reader of the log's own format never comes here (Kafka -> Kafka and Iggy -> Iggy hand the
-stored bytes through as before).
+records, for a Kafka or TANK writer into an Iggy topic). RecordBatch v2's record layout and
+codecs are ``protocol.kafka.record_batch``'s. A log keeps its own format
+(``storage.formats``); a reader that takes another one asks ``PartitionLog.read_as``, which
+reads the stored bytes and converts them here, per record; a writer of another one
+``PartitionLog.append_as``. A reader of the log's own format never comes here (Kafka -> Kafka
+and Iggy -> Iggy hand the stored bytes through as before).
 
 Two implementations of each direction, as ``records.stamp_batch`` has: ``kafka_to_iggy_python``
 and ``iggy_to_kafka_python`` are the reference (and the fallback); ``_convert.c``'s

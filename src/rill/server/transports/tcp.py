@@ -222,7 +222,8 @@ class TcpConnection(asyncio.BufferedProtocol):
         naming the frame's size and the setting that bounds it."""
         session = self.connection.session
         limit = self.decoder.max_payload_size
-        setting = ("[tcp] max_frame_size" if session.is_authenticated or limit >= self.max_frame_size
+        setting = ("[tcp] max_frame_size"
+                   if session.is_authenticated or limit >= self.max_frame_size
                    else "[connections] max_request_size_unauthenticated (before login)")
         self.listener.refusals.log(
             log, session.address, "frame above the limit",

@@ -5,10 +5,10 @@ checksums, exact counts inside batches, auto-commit); what the Iggy SDK writes i
 stream is read by confluent-kafka and kafka-python (keys, values, headers, ms timestamps,
 offsets, ListOffsets), and what confluent-kafka and kafka-python produce into an Iggy-format
 topic (made by the SDK or HTTP) is converted on the way in, read back by both sides, the
-idempotence rule kept (issue 27 item 1); what the Iggy SDK (over TCP and QUIC), the HTTP JSON API and the CLI send into a
-Kafka topic becomes native RecordBatch v2 batches that librdkafka reads (ids dropped,
-deduplication not applied, bad input answered with Iggy's errors, writing nothing). The
-Spark connector's reads are in tests/spark/test_kafka_topics.py."""
+idempotence rule kept (issue 27 item 1); what the Iggy SDK (over TCP and QUIC), the HTTP
+JSON API and the CLI send into a Kafka topic becomes native RecordBatch v2 batches that
+librdkafka reads (ids dropped, deduplication not applied, bad input answered with Iggy's
+errors, writing nothing). The Spark connector's reads are in tests/spark/test_kafka_topics.py."""
 
 from __future__ import annotations
 

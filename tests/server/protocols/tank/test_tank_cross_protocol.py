@@ -3,7 +3,8 @@ listeners: what a TANK client produces is read by Kafka clients (kafka-python, c
 the Iggy SDK, the HTTP JSON API and the ``rill`` CLI with its key and timestamp (TANK partition
 N = Kafka partition N = Iggy partition N + 1; seq = offset + 1); what Kafka (compressed batches)
 and the Iggy SDK write is consumed over TANK; a TANK produce into an Iggy-format topic is
-converted on the way in (issue 27 item 1) and read back by Iggy, Kafka and TANK. Kafka and TANK share one namespace (the Kafka stream)."""
+converted on the way in (issue 27 item 1) and read back by Iggy, Kafka and TANK. Kafka and
+TANK share one namespace (the Kafka stream)."""
 
 from __future__ import annotations
 
