@@ -7,7 +7,11 @@ beyond the read). Iggy -> Kafka: stored Iggy records (``rill.key`` and two heade
 into one RecordBatch v2 (what a Kafka Fetch of an Iggy-format topic costs). SEND -> Kafka:
 an Iggy SEND region of the same messages made into one RecordBatch v2 (``convert_batch``: what
 an Iggy client writing into a Kafka topic costs before the native append), beside the native
-stamping of that region into an Iggy-format log for comparison. Best of ``--repeat`` timings.
+stamping of that region into an Iggy-format log for comparison. Produce -> Iggy: a Kafka
+producer's batch (uncompressed, zstd) made stored Iggy records with offsets, timestamps and
+index entries (``kafka_batches_as_records`` + ``stamp_converted``: what a Kafka or TANK
+produce into an Iggy-format topic costs before the write), beside the native stamping of the
+same batch into a Kafka-format log. Best of ``--repeat`` timings.
 
 Each conversion is timed twice in the same run: the Python reference (``*_python``) and its C
 twin in ``_convert.c`` / ``_iggy_to_kafka.c`` (``*_accelerated``, what rill runs when the extension is built), with the
@@ -103,6 +107,27 @@ def send_to_kafka(region: bytes, iggy_to_kafka):  # type: ignore[no-untyped-def]
     return run
 
 
+def produce_to_iggy(produced: bytes, python: bool):  # type: ignore[no-untyped-def]
+    """A Kafka Produce's batches made stored Iggy records with their offsets, timestamps and
+    index entries (``kafka_batches_as_records`` + ``stamp_converted``, what
+    ``PartitionLog.append_as`` does before its write), by the references or the twins."""
+    convert = (record_conversion.kafka_to_iggy_python if python
+               else record_conversion.kafka_to_iggy_accelerated)
+    stamp = (record_conversion.stamp_converted_python if python
+             else record_conversion.stamp_converted_accelerated)
+
+    def run() -> None:
+        chosen = record_conversion.kafka_to_iggy
+        record_conversion.kafka_to_iggy = convert
+        try:
+            converted = record_conversion.kafka_batches_as_records(produced)
+        finally:
+            record_conversion.kafka_to_iggy = chosen
+        stamp(bytearray(converted.records), converted.positions, converted.timestamps, 0,
+              1_700_000_000_000_000, 0, 0, 0)
+    return run
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1000)
@@ -129,6 +154,14 @@ def main() -> None:
                  n, args.repeat)
     seconds = best(lambda: stamp_batch(region, 0, 1_700_000_000_000_000, 0, 0), args.repeat)
     print(f"SEND -> iggy-v1 (native stamp) : {seconds / n * 1e6:6.3f} µs/record")
+    for codec in (0, 4):
+        produced = kafka_stored(n, args.size, codec)
+        side_by_side(f"Produce ({NAMES[codec]:4}) -> iggy-v1     ",
+                     produce_to_iggy(produced, python=True),
+                     produce_to_iggy(produced, python=False), n, args.repeat)
+        seconds = best(lambda: stamp_batches(produced, 0, 0, 0, 0), args.repeat)
+        print(f"Produce ({NAMES[codec]:4}) -> kafka-v2 (native): "
+              f"{seconds / n * 1e6:6.3f} µs/record")
 
 
 if __name__ == "__main__":

@@ -62,3 +62,46 @@ def test_python_then_cli_examples_run_against_one_server(server, tmp_path) -> No
                              capture_output=True, text=True, timeout=60)
         assert ran.returncode == 0, f"{line}\n{ran.stdout}\n{ran.stderr}"
     assert len((tmp_path / "all.jsonl").read_text().splitlines()) == 6  # hello, world, 2 lines, 2 keyed
+
+
+KAFKA_DOC = Path(__file__).resolve().parents[1] / "docs" / "kafka.md"
+KAFKA_DOC_ADDRESS = "127.0.0.1:9092"
+
+
+def _blocks(path: Path, section: str, language: str) -> list[str]:
+    text = path.read_text()
+    start = text.index(f"## {section}\n")
+    end = text.index("\n## ", start + 1)
+    return re.compile(rf"```{language}\n(.*?)```", re.S).findall(text, start, end)
+
+
+def test_the_kafka_quick_start_runs_as_printed(tmp_path) -> None:
+    """docs/kafka.md opens with a recipe (issue 27 item 7): its `rill serve` line starts the
+    server (the port made free), then its kcat lines, its confluent-kafka and its kafka-python
+    examples run unchanged but for the address."""
+    bash = _blocks(KAFKA_DOC, "Quick start (local)", "bash")
+    serve = shlex.split(bash[0])
+    assert serve[:2] == ["rill", "serve"]
+    args = [arg.replace(KAFKA_DOC_ADDRESS, "127.0.0.1:0") for arg in serve[2:]]
+    server = RillProcess(tmp_path / "data", args=args).start()
+    try:
+        address = "%s:%d" % server.kafka_address
+        outputs = []
+        for line in bash[1].splitlines():
+            assert line.startswith(("printf ", "kcat ")), line
+            ran = subprocess.run(line.replace(KAFKA_DOC_ADDRESS, address), shell=True,
+                                 capture_output=True, text=True, timeout=60)
+            assert ran.returncode == 0, f"{line}\n{ran.stdout}\n{ran.stderr}"
+            outputs.append(ran.stdout)
+        assert outputs[-1].splitlines() == ["k1 hello", "k2 world"]
+        printed = []
+        for example in _blocks(KAFKA_DOC, "Quick start (local)", "python"):
+            code = example.replace(KAFKA_DOC_ADDRESS, address)
+            ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                 timeout=120)
+            assert ran.returncode == 0, ran.stderr
+            printed.append(ran.stdout.strip())
+    finally:
+        server.kill()
+    assert printed == ["[b'hello', b'world', b'from confluent-kafka']",
+                       "[b'hello', b'world', b'from confluent-kafka', b'from kafka-python']"]

@@ -4,8 +4,9 @@ server (issue 13 item 5, "the scenario matrix grows a protocol axis").
 Protocols (``PROTOCOLS``): ``iggy`` (the SDK over TCP), ``http`` (the SDK over the HTTP JSON
 API) and ``kafka`` (confluent-kafka on the Kafka listener). A topic keeps the record format of
 the protocol that created it (Kafka: ``kafka-v2``, Iggy/HTTP: ``iggy-v1``), so every pair
-exercises one of: the native path, the read conversion of either direction, or an Iggy
-writer's conversion into a Kafka topic (docs/kafka.md, "One log, every protocol"). What every
+exercises one of: the native path, the read conversion of either direction, an Iggy writer's
+conversion into a Kafka topic or a Kafka writer's into an Iggy topic (docs/kafka.md, "One
+log, every protocol"). What every
 pair must agree on, within the documented lossless subset (non-empty keys and values of at
 most 255 bytes, unique non-empty raw header values, no ``rill.key`` header): offsets, values,
 keys (Kafka's key = Iggy's ``rill.key`` header), headers, timestamps in ms; offsets by time
@@ -35,11 +36,11 @@ from server_process import RillProcess
 PROTOCOLS = ("iggy", "http", "kafka")  # TANK joins here
 IGGY_FAMILY = {"iggy", "http"}  # share Iggy consumer positions (one namespace by design)
 PAIRS = list(itertools.product(PROTOCOLS, PROTOCOLS))
-# (writer, reader, creator): the topic created by the writer, and by Kafka for Iggy writers
-# (an Iggy SEND into a Kafka topic); Kafka does not produce to Iggy-format topics (refused by
-# rule, tests/server/protocols/kafka/test_kafka_cross_protocol.py)
+# (writer, reader, creator): the topic created by the writer, and by the other family: by
+# Kafka for Iggy writers (an Iggy SEND into a Kafka topic), by Iggy for the Kafka writer (a
+# Produce into an Iggy-format topic, converted on the way in: issue 27 item 1)
 WRITES = [(writer, reader, creator) for writer, reader in PAIRS
-          for creator in dict.fromkeys((writer, "kafka"))]
+          for creator in (writer, "kafka" if writer != "kafka" else "iggy")]
 STREAM = "kafka"  # [kafka] stream: where Kafka topics live
 ENV = {"RILL_KAFKA_ENABLED": "true", "RILL_KAFKA_ADDRESS": "127.0.0.1:0",
        "RILL_KAFKA_ANONYMOUS_USER": "iggy", "RILL_HTTP_ENABLED": "true",

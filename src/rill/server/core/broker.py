@@ -196,17 +196,21 @@ class Broker:
     # -- data ------------------------------------------------------------------------------
 
     async def append(self, session: Session, ref: PartitionRef, region: bytes | memoryview,
-                     timestamp_us: int | None = None, gaps: bool = False) -> AppendResult:
+                     timestamp_us: int | None = None, gaps: bool = False,
+                     record_format: str | None = None) -> AppendResult:
         """Append a batch in the topic's record format (``iggy-v1``: a SEND region,
         ``storage.records``; ``kafka-v2``: RecordBatch v2, ``storage.kafka_records``) and answer
         once it is as durable as the fsync policy promises, with the offsets it got.
         ``timestamp_us``: the index timestamp when the batch carries its own (Kafka's
         maxTimestamp), else the server's clock. ``gaps``: the batch's offsets may skip (a
         kafka-v2 batch the caller built with lastOffsetDelta >= recordsCount - 1: TANK's
-        explicit sequence numbers); its last offset is then base + lastOffsetDelta."""
+        explicit sequence numbers); its last offset is then base + lastOffsetDelta.
+        ``record_format``: the format ``region`` is in (None: the topic's); a topic of another
+        format gets it converted on the way in (``PartitionLog.append_as``: Kafka and TANK
+        batches, ``kafka-v2``, into an ``iggy-v1`` topic, one Iggy record per Kafka record)."""
         return await self._core.messages.send_messages(
             session, ref.namespace, ref.topic, Partitioning.partition_id(ref.partition_id), region,
-            timestamp_us, region_format=None, gaps=gaps)
+            timestamp_us, region_format=record_format, gaps=gaps)
 
     def read(self, session: Session, ref: PartitionRef, offset: int, max_records: int,
              max_bytes: int, record_format: str | None = None, regions: bool = False

@@ -106,11 +106,13 @@ class MessageService:
         ``timestamp_us``: the time to stamp instead of the clock's (a record format whose
         batches carry their own time: the log still never lets timestamps go back).
         ``region_format``: the record format ``messages`` is in (a SEND region, ``iggy-v1``,
-        by default; None: the topic's own). A topic of another format gets them converted
-        (``PartitionLog.append_as``: per record; message ids are not kept, so deduplication
-        does not apply). ``gaps``: a batch of the topic's own format whose offsets may skip
-        (``PartitionLog.append``). Deduplication applies to Iggy SEND regions stored as such
-        (iggy-v1 topics) only: its ids are those of that layout."""
+        by default; ``kafka-v2``: RecordBatch v2 batches, a Kafka or TANK produce; None: the
+        topic's own). A topic of another format gets them converted (``PartitionLog.append_as``:
+        per record, stamped at the clock, ``timestamp_us`` unused; Iggy message ids are not
+        kept in a kafka-v2 topic, so deduplication does not apply). ``gaps``: a batch whose
+        offsets may skip (``PartitionLog.append``; FeatureUnavailable into an iggy-v1 topic).
+        Deduplication applies to Iggy SEND regions stored as such (iggy-v1 topics) only: its
+        ids are those of that layout."""
         state = self.state
         topic = state.find_topic(stream_id, topic_id)
         state.authorize(session, Action.WRITE_MESSAGES, topic.stream_id, topic.id)
@@ -123,10 +125,12 @@ class MessageService:
                 raise errors.CannotSaveMessagesToSegment(reason=(
                     "Cannot save messages to segment: the disk is full (its last "
                     f"{reserve.size} bytes are kept for metadata, so deletions still work)"))
-            now = state.clock() if timestamp_us is None else timestamp_us
             stored_format = partition.log.settings.record_format
-            if region_format is not None and region_format != stored_format:
-                first, last = partition.log.append_as(region_format, messages, now)
+            converting = region_format is not None and region_format != stored_format
+            # a converted batch is stamped at the clock: its records keep their own times
+            now = state.clock() if timestamp_us is None or converting else timestamp_us
+            if converting:
+                first, last = partition.log.append_as(region_format, messages, now, gaps)
             elif self.deduplicator is None or stored_format != SEND_FORMAT:
                 # large batches are stamped and written in a worker thread (storage.partition_log)
                 first, last = await partition.log.append_async(messages, now, gaps)

@@ -417,4 +417,91 @@ PyObject *convert_kafka_to_iggy(PyObject *module, PyObject *const *args, Py_ssiz
     return result;
 }
 
+/* stamp_converted(records, starts, times, first_offset, now_us, last_us, relative, base): the
+ * twin of record_conversion.stamp_converted_python. ``records`` (writable): stored Iggy records
+ * as kafka_to_iggy made them; ``starts``: count + 1 native u32 (where each starts, then the
+ * end); ``times``: count native u64 (µs, 0 = none). Writes offset first_offset + i and the
+ * timestamp (its own, now_us when 0, never below the one before, from last_us) into each
+ * record, and returns (index_entries, first_timestamp, last_timestamp); an int i when record i
+ * has an empty payload (nothing is returned for the others: the caller discards the copy); a
+ * str when the positions do not describe the records or do not fit u32 index entries. */
+PyObject *convert_stamp_converted(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "stamp_converted(records, starts, times, first_offset, "
+                                         "now_us, last_us, relative, base) takes 8 arguments");
+        return NULL;
+    }
+    unsigned long long values[5];
+    if (uint64_arguments(args + 3, 5, values) < 0) return NULL;
+    uint64_t first_offset = values[0], now_us = values[1], previous = values[2];
+    uint64_t relative = values[3], base = values[4];
+    Py_buffer records, starts, times;
+    if (PyObject_GetBuffer(args[0], &records, PyBUF_WRITABLE) < 0) return NULL;
+    if (PyObject_GetBuffer(args[1], &starts, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&records);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[2], &times, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&records);
+        PyBuffer_Release(&starts);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    size_t count = (size_t)times.len / 8;
+    uint8_t *data = records.buf;
+    size_t length = (size_t)records.len;
+    const uint32_t *start_at = starts.buf;  /* native order, as array("I") holds them */
+    const uint64_t *time_at = times.buf;
+    uint8_t *entries = NULL;
+    if ((size_t)starts.len != (count + 1) * 4 || (size_t)times.len % 8 || count == 0) {
+        result = PyUnicode_FromString("the positions and timestamps do not match the records");
+        goto done;
+    }
+    if (relative + count - 1 > UINT32_MAX || base + length > (uint64_t)UINT32_MAX + 1) {
+        result = PyUnicode_FromString("the records do not fit u32 index entries");
+        goto done;
+    }
+    entries = PyMem_RawMalloc(count * 16);
+    if (entries == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    uint64_t first_timestamp = 0;
+    for (size_t i = 0; i < count; i++) {
+        size_t at = start_at[i], end = start_at[i + 1];
+        if (at > end || end > length || end - at < RECORD_OVERHEAD ||
+                (i == 0 && at != 0) || (i == count - 1 && end != length)) {
+            result = PyUnicode_FromFormat("record %zu: its positions are out of range", i);
+            goto done;
+        }
+        uint64_t headers_length = load_le32(data + at + RECORD_HEADERS_AT - 4);
+        if (headers_length > end - at - RECORD_OVERHEAD) {
+            result = PyUnicode_FromFormat("record %zu: its positions are out of range", i);
+            goto done;
+        }
+        if (load_le32(data + at + RECORD_HEADERS_AT + headers_length) == 0) {
+            result = PyLong_FromSize_t(i);
+            goto done;
+        }
+        uint64_t timestamp = time_at[i] ? time_at[i] : now_us;
+        if (timestamp < previous) timestamp = previous;
+        previous = timestamp;
+        if (i == 0) first_timestamp = timestamp;
+        store_le64(data + at, first_offset + i);
+        store_le64(data + at + RECORD_TIMESTAMP_AT, timestamp);
+        store_le32(entries + 16 * i, (uint32_t)(relative + i));
+        store_le32(entries + 16 * i + 4, (uint32_t)(base + at));
+        store_le64(entries + 16 * i + 8, timestamp);
+    }
+    result = Py_BuildValue("(y#KK)", (const char *)entries, (Py_ssize_t)(count * 16),
+                           (unsigned long long)first_timestamp, (unsigned long long)previous);
+done:
+    PyMem_RawFree(entries);
+    PyBuffer_Release(&records);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&times);
+    return result;
+}
+
 #endif /* RILL_HAVE_CONVERSION */

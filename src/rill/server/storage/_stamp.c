@@ -353,6 +353,10 @@ static PyMethodDef stamp_methods[] = {
      "iggy_to_kafka(records, first_offset, end_offset) -> (records_block, count,\n"
      "base_offset, last_offset, base_timestamp_ms, max_timestamp_ms), None (no record) or a\n"
      "str (malformed): stored Iggy records as a RecordBatch v2 records block."},
+    {"stamp_converted", (PyCFunction)(void (*)(void))convert_stamp_converted, METH_FASTCALL,
+     "stamp_converted(records, starts, times, first_offset, now_us, last_us, relative, base)\n"
+     "-> (index_entries, first_timestamp, last_timestamp), an int (the record with an empty\n"
+     "payload) or a str (malformed): converted records given their offsets and timestamps."},
 #endif
     {"walk_kafka_records", (PyCFunction)(void (*)(void))walk_kafka_records, METH_FASTCALL,
      "walk_kafka_records(block, count) -> int (the largest timestampDelta) or a str (why the\n"

@@ -161,6 +161,7 @@ int stamp_valid_utf8(const uint8_t *s, size_t n);
 #define RILL_HAVE_CONVERSION 1
 PyObject *convert_kafka_to_iggy(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *convert_iggy_to_kafka(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *convert_stamp_converted(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 #else
 #define RILL_HAVE_CONVERSION 0
 #endif

@@ -392,18 +392,53 @@ class PartitionLog:
                                             "dense: a batch whose offsets skip cannot be stored")
         return self.format.stamp_sparse
 
-    def append_as(self, record_format: str, raw: bytes | bytearray | memoryview, now_us: int
-                  ) -> tuple[int, int]:
-        """``append`` of a client batch of ``record_format``, another format than the log's
-        (an Iggy SEND region into a ``kafka-v2`` log): converted first
-        (``record_conversion.convert_batch``, per record in C, ``_stamp``'s twin, or its Python
-        reference: bad input raises the source format's errors and writes nothing), its records stamped at the log's append
-        time (``now_us``, never below the log's last timestamp, in whole milliseconds), then
-        appended natively. Returns (first, last) offsets."""
+    def append_as(self, record_format: str, raw: bytes | bytearray | memoryview, now_us: int,
+                  gaps: bool = False) -> tuple[int, int]:
+        """``append`` of a client batch of ``record_format``, another format than the log's,
+        converted first (``storage.record_conversion``, per record in C, or its Python
+        reference): bad input raises the source format's errors and writes nothing. Returns
+        (first, last) offsets.
+
+        * An Iggy SEND region into a ``kafka-v2`` log (``convert_batch``): its records stamped
+          at the log's append time (``now_us``, never below the log's last timestamp, in whole
+          milliseconds), then appended natively.
+        * Kafka RecordBatch v2 batches (a Kafka or TANK produce) into an ``iggy-v1`` log
+          (``kafka_batches_as_records``: checked as a ``kafka-v2`` log checks them, then one
+          stored Iggy record per Kafka record), then ``_append_records``: each record keeps its
+          own timestamp (µs) where it has one, ``now_us`` where it has none, raised to the one
+          before it where it is earlier (the log's timestamps never decrease). ``gaps`` (offsets
+          that skip) is FeatureUnavailable: an Iggy log's offsets are dense."""
         self._settle()
         timestamp = (now_us if now_us > self._last_timestamp else self._last_timestamp)
-        batch = record_conversion.convert_batch(raw, record_format, self.format.name, timestamp)
-        return self.append(batch, timestamp // 1000 * 1000)
+        if self.format.batch_index:
+            batch = record_conversion.convert_batch(raw, record_format, self.format.name,
+                                                    timestamp)
+            return self.append(batch, timestamp // 1000 * 1000)
+        if record_format != record_conversion.KAFKA_FORMAT:
+            raise FeatureUnavailable(reason=f"a batch of format {record_format!r} cannot be "
+                                            f"written to a topic of format {self.format.name!r}")
+        if gaps:
+            raise FeatureUnavailable(reason=f"record format {self.format.name} keeps offsets "
+                                            "dense: a batch whose offsets skip cannot be stored")
+        return self._append_records(record_conversion.kafka_batches_as_records(raw), timestamp)
+
+    def _append_records(self, converted: record_conversion.Converted, now_us: int
+                        ) -> tuple[int, int]:
+        """Write converted stored records (offsets 0.., per-record timestamps, 0: none) at the
+        log's next offsets: offsets and timestamps (module invariants) written in place, one
+        index entry per record with its timestamp (``record_conversion.stamp_converted``, in
+        C; an empty payload is refused there, before anything is written). Returns (first,
+        last) offsets."""
+        records = bytearray(converted.records)
+        count = converted.count
+        active = self._segment_for(len(records))
+        first = active.next_offset
+        index_entries, first_timestamp, last_timestamp = record_conversion.stamp_converted(
+            records, converted.positions, converted.timestamps, first, now_us,
+            self._last_timestamp, first - active.start_offset, active.size_bytes)
+        self._write(active, records, bytearray(index_entries), first_timestamp, count,
+                    last_timestamp=last_timestamp)
+        return first, first + count - 1
 
     def _finished(self, pending: _PendingAppend, finished: asyncio.Future[StampedBatch]) -> None:
         if not finished.cancelled():

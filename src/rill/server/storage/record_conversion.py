@@ -3,11 +3,13 @@
 Owns: ``convert`` (stored records of one format -> records of another, for a reader of the
 other protocol), the two directions it knows, ``convert_batch`` (a client batch of one format
 -> a client batch of another, for a writer of the other protocol: an Iggy SEND into a Kafka
-topic). RecordBatch v2's record layout and codecs are ``protocol.kafka.record_batch``'s. A log
-keeps its own format (``storage.formats``); a reader that takes another one asks
-``PartitionLog.read_as``, which reads the stored bytes and converts them here, per record. A
-reader of the log's own format never comes here (Kafka -> Kafka and Iggy -> Iggy hand the
-stored bytes through as before).
+topic), and ``kafka_batches_as_records`` / ``stamp_converted`` (Kafka batches -> stored Iggy
+records, for a Kafka or TANK writer into an Iggy topic). RecordBatch v2's record layout and
+codecs are ``protocol.kafka.record_batch``'s. A log keeps its own format
+(``storage.formats``); a reader that takes another one asks ``PartitionLog.read_as``, which
+reads the stored bytes and converts them here, per record; a writer of another one
+``PartitionLog.append_as``. A reader of the log's own format never comes here (Kafka -> Kafka
+and Iggy -> Iggy hand the stored bytes through as before).
 
 Two implementations of each direction, as ``records.stamp_batch`` has: ``kafka_to_iggy_python``
 and ``iggy_to_kafka_python`` are the reference (and the fallback); ``_convert.c``'s
@@ -72,6 +74,17 @@ removed from the headers, other headers raw, CreateTime = the append time in ms,
 gets it as any other batch. The message ids are **dropped** (a Kafka record has none; reading
 the record back through Iggy gives id 0 like every Kafka record), so deduplication by id does
 not apply to such a topic.
+
+Kafka RecordBatch v2 batches -> ``iggy-v1`` (``kafka_batches_as_records`` then
+``stamp_converted``: a Kafka Produce or a TANK produce into an Iggy-format topic;
+``PartitionLog.append_as``): the batches are checked as a ``kafka-v2`` log checks a produce
+(``formats.KAFKA_V2.stamp``: lengths, magic, CRC-32C, counts, codec; its InvalidRecordBatch,
+nothing converted), then every record becomes one stored Iggy record by the Kafka -> Iggy
+rule above (``kafka_to_iggy``, compressed batches inflated); ``stamp_converted`` (C twin in
+``_convert.c``, ``stamp_converted_python`` the reference) then gives each its offset and its
+timestamp in the log -- its own, the append time where it has none, never below the one
+before -- and builds the per-record index entries, refusing (InvalidRecordBatch, invalid) a
+record whose value is null or empty: an Iggy payload has at least one byte.
 """
 
 from __future__ import annotations
@@ -92,7 +105,7 @@ from rill.protocol.kafka.record_batch import put_record, read_varint
 from rill.protocol.layout import STATE_AVAILABLE, STORED_HEAD, STORED_PREFIX
 from rill.protocol.stored import crc32
 from rill.server.storage import kafka_records
-from rill.server.storage.formats import IGGY_V1
+from rill.server.storage.formats import IGGY_V1, KAFKA_V2
 from rill.server.storage.records import ACCELERATOR
 from rill.server.storage.records import RECORD_FORMAT as IGGY_FORMAT
 
@@ -106,6 +119,11 @@ _ZERO_ID = bytes(16)
 _RAW_KIND = b"\x01"
 _LITTLE_ENDIAN_HOST = sys.byteorder == "little"
 _MIN_I64, _MAX_I64, _MAX_U64 = -(1 << 63), (1 << 63) - 1, (1 << 64) - 1
+_MAX_U32 = (1 << 32) - 1
+_U64 = struct.Struct("<Q")  # a stored record's offset (at 0) and timestamp (at 9)
+_ENTRY = struct.Struct("<IIQ")  # an iggy-v1 index entry: relative offset, position, timestamp
+_HEADERS_AT = STORED_PREFIX.size  # 41: a stored record's header map starts here
+_RECORD_OVERHEAD = _HEADERS_AT + 4  # the fixed part and payload_length
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +211,96 @@ def convert_batch(raw: bytes | bytearray | memoryview, source: str, target: str,
         return iggy_to_kafka(stamped.records, 0, stamped.count).records
     raise FeatureUnavailable(reason=f"a batch of format {source!r} cannot be written to a topic "
                                     f"of format {target!r}")
+
+
+def kafka_batches_as_records(raw: bytes | bytearray | memoryview) -> Converted:
+    """A produced ``records`` field (one or more RecordBatch v2, as a Kafka Produce or the TANK
+    listener gives it) as stored Iggy records at offsets 0.., for an ``iggy-v1`` log
+    (``PartitionLog.append_as``, which sets their real offsets and timestamps). Checked first
+    exactly as a ``kafka-v2`` log checks a produce (``formats.KAFKA_V2.stamp``: lengths, magic,
+    CRC-32C, counts, codec, control and producer fields), then converted by the read rule
+    (``kafka_to_iggy``, per record in C; compressed batches inflated). Each record's timestamp
+    (µs) is its own, 0 where it has none. Raises ``InvalidRecordBatch`` (nothing converted)
+    for what the check refuses and a batch that does not decompress or parse (corrupt);
+    ``stamp_converted`` then refuses a null or empty value (an Iggy payload has 1+ bytes)."""
+    stamped = KAFKA_V2.stamp(raw if isinstance(raw, bytes) else bytes(raw), 0, 0, 0, 0, 0)
+    try:
+        converted = kafka_to_iggy(stamped.records, 0, stamped.count)
+    except CannotReadMessage as error:
+        raise kafka_records.InvalidRecordBatch(str(error.reason), corrupt=True) from None
+    if converted.count != stamped.count:
+        raise kafka_records.InvalidRecordBatch(
+            f"the batches announce {stamped.count} records, {converted.count} were found",
+            corrupt=True)
+    return converted
+
+
+def stamp_converted_python(records: bytearray, positions: array, timestamps: array,
+                           first_offset: int, now_us: int, last_us: int, relative: int,
+                           base: int) -> tuple[bytearray, int, int]:
+    """Give converted records (``kafka_batches_as_records``: ``positions`` count + 1,
+    ``timestamps`` µs, 0 = none) their place in an ``iggy-v1`` log, in place: offset
+    ``first_offset`` + i, timestamp its own (``now_us`` when it has none) never below the one
+    before (from ``last_us``); returns (index entries ``relative`` + i | ``base`` + position |
+    timestamp, first timestamp, last timestamp). Raises InvalidRecordBatch for a record with
+    an empty payload (a null or empty Kafka value: no Iggy payload holds it; the records are
+    then the caller's to discard) and ValueError when the positions do not describe the
+    records or do not fit u32 index entries: the reference of ``_convert.c``'s
+    ``stamp_converted``."""
+    count, length = len(timestamps), len(records)
+    if len(positions) != count + 1 or not count:
+        raise ValueError("the positions and timestamps do not match the records")
+    if relative + count - 1 > _MAX_U32 or base + length > _MAX_U32 + 1:
+        raise ValueError("the records do not fit u32 index entries")
+    entries = bytearray(16 * count)
+    pack_u64, pack_entry, read_u32 = _U64.pack_into, _ENTRY.pack_into, _U32.unpack_from
+    previous = last_us
+    first = 0
+    for number in range(count):
+        at, end = positions[number], positions[number + 1]
+        if (not at <= end <= length or end - at < _RECORD_OVERHEAD or (number == 0 and at)
+                or (number == count - 1 and end != length)):
+            raise ValueError(f"record {number}: its positions are out of range")
+        (headers_length,) = read_u32(records, at + _HEADERS_AT - 4)
+        if headers_length > end - at - _RECORD_OVERHEAD:
+            raise ValueError(f"record {number}: its positions are out of range")
+        if not read_u32(records, at + _HEADERS_AT + headers_length)[0]:
+            raise _empty_value(number)
+        timestamp = timestamps[number] or now_us
+        if timestamp < previous:
+            timestamp = previous
+        previous = timestamp
+        if not number:
+            first = timestamp
+        pack_u64(records, at, first_offset + number)
+        pack_u64(records, at + 9, timestamp)
+        pack_entry(entries, 16 * number, relative + number, base + at, timestamp)
+    return entries, first, previous
+
+
+def stamp_converted_accelerated(records: bytearray, positions: array, timestamps: array,
+                                first_offset: int, now_us: int, last_us: int, relative: int,
+                                base: int) -> tuple[bytes, int, int]:
+    """``stamp_converted_python`` by ``_convert.c``'s twin: the same bytes, the same errors;
+    numbers past 64 bits, which no log has, go to the reference."""
+    if not (0 <= first_offset and first_offset + len(timestamps) <= _MAX_U64
+            and 0 <= now_us <= _MAX_U64 and 0 <= last_us <= _MAX_U64
+            and 0 <= relative <= _MAX_U64 and 0 <= base <= _MAX_U64):
+        return stamp_converted_python(records, positions, timestamps, first_offset, now_us,
+                                      last_us, relative, base)
+    result = _STAMP_TWIN(records, positions, timestamps, first_offset, now_us, last_us,
+                         relative, base)
+    if type(result) is tuple:
+        return result
+    if type(result) is int:
+        raise _empty_value(result)
+    raise ValueError(result)
+
+
+def _empty_value(number: int) -> kafka_records.InvalidRecordBatch:
+    return kafka_records.InvalidRecordBatch(
+        f"record {number} has a null or empty value: a topic of format {IGGY_FORMAT} holds "
+        "payloads of 1 byte or more", corrupt=False)
 
 
 # ---------------------------------------------------------------------- Kafka -> Iggy
@@ -465,7 +573,10 @@ def _malformed_header_map(offset: int) -> CannotReadMessage:
 
 _KAFKA_TWIN = getattr(ACCELERATOR, "kafka_to_iggy", None)
 _IGGY_TWIN = getattr(ACCELERATOR, "iggy_to_kafka", None)
-# an older build of _stamp has neither: the reference runs
+_STAMP_TWIN = getattr(ACCELERATOR, "stamp_converted", None)
+# an older build of _stamp has none of them: the reference runs
 ACCELERATED = _KAFKA_TWIN is not None and _IGGY_TWIN is not None
 kafka_to_iggy = kafka_to_iggy_accelerated if ACCELERATED else kafka_to_iggy_python
 iggy_to_kafka = iggy_to_kafka_accelerated if ACCELERATED else iggy_to_kafka_python
+stamp_converted = (stamp_converted_accelerated if _STAMP_TWIN is not None
+                   else stamp_converted_python)

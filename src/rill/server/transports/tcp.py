@@ -18,7 +18,9 @@ Refused without being read, the client answered (the protocol's ``error_reply``:
 the status, Kafka answers nothing) and the connection closed (nobody else is affected): a
 length below the protocol's header (status 3) and a frame above the limit (4029), which is
 ``tcp.max_frame_size`` once logged in and ``[connections] max_request_size_unauthenticated``
-before (a larger frame behind a login that is still being served waits for that login's answer).
+before (a larger frame behind a login that is still being served waits for that login's answer);
+a frame above the limit is logged at info with its size and the setting that bounds it (once
+per client address, then at most once a minute with a count: ``logs.Refusals``).
 Timeouts and the in-order serving belong to the transport-neutral ``BinaryConnection``
 (``transports/binary.py``, shared with QUIC); this module feeds it frames, tells it when a frame
 is arriving (from its first byte), and writes what it answers.
@@ -37,6 +39,7 @@ from rill import errors
 from rill.protocol.framing import NEED_DATA, BadLength, Frame, LargeBuffers, LargeFrame
 from rill.protocol.primitives import Transport
 from rill.server.core.core import Core
+from rill.server.logs import Refusals
 from rill.server.protocols import WireProtocol
 from rill.server.storage.file_region import FileRegion
 from rill.server.transports.binary import Buffer, BinaryConnection
@@ -261,7 +264,22 @@ class TcpConnection(asyncio.BufferedProtocol):
             self.transport.pause_reading()
             self.connection.wait_for_drain()
         else:
+            self._log_too_large(bad.length)
             self._refuse(errors.CommandLengthError.code)
+
+    def _log_too_large(self, size: int) -> None:
+        """One line (``logs.Refusals``: per client address, then once a minute with a count)
+        naming the frame's size and the setting that bounds it."""
+        session = self.connection.session
+        limit = self.decoder.max_payload_size
+        setting = ("[tcp] max_frame_size"
+                   if session.is_authenticated or limit >= self.max_frame_size
+                   else "[connections] max_request_size_unauthenticated (before login)")
+        self.listener.refusals.log(
+            log, session.address, "frame above the limit",
+            "%s connection %s: a request frame of %d bytes is above %s = %d bytes: refused "
+            "unread, connection closed", self.listener.protocol.name, session.address, size,
+            setting, limit)
 
     def _refuse(self, status: int) -> None:
         """Stop reading this connection; answer what is queued, then ``status``, then close."""
@@ -297,6 +315,7 @@ class TcpListener:
         self.supervisor = supervisor
         self.sendfile = sendfile  # large polls may go from the log files by sendfile (not TLS)
         self.large_buffers = LargeBuffers()  # large requests are read into these again
+        self.refusals = Refusals()  # frames above the limit: one line per client, then a count
         self.server: asyncio.base_events.Server | None = None
 
     async def start(self) -> tuple[str, int]:

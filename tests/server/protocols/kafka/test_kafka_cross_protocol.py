@@ -3,11 +3,12 @@ writes under every codec is read by the Iggy SDK over TCP, the HTTP JSON API and
 CLI as Iggy messages (offsets, payloads, keys as ``rill.key``, headers, µs timestamps, Iggy
 checksums, exact counts inside batches, auto-commit); what the Iggy SDK writes into the Kafka
 stream is read by confluent-kafka and kafka-python (keys, values, headers, ms timestamps,
-offsets, ListOffsets), and a Kafka Produce to it is refused with a Kafka error, writing
-nothing; what the Iggy SDK (over TCP and QUIC), the HTTP JSON API and the CLI send into a
-Kafka topic becomes native RecordBatch v2 batches that librdkafka reads (ids dropped,
-deduplication not applied, bad input answered with Iggy's errors, writing nothing). The
-Spark connector's reads are in tests/spark/test_kafka_topics.py."""
+offsets, ListOffsets), and what confluent-kafka and kafka-python produce into an Iggy-format
+topic (made by the SDK or HTTP) is converted on the way in, read back by both sides, the
+idempotence rule kept (issue 27 item 1); what the Iggy SDK (over TCP and QUIC), the HTTP
+JSON API and the CLI send into a Kafka topic becomes native RecordBatch v2 batches that
+librdkafka reads (ids dropped, deduplication not applied, bad input answered with Iggy's
+errors, writing nothing). The Spark connector's reads are in tests/spark/test_kafka_topics.py."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import httpx
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import KafkaConsumer
+from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 
 from rill import errors
@@ -32,6 +33,7 @@ from rill.client import Client, HeaderKind, HeaderValue, Message, PollingStrateg
 from rill.protocol.kafka.errors import ErrorCode
 from test_kafka_data import batch, fetch, list_offset, produce
 from kafka_link import Raw, bootstrap
+from test_kafka_idempotence import idempotent_batch, new_producer
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 COUNT = 120
@@ -229,20 +231,97 @@ def test_kafka_python_reads_an_iggy_topic(server, iggy):
         (2, None, b"third", [("flag", b"\x01")], polled[2].timestamp // 1000)]
 
 
-def test_kafka_produce_to_an_iggy_topic_is_refused_and_writes_nothing(server, iggy):
-    name, _ = iggy_topic(server, iggy)
+# -- Kafka writers -> an Iggy topic (issue 27 item 1) ---------------------------------------
+
+def empty_iggy_topic(iggy, name: str) -> None:
+    try:
+        iggy.create_stream("kafka")
+    except Exception:  # noqa: BLE001 - it exists
+        pass
+    iggy.create_topic("kafka", name, partitions_count=1)
+
+
+def http_topic(server, name: str) -> None:
+    """An Iggy-format topic made through the HTTP API (the Kafka stream exists)."""
+    login = httpx.post(f"{server.http_url}/users/login",
+                       json={"username": "iggy", "password": "iggy"})
+    token = login.json()["access_token"]["token"]
+    made = httpx.post(f"{server.http_url}/streams/kafka/topics",
+                      json={"name": name, "partitions_count": 1, "message_expiry": 0,
+                            "compression_algorithm": "none", "max_topic_size": 0,
+                            "replication_factor": 1},
+                      headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    assert made.status_code in (200, 201), made.text
+
+
+KAFKA_WRITES = [(f"key-{n}".encode() if n % 3 else None, f"value-{n}".encode() * (n + 1),
+                 BASE_MS + 10 * n, [("trace", f"t{n}".encode()), ("n", b"%d" % n)])
+                for n in range(12)]
+
+
+def check_iggy_topic_written_by_kafka(server, iggy, name: str) -> None:
+    """What KAFKA_WRITES wrote, read back by the Iggy SDK and by librdkafka."""
+    polled = iggy.poll_messages("kafka", name, partition_id=1, strategy=PollingStrategy.first(),
+                                count=100).messages
+    assert [m.offset for m in polled] == list(range(len(KAFKA_WRITES)))
+    for message, (key, value, timestamp, headers) in zip(polled, KAFKA_WRITES):
+        assert (message.payload, message.timestamp, message.id) == (value, timestamp * 1000, 0)
+        assert message.checksum == zlib.crc32(value)
+        wanted = {} if key is None else {"rill.key": HeaderValue.raw(key)}
+        assert message.headers == wanted | {name: HeaderValue.raw(raw) for name, raw in headers}
+    got = consume_kafka(server, name, len(KAFKA_WRITES))
+    assert [(m.offset(), m.key(), m.value(), m.timestamp(), m.headers()) for m in got] == [
+        (n, key, value, (1, timestamp), headers)
+        for n, (key, value, timestamp, headers) in enumerate(KAFKA_WRITES)]
+
+
+@pytest.mark.parametrize("compression", ["none", "lz4", "zstd"])
+def test_librdkafka_produces_into_an_iggy_sdk_topic(server, iggy, compression):
+    name = "ik-" + uuid.uuid4().hex[:8]
+    empty_iggy_topic(iggy, name)
+    producer = Producer({"bootstrap.servers": bootstrap(server), "compression.type": compression,
+                         "linger.ms": 20, "acks": "all", "enable.idempotence": True})
+    for key, value, timestamp, headers in KAFKA_WRITES:
+        producer.produce(name, key=key, value=value, partition=0, timestamp=timestamp,
+                         headers=headers)
+    assert producer.flush(20) == 0
+    check_iggy_topic_written_by_kafka(server, iggy, name)
+
+
+def test_kafka_python_produces_into_an_http_topic(server, iggy):
+    name = "hk-" + uuid.uuid4().hex[:8]
+    empty_iggy_topic(iggy, "hk-first-" + uuid.uuid4().hex[:8])  # the Kafka stream exists
+    http_topic(server, name)
+    producer = KafkaProducer(bootstrap_servers=bootstrap(server), compression_type="gzip",
+                             linger_ms=20)
+    try:
+        for key, value, timestamp, headers in KAFKA_WRITES:
+            producer.send(name, key=key, value=value, partition=0, timestamp_ms=timestamp,
+                          headers=headers)
+        producer.flush(20)
+    finally:
+        producer.close(10)
+    check_iggy_topic_written_by_kafka(server, iggy, name)
+
+
+def test_an_idempotent_producer_keeps_its_sequences_on_an_iggy_topic(server, iggy):
+    name, _ = iggy_topic(server, iggy)  # offsets 0..2 written by the Iggy SDK
     raw = Raw(server)
     try:
-        answer = produce(raw, name, batch([(b"k", b"v", 1)]))
-        assert answer.error_code == ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
-        assert "Kafka clients may read it" in answer.error_message
-        assert list_offset(raw, name, -1).offset == 3
-        fetched = fetch(raw, name, 3).responses[0].partitions[0]
-        assert (fetched.error_code, fetched.high_watermark) == (ErrorCode.NONE, 3)
+        producer_id = new_producer(raw)
+        first = idempotent_batch(producer_id, 0, 0, [b"a", b"b"])
+        assert produce(raw, name, first).base_offset == 3
+        retried = produce(raw, name, first)  # the retry of a batch: its original offset
+        assert (retried.error_code, retried.base_offset) == (ErrorCode.NONE, 3)
+        gap = produce(raw, name, idempotent_batch(producer_id, 0, 5, [b"gap"]))
+        assert gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert produce(raw, name, idempotent_batch(producer_id, 0, 2, [b"c"])).base_offset == 5
+        assert list_offset(raw, name, -1).offset == 6
     finally:
         raw.close()
-    assert iggy.poll_messages("kafka", name, partition_id=1, strategy=PollingStrategy.first(),
-                              count=10).count == 3
+    polled = iggy.poll_messages("kafka", name, partition_id=1, strategy=PollingStrategy.offset(3),
+                                count=10).messages
+    assert [(m.offset, m.payload) for m in polled] == [(3, b"a"), (4, b"b"), (5, b"c")]
 
 
 # -- Iggy writers -> a Kafka topic -----------------------------------------------------------

@@ -266,17 +266,41 @@ def test_acks_0_gets_no_response_and_the_next_answer_is_in_order(raw):
     assert high_watermark(raw, topic) == 1
 
 
-def test_an_iggy_format_topic_is_read_but_not_produced_to(server, raw):
+def test_an_iggy_format_topic_is_produced_to_converted(server, raw):
+    """Issue 27 item 1 (was: refused with UNSUPPORTED_FOR_MESSAGE_FORMAT 43): a Produce into
+    an Iggy-format topic is converted on the way in; what the kafka-v2 format refuses, a CRC
+    that does not match, and a value an Iggy record cannot hold write nothing."""
     new_topic(raw)  # the Kafka stream exists
     name = "iggy-" + uuid.uuid4().hex[:8]
     with session(server) as iggy:
         iggy.create_topic("kafka", name, partitions_count=1)
-    answer = produce(raw, name, batch([(None, b"v", 1)]))
-    assert answer.error_code == ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
-    # reads are converted (test_kafka_cross_protocol.py): an empty Iggy topic reads as empty
+    # an empty Iggy topic reads as empty (reads are converted: test_kafka_cross_protocol.py)
     fetched = fetch(raw, name, 0).responses[0].partitions[0]
     assert (fetched.error_code, fetched.high_watermark, fetched.records) == (0, 0, b"")
-    assert list_offset(raw, name, -1).offset == 0
+    corrupt = bytearray(batch([(b"k", b"bad", 1)]))
+    corrupt[-1] ^= 0xFF  # inside the CRC-32C range
+    answer = produce(raw, name, bytes(corrupt))
+    assert (answer.error_code, answer.base_offset) == (ErrorCode.CORRUPT_MESSAGE, -1)
+    answer = produce(raw, name, batch([(b"k", b"kept", 1), (b"k", None, 2)]))
+    assert answer.error_code == ErrorCode.INVALID_RECORD
+    assert "null or empty value" in answer.error_message
+    assert list_offset(raw, name, -1).offset == 0  # nothing of either was written
+    answer = produce(raw, name, batch([(b"k", b"v0", 1), (None, b"v1", 2)]))
+    assert (answer.error_code, answer.base_offset) == (ErrorCode.NONE, 0)
+    answer = produce(raw, name, batch([(b"k2", b"v2", 3)], compression=1))  # gzip, inflated
+    assert (answer.error_code, answer.base_offset) == (ErrorCode.NONE, 2)
+    assert list_offset(raw, name, -1).offset == 3
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap(server), enable_auto_commit=False,
+                             consumer_timeout_ms=10_000)
+    try:
+        partition = TopicPartition(name, 0)
+        consumer.assign([partition])
+        consumer.seek(partition, 0)
+        got = [next(consumer) for _ in range(3)]
+    finally:
+        consumer.close()
+    assert [(r.offset, r.key, r.value, r.timestamp) for r in got] == [
+        (0, b"k", b"v0", 1), (1, None, b"v1", 2), (2, b"k2", b"v2", 3)]
 
 
 def test_a_failed_acks_0_produce_closes_the_connection(raw):

@@ -21,8 +21,8 @@ from kafka.errors import (
 from rill.protocol.kafka import apis, decode_response, encode_request, request_class
 from rill.protocol.kafka.errors import ErrorCode
 from rill.server.protocols.kafka.dispatch import SERVED
-from kafka_link import Raw, bootstrap
-from server_process import session
+from kafka_link import KAFKA_ENV, Raw, bootstrap
+from server_process import RillProcess, session
 
 @pytest.fixture
 def admin(server):
@@ -98,6 +98,31 @@ def test_a_bad_frame_size_closes_only_that_connection(server, raw, size):
             assert isinstance(iggy.get_streams(), list)
     finally:
         other.close()
+
+
+def test_refusals_are_logged_once_per_client_and_cause_with_the_frame_limit(tmp_path):
+    """Issue 27 item 5: a client looping on a refused request (each closes its connection, as
+    Kafka does) or on a frame above the limit leaves one line per cause, not one per request;
+    the frame's line names its size and the setting that bounds it."""
+    process = RillProcess(tmp_path / "data", env={
+        **KAFKA_ENV, "RILL_LOGGING_LEVEL": "info", "RILL_TCP_MAX_FRAME_SIZE": "1 MiB"}).start()
+    try:
+        for request in [struct.pack(">ihhi", 8, 999, 0, 5)] * 30 + [
+                struct.pack(">i", 5 << 20) + b"\x00" * 8] * 10:
+            link = Raw(process)
+            link.send(request)
+            assert link.receive() is None
+            link.close()
+        answered = Raw(process)  # served after every refusal: their lines are written
+        assert answered.call(apis.API_VERSIONS, 0, ApiVersionsRequest()).error_code == 0
+        answered.close()
+    finally:
+        process.stop()
+    refused = [line for line in process.output if "Kafka API key 999" in line]
+    too_large = [line for line in process.output if "request frame of" in line]
+    assert len(refused) == 1 and "closing the connection" in refused[0], refused
+    assert len(too_large) == 1, too_large
+    assert "%d bytes is above [tcp] max_frame_size = %d bytes" % (5 << 20, 1 << 20) in too_large[0]
 
 
 # -- Metadata ----------------------------------------------------------------------------------

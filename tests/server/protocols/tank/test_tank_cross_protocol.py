@@ -3,7 +3,8 @@ listeners: what a TANK client produces is read by Kafka clients (kafka-python, c
 the Iggy SDK, the HTTP JSON API and the ``rill`` CLI with its key and timestamp (TANK partition
 N = Kafka partition N = Iggy partition N + 1; seq = offset + 1); what Kafka (compressed batches)
 and the Iggy SDK write is consumed over TANK; a TANK produce into an Iggy-format topic is
-refused (0x02) and writes nothing. Kafka and TANK share one namespace (the Kafka stream)."""
+converted on the way in (issue 27 item 1) and read back by Iggy, Kafka and TANK. Kafka and
+TANK share one namespace (the Kafka stream)."""
 
 from __future__ import annotations
 
@@ -209,7 +210,9 @@ def test_tank_consumes_what_kafka_produced(server, compression):
     assert middle.seqs[0] == 33 and middle.values[0] == b"value-32"
 
 
-def test_tank_consumes_what_the_iggy_sdk_produced_and_may_not_produce_to_it(server, iggy):
+def test_tank_consumes_what_the_iggy_sdk_produced_and_produces_into_it(server, iggy):
+    """Issue 27 item 1 (was: a TANK produce into an Iggy-format topic refused, 0x02): TANK's
+    messages are converted on the way in and read back by the Iggy SDK, Kafka and TANK."""
     name = "ig-" + uuid.uuid4().hex[:8]
     try:
         iggy.create_stream("kafka")
@@ -226,16 +229,45 @@ def test_tank_consumes_what_the_iggy_sdk_produced_and_may_not_produce_to_it(serv
     assert fetched.seqs == [1, 2] and fetched.values == [b"first", b"second"]
     assert fetched.keys == [b"k1", None]
     assert fetched.timestamps == [m.timestamp // 1000 for m in polled]
+    after = polled[-1].timestamp // 1000 + 1  # TANK's times, later than the Iggy ones
 
     async def write():
         async with TankClient(*server.tank_address) as client:
-            with pytest.raises(TankProduceError) as refused:
-                await client.produce(name, 0, [b"nope"])
-            return refused.value.code
+            await client.produce(name, 0, [b"third", b"fourth"], keys=[b"k3", None],
+                                 timestamps=[after + 5, after + 9])
+            await client.produce(name, 0, [b"fifth" * 50], keys=[b"k5"], timestamps=after + 20,
+                                 codec="snappy")
+            await client.produce(name, 0, [b"sixth"], first_seq=6, timestamps=after + 30)
+            refused = []
+            for bad in (dict(values=[b""]), dict(values=[b"x"], seqs=[100])):  # no payload; a hole
+                with pytest.raises(TankProduceError) as error:
+                    await client.produce(name, 0, **bad)
+                refused.append(error.value.code)
+            return refused
 
-    assert asyncio.run(write()) == ProduceError.SYSTEM
-    assert iggy.poll_messages("kafka", name, partition_id=1, strategy=PollingStrategy.first(),
-                              count=10).count == 2
+    assert asyncio.run(write()) == [ProduceError.SYSTEM, ProduceError.SYSTEM]
+    messages = iggy.poll_messages("kafka", name, partition_id=1,
+                                  strategy=PollingStrategy.offset(2), count=10).messages
+    assert [(m.offset, m.payload, m.timestamp, m.headers) for m in messages] == [
+        (2, b"third", (after + 5) * 1000, {"rill.key": HeaderValue.raw(b"k3")}),
+        (3, b"fourth", (after + 9) * 1000, {}),
+        (4, b"fifth" * 50, (after + 20) * 1000, {"rill.key": HeaderValue.raw(b"k5")}),
+        (5, b"sixth", (after + 30) * 1000, {})]
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap(server), enable_auto_commit=False,
+                             consumer_timeout_ms=10_000)
+    try:
+        partition = KpTopicPartition(name, 0)
+        consumer.assign([partition])
+        consumer.seek(partition, 2)
+        got = [next(consumer) for _ in range(4)]
+    finally:
+        consumer.close()
+    assert [(r.offset, r.key, r.value, r.timestamp) for r in got] == [
+        (2, b"k3", b"third", after + 5), (3, None, b"fourth", after + 9),
+        (4, b"k5", b"fifth" * 50, after + 20), (5, None, b"sixth", after + 30)]
+    back = tank_read(server, name, 0, 3)
+    assert back.seqs == [3, 4, 5, 6] and back.keys == [b"k3", None, b"k5", None]
+    assert back.values[0] == b"third" and back.hwm == 6
 
 
 def test_kafka_and_tank_share_one_namespace(server):

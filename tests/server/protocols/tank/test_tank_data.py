@@ -14,7 +14,7 @@ from rill.client.tank import Batch, TankClient, TankProduceError, consume_reques
 from rill.protocol.tank import messages as m
 from rill.protocol.tank.bundles import decode_chunk, split_chunk
 from rill.protocol.tank.errors import ConsumeFlag, ProduceError
-from server_process import RillProcess
+from server_process import RillProcess, session
 
 TANK_ENV = {"RILL_TANK_ENABLED": "true", "RILL_TANK_ADDRESS": "127.0.0.1:0",
             "RILL_QUIC_ENABLED": "false", "RILL_HTTP_ENABLED": "false"}
@@ -347,3 +347,30 @@ def test_a_disconnect_cancels_a_long_poll(server):
             return (await other.consume([(name, 0, 1)]))[0]
 
     assert run(scenario()).values == [b"after"]
+
+
+def test_a_loop_of_refused_produces_on_one_connection_logs_one_line(tmp_path):
+    """Issue 27 item 5: a client retrying a refused produce (an empty message into an
+    Iggy-format topic: no Iggy payload holds it) gets 0x02 every time, and the log has one
+    line for it."""
+    process = RillProcess(tmp_path / "data", env={**TANK_ENV, "RILL_LOGGING_LEVEL": "info"})
+    process.start()
+    try:
+        async def scenario():
+            async with TankClient(*process.tank_address) as client:
+                name = await topic(client)  # the TANK stream exists
+                with session(process) as iggy:
+                    iggy.create_topic("kafka", name + "-iggy", partitions_count=1)
+                codes = []
+                for _ in range(25):
+                    with pytest.raises(TankProduceError) as refused:
+                        await client.produce(name + "-iggy", 0, [b""])
+                    codes.append(refused.value.code)
+                await client.produce(name + "-iggy", 0, [b"fine"])  # answered after them all
+                return codes
+
+        assert run(scenario()) == [ProduceError.SYSTEM] * 25
+    finally:
+        process.stop()
+    lines = [line for line in process.output if "TANK produce to" in line]
+    assert len(lines) == 1 and "null or empty value" in lines[0], lines

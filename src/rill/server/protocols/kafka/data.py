@@ -7,8 +7,11 @@ Owns: these rules (the versions served are ``dispatch.DATA_RANGES``):
   another record format (an Iggy ``iggy-v1`` topic, e.g. created by an Iggy client in that
   stream) is served to Fetch and ListOffsets converted into uncompressed RecordBatch v2, per
   record (``storage.record_conversion``: key = the ``rill.key`` header, typed headers as raw
-  bytes, timestamps µs // 1000); a Produce to it is UNSUPPORTED_FOR_MESSAGE_FORMAT (43), with
-  an error message saying so, and nothing is written (one log, every protocol: docs/kafka.md);
+  bytes, timestamps µs // 1000), and a Produce to it is converted on the way in, one Iggy
+  record per Kafka record by the same rule backwards (``broker.append(record_format=
+  "kafka-v2")``: the batch checked as a kafka-v2 topic checks it, CRC-32C included, before
+  anything is written; a null or empty value is INVALID_RECORD 87; the idempotence rule
+  applies; one log, every protocol: docs/kafka.md);
 * **Produce** 0-9 (Produce 0 for librdkafka, KAFKA-18659; v0-2 the seed's dialect): the records
   bytes are checked and repaired as Kafka's broker does (``kafka_records.check_produced``:
   every record walked, maxTimestamp recomputed, a producer's LogAppendTime refused) and go to
@@ -89,15 +92,12 @@ _MAX_RECORDS = 1 << 31
 _MAX_WAIT_MS = 60_000
 
 
-def _partition_error(topics: dict[str, Topic], name: str | None, index: int,
-                     writing: bool = False) -> ErrorCode:
-    """Why (topic, partition) cannot be served (``writing``: appended to), or NONE. Reads of
-    a topic of another record format are converted (``broker.read``); writes are refused."""
+def _partition_error(topics: dict[str, Topic], name: str | None, index: int) -> ErrorCode:
+    """Why (topic, partition) cannot be served, or NONE. A topic of another record format is
+    read and written converted (``broker.read``, ``broker.append``)."""
     topic = topics.get(name) if name is not None else None
     if topic is None or not 0 <= index < len(topic.partitions):
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if writing and topic.record_format != RECORD_FORMAT:
-        return ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
     return ErrorCode.NONE
 
 
@@ -124,11 +124,8 @@ _ProducePartition = _Produce.TopicProduceResponse.PartitionProduceResponse
 async def _produce_partition(core: Core, session: Session, settings: KafkaSettings,
                              topics: dict[str, Topic], name: str, entry, version: int,
                              transactional: bool) -> Any:
-    code = _partition_error(topics, name, entry.index, writing=True)
+    code = _partition_error(topics, name, entry.index)
     message = None
-    if code == ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT:
-        message = (f"topic {name!r} stores Iggy records ({topics[name].record_format}): "
-                   "Kafka clients may read it, not produce to it")
     base_offset = log_start = -1
     records = entry.records
     if code == ErrorCode.NONE and transactional:

@@ -21,7 +21,11 @@ rules of Kafka's dialect (kafka-notes §9):
   nobody when the user does not exist or is inactive) and may still log in by SASL;
 * a JoinGroup or SyncGroup answer may be held (an awaited future, ``groups``): the
   connection's next request waits, other connections go on;
-* an unexpected failure answers nothing and closes the connection (logged).
+* an unexpected failure answers nothing and closes the connection (logged);
+* a refused request (the closes above) is logged at info once per client address and cause,
+  then at most once a minute with the count of those not logged (``logs.Refusals``): a
+  client's retry loop does not flood the log. A frame above the limit is logged by the
+  transport (``transports.tcp``) with its size and the setting that bounds it.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from rill.protocol.kafka.framing import frame
 from rill.protocol.kafka import apis
 from rill.server.core.core import Core
 from rill.server.core.model import Session
+from rill.server.logs import Refusals
 from rill.server.protocols import Reply
 from rill import errors
 from rill.server.protocols.kafka import data, dispatch, sasl
@@ -62,6 +67,7 @@ class KafkaProtocol:
     def __init__(self, settings: KafkaSettings, anonymous_user: str = "") -> None:
         self.settings = settings
         self.anonymous_user = anonymous_user  # who a connection acts as before SASL ("": nobody)
+        self.refusals = Refusals()  # a refused request: one line per client and cause
 
     @staticmethod
     def frame_decoder(max_payload_size: int) -> KafkaRequestFrameDecoder:
@@ -74,6 +80,13 @@ class KafkaProtocol:
             except (errors.InvalidCredentials, errors.UserInactive):
                 log.info("client %d: [kafka] anonymous_user %r is not an active user; the "
                          "connection must log in by SASL", session.client_id, self.anonymous_user)
+
+    def _refused(self, session: Session, cause: str, message: str, *args) -> None:
+        """Log a refused request (the connection closes): once per client address and cause,
+        then at most once a minute with a count (``logs.Refusals``)."""
+        self.refusals.log(log, session.address, cause,
+                          "client %d (%s): " + message + "; closing the connection",
+                          session.client_id, session.address, *args)
 
     @staticmethod
     def error_reply(status: int) -> Reply:
@@ -92,22 +105,23 @@ class KafkaProtocol:
         except UnsupportedVersion as error:
             if error.api_key == apis.API_VERSIONS:
                 return Reply([api_versions_unsupported_response(error.correlation_id, SERVED)])
-            log.info("client %d: %s; closing the connection", session.client_id, error)
+            self._refused(session, f"unsupported {error.api_key} v{error.api_version}",
+                          "%s", error)
             return _CLOSE
         except KafkaProtocolError as error:
-            log.info("client %d: %s; closing the connection", session.client_id, error)
+            self._refused(session, type(error).__name__, "%s", error)
             return _CLOSE
         key = request.api_key
         close = False
         if sasl.refused(session):
             return _CLOSE
         if key not in sasl.APIS and sasl.expired(session):
-            log.info("client %d: its SASL login ended ([kafka] session_lifetime) and it did not "
-                     "log in again; closing the connection", session.client_id)
+            self._refused(session, "login ended", "its SASL login ended ([kafka] "
+                          "session_lifetime) and it did not log in again")
             return _CLOSE
         if key not in sasl.BEFORE_LOGIN and not session.is_authenticated:
-            log.info("client %d: Kafka API %d before a SASL login; closing the connection",
-                     session.client_id, key)
+            self._refused(session, f"API {key} before login", "Kafka API %d before a SASL login",
+                          key)
             return _CLOSE
         try:
             if key in sasl.APIS:
@@ -122,8 +136,7 @@ class KafkaProtocol:
             # Produce acks=0: no response at all; a failed partition closes the connection
             # (Kafka's way of telling a client that reads no answers)
             if key == apis.PRODUCE and data.produce_failed(body):
-                log.info("client %d: acks=0 produce failed; closing the connection",
-                         session.client_id)
+                self._refused(session, "acks=0 produce failed", "acks=0 produce failed")
                 return _CLOSE
             return _NOTHING
         if close:  # a refused SASL exchange: the answer now, the close a moment later

@@ -13,7 +13,7 @@ partition, so two produces of one partition never both pass the check).
   before v4), one of id and epoch without the other INVALID_REQUEST (42). A ``transactional_id``
   is TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53): transactions are not served (clients report it
   as a fatal authorization error instead of retrying), as Produce answers a transactional batch.
-* **Produce** on a ``kafka-v2`` topic, for a batch carrying a producer id (>= 0), per
+* **Produce**, for a batch carrying a producer id (>= 0), per
   (producer id, partition) the last ``KEPT_BATCHES`` (5, Kafka's in-flight limit) batches'
   epoch, first/last sequence and base offset are kept. A batch is then:
     - a **duplicate** (same epoch, same first and last sequence as a kept batch): answered NONE
@@ -29,6 +29,10 @@ partition, so two produces of one partition never both pass the check).
   A ``records`` field of several batches carrying a producer id is INVALID_RECORD (87): Kafka
   takes one batch per partition from v3 on. Batches without a producer id are appended as they
   are, without the lock. The work is per batch (its header), never per record.
+* **Iggy-format topics** (``iggy-v1``, written through conversion: ``data``): the same rule,
+  the same state, while the server runs; the stored records keep no producer fields, so after
+  a restart such a partition holds no state and a producer goes on at any sequence (the rule
+  for an unknown producer above): a batch retried across a restart may be stored twice.
 * **Restarts**: a partition's state is rebuilt, on its first idempotent produce, from the
   producer fields of the stored batch headers (``kafka_records.producer_batches``) of its newest
   ``REBUILD_OFFSETS`` (100,000) offsets, read on the event loop, headers only, so a batch written
@@ -55,7 +59,7 @@ from rill.server.core.broker import PartitionRef
 from rill.server.core.core import Core
 from rill.server.core.model import Session, Topic
 from rill.server.core.types import AppendResult
-from rill.server.protocols.kafka.dispatch import KafkaSettings, api, kafka_error
+from rill.server.protocols.kafka.dispatch import RECORD_FORMAT, KafkaSettings, api, kafka_error
 from rill.server.storage.kafka_records import producer_batches
 
 ID_NAME = "kafka-producer-id"  # the name of the producer ids in ``broker.new_id``
@@ -186,7 +190,8 @@ async def append(core: Core, session: Session, topic: Topic, ref: PartitionRef,
     (a duplicate's original one). Raises ProducerRefused, or what ``broker.append`` raises."""
     batches = producer_batches(records)
     if not batches or all(batch[2] < 0 for batch in batches):
-        return (await core.broker.append(session, ref, records, timestamp_us)).first_offset
+        return (await core.broker.append(session, ref, records, timestamp_us,
+                                         record_format=RECORD_FORMAT)).first_offset
     if len(batches) > 1:
         raise ProducerRefused(ErrorCode.INVALID_RECORD,
                               "an idempotent produce carries one batch per partition")
@@ -195,14 +200,18 @@ async def append(core: Core, session: Session, topic: Topic, ref: PartitionRef,
     state = producers(core).partition(topic, ref.partition)
     async with state.lock:
         if not state.loaded:
-            state.rebuild(core, session, ref)
+            if topic.record_format == RECORD_FORMAT:
+                state.rebuild(core, session, ref)
+            else:  # an Iggy-format topic keeps no producer fields: nothing to rebuild from
+                state.loaded = True
         code, duplicate_of = check(state.producers.get(producer_id), epoch, first, last)
         if code != ErrorCode.NONE:
             raise ProducerRefused(code, f"producer {producer_id} epoch {epoch}: sequences "
                                         f"{first}..{last} refused ({code.name})")
         if duplicate_of is not None:
             return duplicate_of
-        result: AppendResult = await core.broker.append(session, ref, records, timestamp_us)
+        result: AppendResult = await core.broker.append(session, ref, records, timestamp_us,
+                                                        record_format=RECORD_FORMAT)
         state.record(producer_id, epoch, first, last, result.first_offset)
         return result.first_offset
 

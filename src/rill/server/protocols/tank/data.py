@@ -7,9 +7,12 @@ Owns: these rules.
 §5.3 says, ``messages.produce_error_bytes``):
 
 * unknown topic 0xff (one byte for the topic), unknown partition 0x01;
-* a topic stored as ``iggy-v1`` (made by an Iggy client in the namespace) is refused with 0x02
-  and nothing is written: TANK clients may read it (converted), not produce to it (the Kafka
-  listener's rule for the same case);
+* a topic stored as ``iggy-v1`` (made by an Iggy client, the CLI or HTTP in the namespace)
+  takes the batch below converted on the way in, one Iggy record per message
+  (``broker.append(record_format="kafka-v2")``, the Kafka listener's rule for the same case:
+  key -> the ``rill.key`` header, timestamps kept in µs); an empty message (no Iggy payload)
+  and explicit numbers that skip (an Iggy log's offsets are dense) are 0x02 with a log line,
+  nothing written;
 * the bundle is decoded and validated (``protocol.tank.bundles``: codec 0/1, Snappy that
   inflates to at most ``MAX_SET_SIZE``, counts and lengths that agree, flags known, sparse
   numbers increasing); an invalid one is 0x02 and nothing is written;
@@ -24,7 +27,9 @@ Owns: these rules.
 * the messages become **one** uncompressed RecordBatch v2 (``protocol.tank.record_batches``,
   the per-message loop in C) appended through ``broker.append``, stamped at the batch's
   maxTimestamp like the Kafka listener's batches, so Kafka, Iggy, HTTP, the CLI and Spark read
-  key and timestamp; a failed append (storage, permissions) is 0x02.
+  key and timestamp; a failed append (storage, permissions) is 0x02. Every 0x02 is logged at
+  info, once per client address and cause, then at most once a minute with a count
+  (``logs.Refusals``): a client retrying a bad produce does not flood the log.
 
 **Consume**, per partition (§6.4; first = first available seq, last = high-water mark):
 
@@ -68,6 +73,7 @@ from rill.protocol.tank.record_batches import (
 )
 from rill.server.core.core import Core
 from rill.server.core.model import Session, Topic
+from rill.server.logs import Refusals
 from rill.server.protocols.tank.dispatch import (
     RECORD_FORMAT,
     TankSettings,
@@ -82,6 +88,7 @@ log = logging.getLogger(__name__)
 MAX_SET_SIZE = 64 * 1024 * 1024  # a Snappy message set may inflate to at most this
 MAX_FETCH = 64 * 1024 * 1024  # fetch_size is clamped to this (TANK's clamp)
 MAX_WAIT_MS = 3_600_000  # TANK's own cap: one hour
+_REFUSALS = Refusals()  # a refused produce: one line per client and cause, then a count
 _MAX_RECORDS = 1 << 31
 
 
@@ -92,21 +99,19 @@ async def _produce_partition(core: Core, session: Session, settings: TankSetting
                              part: m.ProducePartition) -> int:
     if not 0 <= part.partition < len(topic.partitions):
         return ProduceError.UNKNOWN_PARTITION
-    if topic.record_format != RECORD_FORMAT:
-        return ProduceError.SYSTEM
     try:
         bundle = decode_bundle(part.bundle, max_set_size=MAX_SET_SIZE)
         batch = batch_from_bundle(bundle.keys, bundle.values, bundle.timestamps)
     except (TankDecodeError, InvalidColumns) as error:
-        log.info("client %d: TANK produce to %s/%d refused: %s", session.client_id, topic.name,
-                 part.partition, error)
+        _refused(session, topic, part, "refused", error)
         return ProduceError.SYSTEM
     where = ref(settings, topic.name, part.partition)
     broker = core.broker
     try:
         first = bundle.seqs[0] if bundle.sparse else (part.first_seq or 0)
         if not first:
-            await broker.append(session, where, batch, batch_time_us(batch))
+            await broker.append(session, where, batch, batch_time_us(batch),
+                                record_format=RECORD_FORMAT)
             return ProduceError.OK
         seqs = bundle.seqs if bundle.sparse else range(first, first + len(bundle.values))
         async with settings.numbered_append_lock(topic.id, part.partition):
@@ -117,20 +122,28 @@ async def _produce_partition(core: Core, session: Session, settings: TankSetting
             if gaps:  # the offsets skip where the numbers do
                 batch = batch_from_bundle(bundle.keys, bundle.values, bundle.timestamps,
                                           [seq - next_seq for seq in seqs])
-            result = await broker.append(session, where, batch, batch_time_us(batch), gaps)
+            result = await broker.append(session, where, batch, batch_time_us(batch), gaps,
+                                         record_format=RECORD_FORMAT)
         if result.last_offset != seqs[-1] - 1:
             log.warning("TANK produce to %s/%d: explicit seqs %d..%d stored at offsets %d..%d "
                         "(another protocol appended meanwhile)", topic.name, part.partition,
                         first, seqs[-1], result.first_offset, result.last_offset)
     except InvalidColumns as error:
-        log.info("client %d: TANK produce to %s/%d refused: %s", session.client_id, topic.name,
-                 part.partition, error)
+        _refused(session, topic, part, "refused", error)
         return ProduceError.SYSTEM
     except errors.RillError as error:
-        log.info("client %d: TANK produce to %s/%d failed: %s", session.client_id, topic.name,
-                 part.partition, error)
+        _refused(session, topic, part, "failed", error)
         return ProduceError.SYSTEM
     return ProduceError.OK
+
+
+def _refused(session: Session, topic: Topic, part: m.ProducePartition, what: str,
+             error: Exception) -> None:
+    """Log a produce answered 0x02: once per client address and cause (the partition and the
+    kind of error), then at most once a minute with a count (``logs.Refusals``)."""
+    _REFUSALS.log(log, session.address, f"{topic.name}/{part.partition} {type(error).__name__}",
+                  "client %d (%s): TANK produce to %s/%d %s: %s", session.client_id,
+                  session.address, topic.name, part.partition, what, error)
 
 
 async def produce(core: Core, session: Session, settings: TankSettings,
