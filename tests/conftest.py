@@ -6,6 +6,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Hypothesis' per-example deadline (200 ms) is a timed assertion: on a loaded 2-core machine a
+# correct example can take longer, which failed runs for nothing. The properties stay; the
+# clock goes. (A test may still set its own settings.)
+settings.register_profile("rill", deadline=None)
+settings.load_profile("rill")
 
 sys.path.insert(0, str(Path(__file__).parent))
 
