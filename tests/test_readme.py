@@ -62,3 +62,25 @@ def test_python_then_cli_examples_run_against_one_server(server, tmp_path) -> No
                              capture_output=True, text=True, timeout=60)
         assert ran.returncode == 0, f"{line}\n{ran.stdout}\n{ran.stderr}"
     assert len((tmp_path / "all.jsonl").read_text().splitlines()) == 6  # hello, world, 2 lines, 2 keyed
+
+
+def test_the_tank_client_example_runs_against_the_tank_listener(tmp_path) -> None:
+    """The TANK section's TankClient example, run twice (it must be rerunnable)."""
+    server = RillProcess(tmp_path / "data", env={"RILL_TANK_ENABLED": "true",
+                                                 "RILL_TANK_ADDRESS": "127.0.0.1:0"}).start()
+    try:
+        host, port = server.tank_address
+        python = _block("TANK listener", "python").replace('"127.0.0.1", 11011',
+                                                           f'"{host}", {port}')
+        assert f"{port}" in python
+        outputs = []
+        for _ in range(2):
+            ran = subprocess.run([sys.executable, "-c", python], capture_output=True, text=True,
+                                 timeout=60)
+            assert ran.returncode == 0, ran.stderr
+            outputs.append(ran.stdout.splitlines())
+    finally:
+        server.kill()
+    assert outputs[0] == ["first available 1 last 2", "1 b'user-1' b'hello'", "2 None b'world'"]
+    assert outputs[1][0] == "first available 1 last 4"
+    assert outputs[1][1:] == outputs[0][1:] + ["3 b'user-1' b'hello'", "4 None b'world'"]
