@@ -1,5 +1,5 @@
 """SDK methods of rill's extension commands (docs/extensions.md): columnar reads, staged appends,
-consumer lag, long polling.
+consumer lag, long polling, topics' record formats.
 
 Owns: ``ExtensionMethods``, a mixin of ``CommandMethods`` (so ``AsyncClient`` and the blocking
 ``Client`` have these methods too), one coroutine per extension command, named as the
@@ -15,6 +15,7 @@ from rill.protocol.commands.base import Command
 from rill.protocol.commands.columnar import PollMessagesColumnar
 from rill.protocol.commands.long_poll import MAX_WAIT_MS, WaitForMessages
 from rill.protocol.commands.offsets import GetConsumerLag
+from rill.protocol.commands.topics import GetTopicRecordFormats
 from rill.protocol.commands.transactions import (
     AbortStagedMessages,
     CommitStagedMessages,
@@ -26,6 +27,7 @@ from rill.protocol.primitives import Identifier, Partitioning
 from rill.protocol.responses.columnar import ColumnarMessages
 from rill.protocol.responses.groups import ConsumerLag
 from rill.protocol.responses.long_poll import PartitionEnd
+from rill.protocol.responses.topics import TopicRecordFormat
 from rill.protocol.responses.transactions import (
     CommitResult,
     ProducerState,
@@ -137,6 +139,11 @@ class ExtensionMethods:
         """Committed offset, end offset and lag of every consumer group (every partition) and
         every consumer with a stored offset in a topic (rill extension 1020)."""
         return await self.execute(GetConsumerLag(Identifier.of(stream_id), Identifier.of(topic_id)))
+
+    async def get_topic_record_formats(self, stream_id: Id) -> list[TopicRecordFormat]:
+        """The record format (``iggy`` or ``kafka``) of every topic of a stream, by topic id
+        (rill extension 1041; topic records over the binary protocol cannot carry it)."""
+        return await self.execute(GetTopicRecordFormats(Identifier.of(stream_id)))
 
     async def wait_for_messages(self, stream_id: Id, topic_id: Id,
                                 positions: dict[int, int] | Iterable[tuple[int, int]],

@@ -323,15 +323,19 @@ class CommandMethods(ExtensionMethods):
         max_topic_size: int = 0,
         replication_factor: int = 0,
         topic_id: int = 0,
+        record_format: str | None = None,
     ) -> TopicDetails:
         """Create a topic (expiry in µs and size in bytes: 0 = server default, 2**64-1 = never
-        / unlimited; ``topic_id`` 0 = let the server choose)."""
-        return await self.execute(
-            topics.CreateTopic(
-                _id(stream_id), topic_id, partitions_count, _compression(compression),
-                message_expiry, max_topic_size, replication_factor, name,
-            )
-        )
+        / unlimited; ``topic_id`` 0 = let the server choose). ``record_format``: how it stores
+        records, ``"iggy"`` (the server's default) or ``"kafka"`` (Kafka's RecordBatch v2); when
+        given it is sent as rill's CREATE_TOPIC_WITH_FORMAT (1040), which Iggy servers refuse;
+        another name raises ``errors.InvalidFormat`` before anything is sent."""
+        fields = (_id(stream_id), topic_id, partitions_count, _compression(compression),
+                  message_expiry, max_topic_size, replication_factor, name)
+        if record_format is None:
+            return await self.execute(topics.CreateTopic(*fields))
+        topics.record_format_stored(record_format)  # the choices, named in the error
+        return await self.execute(topics.CreateTopicWithFormat(*fields, record_format))
 
     async def delete_topic(self, stream_id: Id, topic_id: Id) -> None:
         """Delete a topic with its partitions and messages."""
