@@ -330,12 +330,16 @@ class CommandMethods(ExtensionMethods):
         records, ``"iggy"`` (the server's default) or ``"kafka"`` (Kafka's RecordBatch v2); when
         given it is sent as rill's CREATE_TOPIC_WITH_FORMAT (1040), which Iggy servers refuse;
         another name raises ``errors.InvalidFormat`` before anything is sent."""
-        fields = (_id(stream_id), topic_id, partitions_count, _compression(compression),
-                  message_expiry, max_topic_size, replication_factor, name)
-        if record_format is None:
-            return await self.execute(topics.CreateTopic(*fields))
-        topics.record_format_stored(record_format)  # the choices, named in the error
-        return await self.execute(topics.CreateTopicWithFormat(*fields, record_format))
+        if record_format is not None:
+            return await self.create_topic_with_format(
+                stream_id, name, record_format, partitions_count, compression, message_expiry,
+                max_topic_size, replication_factor, topic_id)
+        return await self.execute(
+            topics.CreateTopic(
+                _id(stream_id), topic_id, partitions_count, _compression(compression),
+                message_expiry, max_topic_size, replication_factor, name,
+            )
+        )
 
     async def delete_topic(self, stream_id: Id, topic_id: Id) -> None:
         """Delete a topic with its partitions and messages."""
