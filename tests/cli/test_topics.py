@@ -81,6 +81,8 @@ def test_the_record_format_is_chosen_at_creation_and_shown(cli, rill_server, tra
     assert [(t["name"], t["record_format"]) for t in listed] == [
         ("k", "kafka"), ("i", "iggy"), ("plain", "iggy")]
     assert run("--json", "topic", "get", stream, "k").json()["record_format"] == "kafka"
+    assert [t["record_format"] for t in run("--json", "stream", "get", stream).json()["topics"]] \
+        == ["kafka", "iggy", "iggy"]
     table = run("topic", "get", stream, "k").stdout
     assert any("Format" in line and "kafka" in line for line in table.splitlines()), table
     with cli.sdk() as client:  # what the server stores
