@@ -105,3 +105,25 @@ def test_the_kafka_quick_start_runs_as_printed(tmp_path) -> None:
         server.kill()
     assert printed == ["[b'hello', b'world', b'from confluent-kafka']",
                        "[b'hello', b'world', b'from confluent-kafka', b'from kafka-python']"]
+
+
+def test_the_tank_client_example_runs_against_the_tank_listener(tmp_path) -> None:
+    """The TANK section's TankClient example, run twice (it must be rerunnable)."""
+    server = RillProcess(tmp_path / "data", env={"RILL_TANK_ENABLED": "true",
+                                                 "RILL_TANK_ADDRESS": "127.0.0.1:0"}).start()
+    try:
+        host, port = server.tank_address
+        python = _block("TANK listener", "python").replace('"127.0.0.1", 11011',
+                                                           f'"{host}", {port}')
+        assert f"{port}" in python
+        outputs = []
+        for _ in range(2):
+            ran = subprocess.run([sys.executable, "-c", python], capture_output=True, text=True,
+                                 timeout=60)
+            assert ran.returncode == 0, ran.stderr
+            outputs.append(ran.stdout.splitlines())
+    finally:
+        server.kill()
+    assert outputs[0] == ["first available 1 last 2", "1 b'user-1' b'hello'", "2 None b'world'"]
+    assert outputs[1][0] == "first available 1 last 4"
+    assert outputs[1][1:] == outputs[0][1:] + ["3 b'user-1' b'hello'", "4 None b'world'"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from .helpers import assert_error_line
 
 HOUR_US = 3_600_000_000
@@ -59,3 +61,33 @@ def test_topic_and_partition_errors(cli):
 
     bad = cli.run("topic", "create", "orders", "x", "--message-expiry", "5parsecs", ok=False)
     assert bad.returncode == 2 and "5parsecs" in bad.stderr
+
+
+@pytest.mark.parametrize("transport", ["tcp", "http"])
+def test_the_record_format_is_chosen_at_creation_and_shown(cli, rill_server, transport):
+    """``topic create --format kafka|iggy`` (default iggy), shown by ``topic get`` (table and
+    JSON) and ``topic list --json``; a bad name is one error line."""
+    over = () if transport == "tcp" else (
+        "--transport", "http", "--address", "%s:%d" % rill_server.http_address)
+    run = lambda *args, **options: cli.run(*over, *args, **options)  # noqa: E731
+    stream = f"formats-{transport}"
+    run("stream", "create", stream)
+    created = run("--json", "topic", "create", stream, "k", "--format", "kafka").json()
+    assert created["record_format"] == "kafka"
+    run("topic", "create", stream, "i", "--format", "iggy")
+    run("topic", "create", stream, "plain")
+
+    listed = run("--json", "topic", "list", stream).json()
+    assert [(t["name"], t["record_format"]) for t in listed] == [
+        ("k", "kafka"), ("i", "iggy"), ("plain", "iggy")]
+    assert run("--json", "topic", "get", stream, "k").json()["record_format"] == "kafka"
+    assert [t["record_format"] for t in run("--json", "stream", "get", stream).json()["topics"]] \
+        == ["kafka", "iggy", "iggy"]
+    table = run("topic", "get", stream, "k").stdout
+    assert any("Format" in line and "kafka" in line for line in table.splitlines()), table
+    with cli.sdk() as client:  # what the server stores
+        assert {f.topic_id: f.record_format for f in client.get_topic_record_formats(stream)} \
+            == {1: "kafka", 2: "iggy", 3: "iggy"}
+
+    bad = run("topic", "create", stream, "x", "--format", "avro", ok=False)
+    assert_error_line(bad, "record_format must be one of iggy, kafka, not 'avro'")

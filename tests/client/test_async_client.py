@@ -417,6 +417,9 @@ CALLS = [
     ("abort_staged_messages", ("q", 4), AbortStagedMessages("q", 4)),
     ("get_producer_state", ("q",), GetProducerState("q")),
     ("get_consumer_lag", (1, "eu"), offsets.GetConsumerLag(Identifier.of(1), Identifier.of("eu"))),
+    ("create_topic_with_format", (1, "orders", "kafka", 2, "gzip", 10, 20, 1, 4),
+     topics.CreateTopicWithFormat(S, 4, 2, CompressionAlgorithm.GZIP, 10, 20, 1, "orders", "kafka")),
+    ("get_topic_record_formats", (1,), topics.GetTopicRecordFormats(S)),
     ("wait_for_messages", (1, "eu", {2: 7}, 100),
      WaitForMessages(Identifier.of(1), Identifier.of("eu"), ((2, 7),), 100, 0)),
 ]

@@ -234,3 +234,37 @@ def test_results_become_the_binary_payloads():
     polled = PolledMessages(1, 0, 0, b"")
     assert _payload(polled) == polled.prefix()
     assert _payload("tok") == b"\x03tok"
+
+
+def test_the_record_format_is_chosen_at_creation_over_tcp_and_http(server):
+    """``create_topic(..., record_format=...)`` (CREATE_TOPIC_WITH_FORMAT over TCP, the create
+    body over HTTP) and ``get_topic_record_formats`` answer alike on both transports; a bad
+    name is refused by the SDK before sending, and by the server (status 4) when sent raw."""
+    from rill.protocol.commands.topics import CreateTopicWithFormat
+    from rill.protocol.primitives import CompressionAlgorithm, Identifier
+
+    async def body() -> None:
+        async with AsyncClient(http_address(server), transport="http") as http, \
+                AsyncClient(server.address) as tcp:
+            await http.login_user("iggy", "iggy")
+            await tcp.login_user("iggy", "iggy")
+            await tcp.create_stream("formats")
+            await tcp.create_topic("formats", "k-tcp", record_format="kafka")
+            await http.create_topic("formats", "k-http", record_format="kafka")
+            await tcp.create_topic("formats", "i-tcp", record_format="iggy")
+            await http.create_topic("formats", "plain-http")
+            over_tcp = await tcp.get_topic_record_formats("formats")
+            assert over_tcp == await http.get_topic_record_formats("formats")
+            assert [(f.topic_id, f.record_format) for f in over_tcp] == [
+                (1, "kafka"), (2, "kafka"), (3, "iggy"), (4, "iggy")]
+            for client in (tcp, http):
+                with pytest.raises(errors.InvalidFormat, match="record_format must be one of "
+                                   "iggy, kafka, not 'avro'"):
+                    await client.create_topic("formats", "bad", record_format="avro")
+            with pytest.raises(errors.InvalidFormat):
+                await tcp.execute(CreateTopicWithFormat(
+                    Identifier.of("formats"), 0, 1, CompressionAlgorithm.NONE, 0, 0, 0, "bad",
+                    "avro"))
+            assert len(await tcp.get_topics("formats")) == 4
+
+    run(body())

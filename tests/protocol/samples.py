@@ -33,8 +33,10 @@ from rill.protocol.commands.tokens import (
 )
 from rill.protocol.commands.topics import (
     CreateTopic,
+    CreateTopicWithFormat,
     DeleteTopic,
     GetTopic,
+    GetTopicRecordFormats,
     GetTopics,
     PurgeTopic,
     UpdateTopic,
@@ -93,7 +95,7 @@ from rill.protocol.responses.groups import (
 from rill.protocol.responses.long_poll import PartitionEnd
 from rill.protocol.responses.streams import Stream, StreamDetails
 from rill.protocol.responses.system import ClientConsumerGroup, ClientInfo, ClientInfoDetails, Stats
-from rill.protocol.responses.topics import Partition, Topic, TopicDetails
+from rill.protocol.responses.topics import Partition, Topic, TopicDetails, TopicRecordFormat
 from rill.protocol.responses.users import (
     IdentityInfo,
     PersonalAccessTokenInfo,
@@ -213,6 +215,10 @@ COMMAND_SAMPLES = [
     AbortStagedMessages("query-1", 7, 0, True, 3, 5, "o" * 255),
     GetProducerState("query-1"),
     GetConsumerLag(Identifier.of(1), Identifier.of("orders")),
+    CreateTopicWithFormat(S1, 0, 3, CompressionAlgorithm.NONE, 0, 0, 0, "orders", "kafka"),
+    CreateTopicWithFormat(Identifier("events"), 5, 1, CompressionAlgorithm.GZIP, 60_000_000,
+                          0xFFFF_FFFF_FFFF_FFFF, 3, "clicks", "iggy"),
+    GetTopicRecordFormats(S1),
     WaitForMessages(Identifier.of(1), Identifier.of("orders"), ((1, 0), (3, 41)), 500, 1024),
 ]
 
@@ -255,6 +261,7 @@ RECORD_SAMPLES = [
     ConsumerLag(2, 1, "workers", 3, 1, 6, 10, 3),
     ConsumerLag(1, 7, "", 1, 0, 0, 4, 4),
     PartitionEnd(3, 42, 1100),
+    TopicRecordFormat(2, "kafka"),
     # rill extensions
     ColumnarMessages(3, 0, 12, 10, 2, 4000, bytes(range(16)),
                      (4000).to_bytes(4, "little") + (4050).to_bytes(4, "little")

@@ -60,6 +60,16 @@ def test_tank_defaults_and_environment():
         load_config(environ={"RILL_TANK_IDLE_TIMEOUT": "0 s"})
 
 
+def test_tank_max_frame_size_up_to_tanks_own_within_the_request_memory():
+    assert load_config(environ={}).tank.max_frame_size == 64 << 20
+    raised = {"RILL_TANK_ENABLED": "true", "RILL_TANK_MAX_FRAME_SIZE": "256 MiB"}
+    assert load_config(environ=raised).tank.max_frame_size == 256 << 20
+    with pytest.raises(ConfigError, match=r"tank.max_frame_size: must be 8 bytes to 256 MiB"):
+        load_config(environ={"RILL_TANK_MAX_FRAME_SIZE": "257 MiB"})
+    with pytest.raises(ConfigError, match="connections.request_memory: must hold"):
+        load_config(environ={**raised, "RILL_CONNECTIONS_REQUEST_MEMORY": "128 MiB"})
+
+
 def test_tank_address_flag_enables_the_listener():
     from rill.cli.server_config import effective_config
 

@@ -10,6 +10,7 @@ a list in the shape of ``rill topic list``.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import typer
@@ -18,7 +19,7 @@ from rill import errors
 from rill.cli.context import session, settings
 from rill.cli.output import format_size, format_time
 from rill.cli.params import examples, stream_argument
-from rill.cli.topics import TOPIC_COLUMNS, TOPIC_DROPPABLE, topic_json, topic_row
+from rill.cli.topics import TOPIC_COLUMNS, TOPIC_DROPPABLE, topic_json, topic_row, with_formats
 
 app = typer.Typer(name="stream", help="Create, inspect, change and delete streams.", no_args_is_help=True)
 
@@ -79,6 +80,9 @@ def get_stream(ctx: typer.Context, stream: str = stream_argument()) -> None:
     """Show one stream and its topics."""
     with session(ctx, stream=stream) as client:
         details = client.get_stream(stream)
+        if details is not None and details.topics:  # each topic's record format
+            details = dataclasses.replace(details, topics=tuple(
+                with_formats(client, stream, list(details.topics))))
     if details is None:
         raise not_found(stream)
     show_stream(ctx, details)

@@ -3,9 +3,15 @@
 Owns: the topic verbs and the table/JSON shape of topics and partitions.
 
 JSON shape of a topic: the ``Topic`` record's fields, with ``message_expiry`` in µs (``null`` =
-never expires), ``max_topic_size`` in bytes (``null`` = unlimited) and ``compression_algorithm``
-as a name; ``get`` and ``create`` add ``partitions`` (``Partition`` records: ``id``,
-``created_at``, ``segments_count``, ``current_offset``, ``size_bytes``, ``messages_count``).
+never expires), ``max_topic_size`` in bytes (``null`` = unlimited), ``compression_algorithm``
+as a name and ``record_format`` (``iggy`` or ``kafka``: how it stores records; ``null`` from a
+server that cannot tell, an Iggy server); ``get`` and ``create`` add ``partitions``
+(``Partition`` records: ``id``, ``created_at``, ``segments_count``, ``current_offset``,
+``size_bytes``, ``messages_count``).
+
+``create --format kafka|iggy`` chooses the record format (rill's CREATE_TOPIC_WITH_FORMAT;
+left out: plain CREATE_TOPIC, the server's default, iggy); the binary topic records do not
+carry it, so ``get`` / ``list`` ask GET_TOPIC_RECORD_FORMATS (``with_formats``).
 
 ``update`` changes only what is given: it reads the topic first and sends its current values
 for every option left out (the wire command always carries all of them).
@@ -13,6 +19,7 @@ for every option left out (the wire command always carries all of them).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Optional
 
 import typer
@@ -22,13 +29,15 @@ from rill.cli import params
 from rill.cli.context import session, settings
 from rill.cli.output import format_duration, format_size, format_time, sentinel, to_json
 from rill.cli.params import examples, stream_argument, topic_argument
+from rill.protocol.commands.topics import record_format_stored
 from rill.protocol.primitives import CompressionAlgorithm
 
 app = typer.Typer(name="topic", help="Create, inspect, change and delete topics.", no_args_is_help=True)
 
-TOPIC_COLUMNS = ("ID", "Name", "Created", "Partitions", "Expiry", "Compression", "Max size",
-                 "Replication", "Size", "Messages")
-TOPIC_DROPPABLE = ("Created", "Compression", "Replication", "Max size", "Expiry")  # at narrow widths
+TOPIC_COLUMNS = ("ID", "Name", "Created", "Partitions", "Format", "Expiry", "Compression",
+                 "Max size", "Replication", "Size", "Messages")
+TOPIC_DROPPABLE = ("Created", "Compression", "Replication", "Max size", "Expiry",
+                   "Format")  # at narrow widths
 PARTITION_COLUMNS = ("ID", "Created", "Segments", "Current offset", "Size", "Messages")
 PARTITION_DROPPABLE = ("Created", "Segments")
 
@@ -42,7 +51,7 @@ def topic_json(topic: Any) -> dict[str, Any]:
         "compression_algorithm": _compression_name(header.compression_algorithm),
         "max_topic_size": sentinel(header.max_topic_size),
         "replication_factor": header.replication_factor, "size_bytes": header.size_bytes,
-        "messages_count": header.messages_count,
+        "messages_count": header.messages_count, "record_format": header.record_format,
     }
     if hasattr(topic, "partitions"):
         value["partitions"] = [to_json(partition) for partition in topic.partitions]
@@ -52,6 +61,7 @@ def topic_json(topic: Any) -> dict[str, Any]:
 def topic_row(topic: Any) -> tuple[Any, ...]:
     header = getattr(topic, "topic", topic)
     return (header.id, header.name, format_time(header.created_at), header.partitions_count,
+            header.record_format or "-",
             format_duration(header.message_expiry), _compression_name(header.compression_algorithm),
             format_size(header.max_topic_size), header.replication_factor,
             format_size(header.size_bytes), header.messages_count)
@@ -67,6 +77,33 @@ def _compression_name(value: int) -> str:
         return CompressionAlgorithm(value).name.lower()
     except ValueError:
         return str(value)
+
+
+def with_formats(client: Any, stream: int | str, topics: list[Any]) -> list[Any]:
+    """``topics`` (Topic or TopicDetails) with ``record_format`` filled in from
+    GET_TOPIC_RECORD_FORMATS; left None when the server cannot tell (an Iggy server)."""
+    try:
+        formats = {found.topic_id: found.record_format
+                   for found in client.get_topic_record_formats(stream)}
+    except (errors.InvalidCommand, errors.FeatureUnavailable):
+        return topics
+    out = []
+    for topic in topics:
+        if hasattr(topic, "topic"):  # TopicDetails
+            header = dataclasses.replace(topic.topic, record_format=formats.get(topic.id))
+            out.append(dataclasses.replace(topic, topic=header))
+        else:
+            out.append(dataclasses.replace(topic, record_format=formats.get(topic.id)))
+    return out
+
+
+def record_format_option(value: str | None) -> str | None:
+    """``--format``'s value (None: not given); another name than the choices is one error
+    line (``errors.InvalidFormat``) before anything is sent."""
+    if value is None:
+        return None
+    record_format_stored(value.strip().lower())
+    return value.strip().lower()
 
 
 def missing_topic(client: Any, stream: int | str, topic: int | str) -> errors.RillError:
@@ -123,14 +160,20 @@ def create_topic(
     replication_factor: int = typer.Option(0, "--replication-factor", min=0, max=255,
                                            help="Replication factor (0 = none)."),
     topic_id: int = typer.Option(0, "--id", min=0, max=0xFFFFFFFF, help="Topic ID; 0 lets the server choose."),
+    record_format: Optional[str] = typer.Option(
+        None, "--format", help="How the topic stores records: iggy (the default) or kafka "
+        "(Kafka's RecordBatch v2, as Kafka and TANK clients create topics)."),
 ) -> None:
     """Create a topic in a stream."""
     algorithm = _compression(compression)
     expiry, size_limit = params.duration(message_expiry), params.size(max_size)
+    record_format = record_format_option(record_format)
     with session(ctx, stream=stream, topic_name=name, topic_id=topic_id or None) as client:
         details = client.create_topic(
-            stream, name, partitions, algorithm, expiry, size_limit, replication_factor, topic_id
+            stream, name, partitions, algorithm, expiry, size_limit, replication_factor, topic_id,
+            record_format,
         )
+        details = with_formats(client, stream, [details])[0]
     settings(ctx).output.done(
         f"topic {details.id} {details.name!r} created in stream {stream} "
         f"with {details.topic.partitions_count} partition(s)",
@@ -142,7 +185,7 @@ def create_topic(
 def get_topic(ctx: typer.Context, stream: str = stream_argument(), topic: str = topic_argument()) -> None:
     """Show one topic and its partitions."""
     with session(ctx, stream=stream, topic=topic) as client:
-        details = fetch_topic(client, stream, topic)
+        details = with_formats(client, stream, [fetch_topic(client, stream, topic)])[0]
     show_topic(ctx, details)
 
 
@@ -150,7 +193,8 @@ def get_topic(ctx: typer.Context, stream: str = stream_argument(), topic: str = 
 def get_topics(ctx: typer.Context, stream: str = stream_argument()) -> None:
     """List the topics of a stream."""
     with session(ctx, stream=stream) as client:
-        topics = sorted(client.get_topics(stream), key=lambda topic: topic.id)
+        topics = with_formats(client, stream,
+                              sorted(client.get_topics(stream), key=lambda topic: topic.id))
     settings(ctx).output.emit(
         [topic_json(topic) for topic in topics], TOPIC_COLUMNS,
         (topic_row(topic) for topic in topics), title=f"Topics of stream {stream}",

@@ -1,5 +1,5 @@
 """SDK methods of rill's extension commands (docs/extensions.md): columnar reads, staged appends,
-consumer lag, long polling.
+consumer lag, long polling, topics' record formats.
 
 Owns: ``ExtensionMethods``, a mixin of ``CommandMethods`` (so ``AsyncClient`` and the blocking
 ``Client`` have these methods too), one coroutine per extension command, named as the
@@ -15,6 +15,11 @@ from rill.protocol.commands.base import Command
 from rill.protocol.commands.columnar import PollMessagesColumnar
 from rill.protocol.commands.long_poll import MAX_WAIT_MS, WaitForMessages
 from rill.protocol.commands.offsets import GetConsumerLag
+from rill.protocol.commands.topics import (
+    CreateTopicWithFormat,
+    GetTopicRecordFormats,
+    record_format_stored,
+)
 from rill.protocol.commands.transactions import (
     AbortStagedMessages,
     CommitStagedMessages,
@@ -22,10 +27,11 @@ from rill.protocol.commands.transactions import (
     StageMessages,
 )
 from rill.protocol.messages import Message
-from rill.protocol.primitives import Identifier, Partitioning
+from rill.protocol.primitives import CompressionAlgorithm, Identifier, Partitioning
 from rill.protocol.responses.columnar import ColumnarMessages
 from rill.protocol.responses.groups import ConsumerLag
 from rill.protocol.responses.long_poll import PartitionEnd
+from rill.protocol.responses.topics import TopicDetails, TopicRecordFormat
 from rill.protocol.responses.transactions import (
     CommitResult,
     ProducerState,
@@ -137,6 +143,27 @@ class ExtensionMethods:
         """Committed offset, end offset and lag of every consumer group (every partition) and
         every consumer with a stored offset in a topic (rill extension 1020)."""
         return await self.execute(GetConsumerLag(Identifier.of(stream_id), Identifier.of(topic_id)))
+
+    async def create_topic_with_format(
+        self, stream_id: Id, name: str, record_format: str, partitions_count: int = 1,
+        compression: CompressionAlgorithm | int | str = CompressionAlgorithm.NONE,
+        message_expiry: int = 0, max_topic_size: int = 0, replication_factor: int = 0,
+        topic_id: int = 0,
+    ) -> TopicDetails:
+        """``create_topic`` storing ``record_format``: ``"iggy"`` or ``"kafka"`` (Kafka's
+        RecordBatch v2) (rill extension 1040; ``create_topic(..., record_format=...)`` calls
+        it). Another name raises ``errors.InvalidFormat`` before anything is sent."""
+        from rill.client.methods import _compression  # (methods imports this module)
+
+        record_format_stored(record_format)  # the choices, named in the error
+        return await self.execute(CreateTopicWithFormat(
+            Identifier.of(stream_id), topic_id, partitions_count, _compression(compression),
+            message_expiry, max_topic_size, replication_factor, name, record_format))
+
+    async def get_topic_record_formats(self, stream_id: Id) -> list[TopicRecordFormat]:
+        """The record format (``iggy`` or ``kafka``) of every topic of a stream, by topic id
+        (rill extension 1041; topic records over the binary protocol cannot carry it)."""
+        return await self.execute(GetTopicRecordFormats(Identifier.of(stream_id)))
 
     async def wait_for_messages(self, stream_id: Id, topic_id: Id,
                                 positions: dict[int, int] | Iterable[tuple[int, int]],

@@ -323,9 +323,17 @@ class CommandMethods(ExtensionMethods):
         max_topic_size: int = 0,
         replication_factor: int = 0,
         topic_id: int = 0,
+        record_format: str | None = None,
     ) -> TopicDetails:
         """Create a topic (expiry in µs and size in bytes: 0 = server default, 2**64-1 = never
-        / unlimited; ``topic_id`` 0 = let the server choose)."""
+        / unlimited; ``topic_id`` 0 = let the server choose). ``record_format``: how it stores
+        records, ``"iggy"`` (the server's default) or ``"kafka"`` (Kafka's RecordBatch v2); when
+        given it is sent as rill's CREATE_TOPIC_WITH_FORMAT (1040), which Iggy servers refuse;
+        another name raises ``errors.InvalidFormat`` before anything is sent."""
+        if record_format is not None:
+            return await self.create_topic_with_format(
+                stream_id, name, record_format, partitions_count, compression, message_expiry,
+                max_topic_size, replication_factor, topic_id)
         return await self.execute(
             topics.CreateTopic(
                 _id(stream_id), topic_id, partitions_count, _compression(compression),

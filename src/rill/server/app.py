@@ -266,7 +266,7 @@ class Server:
         protocol = TankProtocol(TankSettings(self.config.tank_stream, time.time()),
                                 self._tank_user_id())
         limits = dataclasses.replace(self.limits, idle_timeout=tank.idle_timeout)  # TANK: 16 s
-        self.tank = TcpListener(self.core, protocol, host, port, self.config.tcp.max_frame_size,
+        self.tank = TcpListener(self.core, protocol, host, port, tank.max_frame_size,
                                 context, limits, self.memory, self.supervisor)
         with refused_on_os_error(f"cannot listen on tank {tank.address}"):
             self.addresses["tank"] = await self.tank.start()

@@ -28,6 +28,7 @@ from rill.server.storage.durability import FsyncPolicy
 
 NEVER = float("inf")
 LOG_FORMATS = ("text", "json")
+TANK_MAX_FRAME_SIZE = 256 * 1024 * 1024  # TANK's broker closes a connection sending more
 
 
 class ConfigError(ValueError):
@@ -294,6 +295,10 @@ class TankConfig:
     # closed after this long (TANK's own rule: 16 s; its clients reconnect on demand); it
     # replaces [connections] idle_timeout on this listener
     idle_timeout: float = _duration("16 s")
+    # the largest request frame this listener reads (TANK's own broker: 256 MiB, the most
+    # allowed here); a larger one is logged and its connection closed unanswered (TANK has
+    # no answer for it). It is taken from [connections] request_memory while it arrives
+    max_frame_size: int = _size("64 MiB")
     tls: TlsConfig = field(default_factory=TlsConfig)
 
 
@@ -552,10 +557,14 @@ def _validate(config: ServerConfig) -> None:
             raise ConfigError(f"connections.{key}: must be a positive duration or none")
     if config.tank.idle_timeout <= 0:
         raise ConfigError("tank.idle_timeout: must be a positive duration or none")
-    largest = max(config.tcp.max_frame_size, config.quic.max_request_size)
+    if not 8 <= config.tank.max_frame_size <= TANK_MAX_FRAME_SIZE:
+        raise ConfigError("tank.max_frame_size: must be 8 bytes to 256 MiB (TANK's own limit)")
+    largest = max(config.tcp.max_frame_size, config.quic.max_request_size,
+                  config.tank.max_frame_size if config.tank.enabled else 0)
     if connections.request_memory < largest:
         raise ConfigError(f"connections.request_memory: must hold the largest request "
-                          f"({largest} bytes: tcp.max_frame_size, quic.max_request_size)")
+                          f"({largest} bytes: tcp.max_frame_size, quic.max_request_size, "
+                          f"tank.max_frame_size)")
     _validate_cors(config.http.cors)
     if not 0 < config.system.fsync_interval < NEVER:
         raise ConfigError("system.fsync_interval: must be a positive duration")

@@ -1,9 +1,18 @@
-"""Topic commands 300-305 (wire reference §3.7)."""
+"""Topic commands 300-305 (wire reference §3.7) and rill's 1040-1041 (docs/extensions.md): the
+record format a topic stores, chosen at creation.
+
+Owns: ``RECORD_FORMATS``, the short names of the record formats a topic may be created with
+(``iggy``: Iggy's message layout, the default; ``kafka``: Kafka's RecordBatch v2, what Kafka
+and TANK clients create) and the stored formats they stand for; ``record_format_short`` /
+``record_format_stored`` map between them (a bad name: ``errors.InvalidFormat`` naming the
+choices).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rill import errors
 from rill.protocol.commands.base import (
     IDENT,
     STR8,
@@ -17,9 +26,28 @@ from rill.protocol.commands.base import (
     single_response,
 )
 from rill.protocol.primitives import CompressionAlgorithm, Identifier
-from rill.protocol.responses.topics import Topic, TopicDetails
+from rill.protocol.responses.topics import Topic, TopicDetails, TopicRecordFormat
 
 COMPRESSION = enum8(CompressionAlgorithm)
+
+RECORD_FORMATS = {"iggy": "iggy-v1", "kafka": "kafka-v2"}  # short name -> stored format
+DEFAULT_RECORD_FORMAT = "iggy"
+_SHORT = {stored: short for short, stored in RECORD_FORMATS.items()}
+
+
+def record_format_stored(short: str) -> str:
+    """The stored format a short name stands for; InvalidFormat for any other name."""
+    stored = RECORD_FORMATS.get(short) if isinstance(short, str) else None
+    if stored is None:
+        raise errors.InvalidFormat(
+            reason=f"record_format must be one of {', '.join(RECORD_FORMATS)}, not {short!r}",
+            field="record_format")
+    return stored
+
+
+def record_format_short(stored: str) -> str:
+    """A stored format's short name (a format without one keeps its stored name)."""
+    return _SHORT.get(stored, stored)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +98,42 @@ class CreateTopic(Command):
     name: str
 
     decode_response = staticmethod(single_response(TopicDetails.decode))
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicWithFormat(Command):
+    """1040 CREATE_TOPIC_WITH_FORMAT (rill extension): CREATE_TOPIC's fields, then str8
+    record_format (``iggy`` or ``kafka``; another name: status 4). OK: TopicDetails of the new
+    topic. (An Iggy server refuses the code, so a format cannot be dropped silently.)"""
+
+    CODE = 1040
+    NAME = "create_topic_with_format"
+    LAYOUT = (IDENT, U32, U32, COMPRESSION, U64, U64, U8, STR8, STR8)
+    stream_id: Identifier
+    topic_id: int
+    partitions_count: int
+    compression_algorithm: CompressionAlgorithm
+    message_expiry: int
+    max_topic_size: int
+    replication_factor: int
+    name: str
+    record_format: str
+
+    decode_response = staticmethod(single_response(TopicDetails.decode))
+
+
+@dataclass(frozen=True, slots=True)
+class GetTopicRecordFormats(Command):
+    """1041 GET_TOPIC_RECORD_FORMATS (rill extension): ident stream_id. OK: concatenated
+    ``u32 topic_id; str8 record_format`` (short name), one per topic of the stream; the binary
+    topic records of GET_TOPIC / GET_TOPICS (Iggy's layout) cannot carry it."""
+
+    CODE = 1041
+    NAME = "get_topic_record_formats"
+    LAYOUT = (IDENT,)
+    stream_id: Identifier
+
+    decode_response = staticmethod(list_response(TopicRecordFormat.decode))
 
 
 @dataclass(frozen=True, slots=True)

@@ -168,6 +168,13 @@ _LIST = [
     Endpoint("create_topic", "POST", _S + "/topics", 200, _body(lambda c: r.with_id(
         "topic_id", c.topic_id, {**r.topic_body(c), "partitions_count": c.partitions_count}),
         "stream_id"), lambda pp, q, b: r.create_topic(pp, b)),
+    Endpoint("create_topic_with_format", "POST", _S + "/topics", 200, _body(lambda c: r.with_id(
+        "topic_id", c.topic_id, {**r.topic_body(c), "partitions_count": c.partitions_count,
+                                 "record_format": c.record_format}),
+        "stream_id"), lambda pp, q, b: r.create_topic(pp, b)),
+    Endpoint("get_topic_record_formats", "GET", _S + "/topic-record-formats", 200,
+             _ids("stream_id"),
+             lambda pp, q, b: t.GetTopicRecordFormats(*r.path_ids(pp, "stream_id"))),
     Endpoint("update_topic", "PUT", _T, 204, _body(r.topic_body, "stream_id", "topic_id"),
              lambda pp, q, b: r.update_topic(pp, b)),
     Endpoint("delete_topic", "DELETE", _T, 204, _ids("stream_id", "topic_id"),
@@ -252,7 +259,9 @@ _RESULTS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {}
 for _names, _codec in (
     ("get_stream create_stream", (rec.stream_details_json, rec.stream_details_from_json)),
     ("get_streams", (_many(rec.stream_json), _many(rec.stream_from_json))),
-    ("get_topic create_topic", (rec.topic_details_json, rec.topic_details_from_json)),
+    ("get_topic create_topic create_topic_with_format",
+     (rec.topic_details_json, rec.topic_details_from_json)),
+    ("get_topic_record_formats", (_many(rec.record_format_json), _many(rec.record_format_from_json))),
     ("get_topics", (_many(rec.topic_json), _many(rec.topic_from_json))),
     ("get_consumer_group create_consumer_group", (rec.group_details_json, rec.group_details_from_json)),
     ("get_consumer_groups", (_many(rec.group_json), _many(rec.group_from_json))),

@@ -42,7 +42,7 @@ from rill.protocol.responses.groups import (
 from rill.protocol.responses.messages import PolledMessages
 from rill.protocol.responses.streams import Stream, StreamDetails
 from rill.protocol.responses.system import ClientConsumerGroup, ClientInfo, ClientInfoDetails, Stats
-from rill.protocol.responses.topics import Partition, Topic, TopicDetails
+from rill.protocol.responses.topics import Partition, Topic, TopicDetails, TopicRecordFormat
 from rill.protocol.responses.users import PersonalAccessTokenInfo, UserInfo, UserInfoDetails
 
 _U32 = struct.Struct("<I")
@@ -64,14 +64,23 @@ def topic_json(topic: Topic) -> dict[str, Any]:
             "size": format_size(topic.size_bytes), "message_expiry": topic.message_expiry,
             "compression_algorithm": COMPRESSION.name(topic.compression_algorithm),
             "max_topic_size": topic.max_topic_size, "replication_factor": topic.replication_factor,
-            "messages_count": topic.messages_count, "partitions_count": topic.partitions_count}
+            "messages_count": topic.messages_count, "partitions_count": topic.partitions_count,
+            "record_format": topic.record_format}
 
 
 def topic_from_json(data: dict[str, Any]) -> Topic:
     return Topic(data["id"], data["created_at"], data["partitions_count"], data["message_expiry"],
                  COMPRESSION.value(data["compression_algorithm"], "compression_algorithm"),
                  data["max_topic_size"], data["replication_factor"], parse_size(data["size"]),
-                 data["messages_count"], data["name"])
+                 data["messages_count"], data["name"], data.get("record_format"))
+
+
+def record_format_json(found: TopicRecordFormat) -> dict[str, Any]:
+    return {"topic_id": found.topic_id, "record_format": found.record_format}
+
+
+def record_format_from_json(data: dict[str, Any]) -> TopicRecordFormat:
+    return TopicRecordFormat(data["topic_id"], data["record_format"])
 
 
 def partition_json(partition: Partition) -> dict[str, Any]:

@@ -80,12 +80,18 @@ def topic_body(c: Any) -> dict[str, Any]:
     return data
 
 
-def create_topic(params: Params, b: Any) -> t.CreateTopic:
-    d = v.body(b, ("name", "partitions_count"), ("topic_id",) + TOPIC_OPTIONAL)
+def create_topic(params: Params, b: Any) -> t.CreateTopic | t.CreateTopicWithFormat:
+    """CREATE_TOPIC, or CREATE_TOPIC_WITH_FORMAT when the body names a ``record_format``."""
+    d = v.body(b, ("name", "partitions_count"), ("topic_id", "record_format") + TOPIC_OPTIONAL)
     compression, expiry, max_size, replication = topic_settings(d)
-    return t.CreateTopic(*path_ids(params, "stream_id"), v.optional_id(d, "topic_id", errors.InvalidTopicId),
-                         v.read_int(d["partitions_count"], "partitions_count", v.U32_MAX),
-                         compression, expiry, max_size, replication, v.read_str(d["name"], "name"))
+    fields = (*path_ids(params, "stream_id"), v.optional_id(d, "topic_id", errors.InvalidTopicId),
+              v.read_int(d["partitions_count"], "partitions_count", v.U32_MAX),
+              compression, expiry, max_size, replication, v.read_str(d["name"], "name"))
+    if "record_format" not in d:
+        return t.CreateTopic(*fields)
+    record_format = v.read_str(d["record_format"], "record_format")
+    t.record_format_stored(record_format)  # a bad name: InvalidFormat naming the choices
+    return t.CreateTopicWithFormat(*fields, record_format)
 
 
 def update_topic(params: Params, b: Any) -> t.UpdateTopic:

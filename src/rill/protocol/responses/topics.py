@@ -6,6 +6,9 @@ unlimited); u8 replication_factor; u64 size_bytes; u64 messages_count; u8 name_l
 Partition record (40 bytes): u32 id; u64 created_at; u32 segments_count; u64 current_offset;
 u64 size_bytes; u64 messages_count.
 TopicDetails = topic header followed by one partition record per partition.
+``Topic.record_format`` (the short name of the format the topic stores, ``iggy`` or ``kafka``)
+is not in Iggy's binary layout: HTTP's JSON carries it, the binary decoders leave it None
+(not told; GET_TOPIC_RECORD_FORMATS, ``TopicRecordFormat``, tells it).
 """
 
 from __future__ import annotations
@@ -31,6 +34,17 @@ class Topic(Record):
     size_bytes: int
     messages_count: int
     name: str
+    record_format: str | None = None  # not in the binary layout (None: not told)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecordFormat(Record):
+    """GET_TOPIC_RECORD_FORMATS: one topic's id and the short name of its record format."""
+
+    LAYOUT = (U32, STR8)
+
+    topic_id: int
+    record_format: str
 
 
 @dataclass(frozen=True, slots=True)

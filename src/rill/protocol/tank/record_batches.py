@@ -5,8 +5,11 @@ Owns: ``batch_from_bundle`` (a decoded bundle's columns -> one uncompressed Reco
 key -> record key, TANK timestamp ms -> record timestamp, values as they are, no headers,
 CreateTime, no producer: producerId -1, epoch -1, baseSequence -1; baseOffset 0 and
 partitionLeaderEpoch 0 for the log to stamp; CRC-32C over attributes..end via ``crc32c``),
-``BatchHead`` / ``batch_head`` (the 61-byte header, once per batch) and ``batch_columns`` (a
-stored batch's inflated records section -> keys, values, timestamps, offset deltas).
+``BatchHead`` / ``batch_head`` (the 61-byte header, once per batch), ``batch_columns`` (a
+stored batch's inflated records section -> keys, values, timestamps, offset deltas) and
+``first_record_offset`` (the offset of a stored batch's first record, from as few of its
+bytes as tell it: a partition whose first produce used explicit TANK numbers begins with a
+hole, and its first stored number is that record's).
 
 The per-record loops are ``_bundles.c`` (``encode_records`` / ``decode_records`` /
 ``records_to_set``, the last one a stored batch's records straight into a TANK message set,
@@ -241,6 +244,38 @@ def batch_head(data, at: int = 0) -> BatchHead | None:
     if length < HEADER_SIZE - 12 or at + 12 + length > len(data):
         return None
     return BatchHead(base_offset, length + 12, attributes, last_delta, base_ts, max_ts, count)
+
+
+FIRST_RECORD_PEEK = HEADER_SIZE + 32  # header + length, attributes, timestamp/offset deltas
+
+
+def first_record_offset(data) -> int | None:
+    """The offset of the first record of the batch that starts ``data``; None when
+    ``data`` is too short to tell (give it the whole batch, or ``FIRST_RECORD_PEEK`` bytes
+    of an uncompressed one). A batch whose lastOffsetDelta is its count - 1 has no hole
+    (offsets strictly increase), so its header alone answers 0; a compressed one with holes
+    needs its whole records section. A batch that does not parse: ``TankDecodeError`` /
+    ``ValueError``."""
+    if len(data) < HEADER_SIZE:
+        return None
+    (base, length, _epoch, _magic, _crc, attributes, last_delta, _base_ts, _max_ts,
+     _pid, _pepoch, _seq, count) = HEADER.unpack_from(data, 0)
+    if count < 1 or last_delta == count - 1:
+        return base
+    records = memoryview(data)[HEADER_SIZE : 12 + length]
+    if attributes & CODEC_MASK:
+        if len(data) < 12 + length:
+            return None
+        records = record_batch.decompress(attributes & CODEC_MASK, records)
+    try:
+        _length, at = record_batch.read_varint(records, 0)
+        _ts_delta, at = record_batch.read_varint(records, at + 1)  # after attributes
+        delta, _at = record_batch.read_varint(records, at)
+    except (IndexError, ValueError):
+        if len(data) < 12 + length:
+            return None
+        raise
+    return base + delta
 
 
 def contiguous_bundle(head: BatchHead, records) -> tuple[bytes, int, int] | None:

@@ -285,3 +285,19 @@ def test_kafka_and_tank_share_one_namespace(server):
 
     topics, again = asyncio.run(look())
     assert topics[name] == 3 and again == 1  # exists
+
+
+def test_kafka_and_tank_create_kafka_format_topics(server, iggy):
+    name = "fmt-" + uuid.uuid4().hex[:8]
+    admin = AdminClient({"bootstrap.servers": bootstrap(server)})
+    for future in admin.create_topics([NewTopic(name, num_partitions=1,
+                                                replication_factor=1)]).values():
+        future.result(10)
+    over_tank = tank_topic(server)
+    iggy.create_topic("kafka", "fmt-iggy-" + uuid.uuid4().hex[:8])  # no format: iggy
+    formats = {topic.name: None for topic in iggy.get_topics("kafka")}
+    by_id = {topic.id: topic.name for topic in iggy.get_topics("kafka")}
+    for found in iggy.get_topic_record_formats("kafka"):
+        formats[by_id[found.topic_id]] = found.record_format
+    assert formats[name] == formats[over_tank] == "kafka"
+    assert [value for key, value in formats.items() if key.startswith("fmt-iggy-")] == ["iggy"]

@@ -374,3 +374,41 @@ def test_a_loop_of_refused_produces_on_one_connection_logs_one_line(tmp_path):
         process.stop()
     lines = [line for line in process.output if "TANK produce to" in line]
     assert len(lines) == 1 and "null or empty value" in lines[0], lines
+
+
+# -- first available -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("large", [False, True], ids=["small-batch", "large-batch"])
+def test_first_available_is_the_first_stored_number_when_explicit_numbers_came_first(
+        server, large):
+    """Seqs 100.. produced into an empty partition: TANK's first available is 100 (not 1) in
+    DiscoverPartitions, the boundary-check fault and the EOF answer. A large first batch is
+    read from its head only (a file region)."""
+    value = b"v" * (70_000 if large else 1)
+
+    async def scenario():
+        async with TankClient(*server.tank_address) as client:
+            name = await topic(client)
+            await client.produce(name, 0, [value, value, value], seqs=[100, 101, 105],
+                                 timestamps=TS)
+            await client.produce(name, 0, [b"next"], timestamps=TS)  # seq 106
+            listed = await client.discover_partitions(name)
+            explicit = await client.discover_partitions(name, [0])
+            faults = [await raw_consume(client, [(name, 0, seq)]) for seq in (1, 50, 99, 200)]
+            eof = await raw_consume(client, [(name, 0, 107)])
+            everything = (await client.consume([(name, 0, 0)], fetch_size=1 << 20))[0]
+            in_a_hole = (await client.consume([(name, 0, 103)], fetch_size=1 << 20))[0]
+            return listed, explicit, faults, eof, everything, in_a_hole
+
+    listed, explicit, faults, eof, everything, in_a_hole = run(scenario())
+    for numbers in (listed, explicit):
+        assert [(p.first_available, p.hwm) for p in numbers.partitions] == [(100, 106)]
+    for fault in faults:
+        part = fault.topics[0].partitions[0]
+        assert (part.flag, part.first_available, bytes(part.chunk)) == (
+            ConsumeFlag.BOUNDARY_CHECK, 100, b"")
+    part = eof.topics[0].partitions[0]
+    assert (part.flag, part.base, part.hwm, bytes(part.chunk)) == (0, 100, 106, b"")
+    assert everything.seqs == [100, 101, 105, 106]
+    assert in_a_hole.seqs == [105, 106]  # a hole after the first: the next stored number

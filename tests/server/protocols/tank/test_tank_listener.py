@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 
 import pytest
 
 from rill.protocol.tank import messages as m
-from rill.protocol.tank.bundles import encode_bundle
+from rill.protocol.tank.bundles import decode_chunk, encode_bundle
 from rill.protocol.tank.primitives import encode_str8
 from server_process import RillProcess
 
@@ -423,4 +424,68 @@ def test_idle_connections_are_closed_but_not_one_with_a_long_poll_waiting(tmp_pa
         polling.close()
         if iggy is not None:
             iggy.close()
+        process.kill()
+
+
+# -- the frame limit -------------------------------------------------------------------------
+
+
+def _logged(process: RillProcess, text: str, wait: float = 20.0) -> list[str]:
+    """The server's log lines holding ``text`` (waiting for the output to be read)."""
+    deadline = time.monotonic() + wait
+    while True:
+        found = [line for line in process.output if text in line]
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+def test_a_produce_above_the_frame_limit_is_logged_and_closed_and_one_within_it_is_stored(
+        tmp_path):
+    """A 65 MiB produce: above the default [tank] max_frame_size (64 MiB) the connection is
+    closed with a log line naming the size and the setting; with the limit raised towards
+    TANK's own 256 MiB the same frame is stored."""
+    value = b"x" * (65 << 20)
+    frame = produce_frame("big", encode_bundle([value], timestamps=1))
+    process = RillProcess(tmp_path / "default", env=TANK_ENV).start()
+    try:
+        raw = Raw(process)
+        try:
+            assert create(raw, "big") == 0
+            try:
+                raw.send(frame)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # closed while the frame was still being written
+            assert raw.closed()
+        finally:
+            raw.close()
+        lines = _logged(process, "TANK request of")
+        assert len(lines) == 1 and f"of {len(frame) - 5} bytes refused" in lines[0]
+        assert f"above [tank] max_frame_size ({64 << 20} bytes" in lines[0]
+        check = Raw(process)
+        try:
+            assert hwm(check, "big") == 0
+        finally:
+            check.close()
+    finally:
+        process.kill()
+
+    raised = {**TANK_ENV, "RILL_TANK_MAX_FRAME_SIZE": "80 MiB"}
+    process = RillProcess(tmp_path / "raised", env=raised).start()
+    try:
+        raw = Raw(process)
+        try:
+            assert create(raw, "big") == 0
+            raw.send(frame)
+            assert raw.frame() == h("01 05000000 05000000 00")
+            assert hwm(raw, "big") == 1
+            raw.send(m.encode_request(m.ConsumeRequest(
+                6, (m.ConsumeTopic("big", (m.ConsumePartition(0, 1, 1 << 20),)),))))
+            answer = m.decode_response(m.MsgId.CONSUME, raw.frame()[5:])
+            part = answer.topics[0].partitions[0]
+            assert part.flag == 0 and decode_chunk(part.chunk, part.base).values == [value]
+        finally:
+            raw.close()
+        assert not _logged(process, "TANK request of", wait=0)
+    finally:
         process.kill()

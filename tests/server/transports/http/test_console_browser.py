@@ -831,3 +831,36 @@ def test_the_pages_ran_without_script_errors_or_policy_violations(browser):
     severe = [entry["message"] for entry in browser.get_log("browser")
               if entry["level"] == "SEVERE" and "Failed to load resource" not in entry["message"]]
     assert severe == []
+
+
+def test_newest_first_fills_the_page_across_offset_holes(browser, tmp_path):
+    """TANK's explicit sequence numbers leave holes (records at offsets 0-4, then 1000-1004):
+    the newest-first page shows the newest records, not only those in the last offsets."""
+    import asyncio
+
+    from rill.client.tank import TankClient
+    from server_process import RillProcess
+
+    server = RillProcess(tmp_path / "data", env={
+        "RILL_TANK_ENABLED": "true", "RILL_TANK_ADDRESS": "127.0.0.1:0",
+        "RILL_QUIC_ENABLED": "false"}).start()
+    try:
+        async def write() -> None:
+            async with TankClient(*server.tank_address) as client:
+                assert await client.create_topic("sparse", 1) == 0
+                await client.produce("sparse", 0, [b"old%d" % n for n in range(5)],
+                                     seqs=[1, 2, 3, 4, 5])
+                await client.produce("sparse", 0, [b"new%d" % n for n in range(5)],
+                                     seqs=[1001, 1002, 1003, 1004, 1005])
+
+        asyncio.run(write())
+        with Client(server.address) as client:
+            client.login_user("iggy", "iggy")
+            stream = client.get_streams()[0].id
+        log_in(browser, server)
+        go(browser, server, f"/messages?stream={stream}&topic=sparse&partition=1")
+        wait(browser, lambda b: len(rows(b)) == 10, "the ten records, newest first")
+        assert previews(browser) == [f"new{n}" for n in range(4, -1, -1)] + [
+            f"old{n}" for n in range(4, -1, -1)]
+    finally:
+        server.kill()

@@ -126,6 +126,33 @@ def test_topic_and_partition_lifecycle(api, stream):
         "name": "big", "partitions_count": 1001})) == (400, "too_many_partitions")
 
 
+def test_the_record_format_is_chosen_at_creation_and_shown(api, stream):
+    """``record_format`` in the create body (optional, ``iggy`` by default) and in every topic
+    JSON; ``/topic-record-formats`` lists them; another name is one 400 invalid_format."""
+    sid = stream["id"]
+    kafka = api.post(f"/streams/{sid}/topics", json={
+        "name": "k", "partitions_count": 1, "record_format": "kafka"})
+    assert kafka.status_code == 200, kafka.text
+    assert kafka.json()["record_format"] == "kafka"
+    iggy = api.post(f"/streams/{sid}/topics", json={
+        "name": "i", "partitions_count": 1, "record_format": "iggy"}).json()
+    assert iggy["record_format"] == "iggy"
+    assert api.get(f"/streams/{sid}/topics/k").json()["record_format"] == "kafka"
+    assert {t["name"]: t["record_format"] for t in api.get(f"/streams/{sid}/topics").json()} \
+        == {"t": "iggy", "k": "kafka", "i": "iggy"}  # "t": made without the field
+    assert {t["name"]: t["record_format"] for t in api.get(f"/streams/{sid}").json()["topics"]} \
+        == {"t": "iggy", "k": "kafka", "i": "iggy"}
+    formats = api.get(f"/streams/{sid}/topic-record-formats").json()
+    assert formats == [{"topic_id": 1, "record_format": "iggy"},
+                       {"topic_id": kafka.json()["id"], "record_format": "kafka"},
+                       {"topic_id": iggy["id"], "record_format": "iggy"}]
+    bad = api.post(f"/streams/{sid}/topics", json={
+        "name": "x", "partitions_count": 1, "record_format": "avro"})
+    assert error_of(bad) == (400, "invalid_format")
+    assert "record_format" in bad.json()["reason"] and "avro" not in api.get(
+        f"/streams/{sid}/topics").text
+
+
 # -- messages and offsets ---------------------------------------------------------------------
 
 

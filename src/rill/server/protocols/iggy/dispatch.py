@@ -10,6 +10,7 @@ state change lives here: the core's services do those.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import time
 from typing import Any, Callable
@@ -19,7 +20,9 @@ from rill.protocol.commands.base import Command
 from rill.protocol.commands.columnar import DEFAULT_COLUMNAR_BYTES, MAX_COLUMNAR_BYTES
 from rill.protocol.commands.long_poll import MAX_WAIT_MS
 from rill.protocol.commands.messages import SendMessages
+from rill.protocol.commands.topics import record_format_short, record_format_stored
 from rill.protocol.responses.messages import PolledMessages
+from rill.protocol.responses.topics import TopicRecordFormat
 from rill.protocol.responses.transactions import CommitResult, ProducerState, StageResult
 from rill.protocol.responses.users import IdentityInfo, RawPersonalAccessToken
 from rill.server.core.core import Core
@@ -247,6 +250,19 @@ def _topic_spec(c, partitions_count: int = 0, topic_id: int = 0) -> TopicSpec:
 def create_topic(core: Core, session: Session, c):
     spec = _topic_spec(c, c.partitions_count, c.topic_id or 0)
     return views.topic_details(core.topics.create_topic(session, c.stream_id.value, spec))
+
+
+@command
+def create_topic_with_format(core: Core, session: Session, c):
+    spec = dataclasses.replace(_topic_spec(c, c.partitions_count, c.topic_id or 0),
+                               record_format=record_format_stored(c.record_format))
+    return views.topic_details(core.topics.create_topic(session, c.stream_id.value, spec))
+
+
+@command
+def get_topic_record_formats(core: Core, session: Session, c):
+    return [TopicRecordFormat(topic.id, record_format_short(topic.record_format))
+            for topic in core.topics.get_topics(session, c.stream_id.value)]
 
 
 @command

@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Mapping
 
+from rill.protocol.commands.topics import record_format_short
 from rill.protocol.primitives import ConsumerKind
 from rill.protocol.responses.columnar import ColumnarMessages
 from rill.protocol.responses.groups import ConsumerGroup as GroupRecord
@@ -80,6 +81,7 @@ def topic_record(topic: Topic) -> TopicRecord:
         size_bytes=topic.size_bytes,
         messages_count=topic.messages_count,
         name=topic.name,
+        record_format=record_format_short(topic.record_format),
     )
 
 

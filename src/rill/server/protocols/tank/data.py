@@ -31,10 +31,13 @@ Owns: these rules.
   info, once per client address and cause, then at most once a minute with a count
   (``logs.Refusals``): a client retrying a bad produce does not flood the log.
 
-**Consume**, per partition (§6.4; first = first available seq, last = high-water mark):
+**Consume**, per partition (§6.4; first = first available seq, last = high-water mark; the
+first available is the first *stored* number, ``dispatch.first_available``: 100, not 1, when
+the partition's first produce gave explicit numbers from 100):
 
 * seq 0 = from the first; 2^64-1, last + 1 (and 0 on an empty partition) = at EOF; above
-  last + 1 or below first = boundary-check failure 0x01 with ``first_available``; unknown topic
+  last + 1 or below first (a seq in the hole before the first stored number included) =
+  boundary-check failure 0x01 with ``first_available``; unknown topic
   0xFFFF, unknown partition 0xff, a read failure (storage, permissions) 0xfb;
 * data: the stored batches from the one holding ``seq`` (whole batches, at least one, up to
   ``fetch_size`` stored bytes: the whole-bundles rule of §6.5), one bundle per stored batch
@@ -77,6 +80,7 @@ from rill.server.logs import Refusals
 from rill.server.protocols.tank.dispatch import (
     RECORD_FORMAT,
     TankSettings,
+    first_available,
     numbers,
     ref,
     topics,
@@ -236,14 +240,34 @@ def _look(core: Core, session: Session, wanted: _Wanted) -> None:
         wanted.hwm, wanted.base, wanted.wait_offset = last, first, last
         seq = wanted.seq
         if seq == m.SEQ_ONLY_NEW or seq == last + 1 or (seq == m.SEQ_FROM_FIRST and not first):
-            return
+            return  # at EOF: an immediate answer's base is the first available (``consume``)
         if seq == m.SEQ_FROM_FIRST:
             seq = first
-        if seq > last + 1 or seq < first:
-            wanted.flag, wanted.base, wanted.first_available = ConsumeFlag.BOUNDARY_CHECK, 0, first
+        elif seq > last + 1 or seq < first:
+            _boundary(core, session, wanted)
             return
         fetch_size = min(max(wanted.fetch_size, 1), MAX_FETCH)
-        _read(core, session, wanted, seq - 1, fetch_size)
+        if (_read(core, session, wanted, seq - 1, fetch_size) and wanted.base > seq
+                and wanted.seq != m.SEQ_FROM_FIRST):
+            # seq falls in a hole: below the first stored number it is out of bounds
+            if seq < first_available(core, session, wanted.ref):
+                wanted.chunk = []
+                _boundary(core, session, wanted)
+    except Exception as error:  # storage, permissions, a stored batch that does not read
+        log.info("client %d: TANK consume of partition %d failed: %s", session.client_id,
+                 wanted.partition, error)
+        wanted.flag = ConsumeFlag.SYSTEM
+
+
+def _boundary(core: Core, session: Session, wanted: _Wanted) -> None:
+    wanted.flag, wanted.base = ConsumeFlag.BOUNDARY_CHECK, 0
+    wanted.first_available = first_available(core, session, wanted.ref)
+
+
+def _eof_base(core: Core, session: Session, wanted: _Wanted) -> None:
+    """An immediate EOF answer's base: the first available seq."""
+    try:
+        wanted.base = first_available(core, session, wanted.ref)
     except Exception as error:  # storage, permissions, a stored batch that does not read
         log.info("client %d: TANK consume of partition %d failed: %s", session.client_id,
                  wanted.partition, error)
@@ -303,6 +327,10 @@ def consume(core: Core, session: Session, settings: TankSettings, request: m.Con
             parts.append(wanted)
         plan.append((entry.name, len(entry.partitions), parts))
     if answered or request.max_wait_ms <= 0 or not plan:
+        for _name, _count, parts in plan:
+            for wanted in parts or ():
+                if wanted.flag is None and wanted.base:
+                    _eof_base(core, session, wanted)
         return _response(request, plan)
     return _long_poll(core, session, settings, request, plan)
 

@@ -17,7 +17,8 @@ Owns: these rules (tank-wire-reference §7, §8):
   that is not ``key = value`` lines (``#`` comments) -> 4 (keys are accepted and ignored), any
   other refusal (permissions, storage) -> 2. Topics created here store RecordBatch v2
   (``kafka-v2``), so Kafka clients read them natively;
-* **DiscoverPartitions**: (first available, high-water mark) per partition as sequence
+* **DiscoverPartitions**: (first available: the first stored seq, ``first_available``;
+  high-water mark) per partition as sequence
   numbers; an unknown topic, or an explicit list naming a partition the topic lacks, -> count
   0 (the reference's advice: no per-partition code is safe there);
 * **ReloadConf**: unknown topic 11, unknown partition 10, else 12 (not supported: rill topics
@@ -31,17 +32,20 @@ Owns: these rules (tank-wire-reference §7, §8):
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from dataclasses import dataclass, field
 
 from rill import errors
 from rill.protocol.tank import messages as m
 from rill.protocol.tank.errors import CreateTopicError, ReloadConfError
+from rill.protocol.tank.record_batches import FIRST_RECORD_PEEK, first_record_offset
 from rill.server.core.broker import PartitionRef
 from rill.server.core.core import Core
 from rill.server.core.model import Session, Topic
 from rill.server.core.names import normalize_name
 from rill.server.core.types import LogBounds, TopicSpec
+from rill.server.storage.file_region import FileRegion
 
 RECORD_FORMAT = "kafka-v2"  # topics created through TANK store RecordBatch v2
 VERSION = 400  # Status: TANK v4.0's answer layout
@@ -87,10 +91,43 @@ def ref(settings: TankSettings, topic: str, partition: int) -> PartitionRef:
 
 
 def numbers(bounds: LogBounds) -> tuple[int, int]:
-    """(first available seq, high-water mark) of a partition: 0, 0 when it holds nothing."""
+    """(lowest possible first seq, high-water mark) of a partition: 0, 0 when it holds
+    nothing. The first stored seq may be above it (a partition whose first produce used
+    explicit numbers begins with a hole): ``first_available`` says which it is."""
     last = bounds.high_watermark  # seq of the last message = its offset + 1
     first = bounds.first_offset + 1 if last > bounds.first_offset else 0
     return first, last
+
+
+def first_available(core: Core, session: Session, where: PartitionRef,
+                    bounds: LogBounds | None = None) -> int:
+    """The seq of the partition's first stored message (TANK's "first available"; 0 when it
+    holds nothing): the oldest kept offset + 1, unless the batch there begins with a hole
+    (explicit numbers: seqs 100.. produced first are 100, not 1). Reads the head of that one
+    batch (a large one only its first bytes)."""
+    if bounds is None:
+        bounds = core.broker.bounds(session, where)
+    first, _last = numbers(bounds)
+    if not first:
+        return 0
+    found = core.broker.read(session, where, bounds.first_offset, 1, 1, RECORD_FORMAT,
+                             regions=True)
+    if not found.count or not found.chunks:
+        return first
+    chunk = found.chunks[0]
+    try:
+        if type(chunk) is FileRegion:  # a large verified batch: its head tells, mostly
+            offset = first_record_offset(os.pread(chunk.descriptor, FIRST_RECORD_PEEK,
+                                                  chunk.position))
+            if offset is None:
+                offset = first_record_offset(chunk.read())
+        else:
+            offset = first_record_offset(chunk)
+    finally:
+        for region in found.chunks:
+            if type(region) is FileRegion:
+                region.close()
+    return first if offset is None else max(offset + 1, first)
 
 
 # -- requests ------------------------------------------------------------------------------
@@ -108,10 +145,13 @@ def discover_partitions(core: Core, session: Session, settings: TankSettings,
     for partition in wanted:
         if not 0 <= partition < count:
             return empty
+        where = ref(settings, topic.name, partition)
         try:
-            first, last = numbers(core.broker.bounds(session, ref(settings, topic.name, partition)))
+            bounds = core.broker.bounds(session, where)
+            first = first_available(core, session, where, bounds)
         except errors.RillError:
             return empty
+        last = bounds.high_watermark
         found.append(m.PartitionNumbers(first, last))
     return m.DiscoverPartitionsResponse(request.request_id, request.topic, tuple(found))
 

@@ -5,7 +5,8 @@ Owns: ``TankProtocol``, the ``WireProtocol`` of the TANK listener, and TANK's co
 rules (tank-wire-reference §2, §3, §8.7):
 
 * framing: ``TankFrameDecoder`` (``msg_id:u8 payload_len:u32``); a payload above the limit
-  (the smaller of 256 MiB and ``[tcp] max_frame_size``) closes the connection unanswered;
+  (``[tank] max_frame_size``, 64 MiB by default, at most TANK's 256 MiB) is logged with its
+  size and the setting, and closes the connection unanswered (TANK has no answer for it);
 * the ping on accept: ``03 00 00 00 00`` is the first thing written on every connection
   (``greeting``); no periodic heartbeat, as TANK v4.0. A client's ping gets no answer;
 * login: TANK has no authentication; every connection acts as the user the listener was given
@@ -13,8 +14,9 @@ rules (tank-wire-reference §2, §3, §8.7):
   is gone or inactive is closed at its first request;
 * malformed input of any kind (unknown msg_id, 0x04, a payload shorter than its fields, a
   length or varint past the payload, a varint longer than 5 bytes, bytes left over) closes the
-  connection without an answer, as TANK does; so do the cluster-only RegReplica (0x04) and
-  ConsumePeer (0x09), as a standalone TANK broker does (``CLOSES_CONNECTION``). An invalid
+  connection without an answer, as TANK does; so do the cluster-only RegReplica (0x04), as a
+  standalone TANK broker does, and ConsumePeer (0x09), which a standalone TANK broker answers
+  but rill, with no replicas, does not (``CLOSES_CONNECTION``). An invalid
   bundle inside a well-formed Produce is answered 0x02 for its partition (``data``);
 * ProduceWithSeqnum (0x05) is answered with msg_id 0x01 (the codec's rule);
 * requests of one connection are answered in arrival order, except a long-polling consume:
@@ -34,6 +36,7 @@ import logging
 from rill import errors
 from rill.protocol.tank import messages as m
 from rill.protocol.tank.errors import TankDecodeError
+from rill.protocol.framing import BadLength
 from rill.protocol.tank.framing import MAX_PAYLOAD_SIZE, PING_FRAME, TankFrameDecoder
 from rill.server.core.core import Core
 from rill.server.core.model import Session
@@ -45,6 +48,21 @@ log = logging.getLogger(__name__)
 
 _CLOSE = Reply([], close=True)
 _NOTHING = Reply([])
+
+
+class _ListenerDecoder(TankFrameDecoder):
+    """The listener's decoder: a frame above the limit is logged before the link closes."""
+
+    __slots__ = ()
+
+    def next_frame(self):
+        event = TankFrameDecoder.next_frame(self)
+        if type(event) is BadLength and event.too_large:
+            log.warning("TANK request of %d bytes refused: above [tank] max_frame_size (%d "
+                        "bytes; TANK's own limit, the most it may be set to, is %d); closing "
+                        "the connection", event.payload_size, self.max_payload_size,
+                        MAX_PAYLOAD_SIZE)
+        return event
 
 
 class TankProtocol:
@@ -60,7 +78,7 @@ class TankProtocol:
 
     @staticmethod
     def frame_decoder(max_payload_size: int) -> TankFrameDecoder:
-        return TankFrameDecoder(min(max_payload_size, MAX_PAYLOAD_SIZE))
+        return _ListenerDecoder(min(max_payload_size, MAX_PAYLOAD_SIZE))
 
     def open_session(self, core: Core, session: Session) -> None:
         try:

@@ -16,6 +16,7 @@ from typing import Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 Compression = Literal["none", "gzip"]
+RecordFormat = Literal["iggy", "kafka"]
 UserStatus = Literal["active", "inactive"]
 HeaderKind = Literal["raw", "string", "bool", "int8", "int16", "int32", "int64", "int128", "uint8",
                      "uint16", "uint32", "uint64", "uint128", "float32", "float64"]
@@ -136,6 +137,9 @@ class TopicSettings(Body):
 class CreateTopicBody(TopicSettings):
     topic_id: Optional[int] = Field(None, ge=0, le=2**32 - 1, description="Absent: the server chooses")
     partitions_count: int = Field(ge=0, le=2**32 - 1)
+    record_format: RecordFormat = Field(
+        "iggy", description="How the topic stores records: iggy (Iggy's message layout, the "
+        "default) or kafka (Kafka's RecordBatch v2, as Kafka and TANK clients create)")
 
 
 class UpdateTopicBody(TopicSettings):

@@ -44,6 +44,14 @@ class Topic(BaseModel):
     replication_factor: int
     messages_count: int
     partitions_count: int
+    record_format: Literal["iggy", "kafka"] = Field(
+        description="How the topic stores records: iggy (Iggy's message layout) or kafka "
+        "(Kafka's RecordBatch v2)")
+
+
+class TopicRecordFormat(BaseModel):
+    topic_id: int
+    record_format: Literal["iggy", "kafka"]
 
 
 class Partition(BaseModel):

@@ -218,6 +218,9 @@ async function browse(base, partition, { from, offset, time, n, newestFirst, end
   } else {
     last = end;
     if (!newestFirst) return poll(base, partition, "first", 0, n);
+    // the newest n records ("last" counts records: a partition with offset holes still fills
+    // the page, where the offsets end - n + 1 .. end may hold fewer)
+    return (await poll(base, partition, "last", 0, n)).reverse();
   }
   const first = Math.max(0, last - n + 1);
   const messages = await poll(base, partition, "offset", first, last - first + 1);

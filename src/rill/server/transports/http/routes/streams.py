@@ -73,6 +73,12 @@ async def create_topic(request: Request, stream_id: Id, body: CreateTopicBody) -
     return await run(request, "create_topic", body)
 
 
+@topics.get(S + "/topic-record-formats", response_model=None,
+             responses=replies(list[schemas.TopicRecordFormat], body=False))
+async def get_topic_record_formats(request: Request, stream_id: Id) -> Response:
+    return await run(request, "get_topic_record_formats")
+
+
 @topics.put(T, status_code=204, response_class=Response, responses=replies(status=204))
 async def update_topic(request: Request, stream_id: Id, topic_id: Id, body: UpdateTopicBody) -> Response:
     return await run(request, "update_topic", body)
