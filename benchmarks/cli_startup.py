@@ -8,6 +8,14 @@ on a loaded machine wall time measures the neighbours. Run it with the interpret
 installed in, from the tree to measure (``PYTHONPATH=src``), e.g. before and after a change::
 
     PYTHONPATH=src .venv/bin/python benchmarks/cli_startup.py --runs 15
+
+Measured on the shared 2-core VM (median of 9, Python 3.11; "before" is the tree before the
+CLI's imports were made lazy, run the same way from a ``git archive`` of it):
+
+    command             before    after    (python -c pass: 0.02 s)
+    rill --version      0.43 s    0.18 s   (typer and click alone: ~0.14 s)
+    rill --help         0.59 s    0.63 s   (every command's help: typer's rich help)
+    rill message send   0.90 s    0.49 s   (asyncio, the client, the protocol: ~0.3 s)
 """
 
 from __future__ import annotations
