@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +99,25 @@ def test_scaling_adds_the_curve_and_table(tmp_path):
     assert table["columns"][:2] == ["scenario", "actors"] and len(table["rows"]) == 4 and table["notes"]
     html = next(tmp_path.glob("scaling-*.html")).read_text()
     assert "Scaling: messages per second against actors" in html
+
+
+def test_the_readmes_bench_options_exist_as_written():
+    """Every ``--long`` or ``--long/-x`` the README lists for ``rill bench`` is an option of
+    a ``rill bench`` verb (the README once promised ``-o`` and ``-p``, which are not)."""
+    import re
+
+    import typer
+
+    from rill.cli.main import app
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    listed = readme[readme.index("Options: `--producers"):]
+    listed = listed[:listed.index("\n\n")].split("(`rill bench send --help`")[0]
+    bench = typer.main.get_command(app).get_command(None, "bench")
+    options = [set(param.opts) for name in bench.list_commands(None)
+               for param in bench.get_command(None, name).params]
+    written = re.findall(r"`(--[a-z-]+)(?:/(-[a-zA-Z]))?`", listed)
+    assert len(written) > 15
+    missing = [f"{long}/{short}" if short else long for long, short in written
+               if not any({long, short or long} <= opts for opts in options)]
+    assert missing == []

@@ -62,11 +62,11 @@ def test_get_shows_committed_end_and_lag_per_partition(cli):
 
     shown = cli.run("--json", "consumer-group", "get", "orders", "eu", "workers").json()
     assert shown["partitions"] == [
-        {"partition_id": 1, "committed_offset": 6, "end_offset": 10, "lag": 3},
-        {"partition_id": 2, "committed_offset": None, "end_offset": 4, "lag": 4},
+        {"partition_id": 1, "committed_offset": 6, "reads_next": 7, "end_offset": 10, "lag": 3},
+        {"partition_id": 2, "committed_offset": None, "reads_next": None, "end_offset": 4, "lag": 4},
     ]
     assert shown["lag"] == 7
     table = cli.run("consumer-group", "get", "orders", "eu", "workers").stdout
-    assert "Lag by partition (total 7)" in table
+    assert "Lag by partition (total 7)" in table and "Reads next" in table
     assert [[cell.strip() for cell in line.split("│")[1:5]]
             for line in table.splitlines() if line.startswith("│ 2 ")] == [["2", "-", "4", "4"]]

@@ -21,9 +21,10 @@ def test_set_and_get_offsets_and_errors(cli):
     cli.run("consumer-offset", "set", "orders", "eu", "1", "--group", "workers", "--partition", "2")
 
     assert cli.run("--json", "consumer-offset", "get", "orders", "eu", "--consumer", "7",
-                   "--partition", "2").json() == {"partition_id": 2, "current_offset": 4, "stored_offset": 3}
+                   "--partition", "2").json() == {"partition_id": 2, "current_offset": 4, "stored_offset": 3,
+                                                  "reads_next": 4}
     table = cli.run("consumer-offset", "get", "orders", "eu", "--group", "workers", "--partition", "2").stdout
-    assert "group workers" in table and "Stored offset" in table
+    assert "group workers" in table and "Stored offset" in table and "Reads next" in table
     with cli.sdk() as client:
         assert client.get_consumer_offset("orders", "eu", 7, 2).stored_offset == 3
 
@@ -56,17 +57,21 @@ def test_list_shows_committed_end_and_lag_of_every_group_and_consumer(cli):
     rows = cli.run("--json", "consumer-offset", "list", "orders", "eu").json()
     group = {"consumer_kind": "consumer_group", "consumer_id": 1, "group_name": "workers"}
     assert rows == [
-        {**group, "partition_id": 1, "committed_offset": 3, "end_offset": 10, "lag": 6},
-        {**group, "partition_id": 2, "committed_offset": None, "end_offset": 5, "lag": 5},
-        {**group, "partition_id": 3, "committed_offset": None, "end_offset": 0, "lag": 0},
+        {**group, "partition_id": 1, "committed_offset": 3, "reads_next": 4, "end_offset": 10,
+         "lag": 6},
+        {**group, "partition_id": 2, "committed_offset": None, "reads_next": None, "end_offset": 5,
+         "lag": 5},
+        {**group, "partition_id": 3, "committed_offset": None, "reads_next": None, "end_offset": 0,
+         "lag": 0},
         {"consumer_kind": "consumer", "consumer_id": 7, "partition_id": 1, "committed_offset": 9,
-         "end_offset": 10, "lag": 0},
+         "reads_next": 10, "end_offset": 10, "lag": 0},
         {"consumer_kind": "consumer", "consumer_id": 8, "partition_id": 2, "committed_offset": 4,
-         "end_offset": 5, "lag": 0},
+         "reads_next": 5, "end_offset": 5, "lag": 0},
     ]
     table = cli.run("consumer-offset", "list", "orders", "eu").stdout
+    assert "Reads next" in table and "Committed" not in table  # the web console's wording
     assert [line.split() for line in table.splitlines() if "group workers" in line][0] == [
-        "│", "group", "workers", "│", "1", "│", "3", "│", "10", "│", "6", "│"]
+        "│", "group", "workers", "│", "1", "│", "4", "│", "10", "│", "6", "│"]
     # a new message raises every lag in its partition
     with cli.sdk() as client:
         client.send_messages("orders", "eu", [b"m"], partitioning=1)
@@ -89,7 +94,7 @@ def test_get_tells_stored_zero_from_never_stored(cli):
     def get(*who: str, partition: str = "1"):
         return cli.run("--json", "consumer-offset", "get", "orders", "eu", *who, "--partition", partition).json()
 
-    stored_zero = {"partition_id": 1, "current_offset": 2, "stored_offset": 0}
+    stored_zero = {"partition_id": 1, "current_offset": 2, "stored_offset": 0, "reads_next": 1}
     assert get("--consumer", "billing") == stored_zero  # a named consumer: its xxHash32
     assert get("--group", "workers") == stored_zero
     assert get("--group", "1") == stored_zero

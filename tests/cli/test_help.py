@@ -18,8 +18,9 @@ def commands() -> list[tuple[tuple[str, ...], object]]:
 
     def walk(command: object, path: tuple[str, ...]) -> None:
         found.append((path, command))
-        for name, sub in sorted(getattr(command, "commands", {}).items()):
-            walk(sub, (*path, name))
+        if hasattr(command, "list_commands"):  # a group (the root imports its commands lazily)
+            for name in sorted(command.list_commands(None)):
+                walk(command.get_command(None, name), (*path, name))
 
     walk(typer.main.get_command(app), ())
     return found

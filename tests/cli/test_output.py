@@ -14,6 +14,9 @@ def test_sizes_and_durations():
         ["0 B", "999 B", "1 KB", "1.50 MB", "10 GB", "unlimited"]
     assert format_duration(5_400_000_000) == "1h 30m"
     assert format_duration(1_500_000) == "1s 500ms"
+    assert format_duration(160_888_076) == "2m 40s"  # an uptime: no µs after the seconds
+    assert format_duration(1_500_123) == "1s 500ms" and format_duration(250) == "250us"
+    assert format_duration(60_000_001) == "1m" and format_duration(999) == "999us"
     assert (format_duration(0), format_duration(U64_MAX)) == ("server default", "never")
 
 

@@ -2,9 +2,16 @@
 
 Owns: the consumer-group verbs and the JSON shape of a group: ``id``, ``name``,
 ``partitions_count``, ``members_count``; ``get``/``create``/``join`` add ``members``, each
-``{"id": <client id>, "partitions": [...]}``; ``get`` also shows, per partition, the committed
-offset, the end offset and the lag (``partitions``, as ``rill consumer-offset list``; absent
-from an Iggy server, which has no GET_CONSUMER_LAG) and their sum (``lag``).
+``{"id": <client id>, "partitions": [...]}``; ``get`` also shows, per partition, the offset the
+group reads next, the end offset and the lag (``partitions``, as ``rill consumer-offset list``;
+absent from an Iggy server, which has no GET_CONSUMER_LAG) and their sum (``lag``); ``list``
+adds each group's ``protocol`` and total ``lag``.
+
+Kafka's consumer groups of the topic are listed and shown too (``protocol`` ``kafka``, no id):
+their positions and lag come from GET_CONSUMER_LAG, the same core rows the web console reads;
+their live members are not in any Iggy command, so ``members_count`` is ``null`` (the console,
+``GET .../consumers``, shows them). ``get NAME`` shows a Kafka group when no Iggy group has
+that name.
 
 Membership belongs to a connection, and each ``rill`` command opens its own: ``join`` shows the
 group as seen right after joining (with this command's client among the members and its
@@ -21,7 +28,7 @@ from typing import Any
 import typer
 
 from rill import errors
-from rill.cli.consumer_offsets import LAG_COLUMNS, lag_json, lag_row
+from rill.cli.consumer_offsets import LAG_COLUMNS, lag_json, lag_row, other_protocol
 from rill.cli.context import session, settings
 from rill.cli.params import examples, id_argument, stream_argument, topic_argument
 from rill.cli.topics import fetch_topic
@@ -31,6 +38,7 @@ app = typer.Typer(name="consumer-group", help="Create, inspect and delete consum
                   no_args_is_help=True)
 
 GROUP_COLUMNS = ("ID", "Name", "Partitions", "Members")
+LIST_COLUMNS = (*GROUP_COLUMNS, "Protocol", "Lag")
 MEMBER_COLUMNS = ("Member (client ID)", "Partitions")
 
 
@@ -73,13 +81,48 @@ def show_group(ctx: typer.Context, details: Any, lag: list[Any] | None = None) -
                   title=f"Lag by partition (total {sum(row.lag for row in lag)})")
 
 
-def group_lag(client: Any, stream: Any, topic: Any, group_id: int) -> list[Any] | None:
-    """The group's rows of GET_CONSUMER_LAG; None from a server without it (Iggy)."""
+def topic_lag(client: Any, stream: Any, topic: Any) -> list[Any] | None:
+    """GET_CONSUMER_LAG's rows of the topic; None from a server without it (Iggy)."""
     try:
-        rows = client.get_consumer_lag(stream, topic)
+        return client.get_consumer_lag(stream, topic)
     except (errors.InvalidCommand, errors.FeatureUnavailable):
         return None
-    return [row for row in rows if row.consumer_kind == ConsumerKind.CONSUMER_GROUP and row.consumer_id == group_id]
+
+
+def group_lag(client: Any, stream: Any, topic: Any, group_id: int) -> list[Any] | None:
+    """The group's rows of GET_CONSUMER_LAG; None from a server without it (Iggy)."""
+    rows = topic_lag(client, stream, topic)
+    if rows is None:
+        return None
+    return [row for row in rows if row.consumer_kind == ConsumerKind.CONSUMER_GROUP
+            and row.consumer_id == group_id and other_protocol(row) is None]
+
+
+def other_groups(rows: list[Any] | None) -> dict[tuple[str, str], list[Any]]:
+    """Other protocols' groups (Kafka's) in lag rows: (protocol, name) -> their rows."""
+    found: dict[tuple[str, str], list[Any]] = {}
+    for row in rows or ():
+        other = other_protocol(row)
+        if other is not None:
+            found.setdefault(other, []).append(row)
+    return found
+
+
+def show_other_group(ctx: typer.Context, protocol: str, name: str, lag: list[Any]) -> None:
+    """Another protocol's group: what its lag rows say (its members are not Iggy's to list)."""
+    out = settings(ctx).output
+    total = sum(row.lag for row in lag)
+    if out.json_mode:
+        out.json({"id": None, "name": name, "protocol": protocol, "partitions_count": len(lag),
+                  "members_count": None, "partitions": [
+                      {key: item for key, item in lag_json(row).items()
+                       if key not in ("consumer_kind", "group_name")} for row in lag],
+                  "lag": total})
+        return
+    out.record(zip((*GROUP_COLUMNS, "Protocol"), (None, name, len(lag), None, protocol)),
+               title=f"Consumer group {name} ({protocol})")
+    out.table(LAG_COLUMNS[1:], (lag_row(row, with_consumer=False) for row in lag),
+              title=f"Lag by partition (total {total})")
 
 
 def fetch_group(client: Any, stream: Any, topic: Any, group: Any) -> Any:
@@ -108,13 +151,23 @@ def create_consumer_group(
                               group_json(details))
 
 
-@app.command("get", epilog=examples("rill consumer-group get orders eu workers"))
+@app.command("get", epilog=examples("rill consumer-group get orders eu workers",
+                                    "rill consumer-group get orders eu kafka-consumers"))
 def get_consumer_group(ctx: typer.Context, stream: str = stream_argument(), topic: str = topic_argument(),
                        group: str = group_argument()) -> None:
-    """Show one consumer group, its members, and per partition its committed offset, the end
-    offset and the lag."""
+    """Show one consumer group (Iggy's, else Kafka's of that name), its members, and per
+    partition the offset it reads next, the end offset and the lag."""
     with session(ctx, stream=stream, topic=topic, group=group) as client:
-        details = fetch_group(client, stream, topic, group)
+        try:
+            details = fetch_group(client, stream, topic, group)
+        except (errors.ConsumerGroupIdNotFound, errors.ConsumerGroupNameNotFound):
+            others = {key: rows for key, rows in other_groups(topic_lag(client, stream, topic)).items()
+                      if key[1] == str(group)}
+            if not others:
+                raise
+            (protocol, name), rows = next(iter(others.items()))
+            show_other_group(ctx, protocol, name, rows)
+            return
         lag = group_lag(client, stream, topic, details.id)
     show_group(ctx, details, lag)
 
@@ -122,11 +175,21 @@ def get_consumer_group(ctx: typer.Context, stream: str = stream_argument(), topi
 @app.command("list", epilog=examples("rill consumer-group list orders eu"))
 def get_consumer_groups(ctx: typer.Context, stream: str = stream_argument(),
                         topic: str = topic_argument()) -> None:
-    """List the consumer groups of a topic."""
+    """List the consumer groups of a topic, Kafka's too, with their total lag."""
     with session(ctx, stream=stream, topic=topic) as client:
         groups = sorted(client.get_consumer_groups(stream, topic), key=lambda group: group.id)
-    settings(ctx).output.emit([group_json(g) for g in groups], GROUP_COLUMNS, (group_row(g) for g in groups),
-                              title=f"Consumer groups of topic {topic}")
+        rows = topic_lag(client, stream, topic)
+    lags: dict[int, int] = {}
+    for row in rows or ():
+        if row.consumer_kind == ConsumerKind.CONSUMER_GROUP and other_protocol(row) is None:
+            lags[row.consumer_id] = lags.get(row.consumer_id, 0) + row.lag
+    listed = [{**group_json(g), "protocol": "iggy", "lag": lags.get(g.id)} for g in groups]
+    listed += [{"id": None, "name": name, "partitions_count": len(lag), "members_count": None,
+                "protocol": protocol, "lag": sum(row.lag for row in lag)}
+               for (protocol, name), lag in other_groups(rows).items()]
+    columns = ("id", "name", "partitions_count", "members_count", "protocol", "lag")
+    settings(ctx).output.emit(listed, LIST_COLUMNS, ([item[key] for key in columns] for item in listed),
+                              title=f"Consumer groups of topic {topic}", droppable=("Protocol",))
 
 
 @app.command("delete", epilog=examples("rill consumer-group delete orders eu workers"))

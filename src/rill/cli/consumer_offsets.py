@@ -7,18 +7,22 @@ Owns: the offset verbs (``get_consumer_offset``, ``store_consumer_offset``, and 
 offset); ``--partition`` defaults to 1 for both (the server's "not given" would mean partition
 1 for a consumer and nothing useful for a group).
 
-``get`` prints ``partition_id``, ``current_offset`` (the partition's newest offset) and
-``stored_offset``; when nothing is stored yet it prints ``null`` with ``--json`` and a note
-otherwise, and exits 0: an unset offset is a state, not an error. GET_CONSUMER_OFFSET answers
-``stored_offset`` 0 both for "stored 0" and for "nothing stored" (as Iggy 0.4.95 does,
-docs/wire-notes.md), so on a 0 ``get`` asks GET_CONSUMER_LAG, whose rows say ``committed``;
-a server without that rill extension gets the 0 shown as is.
+``get`` prints ``partition_id``, ``current_offset`` (the partition's newest offset),
+``stored_offset`` (the last message consumed, what ``set`` takes) and ``reads_next`` (the
+offset it reads next: stored + 1); when nothing is stored yet it prints ``null`` with ``--json``
+and a note otherwise, and exits 0: an unset offset is a state, not an error.
+GET_CONSUMER_OFFSET answers ``stored_offset`` 0 both for "stored 0" and for "nothing stored"
+(as Iggy 0.4.95 does, docs/wire-notes.md), so on a 0 ``get`` asks GET_CONSUMER_LAG, whose rows
+say ``committed``; a server without that rill extension gets the 0 shown as is.
 
-``list`` shows, for a topic, every consumer group in every partition and every consumer with a
-stored offset: the committed offset (the last one consumed; ``-``/``null`` when none), the end
-offset (the offset the partition's next message will get) and the lag (stored messages after
-the committed one). A consumer named by text is stored under a number (its xxHash32), which is
-what the list shows. It needs a rill server (GET_CONSUMER_LAG is a rill extension).
+``list`` shows, for a topic, every consumer group in every partition, every consumer with a
+stored offset, and Kafka's consumer groups (GET_CONSUMER_LAG lists them as groups with id 0
+named ``kafka-group:<group id>``; shown as ``kafka group <group id>``): the offset each reads
+next (``Reads next``, as the web console says; ``-``/``null`` when it consumed nothing), the
+end offset (the offset the partition's next message will get) and the lag (stored messages it
+has not read). JSON keeps ``committed_offset`` (the last consumed) beside ``reads_next``. A
+consumer named by text is stored under a number (its xxHash32), which is what the list shows.
+It needs a rill server (GET_CONSUMER_LAG is a rill extension).
 """
 
 from __future__ import annotations
@@ -38,26 +42,48 @@ from rill.protocol.primitives import Consumer, ConsumerKind
 
 app = typer.Typer(name="consumer-offset", help="Read or store a consumer's offset.", no_args_is_help=True)
 
-OFFSET_COLUMNS = ("Consumer", "Partition", "Current offset", "Stored offset")
-LAG_COLUMNS = ("Consumer", "Partition", "Committed", "End", "Lag")
+OFFSET_COLUMNS = ("Consumer", "Partition", "Current offset", "Stored offset", "Reads next")
+LAG_COLUMNS = ("Consumer", "Partition", "Reads next", "End", "Lag")
+
+
+def other_protocol(row: Any) -> tuple[str, str] | None:
+    """(protocol, group name) of another protocol's group in GET_CONSUMER_LAG (a group with id 0
+    named as stored, ``kafka-group:<group id>``); None for Iggy's groups and consumers."""
+    if row.consumer_kind != ConsumerKind.CONSUMER_GROUP or row.consumer_id != 0:
+        return None
+    prefix, colon, name = row.group_name.partition(":")
+    return (prefix.removesuffix("-group"), name) if colon else ("other", row.group_name)
+
+
+def reads_next(row: Any) -> int | None:
+    """The offset a lag row's consumer reads next; None when it consumed nothing."""
+    return row.committed_offset + 1 if row.committed else None
 
 
 def lag_json(row: Any) -> dict[str, Any]:
-    value: dict[str, Any] = {"consumer_kind": "consumer_group" if row.consumer_kind == ConsumerKind.CONSUMER_GROUP
-                             else "consumer", "consumer_id": row.consumer_id}
-    if row.group_name:
-        value["group_name"] = row.group_name
+    other = other_protocol(row)
+    value: dict[str, Any]
+    if other is not None:
+        value = {"consumer_kind": f"{other[0]}_group", "group_name": other[1]}
+    else:
+        value = {"consumer_kind": "consumer_group" if row.consumer_kind == ConsumerKind.CONSUMER_GROUP
+                 else "consumer", "consumer_id": row.consumer_id}
+        if row.group_name:
+            value["group_name"] = row.group_name
     value.update(partition_id=row.partition_id,
                  committed_offset=row.committed_offset if row.committed else None,
-                 end_offset=row.end_offset, lag=row.lag)
+                 reads_next=reads_next(row), end_offset=row.end_offset, lag=row.lag)
     return value
 
 
 def lag_row(row: Any, with_consumer: bool = True) -> tuple[Any, ...]:
-    cells = (row.partition_id, row.committed_offset if row.committed else "-", row.end_offset, row.lag)
+    next_offset = reads_next(row)
+    cells = (row.partition_id, "-" if next_offset is None else next_offset, row.end_offset, row.lag)
     if not with_consumer:
         return cells
-    who = f"group {row.group_name}" if row.group_name else f"consumer {row.consumer_id}"
+    other = other_protocol(row)
+    who = (f"{other[0]} group {other[1]}" if other else f"group {row.group_name}" if row.group_name
+           else f"consumer {row.consumer_id}")
     return (who, *cells)
 
 
@@ -124,12 +150,12 @@ def get_consumer_offset(
             info = None
     out = settings(ctx).output
     if out.json_mode:
-        out.json(to_json(info) if info is not None else None)
+        out.json({**to_json(info), "reads_next": info.stored_offset + 1} if info is not None else None)
     elif info is None:
         out.text(f"no offset stored for {_describe(who)} in partition {partition}")
     else:
         out.record(zip(OFFSET_COLUMNS, (_describe(who), info.partition_id, info.current_offset,
-                                        info.stored_offset)))
+                                        info.stored_offset, info.stored_offset + 1)))
 
 
 @app.command("set", epilog=examples("rill consumer-offset set orders eu 41 --consumer 7",
@@ -156,8 +182,8 @@ def store_consumer_offset(
                                      "rill --json consumer-offset list orders eu"))
 def get_consumer_lag(ctx: typer.Context, stream: str = stream_argument(),
                      topic: str = topic_argument()) -> None:
-    """List the committed offset, end offset and lag of every consumer group and every consumer
-    with a stored offset in a topic."""
+    """List the offset each consumer reads next, the end offset and the lag, for every consumer
+    group (Kafka's too) and every consumer with a stored offset in a topic."""
     with session(ctx, stream=stream, topic=topic) as client:
         rows = client.get_consumer_lag(stream, topic)
     settings(ctx).output.emit([lag_json(row) for row in rows], LAG_COLUMNS, (lag_row(row) for row in rows),

@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-import click
 import typer
 
 from rill.cli.failures import EXIT_USAGE, fail
@@ -189,7 +188,7 @@ def settings(ctx: typer.Context) -> Settings:
 def read_secret(prompt: str, confirm: bool = False) -> str:
     """Hidden input on a terminal; one line from a piped stdin. The prompt goes to stderr."""
     if sys.stdin.isatty():
-        return str(click.prompt(prompt, hide_input=True, confirmation_prompt=confirm, err=True))
+        return str(typer.prompt(prompt, hide_input=True, confirmation_prompt=confirm, err=True))
     sys.stderr.write(f"{prompt}: ")
     sys.stderr.flush()
     line = sys.stdin.readline()

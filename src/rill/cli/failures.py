@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from typer.core import TyperGroup
 
-from rill import errors
+if TYPE_CHECKING:  # imported with the first connection (``rill --version`` needs none)
+    from rill import errors
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -113,14 +114,19 @@ class RillGroup(TyperGroup):
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
-        except (errors.RillError, OSError, KeyboardInterrupt) as error:
-            if ctx.invoked_subcommand in self.unhandled:
+        except (Exception, KeyboardInterrupt) as error:
+            from rill import errors
+
+            if (not isinstance(error, (errors.RillError, OSError, KeyboardInterrupt))
+                    or ctx.invoked_subcommand in self.unhandled):
                 raise
             raise _exit_for(error, getattr(ctx.obj, "subject", None) or {}) from None
 
 
 def _exit_for(error: BaseException, subject: dict[str, Any]) -> typer.Exit:
     """Print the line for ``error`` and return the Exit carrying its code."""
+    from rill import errors
+
     if isinstance(error, errors.RillError):
         print_error(describe(error, subject))
         return typer.Exit(exit_code(error))

@@ -24,7 +24,6 @@ import secrets
 import sys
 from typing import Any
 
-import click
 import typer
 
 from rill.cli.context import DEFAULT_ADDRESS, DEFAULT_CONTEXT, DEFAULT_TRANSPORT, connect, log_in, settings
@@ -46,7 +45,7 @@ def _credential(values: dict[str, Any]) -> str:
 
 def _read_username() -> str:
     if sys.stdin.isatty():
-        return str(click.prompt("Username", err=True))
+        return str(typer.prompt("Username", err=True))
     sys.stderr.write("Username: ")
     line = sys.stdin.readline().strip()
     sys.stderr.write("\n")

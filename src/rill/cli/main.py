@@ -5,6 +5,12 @@ the list of command groups. ``rill serve`` starts the server: it is the CLI's on
 ``rill.server`` and imports it lazily, inside the verb; every other verb goes through
 ``rill.client`` (imported when a connection is opened, so ``--help`` and ``serve`` stay light).
 
+Imports are lazy, so that a command answers like kcat (``benchmarks/cli_startup.py`` measures
+the CPU per call): ``COMMANDS`` names the module of every command group and top-level verb,
+and ``RootGroup`` imports only the one the command line asks for (``rill --version`` imports
+none; ``rill --help`` all). rich, the client, aioquic, pydantic and the bench machinery are
+imported by the verbs that use them (tests/cli/test_startup.py guards it).
+
 Layout: one module per resource group (``streams``, ``topics``, ``partitions``, ``messages``,
 ``consumer_groups``, ``consumer_offsets``, ``users``, ``tokens``, ``clients``), ``system`` for
 ``ping``/``me``/``stats``/``snapshot``, ``login`` for ``login``/``logout``/``context``;
@@ -27,42 +33,74 @@ Command-line conventions, the same for every verb:
 
 from __future__ import annotations
 
-import logging
-
-from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
-from rill.cli import (
-    bench,
-    clients,
-    consumer_groups,
-    consumer_offsets,
-    login,
-    messages,
-    partitions,
-    server_config,
-    streams,
-    system,
-    tokens,
-    topics,
-    users,
-)
+from rill.cli import plain_values
 from rill.cli.context import TRANSPORTS, Settings
 from rill.cli.failures import RillGroup
 
 ANYWHERE_FLAGS = ("--json",)  # global flags a verb's own options may be mixed with
 
 
+# command name -> its module: a resource group (the module's ``app``) or a top-level verb that
+# the module adds with its ``register(app)``; imported when the command is used
+COMMANDS: dict[str, str] = {
+    "stream": "rill.cli.streams",
+    "topic": "rill.cli.topics",
+    "partition": "rill.cli.partitions",
+    "message": "rill.cli.messages",
+    "consumer-group": "rill.cli.consumer_groups",
+    "consumer-offset": "rill.cli.consumer_offsets",
+    "user": "rill.cli.users",
+    "pat": "rill.cli.tokens",
+    "client": "rill.cli.clients",
+    "ping": "rill.cli.system",
+    "me": "rill.cli.system",
+    "stats": "rill.cli.system",
+    "snapshot": "rill.cli.system",
+    "login": "rill.cli.login",
+    "logout": "rill.cli.login",
+    "context": "rill.cli.login",
+    "bench": "rill.cli.bench",
+    "serve": "rill.cli.server_config",
+    "config": "rill.cli.server_config",
+}
+
+
+def _module_commands(name: str) -> dict[str, Any]:
+    """The click commands a CLI module adds to the root: its ``app`` group, or what its
+    ``register(app)`` adds."""
+    import importlib
+
+    module = importlib.import_module(name)
+    if hasattr(module, "register"):
+        holder = typer.Typer()
+        module.register(holder)
+        return dict(typer.main.get_group(holder).commands)
+    group = typer.main.get_command(module.app)
+    return {group.name: group}
+
+
 class RootGroup(RillGroup):
-    """The ``rill`` group: ``ANYWHERE_FLAGS`` found after the verb are moved in front of it."""
+    """The ``rill`` group: ``ANYWHERE_FLAGS`` found after the verb are moved in front of it, and
+    the commands of ``COMMANDS`` are imported when asked for."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         end = args.index("--") if "--" in args else len(args)
         found = [flag for flag in ANYWHERE_FLAGS if flag in args[:end]]
         moved = [arg for arg in args[:end] if arg not in found] + args[end:]
         return super().parse_args(ctx, found + moved)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*COMMANDS, *(name for name in super().list_commands(ctx) if name not in COMMANDS)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in COMMANDS and cmd_name not in self.commands:
+            for name, command in _module_commands(COMMANDS[cmd_name]).items():
+                self.commands.setdefault(name, command)
+        return super().get_command(ctx, cmd_name)
 
 
 def _flags_show_no_type() -> None:
@@ -80,6 +118,7 @@ def _flags_show_no_type() -> None:
 
 
 _flags_show_no_type()
+plain_values.install()  # no pydantic for plain strings and numbers
 
 app = typer.Typer(
     name="rill",
@@ -147,6 +186,8 @@ def main(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No confirmations or progress bars."),
 ) -> None:
     """rill command-line tool: manage a rill (or Iggy 0.4) server and its messages."""
+    import logging
+
     # aioquic reports a refused handshake on its own logger; the CLI's error line says it better
     logging.getLogger("quic").setLevel(logging.ERROR)
     ctx.obj = Settings(
@@ -154,45 +195,6 @@ def main(
         context=context, json_mode=json_output, quiet=quiet, ca_file=ca_file,
         insecure=insecure or None,
     )
-
-
-for _group in (streams, topics, partitions, messages, consumer_groups, consumer_offsets, users, tokens, clients):
-    app.add_typer(_group.app)
-del _group
-system.register(app)
-login.register(app)
-app.add_typer(bench.app)  # rill bench ...
-app.add_typer(server_config.app)  # rill config show
-
-
-@app.command(
-    epilog="Examples:\n\n  rill serve\n\n  rill serve --data-dir /var/lib/rill --tcp-address 127.0.0.1:8090\n\n"
-    "  RILL_SYSTEM_FSYNC=always rill serve --config config/server.toml\n\n"
-    "Listening on an address other than loopback is refused while the root user has the "
-    "default password: change it first (rill user change-password)."
-)
-def serve(
-    config: Optional[Path] = server_config.CONFIG_FILE,
-    data_dir: Optional[str] = server_config.DATA_DIR,
-    tcp_address: Optional[str] = server_config.TCP_ADDRESS,
-    quic_address: Optional[str] = server_config.QUIC_ADDRESS,
-    http_address: Optional[str] = server_config.HTTP_ADDRESS,
-    kafka_address: Optional[str] = server_config.KAFKA_ADDRESS,
-    tank_address: Optional[str] = server_config.TANK_ADDRESS,
-    recover_metadata: bool = typer.Option(
-        False, "--recover-metadata",
-        help="Start although the metadata store is damaged or lost its users: move a damaged "
-        "store aside, rebuild streams, topics and partitions from the data directory and "
-        "create the root user from the [root] settings. Users, tokens, consumer groups and "
-        "offsets cannot be rebuilt.",
-    ),
-) -> None:
-    """Run the server on the embedded defaults, a TOML file and RILL_* overrides."""
-    from rill.server.app import run
-
-    settings, _ = server_config.effective_config(config, data_dir, tcp_address, quic_address,
-                                                 http_address, kafka_address, tank_address)
-    run(settings, recover_metadata)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ Owns: the JSON shape of a message, the columns of the message table, the line ``
 Bytes are never mangled (``output.binary_text``): with ``--encoding text`` (the default) a
 payload that is valid UTF-8 is shown as text and any other as base64 -- marked
 ``"payload_encoding": "base64"`` in JSON and ``base64:`` in text; ``--encoding base64|hex``
-encodes every payload. A message's key is its ``rill.key`` header (``KEY_HEADER``).
+encodes every payload. A message's key is its ``rill.key`` header (``KEY_HEADER``). A raw
+header value -- every Kafka header arrives as one -- is shown as text when it is printable
+UTF-8, else in hex (``params.header_text``/``header_json``).
 
 ``--format`` tokens (kcat-like; each message is printed through the template, followed by a
 line break unless the template ends with one):

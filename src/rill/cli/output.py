@@ -35,11 +35,11 @@ import os
 import sys
 import uuid
 from datetime import datetime
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+if TYPE_CHECKING:  # rich is imported when a table or progress bar is drawn, not before
+    from rich.console import Console
+    from rich.text import Text
 
 U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
 _WIDTH_WHEN_PIPED = 200  # rich would wrap tables at 80 columns when stdout is not a terminal
@@ -47,6 +47,8 @@ _WIDTH_WHEN_PIPED = 200  # rich would wrap tables at 80 columns when stdout is n
 
 def _console(stderr: bool) -> Console:
     """The terminal's width, else ``$COLUMNS`` (rich reads it), else 200 when piped."""
+    from rich.console import Console
+
     stream = sys.stderr if stderr else sys.stdout
     sized = stream.isatty() or os.environ.get("COLUMNS", "").isdigit()
     return Console(
@@ -92,6 +94,8 @@ class Output:
         droppable: Sequence[str] = (),
     ) -> None:
         """A table; ``droppable`` columns go, in that order, while the rest would have to fold."""
+        from rich.table import Table
+
         cells = [[cell(value) for value in row] for row in rows]
         natural = [max([len(column), *(row[index].cell_len for row in cells)])
                    for index, column in enumerate(columns)]
@@ -125,7 +129,7 @@ class Output:
         if self.json_mode:
             self.json(json_value if json_value is not None else {"ok": True, **fields})
         elif not self.quiet:
-            self.console.print(Text(message))
+            self.text(message)
 
     def text(self, message: str) -> None:
         """Plain data on stdout (printed even with --quiet)."""
@@ -140,11 +144,14 @@ class Output:
     def note(self, message: str) -> None:
         """An informational line on stderr, hidden by --quiet."""
         if not self.quiet:
-            self.err_console.print(Text(message))
+            sys.stderr.write(message + "\n")
+            sys.stderr.flush()
 
 
 def cell(value: Any) -> Text:
     """A table cell: never interpreted as rich markup."""
+    from rich.text import Text
+
     if value is None:
         return Text("-")
     if isinstance(value, bool):
@@ -178,7 +185,9 @@ def format_size(size: int) -> str:
 
 
 def format_duration(micros: int) -> str:
-    """µs -> ``1h 30m``; 0 is ``server default`` and u64::MAX ``never``."""
+    """µs -> ``1h 30m``, ``2m 40s``, ``1s 500ms``, ``250us``; 0 is ``server default`` and
+    u64::MAX ``never``. A human reads seconds: parts below a second are shown only under a
+    minute, and below a millisecond only under a second."""
     if micros == U64_MAX:
         return "never"
     if micros == 0:
@@ -189,8 +198,11 @@ def format_duration(micros: int) -> str:
         amount, seconds = divmod(seconds, length)
         if amount:
             parts.append(f"{amount}{unit}")
-    if rest:
-        parts.append(f"{rest // 1000}ms" if rest % 1000 == 0 else f"{rest}us")
+    if micros < 60_000_000:
+        if rest and micros >= 1_000_000:
+            rest -= rest % 1000  # to the millisecond
+        if rest:
+            parts.append(f"{rest // 1000}ms" if rest % 1000 == 0 else f"{rest}us")
     return " ".join(parts)
 
 

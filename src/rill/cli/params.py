@@ -142,13 +142,26 @@ def header(spec: str) -> tuple[str, HeaderValue]:
     return key, header_value
 
 
+def raw_text(data: bytes) -> str | None:
+    """A raw header value as text when it is printable UTF-8 (a Kafka header's value usually
+    is: Kafka headers arrive as raw bytes), else None (shown in hex)."""
+    try:
+        text = bytes(data).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return text if text.isprintable() else None
+
+
 def header_json(value: HeaderValue) -> dict[str, object]:
-    """A header value as ``{"kind": "uint32", "value": 5}``: raw values in hex, a string that
-    is not valid UTF-8 in base64 with ``"encoding": "base64"``."""
+    """A header value as ``{"kind": "uint32", "value": 5}``: raw values in hex, or as text with
+    ``"encoding": "text"`` when printable UTF-8; a string that is not valid UTF-8 in base64 with
+    ``"encoding": "base64"``."""
     kind = value.kind.name.lower()
     if value.kind == HeaderKind.STRING:
         text, encoding = binary_text(value.value)
         return {"kind": kind, "value": text, **({"encoding": encoding} if encoding != "text" else {})}
+    if value.kind == HeaderKind.RAW and (text := raw_text(value.value)) is not None:
+        return {"kind": kind, "value": text, "encoding": "text"}
     python = value.to_python()
     if isinstance(python, bytes):
         python = python.hex()
@@ -156,10 +169,12 @@ def header_json(value: HeaderValue) -> dict[str, object]:
 
 
 def header_text(headers: dict[str, HeaderValue]) -> str:
-    """``key=value`` pairs for a table cell (``hex:``/``base64:`` mark values shown encoded)."""
+    """``key=value`` pairs for a table cell (``hex:``/``base64:`` mark values shown encoded; a
+    raw value that is printable UTF-8, as Kafka's headers usually are, is shown as text)."""
     def shown(value: HeaderValue) -> str:
         if value.kind == HeaderKind.RAW:
-            return f"hex:{value.value.hex()}"
+            text = raw_text(value.value)
+            return f"hex:{value.value.hex()}" if text is None else text
         if value.kind == HeaderKind.STRING:
             return binary_cell(value.value)
         return str(value.to_python())

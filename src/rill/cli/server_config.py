@@ -1,4 +1,4 @@
-"""The server's configuration on the command line: ``rill serve``'s flags and ``rill config show``.
+"""The server's configuration on the command line: ``rill serve`` and ``rill config show``.
 
 Owns: the flags that set server keys (``--config``, ``--data-dir``, ``--tcp-address``,
 ``--quic-address``, ``--http-address``, ``--kafka-address``, ``--tank-address``: one definition, used by both verbs), building the
@@ -94,3 +94,38 @@ def show(
     out = settings(ctx).output
     out.emit([{"key": key, "value": value, "source": source} for key, value, source in rows],
              ("Key", "Value", "Source"), rows, title="Server configuration")
+
+
+def serve(
+    config: Optional[Path] = CONFIG_FILE,
+    data_dir: Optional[str] = DATA_DIR,
+    tcp_address: Optional[str] = TCP_ADDRESS,
+    quic_address: Optional[str] = QUIC_ADDRESS,
+    http_address: Optional[str] = HTTP_ADDRESS,
+    kafka_address: Optional[str] = KAFKA_ADDRESS,
+    tank_address: Optional[str] = TANK_ADDRESS,
+    recover_metadata: bool = typer.Option(
+        False, "--recover-metadata",
+        help="Start although the metadata store is damaged or lost its users: move a damaged "
+        "store aside, rebuild streams, topics and partitions from the data directory and "
+        "create the root user from the [root] settings. Users, tokens, consumer groups and "
+        "offsets cannot be rebuilt.",
+    ),
+) -> None:
+    """Run the server on the embedded defaults, a TOML file and RILL_* overrides."""
+    from rill.server.app import run
+
+    server_settings, _ = effective_config(config, data_dir, tcp_address, quic_address,
+                                          http_address, kafka_address, tank_address)
+    run(server_settings, recover_metadata)
+
+
+def register(root: typer.Typer) -> None:
+    """Add ``rill serve`` and the ``config`` group to the root app."""
+    root.command("serve", epilog=(
+        "Examples:\n\n  rill serve\n\n  rill serve --data-dir /var/lib/rill --tcp-address 127.0.0.1:8090\n\n"
+        "  RILL_SYSTEM_FSYNC=always rill serve --config config/server.toml\n\n"
+        "Listening on an address other than loopback is refused while the root user has the "
+        "default password: change it first (rill user change-password)."
+    ))(serve)
+    root.add_typer(app)

@@ -17,7 +17,6 @@ This package imports ``rill.protocol`` and ``rill.errors`` only, never ``rill.se
 
 from rill.client.async_client import AsyncClient
 from rill.client.blocking import Client
-from rill.client.http import HttpTransport  # registers the "http" transport
 from rill.client.tcp import TcpTransport
 from rill.client.transport import Transport, register_transport
 from rill.protocol.headers import HeaderKind, HeaderValue
@@ -32,6 +31,16 @@ from rill.protocol.primitives import (
     UserStatus,
 )
 from rill.protocol.responses.messages import PolledMessages
+
+
+def __getattr__(name: str) -> object:
+    """``HttpTransport`` is imported when asked for (the "http" transport registers itself on
+    first use), so that ``import rill.client`` does not load h11 and the JSON codecs."""
+    if name == "HttpTransport":
+        from rill.client.http import HttpTransport
+
+        return HttpTransport
+    raise AttributeError(f"module 'rill.client' has no attribute {name!r}")
 
 __all__ = [
     "AsyncClient",

@@ -11,7 +11,6 @@ Invariant: no method talks to a transport; ``execute`` is the single path of eve
 
 from __future__ import annotations
 
-from importlib import metadata
 from typing import Any, Iterable, Sequence
 
 from rill.protocol.commands import (
@@ -24,6 +23,7 @@ from rill.protocol.commands import (
     topics,
     users,
 )
+from rill import __version__
 from rill.client.extensions import ExtensionMethods
 from rill.protocol.commands.base import Command
 from rill.protocol.commands.messages import FlushUnsavedBuffer, PollMessages, SendMessages
@@ -49,10 +49,8 @@ from rill.protocol.responses.users import IdentityInfo, PersonalAccessTokenInfo,
 Id = int | str | Identifier
 ConsumerLike = Consumer | int | str | Identifier
 
-try:
-    SDK_VERSION: str | None = f"rill-py {metadata.version('rill')}"
-except metadata.PackageNotFoundError:  # running from a source tree
-    SDK_VERSION = None
+# (rill's own constant: importlib.metadata would cost every CLI call more than its request)
+SDK_VERSION: str | None = f"rill-py {__version__}"
 
 
 def _id(value: Id) -> Identifier:

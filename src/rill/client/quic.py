@@ -10,11 +10,12 @@ by order.
 
 Certificates are verified by default (unlike Iggy's clients, whose ``validate_certificate``
 is false): against the system's CAs, or ``ca_file=PATH`` (e.g. a rill server's self-signed
-certificate, ``<data dir>/secrets/self_signed_cert.pem``). ``verify=False`` is the explicit
-opt-out for a self-signed local server one cannot get the certificate of. A certificate that is
-not trusted fails the connection at once with ``InvalidTlsCertificate`` (66), never retried.
-``server_name`` is the name checked and sent in SNI (default: the host of ``address``). No ALPN
-is offered: rill and Iggy 0.4 servers negotiate none. ``ssl=`` (the TCP-style argument) may be an
+certificate, ``<data dir>/secrets/self_signed_cert.pem``). ``verify=False`` (the client's
+``verify_certificate=False``, which its errors name) is the explicit opt-out for a self-signed
+local server one cannot get the certificate of. A certificate that is not trusted fails the
+connection at once with ``InvalidTlsCertificate`` (66), never retried. ``server_name`` is the
+name checked and sent in SNI (default: the host of ``address``). No ALPN is offered: rill and
+Iggy 0.4 servers negotiate none. ``ssl=`` (the TCP-style argument) may be an
 ``ssl.SSLContext`` with ``verify_mode`` CERT_NONE, which also opts out.
 
 Failures: a connection that cannot be made raises ``ConnectionError`` (an ``OSError``) or
@@ -105,7 +106,8 @@ class _ClientProtocol(QuicConnectionProtocol):
             if not self.handshake.done() and _is_tls_alert(event.error_code):
                 self.lose(errors.InvalidTlsCertificate(reason=(
                     f"Invalid TLS certificate: the server's certificate is not trusted ({reason}); "
-                    "give its certificate or CA as ca_file, or opt out with verify=False")))
+                    "give its certificate or CA as ca_file, or opt out with "
+                    "verify_certificate=False")))
                 return
             self.lose(ConnectionError(f"QUIC connection closed: {reason}"))
 

@@ -126,8 +126,9 @@ def register_transport(name: str, factory: TransportFactory) -> None:
 
 
 # Built-in transports whose module is imported only when first asked for: "quic" pulls in
-# aioquic and cryptography, which a TCP-only user should not pay for at import time.
-_LAZY_MODULES = {"quic": "rill.client.quic"}
+# aioquic and cryptography, "http" h11 and the JSON codecs, which a TCP-only user (the CLI's
+# every call) should not pay for at import time.
+_LAZY_MODULES = {"quic": "rill.client.quic", "http": "rill.client.http"}
 
 
 def transport_factory(name: str) -> TransportFactory:
@@ -137,5 +138,5 @@ def transport_factory(name: str) -> TransportFactory:
     try:
         return _REGISTRY[name.lower()]
     except KeyError:
-        known = ", ".join(sorted(_REGISTRY)) or "none"
+        known = ", ".join(sorted({*_REGISTRY, *_LAZY_MODULES})) or "none"
         raise ValueError(f"unknown transport {name!r} (known: {known})") from None

@@ -170,10 +170,12 @@ class HeartbeatConfig:
 
 @dataclass
 class LoginThrottleConfig:
-    """Failed logins per client address and per username (auth/throttling.py)."""
+    """Failed logins per (address, username), per address and per username
+    (auth/throttling.py)."""
 
     enabled: bool = True
-    max_failures: int = 10  # per address within the window, then the address is locked
+    max_failures: int = 10  # per (address, username) within the window, then that pair is locked
+    max_failures_per_address: int = 100  # per address, any usernames (spraying), then the address
     max_failures_per_user: int = 30  # per username from any addresses within the window
     window: float = _duration("1 m")
     lock_time: float = _duration("1 m")  # doubles with each further lockout ...
@@ -541,8 +543,10 @@ def _validate(config: ServerConfig) -> None:
     if config.tcp.max_frame_size < 8:
         raise ConfigError("tcp.max_frame_size: must be at least 8 bytes")
     throttle = config.login_throttle
-    if min(throttle.max_failures, throttle.max_failures_per_user, throttle.max_entries) < 1:
-        raise ConfigError("login_throttle: max_failures, max_failures_per_user and max_entries "
+    if min(throttle.max_failures, throttle.max_failures_per_address, throttle.max_failures_per_user,
+           throttle.max_entries) < 1:
+        raise ConfigError("login_throttle: max_failures, max_failures_per_address, "
+                          "max_failures_per_user and max_entries "
                           "must be at least 1")
     if not 0 < throttle.lock_time <= throttle.max_lock_time < NEVER or not 0 < throttle.window < NEVER:
         raise ConfigError("login_throttle: window and lock_time must be positive, lock_time at "

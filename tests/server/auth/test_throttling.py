@@ -1,15 +1,18 @@
-"""The login throttle on its own, with a fake clock: locks per address and per username, their
-growth and expiry, the exemption of addresses a user logged in from, and bounded state."""
+"""The login throttle on its own, with a fake clock: locks per (address, username), per address
+and per username, their growth and expiry, the exemption of addresses a user logged in from, and
+bounded state."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
 from rill.errors import LoginThrottled
 from rill.server.auth.throttling import LoginThrottle, ThrottleSettings, address_key
 
-SETTINGS = ThrottleSettings(max_failures=3, max_failures_per_user=5, window=60, lock_time=10,
-                            max_lock_time=35, max_entries=100)
+SETTINGS = ThrottleSettings(max_failures=3, max_failures_per_address=8, max_failures_per_user=5,
+                            window=60, lock_time=10, max_lock_time=35, max_entries=100)
 
 
 class Clock:
@@ -42,23 +45,60 @@ def retry_after(throttle: LoginThrottle, address: str, username: str | None = "a
     return raised.value.args_values[0]
 
 
-def test_an_address_is_locked_after_its_failures_and_the_lock_grows(throttle, clock):
-    fail(throttle, "10.0.0.1:5000", username=None, times=2)
+def test_a_wrong_password_locks_its_pair_and_the_lock_grows(clock):
+    throttle = LoginThrottle(dataclasses.replace(SETTINGS, max_failures_per_address=100,
+                                                 max_failures_per_user=100), clock)
+    fail(throttle, "10.0.0.1:5000", times=2)
     throttle.check("10.0.0.1:5001", "alice")  # two failures: still allowed
-    fail(throttle, "10.0.0.1:5002", username=None)
-    assert retry_after(throttle, "10.0.0.1:6000", "bob") == 11  # any user, any port of it
-    throttle.check("10.0.0.2:5000", "bob")  # another address is not affected
+    fail(throttle, "10.0.0.1:5002")
+    assert retry_after(throttle, "10.0.0.1:6000", "alice") == 11  # any port of the address
+    throttle.check("10.0.0.2:5000", "alice")  # another address is not affected
     clock.now += 10.5
-    fail(throttle, "10.0.0.1:1", username=None, times=3)
+    fail(throttle, "10.0.0.1:1", times=3)
     assert retry_after(throttle, "10.0.0.1:1") == 21  # the second lock is twice as long
     clock.now += 20.5
-    fail(throttle, "10.0.0.1:1", username=None, times=3)
+    fail(throttle, "10.0.0.1:1", times=3)
     assert retry_after(throttle, "10.0.0.1:1") == 36  # capped at max_lock_time (35 s)
 
 
-def test_a_success_clears_the_address(throttle, clock):
+def test_a_wrong_password_does_not_lock_the_other_users_of_its_address(throttle, clock):
+    fail(throttle, "10.0.0.1:5000", "mallory", times=3)
+    assert retry_after(throttle, "10.0.0.1:5000", "mallory") == 11
+    throttle.check("10.0.0.1:5001", "bob")  # another user of the same address may
+    throttle.check("10.0.0.1:5001", "alice")
+
+
+def test_a_user_who_logged_in_from_the_address_is_never_refused_there(throttle, clock):
+    throttle.succeeded("10.0.0.1:5000", "alice")  # alice's own client
+    for _ in range(20):  # a stale client of hers retries a wrong password
+        throttle.check("10.0.0.1:5001", "alice")
+        throttle.failed("10.0.0.1:5001", "alice")
+    throttle.check("10.0.0.1:5002", "alice")  # her right password is still checked
+    throttle.check("10.0.0.1:5002", "bob")  # the stale client's failures lock no one else:
+    throttle.check("10.0.0.7:1", "alice")  # not the address, nor alice elsewhere
+    fail(throttle, "10.0.0.2:1", times=3)  # an address alice did not log in from is locked
+    assert retry_after(throttle, "10.0.0.2:1") == 11
+    clock.now += 86_401  # a day later the address is no longer trusted
+    fail(throttle, "10.0.0.1:1", times=3)
+    assert retry_after(throttle, "10.0.0.1:1") == 11
+
+
+def test_spraying_usernames_locks_the_address_above_the_pair_limit(throttle, clock):
+    for number in range(7):
+        fail(throttle, "10.0.0.1:1", f"user{number}")
+    throttle.check("10.0.0.1:1", "someone")  # 7 failures, each user once: still allowed
+    fail(throttle, "10.0.0.1:1", "user7")  # the 8th locks the address for every username
+    assert retry_after(throttle, "10.0.0.1:1", "someone") == 11
+    assert retry_after(throttle, "10.0.0.1:1", None) == 11  # tokens too
+    throttle.check("10.0.0.2:1", "someone")  # another address is not affected
+    throttle.succeeded("10.0.0.1:9", "alice")  # trusted before: alice is still let in
+    throttle.check("10.0.0.1:1", "alice")
+
+
+def test_a_success_clears_its_pair(throttle, clock):
     fail(throttle, "10.0.0.1:1", times=2)
     throttle.succeeded("10.0.0.1:1", "alice")
+    clock.now += 86_401  # (past the trust, so only the pair's count matters)
     fail(throttle, "10.0.0.1:1", times=2)
     throttle.check("10.0.0.1:1", "alice")
 
@@ -84,15 +124,23 @@ def test_a_user_guessed_from_many_addresses_is_locked_but_not_for_its_own_addres
     assert retry_after(throttle, "10.9.9.9:2", "alice") > 0
 
 
-def test_tokens_are_throttled_by_address_alone(throttle):
+def test_tokens_are_throttled_by_address_alone(throttle, clock):
     fail(throttle, "10.0.0.1:1", username=None, times=3)
     assert retry_after(throttle, "10.0.0.1:1", username=None) == 11
+    throttle.check("10.0.0.1:1", "alice")  # a password login is not a token guess
+    clock.now += 11
+    fail(throttle, "10.0.0.1:1", username=None, times=2)
+    throttle.succeeded("10.0.0.1:1", "alice", token=True)  # a good token clears the guesses
+    clock.now += 86_401
+    fail(throttle, "10.0.0.1:1", username=None, times=2)
+    throttle.check("10.0.0.1:1", None)
 
 
 def test_state_is_bounded(clock):
     throttle = LoginThrottle(ThrottleSettings(max_failures=3, max_entries=10), clock)
     for number in range(1000):
         throttle.failed(f"10.1.{number // 256}.{number % 256}:1", f"user{number}")
+    assert len(throttle._pairs.records) == 10
     assert len(throttle._addresses.records) == 10 and len(throttle._users.records) == 10
 
 

@@ -1,24 +1,36 @@
-"""Login throttling: failed logins counted per client address and per username, and locks.
+"""Login throttling: failed logins counted per (address, username), per address and per
+username, and locks.
 
-Owns the decision "may this address / this username try to log in now", for every login path
-of every protocol (the core's password and personal-access-token logins call it; HTTP, QUIC,
-TCP and any later protocol reach them). A refused attempt costs nothing (no bcrypt) and says
-when to retry (``LoginThrottled``, 11100, HTTP 429); it does not tell whether the user exists.
+Owns the decision "may this address try to log in as this username now", for every login path
+of every protocol (the core's password, SCRAM and personal-access-token logins call it; HTTP,
+QUIC, TCP, Kafka SASL and any later protocol reach them). A refused attempt costs nothing (no
+bcrypt) and says when to retry (``LoginThrottled``, 11100, HTTP 429); it does not tell whether
+the user exists.
 
-Rules (``[login_throttle]``):
-  * an address (an IPv4 address, or an IPv6 /64: one host's addresses) with ``max_failures``
-    failed logins within ``window`` is locked for ``lock_time``; each further lockout doubles
-    the lock, up to ``max_lock_time``; a successful login clears the address;
+One client retrying a wrong password (a Kafka client re-authenticates every few hundred ms)
+must not lock out the other clients of its address -- another user, or the same user's clients
+with the right password -- on loopback, a shared host or behind NAT. Hence three counters
+(``[login_throttle]``), an address being an IPv4 address or an IPv6 /64 (one host's addresses):
+
+  * a (address, username) pair with ``max_failures`` failed logins within ``window`` is locked
+    for ``lock_time``; each further lockout doubles the lock, up to ``max_lock_time``; a
+    successful login as that user from that address clears it. Token logins are one pair per
+    address (username ``None``): guessing tokens is throttled per address;
+  * an address with ``max_failures_per_address`` failures within ``window``, whatever the
+    usernames (spraying many usernames), is locked the same way for every username; this limit
+    is set well above ``max_failures``, which a single wrong password reaches first;
   * a username with ``max_failures_per_user`` failures within ``window`` (from any number of
-    addresses: a distributed guess) is locked the same way, except for addresses that logged
-    in as that user successfully within the last day: an attacker can slow the guessing down
-    without locking the user's own clients out;
-  * state is bounded: at most ``max_entries`` addresses and usernames are remembered (the
-    least recently failed are forgotten first), and an entry expires once its window and lock
-    have passed.
+    addresses: a distributed guess) is locked the same way;
+  * a username that logged in successfully from an address within the last day is never
+    refused there (neither lock applies to it), and its failures there count only for its pair:
+    a user's own client with a stale password does not lock the user's other addresses or the
+    address's other users;
+  * state is bounded: at most ``max_entries`` pairs, addresses and usernames are remembered
+    (the least recently failed are forgotten first), and an entry expires once its window and
+    lock have passed.
 
 Failed logins are logged at warning with the address and the username, never the password:
-the first of each address in a window, and every lockout.
+the first of each pair in a window, and every lockout.
 """
 
 from __future__ import annotations
@@ -34,15 +46,16 @@ from rill.errors import LoginThrottled
 
 log = logging.getLogger(__name__)
 
-TRUST_SECONDS = 86_400.0  # a successful login exempts its address from the user's lock this long
+TRUST_SECONDS = 86_400.0  # a successful login exempts its (address, username) this long
 MAX_TRUSTED_PER_USER = 64
 
 
 @dataclass(frozen=True, slots=True)
 class ThrottleSettings:
     enabled: bool = True
-    max_failures: int = 10  # per address within the window
-    max_failures_per_user: int = 30
+    max_failures: int = 10  # per (address, username) within the window
+    max_failures_per_address: int = 100  # per address, any usernames
+    max_failures_per_user: int = 30  # per username, any addresses
     window: float = 60.0
     lock_time: float = 60.0
     max_lock_time: float = 900.0
@@ -62,19 +75,19 @@ class _Table:
     """Records by key, least recently failed first, at most ``limit`` of them."""
 
     limit: int
-    records: OrderedDict[str, _Record] = field(default_factory=OrderedDict)
+    records: OrderedDict[object, _Record] = field(default_factory=OrderedDict)
 
-    def get(self, key: str) -> _Record | None:
+    def get(self, key: object) -> _Record | None:
         return self.records.get(key)
 
-    def failing(self, key: str) -> _Record:
+    def failing(self, key: object) -> _Record:
         record = self.records.pop(key, None) or _Record()
         self.records[key] = record
         while len(self.records) > self.limit:
             self.records.popitem(last=False)
         return record
 
-    def clear(self, key: str) -> None:
+    def clear(self, key: object) -> None:
         self.records.pop(key, None)
 
 
@@ -96,6 +109,7 @@ class LoginThrottle:
     def __init__(self, settings: ThrottleSettings, clock: Callable[[], float] = time.monotonic):
         self.settings = settings
         self.clock = clock
+        self._pairs = _Table(settings.max_entries)  # (address key, username or None)
         self._addresses = _Table(settings.max_entries)
         self._users = _Table(settings.max_entries)
         self._trusted: dict[str, OrderedDict[str, float]] = {}  # username -> address -> until
@@ -106,36 +120,48 @@ class LoginThrottle:
             return
         now = self.clock()
         key = address_key(address)
-        waits = [self._remaining(self._addresses.get(key), now)]
-        if username is not None and not self._is_trusted(username, key, now):
-            waits.append(self._remaining(self._users.get(username), now))
-        wait = max(waits)
+        if username is not None and self._is_trusted(username, key, now):
+            return
+        records = [self._pairs.get((key, username)), self._addresses.get(key)]
+        if username is not None:
+            records.append(self._users.get(username))
+        wait = max(self._remaining(record, now) for record in records)
         if wait > 0:
             raise LoginThrottled(int(wait) + 1)
 
     def failed(self, address: str, username: str | None = None) -> None:
         if not self.settings.enabled:
             return
+        settings = self.settings
         now = self.clock()
         key = address_key(address)
+        pair = self._pairs.failing((key, username))
+        who = "a token" if username is None else repr(username)
+        if self._count(pair, now, settings.max_failures):
+            log.warning("login as %s from %s locked for %.0f s after %d failed logins", who, key,
+                        pair.locked_until - now, settings.max_failures)
+        elif pair.failures == 1:
+            log.warning("failed login from %s as %s", address, who)
+        if username is not None and self._is_trusted(username, key, now):
+            return  # the user's own address: its stale client locks nobody else
         record = self._addresses.failing(key)
-        if self._count(record, now, self.settings.max_failures):
-            log.warning("login locked for %s for %.0f s after %d failed logins (last as %r)",
-                        key, record.locked_until - now, self.settings.max_failures, username)
-        elif record.failures == 1:
-            log.warning("failed login from %s as %r", address, username)
+        if self._count(record, now, settings.max_failures_per_address):
+            log.warning("login locked for %s for %.0f s after %d failed logins as any users "
+                        "(last as %s)", key, record.locked_until - now,
+                        settings.max_failures_per_address, who)
         if username is not None:
             user_record = self._users.failing(username)
-            if self._count(user_record, now, self.settings.max_failures_per_user):
+            if self._count(user_record, now, settings.max_failures_per_user):
                 log.warning("login as %r locked for %.0f s after %d failed logins from several "
                             "addresses", username, user_record.locked_until - now,
-                            self.settings.max_failures_per_user)
+                            settings.max_failures_per_user)
 
-    def succeeded(self, address: str, username: str) -> None:
+    def succeeded(self, address: str, username: str, token: bool = False) -> None:
+        """A login as ``username`` from ``address`` succeeded (``token``: with a token)."""
         if not self.settings.enabled:
             return
         key = address_key(address)
-        self._addresses.clear(key)
+        self._pairs.clear((key, None if token else username))
         trusted = self._trusted.setdefault(username, OrderedDict())
         trusted.pop(key, None)
         trusted[key] = self.clock() + TRUST_SECONDS

@@ -166,7 +166,7 @@ class PersonalAccessTokenService:
             throttle.failed(session.address)
             raise
         identity = self.users.log_in(session, user)
-        throttle.succeeded(session.address, user.username)
+        throttle.succeeded(session.address, user.username, token=True)
         return identity
 
     # -- the cleaner -----------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Iggy's consumers as the core's readers (``protocols.iggy.consumers``): the names their
-positions live under, the partition rule, and GET_CONSUMER_LAG listing only Iggy's own
-consumers, in Iggy's order."""
+positions live under, the partition rule, and GET_CONSUMER_LAG listing Iggy's groups and
+consumers in Iggy's order, then other protocols' positions (Kafka's groups) by name."""
 
 from __future__ import annotations
 
@@ -34,24 +34,31 @@ def _row(consumer: str, group_name: str = "", partition_id: int = 1) -> Consumer
     return ConsumerLag(consumer, group_name, partition_id, 1, 5, 4)
 
 
-def test_the_lag_lists_groups_then_iggy_consumers_by_id_and_nothing_else() -> None:
+def test_the_lag_lists_groups_then_iggy_consumers_by_id_then_other_protocols() -> None:
     rows = [_row("iggy-group:1", "g"), _row("iggy-consumer:10", partition_id=1),
-            _row("iggy-consumer:10", partition_id=2), _row("iggy-consumer:9"),
-            _row("kafka-group:payments")]
+            _row("kafka-group:payments"), _row("iggy-consumer:10", partition_id=2),
+            _row("iggy-consumer:9"), _row("kafka-group:" + "x" * 250)]  # too long for a str8
     assert [(row.consumer, row.partition_id) for row in iggy_lag(rows)] == [
         ("iggy-group:1", 1), ("iggy-consumer:9", 1), ("iggy-consumer:10", 1),
-        ("iggy-consumer:10", 2)]
+        ("iggy-consumer:10", 2), ("kafka-group:payments", 1)]
 
 
-def test_another_protocols_consumer_is_not_in_iggys_lag(tmp_path) -> None:
+def test_another_protocols_consumer_is_in_the_lag_as_a_group_with_id_0(tmp_path) -> None:
+    """Kafka's groups are listed too (what ``rill consumer-offset list`` shows), named as
+    stored, with the same figures as the HTTP ``/consumers`` route reads from the core."""
     async def scenario(core, broker, session) -> None:
         partition = PartitionRef("ns", "t", 0)
         await broker.append(session, partition, encode_messages([b"m"] * 5))
         broker.commit_offset(session, "kafka-group:payments", partition, 2)
         broker.commit_offset(session, consumer_name(4), partition, 3)
         lag = await execute(core, session, GetConsumerLag(Identifier("ns"), Identifier("t")))
-        assert [(row.consumer_id, row.committed_offset, row.lag) for row in lag] == [(4, 2, 2)]
+        assert [(row.consumer_kind, row.consumer_id, row.group_name, row.committed,
+                 row.committed_offset, row.lag) for row in lag] == [
+            (1, 4, "", 1, 2, 2), (2, 0, "kafka-group:payments", 1, 1, 3)]
         every = core.consumer_offsets.get_consumer_lag(session, "ns", "t")
         assert {row.consumer for row in every} == {"iggy-consumer:4", "kafka-group:payments"}
+        broker.commit_offset(session, "kafka-group:payments", partition, 0)  # reads from 0
+        lag = await execute(core, session, GetConsumerLag(Identifier("ns"), Identifier("t")))
+        assert (lag[1].committed, lag[1].lag) == (0, 5)  # nothing consumed yet
 
     run_with_broker(tmp_path, scenario)

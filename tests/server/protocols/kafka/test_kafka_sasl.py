@@ -546,3 +546,45 @@ def test_failed_sasl_logins_are_throttled_as_iggy_logins(tmp_path):
                 pass
     finally:
         server.kill()
+
+
+def retry_wrong_password(server, username: str, refusals: int) -> list[str]:
+    """A confluent-kafka client logging in as ``username`` with a wrong password, retrying (as
+    librdkafka does by itself) until its login was refused ``refusals`` times; the refusals."""
+    reported: list[KafkaError] = []
+    admin = AdminClient(librdkafka(server, "PLAIN", "not-the-password", **{
+        "sasl.username": username, "error_cb": reported.append}))
+    for _ in range(100):
+        with pytest.raises(KafkaException):
+            admin.list_topics(timeout=1)
+        admin.poll(0)
+        refused = [error.str() for error in reported if "SASL authentication error" in error.str()]
+        if len(refused) >= refusals:
+            return refused
+    raise AssertionError(f"{refusals} refused logins never reported: {reported}")
+
+
+def test_a_client_retrying_a_wrong_password_locks_out_no_one_else(tmp_path):
+    """On one address (loopback), a Kafka client retrying a wrong password earns a lock for its
+    username there, and neither another user nor -- once logged in from there -- the same user
+    with the right password is refused."""
+    server = start(tmp_path / "data", RILL_LOGIN_THROTTLE_ENABLED="true",
+                   RILL_LOGIN_THROTTLE_MAX_FAILURES="3")
+    try:
+        refused = retry_wrong_password(server, "nobody", refusals=4)
+        assert "Too many failed logins" in refused[3]  # locked after 3
+        assert "login as 'nobody' from 127.0.0.1 locked" in "".join(server.output)
+        link = Raw(server)
+        try:  # the locked pair itself is refused, even with its right password
+            refused = log_in_plain(link, "nobody", "nobody-pw")
+            assert refused.error_message.startswith("Too many failed logins")
+        finally:
+            link.close()
+        # another user of the same address logs in, produces and consumes
+        assert librdkafka_round_trip(librdkafka(server, "SCRAM-SHA-256")) == [b"v0", b"v1", b"v2"]
+        # alice has logged in from here: her own stale client does not lock her out
+        refused = retry_wrong_password(server, USER, refusals=6)
+        assert not any("Too many failed logins" in error for error in refused), refused
+        assert librdkafka_round_trip(librdkafka(server, "PLAIN")) == [b"v0", b"v1", b"v2"]
+    finally:
+        server.kill()

@@ -24,7 +24,9 @@ def b64(data: bytes) -> str:
 
 
 def test_public_system_endpoints(anonymous, api):
-    assert anonymous.get("/").text == "rill"
+    home = anonymous.get("/", follow_redirects=False)  # a browser lands on the console
+    assert home.status_code == 307 and home.headers["location"] == "/console"
+    assert "<title>" in anonymous.get("/", follow_redirects=True).text
     assert anonymous.get("/ping").text == "pong"
     assert anonymous.get("/stats").status_code == 401  # it names the host: a login is needed
     stats = api.get("/stats")

@@ -4,8 +4,10 @@ Owns: the name a regular Iggy consumer's positions are stored under (``iggy-cons
 consumer named by a string is hashed with xxHash32, seed 0, as Iggy does), ``reader`` (an Iggy
 ``Consumer`` and partition id as the core's reader and partition: a regular consumer that names
 no partition reads partition 1; a group's member that names none is dealt one by the group's
-membership, ``groups``) and ``iggy_lag`` (GET_CONSUMER_LAG lists Iggy's own consumers and the
-groups, groups first, each by id).
+membership, ``groups``) and ``iggy_lag`` (GET_CONSUMER_LAG lists Iggy's groups first, each by
+id, then Iggy's own consumers by id, then the positions other protocols store -- Kafka's
+consumer groups -- by the name they are stored under, so that one command shows every consumer
+of a topic, as the HTTP ``/consumers`` route does from the same core rows).
 """
 
 from __future__ import annotations
@@ -35,10 +37,14 @@ def reader(consumer: Consumer, partition_id: int) -> tuple[Reader, int]:
 
 
 def iggy_lag(rows: list[ConsumerLag]) -> list[ConsumerLag]:
-    """The groups' rows as they come (by group id), then Iggy's consumers' by consumer id
-    (other protocols' consumers are not Iggy's to list)."""
+    """The groups' rows as they come (by group id), then Iggy's consumers' by consumer id, then
+    other protocols' positions (``kafka-group:<group id>``) by name, as they come; a name longer
+    than the record's str8 (255 bytes) cannot be listed here."""
     groups = [row for row in rows if row.group_name]
     consumers = [row for row in rows if not row.group_name
                  and row.consumer.startswith(CONSUMER_PREFIX)]
     consumers.sort(key=lambda row: int(row.consumer[len(CONSUMER_PREFIX):]))
-    return groups + consumers
+    others = [row for row in rows if not row.group_name
+              and not row.consumer.startswith(CONSUMER_PREFIX)
+              and len(row.consumer.encode("utf-8")) <= 255]
+    return groups + consumers + others

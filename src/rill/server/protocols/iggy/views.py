@@ -41,6 +41,7 @@ from rill.server.core.types import ConsumerLag as LagRow
 from rill.server.core.types import PartitionEnd as PartitionEndRow
 from rill.server.core.users import User
 from rill.server.storage.file_region import FileRegion
+from rill.server.protocols.iggy.consumers import CONSUMER_PREFIX
 from rill.server.protocols.iggy.groups import Member
 
 U32_MAX = 0xFFFF_FFFF
@@ -143,10 +144,17 @@ def consumer_offset(position: ConsumerPosition) -> ConsumerOffsetInfo:
 
 
 def consumer_lag(row: LagRow) -> ConsumerLag:
-    kind = ConsumerKind.CONSUMER_GROUP if row.group_name else ConsumerKind.CONSUMER
-    consumer_id = int(row.consumer.rpartition(":")[2])
-    committed = row.next_offset is not None
-    return ConsumerLag(int(kind), consumer_id, row.group_name, row.partition_id, int(committed),
+    """Iggy's record of a lag row: an Iggy group by id and name, an Iggy consumer by id, and a
+    position another protocol stores (``consumer`` without Iggy's prefix, e.g. a Kafka group's
+    ``kafka-group:<id>``) as a consumer group with id 0 named by that stored name. Committed
+    means a message was consumed: the next offset is past 0 (Iggy stores the last one)."""
+    if row.group_name or row.consumer.startswith(CONSUMER_PREFIX):
+        kind = ConsumerKind.CONSUMER_GROUP if row.group_name else ConsumerKind.CONSUMER
+        consumer_id, name = int(row.consumer.rpartition(":")[2]), row.group_name
+    else:
+        kind, consumer_id, name = ConsumerKind.CONSUMER_GROUP, 0, row.consumer
+    committed = (row.next_offset or 0) > 0
+    return ConsumerLag(int(kind), consumer_id, name, row.partition_id, int(committed),
                        max((row.next_offset or 0) - 1, 0), row.end_offset, row.lag)
 
 

@@ -4,7 +4,8 @@ clients and snapshots.
 Owns: the routes of wire §8.4's system rows, and the two probes of orchestrators: ``/health``
 (liveness: the process answers) and ``/ready`` (readiness: started, not stopping, and message
 writes not failing; 503 with the reason otherwise). ``/``, ``/ping``, the probes and the metrics
-endpoint are public; ``/stats`` needs a login (unlike Iggy: it names the host, its OS and memory).
+endpoint are public (``/`` redirects a browser to the web console, ``/console``); ``/stats``
+needs a login (unlike Iggy: it names the host, its OS and memory).
 ``/server`` (a rill extension, what the web console's overview shows; any logged-in user) says
 what this server runs: version, start and uptime, its listeners by protocol, the fsync policy,
 the disk use of the data directory, the running totals of messages and bytes in and out (null
@@ -20,7 +21,7 @@ import time
 from typing import Any, Optional
 
 from fastapi import APIRouter, Path, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 
 from rill import __version__
 from rill.protocol.commands.system import Ping
@@ -28,17 +29,17 @@ from rill.server.protocols.iggy.dispatch import execute as execute_command
 from rill.server.transports.http import schemas
 from rill.server.transports.http.auth import session_of
 from rill.server.transports.http.models import SnapshotBody
+from rill.server.transports.http.routes.console import CONSOLE
 from rill.server.transports.http.routes.common import SECURED, context, execute, replies, run
-
-SERVER_NAME = "rill"
 
 public = APIRouter(tags=["system"])
 router = APIRouter(tags=["system"], dependencies=SECURED)
 
 
-@public.get("/", response_class=PlainTextResponse, summary="The server's name")
-async def root() -> PlainTextResponse:
-    return PlainTextResponse(SERVER_NAME)
+@public.get("/", response_class=RedirectResponse, status_code=307,
+            summary="The web console: redirects to /console")
+async def root() -> RedirectResponse:
+    return RedirectResponse(CONSOLE)
 
 
 @public.get("/ping", response_class=PlainTextResponse, summary="Liveness: answers pong")
