@@ -22,6 +22,7 @@ import struct
 import threading
 import time
 
+from connections import read_exactly  # (benchmarks/connections.py: run from this folder's scripts)
 from rill.bench.server import RillServer
 from rill.client import Client
 from rill.protocol.commands.messages import SendMessages
@@ -31,16 +32,6 @@ from rill.protocol.primitives import Partitioning
 PING = struct.pack("<II", 4, 1)
 LOGIN = LoginUser("iggy", "iggy").to_frame()
 MIB = 1024 * 1024
-
-
-def read_exactly(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("closed by the server")
-        data += chunk
-    return data
 
 
 def call(sock: socket.socket, frame: bytes) -> int:

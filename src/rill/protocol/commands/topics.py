@@ -101,25 +101,16 @@ class CreateTopic(Command):
 
 
 @dataclass(frozen=True, slots=True)
-class CreateTopicWithFormat(Command):
+class CreateTopicWithFormat(CreateTopic):
     """1040 CREATE_TOPIC_WITH_FORMAT (rill extension): CREATE_TOPIC's fields, then str8
     record_format (``iggy`` or ``kafka``; another name: status 4). OK: TopicDetails of the new
     topic. (An Iggy server refuses the code, so a format cannot be dropped silently.)"""
 
     CODE = 1040
     NAME = "create_topic_with_format"
-    LAYOUT = (IDENT, U32, U32, COMPRESSION, U64, U64, U8, STR8, STR8)
-    stream_id: Identifier
-    topic_id: int
-    partitions_count: int
-    compression_algorithm: CompressionAlgorithm
-    message_expiry: int
-    max_topic_size: int
-    replication_factor: int
-    name: str
+    TRAILING_BYTES_IGNORED = False
+    LAYOUT = CreateTopic.LAYOUT + (STR8,)
     record_format: str
-
-    decode_response = staticmethod(single_response(TopicDetails.decode))
 
 
 @dataclass(frozen=True, slots=True)
