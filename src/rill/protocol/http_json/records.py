@@ -222,16 +222,26 @@ def polled_json(polled: PolledMessages) -> dict[str, Any]:
             "messages": [_message_json(m) for m in polled.messages]}
 
 
+_PAYLOAD_SLICE = 48 * 1024  # a multiple of 3: the Base64 of the slices joined is the whole's
+
+
 def polled_json_text(polled: PolledMessages) -> Iterator[str]:
-    """The compact JSON text of ``polled_json(polled)`` in pieces, one message at a time (the
-    text of a large poll is never whole in memory): their concatenation is
+    """The compact JSON text of ``polled_json(polled)`` in pieces, a message (and a large
+    payload's Base64 48 KiB of it) at a time, so the text of a large poll is never whole in
+    memory: their concatenation is
     ``json.dumps(polled_json(polled), separators=(",", ":"), ensure_ascii=False)``."""
     yield (f'{{"partition_id":{polled.partition_id},"current_offset":{polled.current_offset},'
            f'"messages":[')
     separator = ""
     for message in iter_polled_messages(polled.raw, polled.count):
-        yield separator + json.dumps(_message_json(message), separators=(",", ":"),
-                                     ensure_ascii=False)
+        fields = _message_json(message)
+        del fields["payload"]  # the last field: its Base64 comes in slices
+        yield separator + json.dumps(fields, separators=(",", ":"), ensure_ascii=False)[:-1]
+        yield ',"payload":"'
+        payload = message.payload
+        for start in range(0, len(payload), _PAYLOAD_SLICE):
+            yield b64(payload[start:start + _PAYLOAD_SLICE])
+        yield '"}'
         separator = ","
     yield "]}"
 

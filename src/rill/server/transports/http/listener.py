@@ -29,6 +29,7 @@ import contextlib
 import logging
 import math
 import socket
+import struct
 from typing import Iterator, Mapping
 
 import uvicorn
@@ -44,6 +45,7 @@ from rill.server.transports.limits import RATE_GRACE, UNLIMITED, AddressCounts, 
 log = logging.getLogger(__name__)
 
 GRACEFUL_SHUTDOWN_SECONDS = 5
+LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() resets the connection
 BODY_CHECK_PERIOD = 0.5  # s between two looks at a request body still arriving
 
 
@@ -168,6 +170,12 @@ class _LimitedProtocol(H11Protocol):
 
     def drop(self, reason: str) -> None:
         log.info("HTTP connection %s closed: %s", self._address, reason)
+        if self.cycle is not None:
+            self.cycle.disconnected = True  # (as connection_lost will say): the app may stop
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:  # a reset: the kernel drops what the client left unread, too
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_RESET)
         self.transport.abort()
 
 

@@ -141,8 +141,8 @@ class ReplyWriter:
         return not link.gone
 
 
-def pieces(text: Iterable[str | bytes]) -> Iterable[bytes]:
-    """``text`` as UTF-8 pieces of about ``PIECE`` bytes (one larger part stays whole)."""
+def pieces(text: Iterable[str | bytes]) -> Iterator[bytes]:
+    """``text`` as UTF-8 pieces of ``PIECE`` bytes (the last one shorter)."""
     buffer: list[bytes] = []
     size = 0
     for part in text:
@@ -150,8 +150,12 @@ def pieces(text: Iterable[str | bytes]) -> Iterable[bytes]:
         buffer.append(data)
         size += len(data)
         if size >= PIECE:
-            yield b"".join(buffer)
-            buffer, size = [], 0
+            joined = b"".join(buffer) if len(buffer) > 1 else data
+            whole = size - size % PIECE
+            for start in range(0, whole, PIECE):
+                yield joined[start:start + PIECE]
+            buffer = [joined[whole:]] if whole < size else []
+            size -= whole
     if buffer:
         yield b"".join(buffer)
 
