@@ -117,8 +117,8 @@ def report(name: str, figures: dict[str, float], followers: int, pollers: int) -
     print(f"  ... and {pollers} unread polls     {figures['all_peak_mib']:7.0f} MiB (peak)")
     print(f"  another client meanwhile: GET /ping worst {figures['ping_worst_ms']:.0f} ms, "
           f"a 1-message poll worst {figures['poll_worst_ms']:.0f} ms")
-    print(f"  unread follow streams closed by the server: {figures['closed']} of {followers}"
-          f" (looked for {figures['closed_after_s']:.0f} s after they opened)")
+    print(f"  unread follow streams closed by the server: {figures['closed']} of {followers},"
+          f" {figures['closed_after_s']:.0f} s after they opened")
 
 
 def main() -> None:

@@ -27,7 +27,7 @@ through the ASGI send alone.
 from __future__ import annotations
 
 import asyncio
-import logging
+import math
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Protocol
 
@@ -35,8 +35,6 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from rill.server.transports.limits import RATE_GRACE
-
-log = logging.getLogger(__name__)
 
 LINK = "rill.link"  # the scope["state"] key of the connection's ReplyLink
 PIECE = 64 * 1024  # bytes of body text handed to the transport at once
@@ -132,7 +130,8 @@ class ReplyWriter:
                 deadline = self.started + self.timeout
             wait = deadline - asyncio.get_running_loop().time()
             try:
-                await asyncio.wait_for(link.writable(), max(wait, 0.0))
+                await asyncio.wait_for(link.writable(), max(wait, 0.0) if math.isfinite(wait)
+                                       else None)
             except TimeoutError:
                 link.drop(f"its reply was read slower than min_request_rate "
                           f"({self.min_rate:.0f} B/s)" if self.min_rate else

@@ -32,6 +32,7 @@ import json
 from typing import Any, Iterator, Optional
 
 from fastapi import APIRouter, Query, Request
+from fastapi.responses import StreamingResponse
 
 from rill import errors
 from rill.protocol import http_json
@@ -60,7 +61,7 @@ def _event(name: str, data: Any, event_id: int | None = None) -> str:
     return head + f"data: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
-@router.get(T + "/messages/follow", response_class=StreamedReply,
+@router.get(T + "/messages/follow", response_class=StreamingResponse,  # (for OpenAPI)
             responses={**replies(body=False), 200: {"content": {"text/event-stream": {}},
                                                     "description": "Server-sent events"}},
             summary="Follow a partition's new messages as server-sent events (rill extension)")
