@@ -126,6 +126,9 @@ class _LimitedProtocol(H11Protocol):
     # -- request bodies: within request_timeout, at min_request_rate after RATE_GRACE -------
 
     def _arm_body_timer(self) -> None:
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
         limits = self.limits
         if math.isfinite(limits.request_timeout) or limits.min_request_rate:
             self._body_timer = self.loop.call_later(BODY_CHECK_PERIOD, self._check_body)
