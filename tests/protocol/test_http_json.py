@@ -178,6 +178,19 @@ def test_polled_messages_round_trip_and_shape():
     assert http_json.decode_result("poll_messages", data) == polled
 
 
+def test_polled_json_text_in_pieces_is_the_whole_json():
+    from rill.protocol.http_json.records import polled_json, polled_json_text
+
+    large = {"partition_id": 1, "current_offset": 0, "messages": [
+        {"offset": 0, "state": "available", "timestamp": 1, "id": 1, "checksum": 1,
+         "headers": None, "payload": values.b64(bytes(range(256)) * 800)}]}  # 200 KiB
+    for polled in (_polled(), PolledMessages(1, 0, 0), http_json.decode_result("poll_messages", large)):
+        pieces = list(polled_json_text(polled))
+        assert "".join(pieces) == json.dumps(polled_json(polled), separators=(",", ":"),
+                                             ensure_ascii=False)
+        assert max(map(len, pieces)) <= 64 * 1024  # a large payload's Base64 in slices
+
+
 RESULT_NAMES = {
     Stream: "get_streams", StreamDetails: "get_stream", Topic: "get_topics",
     TopicDetails: "get_topic", Stats: "get_stats", ClientInfo: "get_clients",

@@ -141,6 +141,9 @@ def test_max_open_files_is_auto_or_a_number(tmp_path):
         ({"RILL_TANK_ADDRESS": "11011"}, "tank.address"),
         ({"RILL_TANK_ENABLED": "maybe"}, "RILL_TANK_ENABLED"),
         ({"RILL_TANK_TLS_ENABLED": "true"}, "tank.tls"),
+        ({"RILL_CONNECTIONS_MAX_CONNECTIONS_PER_ADDRESS": "0"}, "connections.max_connections_per_address"),
+        ({"RILL_HTTP_MAX_POLL_SIZE": "100 B"}, "http.max_poll_size"),
+        ({"RILL_HTTP_REPLY_MEMORY": "512 KiB"}, "http.reply_memory"),
     ],
 )
 def test_bad_values_name_the_key(environ, message):

@@ -90,7 +90,7 @@ class Server:
         self.limits = ConnectionLimits(
             connections.max_request_size_unauthenticated, connections.unauthenticated_timeout,
             connections.idle_timeout, connections.request_timeout, connections.max_connections,
-            connections.min_request_rate,
+            connections.min_request_rate, connections.max_connections_per_address,
         )
         self.memory = RequestMemory(connections.request_memory)  # shared by TCP and QUIC
         self.supervisor = Supervisor(self.limits)
@@ -211,6 +211,7 @@ class Server:
             self.http = HttpListener(self.core, http,
                                      head_timeout=self.limits.unauthenticated_timeout,
                                      max_connections=self.config.connections.max_connections,
+                                     limits=self.limits,
                                      listeners=self.addresses)
             if http.tls.enabled:  # uvicorn would say only "No such file or directory"
                 with refused_on_os_error(f"cannot load [http.tls] certificate "

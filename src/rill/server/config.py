@@ -205,6 +205,9 @@ class ConnectionsConfig:
     # open at once, TCP and QUIC together (more are closed at accept); HTTP allows as many
     # connections of its own (more get 503)
     max_connections: int = 10_000
+    # of those, open at once from one client address (an IPv4 address or an IPv6 /64; loopback
+    # too: behind a proxy on this host every client is the proxy's address); HTTP counts its own
+    max_connections_per_address: int = 1_000
     # the largest request before a login (LOGIN_USER and PING need a few hundred bytes)
     max_request_size_unauthenticated: int = _size("4 KiB")
     unauthenticated_timeout: float = _duration("10 s")  # closed if not logged in by then
@@ -341,6 +344,12 @@ class HttpConfig:
     enabled: bool = True
     address: str = "127.0.0.1:3000"
     max_request_size: int = _size("2 MB")  # larger bodies get 413
+    # bytes of messages one poll (GET .../messages) or one follow event carries at most (at least
+    # one message); its JSON is written a message at a time, as the client reads it
+    max_poll_size: int = _size("1 MiB")
+    # bytes of messages held by replies being written, over all HTTP connections: past it, a
+    # reply carries at most 64 KiB (at least one message) until others are written
+    reply_memory: int = _size("64 MiB")
     cors: CorsConfig = field(default_factory=CorsConfig)
     jwt: JwtConfig = field(default_factory=JwtConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
@@ -554,6 +563,8 @@ def _validate(config: ServerConfig) -> None:
     connections = config.connections
     if connections.max_connections < 1:
         raise ConfigError("connections.max_connections: must be at least 1")
+    if connections.max_connections_per_address < 1:
+        raise ConfigError("connections.max_connections_per_address: must be at least 1")
     if connections.max_request_size_unauthenticated < 512:
         raise ConfigError("connections.max_request_size_unauthenticated: must be at least 512 B")
     for key in ("unauthenticated_timeout", "idle_timeout", "request_timeout"):
@@ -569,6 +580,10 @@ def _validate(config: ServerConfig) -> None:
         raise ConfigError(f"connections.request_memory: must hold the largest request "
                           f"({largest} bytes: tcp.max_frame_size, quic.max_request_size, "
                           f"tank.max_frame_size)")
+    if config.http.max_poll_size < 1024:
+        raise ConfigError("http.max_poll_size: must be at least 1 KiB")
+    if config.http.reply_memory < config.http.max_poll_size:
+        raise ConfigError("http.reply_memory: must hold one reply (http.max_poll_size)")
     _validate_cors(config.http.cors)
     if not 0 < config.system.fsync_interval < NEVER:
         raise ConfigError("system.fsync_interval: must be a positive duration")

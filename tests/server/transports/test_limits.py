@@ -258,6 +258,49 @@ def test_beyond_max_connections_a_new_connection_is_closed_and_others_go_on(rill
         link.close()
 
 
+def connect_from(host: str, address: tuple[str, int]) -> socket.socket:
+    """A connection whose client address is ``host`` (127.0.0.2, ...: loopback too)."""
+    sock = socket.create_connection(address, timeout=10, source_address=(host, 0))
+    return sock
+
+
+def test_beyond_max_connections_per_address_that_address_is_refused_and_others_are_not(rill_factory):
+    """Two connections from 127.0.0.2 fill its share, over TCP and Kafka together: its third
+    (on either listener) is closed at accept, while 127.0.0.3 is served; once one of the two
+    closes, 127.0.0.2 may connect again."""
+    server = rill_factory(dict(FAST, RILL_CONNECTIONS_MAX_CONNECTIONS_PER_ADDRESS="2",
+                               RILL_KAFKA_ENABLED="true", RILL_KAFKA_ADDRESS="127.0.0.1:0")).start()
+    links = [connect_from("127.0.0.2", server.tcp_address) for _ in range(2)]
+    for link in links:
+        link.sendall(PING)
+        assert response(link) == (0, b"")
+    with connect_from("127.0.0.2", server.tcp_address) as refused:
+        assert closed_within(refused, 5)
+    with connect_from("127.0.0.2", server.kafka_address) as refused:
+        assert closed_within(refused, 5)
+    with connect_from("127.0.0.3", server.tcp_address) as other:
+        other.sendall(PING)
+        assert response(other) == (0, b"")
+    deadline = time.monotonic() + 5
+    while not any("max_connections_per_address" in line for line in server.output):
+        assert time.monotonic() < deadline, "the refusal was not logged"
+        time.sleep(0.05)
+    links[0].close()
+    deadline = time.monotonic() + 10
+    while True:  # the server notices the close, then 127.0.0.2 is served again
+        with connect_from("127.0.0.2", server.tcp_address) as fresh:
+            fresh.sendall(PING)
+            try:
+                assert response(fresh) == (0, b"")
+                break
+            except (ConnectionError, OSError):
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+    links[1].sendall(PING)
+    assert response(links[1]) == (0, b"")
+    links[1].close()
+
+
 def trickling(server, count: int, announced: int = 60 * MIB) -> list[socket.socket]:
     """``count`` logged-in connections that announce a frame of ``announced`` bytes and send
     its first KiB (then nothing, unless the caller trickles more)."""

@@ -3,7 +3,8 @@
 Owns: record -> JSON object (the server's routes) and JSON object -> record (the SDK's HTTP
 transport, which re-encodes the record as the binary OK payload). Every record of
 ``rill.protocol.responses`` that an endpoint answers has its pair here; polled messages are
-rebuilt into exactly the poll region the binary reply carries.
+rebuilt into exactly the poll region the binary reply carries. A poll's JSON text can also be
+made in pieces, a message at a time (``polled_json_text``), for replies written as they go.
 
 The JSON -> record readers trust the server's shapes: a missing key raises KeyError, which
 the SDK reports as ``errors.InvalidJsonResponse``.
@@ -11,9 +12,10 @@ the SDK reports as ``errors.InvalidJsonResponse``.
 
 from __future__ import annotations
 
+import json
 import struct
 from dataclasses import fields
-from typing import Any
+from typing import Any, Iterator
 
 from rill.protocol.headers import encode_header_map
 from rill.protocol.http_json.values import (
@@ -31,7 +33,7 @@ from rill.protocol.http_json.values import (
     read_headers,
     read_permissions,
 )
-from rill.protocol.messages import POLLED_FIXED
+from rill.protocol.messages import POLLED_FIXED, PolledMessage, iter_polled_messages
 from rill.protocol.responses.groups import (
     ConsumerGroup,
     ConsumerGroupDetails,
@@ -218,15 +220,39 @@ def client_details_from_json(data: dict[str, Any]) -> ClientInfoDetails:
     return ClientInfoDetails(client_from_json(data), groups)
 
 
+def _message_json(m: PolledMessage) -> dict[str, Any]:
+    return {"offset": m.offset, "state": MESSAGE_STATE.name(m.state), "timestamp": m.timestamp,
+            "id": m.id, "checksum": m.checksum, "headers": headers_json(m.headers),
+            "payload": b64(m.payload)}
+
+
 def polled_json(polled: PolledMessages) -> dict[str, Any]:
-    messages = [
-        {"offset": m.offset, "state": MESSAGE_STATE.name(m.state), "timestamp": m.timestamp,
-         "id": m.id, "checksum": m.checksum, "headers": headers_json(m.headers),
-         "payload": b64(m.payload)}
-        for m in polled.messages
-    ]
     return {"partition_id": polled.partition_id, "current_offset": polled.current_offset,
-            "messages": messages}
+            "messages": [_message_json(m) for m in polled.messages]}
+
+
+_PAYLOAD_SLICE = 48 * 1024  # a multiple of 3: the Base64 of the slices joined is the whole's
+
+
+def polled_json_text(polled: PolledMessages) -> Iterator[str]:
+    """The compact JSON text of ``polled_json(polled)`` in pieces, a message (and a large
+    payload's Base64 48 KiB of it) at a time, so the text of a large poll is never whole in
+    memory: their concatenation is
+    ``json.dumps(polled_json(polled), separators=(",", ":"), ensure_ascii=False)``."""
+    yield (f'{{"partition_id":{polled.partition_id},"current_offset":{polled.current_offset},'
+           f'"messages":[')
+    separator = ""
+    for message in iter_polled_messages(polled.raw, polled.count):
+        fields = _message_json(message)
+        del fields["payload"]  # the last field: its Base64 comes in slices
+        yield separator + json.dumps(fields, separators=(",", ":"), ensure_ascii=False)[:-1]
+        yield ',"payload":"'
+        payload = message.payload
+        for start in range(0, len(payload), _PAYLOAD_SLICE):
+            yield b64(payload[start:start + _PAYLOAD_SLICE])
+        yield '"}'
+        separator = ","
+    yield "]}"
 
 
 def polled_from_json(data: dict[str, Any]) -> PolledMessages:

@@ -4,7 +4,8 @@ auto-commit) and flush (wire §3.4, §6.3-§6.5).
 The hot paths hand raw bytes through: SEND's message region goes to the partition log, which
 validates and stamps it in one pass (in a worker thread for large batches, so the event loop
 serves other connections meanwhile); POLL answers with the log's bytes as they are on disk,
-at most ``[system] max_poll_size`` of them (at least one message).
+at most ``[system] max_poll_size`` of them (less where the session's ``poll_limit`` says so:
+HTTP's), at least one message.
 
 Write failures (a full disk, an I/O error) are logged once when they start and once when writes
 succeed again, not at every failed SEND. While the metadata space reserve is released (the disk
@@ -189,8 +190,10 @@ class MessageService:
         first = None if log.is_empty else self._start_offset(partition, key, start, value, count)
         if first is None:
             return read_nothing(partition)
-        found = read_range(partition, first, count, state.config.system.max_poll_size, regions,
-                           record_format)
+        max_bytes = state.config.system.max_poll_size
+        if session.poll_limit:
+            max_bytes = min(max_bytes, session.poll_limit)
+        found = read_range(partition, first, count, max_bytes, regions, record_format)
         if found.count and commit:
             self.offsets.store(partition, key, found.next_read)
         return found

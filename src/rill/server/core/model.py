@@ -37,6 +37,9 @@ class Session:
     sends_files: bool = False
     # set by the transport: the wire protocol spoken on the link ("iggy", "kafka", "tank")
     protocol: str = "iggy"
+    # set by the transport: the most bytes of records one poll answers on this link (at least
+    # one record); 0: [system] max_poll_size
+    poll_limit: int = 0
 
     @property
     def is_authenticated(self) -> bool:

@@ -117,6 +117,7 @@ class BinaryConnection:
     ) -> None:
         self.core = core
         self.link = link
+        self.address = address
         self.protocol = protocol
         self.max_queued_bytes = max_queued_bytes
         self.limits = limits

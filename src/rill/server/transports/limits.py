@@ -1,10 +1,13 @@
 """What connections may hold and how long they may take: the limits every binary link obeys.
 
-Owns three things the TCP and QUIC links share through ``BinaryConnection``:
+Owns four things the TCP and QUIC links share through ``BinaryConnection``:
 
 * ``ConnectionLimits``: the settings (``[connections]`` in the configuration): how many
-  connections may be open at once, the largest request before login, and the three timeouts
-  (not logged in, idle, a request trickling in);
+  connections may be open at once (in all, and from one client address), the largest request
+  before login, and the three timeouts (not logged in, idle, a request trickling in);
+* ``AddressCounts``: the connections open from each client address (an IPv4 address, or an
+  IPv6 /64, as the login throttle counts them), against ``max_connections_per_address``: one
+  address cannot take every connection (the HTTP listener keeps its own);
 * ``RequestMemory``: the bytes of requests received and not yet served, summed over every
   connection, against one server-wide budget. Links account what they hold and stop reading
   while the budget is spent; they are woken when it is given back. A stranger therefore cannot
@@ -26,6 +29,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Hashable, Protocol
 
+from rill.server.auth.throttling import address_key
+
 log = logging.getLogger(__name__)
 
 NEVER = math.inf
@@ -44,6 +49,7 @@ class ConnectionLimits:
     # bytes/s a large frame must average while the server reads it, judged after RATE_GRACE
     # (0: no minimum): a frame trickled in holds a connection, not the others
     min_request_rate: float = 0.0
+    max_connections_per_address: float = NEVER  # of max_connections, from one client address
 
     @property
     def sweep_period(self) -> float:
@@ -55,6 +61,7 @@ class ConnectionLimits:
 UNLIMITED = ConnectionLimits(
     max_request_size_unauthenticated=1 << 62, unauthenticated_timeout=NEVER,
     idle_timeout=NEVER, request_timeout=NEVER, max_connections=NEVER,
+    max_connections_per_address=NEVER,
 )
 
 
@@ -109,7 +116,40 @@ class RequestMemory:
         self.end_large(key)
 
 
+class AddressCounts:
+    """Connections open per client address, against ``limit``. ``admit`` counts one more when
+    it may open (the caller then ``release``s it exactly once, when it closes)."""
+
+    def __init__(self, limit: float = NEVER) -> None:
+        self.limit = limit
+        self.open: dict[str, int] = {}
+        self._refused: set[str] = set()  # addresses refused since their count was last below
+
+    def admit(self, address: str) -> bool:
+        key = address_key(address)
+        count = self.open.get(key, 0)
+        if count >= self.limit:
+            if key not in self._refused:
+                self._refused.add(key)
+                log.warning("refusing connections from %s: max_connections_per_address (%d) "
+                            "are open from it", key, self.limit)
+            return False
+        self.open[key] = count + 1
+        return True
+
+    def release(self, address: str) -> None:
+        key = address_key(address)
+        count = self.open.get(key, 0) - 1
+        if count > 0:
+            self.open[key] = count
+        else:
+            self.open.pop(key, None)
+        self._refused.discard(key)
+
+
 class Supervised(Protocol):
+    address: str  # the client's "host:port" (admitted by ``Supervisor.admits``)
+
     def overdue(self, now: float) -> str | None:
         """Why this connection must be closed now, or None."""
 
@@ -124,23 +164,28 @@ class Supervisor:
         self.limits = limits
         self.clock = clock
         self.connections: set[Supervised] = set()
+        self.addresses = AddressCounts(limits.max_connections_per_address)
         self._refusing = False  # refusals logged since the count was last below the limit
         self._task: asyncio.Task[None] | None = None
 
     def add(self, connection: Supervised) -> None:
+        """Supervise ``connection`` (admitted by ``admits``: its address is counted already)."""
         self.connections.add(connection)
         if self._task is None and self.limits is not UNLIMITED:
             self._task = asyncio.get_running_loop().create_task(self._sweep())
 
     def discard(self, connection: Supervised) -> None:
-        self.connections.discard(connection)
+        if connection in self.connections:
+            self.connections.remove(connection)
+            self.addresses.release(connection.address)
 
     def admits(self, address: str) -> bool:
-        """Whether one more connection (from ``address``) may open; says so once per burst of
-        refusals when not."""
+        """Whether one more connection from ``address`` may open: fewer than max_connections
+        in all and max_connections_per_address from its address (then counted for it: the
+        link made for it must be ``add``ed). Says so once per burst of refusals when not."""
         if len(self.connections) < self.limits.max_connections:
             self._refusing = False
-            return True
+            return self.addresses.admit(address)
         if not self._refusing:
             self._refusing = True
             log.warning("refusing connections (the first from %s): max_connections (%d) are "

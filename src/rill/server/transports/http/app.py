@@ -1,6 +1,8 @@
 """The HTTP application: routes, middleware, error handlers and the OpenAPI document.
 
-Owns: ``create_app(core, config, jwt, metrics, listeners)``. Middleware, outermost first:
+Owns: ``create_app(core, config, jwt, metrics, listeners, limits)``: the app, with the server's
+connection limits and a ``ReplyMemory`` of ``[http] reply_memory`` for its message replies.
+Middleware, outermost first:
 
 1. CORS (``[http.cors]``, Starlette's CORSMiddleware): answers preflights before anything
    else and adds its headers to every answer, errors included;
@@ -29,6 +31,8 @@ from rill.server.core.core import Core
 from rill.server.metrics import Metrics
 from rill.server.transports.http.auth import PUBLIC_PATHS, Authenticate
 from rill.server.transports.http.errors import BodyLimit, install_error_handlers
+from rill.server.transports.http.replies import ReplyMemory
+from rill.server.transports.limits import UNLIMITED, ConnectionLimits
 from rill.server.auth.access_tokens import JwtManager
 from rill.server.transports.http.routes import ROUTERS, console, docs, system
 from rill.server.transports.http.routes.common import HttpContext
@@ -70,10 +74,12 @@ def _split(text: str) -> list[str]:
 
 
 def create_app(core: Core, config: HttpConfig, jwt: JwtManager, metrics: Metrics,
-               listeners: Mapping[str, tuple[str, int]] | None = None) -> FastAPI:
+               listeners: Mapping[str, tuple[str, int]] | None = None,
+               limits: ConnectionLimits = UNLIMITED) -> FastAPI:
     app = FastAPI(title="rill", version=_version(), description=DESCRIPTION,
                   openapi_url="/openapi.json", docs_url=None, redoc_url=None)
-    app.state.rill = HttpContext(core, jwt, config, metrics, listeners if listeners is not None else {})
+    app.state.rill = HttpContext(core, jwt, config, metrics, listeners if listeners is not None else {},
+                                 limits, ReplyMemory(config.reply_memory, config.max_poll_size))
     install_error_handlers(app)
     public_paths = PUBLIC_PATHS | docs.PATHS | console.PATHS
     if config.metrics.enabled:

@@ -1,7 +1,7 @@
 """What every route shares: the server context, the one execute path, and documented replies.
 
 Owns: ``HttpContext`` (the Core, the token manager, the HTTP config, the metrics, the server's
-listeners; kept on
+listeners, the connection limits and the reply memory; kept on
 ``app.state.rill``) and ``run``, the whole life of a routed request: the path params, query and
 validated body go through ``rill.protocol.http_json`` into the command dataclass, the command
 goes to the Iggy dispatch (``protocols.iggy.dispatch.execute``: the login gate, then the
@@ -12,7 +12,7 @@ answer any failure -- and a missing result -- with the 404 ``not_found`` body (w
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,8 @@ from rill.server.transports.http.auth import bearer, session_of
 from rill.server.transports.http.errors import not_found
 from rill.server.auth.access_tokens import JwtManager
 from rill.server.transports.http.models import to_json
+from rill.server.transports.http.replies import Grant, ReplyMemory, TextReply
+from rill.server.transports.limits import NEVER, UNLIMITED, ConnectionLimits
 
 
 @dataclass
@@ -41,6 +43,13 @@ class HttpContext:
     metrics: Metrics
     # protocol -> bound (host, port) of every listener of the server (GET /server)
     listeners: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+    limits: ConnectionLimits = UNLIMITED  # min_request_rate, request_timeout: replies too
+    replies: ReplyMemory = field(default_factory=lambda: ReplyMemory(NEVER, 1 << 20))
+
+    def reply(self, text: Iterable[str | bytes], grant: Grant) -> TextReply:
+        """A JSON reply of ``text`` holding ``grant`` until written."""
+        return TextReply(text, "application/json", self.limits.min_request_rate,
+                         self.limits.request_timeout, release=grant.release)
 
 
 def context(request: Request) -> HttpContext:
@@ -76,10 +85,14 @@ def replies(model: Any = None, status: int = 200, body: bool = True,
     return {status: success, **(LOGIN_ERRORS if login else BODY_ERRORS if body else ERRORS)}
 
 
-async def execute(request: Request, name: str, body: BaseModel | None = None) -> Any:
-    """Decode the request into ``name``'s command and run it; returns the result."""
+async def execute(request: Request, name: str, body: BaseModel | None = None,
+                  poll_limit: int = 0) -> Any:
+    """Decode the request into ``name``'s command and run it; returns the result.
+    ``poll_limit``: the most bytes of messages a poll returns (0: the server's)."""
     command = http_json.decode_request(name, request.path_params, request.query_params, to_json(body))
-    return await execute_command(context(request).core, session_of(request), command)
+    session = session_of(request)
+    session.poll_limit = poll_limit
+    return await execute_command(context(request).core, session, command)
 
 
 async def run(request: Request, name: str, body: BaseModel | None = None) -> Response:

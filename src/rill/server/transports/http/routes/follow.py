@@ -14,16 +14,22 @@ with the caller's session, so permissions are those of a poll. Events:
 * ``end`` last, ``{"reason": ...}``: ``limit`` messages were sent, ``MAX_SECONDS`` passed,
   or an error (the topic was deleted, ...). The client reconnects from ``id`` if it wants more.
 
-The stream ends when the client goes (Starlette cancels the generator on disconnect), after
-``limit`` messages (at most ``MAX_MESSAGES``) or ``MAX_SECONDS``. Errors before the first byte
-(unknown topic or partition, no permission) answer the usual JSON error.
+The stream ends when the client goes (seen at the next write, after a long poll at most),
+after ``limit`` messages (at most ``MAX_MESSAGES``) or ``MAX_SECONDS``. Errors before the first
+byte (unknown topic or partition, no permission) answer the usual JSON error.
+
+Memory: an event carries at most ``BATCH`` messages and ``[http] max_poll_size`` bytes of them
+(less while the reply memory is short: ``replies.ReplyMemory``), its JSON is written a message
+at a time as the client reads, and the next event is read only once this one has left the
+server (a client that reads nothing holds one event; one that reads too slowly is dropped:
+``replies.ReplyWriter``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, AsyncIterator, Optional
+from typing import Any, Iterator, Optional
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
@@ -31,9 +37,13 @@ from fastapi.responses import StreamingResponse
 from rill import errors
 from rill.protocol import http_json
 from rill.protocol.commands.long_poll import WaitForMessages
+from rill.protocol.http_json.records import polled_json_text
 from rill.protocol.http_json.requests import path_ids
+from rill.protocol.messages import iter_polled_messages
+from rill.protocol.responses.messages import PolledMessages
 from rill.server.protocols.iggy.dispatch import execute as execute_command
 from rill.server.transports.http.auth import session_of
+from rill.server.transports.http.replies import ReplyWriter, StreamedReply
 from rill.server.transports.http.routes.common import SECURED, context, replies
 
 router = APIRouter(tags=["messages"], dependencies=SECURED)
@@ -51,7 +61,7 @@ def _event(name: str, data: Any, event_id: int | None = None) -> str:
     return head + f"data: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
-@router.get(T + "/messages/follow", response_class=StreamingResponse,
+@router.get(T + "/messages/follow", response_class=StreamingResponse,  # (for OpenAPI)
             responses={**replies(body=False), 200: {"content": {"text/event-stream": {}},
                                                     "description": "Server-sent events"}},
             summary="Follow a partition's new messages as server-sent events (rill extension)")
@@ -63,7 +73,7 @@ async def follow_messages(
     offset: Optional[int] = Query(None, ge=0, le=2**64 - 1,
                                   description="The first offset to send; absent: the end (new messages only)"),
     limit: int = Query(1000, ge=1, le=MAX_MESSAGES, description="Messages to send, then the stream ends"),
-) -> StreamingResponse:
+) -> StreamedReply:
     core = context(request).core
     session = session_of(request)
     stream_ref, topic_ref = path_ids(request.path_params, "stream_id", "topic_id")
@@ -76,12 +86,14 @@ async def follow_messages(
 
     end = await wait(0, 0)  # checks the topic, the partition and the permission before streaming
     start = end if offset is None else offset
+    http = context(request)
 
-    async def events() -> AsyncIterator[str]:
+    async def events(writer: ReplyWriter) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + MAX_SECONDS
         position, sent = start, 0
-        yield _event("start", {"offset": start})
+        if not await writer.write([_event("start", {"offset": start})]):
+            return
         reason = "limit"
         try:
             while sent < limit:
@@ -90,21 +102,44 @@ async def follow_messages(
                     reason = "time"
                     break
                 await wait(position, int(min(WAIT_MS, remaining * 1000)))
+                if writer.gone:
+                    return
                 query = {"partition_id": str(partition_id), "kind": "offset", "value": str(position),
                          "count": str(min(BATCH, limit - sent))}
                 command = http_json.decode_request("poll_messages", request.path_params, query, None)
-                polled = http_json.encode_result(
-                    "poll_messages", await execute_command(core, session, command))
-                messages = polled["messages"] if polled else []
-                if not messages:
-                    yield ": waiting\n\n"
-                    continue
-                position = messages[-1]["offset"] + 1
-                sent += len(messages)
-                yield _event("messages", polled, position)
+                grant = http.replies.grant()
+                try:
+                    session.poll_limit = grant.size
+                    polled = await execute_command(core, session, command)
+                    grant.hold(len(polled.raw))
+                    if not polled.count:
+                        written = await writer.write([": waiting\n\n"])
+                    else:
+                        position = _last_offset(polled) + 1
+                        sent += polled.count
+                        # the next event is read only once this one has left (drain)
+                        written = await writer.write(_messages_event(polled, position), drain=True)
+                finally:
+                    grant.release()
+                if not written:
+                    return
         except errors.RillError as error:
             reason = error.reason
-        yield _event("end", {"reason": reason, "next_offset": position})
+        await writer.write([_event("end", {"reason": reason, "next_offset": position})])
 
-    return StreamingResponse(events(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return StreamedReply(events, "text/event-stream", http.limits.min_request_rate,
+                         http.limits.request_timeout,
+                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def _last_offset(polled: PolledMessages) -> int:
+    last = 0
+    for message in iter_polled_messages(polled.raw, polled.count):
+        last = message.offset
+    return last
+
+
+def _messages_event(polled: PolledMessages, next_offset: int) -> Iterator[str]:
+    yield f"event: messages\nid: {next_offset}\ndata: "
+    yield from polled_json_text(polled)
+    yield "\n\n"

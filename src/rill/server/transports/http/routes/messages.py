@@ -3,7 +3,8 @@
 Owns: the routes only; each is one Core call through ``run``. The consumer of a poll or an
 offset is always a regular consumer named by ``id`` (a number, or a name hashed like on the
 binary side); HTTP callers cannot join groups, so there are no join/leave routes and no
-group polls.
+group polls. A poll reads at most ``[http] max_poll_size`` (less while the reply memory is
+short: ``replies.ReplyMemory``) and its JSON is written a message at a time as the client reads.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from typing import Literal, Optional
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
+from rill.protocol.http_json.records import polled_json_text
 from rill.server.transports.http import schemas
 from rill.server.transports.http.models import CreateGroupBody, SendMessagesBody, StoreOffsetBody
-from rill.server.transports.http.routes.common import SECURED, replies, run
+from rill.server.transports.http.routes.common import SECURED, context, execute, replies, run
 
 router = APIRouter(tags=["messages"], dependencies=SECURED)
 groups = APIRouter(tags=["consumer groups"], dependencies=SECURED)
@@ -45,7 +47,15 @@ async def poll_messages(
     count: int = Query(10, ge=0, le=U32),
     auto_commit: bool = False,
 ) -> Response:
-    return await run(request, "poll_messages")
+    http = context(request)
+    grant = http.replies.grant()
+    try:
+        polled = await execute(request, "poll_messages", poll_limit=grant.size)
+        grant.hold(len(polled.raw))
+        return http.reply(polled_json_text(polled), grant)
+    except BaseException:
+        grant.release()
+        raise
 
 
 @router.get(T + "/messages/flush/{partition_id}/{fsync}", response_class=Response,
