@@ -1,7 +1,7 @@
 """The ``rill`` command's entry point (``[project.scripts] rill = "rill.cli.main:app"``).
 
 Owns: ``app``, what the installed script calls. A plain ``rill message send`` over TCP is sent
-by the fast path (``rill.cli.fast_send``: no typer, no asyncio, about a third of the CPU);
+by the fast path (``rill.cli.fast_send``: no typer, no asyncio, well under half the CPU);
 every other command line runs the typer app of ``rill.cli.root``, imported only then. ``app``
 also stands for that typer app wherever one is expected (``typer.main.get_command(app)``,
 ``typer.testing.CliRunner().invoke(app, ...)``): its other attributes are the typer app's.
