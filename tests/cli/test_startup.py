@@ -1,8 +1,10 @@
 """The CLI's start-up stays light (benchmarks/cli_startup.py measures its CPU; this guards the
 cause without timing): a command imports only what it uses. ``rill --version`` imports no
-command module, no client, no rich, no pydantic; ``rill message send`` imports the TCP client
-but not rich, pydantic (typer's coercion of plain values is the CLI's own), aioquic, the HTTP
-transport, the bench or the server."""
+command module, no client, no rich, no pydantic; a plain ``rill message send`` takes the fast
+path (rill.cli.fast_send): no typer, no asyncio, no SDK client, only the codecs it sends; one
+the fast path leaves to the typer verb (``--header``) imports the TCP client but not rich,
+pydantic (typer's coercion of plain values is the CLI's own), aioquic, the HTTP transport, the
+bench or the server."""
 
 from __future__ import annotations
 
@@ -53,8 +55,26 @@ def test_message_send_imports_only_what_sending_needs(cli):
     with cli.sdk() as client:
         client.create_stream("light")
         client.create_topic("light", "t", 1)
-    modules = imported(cli.env(), "message", "send", "light", "t", "hello", "--partition", "1")
+    modules = imported(cli.env(), "message", "send", "light", "t", "hello", "--partition", "1",
+                       "--header", "n:uint32:7")
     assert "rill.client.tcp" in modules and "rill.cli.messages" in modules  # it did send
     assert loaded(modules, (*NEVER, "rill.cli.topics", "rill.cli.users")) == []
     with cli.sdk() as client:
         assert client.get_topic("light", "t").topic.messages_count == 1
+
+
+def test_plain_message_send_imports_neither_typer_nor_asyncio(cli):
+    with cli.sdk() as client:
+        client.create_stream("light")
+        client.create_topic("light", "t", 1)
+    for login in ({}, {"RILL_TOKEN": "", "RILL_USERNAME": "iggy", "RILL_PASSWORD": "iggy"}):
+        modules = imported(cli.env(**login), "--json", "message", "send", "light", "t", "hello",
+                           "--partition", "1")
+        assert "rill.client.link" in modules and "rill.cli.fast_send" in modules  # it did send
+        assert loaded(modules, (*NEVER, "typer", "click", "asyncio", "rill.cli.root",
+                                "rill.cli.messages", "rill.cli.params", "rill.client.async_client",
+                                "rill.client.blocking", "rill.client.tcp", "rill.client.methods",
+                                "rill.protocol.permissions", "rill.protocol.commands.streams",
+                                "rill.protocol.commands.topics", "ssl", "tempfile", "uuid")) == []
+    with cli.sdk() as client:
+        assert client.get_topic("light", "t").topic.messages_count == 2

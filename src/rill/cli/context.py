@@ -30,17 +30,16 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-import typer
-
 from rill.cli.failures import EXIT_USAGE, fail
 from rill.cli.output import Output
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # typer is imported by the verbs (and a prompt), not by the fast path
+    import typer
+
     from rill.client import Client
 
 DEFAULT_ADDRESS = "127.0.0.1:8090"
@@ -96,6 +95,8 @@ class ContextStore:
     def save(self) -> None:
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         text = json.dumps({"current": self.current, "contexts": self.contexts}, indent=2)
+        import tempfile
+
         handle, temporary = tempfile.mkstemp(prefix=".contexts-", dir=self.path.parent)
         try:
             os.fchmod(handle, 0o600)
@@ -188,6 +189,8 @@ def settings(ctx: typer.Context) -> Settings:
 def read_secret(prompt: str, confirm: bool = False) -> str:
     """Hidden input on a terminal; one line from a piped stdin. The prompt goes to stderr."""
     if sys.stdin.isatty():
+        import typer
+
         return str(typer.prompt(prompt, hide_input=True, confirmation_prompt=confirm, err=True))
     sys.stderr.write(f"{prompt}: ")
     sys.stderr.flush()

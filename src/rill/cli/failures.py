@@ -1,9 +1,12 @@
 """How the CLI fails: one readable line on stderr and a small, documented set of exit codes.
 
-Owns: the exit codes, the wording of every error line, and ``RillGroup`` -- the click group
-class of the ``rill`` app, whose ``invoke`` is the single place where errors raised by any verb
-become ``error: ...`` lines. Verbs never catch ``RillError`` themselves. ``rill serve`` is left
-out: it fails exactly as it did before the CLI grew (the server reports its own errors).
+Owns: the exit codes and the wording of every error line: ``report(error, subject)`` is the
+single place where an error raised by a verb becomes its ``error: ...`` line and exit code --
+called by ``RillGroup`` (``rill.cli.root``, the click group of the ``rill`` app) for every verb,
+and by the fast path of ``rill message send`` (``rill.cli.fast_send``). Verbs never catch
+``RillError`` themselves. ``rill serve`` is left out: it fails exactly as it did before the CLI
+grew (the server reports its own errors). typer is imported only to build a ``typer.Exit``
+(``fail``), so the fast path imports it on no successful run.
 
 Exit codes (chosen over "status code modulo 256", which collides -- 4100 % 256 == 4 -- and
 would hide the one thing a script usually wants to know: retry or give up):
@@ -31,10 +34,9 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-import typer
-from typer.core import TyperGroup
-
 if TYPE_CHECKING:  # imported with the first connection (``rill --version`` needs none)
+    import typer
+
     from rill import errors
 
 EXIT_ERROR = 1
@@ -96,6 +98,8 @@ def exit_code(error: errors.RillError) -> int:
 
 def fail(message: str, code: int = EXIT_ERROR) -> typer.Exit:
     """Print ``error: message`` and return the Exit to raise: ``raise fail("...")``."""
+    import typer
+
     print_error(message)
     return typer.Exit(code)
 
@@ -105,38 +109,26 @@ def print_error(message: str) -> None:
     sys.stderr.flush()
 
 
-class RillGroup(TyperGroup):
-    """The top-level click group: turns every exception a verb raises into one stderr line."""
-
-    #: verbs whose failures are reported their own way (``serve`` runs the server as it always did)
-    unhandled = frozenset({"serve"})
-
-    def invoke(self, ctx: Any) -> Any:
-        try:
-            return super().invoke(ctx)
-        except (Exception, KeyboardInterrupt) as error:
-            from rill import errors
-
-            if (not isinstance(error, (errors.RillError, OSError, KeyboardInterrupt))
-                    or ctx.invoked_subcommand in self.unhandled):
-                raise
-            raise _exit_for(error, getattr(ctx.obj, "subject", None) or {}) from None
-
-
-def _exit_for(error: BaseException, subject: dict[str, Any]) -> typer.Exit:
-    """Print the line for ``error`` and return the Exit carrying its code."""
+def report(error: BaseException, subject: dict[str, Any]) -> int | None:
+    """Print the line for ``error`` and return its exit code; None for an error that is not
+    the CLI's to word (a bug: its traceback is worth more than a line). A ``typer.Exit`` (from
+    ``fail``: its line is already printed) gives its own code."""
     from rill import errors
 
     if isinstance(error, errors.RillError):
         print_error(describe(error, subject))
-        return typer.Exit(exit_code(error))
+        return exit_code(error)
     if isinstance(error, KeyboardInterrupt):
         sys.stderr.write("\n")
-        return typer.Exit(EXIT_INTERRUPTED)
+        return EXIT_INTERRUPTED
     if isinstance(error, TimeoutError):  # a request that got no answer in time
         print_error(f"no answer from {subject.get('address', 'the server')} in time (timeout)")
-        return typer.Exit(EXIT_CONNECTION)
-    assert isinstance(error, OSError)
-    filename = f" {error.filename}" if error.filename else ""
-    print_error(f"cannot access{filename}: {error.strerror or error}")
-    return typer.Exit(EXIT_ERROR)
+        return EXIT_CONNECTION
+    if isinstance(error, OSError):
+        filename = f" {error.filename}" if error.filename else ""
+        print_error(f"cannot access{filename}: {error.strerror or error}")
+        return EXIT_ERROR
+    typer = sys.modules.get("typer")
+    if typer is not None and isinstance(error, typer.Exit):
+        return int(error.exit_code)
+    return None

@@ -145,6 +145,7 @@ def send_messages(
                                    help="Messages per SEND when reading a file."),
 ) -> None:
     """Send messages given as arguments or read from a file, one line per message."""
+    from rill.cli.fast_send import report_sent
     from rill.protocol.messages import Message
 
     if bool(messages) == (file is not None):
@@ -184,8 +185,7 @@ def send_messages(
                     progress.advance(task, consumed)
     target = (f"partition {partition}" if partition else f"key {key!r}" if key
               else "keyed by line" if separator else "balanced")
-    out.done(f"sent {sent} message(s) to topic {topic} of stream {stream} ({target})",
-             command="send_messages", stream=stream, topic=topic, messages_count=sent)
+    report_sent(out, sent, stream, topic, target)  # the fast path's line too (fast_send)
 
 
 def _key_header(key: bytes) -> HeaderValue:

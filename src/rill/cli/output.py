@@ -29,15 +29,14 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import base64
 import json
 import os
 import sys
-import uuid
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-if TYPE_CHECKING:  # rich is imported when a table or progress bar is drawn, not before
+# rich, and base64, uuid and datetime for the formatters, are imported when used: a confirmation
+# line (``rill message send``'s fast path) needs none of them
+if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
@@ -166,6 +165,8 @@ def format_time(micros: int) -> str:
     """µs since the epoch -> local ``YYYY-MM-DD HH:MM:SS`` (``-`` for 0)."""
     if not micros:
         return "-"
+    from datetime import datetime
+
     try:
         return datetime.fromtimestamp(micros / 1_000_000).strftime("%Y-%m-%d %H:%M:%S")
     except (OverflowError, OSError, ValueError):
@@ -208,6 +209,8 @@ def format_duration(micros: int) -> str:
 
 def message_id(value: int) -> str:
     """A message's u128 id as the UUID its wire bytes spell (canonical order)."""
+    import uuid
+
     return str(uuid.UUID(bytes=value.to_bytes(16, "little")))
 
 
@@ -216,6 +219,8 @@ def binary_text(data: bytes) -> tuple[str, str]:
     try:
         return bytes(data).decode("utf-8"), "text"
     except UnicodeDecodeError:
+        import base64
+
         return base64.b64encode(data).decode("ascii"), "base64"
 
 

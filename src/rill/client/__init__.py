@@ -12,35 +12,71 @@ The handy protocol value types are re-exported so that one import is enough::
         client.send_messages("orders", "eu", [Message(b"hello")])
         batch = client.poll_messages("orders", "eu", consumer=1, strategy=PollingStrategy.first())
 
-This package imports ``rill.protocol`` and ``rill.errors`` only, never ``rill.server``.
+This package imports ``rill.protocol`` and ``rill.errors`` only, never ``rill.server``. Its names
+are imported when first used (``_EXPORTS``), so its light modules stay light.
 """
 
-from rill.client.async_client import AsyncClient
-from rill.client.blocking import Client
-from rill.client.tcp import TcpTransport
-from rill.client.transport import Transport, register_transport
-from rill.protocol.headers import HeaderKind, HeaderValue
-from rill.protocol.messages import Message, PolledMessage
-from rill.protocol.permissions import Permissions
-from rill.protocol.primitives import (
-    CompressionAlgorithm,
-    Consumer,
-    Identifier,
-    Partitioning,
-    PollingStrategy,
-    UserStatus,
-)
-from rill.protocol.responses.messages import PolledMessages
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+# public name -> the module defining it; imported on first use, so that a module of this
+# package (``rill.client.link``, the CLI's fast path) can be imported without asyncio and every
+# command codec, and ``rill.client.HttpTransport`` does not load h11 unless asked for
+_EXPORTS = {
+    "AsyncClient": "rill.client.async_client",
+    "Client": "rill.client.blocking",
+    "TcpTransport": "rill.client.tcp",
+    "HttpTransport": "rill.client.http",
+    "Transport": "rill.client.transport",
+    "register_transport": "rill.client.transport",
+    "HeaderKind": "rill.protocol.headers",
+    "HeaderValue": "rill.protocol.headers",
+    "Message": "rill.protocol.messages",
+    "PolledMessage": "rill.protocol.messages",
+    "Permissions": "rill.protocol.permissions",
+    "CompressionAlgorithm": "rill.protocol.primitives",
+    "Consumer": "rill.protocol.primitives",
+    "Identifier": "rill.protocol.primitives",
+    "Partitioning": "rill.protocol.primitives",
+    "PollingStrategy": "rill.protocol.primitives",
+    "UserStatus": "rill.protocol.primitives",
+    "PolledMessages": "rill.protocol.responses.messages",
+}
+
+if TYPE_CHECKING:
+    from rill.client.async_client import AsyncClient
+    from rill.client.blocking import Client
+    from rill.client.http import HttpTransport
+    from rill.client.tcp import TcpTransport
+    from rill.client.transport import Transport, register_transport
+    from rill.protocol.headers import HeaderKind, HeaderValue
+    from rill.protocol.messages import Message, PolledMessage
+    from rill.protocol.permissions import Permissions
+    from rill.protocol.primitives import (
+        CompressionAlgorithm,
+        Consumer,
+        Identifier,
+        Partitioning,
+        PollingStrategy,
+        UserStatus,
+    )
+    from rill.protocol.responses.messages import PolledMessages
 
 
 def __getattr__(name: str) -> object:
-    """``HttpTransport`` is imported when asked for (the "http" transport registers itself on
-    first use), so that ``import rill.client`` does not load h11 and the JSON codecs."""
-    if name == "HttpTransport":
-        from rill.client.http import HttpTransport
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rill.client' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # looked up once
+    return value
 
-        return HttpTransport
-    raise AttributeError(f"module 'rill.client' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
 
 __all__ = [
     "AsyncClient",

@@ -27,12 +27,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import ssl as ssl_module
 from typing import Any, TypeVar
 
 from rill import errors
 from rill.client import tcp as _tcp  # noqa: F401  (registers the "tcp" transport)
+from rill.client.link import os_reason as _os_reason
 from rill.client.methods import CommandMethods
 from rill.client.subjects import subject
 from rill.client.transport import Payload, Transport, TransportFactory, transport_factory
@@ -69,18 +69,6 @@ def command_payload(command: Command) -> Payload:
         command.partitioning.encode(writer)
         return (bytes(writer.buffer), command.messages)
     return command.encode()
-
-
-def _os_reason(error: BaseException) -> str:
-    """``connection refused``, ``no answer in time`` ...: why one connection try failed."""
-    if isinstance(error, (TimeoutError, asyncio.TimeoutError)):
-        return "no answer in time (connect_timeout)"
-    errno = getattr(error, "errno", None)
-    if isinstance(errno, int) and errno > 0:
-        text = os.strerror(errno)
-    else:  # e.g. a host name that does not resolve (negative getaddrinfo codes)
-        text = getattr(error, "strerror", None) or str(error) or type(error).__name__
-    return text[:1].lower() + text[1:]
 
 
 class AsyncClient(CommandMethods):

@@ -23,8 +23,8 @@ from rill.protocol.commands import (
     topics,
     users,
 )
-from rill import __version__
 from rill.client.extensions import ExtensionMethods
+from rill.client.link import SDK_VERSION
 from rill.protocol.commands.base import Command
 from rill.protocol.commands.messages import FlushUnsavedBuffer, PollMessages, SendMessages
 from rill.protocol.messages import Message
@@ -49,8 +49,6 @@ from rill.protocol.responses.users import IdentityInfo, PersonalAccessTokenInfo,
 Id = int | str | Identifier
 ConsumerLike = Consumer | int | str | Identifier
 
-# (rill's own constant: importlib.metadata would cost every CLI call more than its request)
-SDK_VERSION: str | None = f"rill-py {__version__}"
 
 
 def _id(value: Id) -> Identifier:

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import abc
 import importlib
-import ssl as ssl_module
-from typing import Callable, Sequence, Union
+from typing import TYPE_CHECKING, Callable, Sequence, Union
+
+if TYPE_CHECKING:  # ssl is imported when a TLS context is made (parse_address needs none)
+    import ssl as ssl_module
 
 Buffer = Union[bytes, bytearray, memoryview]
 # A request payload: one buffer, or several written back to back (no concatenation needed).
@@ -50,6 +52,8 @@ def tls_context(
     true or a context; the server's certificate is then verified (against ``ca_file``, else the
     system's CAs) unless ``verify`` is False. Without TLS the two are unused (one set of client
     options can serve every transport: QUIC always uses them)."""
+    import ssl as ssl_module
+
     if isinstance(ssl, ssl_module.SSLContext):
         return ssl
     if not ssl:
@@ -128,7 +132,7 @@ def register_transport(name: str, factory: TransportFactory) -> None:
 # Built-in transports whose module is imported only when first asked for: "quic" pulls in
 # aioquic and cryptography, "http" h11 and the JSON codecs, which a TCP-only user (the CLI's
 # every call) should not pay for at import time.
-_LAZY_MODULES = {"quic": "rill.client.quic", "http": "rill.client.http"}
+_LAZY_MODULES = {"tcp": "rill.client.tcp", "quic": "rill.client.quic", "http": "rill.client.http"}
 
 
 def transport_factory(name: str) -> TransportFactory:

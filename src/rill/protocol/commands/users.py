@@ -10,6 +10,7 @@ is status 3.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rill.protocol.buffer import Reader, Writer
 from rill.protocol.commands.base import (
@@ -21,13 +22,17 @@ from rill.protocol.commands.base import (
     optional_response,
     single_response,
 )
-from rill.protocol.permissions import Permissions
 from rill.protocol.primitives import Identifier, UserStatus, decode_enum
 from rill.protocol.responses.users import IdentityInfo, UserInfo, UserInfoDetails
+
+if TYPE_CHECKING:  # imported by the commands that carry permissions (a login needs none)
+    from rill.protocol.permissions import Permissions
 
 
 def _read_optional_permissions(reader: Reader) -> Permissions | None:
     """u8 has_permissions (0/1); if 1: u32 perm_len + blob."""
+    from rill.protocol.permissions import Permissions
+
     return Permissions.decode_blob(reader) if reader.strict_bool8() else None
 
 

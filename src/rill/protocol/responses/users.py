@@ -14,11 +14,14 @@ RawPersonalAccessToken (CREATE_PERSONAL_ACCESS_TOKEN): str8 token.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rill.protocol.buffer import DecodeError, Reader, Writer
 from rill.protocol.commands.base import STR8, U8, U32, U64
-from rill.protocol.permissions import Permissions
 from rill.protocol.responses.base import Record
+
+if TYPE_CHECKING:  # imported when a user's permissions are read (a login needs none)
+    from rill.protocol.permissions import Permissions
 
 NO_PERMISSIONS = b"\x00\x00\x00\x00"
 
@@ -53,6 +56,8 @@ class UserInfoDetails(Record):
         user = UserInfo.decode(reader)
         has_permissions = reader.u8()
         if has_permissions == 1:
+            from rill.protocol.permissions import Permissions
+
             return cls(user, Permissions.decode_blob(reader))
         if has_permissions != 0:
             raise DecodeError(f"has_permissions byte {has_permissions}")
