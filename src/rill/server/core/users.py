@@ -24,6 +24,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -43,6 +44,8 @@ from rill.server.core.names import validate_name
 from rill.server.core.state import CoreState
 from rill.server.core.types import Ref
 from rill.server.storage.metadata import UserRow
+
+log = logging.getLogger(__name__)
 
 ROOT_USER_ID = 1
 DEFAULT_ROOT_PASSWORD = "iggy"  # what [root] password defaults to, and every Iggy guide uses
@@ -229,6 +232,13 @@ class UserService:
         state.permissioner.remove_user(user.id)
         self.on_user_deleted(user.id)
         self.end_sessions(user.id)
+
+    def unlock_user(self, session: Session, user_id: Ref) -> None:
+        """Failed logins no longer lock the user out (``LoginThrottle.unlock``)."""
+        self.state.authorize(session, Action.MANAGE_USERS)
+        user = self.find_user(user_id)
+        self.state.login_throttle.unlock(user.username)
+        log.warning("login locks of user %r lifted by user %d", user.username, session.user_id)
 
     def update_user(self, session: Session, user_id: Ref, username: str | None,
                     status: int | None) -> None:
