@@ -100,7 +100,8 @@ def lock_root(server, *sources: str) -> None:
 def test_the_trust_of_an_address_survives_a_restart(rill_factory):
     server = rill_factory(USER_LOCK).start()
     assert raw_login(server, "iggy", "127.0.0.2") == 0  # root's own address
-    server.restart()
+    assert server.stop() == 0
+    server.start()  # a real restart (on new ports: the old ones may be taken meanwhile)
     lock_root(server, "127.0.0.3", "127.0.0.4", "127.0.0.5")
     assert raw_login(server, "iggy", "127.0.0.6") == THROTTLED  # a new address: locked out
     assert raw_login(server, "iggy", "127.0.0.2") == 0  # root's address is still trusted
