@@ -302,7 +302,7 @@ def poll_messages(
     sink = open(output_file, "wb") if output_file is not None else None
     if skip_corrupt and group_id is not None:
         raise typer.BadParameter("--skip-corrupt reads by offset: not with --group (store the "
-                                 "group's offset past the record with 'rill consumer-offset')")
+                                 "group's offset past the record with 'rill consumer-offset set')")
     poller = _Poller(out, encoding, sink, template, str(topic), streaming)
     poller.skip_corrupt = skip_corrupt
     try:
