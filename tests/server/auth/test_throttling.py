@@ -200,6 +200,20 @@ def test_trust_survives_a_restart_through_the_metadata_store(tmp_path, clock):
     store.close()
 
 
+def test_a_deleted_or_renamed_username_leaves_no_trust_behind(tmp_path, clock):
+    wall = Wall()
+    store = MetadataStore(tmp_path / "metadata.db", synchronous_full=False)
+    throttle = LoginThrottle(SETTINGS, clock, store=store, wall_clock=wall)
+    throttle.succeeded("10.9.9.9:1", "alice")
+    throttle.succeeded("10.9.9.9:1", "bob")
+    throttle.forget("alice")  # alice was deleted; a new alice is a stranger at her address
+    assert [row[0] for row in store.load_trusted_logins(0)] == ["bob"]
+    for number in range(5):
+        fail(throttle, f"10.0.1.{number}:1")
+    assert retry_after(throttle, "10.9.9.9:2", "alice") > 0
+    store.close()
+
+
 def test_the_stored_trust_is_written_once_an_hour_and_bounded(tmp_path, clock):
     wall = Wall()
     store = MetadataStore(tmp_path / "metadata.db", synchronous_full=False)

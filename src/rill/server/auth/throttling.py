@@ -34,6 +34,8 @@ kept in the metadata store (``TrustStore``: its ``trusted_logins`` table), writt
 is first trusted and then at most once an hour per pair (``TRUST_REFRESH_SECONDS``; so a pair's
 stored trust may end up to an hour early), and loaded at start. The counters and locks live in
 memory only: a restart forgets them (as it always did), which only ever lets logins through.
+A deleted or renamed username loses its trust and locks (``forget``): whoever gets the name
+later starts a stranger.
 
 ``unlock(username)`` (``rill user unlock``, UNLOCK_USER 1050, ``POST /users/{user}/unlock``)
 forgets a username's own lock and the locks of its pairs at once; an address locked for
@@ -70,6 +72,9 @@ class TrustStore(Protocol):
 
     def trust_login(self, username: str, address: str, until: int, keep: int, now: int) -> None:
         """Trust ``username`` from ``address`` until ``until``; keep its ``keep`` latest."""
+
+    def forget_trusted_logins(self, username: str) -> None:
+        """No address is trusted for ``username`` any more."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +228,20 @@ class LoginThrottle:
         self._unlocked.add(username)
         while len(self._unlocked) > self.settings.max_entries:
             self._unlocked.pop()
+
+    def forget(self, username: str) -> None:
+        """The username was deleted or renamed: a user that gets the name later inherits no
+        trust (nor the old one's locks)."""
+        self.unlock(username)
+        self._unlocked.discard(username)
+        self._trusted.pop(username, None)
+        for pair in [pair for pair in self._stored if pair[0] == username]:
+            del self._stored[pair]
+        if self._store is not None:
+            try:
+                self._store.forget_trusted_logins(username)
+            except Exception as error:  # noqa: BLE001 -- the user's change is done already
+                log.warning("could not forget the login trust of %r: %s", username, error)
 
     def _persist(self, username: str, key: str, now: float) -> None:
         """Store the trust when it is new or its stored expiry is an hour old."""

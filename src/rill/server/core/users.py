@@ -228,6 +228,7 @@ class UserService:
         if user.id == ROOT_USER_ID:
             raise errors.CannotDeleteUser(user.id, field="user_id")
         state.store.delete_user(user.id)  # cascades to the user's tokens
+        state.login_throttle.forget(user.username)
         del self.users[user.id]
         state.permissioner.remove_user(user.id)
         self.on_user_deleted(user.id)
@@ -255,6 +256,8 @@ class UserService:
         if username == user.username and status == user.status:
             return
         state.store.update_user(user.id, username, int(status))
+        if username != user.username:
+            state.login_throttle.forget(user.username)
         user.username = username
         user.status = status
         if not user.is_active:

@@ -683,6 +683,10 @@ class MetadataStore:
                    " LIMIT ?)", (username, username, keep))
         db.execute("DELETE FROM trusted_logins WHERE until <= ?", (now,))
 
+    @_writes
+    def forget_trusted_logins(self, username: str) -> None:
+        self._db.execute("DELETE FROM trusted_logins WHERE username = ?", (username,))
+
 
 class _Transaction:
     """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK when the block raises."""
