@@ -8,7 +8,7 @@ import subprocess
 
 from rill.client import HeaderKind, PollingStrategy
 
-from .helpers import RILL, assert_error_line
+from .helpers import RILL, Cli, assert_error_line
 
 
 def make_topic(cli, partitions: int = 2) -> None:
@@ -118,3 +118,61 @@ def test_stdin_key_partitioning_auto_commit_flush_and_errors(cli):
                                     "was not found (3007 partition_not_found)")
     assert_error_line(no_flush, "(3007 partition_not_found)")
     assert usage.returncode == 2 and "--file" in usage.stderr
+
+
+def damaged_partition(rill_factory, tmp_path, bad: list[int]):
+    """A server whose partition 1 of orders/eu holds 60 messages (over 2 KB segments) with the
+    records at offsets ``bad`` damaged on disk (a payload byte flipped while it was stopped)."""
+    import struct
+
+    data_dir = tmp_path / "damaged"
+    server = rill_factory({"RILL_SYSTEM_SEGMENT_SIZE": "2 KB"}, data_dir=data_dir).start()
+    cli = Cli(server.address, tmp_path / "rill-home")
+    with cli.sdk() as client:
+        client.create_stream("orders")
+        client.create_topic("orders", "eu", 1)
+        for number in range(60):
+            client.send_messages("orders", "eu", [b"payload-%04d-" % number + b"x" * 20],
+                                 partitioning=1)
+    assert server.stop() == 0
+    partition = data_dir / "streams" / "1" / "topics" / "1" / "partitions" / "1"
+    starts = sorted(int(path.stem) for path in partition.glob("*.log"))
+    for offset in bad:
+        start = max(s for s in starts if s <= offset)
+        index = (partition / f"{start:020d}.index").read_bytes()
+        position = struct.unpack_from("<IIQ", index, (offset - start) * 16)[1]
+        log = partition / f"{start:020d}.log"
+        data = bytearray(log.read_bytes())
+        data[position + 50] ^= 0x10  # a payload byte
+        log.write_bytes(bytes(data))
+    server.start()  # on new ports (the old ones may be taken meanwhile)
+    return server, Cli(server.address, tmp_path / "rill-home-2")
+
+
+def test_poll_names_the_corrupt_offset_and_the_next_readable_one(rill_factory, tmp_path):
+    server, cli = damaged_partition(rill_factory, tmp_path, [41, 42])
+    stopped = cli.run("--json", "message", "poll", "orders", "eu", "--partition", "1",
+                      "--offset", "30", "--count", "20", ok=False)
+    assert_error_line(stopped, "offset 41 of partition 1 is corrupt; read on from offset 43 with "
+                               "--partition 1 --offset 43 (or --skip-corrupt) (4011 cannot_read_message)")
+    first = cli.run("message", "poll", "orders", "eu", "--partition", "1", "--first",
+                    "--count", "60", "--batch-size", "5", ok=False)
+    assert_error_line(first, "offset 41 of partition 1 is corrupt; read on from offset 43")
+
+    skipped = cli.run("--json", "message", "poll", "orders", "eu", "--partition", "1",
+                      "--offset", "30", "--count", "20", "--skip-corrupt")
+    offsets = [message["offset"] for message in skipped.json()["messages"]]
+    assert offsets == list(range(30, 41)) + list(range(43, 52))
+    assert skipped.error_lines == ["skipped corrupt offset 41 of partition 1 (4011 cannot_read_message)",
+                                   "skipped corrupt offset 42 of partition 1 (4011 cannot_read_message)"]
+    assert skipped.json()["messages"][-1]["payload"] == "payload-0051-" + "x" * 20
+
+
+def test_skip_corrupt_to_the_end_and_not_with_a_group(rill_factory, tmp_path):
+    server, cli = damaged_partition(rill_factory, tmp_path, [59])
+    ended = cli.run("--json", "message", "poll", "orders", "eu", "--partition", "1",
+                    "--offset", "55", "--exit-at-end", "--skip-corrupt")
+    assert [json.loads(line)["offset"] for line in ended.stdout.splitlines()] == [55, 56, 57, 58]
+    assert ended.error_lines == ["skipped corrupt offset 59 of partition 1 (4011 cannot_read_message)"]
+    refused = cli.run("message", "poll", "orders", "eu", "--group", "g", "--skip-corrupt", ok=False)
+    assert refused.returncode == 2 and "--skip-corrupt" in refused.stderr

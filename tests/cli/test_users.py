@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from rill.client import Client
+import socket
+import struct
 
-from .helpers import assert_error_line
+from rill import errors
+from rill.client import Client
+from rill.protocol.commands.users import LoginUser
+
+from .helpers import Cli, assert_error_line
 
 
 def test_user_verbs(cli):
@@ -61,3 +66,36 @@ def test_password_prompt_and_user_errors(cli):
     assert_error_line(root, "cannot delete user with name iggy (48 cannot_delete_user)")
     assert_error_line(duplicate, "(46 user_already_exists)")
     assert bad.returncode == 2 and "fly" in bad.stderr
+
+
+def root_login_from(address: str, source: str, password: str = "iggy") -> int:
+    """LOGIN_USER as root from ``source`` (any 127/8 address is this machine): the status."""
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10, source_address=(source, 0)) as sock:
+        sock.sendall(LoginUser("iggy", password).to_frame())
+        reply = b""
+        while len(reply) < 8:
+            chunk = sock.recv(8 - len(reply))
+            assert chunk, "closed"
+            reply += chunk
+        return struct.unpack("<II", reply)[0]
+
+
+def test_user_unlock_lets_a_locked_user_in_at_once(rill_factory, tmp_path):
+    server = rill_factory({"RILL_LOGIN_THROTTLE_MAX_FAILURES_PER_USER": "3",
+                           "RILL_LOGIN_THROTTLE_LOCK_TIME": "10 min"}).start()
+    cli = Cli(server.address, tmp_path / "rill-home")
+    cli.run("user", "create", "bob", "--password", "bob-secret")
+    for source in ("127.0.0.3", "127.0.0.4", "127.0.0.5"):  # root guessed from three addresses
+        assert root_login_from(server.address, source, "wrong") == errors.InvalidCredentials.code
+    assert root_login_from(server.address, "127.0.0.6") == errors.LoginThrottled.code
+
+    refused = cli.run("user", "unlock", "iggy", login=False, ok=False,
+                      RILL_USERNAME="bob", RILL_PASSWORD="bob-secret")
+    assert_error_line(refused, "nauthorized")
+    assert root_login_from(server.address, "127.0.0.6") == errors.LoginThrottled.code
+
+    done = cli.run("user", "unlock", "iggy")
+    assert "user iggy unlocked" in done.stdout
+    assert root_login_from(server.address, "127.0.0.6") == 0
+

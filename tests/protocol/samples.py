@@ -55,6 +55,7 @@ from rill.protocol.commands.users import (
     GetUsers,
     LoginUser,
     LogoutUser,
+    UnlockUser,
     UpdatePermissions,
     UpdateUser,
 )
@@ -219,6 +220,8 @@ COMMAND_SAMPLES = [
     CreateTopicWithFormat(Identifier("events"), 5, 1, CompressionAlgorithm.GZIP, 60_000_000,
                           0xFFFF_FFFF_FFFF_FFFF, 3, "clicks", "iggy"),
     GetTopicRecordFormats(S1),
+    UnlockUser(Identifier("bob")),
+    UnlockUser(Identifier.of(7)),
     WaitForMessages(Identifier.of(1), Identifier.of("orders"), ((1, 0), (3, 41)), 500, 1024),
 ]
 

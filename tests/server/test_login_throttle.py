@@ -85,3 +85,60 @@ def test_token_logins_are_throttled(rill_factory):
             assert not isinstance(raised.value, errors.LoginThrottled)
         with pytest.raises(errors.LoginThrottled):
             guesser.login_with_personal_access_token(token)
+
+
+# a user locked after 3 failures from any addresses (before any pair's 10)
+USER_LOCK = {"RILL_LOGIN_THROTTLE_MAX_FAILURES_PER_USER": "3",
+             "RILL_LOGIN_THROTTLE_LOCK_TIME": "10 min"}
+
+
+def lock_root(server, *sources: str) -> None:
+    """Wrong passwords for root from ``sources`` until root is locked for new addresses."""
+    assert [raw_login(server, "wrong", source) for source in sources] == [42] * len(sources)
+
+
+def test_the_trust_of_an_address_survives_a_restart(rill_factory):
+    server = rill_factory(USER_LOCK).start()
+    assert raw_login(server, "iggy", "127.0.0.2") == 0  # root's own address
+    assert server.stop() == 0
+    server.start()  # a real restart (on new ports: the old ones may be taken meanwhile)
+    lock_root(server, "127.0.0.3", "127.0.0.4", "127.0.0.5")
+    assert raw_login(server, "iggy", "127.0.0.6") == THROTTLED  # a new address: locked out
+    assert raw_login(server, "iggy", "127.0.0.2") == 0  # root's address is still trusted
+
+
+def test_unlock_over_http_lets_a_locked_user_in_at_once(rill_factory):
+    server = rill_factory(USER_LOCK).start()
+    with httpx.Client(base_url=server.http_url, timeout=10) as http:
+        login = http.post("/users/login", json={"username": "iggy", "password": "iggy"})
+        admin = {"Authorization": f"Bearer {login.json()['access_token']['token']}"}
+        assert http.post("/users", headers=admin, json={
+            "username": "bob", "password": "bob-secret", "status": "active"}).status_code == 200
+        lock_root(server, "127.0.0.3", "127.0.0.4", "127.0.0.5")
+        assert raw_login(server, "iggy", "127.0.0.6") == THROTTLED
+
+        bob_login = http.post("/users/login", json={"username": "bob", "password": "bob-secret"})
+        bob = {"Authorization": f"Bearer {bob_login.json()['access_token']['token']}"}
+        refused = http.post("/users/iggy/unlock", headers=bob)  # no manage_users
+        assert (refused.status_code, refused.json()["code"]) == (403, "unauthorized")
+        assert raw_login(server, "iggy", "127.0.0.6") == THROTTLED
+
+        assert http.post("/users/iggy/unlock", headers=admin).status_code == 204
+        assert raw_login(server, "iggy", "127.0.0.6") == 0  # at once, not in 10 minutes
+        assert http.post("/users/nobody/unlock", headers=admin).status_code == 404
+    assert "login locks of user 'iggy' lifted by user 1" in "".join(server.output)
+
+
+def test_unlock_over_tcp_needs_manage_users(rill_factory):
+    server = rill_factory(USER_LOCK).start()
+    with Client(server.address, reconnect=False) as admin:
+        admin.login_user("iggy", "iggy")
+        admin.create_user("bob", "bob-secret", status=1)
+        lock_root(server, "127.0.0.3", "127.0.0.4", "127.0.0.5")
+        with Client(server.address, reconnect=False) as bob:
+            bob.login_user("bob", "bob-secret")
+            with pytest.raises(errors.Unauthorized):
+                bob.unlock_user("iggy")
+        assert raw_login(server, "iggy", "127.0.0.6") == THROTTLED
+        admin.unlock_user("iggy")
+        assert raw_login(server, "iggy", "127.0.0.6") == 0

@@ -29,6 +29,19 @@ JSON of a poll: ``{"partition_id", "current_offset", "count", "messages": [...]}
 {key: {"kind", "value"}}, "payload", "payload_encoding"}``; with ``--encoding text`` (default)
 the payload is its UTF-8 text, or base64 when it is not valid UTF-8 (``"payload_encoding":
 "base64"``); ``--encoding base64|hex`` encodes every payload.
+
+A record the server refuses as corrupt (4011 ``cannot_read_message``: stored bytes that fail
+their check, docs/reliability.md "No corrupt byte is served") stops an in-order read for good
+unless the reader steps past it. The binary protocol's error carries only the status, so the
+poll finds the offsets itself: the refused poll started at the corrupt offset (a read stops
+before a bad record, and fails only when the first record it reads is bad), and polls of one
+record from the offsets after it find the next readable one (or the end). Without
+``--skip-corrupt`` the error line names both: ``error: offset 41 of partition 1 is corrupt;
+read on from offset 42 with --partition 1 --offset 42 (4011 cannot_read_message)``. With it
+every corrupt offset gets one stderr line (``skipped corrupt offset 41 of partition 1 (4011
+cannot_read_message)``) and the read goes on. Only a read whose start is known can do this:
+by ``--offset`` or ``--first``, and every poll after the first. A first poll by ``--next``,
+``--last``, ``--timestamp`` or ``--group`` gets the server's error as it is.
 """
 
 from __future__ import annotations
@@ -266,6 +279,9 @@ def poll_messages(
     encoding: str = typer.Option("text", "--encoding",
                                  help="Payloads in output: text (base64 when not UTF-8), base64 or hex."),
     batch_size: int = typer.Option(1000, "--batch-size", min=1, max=100_000, help="Messages per POLL."),
+    skip_corrupt: bool = typer.Option(False, "--skip-corrupt",
+                                      help="Step past records the server refuses as corrupt "
+                                      "(4011), one stderr line each."),
 ) -> None:
     """Poll messages from a topic partition (every partition with --follow or --exit-at-end)."""
     if encoding not in ENCODINGS:
@@ -284,7 +300,11 @@ def poll_messages(
         raise typer.BadParameter("--follow or --exit-at-end with --group needs --next --auto-commit")
     wanted = count if count is not None else (None if streaming else 10)
     sink = open(output_file, "wb") if output_file is not None else None
+    if skip_corrupt and group_id is not None:
+        raise typer.BadParameter("--skip-corrupt reads by offset: not with --group (store the "
+                                 "group's offset past the record with 'rill consumer-offset set')")
     poller = _Poller(out, encoding, sink, template, str(topic), streaming)
+    poller.skip_corrupt = skip_corrupt
     try:
         with session(ctx, stream=stream, topic=topic, partition=partition, group=group_id) as client:
             if group_id is not None:
@@ -321,6 +341,7 @@ class _Poller:
         self.current_offset = 0
         self.partitions_read: set[int] = set()
         self.can_wait = True  # the server has WAIT_FOR_MESSAGES (a rill server)
+        self.skip_corrupt = False  # step past records refused as corrupt (4011)
 
     def run(self, client: Any, stream: Any, topic: Any, who: Consumer, partition: int | None,
             strategy: PollingStrategy, wanted: int | None, auto_commit: bool, batch_size: int,
@@ -343,8 +364,7 @@ class _Poller:
                         if wanted is not None and self.received >= wanted:
                             break
                         size = batch_size if wanted is None else min(batch_size, wanted - self.received)
-                        batch = client.poll_messages(stream, topic, who, cursor[0], cursor[1], size,
-                                                     auto_commit)
+                        batch = self._poll(client, stream, topic, who, cursor, size, auto_commit)
                         polled = batch.messages
                         self._take(batch.partition_id, batch.current_offset, polled)
                         progress.update(task, completed=self.received)
@@ -372,6 +392,46 @@ class _Poller:
             except KeyboardInterrupt:
                 if not follow:
                     raise
+
+    def _poll(self, client: Any, stream: Any, topic: Any, who: Consumer, cursor: list[Any],
+              size: int, auto_commit: bool) -> Any:
+        """One poll of ``cursor`` ([partition, strategy]); a corrupt record at its start is
+        named with the next readable offset, or skipped (``--skip-corrupt``: the cursor moves
+        there and the poll is made again)."""
+        while True:
+            try:
+                return client.poll_messages(stream, topic, who, cursor[0], cursor[1], size,
+                                            auto_commit)
+            except errors.CannotReadMessage:
+                strategy = cursor[1]
+                if strategy.kind not in (PollingKind.OFFSET, PollingKind.FIRST):
+                    raise  # where the read started is the server's secret
+                bad = strategy.value if strategy.kind == PollingKind.OFFSET else 0
+                readable = self._readable_after(client, stream, topic, who, cursor[0], bad)
+                where = "" if cursor[0] is None else f" of partition {cursor[0]}"
+                if not self.skip_corrupt:
+                    option = "" if cursor[0] is None else f"--partition {cursor[0]} "
+                    raise errors.CannotReadMessage(
+                        reason=f"offset {bad}{where} is corrupt; read on from offset {readable} "
+                        f"with {option}--offset {readable} (or --skip-corrupt)") from None
+                for offset in range(bad, readable):
+                    sys.stderr.write(f"skipped corrupt offset {offset}{where} "
+                                     f"({errors.CannotReadMessage.code} cannot_read_message)\n")
+                sys.stderr.flush()
+                cursor[1] = PollingStrategy.offset(readable)
+
+    @staticmethod
+    def _readable_after(client: Any, stream: Any, topic: Any, who: Consumer,
+                        partition: int | None, bad: int) -> int:
+        """The first offset after ``bad`` a poll is answered from (a record, or the end)."""
+        offset = bad + 1
+        while True:
+            try:
+                client.poll_messages(stream, topic, who, partition, PollingStrategy.offset(offset),
+                                     1, False)
+                return offset
+            except errors.CannotReadMessage:
+                offset += 1
 
     def _wait(self, client: Any, stream: Any, topic: Any, cursors: list[list[Any]]) -> None:
         """Until a followed partition has a message past its cursor (WAIT_FOR_MESSAGES, woken

@@ -1,4 +1,5 @@
-"""``rill user create|get|list|update|delete|password|permissions``: users and their rights.
+"""``rill user create|get|list|update|delete|unlock|password|permissions``: users and their
+rights.
 
 Owns: the user verbs, the permission options and the JSON shape of a user (``id``,
 ``username``, ``created_at`` µs, ``status``; ``get``/``create`` add ``permissions``: the
@@ -206,6 +207,14 @@ def delete_user(ctx: typer.Context, user: str = user_argument()) -> None:
     with session(ctx, user=user, resource_label=f"user {user}") as client:
         client.delete_user(user)
     settings(ctx).output.done(f"user {user} deleted", command="delete_user", user=user)
+
+
+@app.command("unlock", epilog=examples("rill user unlock iggy"))
+def unlock_user(ctx: typer.Context, user: str = user_argument()) -> None:
+    """Let a user locked out by failed logins log in again now (needs manage_users)."""
+    with session(ctx) as client:
+        client.unlock_user(user)
+    settings(ctx).output.done(f"user {user} unlocked", command="unlock_user", user=user)
 
 
 @app.command("password", epilog=examples("rill user password bob", "rill user password bob --current old --new new"))

@@ -1,5 +1,5 @@
 """SDK methods of rill's extension commands (docs/extensions.md): columnar reads, staged appends,
-consumer lag, long polling, topics' record formats.
+consumer lag, long polling, topics' record formats, unlocking a user.
 
 Owns: ``ExtensionMethods``, a mixin of ``CommandMethods`` (so ``AsyncClient`` and the blocking
 ``Client`` have these methods too), one coroutine per extension command, named as the
@@ -26,6 +26,7 @@ from rill.protocol.commands.transactions import (
     GetProducerState,
     StageMessages,
 )
+from rill.protocol.commands.users import UnlockUser
 from rill.protocol.messages import Message
 from rill.protocol.primitives import CompressionAlgorithm, Identifier, Partitioning
 from rill.protocol.responses.columnar import ColumnarMessages
@@ -138,6 +139,11 @@ class ExtensionMethods:
     async def get_producer_state(self, producer_id: str) -> ProducerState:
         """A producer's last committed batch and what it has staged (rill extension 1013)."""
         return await self.execute(GetProducerState(producer_id))
+
+    async def unlock_user(self, user_id: Id) -> None:
+        """Let a user that failed logins locked out log in again at once (rill extension 1050;
+        needs manage_users)."""
+        await self.execute(UnlockUser(Identifier.of(user_id)))
 
     async def get_consumer_lag(self, stream_id: Id, topic_id: Id) -> list[ConsumerLag]:
         """Committed offset, end offset and lag of every consumer group (every partition) and

@@ -1,6 +1,6 @@
 """The login throttle on its own, with a fake clock: locks per (address, username), per address
 and per username, their growth and expiry, the exemption of addresses a user logged in from, and
-bounded state."""
+bounded state; the operator's unlock; the trust kept in the metadata store across a restart."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from rill.errors import LoginThrottled
 from rill.server.auth.throttling import LoginThrottle, ThrottleSettings, address_key
+from rill.server.storage.metadata import MetadataStore
 
 SETTINGS = ThrottleSettings(max_failures=3, max_failures_per_address=8, max_failures_per_user=5,
                             window=60, lock_time=10, max_lock_time=35, max_entries=100)
@@ -148,6 +149,90 @@ def test_disabled_throttles_nothing(clock):
     throttle = LoginThrottle(ThrottleSettings(enabled=False, max_failures=1), clock)
     fail(throttle, "10.0.0.1:1", times=5)
     throttle.check("10.0.0.1:1", "alice")
+
+
+def test_unlock_lets_a_locked_user_in_at_once(throttle, clock):
+    fail(throttle, "10.0.3.1:1", times=3)  # one address's pair is locked
+    for number in range(2):  # alice guessed from three addresses: alice is locked everywhere
+        fail(throttle, f"10.0.1.{number}:1")
+    for number in range(7):  # an address sprays usernames: locked for every username
+        fail(throttle, "10.0.4.1:1", f"user{number}")
+    fail(throttle, "10.0.4.1:1", "bob")
+    assert retry_after(throttle, "10.0.2.1:1") == 11
+    assert retry_after(throttle, "10.0.3.1:1") > 0
+    throttle.unlock("alice")
+    throttle.check("10.0.2.1:1", "alice")  # at once, from anywhere
+    throttle.check("10.0.3.1:1", "alice")
+    throttle.check("10.0.4.1:1", "alice")
+    assert retry_after(throttle, "10.0.4.1:1", "bob") > 0  # the address stays locked for others
+    fail(throttle, "10.0.1.0:1")  # alice fails again: the spraying address's lock is back
+    assert retry_after(throttle, "10.0.4.1:1") > 0
+
+
+class Wall:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_trust_survives_a_restart_through_the_metadata_store(tmp_path, clock):
+    wall = Wall()
+    store = MetadataStore(tmp_path / "metadata.db", synchronous_full=False)
+    before = LoginThrottle(SETTINGS, clock, store=store, wall_clock=wall)
+    before.succeeded("10.9.9.9:1", "alice")
+    before.succeeded("10.9.9.8:1", "alice")
+    store.close()
+    clock.now = 5.0  # another process: another monotonic clock
+    wall.now += 3_600
+    store = MetadataStore(tmp_path / "metadata.db", synchronous_full=False)
+    after = LoginThrottle(SETTINGS, clock, store=store, wall_clock=wall)
+    for number in range(5):
+        fail(after, f"10.0.1.{number}:1")
+    assert retry_after(after, "10.0.2.1:1") == 11  # alice is locked ...
+    after.check("10.9.9.9:2", "alice")  # ... but not where she logged in before the restart
+    after.check("10.9.9.8:2", "alice")
+    clock.now += 86_400 - 3_600 + 1  # the stored trust ends a day after the login
+    for number in range(5):
+        fail(after, f"10.0.1.{number}:1")
+    assert retry_after(after, "10.9.9.9:2", "alice") > 0
+    store.close()
+
+
+def test_a_deleted_or_renamed_username_leaves_no_trust_behind(tmp_path, clock):
+    wall = Wall()
+    store = MetadataStore(tmp_path / "metadata.db", synchronous_full=False)
+    throttle = LoginThrottle(SETTINGS, clock, store=store, wall_clock=wall)
+    throttle.succeeded("10.9.9.9:1", "alice")
+    throttle.succeeded("10.9.9.9:1", "bob")
+    throttle.forget("alice")  # alice was deleted; a new alice is a stranger at her address
+    assert [row[0] for row in store.load_trusted_logins(0)] == ["bob"]
+    for number in range(5):
+        fail(throttle, f"10.0.1.{number}:1")
+    assert retry_after(throttle, "10.9.9.9:2", "alice") > 0
+    store.close()
+
+
+def test_the_stored_trust_is_written_once_an_hour_and_bounded(tmp_path, clock):
+    wall = Wall()
+    store = MetadataStore(tmp_path / "metadata.db", synchronous_full=False)
+    throttle = LoginThrottle(SETTINGS, clock, store=store, wall_clock=wall)
+    throttle.succeeded("10.9.9.9:1", "alice")
+    first = store.load_trusted_logins(0)
+    clock.now += 60
+    wall.now += 60
+    throttle.succeeded("10.9.9.9:2", "alice")  # a minute later: not written again
+    assert store.load_trusted_logins(0) == first == [("alice", "10.9.9.9", 1_800_086_400)]
+    clock.now += 3_600
+    wall.now += 3_600
+    throttle.succeeded("10.9.9.9:3", "alice")  # an hour later: the expiry moves on
+    assert store.load_trusted_logins(0) == [("alice", "10.9.9.9", 1_800_090_060)]
+    for number in range(100):
+        throttle.succeeded(f"10.8.{number}.1:1", "alice")
+        wall.now += 1
+    assert len(store.load_trusted_logins(0)) == 64  # the latest addresses of the user
+    store.close()
 
 
 def test_address_keys():

@@ -7,6 +7,7 @@ import sqlite3
 import pytest
 
 from rill.server.storage.metadata import (
+    SCHEMA_VERSION,
     MetadataStore,
     PartitionRow,
     PositionRow,
@@ -192,6 +193,36 @@ def test_a_schema_4_store_gains_position_epochs_once(tmp_path):
     store.close()
     db = sqlite3.connect(path)
     assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("5",)
+    db.close()
+
+
+def test_a_store_without_trusted_logins_gains_the_table_and_keeps_its_version(tmp_path):
+    """The login throttle's trust table is added to a store that lacks it (one an older rill
+    wrote), without a new schema version; trusts are bounded per user and expire."""
+    path = tmp_path / "metadata.sqlite3"
+    MetadataStore(path, synchronous_full=False).close()
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE trusted_logins")
+    db.commit()
+    db.close()
+    store = MetadataStore(path, synchronous_full=False)
+    assert store.load_trusted_logins(0) == []
+    store.trust_login("alice", "10.0.0.1", 2_000, keep=2, now=1_000)
+    store.trust_login("alice", "10.0.0.2", 2_001, keep=2, now=1_000)
+    store.trust_login("alice", "10.0.0.3", 2_002, keep=2, now=1_000)  # alice's 2 latest kept
+    store.trust_login("bob", "10.0.0.1", 1_500, keep=2, now=1_000)
+    store.close()
+    store = MetadataStore(path, synchronous_full=False)
+    assert store.load_trusted_logins(1_000) == [
+        ("bob", "10.0.0.1", 1_500), ("alice", "10.0.0.2", 2_001), ("alice", "10.0.0.3", 2_002)]
+    assert store.load_trusted_logins(1_500) == [("alice", "10.0.0.2", 2_001),
+                                                ("alice", "10.0.0.3", 2_002)]
+    store.trust_login("alice", "10.0.0.2", 3_000, keep=2, now=1_600)  # bob's trust expired: gone
+    assert store.load_trusted_logins(0) == [("alice", "10.0.0.3", 2_002), ("alice", "10.0.0.2", 3_000)]
+    store.close()
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
+        str(SCHEMA_VERSION),)
     db.close()
 
 

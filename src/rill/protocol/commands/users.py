@@ -1,4 +1,5 @@
-"""User and session commands 31-39 (wire reference §3.2).
+"""User and session commands 31-39 (wire reference §3.2) and rill's 1050 UNLOCK_USER
+(docs/extensions.md).
 
 CREATE_USER, UPDATE_USER, UPDATE_PERMISSIONS and LOGIN_USER have optional parts and override
 ``encode``/``read``; the others use the generic LAYOUT walker. Every command here but GET_USERS
@@ -235,3 +236,12 @@ class LogoutUser(EmptyCommand):
     NAME = "logout_user"
 
 
+@dataclass(frozen=True, slots=True)
+class UnlockUser(Command):
+    """1050 UNLOCK_USER (rill extension): ident user_id. OK: empty. Lets the user log in again
+    at once after failed logins locked it (``auth.throttling``); needs manage_users."""
+
+    CODE = 1050
+    NAME = "unlock_user"
+    LAYOUT = (IDENT,)
+    user_id: Identifier

@@ -135,6 +135,8 @@ _LIST = [
         lambda pp, q, b: r.change_password(pp, b)),
     Endpoint("delete_user", "DELETE", "/users/{user_id}", 204, _ids("user_id"),
              lambda pp, q, b: u.DeleteUser(*r.path_ids(pp, "user_id"))),
+    Endpoint("unlock_user", "POST", "/users/{user_id}/unlock", 204, _ids("user_id"),
+             lambda pp, q, b: u.UnlockUser(*r.path_ids(pp, "user_id"))),
     # personal access tokens
     Endpoint("get_personal_access_tokens", "GET", "/personal-access-tokens", 200,
              lambda c: _NO_PARAMS, lambda pp, q, b: tk.GetPersonalAccessTokens()),

@@ -29,6 +29,19 @@ with the right password -- on loopback, a shared host or behind NAT. Hence three
     (the least recently failed are forgotten first), and an entry expires once its window and
     lock have passed.
 
+The trust (which username logged in from which address, until when) outlives a restart: it is
+kept in the metadata store (``TrustStore``: its ``trusted_logins`` table), written when a pair
+is first trusted and then at most once an hour per pair (``TRUST_REFRESH_SECONDS``; so a pair's
+stored trust may end up to an hour early), and loaded at start. The counters and locks live in
+memory only: a restart forgets them (as it always did), which only ever lets logins through.
+A deleted or renamed username loses its trust and locks (``forget``): whoever gets the name
+later starts a stranger.
+
+``unlock(username)`` (``rill user unlock``, UNLOCK_USER 1050, ``POST /users/{user}/unlock``)
+forgets a username's own lock and the locks of its pairs at once; an address locked for
+spraying stays locked for the other usernames, not for this one (``check`` ignores the
+address lock for an unlocked username until it fails again).
+
 Failed logins are logged at warning with the address and the username, never the password:
 the first of each pair in a window, and every lockout.
 """
@@ -40,7 +53,7 @@ import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable, Protocol
 
 from rill.errors import LoginThrottled
 
@@ -48,6 +61,20 @@ log = logging.getLogger(__name__)
 
 TRUST_SECONDS = 86_400.0  # a successful login exempts its (address, username) this long
 MAX_TRUSTED_PER_USER = 64
+TRUST_REFRESH_SECONDS = 3_600.0  # a trusted pair's stored expiry is rewritten at most this often
+
+
+class TrustStore(Protocol):
+    """Where the trust is kept across restarts (``storage.metadata.MetadataStore``)."""
+
+    def load_trusted_logins(self, now: int) -> Iterable[tuple[str, str, int]]:
+        """(username, address key, until in unix seconds) of every trust not expired at now."""
+
+    def trust_login(self, username: str, address: str, until: int, keep: int, now: int) -> None:
+        """Trust ``username`` from ``address`` until ``until``; keep its ``keep`` latest."""
+
+    def forget_trusted_logins(self, username: str) -> None:
+        """No address is trusted for ``username`` any more."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,13 +133,28 @@ def address_key(address: str) -> str:
 
 
 class LoginThrottle:
-    def __init__(self, settings: ThrottleSettings, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, settings: ThrottleSettings, clock: Callable[[], float] = time.monotonic,
+                 store: TrustStore | None = None,
+                 wall_clock: Callable[[], float] = time.time):
         self.settings = settings
         self.clock = clock
+        self.wall_clock = wall_clock  # the stored trust's expiries are unix seconds
+        self._store = store
         self._pairs = _Table(settings.max_entries)  # (address key, username or None)
         self._addresses = _Table(settings.max_entries)
         self._users = _Table(settings.max_entries)
         self._trusted: dict[str, OrderedDict[str, float]] = {}  # username -> address -> until
+        self._stored: dict[tuple[str, str], float] = {}  # (username, address) -> stored at
+        self._unlocked: set[str] = set()  # usernames unlocked since their last failure
+        if store is not None and settings.enabled:
+            self._load(store)
+
+    def _load(self, store: TrustStore) -> None:
+        now, wall = self.clock(), self.wall_clock()
+        for username, key, until in store.load_trusted_logins(int(wall)):
+            self._trusted.setdefault(username, OrderedDict())[key] = now + (until - wall)
+            # as if stored a full trust ago less what is left: refreshed by the next login
+            self._stored[(username, key)] = now - (TRUST_SECONDS - (until - wall))
 
     def check(self, address: str, username: str | None = None) -> None:
         """Raise ``LoginThrottled`` if this attempt may not be made now."""
@@ -125,6 +167,8 @@ class LoginThrottle:
         records = [self._pairs.get((key, username)), self._addresses.get(key)]
         if username is not None:
             records.append(self._users.get(username))
+        if username in self._unlocked:
+            records = records[:1]  # unlocked by an operator: only its pair's new lock counts
         wait = max(self._remaining(record, now) for record in records)
         if wait > 0:
             raise LoginThrottled(int(wait) + 1)
@@ -142,6 +186,8 @@ class LoginThrottle:
                         pair.locked_until - now, settings.max_failures)
         elif pair.failures == 1:
             log.warning("failed login from %s as %s", address, who)
+        if username is not None:
+            self._unlocked.discard(username)
         if username is not None and self._is_trusted(username, key, now):
             return  # the user's own address: its stale client locks nobody else
         record = self._addresses.failing(key)
@@ -161,14 +207,59 @@ class LoginThrottle:
         if not self.settings.enabled:
             return
         key = address_key(address)
+        now = self.clock()
         self._pairs.clear((key, None if token else username))
         trusted = self._trusted.setdefault(username, OrderedDict())
         trusted.pop(key, None)
-        trusted[key] = self.clock() + TRUST_SECONDS
+        trusted[key] = now + TRUST_SECONDS
         while len(trusted) > MAX_TRUSTED_PER_USER:
-            trusted.popitem(last=False)
+            self._stored.pop((username, trusted.popitem(last=False)[0]), None)
         if len(self._trusted) > self.settings.max_entries:
             self._trusted.pop(next(iter(self._trusted)))
+        self._persist(username, key, now)
+
+    def unlock(self, username: str) -> None:
+        """An operator lets ``username`` log in again now: its own lock and its pairs' locks
+        are forgotten, and its addresses' spraying locks no longer apply to it (until its next
+        failure)."""
+        self._users.clear(username)
+        for pair in [pair for pair in self._pairs.records if pair[1] == username]:
+            self._pairs.clear(pair)
+        self._unlocked.add(username)
+        while len(self._unlocked) > self.settings.max_entries:
+            self._unlocked.pop()
+
+    def forget(self, username: str) -> None:
+        """The username was deleted or renamed: a user that gets the name later inherits no
+        trust (nor the old one's locks)."""
+        self.unlock(username)
+        self._unlocked.discard(username)
+        self._trusted.pop(username, None)
+        for pair in [pair for pair in self._stored if pair[0] == username]:
+            del self._stored[pair]
+        if self._store is not None:
+            try:
+                self._store.forget_trusted_logins(username)
+            except Exception as error:  # noqa: BLE001 -- the user's change is done already
+                log.warning("could not forget the login trust of %r: %s", username, error)
+
+    def _persist(self, username: str, key: str, now: float) -> None:
+        """Store the trust when it is new or its stored expiry is an hour old."""
+        if self._store is None:
+            return
+        stored = self._stored.get((username, key))
+        if stored is not None and now - stored < TRUST_REFRESH_SECONDS:
+            return
+        try:
+            wall = self.wall_clock()
+            self._store.trust_login(username, key, int(wall + TRUST_SECONDS),
+                                    MAX_TRUSTED_PER_USER, int(wall))
+        except Exception as error:  # noqa: BLE001 -- a login never fails for its bookkeeping
+            log.warning("could not store the login trust of %r from %s: %s", username, key, error)
+            return
+        self._stored[(username, key)] = now
+        if len(self._stored) > self.settings.max_entries:
+            self._stored.pop(next(iter(self._stored)))
 
     # -- rules ------------------------------------------------------------------------------
 

@@ -113,7 +113,8 @@ class Core:
             durability=Durability(policy, config.system.fsync_interval,
                                   config.system.fsync_threads),
             permissioner=Permissioner(),
-            login_throttle=LoginThrottle(ThrottleSettings(**dataclasses.asdict(config.login_throttle))),
+            login_throttle=LoginThrottle(
+                ThrottleSettings(**dataclasses.asdict(config.login_throttle)), store=store),
         )
         state = self.state
         self.sessions: dict[int, Session] = {}

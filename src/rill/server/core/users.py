@@ -24,6 +24,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -43,6 +44,8 @@ from rill.server.core.names import validate_name
 from rill.server.core.state import CoreState
 from rill.server.core.types import Ref
 from rill.server.storage.metadata import UserRow
+
+log = logging.getLogger(__name__)
 
 ROOT_USER_ID = 1
 DEFAULT_ROOT_PASSWORD = "iggy"  # what [root] password defaults to, and every Iggy guide uses
@@ -225,10 +228,18 @@ class UserService:
         if user.id == ROOT_USER_ID:
             raise errors.CannotDeleteUser(user.id, field="user_id")
         state.store.delete_user(user.id)  # cascades to the user's tokens
+        state.login_throttle.forget(user.username)
         del self.users[user.id]
         state.permissioner.remove_user(user.id)
         self.on_user_deleted(user.id)
         self.end_sessions(user.id)
+
+    def unlock_user(self, session: Session, user_id: Ref) -> None:
+        """Failed logins no longer lock the user out (``LoginThrottle.unlock``)."""
+        self.state.authorize(session, Action.MANAGE_USERS)
+        user = self.find_user(user_id)
+        self.state.login_throttle.unlock(user.username)
+        log.warning("login locks of user %r lifted by user %d", user.username, session.user_id)
 
     def update_user(self, session: Session, user_id: Ref, username: str | None,
                     status: int | None) -> None:
@@ -245,6 +256,8 @@ class UserService:
         if username == user.username and status == user.status:
             return
         state.store.update_user(user.id, username, int(status))
+        if username != user.username:
+            state.login_throttle.forget(user.username)
         user.username = username
         user.status = status
         if not user.is_active:

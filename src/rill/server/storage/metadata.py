@@ -1,5 +1,5 @@
-"""The metadata store: streams, topics, partitions, users, consumer positions and reserved id
-blocks (``reserve_ids``) in SQLite (WAL).
+"""The metadata store: streams, topics, partitions, users, consumer positions, reserved id
+blocks (``reserve_ids``) and the login throttle's trusted logins in SQLite (WAL).
 
 Owns: the schema and every SQL statement of the server. Each public method is one transaction,
 so a crash (even kill -9) leaves either the whole change or none of it. Durability follows the
@@ -34,7 +34,9 @@ SCHEMA_VERSION = 5  # 1 -> 2: consumer positions keyed by name, holding the next
 # could open would let it change a password and leave the old SCRAM credentials valid,
 # hence the new version). 4 -> 5: a position may carry the leader epoch the consumer stored
 # with it (Kafka's committed leader epoch; an older rill would keep a stale one beside a
-# position it stores)
+# position it stores). The trusted_logins table (the login throttle's "logged in from here
+# within a day", ``auth.throttling``) is created in any store that lacks it, without a new
+# version: an older rill ignores it, which costs only the trust it would have kept.
 
 # (the schema version that added it, table, column, declaration): what an older store gains, as
 # its rows would have it (every schema-1 topic holds Iggy's records; schema 2's positions carry
@@ -108,6 +110,12 @@ CREATE TABLE IF NOT EXISTS personal_access_tokens (
 CREATE TABLE IF NOT EXISTS revoked_access_tokens (
     token_id TEXT PRIMARY KEY,
     expiry_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS trusted_logins (
+    username TEXT NOT NULL,
+    address TEXT NOT NULL,
+    until INTEGER NOT NULL,
+    PRIMARY KEY (username, address)
 );
 CREATE TABLE IF NOT EXISTS users (
     id INTEGER PRIMARY KEY,
@@ -652,6 +660,32 @@ class MetadataStore:
             "DELETE FROM personal_access_tokens WHERE token_hash = ?",
             [(token_hash,) for token_hash in hashes],
         )
+
+    # -- the login throttle's trusted (username, address) pairs ------------------------------
+
+    def load_trusted_logins(self, now: int) -> list[tuple[str, str, int]]:
+        """(username, address, until) of every trust that has not expired at ``now`` (unix
+        seconds), oldest first."""
+        return [tuple(row) for row in self._db.execute(  # type: ignore[misc]
+            "SELECT username, address, until FROM trusted_logins WHERE until > ?"
+            " ORDER BY until", (now,))]
+
+    @_writes
+    def trust_login(self, username: str, address: str, until: int, keep: int, now: int) -> None:
+        """Trust ``username`` from ``address`` until ``until``; keep only the user's ``keep``
+        latest addresses, and forget every trust expired at ``now`` (unix seconds)."""
+        db = self._db
+        db.execute("INSERT INTO trusted_logins(username, address, until) VALUES (?, ?, ?)"
+                   " ON CONFLICT(username, address) DO UPDATE SET until = excluded.until",
+                   (username, address, until))
+        db.execute("DELETE FROM trusted_logins WHERE username = ? AND address NOT IN (SELECT"
+                   " address FROM trusted_logins WHERE username = ? ORDER BY until DESC"
+                   " LIMIT ?)", (username, username, keep))
+        db.execute("DELETE FROM trusted_logins WHERE until <= ?", (now,))
+
+    @_writes
+    def forget_trusted_logins(self, username: str) -> None:
+        self._db.execute("DELETE FROM trusted_logins WHERE username = ?", (username,))
 
 
 class _Transaction:

@@ -152,6 +152,11 @@ def delete_user(core: Core, session: Session, c) -> None:
 
 
 @command
+def unlock_user(core: Core, session: Session, c) -> None:
+    core.users.unlock_user(session, c.user_id.value)
+
+
+@command
 def update_user(core: Core, session: Session, c) -> None:
     core.users.update_user(session, c.user_id.value, c.username, c.status)
 

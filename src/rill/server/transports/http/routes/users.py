@@ -108,6 +108,13 @@ async def delete_user(request: Request, user_id: UserId) -> Response:
     return await run(request, "delete_user")
 
 
+@router.post("/users/{user_id}/unlock", status_code=204, response_class=Response,
+             responses=replies(status=204, body=False))
+async def unlock_user(request: Request, user_id: UserId) -> Response:
+    """Lift the login locks failed logins put on the user (manage_users)."""
+    return await run(request, "unlock_user")
+
+
 @tokens.get("/personal-access-tokens", response_model=None,
             responses=replies(list[schemas.PersonalAccessTokenInfo], body=False))
 async def get_personal_access_tokens(request: Request) -> Response:
