@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,8 @@ from pathlib import Path
 import pytest
 
 import pyspark_rill
+from pyspark_rill import session
+from pyspark_rill.options import KNOWN
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 SRC = Path(pyspark_rill.__file__).resolve().parents[1]
@@ -101,3 +104,40 @@ def test_the_workers_run_this_interpreter_unless_told_otherwise(monkeypatch) -> 
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
     pyspark_rill.configure(Builder())
     assert os.environ["PYSPARK_PYTHON"] == sys.executable
+
+
+JAVA = Path(pyspark_rill.__file__).parent / "java"
+
+
+def test_without_javac_the_build_says_so_in_one_line_and_succeeds(tmp_path) -> None:
+    package = tmp_path / "pyspark_rill"
+    shutil.copytree(JAVA, package / "java")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("bash", "env", "find", "sort", "xargs", "cat", "sha256sum", "cut", "dirname"):
+        (tools / tool).symlink_to(shutil.which(tool))
+    built = subprocess.run([str(package / "java" / "build.sh"), sys.executable],
+                           capture_output=True, text=True, env={"PATH": str(tools)})
+    assert built.returncode == 0
+    assert built.stderr.splitlines() == [
+        "note: no JDK compiler (javac) found: the Spark connector uses its Python data source "
+        "(install a JDK 17+ with javac, then run ./run again, for the JVM one)"]
+    assert not (package / "jars" / "rill-spark.jar").exists()
+
+
+def test_the_jar_goes_on_the_session_or_one_notice_says_why_not(monkeypatch, caplog,
+                                                                tmp_path) -> None:
+    builder = pyspark_rill.configure(Builder().config("spark.jars", "/x/other.jar"))
+    assert builder._options["spark.jars"] == f"/x/other.jar,{session.JAR}"
+    monkeypatch.setattr(session, "JAR", tmp_path / "rill-spark.jar")
+    monkeypatch.setattr(session, "_noticed", False)
+    for _ in range(2):
+        assert "spark.jars" not in pyspark_rill.configure(Builder())._options
+    notices = [r.getMessage() for r in caplog.records if r.name == "pyspark_rill.session"]
+    assert len(notices) == 1 and "the Python data source serves format('rill')" in notices[0]
+
+
+def test_both_implementations_know_the_same_options() -> None:
+    java = (JAVA / "rill" / "spark" / "ReadOptions.java").read_text()
+    listed = re.search(r"KNOWN = Arrays.asList\((.*?)\);", java, re.S).group(1)
+    assert sorted(re.findall(r'"(\w+)"', listed)) == sorted(KNOWN.values())
