@@ -40,17 +40,22 @@ final class RillBatch implements Batch {
     /** "stream/topic" -> partition id -> {first, next}. */
     static Map<String, Map<String, long[]>> discover(ReadOptions options) {
         int lost = 0;
+        long started = 0;
         while (true) {
-            RillConnection connection = RillConnection.borrow(options);
+            RillConnection connection = lost == 0 ? RillConnection.borrow(options)
+                    : RillConnection.again(options, lost, started);
             try {
                 Map<String, Map<String, long[]>> found = discover(options, connection);
                 connection.release();
                 return found;
+            } catch (RillConnection.StatusException error) {
+                connection.release();
+                throw new IllegalArgumentException("the rill server refused a read of stream '" + options.stream
+                        + "': " + error.getMessage());
             } catch (IOException error) {
                 connection.close();
-                if (++lost > 3) {
-                    throw new IllegalStateException("Disconnected: the connection to " + String.join(",",
-                            options.servers) + " was lost " + lost + " times in a row while reading: " + error);
+                if (lost++ == 0) {
+                    started = System.nanoTime();
                 }
             } catch (RuntimeException error) {
                 connection.release();

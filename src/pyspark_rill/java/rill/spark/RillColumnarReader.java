@@ -38,7 +38,8 @@ final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
     private long position;  // first offset not yet handed to Spark
     private long requested;  // first offset not yet asked for
     private boolean done;
-    private int lost;
+    private int lost;  // links lost in a row (reset by a reply)
+    private long lostAt;
 
     private final int capacity;
     private final OnHeapColumnVector offsets;
@@ -81,10 +82,8 @@ final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
                         + ": the server refused the read: " + error.getMessage());
             } catch (IOException error) {
                 dropConnection();
-                if (++lost > 3) {
-                    throw new IllegalStateException("Disconnected: the connection to "
-                            + String.join(",", options.servers) + " was lost " + lost
-                            + " times in a row while reading");
+                if (lost++ == 0) {
+                    lostAt = System.nanoTime();
                 }
             }
         }
@@ -93,7 +92,7 @@ final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
 
     private boolean fetch() throws IOException {
         if (connection == null) {
-            connection = RillConnection.borrow(options);
+            connection = lost == 0 ? RillConnection.borrow(options) : RillConnection.again(options, lost, lostAt);
             requested = position;
         }
         while (position < range.end) {

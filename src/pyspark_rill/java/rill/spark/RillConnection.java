@@ -109,11 +109,45 @@ final class RillConnection implements Closeable {
                 sleep(delaySeconds(options.reconnectBackoff, attempt));
             }
         }
-        throw new IllegalArgumentException("CannotEstablishConnection: option 'servers': cannot reach a "
-                + "rill server at " + String.join(",", options.servers) + " over tcp (" + rounds
-                + " rounds, gave up after " + String.format("%.1f", (System.nanoTime() - started) / 1e9)
-                + " s; options reconnectAttempts=" + options.reconnectAttempts + ", reconnectBackoff="
-                + options.reconnectBackoff + "): " + String.join("; ", failures));
+        String budget = budget(options, started);
+        throw new Unreachable("rill.errors.CannotEstablishConnection: option 'servers': cannot reach a rill "
+                + "server at " + String.join(",", options.servers) + " over tcp (" + rounds + " rounds, " + budget
+                + "): " + String.join("; ", failures), String.join("; ", failures));
+    }
+
+    /** No server of 'servers' answered (the message names the option and the budget used). */
+    static final class Unreachable extends IllegalArgumentException {
+        final String failures;
+
+        Unreachable(String message, String failures) {
+            super(message);
+            this.failures = failures;
+        }
+    }
+
+    static String budget(ReadOptions options, long startedNanos) {
+        double backoff = options.reconnectBackoff;
+        return String.format("gave up after %.1f s; options reconnectAttempts=%d, reconnectBackoff=%s",
+                (System.nanoTime() - startedNanos) / 1e9, options.reconnectAttempts,
+                backoff == Math.rint(backoff) ? String.valueOf((long) backoff) : String.valueOf(backoff));
+    }
+
+    /**
+     * A connection again after one was lost ({@code lost} times in a row, the first loss at
+     * {@code startedNanos}): the reader's or the planner's errors, in the Python source's words.
+     */
+    static RillConnection again(ReadOptions options, int lost, long startedNanos) {
+        if (lost > 3) {
+            throw new IllegalStateException("rill.errors.Disconnected: the connection to "
+                    + String.join(",", options.servers) + " was lost " + lost + " times in a row while reading");
+        }
+        try {
+            return borrow(options);
+        } catch (Unreachable error) {
+            throw new IllegalStateException("rill.errors.CannotEstablishConnection: the connection to "
+                    + String.join(",", options.servers) + " was lost and could not be made again ("
+                    + budget(options, startedNanos) + "): " + error.failures);
+        }
     }
 
     static double delaySeconds(double backoff, int attempt) {
