@@ -42,12 +42,13 @@ final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
     private long lostAt;
 
     private final int capacity;
-    private final OnHeapColumnVector offsets;
-    private final OnHeapColumnVector ids;
-    private final OnHeapColumnVector timestamps;
-    private final OnHeapColumnVector keys;
-    private final OnHeapColumnVector values;
+    private final ReplyVector.Batch rows = new ReplyVector.Batch();
+    private byte[] spare = new byte[1 << 16];  // the reply buffer the batch handed to Spark does not use
+    private final OnHeapColumnVector keys;  // used when a reply has headers
     private final OnHeapColumnVector headers;
+    private final ConstantColumnVector noKeys;  // else these
+    private final ConstantColumnVector noHeaders;
+    private final ColumnVector[] columns;
     private final ColumnarBatch batch;
 
     RillColumnarReader(ReadOptions options, RillInputPartition range) {
@@ -62,14 +63,21 @@ final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
         topic.setUtf8String(UTF8String.fromString(range.topic));
         ConstantColumnVector partition = new ConstantColumnVector(capacity, DataTypes.IntegerType);
         partition.setInt(range.partition);
-        offsets = new OnHeapColumnVector(capacity, DataTypes.LongType);
-        ids = new OnHeapColumnVector(capacity, DataTypes.BinaryType);
-        timestamps = new OnHeapColumnVector(capacity, DataTypes.TimestampType);
         keys = new OnHeapColumnVector(capacity, DataTypes.BinaryType);
-        values = new OnHeapColumnVector(capacity, DataTypes.BinaryType);
         headers = new OnHeapColumnVector(capacity, schema.fields()[8].dataType());
-        batch = new ColumnarBatch(new ColumnVector[] {
-            stream, topic, partition, offsets, ids, timestamps, keys, values, headers});
+        noKeys = new ConstantColumnVector(capacity, DataTypes.BinaryType);
+        noKeys.setNull();
+        noHeaders = new ConstantColumnVector(capacity, schema.fields()[8].dataType());
+        noHeaders.setNull();
+        columns = new ColumnVector[] {
+            stream, topic, partition,
+            new ReplyVector(DataTypes.LongType, ReplyVector.Kind.OFFSET, rows),
+            new ReplyVector(DataTypes.BinaryType, ReplyVector.Kind.ID, rows),
+            new ReplyVector(DataTypes.TimestampType, ReplyVector.Kind.TIMESTAMP, rows),
+            noKeys,
+            new ReplyVector(DataTypes.BinaryType, ReplyVector.Kind.VALUE, rows),
+            noHeaders};
+        batch = new ColumnarBatch(columns);  // columns 6 and 8 are swapped per reply (headers or not)
     }
 
     @Override
@@ -105,7 +113,9 @@ final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
             }
             long[] asked = inFlight.poll();
             connection.receive();
-            byte[] reply = connection.reply;
+            byte[] reply = connection.reply;  // the batch's from now on; the connection reads into the other
+            connection.reply = spare;
+            spare = reply;
             long next = Wire.getLong(reply, 12);
             long base = Wire.getLong(reply, 20);
             int count = Wire.getInt(reply, 28);
@@ -163,35 +173,43 @@ final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
         }
     }
 
-    /** The first {@code usable} records of a reply into the column vectors. */
+    /** The first {@code usable} records of a reply as the batch: where each field is, and the
+     * key and header columns when some record has headers. */
     private void fill(byte[] reply, long base, int count, int usable) {
-        int timestampsAt = HEADER;
-        int boundariesAt = timestampsAt + 8 * count;
-        int recordsAt = boundariesAt + 4 * (count + 1);
-        int basePosition = Wire.getInt(reply, 32);
-        offsets.reset();
-        ids.reset();
-        timestamps.reset();
-        keys.reset();
-        values.reset();
-        headers.reset();
-        timestamps.putLongsLittleEndian(0, usable, reply, timestampsAt);
-        int elements = 0;
+        int boundariesAt = HEADER + 8 * count;
+        int recordsAt = boundariesAt + 4 * (count + 1) - Wire.getInt(reply, 32);  // minus base_position
+        ReplyVector.Batch at = rows;
+        at.reply = reply;
+        at.baseOffset = base;
+        at.timestampsAt = HEADER;
+        at.capacity(usable);
+        boolean anyHeaders = false;
         for (int i = 0; i < usable; i++) {
-            int record = recordsAt + Wire.getInt(reply, boundariesAt + 4 * i) - basePosition;
-            offsets.putLong(i, base + i);
-            ids.putByteArray(i, reply, record + 17, 16);
+            int record = recordsAt + Wire.getInt(reply, boundariesAt + 4 * i);
             int headersLength = Wire.getInt(reply, record + 37);
-            int payloadAt = record + 41 + headersLength;
-            int payloadLength = Wire.getInt(reply, payloadAt);
-            values.putByteArray(i, reply, payloadAt + 4, payloadLength);
-            if (headersLength == 0) {
-                keys.putNull(i);
-                headers.putNull(i);
-            } else {
-                elements = headersOf(reply, record + 41, headersLength, i, elements);
+            int payload = record + 41 + headersLength;
+            at.recordAt[i] = record;
+            at.payloadAt[i] = payload + 4;
+            at.payloadLength[i] = Wire.getInt(reply, payload);
+            anyHeaders |= headersLength != 0;
+        }
+        if (anyHeaders) {
+            keys.reset();
+            headers.reset();
+            int elements = 0;
+            for (int i = 0; i < usable; i++) {
+                int record = at.recordAt[i];
+                int headersLength = Wire.getInt(reply, record + 37);
+                if (headersLength == 0) {
+                    keys.putNull(i);
+                    headers.putNull(i);
+                } else {
+                    elements = headersOf(reply, record + 41, headersLength, i, elements);
+                }
             }
         }
+        columns[6] = anyHeaders ? keys : noKeys;
+        columns[8] = anyHeaders ? headers : noHeaders;
         batch.setNumRows(usable);
     }
 
@@ -254,5 +272,9 @@ final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
             connection = null;
         }
         batch.close();
+        keys.close();
+        headers.close();
+        noKeys.close();
+        noHeaders.close();
     }
 }
