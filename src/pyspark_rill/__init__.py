@@ -1,4 +1,5 @@
-"""pyspark_rill: the Spark connector of rill, as a Python data source named ``rill``.
+"""pyspark_rill: the Spark connector of rill, as a Python data source named ``rill`` (and a
+JVM implementation of the same format, built from ``java/`` at set-up; see ``session``).
 
 Installed with rill (``pip install "rill[spark]"``), it is found by Spark on its own: Spark
 imports every top-level ``pyspark_*`` module and registers its ``DefaultSource``, so

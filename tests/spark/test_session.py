@@ -127,8 +127,12 @@ def test_without_javac_the_build_says_so_in_one_line_and_succeeds(tmp_path) -> N
 
 def test_the_jar_goes_on_the_session_or_one_notice_says_why_not(monkeypatch, caplog,
                                                                 tmp_path) -> None:
+    built = tmp_path / "built" / "rill-spark.jar"
+    built.parent.mkdir()
+    built.write_bytes(b"PK")
+    monkeypatch.setattr(session, "JAR", built)
     builder = pyspark_rill.configure(Builder().config("spark.jars", "/x/other.jar"))
-    assert builder._options["spark.jars"] == f"/x/other.jar,{session.JAR}"
+    assert builder._options["spark.jars"] == f"/x/other.jar,{built}"
     monkeypatch.setattr(session, "JAR", tmp_path / "rill-spark.jar")
     monkeypatch.setattr(session, "_noticed", False)
     for _ in range(2):
