@@ -5,6 +5,8 @@ Starts a rill server (fsync interval) in a temporary directory and a local Spark
 2 partitions, then measures, ``--runs`` times each:
 
 * read:  rill topic -> DataFrame -> Spark's ``noop`` sink, and the same rows from Parquet;
+  by the Python data source and, when its jar is built (``pyspark_rill/java/build.sh``), by
+  the JVM implementation too (the session is built with ``pyspark_rill.configure``);
 * write: a cached DataFrame of the same rows -> a rill topic with ``sinkMode=exactlyOnce``,
   and -> Parquet;
 * with ``--ceiling``, also the Python data source ceiling: a data source that yields
@@ -29,6 +31,8 @@ import tempfile
 import time
 from concurrent.futures import Future
 
+import pyspark_rill
+import pyspark_rill.session
 from rill.client import Client, Message, Partitioning
 from rill.protocol.messages import encode_messages
 
@@ -130,7 +134,6 @@ def main() -> None:
     parser.add_argument("--ceiling", action="store_true",
                         help="also measure the Python data source ceiling (see above)")
     args = parser.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     with tempfile.TemporaryDirectory(prefix="rill-spark-bench-") as work:
@@ -142,11 +145,10 @@ def main() -> None:
                 fill(client, args.rows, args.size)
                 print(f"sent {args.rows} messages of {args.size} B in "
                       f"{time.perf_counter() - started:.1f} s")
-                spark = (SparkSession.builder.master(args.master).appName("rill-spark-bench")
-                         .config("spark.ui.enabled", "false")
-                         .config("spark.driver.host", "127.0.0.1")
-                         .config("spark.driver.bindAddress", "127.0.0.1")
-                         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+                builder = (SparkSession.builder.master(args.master).appName("rill-spark-bench")
+                           .config("spark.ui.enabled", "false")
+                           .config("spark.sql.shuffle.partitions", "2"))
+                spark = pyspark_rill.configure(builder, loopback=True).getOrCreate()
                 spark.sparkContext.setLogLevel("ERROR")
                 options = {"servers": address, "username": "iggy", "password": "iggy",
                            "stream": "bench"}
@@ -159,22 +161,27 @@ def main() -> None:
 
 
 def run(spark, client: Client, options: dict, work: str, args) -> dict[str, list[float]]:
-    source = spark.read.format("rill").options(**options, topic="source")
+    implementations = ["python"] + (["jvm"] if pyspark_rill.session.jvm_jar() else [])
+    sources = {name: spark.read.format("rill").options(**options, topic="source",
+                                                        implementation=name)
+               for name in implementations}
     parquet_path = os.path.join(work, "rows.parquet")
-    source.load().select("value").write.mode("overwrite").parquet(parquet_path)  # warm-up too
+    for source in sources.values():  # warm-up too
+        source.load().select("value").write.mode("overwrite").parquet(parquet_path)
     frame = spark.read.parquet(parquet_path).cache()
     assert frame.count() == args.rows
     results: dict[str, list[float]] = {name: [] for name in (
-        "read rill -> noop", "read parquet -> noop", "write -> rill exactlyOnce",
-        "write -> parquet")}
+        *(f"read rill {name} -> noop" for name in implementations), "read parquet -> noop",
+        "write -> rill exactlyOnce", "write -> parquet")}
     if args.ceiling:
         spark.dataSource.register(ceiling_source())
         ceiling = spark.read.format("rill_ceiling").options(rows=args.rows, size=args.size)
         ceiling.load().write.format("noop").mode("overwrite").save()  # warm-up
         results["read ceiling -> noop"] = []
     for number in range(args.runs):
-        results["read rill -> noop"].append(timed(
-            lambda: source.load().write.format("noop").mode("overwrite").save()))
+        for name, source in sources.items():
+            results[f"read rill {name} -> noop"].append(timed(
+                lambda: source.load().write.format("noop").mode("overwrite").save()))
         if args.ceiling:
             results["read ceiling -> noop"].append(timed(
                 lambda: ceiling.load().write.format("noop").mode("overwrite").save()))
@@ -201,12 +208,15 @@ def report(results: dict[str, list[float]], rows: int) -> None:
     print("\nmedian rows/s:")
     for name, rate in median.items():
         print(f"  {name:28s} {rate / 1e6:6.2f}M rows/s")
-    print(f"  read  rill/parquet ratio     {median['read rill -> noop'] / median['read parquet -> noop']:.2f}")
+    for name in ("python", "jvm"):
+        if f"read rill {name} -> noop" in median:
+            print(f"  read  rill {name:6s}/parquet ratio "
+                  f"{median[f'read rill {name} -> noop'] / median['read parquet -> noop']:.2f}")
     print(f"  write rill/parquet ratio     "
           f"{median['write -> rill exactlyOnce'] / median['write -> parquet']:.2f}")
     if "read ceiling -> noop" in median:
         print(f"  read  rill/ceiling ratio     "
-              f"{median['read rill -> noop'] / median['read ceiling -> noop']:.2f}")
+              f"{median['read rill python -> noop'] / median['read ceiling -> noop']:.2f}")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ DEFAULT_RECONNECT_BACKOFF = 1.0
 READ_OPTIONS = (
     "stream", "topic", "topics", "startingOffsets", "endingOffsets", "startingTimestamp",
     "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "failOnDataLoss", "headersFormat",
-    "minPartitions", "fetchMaxMessages", "fetchMaxBytes", "consumerName",
+    "minPartitions", "fetchMaxMessages", "fetchMaxBytes", "consumerName", "implementation",
 )
 WRITE_OPTIONS = ("stream", "topic", "sinkMode", "producerId", "maxRequestBytes")
 # options Spark itself may pass to a data source
@@ -37,6 +37,8 @@ KNOWN = {name.lower(): name for name in
 
 TRANSPORTS = ("tcp", "quic")
 HEADER_FORMATS = ("binary", "typed")
+# which implementation serves a batch read when the JVM one is on the session (README)
+IMPLEMENTATIONS = ("jvm", "python")
 SINK_MODES = {"atleastonce": "atLeastOnce", "exactlyonce": "exactlyOnce"}
 
 
@@ -250,6 +252,7 @@ class ReadOptions:
     def parse(cls, options: Mapping[str, str], streaming: bool) -> ReadOptions:
         check_known(options)
         stream, topics = parse_topics(options)
+        _choice(options, "implementation", IMPLEMENTATIONS, "jvm")
         starting = parse_offsets_spec(
             options, "startingOffsets", "latest" if streaming else "earliest",
             ("earliest", "latest"))

@@ -6,6 +6,10 @@ happen as on a cluster), and one rill server; each test works in its own stream.
 workers run this very interpreter (``PYSPARK_PYTHON``), where rill and pyspark_rill are
 installed; the ``rill`` format is found by Spark's discovery of ``pyspark_*`` modules.
 
+The session is built with ``pyspark_rill.configure``, so the JVM implementation (built from
+its sources here when needed) is on it; tests that take the ``implementation`` fixture run on
+both implementations.
+
 Java 17 or newer must be installed (README, "Spark connector"); without it these tests fail
 with that message. Deselect them with ``-m "not spark"``.
 """
@@ -15,11 +19,14 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+import pyspark_rill
+from pyspark_rill.session import JAR
 from rill.client import Client
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
@@ -56,10 +63,12 @@ def spark():
         "'Spark connector'; or deselect them with -m 'not spark'")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    # the JVM implementation, built from the sources under test (a no-op when up to date)
+    subprocess.run([str(JAR.parent.parent / "java" / "build.sh"), sys.executable], check=True)
     from pyspark.sql import SparkSession
 
     session = (
-        SparkSession.builder.master("local[2,3]")
+        pyspark_rill.configure(SparkSession.builder.master("local[2,3]"))
         .appName("rill-connector-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.host", "127.0.0.1")  # nothing listens beyond loopback
@@ -73,6 +82,23 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(params=["python", "jvm"])
+def implementation(request, spark) -> dict[str, str]:
+    """The option that picks the implementation of a batch read: the tests that take it run
+    on both."""
+    if request.param == "jvm":
+        assert JAR.is_file(), (
+            f"the JVM connector was not built ({JAR}): it needs a JDK's javac (see README, "
+            "'Spark connector')")
+    return {"implementation": request.param}
+
+
+def scan_of(df) -> str:
+    """Which implementation a DataFrame's batch scan runs on (from Spark's physical plan)."""
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    return "jvm" if "rill (JVM reader)" in plan else "python"
 
 
 @pytest.fixture

@@ -108,7 +108,7 @@ def test_a_streaming_query_rides_out_a_server_restart_with_the_defaults(spark, t
     server = _serving_topic(tmp_path)
     query = _stream_into_memory(spark, server, "rides_out")
     try:
-        assert _wait(lambda: len(_rows(spark, "rides_out")) == 40, 60)
+        assert _wait(lambda: len(_rows(spark, "rides_out")) == 40, 60), query.exception()
         server.kill()
         time.sleep(8)  # a restart that takes seconds (the old connector gave up after ~1.5 s)
         server.restart()

@@ -1,0 +1,280 @@
+package rill.spark;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayDeque;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.execution.vectorized.ConstantColumnVector;
+import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
+import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.apache.spark.unsafe.types.UTF8String;
+
+/**
+ * Reads one partition range with POLL_MESSAGES_COLUMNAR (docs/extensions.md, code 1000) and
+ * fills Spark's column vectors from each reply: the timestamps column as is, offsets counted
+ * from base_offset, id and payload copied from the records region at their fixed places
+ * (id at +17, headers_length at +37, payload after the headers), header maps parsed only for
+ * records that carry headers (the key header {@code rill.key} becomes the key column).
+ * Two requests stay in flight ahead of the reply being converted, as in the Python reader;
+ * the data-loss rules and messages are the Python reader's (pyspark_rill/arrow_read.py).
+ * A lost connection is opened again and the read goes on from the first row not yet handed
+ * to Spark.
+ */
+final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
+    private static final int PREFETCH = 2;
+    private static final String KEY_HEADER = "rill.key";
+    private static final String[] KINDS = {"", "raw", "string", "bool", "int8", "int16", "int32", "int64",
+        "int128", "uint8", "uint16", "uint32", "uint64", "uint128", "float32", "float64"};
+    private static final int HEADER = 36;  // partition_id, first, next, base, count, base_position
+
+    private final ReadOptions options;
+    private final RillInputPartition range;
+    private final ArrayDeque<long[]> inFlight = new ArrayDeque<>();  // {offset asked, count asked}
+    private RillConnection connection;
+    private long position;  // first offset not yet handed to Spark
+    private long requested;  // first offset not yet asked for
+    private boolean done;
+    private int lost;  // links lost in a row (reset by a reply)
+    private long lostAt;
+
+    private final int capacity;
+    private final ReplyVector.Batch rows = new ReplyVector.Batch();
+    private byte[] spare = new byte[1 << 16];  // the reply buffer the batch handed to Spark does not use
+    private final OnHeapColumnVector keys;  // used when a reply has headers
+    private final OnHeapColumnVector headers;
+    private final ConstantColumnVector noKeys;  // else these
+    private final ConstantColumnVector noHeaders;
+    private final ColumnVector[] columns;
+    private final ColumnarBatch batch;
+
+    RillColumnarReader(ReadOptions options, RillInputPartition range) {
+        this.options = options;
+        this.range = range;
+        this.position = this.requested = range.start;
+        capacity = (int) Math.max(1, Math.min(options.fetchMaxMessages, range.end - range.start));
+        StructType schema = RillProvider.schema(options.typedHeaders);
+        ConstantColumnVector stream = new ConstantColumnVector(capacity, DataTypes.StringType);
+        stream.setUtf8String(UTF8String.fromString(range.stream));
+        ConstantColumnVector topic = new ConstantColumnVector(capacity, DataTypes.StringType);
+        topic.setUtf8String(UTF8String.fromString(range.topic));
+        ConstantColumnVector partition = new ConstantColumnVector(capacity, DataTypes.IntegerType);
+        partition.setInt(range.partition);
+        keys = new OnHeapColumnVector(capacity, DataTypes.BinaryType);
+        headers = new OnHeapColumnVector(capacity, schema.fields()[8].dataType());
+        noKeys = new ConstantColumnVector(capacity, DataTypes.BinaryType);
+        noKeys.setNull();
+        noHeaders = new ConstantColumnVector(capacity, schema.fields()[8].dataType());
+        noHeaders.setNull();
+        columns = new ColumnVector[] {
+            stream, topic, partition,
+            new ReplyVector(DataTypes.LongType, ReplyVector.Kind.OFFSET, rows),
+            new ReplyVector(DataTypes.BinaryType, ReplyVector.Kind.ID, rows),
+            new ReplyVector(DataTypes.TimestampType, ReplyVector.Kind.TIMESTAMP, rows),
+            noKeys,
+            new ReplyVector(DataTypes.BinaryType, ReplyVector.Kind.VALUE, rows),
+            noHeaders};
+        batch = new ColumnarBatch(columns);  // columns 6 and 8 are swapped per reply (headers or not)
+    }
+
+    @Override
+    public boolean next() throws IOException {
+        while (!done) {
+            try {
+                return fetch();
+            } catch (RillConnection.StatusException error) {
+                throw new IllegalStateException(range.stream + "/" + range.topic + " partition " + range.partition
+                        + ": the server refused the read: " + error.getMessage());
+            } catch (IOException error) {
+                dropConnection();
+                if (lost++ == 0) {
+                    lostAt = System.nanoTime();
+                }
+            }
+        }
+        return false;
+    }
+
+    private boolean fetch() throws IOException {
+        if (connection == null) {
+            connection = lost == 0 ? RillConnection.borrow(options) : RillConnection.again(options, lost, lostAt);
+            requested = position;
+        }
+        while (position < range.end) {
+            while (requested < range.end && inFlight.size() < PREFETCH) {
+                int count = (int) Math.min(options.fetchMaxMessages, range.end - requested);
+                connection.send(RillConnection.POLL_COLUMNAR, RillConnection.columnarRequest(
+                        range.stream, range.topic, range.partition, requested, count, options.fetchMaxBytes));
+                inFlight.add(new long[] {requested, count});
+                requested += count;
+            }
+            long[] asked = inFlight.poll();
+            connection.receive();
+            byte[] reply = connection.reply;  // the batch's from now on; the connection reads into the other
+            connection.reply = spare;
+            spare = reply;
+            long next = Wire.getLong(reply, 12);
+            long base = Wire.getLong(reply, 20);
+            int count = Wire.getInt(reply, 28);
+            if (base > asked[0] && !(range.fromEarliest && asked[0] == range.start)) {
+                dataLoss(asked[0], Math.min(base, range.end));
+            }
+            int usable = (int) Math.min(count, range.end - base);
+            if (usable <= 0) {
+                if (next < range.end) {
+                    dataLoss(Math.max(asked[0], next), range.end);
+                }
+                break;
+            }
+            fill(reply, base, count, usable);
+            lost = 0;
+            position = base + usable;
+            if (position != asked[0] + asked[1]) {  // a short or shifted reply: ask again from position
+                while (!inFlight.isEmpty()) {
+                    inFlight.poll();
+                    connection.receive();
+                }
+                requested = position;
+            }
+            return true;
+        }
+        finish();
+        return false;
+    }
+
+    private void finish() {
+        done = true;
+        if (connection != null && inFlight.isEmpty()) {
+            connection.release();
+        } else if (connection != null) {
+            connection.close();
+        }
+        connection = null;
+        inFlight.clear();
+    }
+
+    private void dropConnection() {
+        if (connection != null) {
+            connection.close();
+            connection = null;
+        }
+        inFlight.clear();
+    }
+
+    private void dataLoss(long first, long end) {
+        if (options.failOnDataLoss) {
+            throw new IllegalStateException("RillDataLossError: " + range.stream + "/" + range.topic
+                    + " partition " + range.partition + ": offsets " + first + ".." + (end - 1)
+                    + " were removed (retention, purge or deletion) before the query read them; set option "
+                    + "failOnDataLoss=false to skip lost offsets");
+        }
+    }
+
+    /** The first {@code usable} records of a reply as the batch: where each field is, and the
+     * key and header columns when some record has headers. */
+    private void fill(byte[] reply, long base, int count, int usable) {
+        int boundariesAt = HEADER + 8 * count;
+        int recordsAt = boundariesAt + 4 * (count + 1) - Wire.getInt(reply, 32);  // minus base_position
+        ReplyVector.Batch at = rows;
+        at.reply = reply;
+        at.baseOffset = base;
+        at.timestampsAt = HEADER;
+        at.capacity(usable);
+        boolean anyHeaders = false;
+        for (int i = 0; i < usable; i++) {
+            int record = recordsAt + Wire.getInt(reply, boundariesAt + 4 * i);
+            int headersLength = Wire.getInt(reply, record + 37);
+            int payload = record + 41 + headersLength;
+            at.recordAt[i] = record;
+            at.payloadAt[i] = payload + 4;
+            at.payloadLength[i] = Wire.getInt(reply, payload);
+            anyHeaders |= headersLength != 0;
+        }
+        if (anyHeaders) {
+            keys.reset();
+            headers.reset();
+            int elements = 0;
+            for (int i = 0; i < usable; i++) {
+                int record = at.recordAt[i];
+                int headersLength = Wire.getInt(reply, record + 37);
+                if (headersLength == 0) {
+                    keys.putNull(i);
+                    headers.putNull(i);
+                } else {
+                    elements = headersOf(reply, record + 41, headersLength, i, elements);
+                }
+            }
+        }
+        columns[6] = anyHeaders ? keys : noKeys;
+        columns[8] = anyHeaders ? headers : noHeaders;
+        batch.setNumRows(usable);
+    }
+
+    /** Parses one record's headers into the key and headers columns; returns the map elements used. */
+    private int headersOf(byte[] reply, int at, int length, int row, int elements) {
+        WritableColumnVector names = headers.getChild(0);
+        WritableColumnVector entries = headers.getChild(1);
+        int first = elements;
+        boolean keyFound = false;
+        for (int end = at + length; at < end; ) {
+            int nameLength = Wire.getInt(reply, at);
+            String name = new String(reply, at + 4, nameLength, StandardCharsets.UTF_8);
+            int kind = reply[at + 4 + nameLength] & 0xff;
+            int valueLength = Wire.getInt(reply, at + 5 + nameLength);
+            int valueAt = at + 9 + nameLength;
+            if (name.equals(KEY_HEADER)) {
+                keys.putByteArray(row, reply, valueAt, valueLength);
+                keyFound = true;
+            } else {
+                names.reserve(elements + 1);
+                entries.reserve(elements + 1);
+                names.putByteArray(elements, reply, at + 4, nameLength);
+                if (options.typedHeaders) {
+                    byte[] kindName = (kind < KINDS.length ? KINDS[kind] : "kind" + kind).getBytes(StandardCharsets.UTF_8);
+                    entries.getChild(0).reserve(elements + 1);
+                    entries.getChild(1).reserve(elements + 1);
+                    entries.getChild(0).putByteArray(elements, kindName, 0, kindName.length);
+                    entries.getChild(1).putByteArray(elements, reply, valueAt, valueLength);
+                } else {
+                    entries.putByteArray(elements, reply, valueAt, valueLength);
+                }
+                elements++;
+            }
+            at = valueAt + valueLength;
+        }
+        if (!keyFound) {
+            keys.putNull(row);
+        }
+        if (elements == first) {
+            headers.putNull(row);
+        } else {
+            headers.putArray(row, first, elements - first);
+        }
+        return elements;
+    }
+
+    @Override
+    public ColumnarBatch get() {
+        return batch;
+    }
+
+    @Override
+    public void close() {
+        if (connection != null) {
+            if (inFlight.isEmpty()) {
+                connection.release();
+            } else {
+                connection.close();
+            }
+            connection = null;
+        }
+        batch.close();
+        keys.close();
+        headers.close();
+        noKeys.close();
+        noHeaders.close();
+    }
+}
