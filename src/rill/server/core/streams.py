@@ -16,7 +16,7 @@ from rill import errors
 from rill.server.auth.permissioner import Action
 from rill.server.core.model import Session, Stream
 from rill.server.core.names import validate_name
-from rill.server.core.state import CoreState
+from rill.server.core.state import CoreState, catalogue_change
 from rill.server.core.types import Ref
 from rill.server.core.partitions import (
     remove_tombstones,
@@ -90,25 +90,28 @@ class StreamService:
         except OSError:
             log.exception("cannot write the manifest of stream %d", stream.id)
 
-    def delete_stream(self, session: Session, stream_id: Ref) -> None:
+    @catalogue_change
+    async def delete_stream(self, session: Session, stream_id: Ref) -> None:
+        """Removes its files off the event loop (``core.partitions``)."""
         state = self.state
         stream = state.find_stream(stream_id)
         state.authorize(session, Action.MANAGE_STREAM, stream.id)
+        del state.streams[stream.id]  # nothing new reaches it; put back if the deletion fails
         try:
-            tombstones = retire_directories(state, [state.paths.stream_dir(stream.id)])
+            tombstones = await retire_directories(state, [state.paths.stream_dir(stream.id)])
         except OSError as error:
+            state.streams[stream.id] = stream
             raise errors.CannotDeleteStreamDirectory(stream.id) from error
         try:
             state.store.delete_stream(stream.id)
         except BaseException:
-            restore_directories(state, tombstones)
+            state.streams[stream.id] = stream
+            await restore_directories(state, tombstones)
             raise
-        del state.streams[stream.id]
         self.on_stream_deleted(stream)
-        for topic in stream.topics.values():
-            for partition in topic.partitions.values():
-                partition.log.destroy()
-        remove_tombstones(state, tombstones)
+        await remove_tombstones(state, tombstones, [
+            partition for topic in stream.topics.values()
+            for partition in topic.partitions.values()])
 
     def purge_stream(self, session: Session, stream_id: Ref) -> None:
         state = self.state

@@ -219,8 +219,8 @@ def update_stream(core: Core, session: Session, c) -> None:
 
 
 @command
-def delete_stream(core: Core, session: Session, c) -> None:
-    core.streams.delete_stream(session, c.stream_id.value)
+async def delete_stream(core: Core, session: Session, c) -> None:
+    await core.streams.delete_stream(session, c.stream_id.value)
 
 
 @command
@@ -244,9 +244,9 @@ def _topic_spec(c, partitions_count: int = 0, topic_id: int = 0) -> TopicSpec:
 
 
 @command
-def create_topic(core: Core, session: Session, c):
+async def create_topic(core: Core, session: Session, c):
     spec = _topic_spec(c, c.partitions_count, c.topic_id or 0)
-    return views.topic_details(core.topics.create_topic(session, c.stream_id.value, spec))
+    return views.topic_details(await core.topics.create_topic(session, c.stream_id.value, spec))
 
 
 @command
@@ -255,8 +255,8 @@ def update_topic(core: Core, session: Session, c) -> None:
 
 
 @command
-def delete_topic(core: Core, session: Session, c) -> None:
-    core.topics.delete_topic(session, c.stream_id.value, c.topic_id.value)
+async def delete_topic(core: Core, session: Session, c) -> None:
+    await core.topics.delete_topic(session, c.stream_id.value, c.topic_id.value)
 
 
 @command
@@ -265,15 +265,15 @@ def purge_topic(core: Core, session: Session, c) -> None:
 
 
 @command
-def create_partitions(core: Core, session: Session, c) -> None:
-    core.partitions.create_partitions(session, c.stream_id.value, c.topic_id.value,
-                                      c.partitions_count)
+async def create_partitions(core: Core, session: Session, c) -> None:
+    await core.partitions.create_partitions(session, c.stream_id.value, c.topic_id.value,
+                                            c.partitions_count)
 
 
 @command
-def delete_partitions(core: Core, session: Session, c) -> None:
-    core.partitions.delete_partitions(session, c.stream_id.value, c.topic_id.value,
-                                      c.partitions_count)
+async def delete_partitions(core: Core, session: Session, c) -> None:
+    await core.partitions.delete_partitions(session, c.stream_id.value, c.topic_id.value,
+                                            c.partitions_count)
 
 
 # -- messages --------------------------------------------------------------------------------

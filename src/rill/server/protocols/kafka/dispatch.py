@@ -143,17 +143,18 @@ def find_topic(core: Core, session: Session, settings: KafkaSettings, name: str)
     return core.broker.describe_topics(session, settings.stream, [name])[0]
 
 
-def create_topic(core: Core, session: Session, settings: KafkaSettings, spec: TopicSpec) -> Topic:
+async def create_topic(core: Core, session: Session, settings: KafkaSettings, spec: TopicSpec
+                       ) -> Topic:
     """Create a topic in the Kafka stream, creating the stream on first use."""
     broker = core.broker
     try:
-        return broker.create_topic(session, settings.stream, spec)
+        return await broker.create_topic(session, settings.stream, spec)
     except (errors.StreamNameNotFound, errors.StreamIdNotFound):
         try:
             broker.create_namespace(session, settings.stream)
         except errors.StreamNameAlreadyExists:
             pass
-        return broker.create_topic(session, settings.stream, spec)
+        return await broker.create_topic(session, settings.stream, spec)
 
 
 # -- ApiVersions (18) ------------------------------------------------------------------------
@@ -199,7 +200,8 @@ async def metadata(core: Core, session: Session, settings: KafkaSettings, reques
         topics = []
         auto_create = settings.auto_create_topics and body.allow_auto_topic_creation
         for entry in requested:
-            topics.append(_requested_topic(core, session, settings, entry.name, auto_create))
+            topics.append(await _requested_topic(core, session, settings, entry.name,
+                                                 auto_create))
     return _Metadata(
         throttle_time_ms=0,
         brokers=(_Metadata.MetadataResponseBroker(node_id=NODE_ID, host=settings.host,
@@ -208,8 +210,8 @@ async def metadata(core: Core, session: Session, settings: KafkaSettings, reques
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 
-def _requested_topic(core: Core, session: Session, settings: KafkaSettings, name: str | None,
-                     auto_create: bool) -> Any:
+async def _requested_topic(core: Core, session: Session, settings: KafkaSettings,
+                           name: str | None, auto_create: bool) -> Any:
     if not valid_name(name):
         return _metadata_error(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
     topic = kafka_topics(core, session, settings).get(name)
@@ -220,12 +222,12 @@ def _requested_topic(core: Core, session: Session, settings: KafkaSettings, name
     if not auto_create:
         return _metadata_error(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     try:
-        topic = create_topic(core, session, settings,
-                             TopicSpec(name=name, partitions_count=DEFAULT_PARTITIONS,
-                                       record_format=RECORD_FORMAT))
+        topic = await create_topic(core, session, settings,
+                                   TopicSpec(name=name, partitions_count=DEFAULT_PARTITIONS,
+                                             record_format=RECORD_FORMAT))
     except errors.RillError as error:
         if isinstance(error, errors.TopicNameAlreadyExists):  # created meanwhile
-            return _requested_topic(core, session, settings, name, False)
+            return await _requested_topic(core, session, settings, name, False)
         return _metadata_error(name, kafka_error(error))
     return _metadata_topic(topic)
 
@@ -288,7 +290,7 @@ async def create_topics(core: Core, session: Session, settings: KafkaSettings, r
                     if spec.name in existing:
                         raise errors.TopicNameAlreadyExists()
                 else:
-                    topic = create_topic(core, session, settings, spec)
+                    topic = await create_topic(core, session, settings, spec)
             except errors.RillError as error:
                 code = kafka_error(error)
                 message = f"topic {entry.name!r} already exists" if (
@@ -331,7 +333,7 @@ async def delete_topics(core: Core, session: Session, settings: KafkaSettings, r
             if not valid_name(name):
                 raise errors.TopicNameNotFound()
             deleted_id = topic_id(find_topic(core, session, settings, name))
-            core.broker.delete_topic(session, TopicRef(settings.stream, name))
+            await core.broker.delete_topic(session, TopicRef(settings.stream, name))
         except errors.RillError as error:
             code = kafka_error(error)
             message = str(error)
@@ -364,8 +366,8 @@ async def create_partitions(core: Core, session: Session, settings: KafkaSetting
                 code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
                 message = "the only broker is node 0"
             elif not request.body.validate_only:
-                core.broker.create_partitions(session, TopicRef(settings.stream, entry.name),
-                                              entry.count - current)
+                await core.broker.create_partitions(
+                    session, TopicRef(settings.stream, entry.name), entry.count - current)
         except errors.RillError as error:
             code = kafka_error(error)
             message = str(error)
