@@ -27,6 +27,7 @@ def test_pings_are_answered_while_tank_creates_1000_partitions(tmp_path):
         nonlocal answered
         link = RawLink(server.tcp_address)
         link.sock.settimeout(300)  # the old code holds a PING as long as the creation
+        link.login()  # (an idle stranger's connection is closed)
         while not stop.is_set():
             assert link.ask(Ping().to_frame()) == (0, b"")
             answered += 1
