@@ -320,3 +320,25 @@ def test_a_creation_whose_caller_is_cancelled_still_finishes(tmp_path):
         assert len(list(state.paths.partitions_dir(1, 1).iterdir())) == 300
 
     run_core(tmp_path, scenario)
+
+
+def test_a_stream_made_while_its_namesake_is_deleted_waits_and_survives(tmp_path):
+    """A stream on its way out holds its id and name until its deletion is committed and its
+    files are gone: a new stream asking for them waits, then gets a directory and a store row
+    of its own (never the tombstone's, never deleted by the older deletion's commit)."""
+    async def scenario(core: Core, attempt: int) -> None:
+        state = core.state
+        if attempt == 0:
+            await execute(core, ROOT, CreateStream(1, "s"))
+            await execute(core, ROOT, create_topic("t", 1000))
+            deleting = asyncio.ensure_future(execute(core, ROOT, DeleteStream(STREAM)))
+            while state.streams.get(1) is not None:
+                await asyncio.sleep(0)
+            created = await execute(core, ROOT, CreateStream(0, "s"))  # the lowest free id: 1
+            assert deleting.done() and created.stream.id == 1
+        assert [(row.id, row.name) for row in state.store.load_streams()] == [(1, "s")]
+        assert state.store.load_topics() == [] and list(state.streams[1].topics) == []
+        assert sorted(p.name for p in state.paths.streams_dir.iterdir()) == ["1"]
+        assert sorted(p.name for p in state.paths.stream_dir(1).iterdir()) == ["stream.json"]
+
+    run_core(tmp_path, scenario)

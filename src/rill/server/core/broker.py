@@ -122,8 +122,8 @@ class Broker:
 
     # -- catalogue -------------------------------------------------------------------------
 
-    def create_namespace(self, session: Session, name: str) -> Stream:
-        return self._core.streams.create_stream(session, name)
+    async def create_namespace(self, session: Session, name: str) -> Stream:
+        return await self._core.streams.create_stream(session, name)
 
     def namespaces(self, session: Session) -> list[Stream]:
         return self._core.streams.get_streams(session)

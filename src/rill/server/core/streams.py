@@ -42,8 +42,11 @@ class StreamService:
         self.state.authorize(session, Action.LIST_STREAMS)
         return [self.state.streams[sid] for sid in sorted(self.state.streams)]
 
-    def create_stream(self, session: Session, name: str, stream_id: int = 0) -> Stream:
-        """A new stream; ``stream_id`` 0 takes the lowest free id."""
+    @catalogue_change
+    async def create_stream(self, session: Session, name: str, stream_id: int = 0) -> Stream:
+        """A new stream; ``stream_id`` 0 takes the lowest free id. A catalogue change (its
+        one manifest is written on the loop): it cannot take the id or the name of a stream
+        whose deletion is under way."""
         state = self.state
         state.authorize(session, Action.CREATE_STREAM)
         name = validate_name(name, errors.InvalidStreamName)

@@ -225,8 +225,8 @@ async def get_streams(core: Core, session: Session, c):
 
 
 @command
-def create_stream(core: Core, session: Session, c):
-    return views.stream_details(core.streams.create_stream(session, c.name, c.stream_id or 0))
+async def create_stream(core: Core, session: Session, c):
+    return views.stream_details(await core.streams.create_stream(session, c.name, c.stream_id or 0))
 
 
 @command

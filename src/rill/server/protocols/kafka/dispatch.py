@@ -153,7 +153,7 @@ async def create_topic(core: Core, session: Session, settings: KafkaSettings, sp
         return await broker.create_topic(session, settings.stream, spec)
     except (errors.StreamNameNotFound, errors.StreamIdNotFound):
         try:
-            broker.create_namespace(session, settings.stream)
+            await broker.create_namespace(session, settings.stream)
         except errors.StreamNameAlreadyExists:
             pass
         return await broker.create_topic(session, settings.stream, spec)

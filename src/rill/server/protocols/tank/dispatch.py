@@ -144,7 +144,7 @@ async def create_topic(core: Core, session: Session, settings: TankSettings,
             await broker.create_topic(session, settings.stream, spec)
         except (errors.StreamNameNotFound, errors.StreamIdNotFound):
             try:
-                broker.create_namespace(session, settings.stream)
+                await broker.create_namespace(session, settings.stream)
             except errors.StreamNameAlreadyExists:
                 pass
             await broker.create_topic(session, settings.stream, spec)
