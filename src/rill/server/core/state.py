@@ -1,8 +1,10 @@
 """What every service shares: the model, the metadata store, the files, the clock.
 
 Owns: lookups by id or name (``Ref``) (with the right not-found error for ids and names), id
-assignment, creating and opening partition logs, and the authentication gate. Invariant:
-services reach streams, topics and partitions only through these lookups.
+assignment, creating and opening partition logs, the authentication gate, and the order of
+catalogue changes (``catalogue_change``: creating and deleting streams, topics and partitions,
+one at a time, each to its end). Invariant: services reach streams, topics and partitions only
+through these lookups.
 """
 
 from __future__ import annotations
