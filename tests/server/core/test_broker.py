@@ -158,6 +158,22 @@ def test_describe_topics_and_unknown_names(tmp_path):
     run(tmp_path, scenario)
 
 
+def test_partitions_up_to_a_total_count_the_changes_queued_before(tmp_path):
+    """Kafka's CreatePartitions asks for a new total: counted when its change runs, after a
+    change of the same topic queued before it, not when it was asked."""
+    async def scenario(core, broker, session) -> None:
+        ref = TopicRef("ns", "t")  # 2 partitions
+        adding = asyncio.ensure_future(broker.create_partitions(session, ref, 300))
+        await asyncio.sleep(0)
+        await broker.create_partitions(session, ref, 303, up_to=True)
+        await adding
+        assert len(broker.describe_topics(session, "ns", ["t"])[0].partitions) == 303
+        with pytest.raises(errors.TooManyPartitions):
+            await broker.create_partitions(session, ref, 303, up_to=True)
+
+    run(tmp_path, scenario)
+
+
 def test_a_topic_records_its_record_format(tmp_path):
     async def scenario(core, broker, session) -> None:
         [topic] = broker.describe_topics(session, "ns", ["t"])

@@ -190,8 +190,13 @@ class Broker:
         state.authorize(session, Action.LOGGED_IN)
         return state.find_stream(namespace).topics.by_name()
 
-    async def create_partitions(self, session: Session, ref: TopicRef, count: int) -> None:
-        await self._core.partitions.create_partitions(session, ref.namespace, ref.topic, count)
+    async def create_partitions(self, session: Session, ref: TopicRef, count: int,
+                                up_to: bool = False) -> None:
+        """``count`` new partitions; with ``up_to``, as many as make ``count`` in all (Kafka's
+        CreatePartitions), counted when the change runs, so that changes of the topic made
+        meanwhile are counted too (TooManyPartitions when it would not grow)."""
+        await self._core.partitions.create_partitions(session, ref.namespace, ref.topic, count,
+                                                      up_to)
 
     # -- data ------------------------------------------------------------------------------
 

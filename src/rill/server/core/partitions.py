@@ -138,10 +138,14 @@ class PartitionService:
 
     @catalogue_change
     async def create_partitions(self, session: Session, stream_id: Ref, topic_id: Ref,
-                                count: int) -> None:
+                                count: int, up_to: bool = False) -> None:
+        """``count`` new partitions; with ``up_to``, as many as make ``count`` in all, counted
+        when the change runs (after the changes queued before it)."""
         state = self.state
         topic = state.find_topic(stream_id, topic_id)
         state.authorize(session, Action.MANAGE_TOPIC, topic.stream_id, topic.id)
+        if up_to:
+            count -= len(topic.partitions)
         if not 1 <= count <= MAX_PARTITIONS_PER_REQUEST:
             raise errors.TooManyPartitions(field="partitions_count")
         await add_partitions(state, topic, count)

@@ -374,7 +374,7 @@ async def create_partitions(core: Core, session: Session, settings: KafkaSetting
                 message = "the only broker is node 0"
             elif not request.body.validate_only:
                 await core.broker.create_partitions(
-                    session, TopicRef(settings.stream, entry.name), entry.count - current)
+                    session, TopicRef(settings.stream, entry.name), entry.count, up_to=True)
         except errors.RillError as error:
             code = kafka_error(error)
             message = str(error)
