@@ -8,8 +8,8 @@ partitions (CREATE_TOPIC), adds 1,000 more (CREATE_PARTITIONS), deletes 1,000 of
 (DELETE_TOPIC); then creates ``--streams`` streams (fewer when that takes more than
 ``--stream-seconds``) and asks GET_STREAMS three times. Prints, per step, how long the step
 took and the longest time within it that no PING was answered (the worst PING stall; the
-same before anything started is the quiet reference). With ``--baseline PATH`` (the ``src`` of another checkout) the same
-runs against that code too, in the same run.
+same before anything started is the quiet reference). With ``--baseline PATH`` (the ``src``
+of another checkout) the same runs against that code too, in the same run.
 
     python benchmarks/partition_stall.py [--streams 100000] [--stream-seconds 120]
                                          [--baseline /tmp/base/src]

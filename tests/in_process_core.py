@@ -27,7 +27,8 @@ def run_with_broker(tmp_path, scenario: Callable[..., Awaitable[None]],
             session = broker.connect("127.0.0.1:1", Transport.TCP)
             await broker.authenticate(session, "iggy", "iggy")
             await broker.create_namespace(session, "ns")
-            await broker.create_topic(session, "ns", TopicSpec("t", partitions_count=partitions_count))
+            await broker.create_topic(session, "ns",
+                                      TopicSpec("t", partitions_count=partitions_count))
             await scenario(core, broker, session)
         finally:
             await core.stop()

@@ -284,7 +284,8 @@ def test_a_failed_delete_of_2000_partitions_puts_them_back(tmp_path):
             store = state.store
             failure = errors.CannotWriteToFile(reason="disk full")
             store.delete_topic = fail_on(1, failure)(store.delete_topic)
-            deleting = asyncio.ensure_future(execute(core, ROOT, DeleteTopic(STREAM, Identifier.of(1))))
+            deleting = asyncio.ensure_future(
+                execute(core, ROOT, DeleteTopic(STREAM, Identifier.of(1))))
             while state.streams[1].topics.get(1) is not None:
                 await asyncio.sleep(0)
             with pytest.raises(errors.TopicIdNotFound):  # on its way out: nothing reaches it

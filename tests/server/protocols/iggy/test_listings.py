@@ -42,7 +42,8 @@ def test_get_streams_and_get_topics_of_20000_let_other_work_run(tmp_path):
                 streams[stream_id] = Stream(stream_id, f"s{stream_id}", stream_id)
             topics = streams[1].topics
             for topic_id in range(1, STREAMS + 1):
-                topics[topic_id] = Topic(1, topic_id, f"t{topic_id}", topic_id, 1, 0, 0, 1, "iggy-v1")
+                topics[topic_id] = Topic(1, topic_id, f"t{topic_id}", topic_id, 1, 0, 0, 1,
+                                         "iggy-v1")
 
             turns, reply = await _turns_while(handle_request(
                 core, session, GetStreams.CODE, memoryview(GetStreams().encode())))
