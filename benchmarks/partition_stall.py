@@ -6,7 +6,7 @@ to back the whole time while a second connection, in turn: creates a topic of 1,
 partitions (CREATE_TOPIC), adds 1,000 more (CREATE_PARTITIONS), deletes 1,000 of them
 (DELETE_PARTITIONS), adds 1,000 again, deletes the topic and its 2,000 partitions
 (DELETE_TOPIC); then creates ``--streams`` streams (fewer when that takes more than
-``--stream-seconds``) and asks GET_STREAMS three times. Prints, per step, how long the step
+``--stream-seconds``; the baseline makes as many) and asks GET_STREAMS three times. Prints, per step, how long the step
 took and the longest time within it that no PING was answered (the worst PING stall; the
 same before anything started is the quiet reference). With ``--baseline PATH`` (the ``src``
 of another checkout) the same runs against that code too, in the same run.
@@ -168,10 +168,11 @@ def main() -> None:
                         help="stop creating streams after this long")
     parser.add_argument("--baseline", help="the src directory of another checkout")
     args = parser.parse_args()
-    report("this tree", measure(args.streams, args.stream_seconds, None))
-    if args.baseline:
+    figures = measure(args.streams, args.stream_seconds, None)
+    report("this tree", figures)
+    if args.baseline:  # as many streams as this tree made, however long they take
         report(f"baseline {args.baseline}",
-               measure(args.streams, args.stream_seconds, args.baseline))
+               measure(int(figures["streams"]), 10 * args.stream_seconds, args.baseline))
 
 
 if __name__ == "__main__":
