@@ -26,8 +26,9 @@ def run_with_broker(tmp_path, scenario: Callable[..., Awaitable[None]],
             broker = core.broker
             session = broker.connect("127.0.0.1:1", Transport.TCP)
             await broker.authenticate(session, "iggy", "iggy")
-            broker.create_namespace(session, "ns")
-            broker.create_topic(session, "ns", TopicSpec("t", partitions_count=partitions_count))
+            await broker.create_namespace(session, "ns")
+            await broker.create_topic(session, "ns",
+                                      TopicSpec("t", partitions_count=partitions_count))
             await scenario(core, broker, session)
         finally:
             await core.stop()

@@ -104,7 +104,7 @@ def test_a_wait_is_woken_by_an_append(tmp_path):
 
 def test_wait_any_counts_min_bytes_across_topics_together(tmp_path):
     async def scenario(core, broker, session) -> None:
-        broker.create_topic(session, "ns", TopicSpec("u", partitions_count=1))
+        await broker.create_topic(session, "ns", TopicSpec("u", partitions_count=1))
         one = len(encode_messages([b"x" * 100]))
         positions = {"t": [(0, 0)], "u": [(0, 0)]}
         waiting = asyncio.ensure_future(broker.wait_any(session, "ns", positions, 2 * one, 30))
@@ -150,10 +150,26 @@ def test_describe_topics_and_unknown_names(tmp_path):
         assert len(topic.partitions) == 2
         with pytest.raises(errors.TopicNameNotFound):
             broker.describe_topics(session, "ns", ["nope"])
-        broker.create_partitions(session, TopicRef("ns", "t"), 1)
+        await broker.create_partitions(session, TopicRef("ns", "t"), 1)
         assert len(broker.describe_topics(session, "ns", ["t"])[0].partitions) == 3
-        broker.delete_topic(session, TopicRef("ns", "t"))
+        await broker.delete_topic(session, TopicRef("ns", "t"))
         assert broker.describe_topics(session, "ns") == []
+
+    run(tmp_path, scenario)
+
+
+def test_partitions_up_to_a_total_count_the_changes_queued_before(tmp_path):
+    """Kafka's CreatePartitions asks for a new total: counted when its change runs, after a
+    change of the same topic queued before it, not when it was asked."""
+    async def scenario(core, broker, session) -> None:
+        ref = TopicRef("ns", "t")  # 2 partitions
+        adding = asyncio.ensure_future(broker.create_partitions(session, ref, 300))
+        await asyncio.sleep(0)
+        await broker.create_partitions(session, ref, 303, up_to=True)
+        await adding
+        assert len(broker.describe_topics(session, "ns", ["t"])[0].partitions) == 303
+        with pytest.raises(errors.TooManyPartitions):
+            await broker.create_partitions(session, ref, 303, up_to=True)
 
     run(tmp_path, scenario)
 
@@ -165,7 +181,7 @@ def test_a_topic_records_its_record_format(tmp_path):
         assert topic.partitions[1].log.settings.record_format == "iggy-v1"
         assert [row.record_format for row in core.state.store.load_topics()] == ["iggy-v1"]
         with pytest.raises(errors.FeatureUnavailable, match="record format 'kafka-v9'"):
-            broker.create_topic(session, "ns", TopicSpec("k", 1, record_format="kafka-v9"))
+            await broker.create_topic(session, "ns", TopicSpec("k", 1, record_format="kafka-v9"))
         assert [topic.name for topic in broker.describe_topics(session, "ns")] == ["t"]
 
     run(tmp_path, scenario)

@@ -53,8 +53,8 @@ def test_two_servers_in_one_process_keep_their_own_settings_and_metrics(tmp_path
             for core in cores:
                 session = core.broker.connect("127.0.0.1:1", Transport.TCP)
                 await core.broker.authenticate(session, "iggy", "iggy")
-                core.broker.create_namespace(session, "s")
-                core.broker.create_topic(session, "s", TopicSpec("t", partitions_count=1))
+                await core.broker.create_namespace(session, "s")
+                await core.broker.create_topic(session, "s", TopicSpec("t", partitions_count=1))
                 core.metrics.instrument(core)
             session = cores[0].sessions[next(iter(cores[0].sessions))]
             await cores[0].broker.append(session, PartitionRef("s", "t", 0),
@@ -86,8 +86,8 @@ async def _started_cores(tmp_path, names: tuple[str, ...], **system) -> list[Cor
         cores.append(core)
         session = core.broker.connect("127.0.0.1:1", Transport.TCP)
         await core.broker.authenticate(session, "iggy", "iggy")
-        core.broker.create_namespace(session, "s")
-        core.broker.create_topic(session, "s", TopicSpec("t", partitions_count=1))
+        await core.broker.create_namespace(session, "s")
+        await core.broker.create_topic(session, "s", TopicSpec("t", partitions_count=1))
     return cores
 
 

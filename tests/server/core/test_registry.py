@@ -95,7 +95,7 @@ def test_stream_creation_does_not_slow_down_as_streams_accumulate(tmp_path):
             for number in range(total):
                 if number % sample == 0:
                     started = time.process_time()
-                create(root, f"stream-{number}")
+                await create(root, f"stream-{number}")
                 if number % sample == sample - 1:
                     costs.append(time.process_time() - started)
             assert core.state.streams.named("stream-29999").id == total

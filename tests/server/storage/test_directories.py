@@ -8,8 +8,8 @@ from rill.server.storage.directories import (
     quarantine,
     read_stream_manifest,
     read_topic_manifest,
-    restore,
-    retire,
+    restore_all,
+    retire_all,
     take_inventory,
     write_manifest,
 )
@@ -50,11 +50,34 @@ def test_retire_and_restore_rename_atomically(tmp_path):
     directory = paths.partition_dir(1, 2, 3)
     directory.mkdir(parents=True)
     (directory / "00000000000000000000.log").write_bytes(b"data")
-    tombstone = retire(directory, durability)
+    [tombstone] = retire_all([directory], durability)
     assert tombstone == directory.with_name("3.deleting") and not directory.exists()
-    restore(tombstone, durability)
+    restore_all([tombstone], durability)
     assert (directory / "00000000000000000000.log").read_bytes() == b"data"
-    assert retire(paths.partition_dir(1, 2, 9), durability) is None  # nothing on disk
+    assert retire_all([paths.partition_dir(1, 2, 9)], durability) == [None]  # nothing on disk
+
+
+def test_retiring_many_syncs_each_parent_once_and_a_failure_renames_all_back(tmp_path):
+    paths = DataPaths(tmp_path)
+    durability = Durability("interval")
+    directories = [paths.partition_dir(1, 2, pid) for pid in range(1, 201)]
+    for directory in directories:
+        directory.mkdir(parents=True)
+    tombstones = retire_all(directories, durability)
+    assert durability.fsync_calls == 1  # the one parent, once
+    assert sorted(p.name for p in paths.partitions_dir(1, 2).iterdir()) == sorted(
+        f"{pid}.deleting" for pid in range(1, 201))
+    restore_all(tombstones, durability)
+    (paths.partitions_dir(1, 2) / "150.deleting").mkdir()  # the 150th rename fails:
+    (paths.partitions_dir(1, 2) / "150.deleting" / "left").write_bytes(b"")  # not empty
+    try:
+        retire_all(directories, durability)
+    except OSError:
+        pass
+    else:
+        raise AssertionError("the rename onto a non-empty tombstone should fail")
+    assert sorted(p.name for p in paths.partitions_dir(1, 2).iterdir()) == sorted(
+        [str(pid) for pid in range(1, 201)] + ["150.deleting"])
 
 
 def test_the_inventory_lists_numbered_directories_and_tombstones_only(tmp_path):

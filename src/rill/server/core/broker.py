@@ -122,14 +122,14 @@ class Broker:
 
     # -- catalogue -------------------------------------------------------------------------
 
-    def create_namespace(self, session: Session, name: str) -> Stream:
-        return self._core.streams.create_stream(session, name)
+    async def create_namespace(self, session: Session, name: str) -> Stream:
+        return await self._core.streams.create_stream(session, name)
 
     def namespaces(self, session: Session) -> list[Stream]:
         return self._core.streams.get_streams(session)
 
-    def create_topic(self, session: Session, namespace: Ref, spec: TopicSpec) -> Topic:
-        return self._core.topics.create_topic(session, namespace, spec)
+    async def create_topic(self, session: Session, namespace: Ref, spec: TopicSpec) -> Topic:
+        return await self._core.topics.create_topic(session, namespace, spec)
 
     def check_topic_creation(self, session: Session, namespace: Ref) -> None:
         """Raise unless ``session`` may create a topic in ``namespace``; in a namespace that
@@ -143,8 +143,8 @@ class Broker:
             return
         state.authorize(session, Action.CREATE_TOPIC, stream.id)
 
-    def delete_topic(self, session: Session, ref: TopicRef) -> None:
-        self._core.topics.delete_topic(session, ref.namespace, ref.topic)
+    async def delete_topic(self, session: Session, ref: TopicRef) -> None:
+        await self._core.topics.delete_topic(session, ref.namespace, ref.topic)
 
     def describe_topics(self, session: Session, namespace: Ref,
                         topics: Sequence[Ref] | None = None) -> list[Topic]:
@@ -190,8 +190,13 @@ class Broker:
         state.authorize(session, Action.LOGGED_IN)
         return state.find_stream(namespace).topics.by_name()
 
-    def create_partitions(self, session: Session, ref: TopicRef, count: int) -> None:
-        self._core.partitions.create_partitions(session, ref.namespace, ref.topic, count)
+    async def create_partitions(self, session: Session, ref: TopicRef, count: int,
+                                up_to: bool = False) -> None:
+        """``count`` new partitions; with ``up_to``, as many as make ``count`` in all (Kafka's
+        CreatePartitions), counted when the change runs, so that changes of the topic made
+        meanwhile are counted too (TooManyPartitions when it would not grow)."""
+        await self._core.partitions.create_partitions(session, ref.namespace, ref.topic, count,
+                                                      up_to)
 
     # -- data ------------------------------------------------------------------------------
 

@@ -309,6 +309,7 @@ class Core:
                 pass
         self._tasks.clear()
         state = self.state
+        await state.settle_catalogue()  # a topic half made in a worker thread is finished first
         started = time.monotonic()
         logs = 0
         for stream in state.streams.values():

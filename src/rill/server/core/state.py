@@ -1,15 +1,19 @@
 """What every service shares: the model, the metadata store, the files, the clock.
 
 Owns: lookups by id or name (``Ref``) (with the right not-found error for ids and names), id
-assignment, creating and opening partition logs, and the authentication gate. Invariant:
-services reach streams, topics and partitions only through these lookups.
+assignment, creating and opening partition logs, the authentication gate, and the order of
+catalogue changes (``catalogue_change``: creating and deleting streams, topics and partitions,
+one at a time, each to its end). Invariant: services reach streams, topics and partitions only
+through these lookups.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Awaitable, Callable, TypeVar
 
 from rill import errors
 from rill.server.auth.permissioner import Action, Permissioner
@@ -40,6 +44,9 @@ class CoreState:
     clean_start: bool = True
     login_throttle: LoginThrottle = field(
         default_factory=lambda: LoginThrottle(ThrottleSettings(enabled=False)))
+    # catalogue changes (``catalogue_change``) run one at a time, each to its end
+    catalogue_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    catalogue_changes: set[asyncio.Future[Any]] = field(default_factory=set)
 
     # -- gates -----------------------------------------------------------------------------
 
@@ -112,6 +119,13 @@ class CoreState:
         if self.store.reserve is not None:
             self.store.reserve.take()
 
+    # -- catalogue changes -----------------------------------------------------------------
+
+    async def settle_catalogue(self) -> None:
+        """Wait for the catalogue changes under way (a stop, before it closes the logs)."""
+        while self.catalogue_changes:
+            await asyncio.gather(*self.catalogue_changes, return_exceptions=True)
+
     # -- partition files -------------------------------------------------------------------
 
     def log_settings(self, topic: Topic) -> LogSettings:
@@ -122,8 +136,46 @@ class CoreState:
                            append_threads=system.append_threads,
                            append_thread_min_size=system.append_thread_min_size)
 
-    def open_partition(self, topic: Topic, partition_id: int, created_at: int) -> Partition:
+    def open_partition(self, topic: Topic, partition_id: int, created_at: int,
+                       sync_parent: bool = True) -> Partition:
         directory = self.paths.partition_dir(topic.stream_id, topic.id, partition_id)
         log = PartitionLog.open(directory, self.log_settings(topic), self.durability,
-                                self.clean_start)
+                                self.clean_start, sync_parent=sync_parent)
         return Partition(topic.stream_id, topic.id, partition_id, created_at, log)
+
+
+Change = TypeVar("Change", bound=Callable[..., Awaitable[Any]])
+
+
+def catalogue_change(method: Change) -> Change:
+    """A service's coroutine method that creates or deletes streams, topics or partitions,
+    making or removing their files in a worker thread while the event loop serves everyone
+    else (``core.partitions``). Such changes run one at a time (the state's
+    ``catalogue_lock``: what one checked, e.g. that a name is free, still holds when it
+    commits), and each runs to its end even when its caller is cancelled (a thread cannot be
+    stopped half-way: what it made is then committed or removed, never left behind); a stop
+    waits for them (``settle_catalogue``). Everything else (sends, polls, lookups, settings)
+    goes on meanwhile and sees the catalogue as it was until the change commits."""
+
+    @functools.wraps(method)
+    async def change(self: Any, *args: Any, **kwargs: Any) -> Any:
+        state: CoreState = self.state
+
+        async def locked() -> Any:
+            async with state.catalogue_lock:
+                return await method(self, *args, **kwargs)
+
+        task = asyncio.ensure_future(locked())
+        state.catalogue_changes.add(task)
+        task.add_done_callback(_finished_change(state))
+        return await asyncio.shield(task)
+
+    return change  # type: ignore[return-value]
+
+
+def _finished_change(state: CoreState) -> Callable[[asyncio.Future[Any]], None]:
+    def finished(task: asyncio.Future[Any]) -> None:
+        state.catalogue_changes.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a caller that was cancelled no longer awaits it
+    return finished

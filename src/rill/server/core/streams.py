@@ -16,7 +16,7 @@ from rill import errors
 from rill.server.auth.permissioner import Action
 from rill.server.core.model import Session, Stream
 from rill.server.core.names import validate_name
-from rill.server.core.state import CoreState
+from rill.server.core.state import CoreState, catalogue_change
 from rill.server.core.types import Ref
 from rill.server.core.partitions import (
     remove_tombstones,
@@ -42,8 +42,11 @@ class StreamService:
         self.state.authorize(session, Action.LIST_STREAMS)
         return [self.state.streams[sid] for sid in sorted(self.state.streams)]
 
-    def create_stream(self, session: Session, name: str, stream_id: int = 0) -> Stream:
-        """A new stream; ``stream_id`` 0 takes the lowest free id."""
+    @catalogue_change
+    async def create_stream(self, session: Session, name: str, stream_id: int = 0) -> Stream:
+        """A new stream; ``stream_id`` 0 takes the lowest free id. A catalogue change (its
+        one manifest is written on the loop): it cannot take the id or the name of a stream
+        whose deletion is under way."""
         state = self.state
         state.authorize(session, Action.CREATE_STREAM)
         name = validate_name(name, errors.InvalidStreamName)
@@ -90,25 +93,28 @@ class StreamService:
         except OSError:
             log.exception("cannot write the manifest of stream %d", stream.id)
 
-    def delete_stream(self, session: Session, stream_id: Ref) -> None:
+    @catalogue_change
+    async def delete_stream(self, session: Session, stream_id: Ref) -> None:
+        """Removes its files off the event loop (``core.partitions``)."""
         state = self.state
         stream = state.find_stream(stream_id)
         state.authorize(session, Action.MANAGE_STREAM, stream.id)
+        del state.streams[stream.id]  # nothing new reaches it; put back if the deletion fails
         try:
-            tombstones = retire_directories(state, [state.paths.stream_dir(stream.id)])
+            tombstones = await retire_directories(state, [state.paths.stream_dir(stream.id)])
         except OSError as error:
+            state.streams[stream.id] = stream
             raise errors.CannotDeleteStreamDirectory(stream.id) from error
         try:
             state.store.delete_stream(stream.id)
         except BaseException:
-            restore_directories(state, tombstones)
+            state.streams[stream.id] = stream
+            await restore_directories(state, tombstones)
             raise
-        del state.streams[stream.id]
         self.on_stream_deleted(stream)
-        for topic in stream.topics.values():
-            for partition in topic.partitions.values():
-                partition.log.destroy()
-        remove_tombstones(state, tombstones)
+        await remove_tombstones(state, tombstones, [
+            partition for topic in stream.topics.values()
+            for partition in topic.partitions.values()])
 
     def purge_stream(self, session: Session, stream_id: Ref) -> None:
         state = self.state

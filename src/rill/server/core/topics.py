@@ -28,7 +28,7 @@ from rill.server.core.partitions import (
     restore_directories,
     retire_directories,
 )
-from rill.server.core.state import CoreState
+from rill.server.core.state import CoreState, catalogue_change
 from rill.server.core.types import Ref, TopicSpec
 from rill.server.storage.directories import write_manifest
 from rill.server.storage.metadata import TopicRow
@@ -82,7 +82,8 @@ class TopicService:
                 raise errors.InvalidTopicSize(max_size, segment_size, field="max_topic_size")
         return max_size
 
-    def create_topic(self, session: Session, stream_id: Ref, spec: TopicSpec) -> Topic:
+    @catalogue_change
+    async def create_topic(self, session: Session, stream_id: Ref, spec: TopicSpec) -> Topic:
         state = self.state
         stream = state.find_stream(stream_id)
         state.authorize(session, Action.CREATE_TOPIC, stream.id)
@@ -105,7 +106,7 @@ class TopicService:
             replication_factor=spec.replication_factor or 1,
             record_format=_known_format(spec.record_format),
         )
-        add_partitions(state, topic, spec.partitions_count, topic_row(topic))
+        await add_partitions(state, topic, spec.partitions_count, topic_row(topic))
         stream.topics[topic.id] = topic
         return topic
 
@@ -140,26 +141,27 @@ class TopicService:
             log.exception("cannot write the manifest of topic %d of stream %d", topic.id,
                           topic.stream_id)
 
-    def delete_topic(self, session: Session, stream_id: Ref, topic_id: Ref) -> None:
+    @catalogue_change
+    async def delete_topic(self, session: Session, stream_id: Ref, topic_id: Ref) -> None:
         state = self.state
         topic = state.find_topic(stream_id, topic_id)
         state.authorize(session, Action.MANAGE_TOPIC, topic.stream_id, topic.id)
+        topics = state.streams[topic.stream_id].topics
+        del topics[topic.id]  # nothing new reaches it; put back if the deletion fails
+        directory = state.paths.topic_dir(topic.stream_id, topic.id)
         try:
-            tombstones = retire_directories(state, [state.paths.topic_dir(topic.stream_id, topic.id)])
+            tombstones = await retire_directories(state, [directory])
         except OSError as error:
-            raise errors.CannotDeleteTopicDirectory(
-                topic.id, topic.stream_id, state.paths.topic_dir(topic.stream_id, topic.id)
-            ) from error
+            topics[topic.id] = topic
+            raise errors.CannotDeleteTopicDirectory(topic.id, topic.stream_id, directory) from error
         try:
             state.store.delete_topic(topic.stream_id, topic.id)
         except BaseException:
-            restore_directories(state, tombstones)
+            topics[topic.id] = topic
+            await restore_directories(state, tombstones)
             raise
-        del state.streams[topic.stream_id].topics[topic.id]
         self.on_topic_deleted(topic)
-        for partition in topic.partitions.values():
-            partition.log.destroy()
-        remove_tombstones(state, tombstones)
+        await remove_tombstones(state, tombstones, topic.partitions.values())
 
     def purge_topic(self, session: Session, stream_id: Ref, topic_id: Ref) -> None:
         state = self.state

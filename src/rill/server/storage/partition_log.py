@@ -209,8 +209,12 @@ class PartitionLog:
         settings: LogSettings,
         durability: Durability,
         clean_shutdown: bool,
+        sync_parent: bool = True,
     ) -> PartitionLog:
-        """Open (recovering) or create the log in ``directory``."""
+        """Open (recovering) or create the log in ``directory``. A created directory's parent is
+        synced unless ``sync_parent`` is false (the caller creating many syncs it once).
+        Blocking, and safe in a worker thread for a directory no one else uses (the
+        descriptor cache is thread safe): creating many partitions runs there."""
         directory = Path(directory)
         created = not directory.exists()
         try:
@@ -233,7 +237,7 @@ class PartitionLog:
         log = cls(directory, settings, durability, segments)
         if not segments:
             log._add_segment(0)
-            if created:
+            if created and sync_parent:
                 durability.sync_directory(directory.parent)
         elif log._segments[-1].size_bytes >= settings.segment_size:
             log._seal_active()
@@ -905,8 +909,9 @@ class PartitionLog:
         self._add_segment(0)
 
     # ------------------------------------------------------------------ closing
-    def close(self) -> None:
-        """Sync (per policy) and close every file. The log cannot be used afterwards."""
+    def close(self, sync: bool = True) -> None:
+        """Sync (per policy; not with ``sync`` false: a log whose directory is being deleted)
+        and close every file. The log cannot be used afterwards."""
         self._settle()
         if self._closed:
             return
@@ -914,7 +919,7 @@ class PartitionLog:
         failure: BaseException | None = None
         for segment in self._segments:
             try:
-                segment.close()
+                segment.close(sync=sync)
             except BaseException as error:  # noqa: BLE001 - close the others, then report
                 failure = failure or error
         if failure is not None:

@@ -10,6 +10,7 @@ state change lives here: the core's services do those.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import inspect
 import time
@@ -40,6 +41,8 @@ Call = Callable[[Core, Session, Any], Any]  # a coroutine function where the cor
 PUBLIC_COMMANDS = frozenset(
     {"ping", "login_user", "login_with_personal_access_token", "logout_user"}
 )
+
+RECORDS_PER_TURN = 256  # records a listing builds (and the handler encodes) between loop turns
 
 COMMANDS: dict[str, Call] = {}
 AWAITED: set[str] = set()  # the commands whose call is a coroutine function
@@ -211,14 +214,27 @@ def get_stream(core: Core, session: Session, c):
     return views.stream_details(core.streams.get_stream(session, c.stream_id.value))
 
 
-@command
-def get_streams(core: Core, session: Session, c):
-    return [views.stream_record(stream) for stream in core.streams.get_streams(session)]
+async def in_turns(items: list[Any], make: Callable[[Any], Any]) -> list[Any]:
+    """``[make(item) for item in items]``, yielding to the event loop every
+    ``RECORDS_PER_TURN`` items: 100,000 streams take the loop for a second at once, so other
+    connections are served between the pieces. ``items`` is a snapshot (a stream or topic
+    deleted meanwhile is still described as it was; one created meanwhile is not)."""
+    made = []
+    for start in range(0, len(items), RECORDS_PER_TURN):
+        if start:
+            await asyncio.sleep(0)
+        made.extend(make(item) for item in items[start:start + RECORDS_PER_TURN])
+    return made
 
 
 @command
-def create_stream(core: Core, session: Session, c):
-    return views.stream_details(core.streams.create_stream(session, c.name, c.stream_id or 0))
+async def get_streams(core: Core, session: Session, c):
+    return await in_turns(core.streams.get_streams(session), views.stream_record)
+
+
+@command
+async def create_stream(core: Core, session: Session, c):
+    return views.stream_details(await core.streams.create_stream(session, c.name, c.stream_id or 0))
 
 
 @command
@@ -227,8 +243,8 @@ def update_stream(core: Core, session: Session, c) -> None:
 
 
 @command
-def delete_stream(core: Core, session: Session, c) -> None:
-    core.streams.delete_stream(session, c.stream_id.value)
+async def delete_stream(core: Core, session: Session, c) -> None:
+    await core.streams.delete_stream(session, c.stream_id.value)
 
 
 @command
@@ -242,8 +258,8 @@ def get_topic(core: Core, session: Session, c):
 
 
 @command
-def get_topics(core: Core, session: Session, c):
-    return [views.topic_record(topic) for topic in core.topics.get_topics(session, c.stream_id.value)]
+async def get_topics(core: Core, session: Session, c):
+    return await in_turns(core.topics.get_topics(session, c.stream_id.value), views.topic_record)
 
 
 def _topic_spec(c, partitions_count: int = 0, topic_id: int = 0) -> TopicSpec:
@@ -252,9 +268,9 @@ def _topic_spec(c, partitions_count: int = 0, topic_id: int = 0) -> TopicSpec:
 
 
 @command
-def create_topic(core: Core, session: Session, c):
+async def create_topic(core: Core, session: Session, c):
     spec = _topic_spec(c, c.partitions_count, c.topic_id or 0)
-    return views.topic_details(core.topics.create_topic(session, c.stream_id.value, spec))
+    return views.topic_details(await core.topics.create_topic(session, c.stream_id.value, spec))
 
 
 @command
@@ -276,8 +292,8 @@ def update_topic(core: Core, session: Session, c) -> None:
 
 
 @command
-def delete_topic(core: Core, session: Session, c) -> None:
-    core.topics.delete_topic(session, c.stream_id.value, c.topic_id.value)
+async def delete_topic(core: Core, session: Session, c) -> None:
+    await core.topics.delete_topic(session, c.stream_id.value, c.topic_id.value)
 
 
 @command
@@ -286,15 +302,15 @@ def purge_topic(core: Core, session: Session, c) -> None:
 
 
 @command
-def create_partitions(core: Core, session: Session, c) -> None:
-    core.partitions.create_partitions(session, c.stream_id.value, c.topic_id.value,
-                                      c.partitions_count)
+async def create_partitions(core: Core, session: Session, c) -> None:
+    await core.partitions.create_partitions(session, c.stream_id.value, c.topic_id.value,
+                                            c.partitions_count)
 
 
 @command
-def delete_partitions(core: Core, session: Session, c) -> None:
-    core.partitions.delete_partitions(session, c.stream_id.value, c.topic_id.value,
-                                      c.partitions_count)
+async def delete_partitions(core: Core, session: Session, c) -> None:
+    await core.partitions.delete_partitions(session, c.stream_id.value, c.topic_id.value,
+                                            c.partitions_count)
 
 
 # -- messages --------------------------------------------------------------------------------

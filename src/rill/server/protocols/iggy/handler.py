@@ -10,18 +10,20 @@ writes or retries live here.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from rill import errors
 from rill.protocol.codes import decode_command
 from rill.protocol.framing import RESPONSE_HEADER, RequestFrameDecoder
+from rill.protocol.buffer import Writer
 from rill.protocol.responses.base import Record, encode_records
 from rill.protocol.responses.columnar import ColumnarMessages
 from rill.protocol.responses.messages import PolledMessages
 from rill.server.core.core import Core
 from rill.server.core.model import Session
 from rill.server.protocols import Reply
-from rill.server.protocols.iggy.dispatch import execute
+from rill.server.protocols.iggy.dispatch import RECORDS_PER_TURN, execute
 from rill.server.protocols.iggy.views import PolledParts
 
 log = logging.getLogger(__name__)
@@ -83,7 +85,20 @@ async def handle_request(core: Core, session: Session, code: int, payload: memor
     except Exception:
         log.exception("client %d: %s failed unexpectedly", session.client_id, command.NAME)
         return error_reply(errors.Error.code)
+    if isinstance(result, list) and len(result) > RECORDS_PER_TURN:
+        result = await _encode_in_turns(result)  # e.g. GET_STREAMS of 100,000 streams
     return Reply(encode_result(result))
+
+
+async def _encode_in_turns(records: list[Record]) -> bytes:
+    """``encode_records``, yielding to the event loop every ``RECORDS_PER_TURN`` records."""
+    writer = Writer()
+    for start in range(0, len(records), RECORDS_PER_TURN):
+        if start:
+            await asyncio.sleep(0)
+        for record in records[start:start + RECORDS_PER_TURN]:
+            record.encode(writer)
+    return writer.getvalue()
 
 
 class IggyProtocol:

@@ -168,8 +168,8 @@ def _config_valid(text: bytes) -> bool:
     return True
 
 
-def create_topic(core: Core, session: Session, settings: TankSettings,
-                 request: m.CreateTopicRequest) -> m.CreateTopicResponse:
+async def create_topic(core: Core, session: Session, settings: TankSettings,
+                       request: m.CreateTopicRequest) -> m.CreateTopicResponse:
     def answer(code: int) -> m.CreateTopicResponse:
         return m.CreateTopicResponse(request.request_id, request.topic, code)
 
@@ -181,13 +181,13 @@ def create_topic(core: Core, session: Session, settings: TankSettings,
     broker = core.broker
     try:
         try:
-            broker.create_topic(session, settings.stream, spec)
+            await broker.create_topic(session, settings.stream, spec)
         except (errors.StreamNameNotFound, errors.StreamIdNotFound):
             try:
-                broker.create_namespace(session, settings.stream)
+                await broker.create_namespace(session, settings.stream)
             except errors.StreamNameAlreadyExists:
                 pass
-            broker.create_topic(session, settings.stream, spec)
+            await broker.create_topic(session, settings.stream, spec)
     except (errors.TopicNameAlreadyExists, errors.TopicIdAlreadyExists):
         return answer(CreateTopicError.EXISTS)
     except (errors.InvalidTopicName, errors.TooManyPartitions):

@@ -31,6 +31,7 @@ rules (tank-wire-reference §2, §3, §8.7):
 
 from __future__ import annotations
 
+import inspect
 import logging
 
 from rill import errors
@@ -121,6 +122,8 @@ class TankProtocol:
                     return Reply([], later=self._later(response))
             else:
                 response = dispatch.HANDLERS[kind](core, session, self.settings, request)
+                if inspect.isawaitable(response):  # CreateTopic: its files are made off the loop
+                    response = await response
             return Reply(m.encode_response_parts(response))
         except Exception:
             log.exception("client %d: TANK msg_id 0x%02x failed unexpectedly", session.client_id,
