@@ -144,24 +144,24 @@ class Server:
 
         tank = self.config.tank
         name = tank.user.strip()
+        exposed = not is_loopback(split_address(tank.address)[0])
+        refusal = (f"refusing to listen on tank {tank.address}: TANK clients cannot log in and "
+                   f"would act as ")
         if not name:
-            if not is_loopback(split_address(tank.address)[0]):
+            if exposed:
                 raise StartupRefused(
-                    f"refusing to listen on tank {tank.address}: TANK clients cannot log in and "
-                    f"would act as the root user; set [tank] user (RILL_TANK_USER) to the rill "
-                    f"user whose permissions TANK clients get, or listen on a loopback address")
+                    refusal + "the root user; set [tank] user (RILL_TANK_USER) to the rill "
+                    "user whose permissions TANK clients get, or listen on a loopback address")
             return ROOT_USER_ID
         user = self.core.users.find_by_username(name)
         if user is None:
             raise StartupRefused(f"[tank] user {name!r}: no such user")
         rights = privileged_rights(user.permissions)
-        if (rights and not tank.allow_privileged_user
-                and not is_loopback(split_address(tank.address)[0])):
+        if rights and exposed and not tank.allow_privileged_user:
             raise StartupRefused(
-                f"refusing to listen on tank {tank.address}: TANK clients cannot log in and "
-                f"would act as {name!r}, who holds global {', '.join(rights)}; give TANK a "
-                f"user with per-stream rights, listen on a loopback address, or set [tank] "
-                f"allow_privileged_user (RILL_TANK_ALLOW_PRIVILEGED_USER) to accept it")
+                refusal + f"{name!r}, who holds global {', '.join(rights)}; give TANK a user "
+                "with per-stream rights, listen on a loopback address, or set [tank] "
+                "allow_privileged_user (RILL_TANK_ALLOW_PRIVILEGED_USER) to accept it")
         return user.id
 
     async def start(self) -> None:
