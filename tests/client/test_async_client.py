@@ -376,6 +376,7 @@ CALLS = [
     ("update_user", (2, "robert"), users.UpdateUser(Identifier(2), "robert", None)),
     ("update_permissions", (2, PERMISSIONS), users.UpdatePermissions(Identifier(2), PERMISSIONS)),
     ("change_password", (2, "old", "new"), users.ChangePassword(Identifier(2), "old", "new")),
+    ("unlock_user", ("bob",), users.UnlockUser(Identifier("bob"))),
     ("login_user", ("bob", "pw", None), users.LoginUser("bob", "pw")),
     ("logout_user", (), users.LogoutUser()),
     ("get_personal_access_tokens", (), tokens.GetPersonalAccessTokens()),

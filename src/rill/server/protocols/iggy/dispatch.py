@@ -274,10 +274,10 @@ async def create_topic(core: Core, session: Session, c):
 
 
 @command
-def create_topic_with_format(core: Core, session: Session, c):
+async def create_topic_with_format(core: Core, session: Session, c):
     spec = dataclasses.replace(_topic_spec(c, c.partitions_count, c.topic_id or 0),
                                record_format=record_format_stored(c.record_format))
-    return views.topic_details(core.topics.create_topic(session, c.stream_id.value, spec))
+    return views.topic_details(await core.topics.create_topic(session, c.stream_id.value, spec))
 
 
 @command
