@@ -179,7 +179,8 @@ def test_the_cli_reads_what_tank_produced(server, tmp_path):
     assert [m["offset"] for m in messages] == [0, 1, 2, 3]
     assert [base64.b64decode(m["payload"]) for m in messages] == VALUES
     assert [m["timestamp"] for m in messages] == [t * 1000 for t in TIMES]
-    assert messages[0]["headers"]["rill.key"] == {"kind": "raw", "value": b"k0".hex()}
+    # (a raw value that is printable UTF-8 is shown as text, marked so: issue 27 item 7)
+    assert messages[0]["headers"]["rill.key"] == {"kind": "raw", "value": "k0", "encoding": "text"}
     assert "rill.key" not in (messages[1]["headers"] or {})
 
 
