@@ -42,14 +42,15 @@ def read(spark, options, **extra) -> list[tuple[int, bytes]]:
     return sorted((row.offset, row.value) for row in rows)
 
 
-def test_a_batch_read_of_every_offset_yields_the_stored_rows(spark, holed) -> None:
-    assert read(spark, holed, minPartitions="4") == sorted(STORED.items())
+def test_a_batch_read_of_every_offset_yields_the_stored_rows(spark, holed, implementation) -> None:
+    assert read(spark, holed, minPartitions="4", **implementation) == sorted(STORED.items())
 
 
 @pytest.mark.parametrize(("start", "end"), [(0, 3), (0, 11), (100, 9000), (11, 10000)])
-def test_ranges_with_holes_yield_their_rows_and_finish(spark, holed, start, end) -> None:
+def test_ranges_with_holes_yield_their_rows_and_finish(spark, holed, implementation, start,
+                                                        end) -> None:
     bounds = f'{{"kafka/{holed["topic"]}": {{"1": %d}}}}'
     rows = read(spark, holed, startingOffsets=bounds % start, endingOffsets=bounds % end,
-                minPartitions="3")
+                minPartitions="3", **implementation)
     assert rows == [(offset, value) for offset, value in sorted(STORED.items())
                     if start <= offset < end]

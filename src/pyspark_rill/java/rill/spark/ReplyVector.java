@@ -24,6 +24,7 @@ final class ReplyVector extends ColumnVector {
     static final class Batch {
         byte[] reply;
         long baseOffset;
+        boolean sparse;  // the records skip offsets: each row's offset is its record's own
         int timestampsAt;
         int[] recordAt = new int[0];
         int[] payloadAt = new int[0];
@@ -47,7 +48,7 @@ final class ReplyVector extends ColumnVector {
     @Override
     public long getLong(int row) {
         if (kind == Kind.OFFSET) {
-            return batch.baseOffset + row;
+            return batch.sparse ? Wire.getLong(batch.reply, batch.recordAt[row]) : batch.baseOffset + row;
         }
         return Wire.getLong(batch.reply, batch.timestampsAt + 8 * row);
     }

@@ -116,13 +116,26 @@ final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
             byte[] reply = connection.reply;  // the batch's from now on; the connection reads into the other
             connection.reply = spare;
             spare = reply;
+            long first = Wire.getLong(reply, 4);
             long next = Wire.getLong(reply, 12);
             long base = Wire.getLong(reply, 20);
             int count = Wire.getInt(reply, 28);
-            if (base > asked[0] && !(range.fromEarliest && asked[0] == range.start)) {
-                dataLoss(asked[0], Math.min(base, range.end));
+            // offsets below the partition's first stored one were removed; a sparse log's holes
+            // (a reply starting past what was asked, above it) were never there
+            if (first > asked[0] && !(range.fromEarliest && asked[0] == range.start)) {
+                dataLoss(asked[0], Math.min(first, range.end));
             }
-            int usable = (int) Math.min(count, range.end - base);
+            long last = count == 0 ? base - 1 : recordOffset(reply, count, count - 1);
+            boolean dense = last == base + count - 1;  // else the records skip offsets (TANK's numbers)
+            int usable;
+            if (dense) {
+                usable = (int) Math.min(count, range.end - base);
+            } else {
+                usable = 0;
+                while (usable < count && recordOffset(reply, count, usable) < range.end) {
+                    usable++;
+                }
+            }
             if (usable <= 0) {
                 if (next < range.end) {
                     dataLoss(Math.max(asked[0], next), range.end);
@@ -130,8 +143,9 @@ final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
                 break;
             }
             fill(reply, base, count, usable);
+            rows.sparse = !dense;
             lost = 0;
-            position = base + usable;
+            position = usable == count ? last + 1 : range.end;  // on after the last record taken
             if (position != asked[0] + asked[1]) {  // a short or shifted reply: ask again from position
                 while (!inFlight.isEmpty()) {
                     inFlight.poll();
@@ -162,6 +176,13 @@ final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
             connection = null;
         }
         inFlight.clear();
+    }
+
+    /** The offset of record {@code number} of a reply of {@code count} records (its first field). */
+    private static long recordOffset(byte[] reply, int count, int number) {
+        int boundariesAt = HEADER + 8 * count;
+        int recordsAt = boundariesAt + 4 * (count + 1) - Wire.getInt(reply, 32);  // minus base_position
+        return Wire.getLong(reply, recordsAt + Wire.getInt(reply, boundariesAt + 4 * number));
     }
 
     private void dataLoss(long first, long end) {
