@@ -74,10 +74,11 @@ def server_with_user(config, name: str, permissions):
 
 def test_a_privileged_tank_user_off_loopback_is_refused(tmp_path):
     # the root user by name: every client reaching the address would be root without a password
-    refused = serve(tmp_path / "data", "--tank-address", "0.0.0.0:0", RILL_TANK_USER="iggy")
+    # (a documentation address: should the refusal ever break, nothing could listen on it)
+    refused = serve(tmp_path / "data", "--tank-address", "192.0.2.1:0", RILL_TANK_USER="iggy")
     assert refused.returncode == 1
     assert refused.stderr.strip().splitlines()[-1] == (
-        "rill: cannot start: refusing to listen on tank 0.0.0.0:0: TANK clients cannot log in "
+        "rill: cannot start: refusing to listen on tank 192.0.2.1:0: TANK clients cannot log in "
         "and would act as 'iggy', who holds global manage_servers, manage_users, "
         "manage_streams, manage_topics, send_messages; give TANK a user with per-stream "
         "rights, listen on a loopback address, or set [tank] allow_privileged_user "
