@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from typing import Awaitable, Callable
 
-from rill.protocol.primitives import Transport
 from rill.server.config import ServerConfig
 from rill.server.core.core import Core
 from rill.server.core.types import TopicSpec
@@ -24,7 +23,7 @@ def run_with_broker(tmp_path, scenario: Callable[..., Awaitable[None]],
         await core.start()
         try:
             broker = core.broker
-            session = broker.connect("127.0.0.1:1", Transport.TCP)
+            session = broker.connect("127.0.0.1:1", "tcp")
             await broker.authenticate(session, "iggy", "iggy")
             await broker.create_namespace(session, "ns")
             await broker.create_topic(session, "ns",

@@ -17,7 +17,7 @@ import pytest
 from rill import errors
 from rill.client import Client
 from rill.protocol.commands.users import ChangePassword
-from rill.protocol.primitives import Identifier, Transport
+from rill.protocol.primitives import Identifier
 from rill.server.app import Server, is_loopback
 from rill.server.config import ServerConfig
 from rill.server.core.model import Session
@@ -86,7 +86,7 @@ def test_a_kafka_listener_with_sasl_is_allowed_on_a_non_loopback_address(tmp_pat
         await server.core.start()
         try:
             assert server.exposed_listeners() == ["kafka 0.0.0.0:0"]
-            root = Session(1, "127.0.0.1:1", Transport.TCP, user_id=1)
+            root = Session(1, "127.0.0.1:1", "tcp", user_id=1)
             await server.core.users.change_password(root, 1, "iggy", "a-better-one")
             server._refuse_default_password()
             server._refuse_exposed_kafka()  # clients log in by SASL: allowed
@@ -143,7 +143,7 @@ def test_the_refusal_lifts_once_the_password_changes_or_on_explicit_override(tmp
             config.root.allow_default_password = True
             server._refuse_default_password()
             config.root.allow_default_password = False
-            root = Session(1, "127.0.0.1:1", Transport.TCP, user_id=1)
+            root = Session(1, "127.0.0.1:1", "tcp", user_id=1)
             await server.core.users.change_password(root, 1, "iggy", "a-better-one")
             server._refuse_default_password()
             config.quic.address = "127.0.0.1:0"

@@ -148,7 +148,7 @@ class Metrics:
             return []
         connections: dict[str, int] = defaultdict(int)
         for session in list(core.sessions.values()):
-            connections[session.transport.name.lower()] += 1
+            connections[session.transport] += 1
         streams = list(core.state.streams.values())
         topics = [topic for stream in streams for topic in stream.topics.values()]
         partitions = sum(len(topic.partitions) for topic in topics)

@@ -1,7 +1,7 @@
 """The neutral broker API (``server.core.broker``), in process, with no wire protocol: what a
 Kafka or TANK handler will call. Appends answer what they assigned, reads are bounded by
 records, bytes and the high watermark, consumer positions mean "the next offset to read",
-partitions are numbered from 0, waits are woken by appends, and every call authorizes."""
+partitions are numbered 1..N, waits are woken by appends, and every call authorizes."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from rill import errors
 from rill.protocol.commands.messages import PollMessages
 from rill.protocol.messages import encode_messages
-from rill.protocol.primitives import Consumer, Identifier, PollingStrategy, Transport
+from rill.protocol.primitives import Consumer, Identifier, PollingStrategy
 from rill.server.core.broker import PartitionRef, TopicRef
 from rill.server.core.types import TopicSpec
 from rill.server.protocols.iggy.dispatch import execute
@@ -23,7 +23,7 @@ from in_process_core import run_with_broker
 run = run_with_broker
 
 
-P0 = PartitionRef("ns", "t", 0)
+P0 = PartitionRef("ns", "t", 1)
 
 
 def test_append_answers_the_offsets_and_timestamp_it_assigned(tmp_path):
@@ -35,13 +35,13 @@ def test_append_answers_the_offsets_and_timestamp_it_assigned(tmp_path):
         assert first.partition_id == 1 and second.timestamp >= first.timestamp > 0
         bounds = broker.bounds(session, P0)
         assert (bounds.first_offset, bounds.next_offset, bounds.high_watermark) == (0, 4, 4)
-        other = broker.bounds(session, PartitionRef("ns", "t", 1))
+        other = broker.bounds(session, PartitionRef("ns", "t", 2))
         assert (other.first_offset, other.next_offset) == (0, 0)
 
     run(tmp_path, scenario)
 
 
-def test_partition_0_of_the_broker_is_iggy_partition_1(tmp_path):
+def test_partition_1_of_the_broker_is_iggy_partition_1(tmp_path):
     async def scenario(core, broker, session) -> None:
         await broker.append(session, P0, encode_messages([b"from the broker"]))
         polled = await execute(core, session, PollMessages(
@@ -84,7 +84,7 @@ def test_consumer_positions_are_the_next_offset_to_read(tmp_path):
         broker.commit_offset(session, "billing", P0, 3)
         assert broker.committed_offset(session, "billing", P0) == 3
         assert broker.committed_offset(session, "other", P0) is None
-        assert broker.committed_offset(session, "billing", PartitionRef("ns", "t", 1)) is None
+        assert broker.committed_offset(session, "billing", PartitionRef("ns", "t", 2)) is None
 
     run(tmp_path, scenario)
 
@@ -92,10 +92,10 @@ def test_consumer_positions_are_the_next_offset_to_read(tmp_path):
 def test_a_wait_is_woken_by_an_append(tmp_path):
     async def scenario(core, broker, session) -> None:
         waiting = asyncio.ensure_future(
-            broker.wait(session, TopicRef("ns", "t"), [(0, 0), (1, 0)], 1, 30))
+            broker.wait(session, TopicRef("ns", "t"), [(1, 0), (2, 0)], 1, 30))
         await asyncio.sleep(0.05)
         assert not waiting.done()
-        await broker.append(session, PartitionRef("ns", "t", 1), encode_messages([b"wake"]))
+        await broker.append(session, PartitionRef("ns", "t", 2), encode_messages([b"wake"]))
         ends = await asyncio.wait_for(waiting, 5)
         assert [(end.partition_id, end.next_offset) for end in ends] == [(1, 0), (2, 1)]
 
@@ -106,12 +106,12 @@ def test_wait_any_counts_min_bytes_across_topics_together(tmp_path):
     async def scenario(core, broker, session) -> None:
         await broker.create_topic(session, "ns", TopicSpec("u", partitions_count=1))
         one = len(encode_messages([b"x" * 100]))
-        positions = {"t": [(0, 0)], "u": [(0, 0)]}
+        positions = {"t": [(1, 0)], "u": [(1, 0)]}
         waiting = asyncio.ensure_future(broker.wait_any(session, "ns", positions, 2 * one, 30))
         await broker.append(session, P0, encode_messages([b"x" * 100]))
         await asyncio.sleep(0.05)
         assert not waiting.done()  # half of min_bytes, on one topic
-        await broker.append(session, PartitionRef("ns", "u", 0), encode_messages([b"x" * 100]))
+        await broker.append(session, PartitionRef("ns", "u", 1), encode_messages([b"x" * 100]))
         assert await asyncio.wait_for(waiting, 5) >= 2 * one  # the two topics together
         timed_out = await broker.wait_any(session, "ns", positions, 10 * one, 0.05)
         assert one * 2 <= timed_out < 10 * one
@@ -121,7 +121,7 @@ def test_wait_any_counts_min_bytes_across_topics_together(tmp_path):
 
 def test_every_call_authorizes(tmp_path):
     async def scenario(core, broker, session) -> None:
-        stranger = broker.connect("127.0.0.1:2", Transport.TCP)
+        stranger = broker.connect("127.0.0.1:2", "tcp")
         with pytest.raises(errors.Unauthenticated):
             await broker.append(stranger, P0, encode_messages([b"no"]))
         await core.users.create_user(session, "plain", "plain-pw", 1, None)

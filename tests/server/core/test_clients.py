@@ -12,7 +12,6 @@ import xxhash
 from rill import errors
 from rill.client import Client, Permissions
 from rill.protocol.permissions import GlobalPermissions
-from rill.protocol.primitives import Transport
 from rill.server.core.clients import stale_sessions
 from rill.server.protocols.iggy.views import client_details, client_info
 from rill.server.core.model import Session
@@ -51,7 +50,7 @@ def wait_until(predicate, timeout=20.0, interval=0.05, message="condition not re
 
 
 def test_session_records_carry_the_group_triples():
-    session = Session(7, "10.0.0.1:5000", Transport.TCP, user_id=3)
+    session = Session(7, "10.0.0.1:5000", "tcp", user_id=3)
     session.consumer_groups.extend([(1, 2, 3), (4, 5, 6)])
     info = client_info(session)
     assert (info.client_id, info.user_id, info.transport, info.address) == (7, 3, 1, "10.0.0.1:5000")
@@ -63,9 +62,9 @@ def test_session_records_carry_the_group_triples():
 
 
 def test_stale_sessions_are_those_silent_for_more_than_1_2_intervals():
-    fresh = Session(1, "a:1", Transport.TCP, last_heartbeat=1_000_000)
-    edge = Session(2, "a:2", Transport.TCP, last_heartbeat=1_000_000 - 1_200_000)
-    stale = Session(3, "a:3", Transport.TCP, last_heartbeat=1_000_000 - 1_200_001)
+    fresh = Session(1, "a:1", "tcp", last_heartbeat=1_000_000)
+    edge = Session(2, "a:2", "tcp", last_heartbeat=1_000_000 - 1_200_000)
+    stale = Session(3, "a:3", "tcp", last_heartbeat=1_000_000 - 1_200_001)
     sessions = {s.client_id: s for s in (fresh, edge, stale)}
     assert stale_sessions(sessions, 1_000_000, 1.0) == [stale]
 

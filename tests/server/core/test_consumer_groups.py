@@ -23,7 +23,7 @@ from rill.protocol.commands.groups import (
 )
 from rill.protocol.commands.streams import CreateStream
 from rill.protocol.commands.topics import CreateTopic, DeleteTopic
-from rill.protocol.primitives import CompressionAlgorithm, Identifier, Transport
+from rill.protocol.primitives import CompressionAlgorithm, Identifier
 from rill.server.config import ServerConfig
 from rill.server.core.core import Core
 
@@ -338,8 +338,8 @@ def test_session_memberships_are_maintained(tmp_path):
         return kind(_id(1), _id(topic_id), _id(group_id))
 
     async def scenario(core: Core) -> None:
-        admin = core.connect("127.0.0.1:1000", Transport.TCP)
-        member = core.connect("127.0.0.1:1001", Transport.TCP)
+        admin = core.connect("127.0.0.1:1000", "tcp")
+        member = core.connect("127.0.0.1:1001", "tcp")
         admin.user_id = member.user_id = 1  # the root user
         await execute(core, admin, CreateStream(1, "s"))
         for topic_id in (1, 2):

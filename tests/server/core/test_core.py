@@ -35,7 +35,6 @@ def test_two_servers_in_one_process_keep_their_own_settings_and_metrics(tmp_path
     """Nothing a server configures or counts lives in a module global that another Core in
     the same process would overwrite or share (the append-thread rule, the metrics)."""
     from rill.protocol.messages import encode_messages
-    from rill.protocol.primitives import Transport
     from rill.server.core.broker import PartitionRef
     from rill.server.core.types import TopicSpec
 
@@ -51,13 +50,13 @@ def test_two_servers_in_one_process_keep_their_own_settings_and_metrics(tmp_path
             cores.append(core)
         try:
             for core in cores:
-                session = core.broker.connect("127.0.0.1:1", Transport.TCP)
+                session = core.broker.connect("127.0.0.1:1", "tcp")
                 await core.broker.authenticate(session, "iggy", "iggy")
                 await core.broker.create_namespace(session, "s")
                 await core.broker.create_topic(session, "s", TopicSpec("t", partitions_count=1))
                 core.metrics.instrument(core)
             session = cores[0].sessions[next(iter(cores[0].sessions))]
-            await cores[0].broker.append(session, PartitionRef("s", "t", 0),
+            await cores[0].broker.append(session, PartitionRef("s", "t", 1),
                                          encode_messages([b"x"]))
             logs = [core.state.streams[1].topics[1].partitions[1].log for core in cores]
             assert [log.settings.append_threads for log in logs] == ["never", "always"]
@@ -71,7 +70,6 @@ def test_two_servers_in_one_process_keep_their_own_settings_and_metrics(tmp_path
 
 async def _started_cores(tmp_path, names: tuple[str, ...], **system) -> list[Core]:
     """Cores in one process, each on its own data directory with one topic ``s``/``t``."""
-    from rill.protocol.primitives import Transport
     from rill.server.core.types import TopicSpec
 
     cores = []
@@ -84,7 +82,7 @@ async def _started_cores(tmp_path, names: tuple[str, ...], **system) -> list[Cor
         core = Core(config)
         await core.start()
         cores.append(core)
-        session = core.broker.connect("127.0.0.1:1", Transport.TCP)
+        session = core.broker.connect("127.0.0.1:1", "tcp")
         await core.broker.authenticate(session, "iggy", "iggy")
         await core.broker.create_namespace(session, "s")
         await core.broker.create_topic(session, "s", TopicSpec("t", partitions_count=1))
@@ -101,7 +99,7 @@ def test_two_servers_in_one_process_count_their_own_read_and_written_bytes(tmp_p
     from rill.protocol.messages import encode_messages
     from rill.server.core.broker import PartitionRef
 
-    ref = PartitionRef("s", "t", 0)
+    ref = PartitionRef("s", "t", 1)
 
     def io(core: Core) -> tuple[int, int]:
         stats = core.system.get_stats(_session(core))
@@ -144,7 +142,7 @@ def test_stopping_one_server_leaves_the_other_s_append_threads_working(
     monkeypatch.setattr(partition_log_module, "_stamp_and_write", lambda *args: threads.append(
         threading.current_thread().name) or original(*args))
     monkeypatch.setattr(partition_log_module, "ACCELERATED", True)
-    ref = PartitionRef("s", "t", 0)
+    ref = PartitionRef("s", "t", 1)
     large = encode_messages([b"z" * 1000] * 8)  # over append_thread_min_size: a worker's
 
     async def main() -> None:

@@ -13,13 +13,13 @@ from rill.protocol.commands.messages import SendMessages
 from rill.protocol.commands.streams import CreateStream
 from rill.protocol.commands.topics import CreateTopic
 from rill.protocol.messages import Message, encode_messages
-from rill.protocol.primitives import CompressionAlgorithm, Identifier, Partitioning, Transport
+from rill.protocol.primitives import CompressionAlgorithm, Identifier, Partitioning
 from rill.server.config import ServerConfig
 from rill.server.core.core import Core
 from rill.server.core.model import Session
 from rill.server.storage import durability
 
-ROOT = Session(1, "127.0.0.1:1", Transport.TCP, user_id=1)
+ROOT = Session(1, "127.0.0.1:1", "tcp", user_id=1)
 
 
 class HeldFsync:

@@ -9,7 +9,6 @@ import time
 from dataclasses import dataclass
 
 from rill.protocol.commands.streams import CreateStream
-from rill.protocol.primitives import Transport
 from rill.server.config import ServerConfig
 from rill.server.core.core import Core
 from rill.server.core.model import Session
@@ -88,7 +87,7 @@ def test_stream_creation_does_not_slow_down_as_streams_accumulate(tmp_path):
         config.root.password_hash_cost = 4
         core = Core(config)
         await core.start()
-        root = Session(1, "127.0.0.1:1", Transport.TCP, user_id=1)
+        root = Session(1, "127.0.0.1:1", "tcp", user_id=1)
         create = core.streams.create_stream
         try:
             costs = []

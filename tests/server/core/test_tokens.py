@@ -20,7 +20,7 @@ from rill.protocol.commands.tokens import (
     GetPersonalAccessTokens,
     LoginWithPersonalAccessToken,
 )
-from rill.protocol.primitives import EXPIRY_NEVER, Transport
+from rill.protocol.primitives import EXPIRY_NEVER
 from rill.server.auth.permissioner import Permissioner
 from rill.server.config import ServerConfig
 from rill.server.core.model import Session
@@ -282,7 +282,7 @@ def test_a_failed_store_write_changes_nothing(tmp_path):
     users = UserService(state, lambda: (), lambda user_id: None)
     users.load(create_root=True)
     tokens = PersonalAccessTokenService(state, users)
-    root = Session(1, "127.0.0.1:1", Transport.TCP, user_id=1)
+    root = Session(1, "127.0.0.1:1", "tcp", user_id=1)
     raw = tokens.create_personal_access_token(root, "kept", 0)
     tokens.create_personal_access_token(root, "stale", 1)
     store.failing = {"create_personal_access_token", "delete_personal_access_token",
@@ -295,7 +295,7 @@ def test_a_failed_store_write_changes_nothing(tmp_path):
         tokens.delete_expired()
     listed = tokens.get_personal_access_tokens(root)
     assert [token.name for token in listed] == ["kept", "stale"]
-    stranger = Session(2, "127.0.0.1:2", Transport.TCP)
+    stranger = Session(2, "127.0.0.1:2", "tcp")
     assert tokens.login_with_personal_access_token(stranger, raw) == 1
     store.failing = set()
     assert tokens.delete_expired() == 1

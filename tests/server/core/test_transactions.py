@@ -25,7 +25,7 @@ from rill.protocol.commands.users import LoginUser
 from rill.protocol.messages import iter_polled_messages
 from rill.protocol.permissions import GlobalPermissions
 from rill.protocol.stored import encode_stored_records
-from rill.protocol.primitives import CompressionAlgorithm, Identifier, Partitioning, Transport
+from rill.protocol.primitives import CompressionAlgorithm, Identifier, Partitioning
 from rill.protocol.responses.transactions import CommitOutcome, StagedHandle, StageOutcome
 from rill.server.config import ServerConfig, load_config
 from rill.server.core.core import Core
@@ -320,7 +320,7 @@ def run_core(data_dir, scenario, configure=None) -> None:
         core = Core(config)
         await core.start()
         try:
-            session = core.connect("127.0.0.1:1", Transport.TCP)
+            session = core.connect("127.0.0.1:1", "tcp")
             await execute(core, session, LoginUser("iggy", "iggy"))
             if 1 not in core.state.streams:
                 await execute(core, session, CreateStream(1, "s"))

@@ -13,7 +13,7 @@ from rill.client import AsyncClient, Client, UserStatus
 from rill.protocol.commands.users import (ChangePassword, CreateUser, DeleteUser, LoginUser,
                                           UpdatePermissions, UpdateUser)
 from rill.protocol.permissions import GlobalPermissions, Permissions, StreamPermissions
-from rill.protocol.primitives import Identifier, Transport
+from rill.protocol.primitives import Identifier
 from rill.server.auth.passwords import verify_password
 from rill.server.auth.permissioner import Action, Permissioner
 from rill.server.config import ServerConfig
@@ -353,8 +353,8 @@ def test_a_failed_store_write_changes_nothing(tmp_path):
     store = FailingStore(MetadataStore(tmp_path / "metadata.sqlite3", synchronous_full=False))
     state = CoreState(config, DataPaths(tmp_path), store, durability=None,
                       permissioner=Permissioner())
-    root = Session(1, "127.0.0.1:1", Transport.TCP, user_id=1)
-    other = Session(2, "127.0.0.1:2", Transport.TCP)
+    root = Session(1, "127.0.0.1:1", "tcp", user_id=1)
+    other = Session(2, "127.0.0.1:2", "tcp")
     users = UserService(state, lambda: [root, other], lambda user_id: None)
     users.load(create_root=True)
 

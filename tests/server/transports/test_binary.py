@@ -8,7 +8,6 @@ import struct
 
 from rill.protocol.commands.streams import CreateStream, GetStreams
 from rill.protocol.commands.users import LoginUser
-from rill.protocol.primitives import Transport
 from rill.server.config import ServerConfig
 from rill.server.core.core import Core
 from rill.server.protocols.iggy import IGGY
@@ -84,10 +83,10 @@ async def finished(connection: BinaryConnection) -> None:
 def test_session_is_registered_and_removed(tmp_path):
     async def scenario(core: Core) -> None:
         link = FakeLink()
-        connection = BinaryConnection(core, link, "10.1.2.3:4567", Transport.QUIC, IGGY)
+        connection = BinaryConnection(core, link, "10.1.2.3:4567", "quic", IGGY)
         session = connection.session
         assert core.sessions[session.client_id] is session
-        assert (session.address, session.transport) == ("10.1.2.3:4567", Transport.QUIC)
+        assert (session.address, session.transport) == ("10.1.2.3:4567", "quic")
         connection.close()
         connection.close()  # idempotent
         assert session.client_id not in core.sessions
@@ -99,7 +98,7 @@ def test_session_is_registered_and_removed(tmp_path):
 def test_replies_come_in_submission_order_with_their_tags(tmp_path):
     async def scenario(core: Core) -> None:
         link = FakeLink()
-        connection = BinaryConnection(core, link, "127.0.0.1:1", Transport.TCP, IGGY)
+        connection = BinaryConnection(core, link, "127.0.0.1:1", "tcp", IGGY)
         connection.submit(1, memoryview(b""), "first")
         connection.submit(LoginUser.CODE, payload(LoginUser("iggy", "iggy")), 8)
         connection.submit(CreateStream.CODE, payload(CreateStream(5, "orders")), None)
@@ -120,7 +119,7 @@ def test_replies_come_in_submission_order_with_their_tags(tmp_path):
 def test_undecodable_request_gets_status_3_and_serving_goes_on(tmp_path):
     async def scenario(core: Core) -> None:
         link = FakeLink()
-        connection = BinaryConnection(core, link, "127.0.0.1:2", Transport.TCP, IGGY)
+        connection = BinaryConnection(core, link, "127.0.0.1:2", "tcp", IGGY)
         connection.submit(1, memoryview(b"unexpected"), "bad")
         connection.submit(1, memoryview(b""), "good")
         replies = await link.replies_count(2)
@@ -134,7 +133,7 @@ def test_undecodable_request_gets_status_3_and_serving_goes_on(tmp_path):
 def test_refusal_is_answered_after_the_queued_requests_then_the_link_closes(tmp_path):
     async def scenario(core: Core) -> None:
         link = FakeLink()
-        connection = BinaryConnection(core, link, "127.0.0.1:3", Transport.TCP, IGGY)
+        connection = BinaryConnection(core, link, "127.0.0.1:3", "tcp", IGGY)
         connection.submit(1, memoryview(b""), "a")
         connection.submit(1, memoryview(b""), "b")
         connection.refuse(4029, "refused")
@@ -151,7 +150,7 @@ def test_refusal_is_answered_after_the_queued_requests_then_the_link_closes(tmp_
 def test_a_stale_session_is_answered_30_and_the_link_closes(tmp_path):
     async def scenario(core: Core) -> None:
         link = FakeLink()
-        connection = BinaryConnection(core, link, "127.0.0.1:4", Transport.TCP, IGGY)
+        connection = BinaryConnection(core, link, "127.0.0.1:4", "tcp", IGGY)
         del core.sessions[connection.session.client_id]  # what the heartbeat verifier does
         connection.submit(1, memoryview(b""), "late")
         replies = await link.replies_count(1)
@@ -166,7 +165,7 @@ def test_a_stale_session_is_answered_30_and_the_link_closes(tmp_path):
 def test_nothing_is_delivered_after_close(tmp_path):
     async def scenario(core: Core) -> None:
         link = FakeLink()
-        connection = BinaryConnection(core, link, "127.0.0.1:5", Transport.TCP, IGGY)
+        connection = BinaryConnection(core, link, "127.0.0.1:5", "tcp", IGGY)
         connection.submit(1, memoryview(b""), "dropped")
         connection.close()
         await finished(connection)
@@ -178,7 +177,7 @@ def test_nothing_is_delivered_after_close(tmp_path):
 def test_reading_pauses_above_the_queued_limit_and_resumes_at_half(tmp_path):
     async def scenario(core: Core) -> None:
         link = FakeLink()
-        connection = BinaryConnection(core, link, "127.0.0.1:6", Transport.TCP, IGGY, max_queued_bytes=100)
+        connection = BinaryConnection(core, link, "127.0.0.1:6", "tcp", IGGY, max_queued_bytes=100)
         for index in range(4):  # 4 x 40 bytes: over the limit after the third
             connection.submit(1, memoryview(bytes(40)), index)
         assert link.paused == 1 and link.resumed == 0
@@ -195,7 +194,7 @@ def test_reading_pauses_above_the_queued_limit_and_resumes_at_half(tmp_path):
 def test_paused_writing_holds_the_next_request_until_resumed(tmp_path):
     async def scenario(core: Core) -> None:
         link = FakeLink()
-        connection = BinaryConnection(core, link, "127.0.0.1:7", Transport.TCP, IGGY)
+        connection = BinaryConnection(core, link, "127.0.0.1:7", "tcp", IGGY)
         connection.pause_writing()
         connection.submit(1, memoryview(b""), "first")
         connection.submit(1, memoryview(b""), "second")
@@ -214,7 +213,7 @@ def test_a_failing_link_is_closed_and_the_session_ends_with_it(tmp_path):
     async def scenario(core: Core) -> None:
         link = FakeLink()
         link.fail_on_send = True
-        connection = BinaryConnection(core, link, "127.0.0.1:8", Transport.TCP, IGGY)
+        connection = BinaryConnection(core, link, "127.0.0.1:8", "tcp", IGGY)
         connection.submit(1, memoryview(b""), "boom")
         await finished(connection)
         assert link.closed == 1
@@ -244,7 +243,7 @@ def test_a_reply_is_let_go_once_the_link_has_it(tmp_path, monkeypatch):
 
         monkeypatch.setitem(COMMANDS, "ping", big_reply)
         link = FakeLink()
-        connection = BinaryConnection(core, link, "10.0.0.1:1", Transport.TCP, IGGY)
+        connection = BinaryConnection(core, link, "10.0.0.1:1", "tcp", IGGY)
         connection.submit(1, memoryview(b""))
         await link.replies_count(1)
         await settle(connection)  # the loop waits for the next request now
@@ -263,8 +262,8 @@ def test_request_memory_is_taken_while_queued_and_given_back_when_served(tmp_pat
         kib = 1024
         memory = RequestMemory(limit=400 * kib)
         link, small_link = FakeLink(), FakeLink()
-        connection = BinaryConnection(core, link, "10.0.0.1:1", Transport.TCP, IGGY, memory=memory)
-        small = BinaryConnection(core, small_link, "10.0.0.2:1", Transport.TCP, IGGY,
+        connection = BinaryConnection(core, link, "10.0.0.1:1", "tcp", IGGY, memory=memory)
+        small = BinaryConnection(core, small_link, "10.0.0.2:1", "tcp", IGGY,
                                  memory=memory)
         connection.submit(1, memoryview(bytes(150 * kib)))  # undecodable PINGs: status 3, served
         assert memory.used == 150 * kib and link.paused == 0

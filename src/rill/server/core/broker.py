@@ -1,5 +1,7 @@
-"""The broker: the one neutral API a wire protocol calls (Kafka's and TANK's handlers; Iggy's
-dispatch uses the same services with its own dialect on top).
+"""The broker: the one door into the core, the neutral API every wire protocol and transport
+calls (Iggy over TCP, QUIC and HTTP; Kafka; TANK), with its facades beside it
+(``core.facades``: ``broker.catalog``, ``broker.access``, ``broker.groups``,
+``broker.server``, ``broker.staging``). A protocol never calls a service module directly.
 
 Owns: the protocol-facing surface of the core in neutral types (``core.types``): sessions
 and authentication (username/password, token), namespaces (Iggy's streams) and topics,
@@ -10,9 +12,9 @@ offset to read" semantics. Every call authorizes as (principal, action, resource
 services it reaches (``auth.permissioner``); nothing here knows a frame, a command or a
 response record.
 
-Partitions are numbered from 0 here (``PartitionRef.partition``), as Kafka and TANK number
-them; the model's partition ids (and the directory names on disk) are ``partition + 1``, which
-is also Iggy's wire numbering.
+Partitions are numbered 1..N here (``PartitionRef.partition_id``), as everywhere in the core
+API (``core.types``): the model's partition ids, the directory names on disk and Iggy's wire
+numbering; Kafka and TANK, which count from 0, convert at their edge.
 """
 
 from __future__ import annotations
@@ -22,25 +24,40 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from rill import errors
-from rill.protocol.primitives import Partitioning
 from rill.server.auth.permissioner import Action
 from rill.server.auth.scram import ScramExchange
+from rill.server.config import ServerConfig
+from rill.server.core.columnar import ColumnarRead
+from rill.server.core.consumer_groups import Group, GroupMembership
+from rill.server.core.facades import Access, Catalog, Groups, ServerInfo, Staging
+from rill.server.core.messages import PartitionReader
 from rill.server.core.model import Session, Stream, Topic
 from rill.server.core.unique_ids import UniqueIds
 from rill.server.core.types import (
+    Admission,
     AppendResult,
     ConsumerLag,
     ConsumerPosition,
     LiveMember,
     LogBounds,
+    PartitionChooser,
     PartitionEnd,
     RecordRange,
     Ref,
     TopicSpec,
 )
 
+from rill.server.core.system import ServerStats
+from rill.server.core.tokens import PersonalAccessToken
+from rill.server.core.users import User
+
 if TYPE_CHECKING:
     from rill.server.core.core import Core
+
+# what the broker's calls answer, besides ``core.types``: re-exported here, so that a protocol
+# imports the core's door and its neutral types, never a service module
+__all__ = ["Broker", "ColumnarRead", "Group", "GroupMembership", "PartitionReader",
+           "PartitionRef", "PersonalAccessToken", "ServerStats", "TopicRef", "User"]
 
 
 _ALLOWING: dict[str, tuple[Action, ...]] = {
@@ -60,21 +77,24 @@ class TopicRef:
 class PartitionRef:
     namespace: Ref
     topic: Ref
-    partition: int  # 0-based
-
-    @property
-    def partition_id(self) -> int:
-        return self.partition + 1
+    partition_id: int  # 1..N
 
 
 class Broker:
     def __init__(self, core: Core) -> None:
         self._core = core
+        self._messages = core.messages
         self._ids = UniqueIds(core.state.store)
+        self.catalog = Catalog(core)
+        self.access = Access(core)
+        self.groups = Groups(core)
+        self.server = ServerInfo(core)
+        self.staging = Staging(core)
 
     # -- sessions and identity -------------------------------------------------------------
 
-    def connect(self, address: str, transport: int) -> Session:
+    def connect(self, address: str, transport: str) -> Session:
+        """A session for a connection over ``transport`` (its neutral name: "tcp", "quic")."""
         return self._core.connect(address, transport)
 
     def disconnect(self, session: Session) -> None:
@@ -106,6 +126,11 @@ class Broker:
 
     def authenticate_token(self, session: Session, token: str) -> int:
         return self._core.tokens.login_with_personal_access_token(session, token)
+
+    @property
+    def config(self) -> ServerConfig:
+        """The server's settings (read them; a protocol's own rules may depend on them)."""
+        return self._core.config
 
     # -- ids -------------------------------------------------------------------------------
 
@@ -200,22 +225,28 @@ class Broker:
 
     # -- data ------------------------------------------------------------------------------
 
-    async def append(self, session: Session, ref: PartitionRef, region: bytes | memoryview,
-                     timestamp_us: int | None = None, gaps: bool = False,
-                     record_format: str | None = None) -> AppendResult:
+    async def append(self, session: Session, ref: PartitionRef | TopicRef,
+                     region: bytes | memoryview, timestamp_us: int | None = None,
+                     gaps: bool = False, record_format: str | None = None,
+                     choose: PartitionChooser | None = None,
+                     admit: Admission | None = None) -> AppendResult:
         """Append a batch in the topic's record format (``iggy-v1``: a SEND region,
         ``storage.records``; ``kafka-v2``: RecordBatch v2, ``storage.kafka_records``) and answer
         once it is as durable as the fsync policy promises, with the offsets it got.
+        ``ref``: the partition; or the topic, with ``choose`` picking the partition once the
+        append is authorized (a protocol's partitioning rule).
         ``timestamp_us``: the index timestamp when the batch carries its own (Kafka's
         maxTimestamp), else the server's clock. ``gaps``: the batch's offsets may skip (a
         kafka-v2 batch the caller built with lastOffsetDelta >= recordsCount - 1: TANK's
         explicit sequence numbers); its last offset is then base + lastOffsetDelta.
         ``record_format``: the format ``region`` is in (None: the topic's); a topic of another
         format gets it converted on the way in (``PartitionLog.append_as``: Kafka and TANK
-        batches, ``kafka-v2``, into an ``iggy-v1`` topic, one Iggy record per Kafka record)."""
-        return await self._core.messages.send_messages(
-            session, ref.namespace, ref.topic, Partitioning.partition_id(ref.partition_id), region,
-            timestamp_us, region_format=record_format, gaps=gaps)
+        batches, ``kafka-v2``, into an ``iggy-v1`` topic, one Iggy record per Kafka record).
+        ``admit``: a rule run atomically with the append (``core.types.Admission``)."""
+        return await self._messages.append(
+            session, ref.namespace, ref.topic,
+            choose if type(ref) is TopicRef else ref.partition_id,  # type: ignore[union-attr,arg-type]
+            region, timestamp_us, record_format, gaps, admit)
 
     def read(self, session: Session, ref: PartitionRef, offset: int, max_records: int,
              max_bytes: int, record_format: str | None = None, regions: bool = False
@@ -226,15 +257,33 @@ class Broker:
         (``storage.record_conversion``); None: as stored. ``regions`` (for a link that sends
         files, ``Session.sends_files``): large verified ranges of stored records may come as
         file regions among the chunks, to send as they are; the caller sends or closes them."""
-        return self._core.messages.read(session, ref.namespace, ref.topic, ref.partition_id,
-                                        offset, max_records, max_bytes, record_format, regions)
+        return self._messages.read(session, ref.namespace, ref.topic, ref.partition_id,
+                                   offset, max_records, max_bytes, record_format, regions)
+
+    def reader(self, session: Session, ref: PartitionRef) -> PartitionReader:
+        """The partition opened for reading by ``session`` (READ_MESSAGES, checked once): its
+        bounds, start offsets, reads up to the high watermark and consumer positions, for one
+        request's several steps with one lookup (``core.messages.PartitionReader``)."""
+        return self._messages.reader(session, ref.namespace, ref.topic, ref.partition_id)
+
+    async def flush(self, session: Session, ref: PartitionRef) -> None:
+        """Make the partition's written records durable now (an fsync), whatever the fsync
+        policy; WRITE_MESSAGES."""
+        await self._messages.flush_unsaved_buffer(session, ref.namespace, ref.topic,
+                                                  ref.partition_id)
+
+    def read_columnar(self, session: Session, ref: PartitionRef, offset: int, count: int,
+                      max_bytes: int) -> ColumnarRead:
+        """Records from ``offset`` as columns (rill extension, ``core.columnar``)."""
+        return self._core.columnar.poll_messages_columnar(
+            session, ref.namespace, ref.topic, ref.partition_id, offset, count, max_bytes)
 
     def bounds(self, session: Session, ref: PartitionRef) -> LogBounds:
-        return self._core.messages.bounds(session, ref.namespace, ref.topic, ref.partition_id)
+        return self._messages.bounds(session, ref.namespace, ref.topic, ref.partition_id)
 
     def offset_for_timestamp(self, session: Session, ref: PartitionRef, timestamp_us: int
                              ) -> int | None:
-        return self._core.messages.offset_for_timestamp(session, ref.namespace, ref.topic,
+        return self._messages.offset_for_timestamp(session, ref.namespace, ref.topic,
                                                         ref.partition_id, timestamp_us)
 
     def record_at_or_after(self, session: Session, ref: PartitionRef, timestamp_us: int
@@ -242,21 +291,20 @@ class Broker:
         """(offset, timestamp µs) of the first record whose timestamp is >= ``timestamp_us``,
         exact to the record whatever the topic's format or a batch's codec (the storage
         opens the batch the index finds); None when no record is."""
-        return self._core.messages.record_at_or_after(session, ref.namespace, ref.topic,
+        return self._messages.record_at_or_after(session, ref.namespace, ref.topic,
                                                       ref.partition_id, timestamp_us)
 
     def max_timestamp(self, session: Session, ref: PartitionRef) -> int:
         """The largest index timestamp (µs) of the partition; 0 when it is empty."""
-        return self._core.messages.max_timestamp(session, ref.namespace, ref.topic,
+        return self._messages.max_timestamp(session, ref.namespace, ref.topic,
                                                  ref.partition_id)
 
     async def wait(self, session: Session, ref: TopicRef, positions: Sequence[tuple[int, int]],
                    min_bytes: int, timeout: float) -> list[PartitionEnd]:
-        """Until the partitions (0-based, with the offset to wait past) of one topic hold
+        """Until the partitions (ids, with the offset to wait past) of one topic hold
         ``min_bytes`` from their offsets on, or ``timeout`` seconds passed."""
         return await self._core.long_poll.wait_for_messages(
-            session, ref.namespace, ref.topic,
-            [(partition + 1, offset) for partition, offset in positions], min_bytes, timeout)
+            session, ref.namespace, ref.topic, positions, min_bytes, timeout)
 
     async def wait_any(self, session: Session, namespace: str,
                        positions: Mapping[str, Sequence[tuple[int, int]]], min_bytes: int,
@@ -271,10 +319,8 @@ class Broker:
             await asyncio.sleep(timeout)
             return 0
         try:
-            return await self._core.long_poll.wait_for_any(
-                session, namespace,
-                {name: [(partition + 1, offset) for partition, offset in parts]
-                 for name, parts in positions.items()}, min_bytes, timeout)
+            return await self._core.long_poll.wait_for_any(session, namespace, positions,
+                                                           min_bytes, timeout)
         except errors.RillError:
             return 0
 

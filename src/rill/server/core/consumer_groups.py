@@ -12,9 +12,8 @@ groups, and asks it for a member's partition.
   schema 2 of the metadata store gave them; Iggy's commands are what creates groups today) and
   deleted with it.
 * With a partition id a group consumer addresses that partition, with no membership check
-  (the group must still exist); without one, the membership picks it.
-* A member with no partition to read (more members than partitions) polls a stand-in
-  partition 0 that is always empty.
+  (the group must still exist); without one, the membership picks it (0: the member has none
+  to read; what a read of none answers is the protocol's rule).
 """
 
 from __future__ import annotations
@@ -24,12 +23,11 @@ from typing import Callable, Protocol
 
 from rill import errors
 from rill.server.auth.permissioner import Action
-from rill.server.core.model import Partition, Session, Stream, Topic
+from rill.server.core.model import Session, Stream, Topic
 from rill.server.core.names import validate_name
 from rill.server.core.state import CoreState
 from rill.server.core.types import Ref
 from rill.server.storage.metadata import ConsumerGroupRow
-from rill.server.storage.partition_log import LogSettings
 
 TopicKey = tuple[int, int]  # (stream id, topic id)
 GROUP_POSITIONS = "iggy-group:"
@@ -91,24 +89,6 @@ class Group:
     def key(self) -> str:
         """The name the group's positions are stored under."""
         return group_position_name(self.id)
-
-
-class _NoMessagesLog:
-    """The log of the stand-in partition a member without assigned partitions polls."""
-
-    is_empty = True
-    current_offset = 0
-    first_offset = 0
-    next_offset = 0
-    settings = LogSettings()
-    messages_count = 0
-
-    def read(self, offset: int, count: int) -> tuple[int, list[bytes]]:
-        return 0, [b""]
-
-
-def _no_partition(topic: Topic) -> Partition:
-    return Partition(topic.stream_id, topic.id, 0, 0, _NoMessagesLog())  # type: ignore[arg-type]
 
 
 class ConsumerGroupService:
@@ -228,17 +208,20 @@ class ConsumerGroupService:
         groups = self.topics.get((group.stream_id, group.topic_id), {})
         groups.pop(group.id, None)
 
-    # -- the positions resolver ------------------------------------------------------------
+    # -- who reads which partition ------------------------------------------------------
 
-    def resolve_group_partition(
-        self, session: Session, topic: Topic, group_id: Ref, partition_id: int,
-        advance: bool,
-    ) -> tuple[Partition, str]:
-        """The partition a group consumer addresses, and the name of the group's positions.
-        ``advance`` (polls) moves the member on to its next partition."""
+    def member_partition(self, session: Session, stream_id: Ref, topic_id: Ref, group_id: Ref,
+                         partition_id: int, advance: bool) -> tuple[int, str]:
+        """(the partition id a group consumer addresses, the name of the group's positions):
+        ``partition_id`` when it names one (which must exist), else the membership's pick (0:
+        none to read). ``advance`` (reads) moves the member on to its next partition.
+        READ_MESSAGES on the topic."""
+        state = self.state
+        topic = state.find_topic(stream_id, topic_id)
+        state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
         group = self.find_group(topic, group_id)
         if not partition_id:
             partition_id = self.membership.member_partition(session, group, advance)
             if partition_id == 0:
-                return _no_partition(topic), group.key
-        return self.state.find_partition(topic, partition_id), group.key
+                return 0, group.key
+        return state.find_partition(topic, partition_id).id, group.key

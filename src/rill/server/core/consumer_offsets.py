@@ -4,9 +4,8 @@ Positions are keyed by a consumer *name* and hold the **next offset to read** (K
 meaning; schema 2 of the metadata store, migrated once from schema 1's numeric keys and "last
 consumed" offsets). A protocol names its consumers so that they do not meet by chance (Iggy's
 are ``iggy-consumer:<u32>``, ``protocols.iggy.consumers``); a member of one of a topic's
-consumer groups (``GroupMember``) reads and commits under its group's name
-(``consumer_groups.group_position_name``), in the partition the group's membership deals it
-unless it names one.
+consumer groups reads and commits under its group's name (``consumer_groups.group_position_name``),
+in the partition the protocol's membership deals it (``Groups.member_partition``).
 
 Consumer lag (``consumer_lag``: GET_CONSUMER_LAG, the HTTP ``consumer-lag`` route, the
 ``rill_consumer_group_lag`` gauge): per partition, the messages from the consumer's next offset
@@ -21,7 +20,6 @@ position without them clears them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
 from rill import errors
@@ -34,43 +32,16 @@ from rill.server.storage.metadata import PositionRow
 ConsumerKey = str  # a consumer's name; its positions are stored under it
 
 
-@dataclass(frozen=True, slots=True)
-class GroupMember:
-    """A consumer reading as a member of the topic's consumer group ``group`` (id or name)."""
-
-    group: Ref
-
-
-Reader = ConsumerKey | GroupMember  # who reads: a consumer by its name, or a group's member
-
-
-class GroupPartitionResolver(Protocol):
-    """Picks the partition and position key for a group's member (consumer groups)."""
-
-    def resolve_group_partition(
-        self, session: Session, topic: Topic, group_id: Ref, partition_id: int,
-        advance: bool,
-    ) -> tuple[Partition, ConsumerKey]: ...
+class GroupPositionNames(Protocol):
+    """The names a topic's consumer groups store their positions under (consumer groups)."""
 
     def group_position_names(self, topic: Topic) -> list[tuple[ConsumerKey, str]]: ...
 
 
 class ConsumerOffsetService:
-    def __init__(self, state: CoreState, groups: GroupPartitionResolver) -> None:
+    def __init__(self, state: CoreState, groups: GroupPositionNames) -> None:
         self.state = state
         self.groups = groups
-
-    def resolve(
-        self, session: Session, topic: Topic, consumer: Reader, partition_id: int,
-        advance: bool = False,
-    ) -> tuple[Partition, ConsumerKey]:
-        """The partition a consumer addresses and the name its positions are stored under
-        (``advance``: a poll, which moves a group's member on to its next partition)."""
-        if type(consumer) is GroupMember:
-            return self.groups.resolve_group_partition(
-                session, topic, consumer.group, partition_id, advance
-            )
-        return self.state.find_partition(topic, partition_id), consumer
 
     def store(self, partition: Partition, key: ConsumerKey, next_offset: int,
               note: str | None = None, leader_epoch: int | None = None) -> None:
@@ -89,10 +60,10 @@ class ConsumerOffsetService:
                 kept[key] = value
 
     def get_consumer_offset(self, session: Session, stream_id: Ref, topic_id: Ref,
-                            consumer: Reader, partition_id: int) -> ConsumerPosition:
+                            key: ConsumerKey, partition_id: int) -> ConsumerPosition:
         topic = self.state.find_topic(stream_id, topic_id)
         self.state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
-        partition, key = self.resolve(session, topic, consumer, partition_id)
+        partition = self.state.find_partition(topic, partition_id)
         log = partition.log
         return ConsumerPosition(partition.id, partition.positions.get(key),
                                 LogBounds(log.first_offset, log.next_offset, log.next_offset),
@@ -106,14 +77,14 @@ class ConsumerOffsetService:
         return consumer_lag(topic, self.groups.group_position_names(topic))
 
     def store_consumer_offset(self, session: Session, stream_id: Ref, topic_id: Ref,
-                              consumer: Reader, partition_id: int, next_offset: int,
+                              key: ConsumerKey, partition_id: int, next_offset: int,
                               note: str | None = None, leader_epoch: int | None = None) -> None:
         """Store ``next_offset`` as where ``consumer`` reads next: at most the log's end (or 1
         on an empty log, where an Iggy client may store "offset 0 consumed"), with the
         consumer's ``note`` (an opaque string, kept with the position) and ``leader_epoch``."""
         topic = self.state.find_topic(stream_id, topic_id)
         self.state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
-        partition, key = self.resolve(session, topic, consumer, partition_id)
+        partition = self.state.find_partition(topic, partition_id)
         if not 0 <= next_offset <= max(partition.log.next_offset, 1):
             raise errors.InvalidOffset(next_offset - 1, field="offset")
         self.store(partition, key, next_offset, note, leader_epoch)

@@ -23,7 +23,6 @@ from typing import Awaitable, Callable
 import xxhash
 
 from rill import errors
-from rill.protocol.primitives import Transport
 from rill.server.auth.permissioner import Permissioner
 from rill.server.auth.throttling import LoginThrottle, ThrottleSettings
 from rill.server.config import ServerConfig
@@ -136,7 +135,7 @@ class Core:
         self.messages = MessageService(state, self.consumer_offsets, self._appended)
         # rill extensions (docs/extensions.md)
         self.columnar = ColumnarReadService(state)
-        self.transactions = TransactionService(state, self.messages.choose_partition, self._appended)
+        self.transactions = TransactionService(state, self._appended)
         self.long_poll = LongPollService(state, self.appends)
         self.broker = Broker(self)  # the neutral API the wire protocols call
         # the protocols whose groups' membership lives outside the core (Kafka's coordinator)
@@ -151,7 +150,9 @@ class Core:
 
     # -- sessions --------------------------------------------------------------------------
 
-    def connect(self, address: str, transport: Transport) -> Session:
+    def connect(self, address: str, transport: str) -> Session:
+        """A session for a connection from ``address`` over ``transport`` (its neutral name:
+        "tcp", "quic")."""
         client_id = xxhash.xxh32_intdigest(address.encode("utf-8"))
         while client_id == 0 or client_id in self.sessions:  # keep ids unique and non-zero
             client_id = (client_id + next(self._client_ids)) & 0xFFFFFFFF
@@ -160,7 +161,7 @@ class Core:
         self.sessions[client_id] = session
         return session
 
-    def request_session(self, address: str, transport: Transport, user_id: int) -> Session:
+    def request_session(self, address: str, transport: str, user_id: int) -> Session:
         """A session for one request of a connectionless transport (HTTP): client id 0,
         authenticated as ``user_id`` (0: nobody), never registered (no heartbeat, no groups)."""
         now = self.state.clock()
@@ -216,7 +217,7 @@ class Core:
         self.running = True
 
     def _appended(self, log: PartitionLog) -> None:
-        """Every append, whatever its path (SEND, deduplicated SEND, staged commit)."""
+        """Every append, whatever its path (an append, an admitted one, a staged commit)."""
         self.metrics.record_appended(log)
         self.appends.appended(log)
 
@@ -243,7 +244,7 @@ class Core:
         ("kafka", "tcp"), ... (HTTP callers have no connection)."""
         counts: dict[tuple[str, str], int] = {}
         for session in list(self.sessions.values()):
-            key = (session.protocol, session.transport.name.lower())
+            key = (session.protocol, session.transport)
             counts[key] = counts.get(key, 0) + 1
         return counts
 

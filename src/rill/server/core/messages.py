@@ -1,37 +1,41 @@
-"""Messages: send (partition choice, size limit, append, durability), poll (five strategies,
-auto-commit) and flush (wire §3.4, §6.3-§6.5).
+"""Messages: append (size limit, the append, durability), reads of a partition bounded by the
+high watermark, and flush.
 
-The hot paths hand raw bytes through: SEND's message region goes to the partition log, which
+The hot paths hand raw bytes through: an append's region goes to the partition log, which
 validates and stamps it in one pass (in a worker thread for large batches, so the event loop
-serves other connections meanwhile); POLL answers with the log's bytes as they are on disk,
-at most ``[system] max_poll_size`` of them (less where the session's ``poll_limit`` says so:
-HTTP's), at least one message.
+serves other connections meanwhile); a read answers with the log's bytes as they are on disk.
+How a protocol picks a partition (``PartitionChooser``), which records it admits
+(``Admission``) and where its consumers start reading are its own rules
+(``protocols.iggy.partitioning``, ``deduplication``, ``polling``): the core takes a partition
+id (1..N) or a chooser, and reads from an offset.
 
 Write failures (a full disk, an I/O error) are logged once when they start and once when writes
-succeed again, not at every failed SEND. While the metadata space reserve is released (the disk
-was full), a SEND may not take the last bytes the reserve left: they are kept for metadata.
+succeed again, not at every failed append. While the metadata space reserve is released (the
+disk was full), an append may not take the last bytes the reserve left: they are kept for
+metadata.
 """
 
 from __future__ import annotations
 
 import logging
-import struct
 from typing import Callable
 
-import xxhash
-
 from rill import errors
-from rill.protocol.primitives import MAX_TOPIC_SIZE_UNLIMITED, Partitioning, PartitioningKind
+from rill.protocol.primitives import MAX_TOPIC_SIZE_UNLIMITED
 from rill.server.auth.permissioner import Action
-from rill.server.core.consumer_offsets import ConsumerOffsetService, Reader
-from rill.server.core.deduplication import MessageDeduplicator
-from rill.server.core.model import Partition, Session, Topic
+from rill.server.core.consumer_offsets import ConsumerOffsetService
+from rill.server.core.model import Partition, Session
 from rill.server.core.state import CoreState
-from rill.server.core.types import AppendResult, LogBounds, ReadFrom, RecordRange, Ref
+from rill.server.core.types import (
+    Admission,
+    AppendResult,
+    LogBounds,
+    PartitionChooser,
+    RecordRange,
+    Ref,
+)
 from rill.server.storage.partition_log import PartitionLog
-from rill.server.storage.records import RECORD_FORMAT as SEND_FORMAT
 
-_U32 = struct.Struct("<I")
 log = logging.getLogger(__name__)
 
 # what a failed append or fsync raises (also creating the next segment at a rollover)
@@ -60,143 +64,83 @@ class WriteFailures:
         self.count = 0
 
 
-def partition_for_key(key: bytes, partitions_count: int) -> int:
-    """Messages-key partitioning: xxHash32(key, seed 0) mod N, with 0 meaning N (wire §6.3)."""
-    partition = xxhash.xxh32_intdigest(key) % partitions_count
-    return partition or partitions_count
-
-
 class MessageService:
     def __init__(self, state: CoreState, offsets: ConsumerOffsetService,
                  appended: Callable[[PartitionLog], None]) -> None:
         self.state = state
         self.offsets = offsets
         self.appended = appended  # after every append: metrics, and the long polls it wakes
-        # None when deduplication is off: the send path then pays nothing for it
-        self.deduplicator = MessageDeduplicator.from_config(
-            state.config.system.message_deduplication
-        )
         self.write_failures = WriteFailures()
 
-    # -- send ------------------------------------------------------------------------------
+    # -- append ----------------------------------------------------------------------------
 
-    def choose_partition(self, topic: Topic, partitioning: Partitioning) -> Partition:
-        kind, value = partitioning.kind, partitioning.value
-        if kind != PartitioningKind.BALANCED and not 1 <= len(value) <= 255:
-            raise errors.InvalidKeyValueLength()
-        if not topic.partitions:
-            raise errors.NoPartitions(topic.id, topic.stream_id)
-        if kind == PartitioningKind.BALANCED:
-            partition_id = topic.next_balanced_partition()
-        elif kind == PartitioningKind.PARTITION_ID:
-            if len(value) != 4:
-                raise errors.InvalidNumberEncoding()
-            partition_id = _U32.unpack(value)[0]
-        else:
-            partition_id = partition_for_key(value, len(topic.partitions))
-        return self.state.find_partition(topic, partition_id)
-
-    async def send_messages(self, session: Session, stream_id: Ref, topic_id: Ref,
-                            partitioning: Partitioning, messages: bytes | memoryview,
-                            timestamp_us: int | None = None,
-                            region_format: str | None = SEND_FORMAT,
-                            gaps: bool = False) -> AppendResult:
-        """Append a SEND message region to the partition ``partitioning`` picks; answers once
-        the append is as durable as the fsync policy promises, with what it assigned (with
-        deduplication on, only the messages that were not duplicates; none: last < first).
+    async def append(self, session: Session, stream_id: Ref, topic_id: Ref,
+                     partition: int | PartitionChooser, region: bytes | memoryview,
+                     timestamp_us: int | None = None, region_format: str | None = None,
+                     gaps: bool = False, admit: Admission | None = None) -> AppendResult:
+        """Append ``region`` to partition ``partition`` (an id 1..N, or a protocol's chooser,
+        called once the append is authorized); answers once it is as durable as the fsync
+        policy promises, with what it assigned (with an admission rule, only what it admitted;
+        none: last < first).
         ``timestamp_us``: the time to stamp instead of the clock's (a record format whose
         batches carry their own time: the log still never lets timestamps go back).
-        ``region_format``: the record format ``messages`` is in (a SEND region, ``iggy-v1``,
-        by default; ``kafka-v2``: RecordBatch v2 batches, a Kafka or TANK produce; None: the
-        topic's own). A topic of another format gets them converted (``PartitionLog.append_as``:
-        per record, stamped at the clock, ``timestamp_us`` unused; Iggy message ids are not
-        kept in a kafka-v2 topic, so deduplication does not apply). ``gaps``: a batch whose
-        offsets may skip (``PartitionLog.append``; FeatureUnavailable into an iggy-v1 topic).
-        Deduplication applies to Iggy SEND regions stored as such (iggy-v1 topics) only: its
-        ids are those of that layout."""
+        ``region_format``: the record format ``region`` is in (None: the topic's own). A topic
+        of another format gets it converted (``PartitionLog.append_as``: per record, stamped at
+        the clock, ``timestamp_us`` unused; ``admit`` unused). ``gaps``: a batch whose offsets
+        may skip (``PartitionLog.append``; FeatureUnavailable into an iggy-v1 topic).
+        ``admit``: an admission rule (``core.types.Admission``), run with the log's append
+        with no await between them, so no other append to the partition comes in between."""
         state = self.state
         topic = state.find_topic(stream_id, topic_id)
         state.authorize(session, Action.WRITE_MESSAGES, topic.stream_id, topic.id)
-        partition = self.choose_partition(topic, partitioning)
+        chosen = state.find_partition(
+            topic, partition if type(partition) is int else partition(topic))  # type: ignore[operator]
         if topic.max_topic_size != MAX_TOPIC_SIZE_UNLIMITED and topic.size_bytes >= topic.max_topic_size:
             raise errors.TopicFull(topic.id, topic.stream_id)
+        partition_log = chosen.log
         try:
             reserve = state.store.reserve
             if reserve is not None and not reserve.room_for_data():
                 raise errors.CannotSaveMessagesToSegment(reason=(
                     "Cannot save messages to segment: the disk is full (its last "
                     f"{reserve.size} bytes are kept for metadata, so deletions still work)"))
-            stored_format = partition.log.settings.record_format
+            stored_format = partition_log.settings.record_format
             converting = region_format is not None and region_format != stored_format
             # a converted batch is stamped at the clock: its records keep their own times
             now = state.clock() if timestamp_us is None or converting else timestamp_us
             if converting:
-                first, last = partition.log.append_as(region_format, messages, now, gaps)
-            elif self.deduplicator is None or stored_format != SEND_FORMAT:
+                first, last = partition_log.append_as(region_format, region, now, gaps)
+            elif admit is None:
                 # large batches are stamped and written in a worker thread (storage.partition_log)
-                first, last = await partition.log.append_async(messages, now, gaps)
-            else:
-                first = partition.log.next_offset
-                self.deduplicator.append(partition, messages, now)
-                last = partition.log.next_offset - 1
-            self.appended(partition.log)
-            await partition.log.wait_durable()
+                first, last = await partition_log.append_async(region, now, gaps)
+            else:  # admitted and appended in one step: no await between them
+                first = partition_log.next_offset
+                admitted, accepted = admit(chosen, region)
+                if admitted is not None:
+                    partition_log.append(admitted, now)
+                    if accepted is not None:
+                        accepted()
+                last = partition_log.next_offset - 1
+            self.appended(partition_log)
+            await partition_log.wait_durable()
         except WRITE_FAILURES as error:
             self.write_failures.failed(error)
             raise
         if self.write_failures.count:
             self.write_failures.recovered()
-        return AppendResult(partition.id, first, last, now)
+        return AppendResult(chosen.id, first, last, now)
 
-    # -- poll ------------------------------------------------------------------------------
+    # -- read ------------------------------------------------------------------------------
 
-    def _start_offset(
-        self, partition: Partition, key: str, start: int, value: int, count: int
-    ) -> int | None:
-        """Where the read starts (``start``: a ``ReadFrom``), or None when there is nothing
-        to return."""
-        log = partition.log
-        if start == ReadFrom.OFFSET:
-            return value
-        if start == ReadFrom.TIMESTAMP:
-            return log.record_offset_for_timestamp(value)
-        if start == ReadFrom.FIRST:
-            return log.first_offset
-        if start == ReadFrom.LAST:
-            return log.start_of_last(count)
-        next_offset = partition.positions.get(key)  # NEXT
-        if next_offset is None:
-            return log.first_offset
-        if next_offset >= log.next_offset:
-            return None
-        return next_offset
-
-    def poll_messages(self, session: Session, stream_id: Ref, topic_id: Ref, consumer: Reader,
-                      partition_id: int, start: int, value: int, count: int, commit: bool,
-                      regions: bool = False, record_format: str | None = None) -> RecordRange:
-        """A consumer's read of up to ``count`` records: its partition (a group's member gets
-        one dealt when it names none), the start ``start`` (a ``ReadFrom``) and ``value``
-        pick, and with ``commit`` its position stored past the last one read.
-        ``regions``: large ranges may come as file regions to send as they are
-        (``storage.file_region``; for links that can send files). ``record_format``: the
-        format the reader takes (``read_range``)."""
-        state = self.state
-        topic = state.find_topic(stream_id, topic_id)
-        state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
-        if count == 0:
-            raise errors.InvalidMessagesCount(field="count")
-        partition, key = self.offsets.resolve(session, topic, consumer, partition_id, advance=True)
-        log = partition.log
-        first = None if log.is_empty else self._start_offset(partition, key, start, value, count)
-        if first is None:
-            return read_nothing(partition)
-        max_bytes = state.config.system.max_poll_size
+    def reader(self, session: Session, stream_id: Ref, topic_id: Ref, partition_id: int
+               ) -> PartitionReader:
+        """The partition opened for reading (READ_MESSAGES, checked once) by ``session``."""
+        partition = self._partition(session, Action.READ_MESSAGES, stream_id, topic_id,
+                                    partition_id)
+        max_bytes = self.state.config.system.max_poll_size
         if session.poll_limit:
             max_bytes = min(max_bytes, session.poll_limit)
-        found = read_range(partition, first, count, max_bytes, regions, record_format)
-        if found.count and commit:
-            self.offsets.store(partition, key, found.next_read)
-        return found
+        return PartitionReader(partition, self.offsets, max_bytes)
 
     def read(self, session: Session, stream_id: Ref, topic_id: Ref, partition_id: int,
              offset: int, max_records: int, max_bytes: int, record_format: str | None = None,
@@ -208,9 +152,8 @@ class MessageService:
         converted ones: ``read_range``)."""
         partition = self._partition(session, Action.READ_MESSAGES, stream_id, topic_id,
                                     partition_id)
-        readable = log_bounds(partition.log).high_watermark - offset
-        return read_range(partition, offset, min(max_records, max(0, readable)), max_bytes,
-                          regions, record_format)
+        return read_to_watermark(partition, offset, max_records, max_bytes, regions,
+                                 record_format)
 
     def bounds(self, session: Session, stream_id: Ref, topic_id: Ref, partition_id: int
                ) -> LogBounds:
@@ -256,6 +199,64 @@ class MessageService:
         await partition.log.sync()
 
 
+class PartitionReader:
+    """One partition opened for reading by one session (READ_MESSAGES checked once, at the
+    open): its bounds, the offsets a reader may start from, reads up to the high watermark,
+    and consumer positions. For one request: a protocol's read rules (Iggy's poll strategies
+    and auto-commit, ``protocols.iggy.polling``) with one lookup of the partition."""
+
+    __slots__ = ("_partition", "_offsets", "max_bytes")
+
+    def __init__(self, partition: Partition, offsets: ConsumerOffsetService,
+                 max_bytes: int) -> None:
+        self._partition = partition
+        self._offsets = offsets
+        # the most bytes of records one read answers to this session (at least one record):
+        # ``[system] max_poll_size``, less where the session's ``poll_limit`` says so (HTTP's)
+        self.max_bytes = max_bytes
+
+    @property
+    def partition_id(self) -> int:
+        return self._partition.id
+
+    @property
+    def is_empty(self) -> bool:
+        return self._partition.log.is_empty
+
+    @property
+    def record_format(self) -> str:
+        return self._partition.log.settings.record_format
+
+    def bounds(self) -> LogBounds:
+        return log_bounds(self._partition.log)
+
+    def record_offset_for_timestamp(self, timestamp_us: int) -> int | None:
+        """The offset of the first record stored at or after ``timestamp_us`` (None: none)."""
+        return self._partition.log.record_offset_for_timestamp(timestamp_us)
+
+    def start_of_last(self, count: int) -> int:
+        """The offset of the first of the last ``count`` records stored."""
+        return self._partition.log.start_of_last(count)
+
+    def committed_offset(self, consumer: str) -> int | None:
+        """The next offset ``consumer`` reads; None when it never committed one."""
+        return self._partition.positions.get(consumer)
+
+    def read(self, offset: int, max_records: int, record_format: str | None = None,
+             regions: bool = False) -> RecordRange:
+        """``MessageService.read``, at most ``max_bytes`` of records (at least one)."""
+        return read_to_watermark(self._partition, offset, max_records, self.max_bytes, regions,
+                                 record_format)
+
+    def nothing(self) -> RecordRange:
+        """An empty read at the log's end."""
+        return read_nothing(self._partition)
+
+    def commit_offset(self, consumer: str, next_offset: int) -> None:
+        """Store ``next_offset`` as where ``consumer`` reads next (no note, no epoch)."""
+        self._offsets.store(self._partition, consumer, next_offset)
+
+
 def log_bounds(log: PartitionLog) -> LogBounds:
     end = log.next_offset
     return LogBounds(log.first_offset, end, end)
@@ -265,6 +266,14 @@ def read_nothing(partition: Partition) -> RecordRange:
     log = partition.log
     return RecordRange(partition.id, log.next_offset, 0, [], log.settings.record_format,
                        log_bounds(log))
+
+
+def read_to_watermark(partition: Partition, offset: int, max_records: int, max_bytes: int,
+                      regions: bool = False, record_format: str | None = None) -> RecordRange:
+    """``read_range`` of no record at or past the high watermark."""
+    readable = log_bounds(partition.log).high_watermark - offset
+    return read_range(partition, offset, min(max_records, max(0, readable)), max_bytes, regions,
+                      record_format)
 
 
 def read_range(partition: Partition, offset: int, max_records: int, max_bytes: int,

@@ -8,11 +8,9 @@ through their Registry.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from typing import Callable
 
-from rill.protocol.primitives import Transport
 from rill.server.core.registry import Registry
 from rill.server.storage.partition_log import PartitionLog
 
@@ -23,7 +21,7 @@ class Session:
 
     client_id: int
     address: str
-    transport: Transport
+    transport: str  # the transport's neutral name: "tcp", "quic", "http"
     user_id: int = 0  # 0 = not logged in
     connected_at: int = 0  # µs
     last_heartbeat: int = 0  # µs of the last request (PING included)
@@ -73,11 +71,6 @@ class Topic:
     replication_factor: int
     record_format: str  # how its partitions store records (storage.records)
     partitions: dict[int, Partition] = field(default_factory=dict)
-    # balanced partitioning: the next partition id to receive a batch (1-based round robin)
-    _round_robin: itertools.count = field(default_factory=itertools.count)
-
-    def next_balanced_partition(self) -> int:
-        return next(self._round_robin) % len(self.partitions) + 1
 
     @property
     def size_bytes(self) -> int:

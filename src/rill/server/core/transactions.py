@@ -57,14 +57,13 @@ from rill import errors
 from rill.protocol.primitives import (
     MAX_TOPIC_SIZE_UNLIMITED,
     CommitOutcome,
-    Partitioning,
     StageOutcome,
 )
 from rill.server.auth.permissioner import Action
 from rill.server.config import NEVER
 from rill.server.core.model import Partition, Session, Topic
 from rill.server.core.state import CoreState
-from rill.server.core.types import Ref
+from rill.server.core.types import PartitionChooser, Ref
 from rill.server.storage.partition_log import PartitionLog
 from rill.server.storage.staged_records import check_stored_records
 from rill.server.storage.staging import StagedFile, StagingArea
@@ -127,11 +126,9 @@ class Handle(Protocol):
 
 class TransactionService:
     def __init__(
-        self, state: CoreState, choose_partition: Callable[[Topic, Partitioning], Partition],
-        appended: Callable[[PartitionLog], None],
+        self, state: CoreState, appended: Callable[[PartitionLog], None],
     ) -> None:
         self.state = state
-        self.choose_partition = choose_partition
         self.appended = appended  # after every append: metrics, and the long polls it wakes
         self.staging = StagingArea(state.paths, state.durability)
         # Every commit is synced under interval too: a decision lost while the messages it
@@ -145,14 +142,16 @@ class TransactionService:
     # -- commands --------------------------------------------------------------------------
 
     async def stage_messages(
-        self, session: Session, stream_id: Ref, topic_id: Ref, partitioning: Partitioning,
+        self, session: Session, stream_id: Ref, topic_id: Ref,
+        partition: int | PartitionChooser,
         producer_id: str, batch_id: int, run_id: int, task_id: int, attempt_id: int,
         positions: bytes | memoryview, records: bytes | memoryview, owner: str = "",
     ) -> StageResult:
         state = self.state
         topic = state.find_topic(stream_id, topic_id)
         state.authorize(session, Action.WRITE_MESSAGES, topic.stream_id, topic.id)
-        partition = self.choose_partition(topic, partitioning)
+        partition = state.find_partition(
+            topic, partition if type(partition) is int else partition(topic))  # type: ignore[operator]
         producer = self.producers.setdefault(producer_id, Producer())
         producer.check_owner(producer_id, owner)
         if producer.is_committed(batch_id):

@@ -5,32 +5,42 @@ Owns: ``Ref`` (a stream or topic named by id or by name), the topic settings a c
 update carries (``TopicSpec``), and what data calls answer: ``AppendResult`` (the offsets and
 timestamp an append assigned), ``LogBounds`` (first offset, next offset, high watermark),
 ``RecordRange`` (a read's stored bytes and where they sit) and ``PartitionEnd`` (a long poll's
-answer). Partitions are numbered as the model numbers them, 1..N; a protocol that counts from
-0 (Kafka, TANK) converts at its edge, as Iggy's 1-based ids need no conversion.
+answer); the hooks an append takes (``PartitionChooser``, ``Admission``); and, re-exported, the
+model's shapes a protocol reads (``Session``, ``Stream``, ``Topic``, ``Partition``) and the
+name rule (``normalize_name``).
+
+One numbering of partitions in the whole core API (``Broker``, its facades, every result
+here): partition ids 1..N, as the model and the directories on disk number them. A protocol
+that counts from 0 (Kafka, TANK) converts at its edge (``id = index + 1``); Iggy's 1-based ids
+need no conversion.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable
-from enum import IntEnum
 
+from rill.server.core.model import Partition, Session, Stream, Topic
+from rill.server.core.names import normalize_name
 from rill.server.storage.file_region import FileRegion
+
+# re-exported (with what this module defines): the model's shapes and the core's name rule
+__all__ = ["Partition", "Session", "Stream", "Topic", "normalize_name"]
 
 Ref = int | str  # a stream or a topic, by id or by name
 
+Region = bytes | bytearray | memoryview
 
-class ReadFrom(IntEnum):
-    """Where a consumer's read starts (``MessageService.poll_messages``), with its value: an
-    offset, a timestamp (µs: the first record at or after it), the first record kept, the
-    last ``count`` records, or the consumer's next offset (its first record when it has none).
-    The numbers are Iggy's polling kinds (wire §2.4), so that edge passes them on as they are."""
+# Picks the partition id (1..N) of an append once the topic is found and the append
+# authorized (a protocol's partitioning rule: Iggy's balanced and key-hash kinds); raises the
+# protocol's error when it cannot
+PartitionChooser = Callable[[Topic], int]
 
-    OFFSET = 1
-    TIMESTAMP = 2
-    FIRST = 3
-    LAST = 4
-    NEXT = 5
+# An admission rule applied atomically with an append to one partition (no other append to
+# it runs between): ``admit(partition, region)`` answers the region to store (None: nothing)
+# and what to run once the log took it (None: nothing). It applies to a region stored as it
+# came (not one converted into the topic's record format). Iggy's message-id deduplication.
+Admission = Callable[[Partition, Region], "tuple[Region | None, Callable[[], None] | None]"]
 
 
 @dataclass(slots=True)

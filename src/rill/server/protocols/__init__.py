@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Awaitable, Protocol
 if TYPE_CHECKING:
     from rill.protocol.framing import FrameDecoder
     from rill.server.core.core import Core
-    from rill.server.core.model import Session
+    from rill.server.core.types import Session
 
 
 @dataclass(slots=True)

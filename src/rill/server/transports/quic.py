@@ -54,7 +54,6 @@ from aioquic.quic.packet import QuicErrorCode
 
 from rill import errors
 from rill.protocol.framing import HEADER_SIZE, BadLength, Frame, LargeFrame, RequestFrameDecoder
-from rill.protocol.primitives import Transport
 from rill.quic_tuning import widen_socket_buffers, widen_windows
 from rill.server.config import NEVER, QuicConfig, split_address
 from rill.server.core.core import Core
@@ -138,7 +137,7 @@ class QuicSession(QuicConnectionProtocol):
                 self.shutdown()
                 return None
             self.connection = BinaryConnection(
-                listener.core, self, address, Transport.QUIC, listener.protocol,
+                listener.core, self, address, "quic", listener.protocol,
                 limits=listener.limits,
                 memory=listener.memory, supervisor=listener.supervisor,
             )

@@ -37,7 +37,6 @@ from typing import Any, Sequence
 
 from rill import errors
 from rill.protocol.framing import NEED_DATA, BadLength, Frame, LargeBuffers, LargeFrame
-from rill.protocol.primitives import Transport
 from rill.server.core.core import Core
 from rill.server.logs import Refusals
 from rill.server.protocols import WireProtocol
@@ -94,7 +93,7 @@ class TcpConnection(asyncio.BufferedProtocol):
                                 hold=lambda: self.connection.pause_writing(),
                                 release=self._release_writing)
         self.connection = BinaryConnection(
-            listener.core, self, address, Transport.TCP, listener.protocol, limits=listener.limits,
+            listener.core, self, address, "tcp", listener.protocol, limits=listener.limits,
             memory=listener.memory, supervisor=listener.supervisor,
         )
         self.connection.session.sends_files = socket_descriptor is not None

@@ -10,9 +10,8 @@ from rill.protocol.commands.offsets import GetConsumerLag
 from rill.protocol.messages import encode_messages
 from rill.protocol.primitives import Consumer, Identifier
 from rill.server.core.broker import PartitionRef
-from rill.server.core.consumer_offsets import GroupMember
 from rill.server.core.types import ConsumerLag
-from rill.server.protocols.iggy.consumers import consumer_name, iggy_lag, reader
+from rill.server.protocols.iggy.consumers import GroupMember, consumer_name, iggy_lag, reader
 from rill.server.protocols.iggy.dispatch import execute
 
 from in_process_core import run_with_broker
@@ -47,7 +46,7 @@ def test_another_protocols_consumer_is_in_the_lag_as_a_group_with_id_0(tmp_path)
     """Kafka's groups are listed too (what ``rill consumer-offset list`` shows), named as
     stored, with the same figures as the HTTP ``/consumers`` route reads from the core."""
     async def scenario(core, broker, session) -> None:
-        partition = PartitionRef("ns", "t", 0)
+        partition = PartitionRef("ns", "t", 1)
         await broker.append(session, partition, encode_messages([b"m"] * 5))
         broker.commit_offset(session, "kafka-group:payments", partition, 2)
         broker.commit_offset(session, consumer_name(4), partition, 3)

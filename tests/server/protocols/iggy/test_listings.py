@@ -8,7 +8,7 @@ import asyncio
 
 from rill.protocol.commands.streams import GetStreams
 from rill.protocol.commands.topics import GetTopics
-from rill.protocol.primitives import Identifier, Transport
+from rill.protocol.primitives import Identifier
 from rill.server.config import ServerConfig
 from rill.server.core.core import Core
 from rill.server.core.model import Stream, Topic
@@ -35,7 +35,7 @@ def test_get_streams_and_get_topics_of_20000_let_other_work_run(tmp_path):
         core = Core(config)
         await core.start()
         try:
-            session = core.connect("127.0.0.1:1", Transport.TCP)
+            session = core.connect("127.0.0.1:1", "tcp")
             await core.users.login_user(session, "iggy", "iggy")
             streams = core.state.streams  # a listing needs no files: the model alone
             for stream_id in range(1, STREAMS + 1):

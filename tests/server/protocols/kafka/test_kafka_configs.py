@@ -17,7 +17,6 @@ from kafka.admin import ConfigResourceType
 
 from rill.protocol.kafka import apis, request_class
 from rill.protocol.kafka.errors import ErrorCode
-from rill.protocol.primitives import Transport
 from rill.server.protocols.kafka.configs import describe_configs
 from rill.server.protocols.kafka.dispatch import KafkaSettings
 
@@ -162,7 +161,7 @@ def test_describing_needs_read_access_through_the_core(tmp_path):
 
     async def scenario(core, broker, session) -> None:
         await core.users.create_user(session, "plain", "plain-pw", 1, None)
-        stranger = broker.connect("127.0.0.1:2", Transport.TCP)
+        stranger = broker.connect("127.0.0.1:2", "tcp")
         await broker.authenticate(stranger, "plain", "plain-pw")
         refused = await describe_configs(core, stranger, settings, request)
         assert [(r.error_code, r.configs) for r in refused.results] == [

@@ -12,13 +12,25 @@ of a topic, as the HTTP ``/consumers`` route does from the same core rows).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import xxhash
 
 from rill.protocol.primitives import Consumer, ConsumerKind
-from rill.server.core.consumer_offsets import GroupMember, Reader
-from rill.server.core.types import ConsumerLag, Ref
+from rill.server.core.broker import Broker, PartitionRef
+from rill.server.core.types import ConsumerLag, Ref, Session
 
 CONSUMER_PREFIX = "iggy-consumer:"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMember:
+    """A consumer reading as a member of the topic's consumer group ``group`` (id or name)."""
+
+    group: Ref
+
+
+Reader = str | GroupMember  # who reads: a consumer by its position name, or a group's member
 
 
 def consumer_name(consumer_id: Ref) -> str:
@@ -29,8 +41,8 @@ def consumer_name(consumer_id: Ref) -> str:
 
 
 def reader(consumer: Consumer, partition_id: int) -> tuple[Reader, int]:
-    """The core's reader for ``consumer`` and the partition it addresses (0: the group's
-    membership picks one)."""
+    """Who reads for ``consumer`` and the partition it addresses (0: the group's membership
+    picks one)."""
     if consumer.kind == ConsumerKind.CONSUMER_GROUP:
         return GroupMember(consumer.id.value), partition_id
     return consumer_name(consumer.id.value), partition_id or 1
@@ -48,3 +60,15 @@ def iggy_lag(rows: list[ConsumerLag]) -> list[ConsumerLag]:
               and not row.consumer.startswith(CONSUMER_PREFIX)
               and len(row.consumer.encode("utf-8")) <= 255]
     return groups + consumers + others
+
+
+def position(broker: Broker, session: Session, stream: Ref, topic: Ref, consumer: Consumer,
+             partition_id: int) -> tuple[str, PartitionRef]:
+    """The name ``consumer``'s positions are stored under and the partition it addresses for
+    GET/STORE_CONSUMER_OFFSET: a group's member without a partition id addresses its current
+    one (the one its last group poll read since the last rebalance; none: 3007)."""
+    who, partition_id = reader(consumer, partition_id)
+    if type(who) is GroupMember:
+        partition_id, who = broker.groups.member_partition(session, stream, topic, who.group,
+                                                           partition_id, advance=False)
+    return who, PartitionRef(stream, topic, partition_id)

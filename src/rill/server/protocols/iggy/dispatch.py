@@ -4,8 +4,11 @@ Owns: ``execute(core, session, command)``, which every Iggy transport (TCP, QUIC
 decoded command through, and the Iggy rules that sit between a command and the core: the login
 gate (only PING, the logins and LOGOUT without a session; an unauthenticated PURGE_STREAM is 41,
 not 40, wire §3.6), identifiers passed on as ids or names, message expiries and sizes with
-Iggy's sentinels, and the answers built by ``views``. No permission check, journal write or
-state change lives here: the core's services do those.
+Iggy's sentinels, the dialect's rules (``partitioning``, ``deduplication``, ``polling``,
+``consumers``, ``groups``) and the answers built by ``views``. Every command calls the core
+through its one door, the ``Broker`` and its facades (``broker.catalog``, ``.access``,
+``.groups``, ``.server``, ``.staging``). No permission check, journal write or state change
+lives here: the core does those.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ import asyncio
 import dataclasses
 import inspect
 import time
-from typing import Any, Callable
+import weakref
+from typing import TYPE_CHECKING, Any, Callable
 
 from rill import errors
 from rill.protocol.commands.base import Command
@@ -26,14 +30,19 @@ from rill.protocol.responses.messages import PolledMessages
 from rill.protocol.responses.topics import TopicRecordFormat
 from rill.protocol.responses.transactions import CommitResult, ProducerState, StageResult
 from rill.protocol.responses.users import IdentityInfo, RawPersonalAccessToken
-from rill.server.core.core import Core
-from rill.server.core.model import Session
-from rill.server.core.types import TopicSpec
+from rill.server.core.broker import Broker, PartitionRef, TopicRef
+from rill.server.core.types import Session, TopicSpec
 from rill.server.protocols.iggy import views
-from rill.server.protocols.iggy.consumers import iggy_lag, reader
+from rill.server.protocols.iggy.consumers import iggy_lag, position, reader
+from rill.server.protocols.iggy.deduplication import MessageDeduplicator
 from rill.server.protocols.iggy.groups import IggyGroupMembers
+from rill.server.protocols.iggy.partitioning import Partitioners
+from rill.server.protocols.iggy.polling import RECORD_FORMAT, poll_messages as poll
 
-Call = Callable[[Core, Session, Any], Any]  # a coroutine function where the core call awaits
+if TYPE_CHECKING:
+    from rill.server.core.core import Core
+
+Call = Callable[[Broker, Session, Any], Any]  # a coroutine function where the core call awaits
 
 # commands that need no login (wire §6.1, except GET_STATS: it tells the host's name, OS,
 # memory and the server's version and load, which a stranger has no use for but an attacker
@@ -69,18 +78,18 @@ async def execute(core: Core, session: Session, command: Command) -> Any:
     if core.metrics.enabled:
         return await _measured(call, core, session, command)
     if command.NAME in AWAITED:
-        return await call(core, session, command)
-    return call(core, session, command)
+        return await call(core.broker, session, command)
+    return call(core.broker, session, command)
 
 
 async def _measured(call: Call, core: Core, session: Session, command: Command) -> Any:
     """``call``, counted and timed by command and transport in the server's metrics."""
     metrics = core.metrics
-    transport = session.transport.name.lower()
+    transport = session.transport
     started = time.perf_counter()
     outcome = "ok"
     try:
-        result = call(core, session, command)
+        result = call(core.broker, session, command)
         if command.NAME in AWAITED:
             result = await result
     except Exception as error:
@@ -97,121 +106,144 @@ async def _measured(call: Call, core: Core, session: Session, command: Command) 
     return result
 
 
+class _Rules:
+    """The Iggy dialect's state of one server: balanced partitioning's counters and, when
+    ``[system.message_deduplication]`` is on, the message-id windows."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.partitioners = Partitioners()
+        deduplicator = MessageDeduplicator.from_config(
+            broker.config.system.message_deduplication)
+        self.admit = None if deduplicator is None else deduplicator.admit
+
+
+_RULES: weakref.WeakKeyDictionary[Broker, _Rules] = weakref.WeakKeyDictionary()
+
+
+def rules(broker: Broker) -> _Rules:
+    found = _RULES.get(broker)
+    if found is None:
+        found = _RULES[broker] = _Rules(broker)
+    return found
+
+
 # -- system, clients, snapshot ---------------------------------------------------------------
 
 
 @command
-def ping(core: Core, session: Session, c) -> None:
+def ping(broker: Broker, session: Session, c) -> None:
     return None  # the handler already counted the request as the session's heartbeat
 
 
 @command
-def get_stats(core: Core, session: Session, c):
-    return views.stats(core.system.get_stats(session))
+def get_stats(broker: Broker, session: Session, c):
+    return views.stats(broker.server.get_stats(session))
 
 
 @command
-async def get_snapshot(core: Core, session: Session, c) -> bytes:
-    return await core.snapshot.get_snapshot(session, c.compression, c.types)
+async def get_snapshot(broker: Broker, session: Session, c) -> bytes:
+    return await broker.server.get_snapshot(session, c.compression, c.types)
 
 
 @command
-def get_me(core: Core, session: Session, c):
-    return views.client_details(core.clients.get_me(session))
+def get_me(broker: Broker, session: Session, c):
+    return views.client_details(broker.server.get_me(session))
 
 
 @command
-def get_client(core: Core, session: Session, c):
-    return views.client_details(core.clients.get_client(session, c.client_id))
+def get_client(broker: Broker, session: Session, c):
+    return views.client_details(broker.server.get_client(session, c.client_id))
 
 
 @command
-def get_clients(core: Core, session: Session, c):
-    return [views.client_info(client) for client in core.clients.get_clients(session)]
+def get_clients(broker: Broker, session: Session, c):
+    return [views.client_info(client) for client in broker.server.get_clients(session)]
 
 
 # -- users and tokens ------------------------------------------------------------------------
 
 
 @command
-def get_user(core: Core, session: Session, c):
-    return views.user_details(core.users.get_user(session, c.user_id.value))
+def get_user(broker: Broker, session: Session, c):
+    return views.user_details(broker.access.get_user(session, c.user_id.value))
 
 
 @command
-def get_users(core: Core, session: Session, c):
-    return [views.user_info(user) for user in core.users.get_users(session)]
+def get_users(broker: Broker, session: Session, c):
+    return [views.user_info(user) for user in broker.access.get_users(session)]
 
 
 @command
-async def create_user(core: Core, session: Session, c):
+async def create_user(broker: Broker, session: Session, c):
     return views.user_details(
-        await core.users.create_user(session, c.username, c.password, c.status, c.permissions))
+        await broker.access.create_user(session, c.username, c.password, c.status,
+                                        c.permissions))
 
 
 @command
-def delete_user(core: Core, session: Session, c) -> None:
-    core.users.delete_user(session, c.user_id.value)
+def delete_user(broker: Broker, session: Session, c) -> None:
+    broker.access.delete_user(session, c.user_id.value)
 
 
 @command
-def unlock_user(core: Core, session: Session, c) -> None:
-    core.users.unlock_user(session, c.user_id.value)
+def unlock_user(broker: Broker, session: Session, c) -> None:
+    broker.access.unlock_user(session, c.user_id.value)
 
 
 @command
-def update_user(core: Core, session: Session, c) -> None:
-    core.users.update_user(session, c.user_id.value, c.username, c.status)
+def update_user(broker: Broker, session: Session, c) -> None:
+    broker.access.update_user(session, c.user_id.value, c.username, c.status)
 
 
 @command
-def update_permissions(core: Core, session: Session, c) -> None:
-    core.users.update_permissions(session, c.user_id.value, c.permissions)
+def update_permissions(broker: Broker, session: Session, c) -> None:
+    broker.access.update_permissions(session, c.user_id.value, c.permissions)
 
 
 @command
-async def change_password(core: Core, session: Session, c) -> None:
-    await core.users.change_password(session, c.user_id.value, c.current_password,
-                                     c.new_password)
+async def change_password(broker: Broker, session: Session, c) -> None:
+    await broker.access.change_password(session, c.user_id.value, c.current_password,
+                                        c.new_password)
 
 
 @command
-async def login_user(core: Core, session: Session, c):
-    return IdentityInfo(await core.users.login_user(session, c.username, c.password))
+async def login_user(broker: Broker, session: Session, c):
+    return IdentityInfo(await broker.access.login_user(session, c.username, c.password))
 
 
 @command
-def logout_user(core: Core, session: Session, c) -> None:
-    core.users.logout_user(session)
+def logout_user(broker: Broker, session: Session, c) -> None:
+    broker.access.logout_user(session)
 
 
 @command
-def get_personal_access_tokens(core: Core, session: Session, c):
-    return [views.token_info(token) for token in core.tokens.get_personal_access_tokens(session)]
+def get_personal_access_tokens(broker: Broker, session: Session, c):
+    return [views.token_info(token)
+            for token in broker.access.get_personal_access_tokens(session)]
 
 
 @command
-def create_personal_access_token(core: Core, session: Session, c):
+def create_personal_access_token(broker: Broker, session: Session, c):
     return RawPersonalAccessToken(
-        core.tokens.create_personal_access_token(session, c.name, c.expiry))
+        broker.access.create_personal_access_token(session, c.name, c.expiry))
 
 
 @command
-def delete_personal_access_token(core: Core, session: Session, c) -> None:
-    core.tokens.delete_personal_access_token(session, c.name)
+def delete_personal_access_token(broker: Broker, session: Session, c) -> None:
+    broker.access.delete_personal_access_token(session, c.name)
 
 
 @command
-def login_with_personal_access_token(core: Core, session: Session, c):
-    return IdentityInfo(core.tokens.login_with_personal_access_token(session, c.token))
+def login_with_personal_access_token(broker: Broker, session: Session, c):
+    return IdentityInfo(broker.access.login_with_personal_access_token(session, c.token))
 
 
 # -- streams, topics, partitions -------------------------------------------------------------
 
 
 @command
-def get_stream(core: Core, session: Session, c):
-    return views.stream_details(core.streams.get_stream(session, c.stream_id.value))
+def get_stream(broker: Broker, session: Session, c):
+    return views.stream_details(broker.catalog.get_stream(session, c.stream_id.value))
 
 
 async def in_turns(items: list[Any], make: Callable[[Any], Any]) -> list[Any]:
@@ -228,38 +260,41 @@ async def in_turns(items: list[Any], make: Callable[[Any], Any]) -> list[Any]:
 
 
 @command
-async def get_streams(core: Core, session: Session, c):
-    return await in_turns(core.streams.get_streams(session), views.stream_record)
+async def get_streams(broker: Broker, session: Session, c):
+    return await in_turns(broker.catalog.get_streams(session), views.stream_record)
 
 
 @command
-async def create_stream(core: Core, session: Session, c):
-    return views.stream_details(await core.streams.create_stream(session, c.name, c.stream_id or 0))
+async def create_stream(broker: Broker, session: Session, c):
+    return views.stream_details(
+        await broker.catalog.create_stream(session, c.name, c.stream_id or 0))
 
 
 @command
-def update_stream(core: Core, session: Session, c) -> None:
-    core.streams.update_stream(session, c.stream_id.value, c.name)
+def update_stream(broker: Broker, session: Session, c) -> None:
+    broker.catalog.update_stream(session, c.stream_id.value, c.name)
 
 
 @command
-async def delete_stream(core: Core, session: Session, c) -> None:
-    await core.streams.delete_stream(session, c.stream_id.value)
+async def delete_stream(broker: Broker, session: Session, c) -> None:
+    await broker.catalog.delete_stream(session, c.stream_id.value)
 
 
 @command
-def purge_stream(core: Core, session: Session, c) -> None:
-    core.streams.purge_stream(session, c.stream_id.value)
+def purge_stream(broker: Broker, session: Session, c) -> None:
+    broker.catalog.purge_stream(session, c.stream_id.value)
 
 
 @command
-def get_topic(core: Core, session: Session, c):
-    return views.topic_details(core.topics.get_topic(session, c.stream_id.value, c.topic_id.value))
+def get_topic(broker: Broker, session: Session, c):
+    return views.topic_details(
+        broker.catalog.get_topic(session, c.stream_id.value, c.topic_id.value))
 
 
 @command
-async def get_topics(core: Core, session: Session, c):
-    return await in_turns(core.topics.get_topics(session, c.stream_id.value), views.topic_record)
+async def get_topics(broker: Broker, session: Session, c):
+    return await in_turns(broker.catalog.get_topics(session, c.stream_id.value),
+                          views.topic_record)
 
 
 def _topic_spec(c, partitions_count: int = 0, topic_id: int = 0) -> TopicSpec:
@@ -268,91 +303,92 @@ def _topic_spec(c, partitions_count: int = 0, topic_id: int = 0) -> TopicSpec:
 
 
 @command
-async def create_topic(core: Core, session: Session, c):
+async def create_topic(broker: Broker, session: Session, c):
     spec = _topic_spec(c, c.partitions_count, c.topic_id or 0)
-    return views.topic_details(await core.topics.create_topic(session, c.stream_id.value, spec))
+    return views.topic_details(await broker.catalog.create_topic(session, c.stream_id.value,
+                                                                 spec))
 
 
 @command
-async def create_topic_with_format(core: Core, session: Session, c):
+async def create_topic_with_format(broker: Broker, session: Session, c):
     spec = dataclasses.replace(_topic_spec(c, c.partitions_count, c.topic_id or 0),
                                record_format=record_format_stored(c.record_format))
-    return views.topic_details(await core.topics.create_topic(session, c.stream_id.value, spec))
+    return views.topic_details(await broker.catalog.create_topic(session, c.stream_id.value,
+                                                                 spec))
 
 
 @command
-def get_topic_record_formats(core: Core, session: Session, c):
+def get_topic_record_formats(broker: Broker, session: Session, c):
     return [TopicRecordFormat(topic.id, record_format_short(topic.record_format))
-            for topic in core.topics.get_topics(session, c.stream_id.value)]
+            for topic in broker.catalog.get_topics(session, c.stream_id.value)]
 
 
 @command
-def update_topic(core: Core, session: Session, c) -> None:
-    core.topics.update_topic(session, c.stream_id.value, c.topic_id.value, _topic_spec(c))
+def update_topic(broker: Broker, session: Session, c) -> None:
+    broker.catalog.update_topic(session, c.stream_id.value, c.topic_id.value, _topic_spec(c))
 
 
 @command
-async def delete_topic(core: Core, session: Session, c) -> None:
-    await core.topics.delete_topic(session, c.stream_id.value, c.topic_id.value)
+async def delete_topic(broker: Broker, session: Session, c) -> None:
+    await broker.catalog.delete_topic(session, c.stream_id.value, c.topic_id.value)
 
 
 @command
-def purge_topic(core: Core, session: Session, c) -> None:
-    core.topics.purge_topic(session, c.stream_id.value, c.topic_id.value)
+def purge_topic(broker: Broker, session: Session, c) -> None:
+    broker.catalog.purge_topic(session, c.stream_id.value, c.topic_id.value)
 
 
 @command
-async def create_partitions(core: Core, session: Session, c) -> None:
-    await core.partitions.create_partitions(session, c.stream_id.value, c.topic_id.value,
-                                            c.partitions_count)
+async def create_partitions(broker: Broker, session: Session, c) -> None:
+    await broker.catalog.create_partitions(session, c.stream_id.value, c.topic_id.value,
+                                           c.partitions_count)
 
 
 @command
-async def delete_partitions(core: Core, session: Session, c) -> None:
-    await core.partitions.delete_partitions(session, c.stream_id.value, c.topic_id.value,
-                                            c.partitions_count)
+async def delete_partitions(broker: Broker, session: Session, c) -> None:
+    await broker.catalog.delete_partitions(session, c.stream_id.value, c.topic_id.value,
+                                           c.partitions_count)
 
 
 # -- messages --------------------------------------------------------------------------------
 
 
 @command
-async def send_messages(core: Core, session: Session, c) -> None:
-    await core.messages.send_messages(session, c.stream_id.value, c.topic_id.value,
-                                      c.partitioning, c.messages)
-
-
-# what an Iggy reader takes (storage.records); a Kafka-written topic is converted into it
-RECORD_FORMAT = "iggy-v1"
+async def send_messages(broker: Broker, session: Session, c) -> None:
+    dialect = rules(broker)
+    await broker.append(session, TopicRef(c.stream_id.value, c.topic_id.value), c.messages,
+                        record_format=RECORD_FORMAT,
+                        choose=dialect.partitioners.chooser(c.partitioning),
+                        admit=dialect.admit)
 
 
 @command
-def poll_messages(core: Core, session: Session, c):
+def poll_messages(broker: Broker, session: Session, c):
     consumer, partition_id = reader(c.consumer, c.partition_id)
-    strategy = c.strategy  # (its kinds are the core's ReadFrom numbers)
-    return views.polled_messages(core.messages.poll_messages(
-        session, c.stream_id.value, c.topic_id.value, consumer, partition_id, strategy.kind,
-        strategy.value, c.count, c.auto_commit, session.sends_files, RECORD_FORMAT))
+    strategy = c.strategy
+    return views.polled_messages(poll(
+        broker, session, c.stream_id.value, c.topic_id.value, consumer, partition_id,
+        strategy.kind, strategy.value, c.count, c.auto_commit, session.sends_files))
 
 
 @command
-async def flush_unsaved_buffer(core: Core, session: Session, c) -> None:
-    await core.messages.flush_unsaved_buffer(session, c.stream_id.value, c.topic_id.value,
-                                             c.partition_id)
+async def flush_unsaved_buffer(broker: Broker, session: Session, c) -> None:
+    await broker.flush(session, PartitionRef(c.stream_id.value, c.topic_id.value,
+                                             c.partition_id))
 
 
 @command
-def poll_messages_columnar(core: Core, session: Session, c):
+def poll_messages_columnar(broker: Broker, session: Session, c):
     max_bytes = min(c.max_bytes or DEFAULT_COLUMNAR_BYTES, MAX_COLUMNAR_BYTES)
-    return views.columnar_messages(core.columnar.poll_messages_columnar(
-        session, c.stream_id.value, c.topic_id.value, c.partition_id, c.offset, c.count,
-        max_bytes))
+    return views.columnar_messages(broker.read_columnar(
+        session, PartitionRef(c.stream_id.value, c.topic_id.value, c.partition_id), c.offset,
+        c.count, max_bytes))
 
 
 @command
-async def wait_for_messages(core: Core, session: Session, c):
-    ends = await core.long_poll.wait_for_messages(
-        session, c.stream_id.value, c.topic_id.value, c.positions, c.min_bytes,
+async def wait_for_messages(broker: Broker, session: Session, c):
+    ends = await broker.wait(
+        session, TopicRef(c.stream_id.value, c.topic_id.value), c.positions, c.min_bytes,
         min(c.max_wait_ms, MAX_WAIT_MS) / 1000)
     return [views.partition_end(end) for end in ends]
 
@@ -361,70 +397,71 @@ async def wait_for_messages(core: Core, session: Session, c):
 
 
 @command
-def get_consumer_offset(core: Core, session: Session, c):
-    return views.consumer_offset(core.consumer_offsets.get_consumer_offset(
-        session, c.stream_id.value, c.topic_id.value, *reader(c.consumer, c.partition_id)))
+def get_consumer_offset(broker: Broker, session: Session, c):
+    consumer, ref = position(broker, session, c.stream_id.value, c.topic_id.value, c.consumer,
+                             c.partition_id)
+    return views.consumer_offset(broker.committed_position(session, consumer, ref))
 
 
 @command
-def store_consumer_offset(core: Core, session: Session, c) -> None:
+def store_consumer_offset(broker: Broker, session: Session, c) -> None:
     # Iggy stores the last offset consumed; the core keeps the next one to read
-    core.consumer_offsets.store_consumer_offset(
-        session, c.stream_id.value, c.topic_id.value, *reader(c.consumer, c.partition_id),
-        c.offset + 1)
+    consumer, ref = position(broker, session, c.stream_id.value, c.topic_id.value, c.consumer,
+                             c.partition_id)
+    broker.commit_offset(session, consumer, ref, c.offset + 1)
 
 
 @command
-def get_consumer_lag(core: Core, session: Session, c):
-    return [views.consumer_lag(row) for row in iggy_lag(core.consumer_offsets.get_consumer_lag(
-        session, c.stream_id.value, c.topic_id.value))]
+def get_consumer_lag(broker: Broker, session: Session, c):
+    return [views.consumer_lag(row) for row in iggy_lag(broker.consumer_lag(
+        session, TopicRef(c.stream_id.value, c.topic_id.value)))]
 
 
-def _members(core: Core) -> IggyGroupMembers:
+def _members(broker: Broker) -> IggyGroupMembers:
     """The Iggy membership this server's groups were built with."""
-    members = core.consumer_groups.membership
+    members = broker.groups.membership
     if not isinstance(members, IggyGroupMembers):
         raise errors.FeatureUnavailable(reason="consumer group members are not Iggy's here")
     return members
 
 
 @command
-def get_consumer_group(core: Core, session: Session, c):
-    group = core.consumer_groups.get_consumer_group(
+def get_consumer_group(broker: Broker, session: Session, c):
+    group = broker.groups.get_consumer_group(
         session, c.stream_id.value, c.topic_id.value, c.group_id.value)
-    return views.group_details(group, _members(core).members(group))
+    return views.group_details(group, _members(broker).members(group))
 
 
 @command
-def get_consumer_groups(core: Core, session: Session, c):
-    members = _members(core)
+def get_consumer_groups(broker: Broker, session: Session, c):
+    members = _members(broker)
     return [views.group_record(group, members.members(group))
-            for group in core.consumer_groups.get_consumer_groups(
+            for group in broker.groups.get_consumer_groups(
                 session, c.stream_id.value, c.topic_id.value)]
 
 
 @command
-def create_consumer_group(core: Core, session: Session, c):
-    group = core.consumer_groups.create_consumer_group(
+def create_consumer_group(broker: Broker, session: Session, c):
+    group = broker.groups.create_consumer_group(
         session, c.stream_id.value, c.topic_id.value, c.name, c.group_id or 0)
     return views.group_details(group, {})
 
 
 @command
-def delete_consumer_group(core: Core, session: Session, c) -> None:
-    core.consumer_groups.delete_consumer_group(session, c.stream_id.value, c.topic_id.value,
-                                               c.group_id.value)
+def delete_consumer_group(broker: Broker, session: Session, c) -> None:
+    broker.groups.delete_consumer_group(session, c.stream_id.value, c.topic_id.value,
+                                        c.group_id.value)
 
 
 @command
-def join_consumer_group(core: Core, session: Session, c) -> None:
-    _members(core).join(session, core.consumer_groups.get_consumer_group(
+def join_consumer_group(broker: Broker, session: Session, c) -> None:
+    _members(broker).join(session, broker.groups.get_consumer_group(
         session, c.stream_id.value, c.topic_id.value, c.group_id.value))
 
 
 @command
-def leave_consumer_group(core: Core, session: Session, c) -> None:
-    _members(core).leave(session, core.consumer_groups.get_consumer_group(
+def leave_consumer_group(broker: Broker, session: Session, c) -> None:
+    _members(broker).leave(session, broker.groups.get_consumer_group(
         session, c.stream_id.value, c.topic_id.value, c.group_id.value))
 
 
@@ -432,25 +469,26 @@ def leave_consumer_group(core: Core, session: Session, c) -> None:
 
 
 @command
-async def stage_messages(core: Core, session: Session, c):
-    return StageResult(*await core.transactions.stage_messages(
-        session, c.stream_id.value, c.topic_id.value, c.partitioning, c.producer_id,
-        c.batch_id, c.run_id, c.task_id, c.attempt_id, c.positions, c.records, c.owner))
+async def stage_messages(broker: Broker, session: Session, c):
+    return StageResult(*await broker.staging.stage_messages(
+        session, c.stream_id.value, c.topic_id.value,
+        rules(broker).partitioners.chooser(c.partitioning), c.producer_id, c.batch_id,
+        c.run_id, c.task_id, c.attempt_id, c.positions, c.records, c.owner))
 
 
 @command
-async def commit_staged_messages(core: Core, session: Session, c):
-    return CommitResult(*await core.transactions.commit_staged_messages(
+async def commit_staged_messages(broker: Broker, session: Session, c):
+    return CommitResult(*await broker.staging.commit_staged_messages(
         session, c.producer_id, c.batch_id, c.handles, c.owner))
 
 
 @command
-async def abort_staged_messages(core: Core, session: Session, c) -> None:
-    await core.transactions.abort_staged_messages(
+async def abort_staged_messages(broker: Broker, session: Session, c) -> None:
+    await broker.staging.abort_staged_messages(
         session, c.producer_id, c.batch_id, c.run_id, c.one_handle, c.task_id, c.attempt_id,
         c.owner)
 
 
 @command
-def get_producer_state(core: Core, session: Session, c):
-    return ProducerState(*core.transactions.get_producer_state(session, c.producer_id))
+def get_producer_state(broker: Broker, session: Session, c):
+    return ProducerState(*broker.staging.get_producer_state(session, c.producer_id))

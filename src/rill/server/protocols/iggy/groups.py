@@ -2,7 +2,7 @@
 dealt, and where each member's group polls go next (wire §3.9, §4.4, §6.5, §6.6).
 
 Owns: ``IggyGroupMembers``, the ``GroupMembership`` the core is built with when it serves Iggy
-(``core.consumer_groups`` keeps the groups themselves, durable, and asks this for a member's
+(the core keeps the groups themselves, durable, and asks this for a member's
 partition). Kafka's group coordinator will be another membership over the same groups and
 positions.
 
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from rill import errors
-from rill.server.core.consumer_groups import Group
-from rill.server.core.model import Session
+from rill.server.core.broker import Group
+from rill.server.core.types import Session
 
 Membership = tuple[int, int, int]  # (stream id, topic id, group id)
 

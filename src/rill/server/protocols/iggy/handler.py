@@ -21,7 +21,7 @@ from rill.protocol.responses.base import Record, encode_records
 from rill.protocol.responses.columnar import ColumnarMessages
 from rill.protocol.responses.messages import PolledMessages
 from rill.server.core.core import Core
-from rill.server.core.model import Session
+from rill.server.core.types import Session
 from rill.server.protocols import Reply
 from rill.server.protocols.iggy.dispatch import RECORDS_PER_TURN, execute
 from rill.server.protocols.iggy.views import PolledParts

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from rill.protocol.commands.topics import record_format_short
-from rill.protocol.primitives import ConsumerKind
+from rill.protocol.primitives import ConsumerKind, Transport
 from rill.protocol.responses.columnar import ColumnarMessages
 from rill.protocol.responses.groups import ConsumerGroup as GroupRecord
 from rill.protocol.responses.groups import (
@@ -31,15 +31,11 @@ from rill.protocol.responses.topics import Partition as PartitionRecord
 from rill.protocol.responses.topics import Topic as TopicRecord
 from rill.protocol.responses.topics import TopicDetails
 from rill.protocol.responses.users import PersonalAccessTokenInfo, UserInfo, UserInfoDetails
-from rill.server.core.columnar import ColumnarRead
-from rill.server.core.consumer_groups import Group
-from rill.server.core.model import Partition, Session, Stream, Topic
-from rill.server.core.system import ServerStats
-from rill.server.core.tokens import PersonalAccessToken
-from rill.server.core.types import ConsumerPosition, LogBounds, RecordRange
+from rill.server.core.broker import ColumnarRead, Group, PersonalAccessToken, ServerStats, User
+from rill.server.core.types import ConsumerPosition, LogBounds, Partition, RecordRange
+from rill.server.core.types import Session, Stream, Topic
 from rill.server.core.types import ConsumerLag as LagRow
 from rill.server.core.types import PartitionEnd as PartitionEndRow
-from rill.server.core.users import User
 from rill.server.storage.file_region import FileRegion
 from rill.server.protocols.iggy.consumers import CONSUMER_PREFIX
 from rill.server.protocols.iggy.groups import Member
@@ -184,16 +180,20 @@ def token_info(token: PersonalAccessToken) -> PersonalAccessTokenInfo:
     return PersonalAccessTokenInfo(token.name, token.expiry_at)
 
 
+# the core's neutral transport names as Iggy's transport numbers (wire §4.10)
+TRANSPORTS = {"tcp": Transport.TCP, "quic": Transport.QUIC, "http": Transport.HTTP}
+
+
 def client_info(session: Session) -> ClientInfo:
-    return ClientInfo(session.client_id, session.user_id, int(session.transport), session.address,
-                      len(session.consumer_groups))
+    return ClientInfo(session.client_id, session.user_id, int(TRANSPORTS[session.transport]),
+                      session.address, len(session.consumer_groups))
 
 
 def client_details(session: Session) -> ClientInfoDetails:
     groups = [ClientConsumerGroup(stream_id, topic_id, group_id)
               for stream_id, topic_id, group_id in list(session.consumer_groups)]
-    return ClientInfoDetails.of(session.client_id, session.user_id, int(session.transport),
-                                session.address, groups)
+    return ClientInfoDetails.of(session.client_id, session.user_id,
+                                int(TRANSPORTS[session.transport]), session.address, groups)
 
 
 # GET_STATS fields narrower than u64 (wire §4.9); the other integers are u64

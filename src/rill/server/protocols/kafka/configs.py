@@ -41,7 +41,7 @@ from rill import errors
 from rill.protocol.kafka import ErrorCode, apis, response_class
 from rill.protocol.primitives import EXPIRY_NEVER, MAX_TOPIC_SIZE_UNLIMITED
 from rill.server.core.core import Core
-from rill.server.core.model import Session, Topic
+from rill.server.core.types import Session, Topic
 from rill.server.protocols.kafka.dispatch import (
     DEFAULT_PARTITIONS, NODE_ID, KafkaSettings, api, find_topic, kafka_error, valid_name,
 )

@@ -71,7 +71,7 @@ from rill import errors
 from rill.protocol.kafka import ErrorCode, apis, message_sets, response_class
 from rill.server.core.broker import PartitionRef
 from rill.server.core.core import Core
-from rill.server.core.model import Session, Topic
+from rill.server.core.types import Session, Topic
 from rill.server.protocols.kafka.dispatch import (
     DATA_RANGES,
     RECORD_FORMAT,
@@ -145,7 +145,7 @@ async def _produce_partition(core: Core, session: Session, settings: KafkaSettin
         except message_sets.InvalidMessageSet as error:
             code, message = ErrorCode.CORRUPT_MESSAGE, str(error)
     if code == ErrorCode.NONE:
-        ref = PartitionRef(settings.stream, name, entry.index)
+        ref = PartitionRef(settings.stream, name, entry.index + 1)
         try:
             if legacy:
                 time_us = batch_time_us(records)
@@ -228,7 +228,7 @@ def _read_all(core: Core, session: Session, settings: KafkaSettings, wanted: lis
     for entry in wanted:
         if entry.code not in (ErrorCode.NONE, ErrorCode.OFFSET_OUT_OF_RANGE):
             continue
-        ref = PartitionRef(settings.stream, entry.topic, entry.partition)
+        ref = PartitionRef(settings.stream, entry.topic, entry.partition + 1)
         entry.drop()
         try:
             bounds = broker.bounds(session, ref)
@@ -261,7 +261,7 @@ async def _wait(core: Core, session: Session, settings: KafkaSettings, wanted: l
     by_topic: dict[str, list[tuple[int, int]]] = {}
     for entry in wanted:
         if entry.code == ErrorCode.NONE:
-            by_topic.setdefault(entry.topic, []).append((entry.partition, entry.offset))
+            by_topic.setdefault(entry.topic, []).append((entry.partition + 1, entry.offset))
     await core.broker.wait_any(session, settings.stream, by_topic, min_bytes, timeout)
 
 
@@ -391,7 +391,7 @@ async def list_offsets(core: Core, session: Session, settings: KafkaSettings, re
             offset = timestamp = -1
             old_style: tuple[int, ...] = ()
             if code == ErrorCode.NONE:
-                ref = PartitionRef(settings.stream, topic.name, entry.partition_index)
+                ref = PartitionRef(settings.stream, topic.name, entry.partition_index + 1)
                 try:
                     if version == 0:
                         old_style = _old_style_offsets(core, session, ref, entry.timestamp,

@@ -46,9 +46,7 @@ from rill.protocol.kafka import ErrorCode, api_versions_body, apis, response_cla
 from rill.protocol.primitives import EXPIRY_NEVER, MAX_TOPIC_SIZE_UNLIMITED
 from rill.server.core.broker import TopicRef
 from rill.server.core.core import Core
-from rill.server.core.model import Session, Topic
-from rill.server.core.names import normalize_name
-from rill.server.core.types import TopicSpec
+from rill.server.core.types import Session, Topic, TopicSpec, normalize_name
 
 
 @dataclass(frozen=True, slots=True)

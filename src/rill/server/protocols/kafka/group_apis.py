@@ -42,8 +42,7 @@ from rill import errors
 from rill.protocol.kafka import ErrorCode, apis, response_class
 from rill.server.core.broker import PartitionRef
 from rill.server.core.core import Core
-from rill.server.core.model import Session
-from rill.server.core.types import LiveMember, MemberSource
+from rill.server.core.types import LiveMember, MemberSource, Session
 from rill.server.protocols.kafka.dispatch import KafkaSettings, api, kafka_error, kafka_topics
 from rill.server.protocols.kafka.groups import (
     DEAD, EMPTY, PREPARING, STABLE, Coordinator,
@@ -154,7 +153,7 @@ async def offset_commit(core: Core, session: Session, settings: KafkaSettings, r
                 if known is None or not 0 <= entry.partition_index < len(known.partitions):
                     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 else:
-                    ref = PartitionRef(settings.stream, topic.name, entry.partition_index)
+                    ref = PartitionRef(settings.stream, topic.name, entry.partition_index + 1)
                     try:
                         epoch = entry.committed_leader_epoch  # -1 (none) before v6
                         core.broker.commit_offset(session, name, ref, entry.committed_offset,
@@ -198,7 +197,7 @@ async def offset_fetch(core: Core, session: Session, settings: KafkaSettings, re
             return -1, -1, "", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         try:
             position = broker.committed_position(session, name,
-                                                 PartitionRef(settings.stream, topic, index))
+                                                 PartitionRef(settings.stream, topic, index + 1))
         except errors.RillError as error:
             return -1, -1, "", kafka_error(error)
         if position.next_offset is None:

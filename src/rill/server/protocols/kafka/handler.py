@@ -44,7 +44,7 @@ from rill.protocol.kafka import (
 from rill.protocol.kafka.framing import frame
 from rill.protocol.kafka import apis
 from rill.server.core.core import Core
-from rill.server.core.model import Session
+from rill.server.core.types import Session
 from rill.server.logs import Refusals
 from rill.server.protocols import Reply
 from rill import errors

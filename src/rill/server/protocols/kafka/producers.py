@@ -57,8 +57,7 @@ from rill import errors
 from rill.protocol.kafka import ErrorCode, apis, response_class
 from rill.server.core.broker import PartitionRef
 from rill.server.core.core import Core
-from rill.server.core.model import Session, Topic
-from rill.server.core.types import AppendResult
+from rill.server.core.types import AppendResult, Session, Topic
 from rill.server.protocols.kafka.dispatch import RECORD_FORMAT, KafkaSettings, api, kafka_error
 from rill.server.storage.kafka_records import producer_batches
 
@@ -197,7 +196,7 @@ async def append(core: Core, session: Session, topic: Topic, ref: PartitionRef,
                               "an idempotent produce carries one batch per partition")
     _, delta, producer_id, epoch, first = batches[0]
     last = last_sequence(first, delta) if first >= 0 else first
-    state = producers(core).partition(topic, ref.partition)
+    state = producers(core).partition(topic, ref.partition_id - 1)
     async with state.lock:
         if not state.loaded:
             if topic.record_format == RECORD_FORMAT:

@@ -48,7 +48,7 @@ from rill import errors
 from rill.protocol.kafka import ErrorCode, apis, response_class
 from rill.server.auth import scram
 from rill.server.core.core import Core
-from rill.server.core.model import Session
+from rill.server.core.types import Session
 
 if TYPE_CHECKING:
     from rill.server.protocols.kafka.dispatch import KafkaSettings

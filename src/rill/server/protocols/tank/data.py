@@ -75,7 +75,7 @@ from rill.protocol.tank.record_batches import (
     contiguous_bundle,
 )
 from rill.server.core.core import Core
-from rill.server.core.model import Session, Topic
+from rill.server.core.types import Session, Topic
 from rill.server.logs import Refusals
 from rill.server.protocols.tank.dispatch import (
     RECORD_FORMAT,
@@ -281,7 +281,7 @@ async def _wait(core: Core, session: Session, settings: TankSettings,
     need = max(min_bytes, 1)
     arrived = await core.broker.wait_any(
         session, settings.stream,
-        {name: [(wanted.partition, wanted.wait_offset) for wanted in parts]
+        {name: [(wanted.partition + 1, wanted.wait_offset) for wanted in parts]
          for name, parts in by_topic.items()}, need, timeout)
     return arrived >= need
 

@@ -42,9 +42,7 @@ from rill.protocol.tank.errors import CreateTopicError, ReloadConfError
 from rill.protocol.tank.record_batches import FIRST_RECORD_PEEK, first_record_offset
 from rill.server.core.broker import PartitionRef
 from rill.server.core.core import Core
-from rill.server.core.model import Session, Topic
-from rill.server.core.names import normalize_name
-from rill.server.core.types import LogBounds, TopicSpec
+from rill.server.core.types import LogBounds, Session, Topic, TopicSpec, normalize_name
 from rill.server.storage.file_region import FileRegion
 
 RECORD_FORMAT = "kafka-v2"  # topics created through TANK store RecordBatch v2
@@ -87,7 +85,7 @@ def topics(core: Core, session: Session, settings: TankSettings) -> dict[str, To
 
 
 def ref(settings: TankSettings, topic: str, partition: int) -> PartitionRef:
-    return PartitionRef(settings.stream, topic, partition)
+    return PartitionRef(settings.stream, topic, partition + 1)  # TANK counts from 0
 
 
 def numbers(bounds: LogBounds) -> tuple[int, int]:

@@ -40,7 +40,7 @@ from rill.protocol.tank.errors import TankDecodeError
 from rill.protocol.framing import BadLength
 from rill.protocol.tank.framing import MAX_PAYLOAD_SIZE, PING_FRAME, TankFrameDecoder
 from rill.server.core.core import Core
-from rill.server.core.model import Session
+from rill.server.core.types import Session
 from rill.server.protocols import Reply
 from rill.server.protocols.tank import data, dispatch
 from rill.server.protocols.tank.dispatch import TankSettings

@@ -24,8 +24,7 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rill import errors
-from rill.protocol.primitives import Transport
-from rill.server.core.model import Session
+from rill.server.core.types import Session
 from rill.server.transports.http.errors import error_response
 from rill.server.auth.access_tokens import AccessToken, JwtManager
 
@@ -99,5 +98,5 @@ def session_of(request: Request) -> Session:
     token = access_token(request)
     client = request.client
     address = f"{client.host}:{client.port}" if client else "unknown"
-    return request.app.state.rill.core.request_session(address, Transport.HTTP,
+    return request.app.state.rill.core.request_session(address, "http",
                                                         token.user_id if token else 0)

@@ -10,7 +10,7 @@ import pytest
 from rill import errors
 from rill.client import Client, Message, PollingStrategy
 from rill.server.config import MessageDeduplicationConfig
-from rill.server.core.deduplication import MessageDeduplicator
+from rill.server.protocols.iggy.deduplication import MessageDeduplicator
 from rill.server.storage.records import stamp_batch
 
 DEDUP_ON = {"RILL_SYSTEM_MESSAGE_DEDUPLICATION_ENABLED": "true"}

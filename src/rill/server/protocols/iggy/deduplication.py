@@ -1,12 +1,15 @@
 """Message deduplication by id within a partition (wire §6.4, ``[system.message_deduplication]``).
 
 Owns: the per-partition window of recently seen message ids and the rewrite of a SEND message
-region without the duplicates. When deduplication is enabled, ``MessageDeduplicator.append``
-replaces the plain ``partition.log.append``: it walks the region once, drops every message
-whose id is in the partition's window (or appeared earlier in the same batch), appends what is
-left as one batch (so offsets stay dense) and only then remembers the new ids, so a batch the
-log rejects (too big, malformed) leaves the window untouched. A batch made only of duplicates
-appends nothing and still succeeds.
+region without the duplicates. When deduplication is enabled, a SEND passes
+``MessageDeduplicator.admit`` to the broker's append as its admission rule
+(``core.types.Admission``), which the core runs with the log's append, no other append to the
+partition in between: it walks the region once, drops every message whose id is in the
+partition's window (or appeared earlier in the same batch), the log appends what is left as one
+batch (so offsets stay dense) and only then are the new ids remembered, so a batch the log
+rejects (too big, malformed) leaves the window untouched. A batch made only of duplicates
+appends nothing and still succeeds. A SEND into a topic of another record format is converted,
+not admitted: Iggy's message ids are not kept there.
 
 Rules:
   * id 0 means "server assigns a fresh UUIDv7": such messages are never duplicates and are not
@@ -19,8 +22,8 @@ Rules:
 
 The window lives in memory only: a restart (or a deleted and recreated partition) forgets it;
 purging a topic or stream keeps it (the ids were accepted, even if the messages are gone).
-When deduplication is disabled, no deduplicator exists and the send path does not call in here
-at all, so it costs nothing per message.
+When deduplication is disabled, no deduplicator exists and the send path passes no admission
+rule, so it costs nothing per message.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from typing import Callable
 
 from rill.protocol.layout import SEND_HEAD, SEND_PREFIX_SIZE
 from rill.server.config import MessageDeduplicationConfig
-from rill.server.core.model import Partition
+from rill.server.core.types import Partition
 
 _U32 = struct.Struct("<I")
 _ZERO_ID = bytes(16)
@@ -137,16 +140,28 @@ class MessageDeduplicator:
             return None, []
         return b"".join(kept), list(accepted)
 
+    def admit(
+        self, partition: Partition, raw: bytes | bytearray | memoryview
+    ) -> tuple[bytes | bytearray | memoryview | None, Callable[[], None] | None]:
+        """The admission rule of a SEND (``core.types.Admission``): ``raw`` less its
+        duplicates (None: nothing left), and what remembers its new ids once it is stored."""
+        region, new_ids = self.filter(partition, raw)
+        if region is None or not new_ids:
+            return region, None
+        return region, lambda: self.window(partition).remember(new_ids, self.clock(),
+                                                               self.max_entries)
+
     def append(
         self, partition: Partition, raw: bytes | bytearray | memoryview, now_us: int
     ) -> int:
-        """Append ``raw`` less its duplicates to the partition; returns the messages appended."""
-        region, new_ids = self.filter(partition, raw)
+        """Append ``raw`` less its duplicates to the partition's log; returns the messages
+        appended (the core's append with ``admit`` does this on the server)."""
+        region, remember = self.admit(partition, raw)
         if region is None:
             return 0
         first, last = partition.log.append(region, now_us)
-        if new_ids:
-            self.window(partition).remember(new_ids, self.clock(), self.max_entries)
+        if remember is not None:
+            remember()
         return last - first + 1
 
 
