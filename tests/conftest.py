@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -15,6 +16,12 @@ settings.register_profile("rill", deadline=None)
 settings.load_profile("rill")
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+# pytest-xdist's workers set COLUMNS and LINES (80 x 24); the CLIs the tests start would size
+# their tables by them, unlike under a plain pytest run: the same output either way.
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
 
 from server_process import RillProcess  # noqa: E402
 
