@@ -1,6 +1,7 @@
 """Writing DataFrames to rill with a local Spark (``local[2,3]``: tasks are retried): round
 trips, task retries and aborts with both sink modes, a replayed streaming batch, and the
-exactly-once producer's owner (a producerId reused by another query or checkpoint fails)."""
+exactly-once producer's owner (a producerId reused by another query or checkpoint fails).
+Every test runs on both implementations (the ``options`` here carry ``implementation``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,15 @@ from pyspark.sql import functions as F
 
 from rill.client import Message
 
+from conftest import writer_of
+
 ROWS = 3000
+
+
+@pytest.fixture
+def options(options, implementation) -> dict[str, str]:
+    """This test's options, with the implementation that writes (and reads back)."""
+    return {**options, **implementation}
 
 
 def source_frame(spark, rows: int = ROWS, parts: int = 2):
@@ -38,6 +47,7 @@ def test_round_trip_with_keys_headers_and_ids(spark, admin, stream, options) -> 
          (b"v3", "k1", None, None)],
         "value BINARY, key STRING, headers MAP<STRING, BINARY>, id BINARY")
     write(df, options, "out")
+    assert writer_of(spark) == options["implementation"]
     back = spark.read.format("rill").options(**options, topic="out").load()
     rows = {row.value: row for row in back.collect()}
     assert set(rows) == {b"v1", b"v2", b"v3"}
@@ -83,7 +93,9 @@ def test_a_task_retry_leaves_no_duplicate_with_the_exactly_once_sink(
     admin.create_topic(stream, "direct", partitions_count=1)
     admin.create_topic(stream, "exact", partitions_count=1)
     df = flaky(source_frame(spark), fail_always=False)
-    write(df, options, "direct")  # atLeastOnce: the failed attempt's rows stay
+    # atLeastOnce: the failed attempt's rows already sent stay (requests of 64 KB: the JVM
+    # writer sends them as the rows come, before the failure)
+    write(df, options, "direct", maxRequestBytes="65536")
     write(df, options, "exact", sinkMode="exactlyOnce")
     direct = payloads(spark, options, "direct")
     assert len(set(direct)) == ROWS and len(direct) > ROWS
