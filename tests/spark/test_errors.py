@@ -62,8 +62,9 @@ def test_a_streaming_read_that_loses_its_permission_names_it(spark, admin, user,
     run()
     admin.update_permissions(name, Permissions(GlobalPermissions(read_streams=True)))
     admin.send_messages(options["stream"], "t", [b"two"], partitioning=1)
-    assert_one_line(failure(run), "refused a read of stream")
-    assert_one_line(failure(run), "status 41 (unauthorized")
+    text = failure(run)
+    assert_one_line(text, "refused a read of stream")
+    assert_one_line(text, "status 41 (unauthorized")
 
 
 def test_a_write_to_a_missing_topic_or_with_a_wrong_option_fails_before_any_task(
