@@ -47,7 +47,8 @@ def test_a_write_without_the_permission_names_it(spark, admin, user, mode) -> No
     text = failure(lambda: values(spark).write.format("rill").options(**options, sinkMode=mode)
                    .mode("append").save())
     assert_one_line(text, "rill.spark.RillError: the rill server at ")
-    assert_one_line(text, "refused the write: status 41 (unauthorized: the user lacks the permission")
+    assert_one_line(text, "refused the write: status 41 (unauthorized: the user lacks the "
+                          "permission")
 
 
 def test_a_streaming_read_that_loses_its_permission_names_it(spark, admin, user, tmp_path) -> None:

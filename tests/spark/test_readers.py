@@ -128,7 +128,8 @@ def test_streaming_restart_from_checkpoint_has_no_gap_and_no_duplicate(
         behind = [lag_of(p["sources"][0]) for p in first.recentProgress if p["numInputRows"]]
         assert [sum(b.values()) for b, _ in behind] == [22, 12, 2, 0]
         assert all(metrics["maxOffsetsBehindLatest"] == str(max(b.values()))
-                   and metrics["minOffsetsBehindLatest"] == str(min(b.values())) for b, metrics in behind)
+                   and metrics["minOffsetsBehindLatest"] == str(min(b.values()))
+                   for b, metrics in behind)
     admin.send_messages(stream, "known", [b"late-1", b"late-2"], partitioning=3)
     admin.send_messages(stream, "known", [b"late-3"], partitioning=1)
     # the restart resumes from the checkpoint: startingOffsets=latest is ignored

@@ -63,11 +63,12 @@ def test_round_trip_with_keys_headers_and_ids(spark, admin, stream, options) -> 
 def test_exactly_once_batch_write_is_idempotent_per_producer(spark, admin, stream, options):
     admin.create_topic(stream, "out", partitions_count=2)
     df = source_frame(spark)
-    write(df, options, "out", sinkMode="exactlyOnce", producerId="nightly-job")
-    write(df, options, "out", sinkMode="exactlyOnce", producerId="nightly-job")  # a re-run
+    producer = f"nightly-job-{stream}"  # one per test and implementation: the server's
+    write(df, options, "out", sinkMode="exactlyOnce", producerId=producer)
+    write(df, options, "out", sinkMode="exactlyOnce", producerId=producer)  # a re-run
     values = payloads(spark, options, "out")
     assert len(values) == ROWS and len(set(values)) == ROWS
-    state = admin.get_producer_state("nightly-job")
+    state = admin.get_producer_state(producer)
     assert (state.last_batch, state.staged_handles) == (0, 0)
 
 
@@ -107,9 +108,9 @@ def test_an_aborted_job_leaves_nothing(spark, admin, stream, options) -> None:
     admin.create_topic(stream, "exact", partitions_count=2)
     df = flaky(source_frame(spark), fail_always=True)
     with pytest.raises(PySparkException, match="injected task failure"):
-        write(df, options, "exact", sinkMode="exactlyOnce", producerId="doomed")
+        write(df, options, "exact", sinkMode="exactlyOnce", producerId=f"doomed-{stream}")
     assert payloads(spark, options, "exact") == []
-    state = admin.get_producer_state("doomed")
+    state = admin.get_producer_state(f"doomed-{stream}")
     assert (state.last_batch, state.staged_handles, state.staged_messages) == (None, 0, 0)
 
 
@@ -182,14 +183,15 @@ def test_a_producer_id_reused_on_a_fresh_checkpoint_fails_loudly_and_writes_noth
     admin.create_topic(stream, "out", partitions_count=2)
     fill_input(admin, stream)
     first = tmp_path / "first"
-    sink = {"sinkMode": "exactlyOnce", "producerId": "shared-producer"}
+    sink = {"sinkMode": "exactlyOnce", "producerId": f"shared-producer-{stream}"}
     stream_copy(spark, options, first, **sink)
     assert len(payloads(spark, options, "out")) == 1200
     with pytest.raises(StreamingQueryException,
-                       match="option 'producerId': producer 'shared-producer' belongs to another"):
+                       match=f"option 'producerId': producer 'shared-producer-{stream}' belongs "
+                             "to another"):
         stream_copy(spark, options, tmp_path / "fresh", **sink)
     assert len(payloads(spark, options, "out")) == 1200  # nothing written, nothing dropped
-    state = admin.get_producer_state("shared-producer")
+    state = admin.get_producer_state(f"shared-producer-{stream}")
     assert state.staged_handles == 0
     # the first query, restarted on its own checkpoint, replays its last batch (a no-op) and
     # writes its new batches
@@ -212,14 +214,15 @@ def test_a_second_query_sharing_a_running_querys_producer_id_fails(
                          maxOffsetsPerTrigger="200").load()
                 .select("value")
                 .writeStream.format("rill")
-                .options(**options, topic="out", sinkMode="exactlyOnce", producerId="etl")
+                .options(**options, topic="out", sinkMode="exactlyOnce",
+                         producerId=f"etl-{stream}")
                 .option("checkpointLocation", str(checkpoint))
                 .trigger(processingTime="1 second").start())
 
     running = start(tmp_path / "running")
     try:
         deadline = time.monotonic() + 120
-        while admin.get_producer_state("etl").last_batch is None:
+        while admin.get_producer_state(f"etl-{stream}").last_batch is None:
             assert running.exception() is None and time.monotonic() < deadline
             time.sleep(0.2)
         second = start(tmp_path / "second")
