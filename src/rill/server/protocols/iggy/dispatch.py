@@ -66,35 +66,9 @@ async def execute(core: Core, session: Session, command: Command) -> Any:
     call = COMMANDS.get(command.NAME)
     if call is None:
         raise errors.FeatureUnavailable(reason=f"{command.NAME} is not available yet")
-    if core.metrics.enabled:
-        return await _measured(call, core, session, command)
     if command.NAME in AWAITED:
         return await call(core, session, command)
     return call(core, session, command)
-
-
-async def _measured(call: Call, core: Core, session: Session, command: Command) -> Any:
-    """``call``, counted and timed by command and transport in the server's metrics."""
-    metrics = core.metrics
-    transport = session.transport.name.lower()
-    started = time.perf_counter()
-    outcome = "ok"
-    try:
-        result = call(core, session, command)
-        if command.NAME in AWAITED:
-            result = await result
-    except Exception as error:
-        outcome = getattr(error, "name", "error")
-        raise
-    finally:
-        metrics.record_request(command.NAME, transport, outcome, time.perf_counter() - started)
-    if isinstance(result, PolledMessages):
-        metrics.record_polled(transport, result.count, len(result.raw))
-    elif isinstance(result, views.PolledParts):
-        metrics.record_polled(transport, result.head.count, result.size)
-    elif isinstance(command, SendMessages):
-        metrics.record_sent(transport, len(command.messages))
-    return result
 
 
 # -- system, clients, snapshot ---------------------------------------------------------------
