@@ -39,7 +39,6 @@ import os
 import signal
 import socket
 import sys
-import time
 from dataclasses import dataclass
 from typing import Any, Iterator
 

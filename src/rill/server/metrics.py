@@ -28,7 +28,6 @@ Invariant: recording never raises and costs a few dict operations.
 from __future__ import annotations
 
 import bisect
-import time
 import weakref
 from collections import defaultdict
 from typing import Any
@@ -91,8 +90,10 @@ class Metrics:
     # -- recording -------------------------------------------------------------------------
 
     def instrument(self, core: Any) -> None:
-        """Measure every request from now on (after ``core.start()``): while ``enabled`` the
-        protocols record each request (``record_request``, ``record_sent``, ``record_polled``)."""
+        """Measure every request from now on (after ``core.start()``, before the listeners
+        start): while ``enabled`` the connection loop and HTTP's routes record each request
+        (``request_series``, ``record_request``) and Iggy's what it moved (``record_sent``,
+        ``record_polled``)."""
         self._core = core
         for stream in core.state.streams.values():
             for topic in stream.topics.values():

@@ -54,7 +54,7 @@ from rill.server.logs import Refusals
 from rill.server.protocols import UNKNOWN_REQUEST, Reply
 from rill import errors
 from rill.server.protocols.kafka import data, dispatch, sasl
-from rill.server.protocols.kafka.dispatch import KafkaSettings
+from rill.server.protocols.kafka.common import KafkaSettings
 
 log = logging.getLogger(__name__)
 

@@ -59,7 +59,7 @@ from rill.server.core.broker import PartitionRef
 from rill.server.core.core import Core
 from rill.server.core.model import Session, Topic
 from rill.server.core.types import AppendResult
-from rill.server.protocols.kafka.dispatch import RECORD_FORMAT, KafkaSettings, api, kafka_error
+from rill.server.protocols.kafka.common import RECORD_FORMAT, KafkaSettings, kafka_error
 from rill.server.storage.kafka_records import producer_batches
 
 ID_NAME = "kafka-producer-id"  # the name of the producer ids in ``broker.new_id``
@@ -226,7 +226,6 @@ def _refused(code: ErrorCode) -> Any:
                            producer_epoch=-1)
 
 
-@api(apis.INIT_PRODUCER_ID)
 async def init_producer_id(core: Core, session: Session, settings: KafkaSettings, request
                            ) -> Any:
     body = request.body
