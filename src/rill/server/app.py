@@ -31,13 +31,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import contextlib
-import ssl
 import faulthandler
 import ipaddress
 import logging
 import os
 import signal
 import socket
+import ssl
 import sys
 from dataclasses import dataclass
 from typing import Any, Iterator
