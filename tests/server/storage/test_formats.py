@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from rill.errors import CannotAppendMessage, CannotReadMessage, FeatureUnavailable
+from rill.errors import CannotAppendMessage, CannotReadMessage
 from rill.protocol.buffer import DecodeError
 from rill.protocol.messages import Message
 from rill.server.storage import formats, records
@@ -445,7 +445,7 @@ def test_an_append_below_the_last_stored_epoch_is_refused(batch_log, partition_d
     assert reopened.epoch_end(5) == (5, 16) and reopened.epoch_end(8) == (8, 17)
 
 
-def test_iggy_v1_accepts_and_ignores_the_epoch(open_log) -> None:
+def test_iggy_v1_records_carry_no_epoch_the_checkpoint_keeps_it(open_log) -> None:
     raw = region(Message(b"a", id=4), Message(b"b", id=5))  # ids given: no fresh UUIDs
     plain = records.stamp_batch_python(raw, 3, 1_000, 0, 0)
     for stamp in (records.stamp_batch_python, records.stamp_batch):
@@ -455,9 +455,7 @@ def test_iggy_v1_accepts_and_ignores_the_epoch(open_log) -> None:
     log = open_log()
     log.leader_epoch = 9
     assert log.append(region(b"x"), 1) == (0, 0)
-    assert log.last_epoch is None
-    with pytest.raises(FeatureUnavailable, match="keeps no leader epochs"):
-        log.epoch_end(9)
+    assert log.last_epoch == 9 and log.epoch_end(9) == (9, 1)  # (test_replica.py)
 
 
 # ---------------------------------------------------------------------- the seam itself

@@ -35,11 +35,10 @@ Invariants:
 Record formats: the topic's ``RecordFormat`` (``formats``) lays out, checks and finds the records;
 its segments are per-record ``Segment``s or, for a batch-index format, ``BatchSegment``s.
 
-Leader epochs (room for replication): every append stamps ``leader_epoch`` (0 without
-replication; set by the owner); a format that keeps epochs stores it per batch, epochs never
-decrease along the log (an append below the last stored epoch is refused), and ``epoch_end``
-answers Kafka's OffsetsForLeaderEpoch from the batch index. ``append_replicated`` is a
-follower's verbatim append (per-record or per-batch formats).
+Replication (``replica.ReplicaLog``, the log's base class): leader epochs (stamped by every
+append, kept per batch or in a checkpoint), ``append_replicated`` (a follower's verbatim append),
+``truncate_to`` (a follower's cut, completed at open after a stop: ``truncation``) and the
+high-watermark checkpoint.
 
 Size accounting: ``size_bytes`` is the sum of the ``.log`` sizes (records in poll layout, 45
 bytes of overhead per message). It does not match Iggy's §6.7 formula byte for byte (Iggy adds
@@ -89,6 +88,8 @@ from rill.server.storage.records import (
 from rill.server.storage.formats import format_named
 from rill.server.storage.staged_records import uniform_positions
 from rill.server.storage.recovery import recover_segments
+from rill.server.storage.replica import ReplicaLog
+from rill.server.storage.truncation import complete_truncation
 from rill.server.storage.batch_segment import BatchSegment, segment_class
 from rill.server.storage.segment import Segment
 
@@ -179,10 +180,9 @@ class LogSettings:
             raise ValueError(f"unknown append thread mode {self.append_threads!r}")
 
 
-class PartitionLog:
-    """Append, read and retention over the segments of one partition directory."""
-
-    _leader_epoch = 0  # see ``leader_epoch``
+class PartitionLog(ReplicaLog):
+    """Append, read and retention over the segments of one partition directory (its replica
+    side: ``ReplicaLog``)."""
 
     def __init__(
         self,
@@ -223,6 +223,8 @@ class PartitionLog:
             raise CannotCreatePartitionDirectory(
                 reason=f"Cannot create partition directory {directory}: {error}"
             ) from error
+        if not created and complete_truncation(directory, durability) is not None:
+            clean_shutdown = False  # the cut segment is the tail now: walk it
         segments = (
             []
             if created
@@ -235,6 +237,7 @@ class PartitionLog:
             )
         )
         log = cls(directory, settings, durability, segments)
+        log._open_replica_state()
         if not segments:
             log._add_segment(0)
             if created and sync_parent:
@@ -284,67 +287,6 @@ class PartitionLog:
     @property
     def segments(self) -> tuple[Segment, ...]:
         return tuple(self._segments)
-
-    # ------------------------------------------------------------------ leader epochs
-    @property
-    def leader_epoch(self) -> int:
-        """The leader epoch every append stamps (``RecordFormat.stamp``): 0 for a log without
-        replication; a replication layer sets it to the partition's current epoch when this
-        node becomes its leader (after every open too: it is not stored apart from the
-        batches). It never decreases, and an append refuses an epoch below the log's
-        ``last_epoch``, so epochs never decrease along the log. A format without epochs
-        (iggy-v1) ignores it."""
-        return self._leader_epoch
-
-    @leader_epoch.setter
-    def leader_epoch(self, epoch: int) -> None:
-        if epoch < self._leader_epoch:
-            raise ValueError(f"leader epoch {epoch} is below this log's {self._leader_epoch}")
-        self._leader_epoch = epoch
-
-    @property
-    def last_epoch(self) -> int | None:
-        """Leader epoch of the last stored batch; None when the log holds none or its format
-        keeps no epochs."""
-        if self.format.entry_epoch is None:
-            return None
-        for segment in reversed(self._segments):
-            assert isinstance(segment, BatchSegment)
-            epoch = segment.last_epoch
-            if epoch is not None:
-                return epoch
-        return None
-
-    def epoch_end(self, epoch: int) -> tuple[int, int] | None:
-        """Kafka's OffsetsForLeaderEpoch over the stored batches: ``(the largest epoch <=
-        epoch stored in the log, its end offset)``, the end offset being the first offset of
-        the first batch of a larger epoch, or ``next_offset`` when there is none. None when
-        every stored batch has a larger epoch (including below what retention left), or there
-        is no batch: Kafka's broker answers that case with ``(epoch, start offset of the first
-        epoch it knows)`` = ``(epoch, first_offset)`` here, so that a follower truncates to
-        the leader's log start; the caller chooses. Newest segment first, a binary search over
-        each one's entries. Raises FeatureUnavailable for a format without epochs (iggy-v1)."""
-        if self.format.entry_epoch is None:
-            raise FeatureUnavailable(reason=f"format {self.format.name} keeps no leader epochs "
-                                            "in its log")
-        end = self.next_offset
-        for segment in reversed(self._segments):
-            assert isinstance(segment, BatchSegment)
-            found, larger_from = segment.epoch_split(epoch)
-            if larger_from is not None:
-                end = larger_from
-            if found is not None:
-                return found, end
-        return None
-
-    def _stamping_epoch(self) -> int:
-        """The epoch an append stamps, refused if below the last stored batch's."""
-        last = self.last_epoch
-        if last is not None and self._leader_epoch < last:
-            raise CannotAppendMessage(reason=(
-                f"Cannot append message: leader epoch {self._leader_epoch} is below the epoch "
-                f"{last} of the last batch of {self.directory}"))
-        return self._leader_epoch
 
     # ------------------------------------------------------------------ appending
     def append(self, raw_messages: bytes | bytearray | memoryview, now_us: int,
@@ -435,6 +377,7 @@ class PartitionLog:
         last) offsets."""
         records = bytearray(converted.records)
         count = converted.count
+        self._stamping_epoch()
         active = self._segment_for(len(records))
         first = active.next_offset
         index_entries, first_timestamp, last_timestamp = record_conversion.stamp_converted(
@@ -481,6 +424,7 @@ class PartitionLog:
         offsets and timestamp in place (staged appends: the per-message work was done when
         they were staged). Returns (first, last) offsets."""
         self._settle()
+        self._stamping_epoch()
         active = self._segment_for(len(records))
         timestamp = now_us if now_us > self._last_timestamp else self._last_timestamp
         first = active.next_offset
@@ -494,105 +438,6 @@ class PartitionLog:
         )
         self._write(active, records, index_entries, timestamp, len(positions))
         return first, first + len(positions) - 1
-
-    def append_replicated(self, records: bytes, positions: bytes | memoryview | None,
-                          first_offset: int) -> tuple[int, int]:
-        """A follower's append (cluster-design.md): a leader's records as the leader stored
-        them -- offsets, timestamps, ids and checksums (a batch format: whole batches, their
-        leader epochs too) kept byte for byte -- at exactly the offsets they carry, which must
-        run on from ``first_offset`` = this log's end. A rejected append writes nothing.
-        Returns (first, last) offsets.
-
-        Per-record formats (iggy-v1; ``positions``: where each record starts, u32 array
-        bytes): checked as staged records are (layout, checksums, limits:
-        ``check_stored_records``), plus the offsets (``first_offset`` + i) and timestamps
-        (never below the log's last). Batch-index formats (``positions`` unused, None): see
-        ``_append_replicated_batches``. Per-record Python work here: the replication path is
-        not yet a hot path."""
-        self._settle()
-        if first_offset != self.next_offset:
-            raise CannotAppendMessage(reason=(
-                f"Cannot append message: the leader's records start at offset {first_offset}, "
-                f"this log's next offset is {self.next_offset}"))
-        if self.format.batch_index:
-            return self._append_replicated_batches(records, first_offset)
-        if positions is None:
-            raise ValueError(f"format {self.format.name}: a follower's append needs the "
-                             "positions of the records")
-        starts = self.format.check_stored(records, positions)
-        timestamps = []
-        previous = self._last_timestamp
-        for index, start in enumerate(starts):
-            offset, _, timestamp = STORED_HEAD.unpack_from(records, start)
-            if offset != first_offset + index or timestamp < previous:
-                raise DecodeError(f"record {index}: offset {offset} or timestamp {timestamp} "
-                                  f"out of order (expected offset {first_offset + index}, a "
-                                  f"timestamp from {previous})")
-            timestamps.append(timestamp)
-            previous = timestamp
-        active = self._segment_for(len(records))
-        relative, base = first_offset - active.start_offset, active.size_bytes
-        index_entries = bytearray(INDEX_ENTRY_SIZE * len(starts))
-        for index, start in enumerate(starts):
-            INDEX_ENTRY.pack_into(index_entries, index * INDEX_ENTRY_SIZE, relative + index,
-                                  base + start, timestamps[index])
-        self._write(active, records, index_entries, timestamps[0], len(starts),
-                    last_timestamp=timestamps[-1])
-        return first_offset, first_offset + len(starts) - 1
-
-    def _append_replicated_batches(self, records: bytes, first_offset: int) -> tuple[int, int]:
-        """``append_replicated`` for a batch-index format: ``records`` must be whole batches
-        that the format's ``scan`` walks cleanly to their end (checksums verified), offsets
-        dense from ``first_offset``, timestamps from the log's last on, leader epochs never
-        decreasing from the log's last; the entries ``scan`` builds (epochs included) are the
-        index entries, moved to the segment's offsets and positions. The batches go into
-        segments as the leader's appends put them (after each batch, a segment of
-        ``segment_size`` bytes or more is sealed), so a follower with the leader's settings
-        holds the leader's files byte for byte however the bytes are shipped."""
-        entry_size = self.format.index_entry_size
-        scanned = self.format.scan(records, 0, first_offset, first_offset, self._last_timestamp)
-        if scanned.stop_kind != KIND_GOOD or scanned.end_position != len(records) or not (
-                scanned.count):
-            raise DecodeError(
-                f"the leader's batches from offset {first_offset} do not scan cleanly: "
-                f"{scanned.stop_reason or 'no batch'} (byte {scanned.end_position} of "
-                f"{len(records)})")
-        entries = scanned.index_entries
-        numbers = len(entries) // entry_size
-        heads = [INDEX_ENTRY.unpack_from(entries, number * entry_size)
-                 for number in range(numbers)]  # (first offset - first_offset, position, ts)
-        entry_epoch = self.format.entry_epoch
-        if entry_epoch is not None:
-            previous = self.last_epoch
-            for number in range(numbers):
-                epoch = entry_epoch(entries, number * entry_size)
-                if previous is not None and epoch < previous:
-                    raise DecodeError(f"the leader's batch at offset "
-                                      f"{first_offset + heads[number][0]} has leader epoch "
-                                      f"{epoch}, below the {previous} before it")
-                previous = epoch
-        ends = [head[1] for head in heads[1:]] + [len(records)]
-        end_offset = first_offset + scanned.count
-        number = 0
-        while number < numbers:  # one write per run of batches that share a segment
-            active = self._segment_for(ends[number] - heads[number][1])
-            start, base = heads[number][1], active.size_bytes
-            last = number
-            while (last + 1 < numbers and base + ends[last] - start < self.settings.segment_size
-                   and base + ends[last + 1] - start <= MAX_POSITION):
-                last += 1
-            group = bytearray(entries[number * entry_size:(last + 1) * entry_size])
-            shift = first_offset - active.start_offset
-            for at in range(last + 1 - number):
-                relative, position, timestamp = heads[number + at]
-                INDEX_ENTRY.pack_into(group, at * entry_size, relative + shift,
-                                      position - start + base, timestamp)
-            group_end = (first_offset + heads[last + 1][0]) if last + 1 < numbers else end_offset
-            self._write(active, records[start:ends[last]], group, heads[number][2],
-                        group_end - (first_offset + heads[number][0]),
-                        last_timestamp=heads[last][2])
-            number = last + 1
-        return first_offset, end_offset - 1
 
     def _segment_for(self, size: int) -> Segment:
         """The active segment, sealed first if ``size`` more bytes could overflow u32 positions."""
@@ -906,6 +751,8 @@ class PartitionLog:
         while self._segments:
             self._delete_oldest()
         self._last_timestamp = 0
+        if self._epochs is not None:
+            self._epochs.clear()
         self._add_segment(0)
 
     # ------------------------------------------------------------------ closing

@@ -92,7 +92,7 @@ def recover_segments(
     segments: list[Segment] = []
     for number, start_offset in enumerate(starts):
         if number == len(starts) - 1:
-            segments.append(_recover_tail(directory, start_offset, durability, clean_shutdown,
+            segments.append(recover_tail(directory, start_offset, durability, clean_shutdown,
                                           validate_checksum, record_format))
         else:
             expected_count = starts[number + 1] - start_offset
@@ -107,10 +107,12 @@ def recover_segments(
     return segments
 
 
-def _recover_tail(
+def recover_tail(
     directory: Path, start_offset: int, durability: Durability, clean_shutdown: bool,
     validate_checksum: bool, record_format: RecordFormat,
 ) -> Segment:
+    """Open the last segment (see the module docstring); also the segment a truncation cut
+    (``PartitionLog.truncate_to``), which becomes the tail."""
     log_path = DataPaths.segment_log(directory, start_offset)
     index_path = DataPaths.segment_index(directory, start_offset)
     log_size = log_path.stat().st_size

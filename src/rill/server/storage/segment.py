@@ -507,6 +507,15 @@ class Segment(SegmentChecks):
                                key=lambda offset: self._position(index, offset))
         return first_offset + fitting
 
+    def cut_point(self, offset: int) -> tuple[int, int]:
+        """``(log length, index length)`` of this segment cut to end before ``offset`` (one of
+        its offsets or its next one). Every record is a unit here: any offset is a boundary."""
+        if not self.start_offset <= offset <= self.next_offset:
+            raise ValueError(f"offset {offset} is not in segment {self.log_path}")
+        if offset == self.next_offset:
+            return self.size_bytes, self.messages_count * INDEX_ENTRY_SIZE
+        return self.position(offset), (offset - self.start_offset) * INDEX_ENTRY_SIZE
+
     def position(self, offset: int) -> int:
         """Where message ``offset``'s record starts in the log file."""
         return self._position(self._index(), offset)
