@@ -29,7 +29,7 @@ from rill.server.core.model import Partition, Session, Topic
 from rill.server.core.state import CoreState
 from rill.server.core.types import AppendResult, LogBounds, ReadFrom, RecordRange, Ref
 from rill.server.storage.partition_log import PartitionLog
-from rill.server.storage.records import RECORD_FORMAT as SEND_FORMAT
+from rill.server.storage.formats.iggy_v1 import NAME as SEND_FORMAT
 
 _U32 = struct.Struct("<I")
 log = logging.getLogger(__name__)

@@ -45,8 +45,8 @@ from rill.errors import CannotReadMessage, FeatureUnavailable
 from rill.server.storage.durability import Durability
 from rill.server.storage.file_region import FileRegion
 from rill.server.storage.formats import RecordFormat
-from rill.server.storage.record_checks import KIND_CONTENT, KIND_GOOD
-from rill.server.storage.records import INDEX_ENTRY, INDEX_ENTRY_SIZE
+from rill.server.storage.formats.iggy_v1_checks import KIND_CONTENT, KIND_GOOD
+from rill.server.storage.index_entry import INDEX_ENTRY, INDEX_ENTRY_SIZE
 from rill.server.storage.segment import Segment
 from rill.server.storage.truncation import TruncationRefused
 from rill.server.storage.verification import VerificationJob

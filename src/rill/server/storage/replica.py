@@ -27,7 +27,7 @@ from bisect import bisect_right
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rill.errors import CannotAppendMessage, FeatureUnavailable
+from rill.errors import CannotAppendMessage
 from rill.protocol.buffer import DecodeError
 from rill.protocol.layout import STORED_HEAD
 from rill.server.storage.batch_segment import BatchSegment
@@ -37,8 +37,8 @@ from rill.server.storage.checkpoints import (
     write_high_watermark,
 )
 from rill.server.storage.durability import Durability
-from rill.server.storage.record_checks import KIND_GOOD
-from rill.server.storage.records import INDEX_ENTRY, INDEX_ENTRY_SIZE, MAX_POSITION
+from rill.server.storage.formats.iggy_v1_checks import KIND_GOOD
+from rill.server.storage.index_entry import INDEX_ENTRY, INDEX_ENTRY_SIZE, MAX_POSITION
 from rill.server.storage.recovery import recover_tail
 from rill.server.storage.truncation import TruncationPlan, TruncationRefused, carry_out
 

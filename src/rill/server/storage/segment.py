@@ -58,8 +58,8 @@ from rill.server.storage.file_io import read_all_at, write_all_at
 from rill.server.storage.file_region import MIN_REGION_BYTES, FileRegion
 from rill.server.storage.paths import DataPaths
 from rill.server.storage.formats import IGGY_V1, RecordFormat
-from rill.server.storage.record_checks import KIND_CONTENT, KIND_GOOD
-from rill.server.storage.records import INDEX_ENTRY, INDEX_ENTRY_SIZE
+from rill.server.storage.formats.iggy_v1_checks import KIND_CONTENT, KIND_GOOD
+from rill.server.storage.index_entry import INDEX_ENTRY, INDEX_ENTRY_SIZE
 from rill.server.storage.segment_checks import SegmentChecks
 from rill.server.storage.verification import SegmentVerification
 

@@ -82,7 +82,7 @@ from rill.server.protocols.kafka.dispatch import (
 )
 from rill.server.protocols.kafka import producers  # after dispatch: it registers an API
 from rill.server.storage.file_region import FileRegion
-from rill.server.storage.kafka_records import InvalidRecordBatch, batch_time_us, check_produced
+from rill.server.storage.formats.kafka_v2 import InvalidRecordBatch, batch_time_us, check_produced
 
 RANGES = DATA_RANGES
 
