@@ -1,13 +1,18 @@
-"""PartitionLog: the append-only log of one partition, as a list of segments named by first offset.
+"""PartitionLog: the log of one partition, as a list of segments named by first offset.
+
+This module owns its appends (every path, and when one runs in a worker thread), its segments'
+life (rollover, sealing) and retention; its reads are ``log_reads.LogReads`` and its replica
+side (leader epochs, follower appends, truncation, checkpoints) ``replica.ReplicaLog``, the two
+base classes of ``PartitionLog``.
 
 Invariants:
-  * Offsets are dense: the first message ever appended is offset 0 and each message takes the
-    next one; segments cover consecutive offset ranges, oldest first, and only the last one is
-    active (appendable). Retention removes whole sealed segments from the front. One exception:
-    a batch appended with ``gaps`` (TANK's explicit sequence numbers) holds fewer records than
-    offsets (holes). Readers count records, never offset spans: ``read_as`` and
-    ``read_columnar`` answer ``count`` records from the next stored one (Kafka's rule for a
-    sparse log), ``start_of_last`` walks back over records, ``messages_count`` counts them.
+  * Offsets increase: the first message ever appended is offset 0 and each append takes the
+    offsets after the last one; segments cover consecutive offset ranges, oldest first, and
+    only the last one is active (appendable). Retention removes whole sealed segments from the
+    front, a truncation (``replica``) cuts the tail. Offsets may hold no record: a batch
+    appended with ``gaps`` (TANK's explicit sequence numbers) holds fewer records than offsets
+    (holes). Readers count records, never offset spans (``log_reads``); ``messages_count``
+    counts records.
   * Timestamps never decrease within a partition: a batch is stamped with
     ``max(now_us, last timestamp)``.
   * A batch is validated and stamped completely before anything is written; a rejected batch

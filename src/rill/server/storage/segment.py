@@ -4,10 +4,12 @@ This class is the per-record kind (one index entry per offset, looked up directl
 iggy-v1); formats that index batches use its subclass ``batch_segment.BatchSegment``. The
 record layout is the segment's ``format``'s (``formats.RecordFormat``).
 
-The ``.log`` holds records exactly as a poll returns them (see ``records``). The ``.index`` holds
-one 16-byte entry per message: ``relative_offset u32 | position u32 | timestamp u64``. Offsets
-are dense, so entry ``i`` is offset ``start_offset + i``: offset -> position is arithmetic, and
-timestamp -> offset is a binary search over the timestamp column (a ``memoryview.cast`` view).
+The ``.log`` holds records exactly as a reader of the format gets them (``formats``). The
+``.index`` holds one entry per record (``index_entry``: ``relative_offset u32 | position u32 |
+timestamp u64``). A per-record format gives every offset of a segment a record (its offsets are
+dense; holes exist only inside the batches of a batch format), so entry ``i`` is offset
+``start_offset + i``: offset -> position is arithmetic, and timestamp -> offset is a binary
+search over the timestamp column (a ``memoryview.cast`` view).
 
 Invariants:
   * A segment's files are ``CachedFile``s of the process's descriptor cache (``descriptors``):

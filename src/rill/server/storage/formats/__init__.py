@@ -2,11 +2,13 @@
 recorded in the metadata store (``topics.record_format``, ``LogSettings.record_format``).
 
 Owns: ``RecordFormat`` (what a partition log asks of a format), ``FORMATS`` (the formats this
-server can store, by name) and ``format_named``. Two formats:
+server can store, by name) and ``format_named``. One module per format in this folder, each
+naming its format (``NAME``), with the C units of the ``_stamp`` extension beside them
+(``iggy_v1`` loads it), and ``conversion`` between them. Two formats:
   * ``iggy-v1``: Iggy's stored layout (``rill.protocol.layout``), stamped from SEND regions by
-    ``records`` and its C twin, one 16-byte index entry per record;
-  * ``kafka-v2``: Kafka's RecordBatch v2 as the client sent it (``formats.kafka_v2``
-    owns the layout): validated (lengths, magic, CRC-32C, counts, codec), only baseOffset and
+    ``iggy_v1`` and its C twin, checked by ``iggy_v1_checks``, one 16-byte index entry per
+    record (``storage.index_entry``);
+  * ``kafka-v2``: Kafka's RecordBatch v2 as the client sent it (``kafka_v2`` owns the layout): validated (lengths, magic, CRC-32C, counts, codec), only baseOffset and
     partitionLeaderEpoch rewritten, never decompressed; one 24-byte index entry per batch
     with its leader epoch. Its index timestamp is the log's append timestamp, which the Kafka
     handler sets to the batch's maxTimestamp (``kafka_v2.batch_time_us``): see there.
@@ -52,17 +54,17 @@ and the log steps over entries by that size (``BatchSegment``, recovery's struct
 batch, a rebuilt index has it again), and its ``entry_epoch(index, entry_position)`` reads the
 epoch back from an entry. The log keeps epochs non-decreasing along its batches, so
 ``PartitionLog.epoch_end`` (Kafka's OffsetsForLeaderEpoch) is a binary search over each
-segment's entries. A format without epochs (iggy-v1: ``entry_epoch`` None) accepts and ignores
-the epoch given to ``stamp``, and ``epoch_end`` is not available on its logs (an Iggy-format
-topic would keep its epoch boundaries in a checkpoint beside the log).
+segment's entries. A format without epochs in its entries (iggy-v1: ``entry_epoch`` None)
+accepts and ignores the epoch given to ``stamp``; its logs keep their epoch boundaries in a
+checkpoint beside the log (``storage.checkpoints``, ``storage.replica``).
 
 Holes (offsets without a record): a batch-index format whose batches may hold fewer records
 than offsets (``stamp_sparse``: TANK's explicit sequence numbers; a leader's compacted batch)
 keeps each batch's count of holes in its index entry -- ``kafka-v2``: the entry's last u32,
-set here around ``formats.kafka_v2``' ``stamp_sparse`` and ``scan`` from the batch header
+set here around ``kafka_v2``' ``stamp_sparse`` and ``scan`` from the batch header
 (lastOffsetDelta + 1 - recordsCount), 0 for a dense batch -- and gives ``holes_in`` to sum
 them, so a log counts its records from its index alone (``BatchSegment.records_count``);
-readers answer from the next stored record (``PartitionLog.read_as``). Indexes written before
+readers answer from the next stored record (``LogReads.read_as``). Indexes written before
 this kept 0 there: their sparse batches count as dense until the index is rebuilt.
 
 A follower (``PartitionLog.append_replicated``) appends a leader's stored bytes verbatim: a
