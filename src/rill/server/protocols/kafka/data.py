@@ -80,7 +80,7 @@ from rill.server.protocols.kafka.common import (
     kafka_topics,
 )
 from rill.server.storage.file_region import FileRegion
-from rill.server.storage.kafka_records import InvalidRecordBatch, batch_time_us, check_produced
+from rill.server.storage.formats.kafka_v2 import InvalidRecordBatch, batch_time_us, check_produced
 
 # the versions served: Produce 0-9, Fetch 0-12, ListOffsets 0-7 (Produce 0-2 with legacy
 # MessageSets, Fetch 0-3 down-converted, ListOffsets 0: the seed's dialect,

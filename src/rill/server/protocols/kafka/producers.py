@@ -59,7 +59,7 @@ from rill.server.core.broker import PartitionRef
 from rill.server.core.core import Core
 from rill.server.core.types import AppendResult, Session, Topic
 from rill.server.protocols.kafka.common import RECORD_FORMAT, KafkaSettings, kafka_error
-from rill.server.storage.kafka_records import producer_batches
+from rill.server.storage.formats.kafka_v2 import producer_batches
 
 ID_NAME = "kafka-producer-id"  # the name of the producer ids in ``broker.new_id``
 KEPT_BATCHES = 5
