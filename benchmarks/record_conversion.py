@@ -1,4 +1,4 @@
-"""Cost of record conversion (storage.record_conversion), in process, one core: µs per record.
+"""Cost of record conversion (storage.formats.conversion), in process, one core: µs per record.
 
 Kafka -> Iggy: stored RecordBatch v2 batches of ``--records`` records (key, value of
 ``--size`` bytes, two headers) under each codec, converted into Iggy records (what an Iggy
@@ -33,10 +33,10 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from rill.protocol.headers import HeaderValue
 from rill.protocol.messages import Message, encode_messages
-from rill.server.storage.kafka_records import stamp_batches
-from rill.server.storage import record_conversion
-from rill.server.storage.record_conversion import convert_batch
-from rill.server.storage.records import stamp_batch
+from rill.server.storage.formats.kafka_v2 import stamp_batches
+from rill.server.storage.formats import conversion as record_conversion
+from rill.server.storage.formats.conversion import convert_batch
+from rill.server.storage.formats.iggy_v1 import stamp_batch
 
 COMPRESS = {
     0: lambda block: block,

@@ -20,7 +20,7 @@ import sys
 
 _WORKER = r"""
 import json, struct, sys, time
-from rill.server.storage import records
+from rill.server.storage.formats import iggy_v1 as records
 u32 = struct.Struct("<I").pack
 message = b"\x01" * 16 + u32(0) + u32(1) + b"m"
 valid = message * 2_350_000

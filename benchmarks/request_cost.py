@@ -38,7 +38,7 @@ from rill.server.core.core import Core
 from rill.server.protocols.iggy.handler import IGGY
 from rill.server.protocols.kafka.dispatch import KafkaSettings
 from rill.server.protocols.kafka.handler import KafkaProtocol
-from rill.server.storage.records import ACCELERATED
+from rill.server.storage.formats.iggy_v1 import ACCELERATED
 from rill.server.transports.tcp import TcpConnection, TcpListener
 
 SENDS, POLLS, REPEATS, TOPICS = (int(value) for value in sys.argv[1:5])

@@ -7,17 +7,25 @@ Starts a rill server (fsync interval) in a temporary directory and a local Spark
 * read:  rill topic -> DataFrame -> Spark's ``noop`` sink, and the same rows from Parquet;
   by the Python data source and, when its jar is built (``pyspark_rill/java/build.sh``), by
   the JVM implementation too (the session is built with ``pyspark_rill.configure``);
-* write: a cached DataFrame of the same rows -> a rill topic with ``sinkMode=exactlyOnce``,
-  and -> Parquet;
+* write: a cached DataFrame of the same rows -> a rill topic with ``sinkMode=exactlyOnce``
+  (by each implementation), and -> Parquet;
+* with ``--kafka``, also a Kafka-format topic of the same rows, written by confluent-kafka
+  through rill's Kafka listener, read by each implementation -> ``noop`` (the ratio to the
+  Iggy-format read says what the Kafka format costs);
 * with ``--ceiling``, also the Python data source ceiling: a data source that yields
   ready-made Arrow batches of rill's read schema (same rows, same batch size, 2 partitions,
   no I/O, no conversion) -> ``noop``, i.e. what Spark itself spends taking Arrow batches in
   from a Python data source; rill's read can approach it, not beat it.
 
 Prints rows/s per run, the medians and the rill/Parquet ratios. Both sides pay the same
-Spark job overhead; the wall time of each job is measured from the driver.
+Spark job overhead; the wall time of each job is measured from the driver. On a shared
+machine wall times swing with the load, so the CPU time each job took is printed too: of
+Spark's JVM (driver and executors, ``local`` mode, with its Python workers) and of the rill
+server, in CPU-seconds
+per million rows (medians), which the load does not change much.
 
     python benchmarks/spark_read_write.py [--rows 1000000] [--size 100] [--runs 5] [--ceiling]
+                                          [--kafka]
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ import sys
 import tempfile
 import time
 from concurrent.futures import Future
+
+import psutil
 
 import pyspark_rill
 import pyspark_rill.session
@@ -88,17 +98,49 @@ def ceiling_source():
     return CeilingSource
 
 
-def start_server(data_dir: str) -> tuple[subprocess.Popen[str], str]:
+def start_server(data_dir: str, kafka: bool) -> tuple[subprocess.Popen[str], str, str | None]:
+    """The server, its TCP address and (with ``kafka``) its Kafka listener's address."""
     env = dict(os.environ, RILL_SYSTEM_FSYNC="interval", RILL_LOGGING_LEVEL="warning")
+    if kafka:
+        env.update(RILL_KAFKA_ENABLED="true", RILL_KAFKA_ADDRESS="127.0.0.1:0",
+                   RILL_KAFKA_ANONYMOUS_USER="iggy")
     process = subprocess.Popen(
         [sys.executable, "-m", "rill", "serve", "--data-dir", data_dir, "--tcp-address",
          "127.0.0.1:0", "--quic-address", "127.0.0.1:0", "--http-address", "127.0.0.1:0"],
         stdout=subprocess.PIPE, text=True, env=env)
     assert process.stdout is not None
+    tcp = kafka_address = None
     for line in process.stdout:
         if line.startswith("rill listening on tcp "):
-            return process, line.split()[-1]
+            tcp = line.split()[-1]
+        elif line.startswith("rill listening on kafka "):
+            kafka_address = line.split()[-1]
+        if tcp and (kafka_address or not kafka):
+            return process, tcp, kafka_address
     raise RuntimeError("server did not start")
+
+
+def fill_kafka(address: str, rows: int, size: int) -> None:
+    """The same rows in a Kafka-format topic ``kafka-source`` (stream ``kafka``), written by
+    confluent-kafka: the stored RecordBatch v2 bytes are the client's."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": address})
+    for future in admin.create_topics([NewTopic("kafka-source", num_partitions=2,
+                                                replication_factor=1)]).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": address, "linger.ms": 20, "acks": "1",
+                         "batch.size": 1 << 20, "queue.buffering.max.messages": 1_000_000})
+    for index in range(rows):
+        while True:
+            try:
+                producer.produce("kafka-source", f"{index:0{size}d}".encode()[:size],
+                                 partition=index % 2)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(120) == 0
 
 
 def fill(client: Client, rows: int, size: int) -> None:
@@ -119,10 +161,33 @@ def fill(client: Client, rows: int, size: int) -> None:
         future.result()
 
 
-def timed(action) -> float:
+CPU: dict[str, list[float]] = {}  # job name -> CPU-seconds of (Spark's JVM + the server) per run
+PROCESSES: dict[str, psutil.Process] = {}  # "spark", "server"
+
+
+def cpu_seconds(name: str) -> float:
+    """CPU-seconds of a process and of its descendants (Spark's Python workers are the JVM's),
+    the exited ones included once reaped."""
+    total = 0.0
+    root = PROCESSES[name]
+    for process in [root, *root.children(recursive=True)]:
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system + times.children_user + times.children_system
+    return total
+
+
+def timed(action, name: str = "") -> float:
+    """Wall seconds of ``action``; its CPU-seconds (JVM, server) are kept under ``name``."""
+    before = {key: cpu_seconds(key) for key in PROCESSES}
     started = time.perf_counter()
     action()
-    return time.perf_counter() - started
+    wall = time.perf_counter() - started
+    if name:
+        CPU.setdefault(name, []).append(tuple(cpu_seconds(key) - before[key] for key in PROCESSES))
+    return wall
 
 
 def main() -> None:
@@ -131,13 +196,15 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--kafka", action="store_true",
+                        help="also read a Kafka-format topic written by confluent-kafka")
     parser.add_argument("--ceiling", action="store_true",
                         help="also measure the Python data source ceiling (see above)")
     args = parser.parse_args()
     from pyspark.sql import SparkSession
 
     with tempfile.TemporaryDirectory(prefix="rill-spark-bench-") as work:
-        server, address = start_server(os.path.join(work, "data"))
+        server, address, kafka_address = start_server(os.path.join(work, "data"), args.kafka)
         try:
             with Client(address) as client:
                 client.login_user("iggy", "iggy")
@@ -145,11 +212,19 @@ def main() -> None:
                 fill(client, args.rows, args.size)
                 print(f"sent {args.rows} messages of {args.size} B in "
                       f"{time.perf_counter() - started:.1f} s")
+                if kafka_address:
+                    started = time.perf_counter()
+                    fill_kafka(kafka_address, args.rows, args.size)
+                    print(f"sent them to a Kafka-format topic in "
+                          f"{time.perf_counter() - started:.1f} s")
                 builder = (SparkSession.builder.master(args.master).appName("rill-spark-bench")
                            .config("spark.ui.enabled", "false")
                            .config("spark.sql.shuffle.partitions", "2"))
                 spark = pyspark_rill.configure(builder, loopback=True).getOrCreate()
                 spark.sparkContext.setLogLevel("ERROR")
+                PROCESSES["spark"] = next(child for child in psutil.Process().children(recursive=True)
+                                          if child.name() == "java")
+                PROCESSES["server"] = psutil.Process(server.pid)
                 options = {"servers": address, "username": "iggy", "password": "iggy",
                            "stream": "bench"}
                 results = run(spark, client, options, work, args)
@@ -165,14 +240,21 @@ def run(spark, client: Client, options: dict, work: str, args) -> dict[str, list
     sources = {name: spark.read.format("rill").options(**options, topic="source",
                                                         implementation=name)
                for name in implementations}
+    kafka = {name: spark.read.format("rill").options(**{**options, "stream": "kafka"},
+                                                      topic="kafka-source", implementation=name)
+             for name in implementations} if args.kafka else {}
     parquet_path = os.path.join(work, "rows.parquet")
     for source in sources.values():  # warm-up too
         source.load().select("value").write.mode("overwrite").parquet(parquet_path)
+    for source in kafka.values():
+        assert source.load().count() == args.rows
     frame = spark.read.parquet(parquet_path).cache()
     assert frame.count() == args.rows
     results: dict[str, list[float]] = {name: [] for name in (
-        *(f"read rill {name} -> noop" for name in implementations), "read parquet -> noop",
-        "write -> rill exactlyOnce", "write -> parquet")}
+        *(f"read rill {name} -> noop" for name in implementations),
+        *(f"read kafka-format {name} -> noop" for name in kafka), "read parquet -> noop",
+        *(f"write -> rill {name} exactlyOnce" for name in implementations),
+        "write -> parquet")}
     if args.ceiling:
         spark.dataSource.register(ceiling_source())
         ceiling = spark.read.format("rill_ceiling").options(rows=args.rows, size=args.size)
@@ -181,22 +263,31 @@ def run(spark, client: Client, options: dict, work: str, args) -> dict[str, list
     for number in range(args.runs):
         for name, source in sources.items():
             results[f"read rill {name} -> noop"].append(timed(
-                lambda: source.load().write.format("noop").mode("overwrite").save()))
+                lambda: source.load().write.format("noop").mode("overwrite").save(),
+                f"read rill {name} -> noop"))
+        for name, source in kafka.items():
+            results[f"read kafka-format {name} -> noop"].append(timed(
+                lambda: source.load().write.format("noop").mode("overwrite").save(),
+                f"read kafka-format {name} -> noop"))
         if args.ceiling:
             results["read ceiling -> noop"].append(timed(
                 lambda: ceiling.load().write.format("noop").mode("overwrite").save()))
         results["read parquet -> noop"].append(timed(
-            lambda: spark.read.parquet(parquet_path).write.format("noop").mode("overwrite").save()))
-        topic = f"sink{number}"
-        client.create_topic("bench", topic, partitions_count=2)
-        results["write -> rill exactlyOnce"].append(timed(
-            lambda: frame.write.format("rill").options(**options, topic=topic,
-                                                       sinkMode="exactlyOnce")
-            .mode("append").save()))
-        assert client.get_topic("bench", topic).topic.messages_count == args.rows
-        client.delete_topic("bench", topic)
+            lambda: spark.read.parquet(parquet_path).write.format("noop").mode("overwrite").save(),
+            "read parquet -> noop"))
+        for name in implementations:
+            topic = f"sink-{name}-{number}"
+            client.create_topic("bench", topic, partitions_count=2)
+            results[f"write -> rill {name} exactlyOnce"].append(timed(
+                lambda: frame.write.format("rill").options(**options, topic=topic,
+                                                           sinkMode="exactlyOnce",
+                                                           implementation=name)
+                .mode("append").save(), f"write -> rill {name} exactlyOnce"))
+            assert client.get_topic("bench", topic).topic.messages_count == args.rows
+            client.delete_topic("bench", topic)
         results["write -> parquet"].append(timed(
-            lambda: frame.write.mode("overwrite").parquet(os.path.join(work, "out.parquet"))))
+            lambda: frame.write.mode("overwrite").parquet(os.path.join(work, "out.parquet")),
+            "write -> parquet"))
         print(f"run {number + 1}: " + ", ".join(
             f"{name} {args.rows / seconds[-1] / 1e6:.2f}M rows/s"
             for name, seconds in results.items()), flush=True)
@@ -212,8 +303,17 @@ def report(results: dict[str, list[float]], rows: int) -> None:
         if f"read rill {name} -> noop" in median:
             print(f"  read  rill {name:6s}/parquet ratio "
                   f"{median[f'read rill {name} -> noop'] / median['read parquet -> noop']:.2f}")
-    print(f"  write rill/parquet ratio     "
-          f"{median['write -> rill exactlyOnce'] / median['write -> parquet']:.2f}")
+        if f"write -> rill {name} exactlyOnce" in median:
+            print(f"  write rill {name:6s}/parquet ratio "
+                  f"{median[f'write -> rill {name} exactlyOnce'] / median['write -> parquet']:.2f}")
+        if f"read kafka-format {name} -> noop" in median:
+            print(f"  read  kafka-format/iggy-format {name:6s} ratio "
+                  f"{median[f'read kafka-format {name} -> noop'] / median[f'read rill {name} -> noop']:.2f}")
+    print("\nmedian CPU-seconds per million rows (Spark's JVM + the rill server):")
+    for name, samples in CPU.items():
+        jvm = statistics.median(sample[0] for sample in samples) * 1e6 / rows
+        server = statistics.median(sample[1] for sample in samples) * 1e6 / rows
+        print(f"  {name:34s} {jvm:5.2f} + {server:5.2f} = {jvm + server:5.2f}")
     if "read ceiling -> noop" in median:
         print(f"  read  rill/ceiling ratio     "
               f"{median['read rill python -> noop'] / median['read ceiling -> noop']:.2f}")

@@ -16,7 +16,7 @@ from pyspark_rill.options import RillOptionError, check_known
 from pyspark_rill.options import ReadOptions, WriteOptions
 from pyspark_rill.readers import RillBatchReader, RillStreamReader
 from pyspark_rill.schema import read_ddl
-from pyspark_rill.writers import RillBatchWriter, RillStreamWriter
+from pyspark_rill.writers import RillBatchWriter, RillStreamWriter, check_target
 
 
 class RillDataSource(DataSource):
@@ -51,4 +51,7 @@ class RillDataSource(DataSource):
     def _write_options(self, overwrite: bool) -> WriteOptions:
         if overwrite:
             raise RillOptionError("rill topics are append-only: write with mode('append')")
-        return WriteOptions.parse(self.options)
+        options = WriteOptions.parse(self.options)
+        if options.stream is not None and options.topic is not None:
+            check_target(options)  # fails now, before any task runs (as the JVM writer)
+        return options

@@ -116,8 +116,7 @@ def _write(options: WriteOptions, spec: WriteSpec, batches: Iterator[pa.RecordBa
         if (stream, topic) not in counts:
             details = client.get_topic(stream, topic)
             if details is None:
-                raise RillOptionError(f"topic {topic!r} of stream {stream!r} does not exist (named "
-                                      "by option or column 'stream'/'topic')")
+                raise missing_topic(stream, topic)
             counts[stream, topic] = max(details.topic.partitions_count, 1)
         return counts[stream, topic]
 
@@ -158,6 +157,18 @@ def _write(options: WriteOptions, spec: WriteSpec, batches: Iterator[pa.RecordBa
                 "task"))
         raise
     return RillCommitMessage(producer_id, owner, batch_id, run_id, task_id, attempt_id, staged)
+
+
+def missing_topic(stream: str, topic: str) -> RillOptionError:
+    return RillOptionError(f"topic {topic!r} of stream {stream!r} does not exist (named by option "
+                           "or column 'stream'/'topic')")
+
+
+def check_target(options: WriteOptions) -> None:
+    """The topic named by options 'stream' and 'topic' exists (checked on the driver)."""
+    if with_client(options.connection,
+                   lambda client: client.get_topic(options.stream, options.topic)) is None:
+        raise missing_topic(str(options.stream), str(options.topic))
 
 
 def _drop_attempt(client: Client, in_flight: deque, producer_id: str, owner: str,

@@ -86,8 +86,8 @@ def spark():
 
 @pytest.fixture(params=["python", "jvm"])
 def implementation(request, spark) -> dict[str, str]:
-    """The option that picks the implementation of a batch read: the tests that take it run
-    on both."""
+    """The option that picks the implementation of a read or a write: the tests that take it
+    run on both."""
     if request.param == "jvm":
         assert JAR.is_file(), (
             f"the JVM connector was not built ({JAR}): it needs a JDK's javac (see README, "
@@ -99,6 +99,16 @@ def scan_of(df) -> str:
     """Which implementation a DataFrame's batch scan runs on (from Spark's physical plan)."""
     plan = df._jdf.queryExecution().executedPlan().toString()
     return "jvm" if "rill (JVM reader)" in plan else "python"
+
+
+def writer_of(spark) -> str:
+    """Which implementation wrote in the session's last batch write (from its physical plan)."""
+    executions = spark._jsparkSession.sharedState().statusStore().executionsList()
+    for index in range(executions.size() - 1, -1, -1):
+        plan = executions.apply(index).physicalPlanDescription()
+        if "AppendData" in plan:
+            return "jvm" if "rill (JVM writer)" in plan else "python"
+    raise AssertionError("no write in this session")
 
 
 @pytest.fixture

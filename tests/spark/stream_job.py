@@ -1,6 +1,6 @@
 """A streaming job run as its own Spark driver process by test_exactly_once.py (so that the
-test can kill -9 it): topic ``in`` -> topic ``out`` of one stream, exactly once; the reads by
-the JVM implementation when it is built.
+test can kill -9 it): topic ``in`` -> topic ``out`` of one stream, exactly once; reads and
+writes by the JVM implementation when it is built.
 
 usage: python stream_job.py SERVERS STREAM CHECKPOINT (continuous | available-now)
 """
@@ -18,7 +18,7 @@ def main() -> None:
     servers, stream, checkpoint, mode = sys.argv[1:5]
     builder = (SparkSession.builder.master("local[2]").appName("rill-kill-test")
                .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2"))
-    # the JVM implementation reads (where it was built), the Python source writes
+    # the JVM implementation reads and writes (where it was built)
     spark = pyspark_rill.configure(builder, loopback=True).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     options = {"servers": servers, "username": "iggy", "password": "iggy", "stream": stream}

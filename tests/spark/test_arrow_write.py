@@ -18,8 +18,8 @@ from pyspark.sql.types import (
 from rill.protocol.headers import decode_header_map
 from rill.protocol.primitives import Partitioning, PartitioningKind
 from rill.protocol.messages import iter_polled_messages
-from rill.server.storage.records import stamp_batch
-from rill.server.storage.staged_records import check_stored_records
+from rill.server.storage.formats.iggy_v1 import stamp_batch
+from rill.server.storage.formats.iggy_v1 import check_stored_records
 
 from pyspark_rill.arrow_write import check_schema, encode_batch
 from pyspark_rill.options import RillOptionError, WriteOptions

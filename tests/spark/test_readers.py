@@ -124,6 +124,12 @@ def test_streaming_restart_from_checkpoint_has_no_gap_and_no_duplicate(
     assert sizes == [10, 10, 10, 2]  # admission control: at most 10 rows a trigger
     lag = json.loads(first.lastProgress["sources"][0]["latestOffset"])  # reportLatestOffset
     assert lag == {f"{stream}/known": {"1": 25, "2": 7, "3": 0}}
+    if implementation["implementation"] == "jvm":  # source metrics: the lag of each partition
+        behind = [lag_of(p["sources"][0]) for p in first.recentProgress if p["numInputRows"]]
+        assert [sum(b.values()) for b, _ in behind] == [22, 12, 2, 0]
+        assert all(metrics["maxOffsetsBehindLatest"] == str(max(b.values()))
+                   and metrics["minOffsetsBehindLatest"] == str(min(b.values()))
+                   for b, metrics in behind)
     admin.send_messages(stream, "known", [b"late-1", b"late-2"], partitioning=3)
     admin.send_messages(stream, "known", [b"late-3"], partitioning=1)
     # the restart resumes from the checkpoint: startingOffsets=latest is ignored
@@ -133,6 +139,17 @@ def test_streaming_restart_from_checkpoint_has_no_gap_and_no_duplicate(
     assert sorted((r.partition, r.offset) for r in rows) == sorted(
         [(1, o) for o in range(26)] + [(2, o) for o in range(7)] + [(3, 0), (3, 1)])
     assert len(rows) == len({(r.partition, r.offset) for r in rows})
+
+
+def lag_of(source) -> tuple[dict[str, int], dict[str, str]]:
+    """A progress's lag per partition (source metric offsetsBehindLatest), checked against its
+    latest and end offsets, and the metrics."""
+    metrics = source["metrics"]
+    behind = json.loads(metrics["offsetsBehindLatest"])
+    latest, end = json.loads(source["latestOffset"]), json.loads(source["endOffset"])
+    assert behind == {topic: {p: latest[topic][p] - end[topic][p] for p in parts}
+                      for topic, parts in latest.items()}
+    return {f"{t}/{p}": lag for t, parts in behind.items() for p, lag in parts.items()}, metrics
 
 
 def test_new_partitions_and_consumer_offsets(spark, known, admin, stream, tmp_path,

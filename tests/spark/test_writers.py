@@ -1,6 +1,7 @@
 """Writing DataFrames to rill with a local Spark (``local[2,3]``: tasks are retried): round
 trips, task retries and aborts with both sink modes, a replayed streaming batch, and the
-exactly-once producer's owner (a producerId reused by another query or checkpoint fails)."""
+exactly-once producer's owner (a producerId reused by another query or checkpoint fails).
+Every test runs on both implementations (the ``options`` here carry ``implementation``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,15 @@ from pyspark.sql import functions as F
 
 from rill.client import Message
 
+from conftest import writer_of
+
 ROWS = 3000
+
+
+@pytest.fixture
+def options(options, implementation) -> dict[str, str]:
+    """This test's options, with the implementation that writes (and reads back)."""
+    return {**options, **implementation}
 
 
 def source_frame(spark, rows: int = ROWS, parts: int = 2):
@@ -38,6 +47,7 @@ def test_round_trip_with_keys_headers_and_ids(spark, admin, stream, options) -> 
          (b"v3", "k1", None, None)],
         "value BINARY, key STRING, headers MAP<STRING, BINARY>, id BINARY")
     write(df, options, "out")
+    assert writer_of(spark) == options["implementation"]
     back = spark.read.format("rill").options(**options, topic="out").load()
     rows = {row.value: row for row in back.collect()}
     assert set(rows) == {b"v1", b"v2", b"v3"}
@@ -53,11 +63,12 @@ def test_round_trip_with_keys_headers_and_ids(spark, admin, stream, options) -> 
 def test_exactly_once_batch_write_is_idempotent_per_producer(spark, admin, stream, options):
     admin.create_topic(stream, "out", partitions_count=2)
     df = source_frame(spark)
-    write(df, options, "out", sinkMode="exactlyOnce", producerId="nightly-job")
-    write(df, options, "out", sinkMode="exactlyOnce", producerId="nightly-job")  # a re-run
+    producer = f"nightly-job-{stream}"  # one per test and implementation: the server's
+    write(df, options, "out", sinkMode="exactlyOnce", producerId=producer)
+    write(df, options, "out", sinkMode="exactlyOnce", producerId=producer)  # a re-run
     values = payloads(spark, options, "out")
     assert len(values) == ROWS and len(set(values)) == ROWS
-    state = admin.get_producer_state("nightly-job")
+    state = admin.get_producer_state(producer)
     assert (state.last_batch, state.staged_handles) == (0, 0)
 
 
@@ -83,7 +94,9 @@ def test_a_task_retry_leaves_no_duplicate_with_the_exactly_once_sink(
     admin.create_topic(stream, "direct", partitions_count=1)
     admin.create_topic(stream, "exact", partitions_count=1)
     df = flaky(source_frame(spark), fail_always=False)
-    write(df, options, "direct")  # atLeastOnce: the failed attempt's rows stay
+    # atLeastOnce: the failed attempt's rows already sent stay (requests of 64 KB: the JVM
+    # writer sends them as the rows come, before the failure)
+    write(df, options, "direct", maxRequestBytes="65536")
     write(df, options, "exact", sinkMode="exactlyOnce")
     direct = payloads(spark, options, "direct")
     assert len(set(direct)) == ROWS and len(direct) > ROWS
@@ -95,9 +108,9 @@ def test_an_aborted_job_leaves_nothing(spark, admin, stream, options) -> None:
     admin.create_topic(stream, "exact", partitions_count=2)
     df = flaky(source_frame(spark), fail_always=True)
     with pytest.raises(PySparkException, match="injected task failure"):
-        write(df, options, "exact", sinkMode="exactlyOnce", producerId="doomed")
+        write(df, options, "exact", sinkMode="exactlyOnce", producerId=f"doomed-{stream}")
     assert payloads(spark, options, "exact") == []
-    state = admin.get_producer_state("doomed")
+    state = admin.get_producer_state(f"doomed-{stream}")
     assert (state.last_batch, state.staged_handles, state.staged_messages) == (None, 0, 0)
 
 
@@ -170,14 +183,15 @@ def test_a_producer_id_reused_on_a_fresh_checkpoint_fails_loudly_and_writes_noth
     admin.create_topic(stream, "out", partitions_count=2)
     fill_input(admin, stream)
     first = tmp_path / "first"
-    sink = {"sinkMode": "exactlyOnce", "producerId": "shared-producer"}
+    sink = {"sinkMode": "exactlyOnce", "producerId": f"shared-producer-{stream}"}
     stream_copy(spark, options, first, **sink)
     assert len(payloads(spark, options, "out")) == 1200
     with pytest.raises(StreamingQueryException,
-                       match="option 'producerId': producer 'shared-producer' belongs to another"):
+                       match=f"option 'producerId': producer 'shared-producer-{stream}' belongs "
+                             "to another"):
         stream_copy(spark, options, tmp_path / "fresh", **sink)
     assert len(payloads(spark, options, "out")) == 1200  # nothing written, nothing dropped
-    state = admin.get_producer_state("shared-producer")
+    state = admin.get_producer_state(f"shared-producer-{stream}")
     assert state.staged_handles == 0
     # the first query, restarted on its own checkpoint, replays its last batch (a no-op) and
     # writes its new batches
@@ -200,14 +214,15 @@ def test_a_second_query_sharing_a_running_querys_producer_id_fails(
                          maxOffsetsPerTrigger="200").load()
                 .select("value")
                 .writeStream.format("rill")
-                .options(**options, topic="out", sinkMode="exactlyOnce", producerId="etl")
+                .options(**options, topic="out", sinkMode="exactlyOnce",
+                         producerId=f"etl-{stream}")
                 .option("checkpointLocation", str(checkpoint))
                 .trigger(processingTime="1 second").start())
 
     running = start(tmp_path / "running")
     try:
         deadline = time.monotonic() + 120
-        while admin.get_producer_state("etl").last_batch is None:
+        while admin.get_producer_state(f"etl-{stream}").last_batch is None:
             assert running.exception() is None and time.monotonic() < deadline
             time.sleep(0.2)
         second = start(tmp_path / "second")

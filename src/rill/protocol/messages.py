@@ -8,7 +8,7 @@ POLL wire layout (also rill's on-disk record layout), per message:
 
 Owns: building a SEND region from Message values and walking a POLL region into PolledMessage
 values. These are SDK conveniences: the server never builds per-message objects on its hot
-paths (see ``rill.server.storage.records``).
+paths (see ``rill.server.storage.formats.iggy_v1``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,13 @@
-"""Builds the server: storage -> core -> transports; starts, runs until a signal, stops cleanly.
+"""Builds the server: storage -> core -> protocols -> listeners; starts, runs until a signal,
+stops cleanly.
 
-Owns: the process-level lifecycle. On start it prints one line per listener
+Owns: the process-level lifecycle, and the listener list: one ``ListenerEntry`` (protocol,
+transport, address, TLS) per enabled listener, read from the config sections the protocol
+registry names (``server.protocols.PROTOCOLS``: Iggy's ``[tcp]``, ``[quic]``, ``[http]``,
+``[kafka]``, ``[tank]``), started in one loop (binary TCP listeners first, then QUIC, then
+HTTP) and stopped in the reverse order. A section's optional ``max_frame_size`` (else
+``[tcp]``'s), ``sendfile`` and ``idle_timeout`` (else ``[connections]``'s) apply to its
+listener. On start it prints one line per listener
 (``rill listening on tcp 127.0.0.1:8090``, ``rill listening on quic 127.0.0.1:8080`` (UDP),
 ``rill listening on http 127.0.0.1:3000``, ``rill listening on kafka 127.0.0.1:9092``,
 ``rill listening on tank 127.0.0.1:11011``) so
@@ -30,15 +37,16 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import sys
-import time
-from typing import Iterator
+from dataclasses import dataclass
+from typing import Any, Iterator
 
 from rill.errors import RillError
-from rill.server.config import ServerConfig, split_address
+from rill.server.config import ServerConfig, TlsConfig, split_address
 from rill.server.core.core import Core
 from rill.server.core.reconciliation import StartupRefused
-from rill.server.protocols.iggy import IGGY
+from rill.server.protocols import PROTOCOLS, WireProtocol
 from rill.server.protocols.iggy.groups import IggyGroupMembers
 from rill.server.logs import configure_logging
 from rill.server.storage import descriptors
@@ -75,17 +83,53 @@ def refused_on_os_error(what: str) -> Iterator[None]:
         raise StartupRefused(f"{what}: {reason}") from error
 
 
+@dataclass(frozen=True, slots=True)
+class ListenerEntry:
+    """One listener the server starts."""
+
+    name: str  # its config section: what the start line and ``Server.addresses`` call it
+    protocol: str  # a row of ``PROTOCOLS``
+    transport: str  # "tcp", "quic" or "http"
+    address: str  # HOST:PORT as configured (port 0: the system chooses)
+    tls: TlsConfig | None  # the section's TLS when enabled (QUIC has its certificate instead)
+
+
+TRANSPORT_ORDER = {"tcp": 0, "quic": 1, "http": 2}  # HTTP last: GET /server lists the others
+
+
+def listener_entries(config: ServerConfig) -> list[ListenerEntry]:
+    """The enabled listeners of ``config``, in the registry's order (protocols, then each
+    protocol's sections)."""
+    entries = []
+    for row in PROTOCOLS.values():
+        for section_name, transport in row.listeners:
+            section = getattr(config, section_name)
+            if section.enabled:
+                tls = getattr(section, "tls", None)
+                entries.append(ListenerEntry(section_name, row.name, transport, section.address,
+                                             tls if tls is not None and tls.enabled else None))
+    return entries
+
+
+def tls_context(entry: ListenerEntry) -> ssl.SSLContext | None:
+    """The TLS context of ``entry`` (None: plain); files that cannot be loaded refuse the start
+    in one line."""
+    tls = entry.tls
+    if tls is None:
+        return None
+    with refused_on_os_error(f"cannot load [{entry.name}.tls] certificate {tls.certificate} "
+                             f"and key {tls.key}"):
+        return server_ssl_context(tls.certificate, tls.key)
+
+
 class Server:
     def __init__(self, config: ServerConfig, recover_metadata: bool = False) -> None:
         self.config = config
         with refused_on_os_error(f"cannot use the data directory {config.data_path}"):
             self.core = Core(config, recover_metadata, group_membership=IggyGroupMembers())
-        self.tcp: TcpListener | None = None
-        self.kafka: TcpListener | None = None
-        self.tank: TcpListener | None = None
-        self.quic = None  # QuicListener, imported only when QUIC is enabled (aioquic)
-        self.http = None  # HttpListener, imported only when HTTP is enabled
-        self.addresses: dict[str, tuple[str, int]] = {}
+        self.protocols: dict[str, WireProtocol] = {}  # made at the start of its first listener
+        self.listeners: list[Any] = []  # TcpListener, QuicListener, HttpListener, in start order
+        self.addresses: dict[str, tuple[str, int]] = {}  # entry name -> bound (host, port)
         connections = config.connections
         self.limits = ConnectionLimits(
             connections.max_request_size_unauthenticated, connections.unauthenticated_timeout,
@@ -95,14 +139,18 @@ class Server:
         self.memory = RequestMemory(connections.request_memory)  # shared by TCP and QUIC
         self.supervisor = Supervisor(self.limits)
 
+    @property
+    def entries(self) -> list[ListenerEntry]:
+        """The listeners the config enables (read at each call: the config decides until the
+        start)."""
+        return listener_entries(self.config)
+
     def exposed_listeners(self) -> list[str]:
         """The enabled listeners whose address is not loopback, as "name HOST:PORT"."""
-        config = self.config
-        listeners = (("tcp", config.tcp), ("quic", config.quic), ("http", config.http),
-                     ("kafka", config.kafka))
         return [
-            f"{name} {section.address}" for name, section in listeners
-            if section.enabled and not is_loopback(split_address(section.address)[0])
+            f"{entry.name} {entry.address}" for entry in self.entries
+            if PROTOCOLS[entry.protocol].password_login
+            and not is_loopback(split_address(entry.address)[0])
         ]
 
     def _check_descriptor_room(self) -> None:
@@ -137,7 +185,7 @@ class Server:
                 f"local development: use a loopback address, or unset it "
                 f"(RILL_KAFKA_ANONYMOUS_USER) so that clients log in by SASL")
 
-    def _tank_user_id(self) -> int:
+    def tank_user_id(self) -> int:
         """The user TANK connections act as (``[tank] user``): the root user by default, only
         on loopback; TANK has no authentication of its own."""
         from rill.server.core.users import ROOT_USER_ID
@@ -170,119 +218,77 @@ class Server:
             self._refuse_default_password()
             self._refuse_exposed_kafka()
             if self.config.tank.enabled:
-                self._tank_user_id()
+                self.tank_user_id()
             await self._start_listeners()
         except BaseException:
             await self.stop()
             raise
+
+    _tank_user_id = tank_user_id
 
     async def _start_listeners(self) -> None:
         self._check_descriptor_room()
         http = self.config.http
         if http.enabled and http.metrics.enabled:
             self.core.metrics.instrument(self.core)  # every transport's commands are measured
-        if self.config.tcp.enabled:
-            host, port = split_address(self.config.tcp.address, "tcp.address")
-            tls = self.config.tcp.tls
-            context = None
-            if tls.enabled:
-                with refused_on_os_error(f"cannot load [tcp.tls] certificate {tls.certificate} "
-                                         f"and key {tls.key}"):
-                    context = server_ssl_context(tls.certificate, tls.key)
-            self.tcp = TcpListener(self.core, IGGY, host, port, self.config.tcp.max_frame_size,
-                                   context, self.limits, self.memory, self.supervisor,
-                                   sendfile=self.config.tcp.sendfile)
-            with refused_on_os_error(f"cannot listen on tcp {self.config.tcp.address}"):
-                self.addresses["tcp"] = await self.tcp.start()
-        if self.config.kafka.enabled:
-            await self._start_kafka()
-        if self.config.tank.enabled:
-            await self._start_tank()
-        if self.config.quic.enabled:
-            from rill.server.transports.quic import QuicListener
+        for entry in sorted(self.entries, key=lambda entry: TRANSPORT_ORDER[entry.transport]):
+            await self._start_listener(entry)
 
-            with refused_on_os_error(f"cannot listen on quic {self.config.quic.address}"):
-                self.quic = QuicListener.from_config(self.core, IGGY, self.config.quic, self.limits,
-                                                     self.memory, self.supervisor)
-                self.addresses["quic"] = await self.quic.start()
-        if http.enabled:
-            from rill.server.transports.http import HttpListener
+    async def _start_listener(self, entry: ListenerEntry) -> None:
+        row = PROTOCOLS[entry.protocol]
+        protocol = self.protocols.get(row.name)
+        if protocol is None:
+            protocol = self.protocols[row.name] = row.make(self)
+        section = getattr(self.config, entry.name)
+        start = getattr(self, f"_start_{entry.transport}")
+        bound = await start(entry, section, protocol)
+        self.addresses[entry.name] = bound
+        row.listening(protocol, self, bound)
 
-            self.http = HttpListener(self.core, http,
-                                     head_timeout=self.limits.unauthenticated_timeout,
-                                     max_connections=self.config.connections.max_connections,
-                                     limits=self.limits,
-                                     listeners=self.addresses)
-            if http.tls.enabled:  # uvicorn would say only "No such file or directory"
-                with refused_on_os_error(f"cannot load [http.tls] certificate "
-                                         f"{http.tls.certificate} and key {http.tls.key}"):
-                    server_ssl_context(http.tls.certificate, http.tls.key)
-            with refused_on_os_error(f"cannot listen on http {http.address}"):
-                self.addresses["http"] = await self.http.start()
+    async def _start_tcp(self, entry: ListenerEntry, section: Any,
+                         protocol: WireProtocol) -> tuple[str, int]:
+        host, port = split_address(entry.address, f"{entry.name}.address")
+        context = tls_context(entry)
+        limits = self.limits
+        idle_timeout = getattr(section, "idle_timeout", None)  # TANK's own: 16 s
+        if idle_timeout is not None:
+            limits = dataclasses.replace(limits, idle_timeout=idle_timeout)
+        max_frame_size = getattr(section, "max_frame_size", self.config.tcp.max_frame_size)
+        listener = TcpListener(self.core, protocol, host, port, max_frame_size, context, limits,
+                               self.memory, self.supervisor,
+                               sendfile=getattr(section, "sendfile", False))
+        self.listeners.append(listener)
+        with refused_on_os_error(f"cannot listen on {entry.name} {entry.address}"):
+            return await listener.start()
 
-    async def _start_kafka(self) -> None:
-        from rill.server.protocols.kafka import KafkaProtocol, KafkaSettings
+    async def _start_quic(self, entry: ListenerEntry, section: Any,
+                          protocol: WireProtocol) -> tuple[str, int]:
+        from rill.server.transports.quic import QuicListener
 
-        kafka = self.config.kafka
-        host, port = split_address(kafka.address, "kafka.address")
-        context = None
-        if kafka.tls.enabled:
-            with refused_on_os_error(f"cannot load [kafka.tls] certificate "
-                                     f"{kafka.tls.certificate} and key {kafka.tls.key}"):
-                context = server_ssl_context(kafka.tls.certificate, kafka.tls.key)
-        from rill.server.protocols.kafka.group_apis import member_source
+        with refused_on_os_error(f"cannot listen on {entry.name} {entry.address}"):
+            listener = QuicListener.from_config(self.core, protocol, section, self.limits,
+                                                self.memory, self.supervisor)
+            self.listeners.append(listener)
+            return await listener.start()
 
-        protocol = KafkaProtocol(KafkaSettings(kafka.stream, host, port), kafka.anonymous_user)
-        self.core.member_sources.append(member_source(self.core, kafka.stream))  # the console
-        self.kafka = TcpListener(self.core, protocol, host, port, self.config.tcp.max_frame_size,
-                                 context, self.limits, self.memory, self.supervisor,
-                                 sendfile=kafka.sendfile)
-        with refused_on_os_error(f"cannot listen on kafka {kafka.address}"):
-            bound = await self.kafka.start()
-        self.addresses["kafka"] = bound
-        if kafka.advertised_address:
-            advertised = split_address(kafka.advertised_address, "kafka.advertised_address")
-        else:
-            advertised = bound
-        # the address clients are told is known once the port is bound (port 0)
-        protocol.settings = KafkaSettings(
-            kafka.stream, advertised[0], advertised[1], kafka.auto_create_topics,
-            group_initial_rebalance_delay=kafka.group_initial_rebalance_delay,
-            max_message_bytes=self.config.tcp.max_frame_size,
-            segment_bytes=self.config.system.segment.size,
-            default_message_expiry=self.core.topics.default_message_expiry(),
-            default_max_topic_size=self.config.system.topic.max_size,
-            session_lifetime=kafka.session_lifetime)
+    async def _start_http(self, entry: ListenerEntry, section: Any,
+                          protocol: WireProtocol) -> tuple[str, int]:
+        """Iggy's JSON API (``transports.http``: its routes run the Iggy dispatch)."""
+        from rill.server.transports.http import HttpListener
 
-    async def _start_tank(self) -> None:
-        from rill.server.protocols.tank import TankProtocol, TankSettings
-
-        tank = self.config.tank
-        host, port = split_address(tank.address, "tank.address")
-        context = None
-        if tank.tls.enabled:
-            with refused_on_os_error(f"cannot load [tank.tls] certificate "
-                                     f"{tank.tls.certificate} and key {tank.tls.key}"):
-                context = server_ssl_context(tank.tls.certificate, tank.tls.key)
-        protocol = TankProtocol(TankSettings(self.config.tank_stream, time.time()),
-                                self._tank_user_id())
-        limits = dataclasses.replace(self.limits, idle_timeout=tank.idle_timeout)  # TANK: 16 s
-        self.tank = TcpListener(self.core, protocol, host, port, tank.max_frame_size,
-                                context, limits, self.memory, self.supervisor)
-        with refused_on_os_error(f"cannot listen on tank {tank.address}"):
-            self.addresses["tank"] = await self.tank.start()
+        listener = HttpListener(self.core, section,
+                                head_timeout=self.limits.unauthenticated_timeout,
+                                max_connections=self.config.connections.max_connections,
+                                limits=self.limits,
+                                listeners=self.addresses)
+        self.listeners.append(listener)
+        tls_context(entry)  # uvicorn loads the files itself, and would say only "No such file"
+        with refused_on_os_error(f"cannot listen on {entry.name} {entry.address}"):
+            return await listener.start()
 
     async def stop(self) -> None:
-        if self.tank is not None:
-            await self.tank.stop()
-        if self.kafka is not None:
-            await self.kafka.stop()
-        if self.http is not None:
-            await self.http.stop()
-        if self.quic is not None:
-            await self.quic.stop()
-        if self.tcp is not None:
-            await self.tcp.stop()
+        while self.listeners:
+            await self.listeners.pop().stop()
         self.supervisor.stop()
         await self.core.stop()
 

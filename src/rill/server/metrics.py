@@ -2,10 +2,13 @@
 
 Owns: the counters and histograms, and their rendering. What is measured:
 
-* every request a protocol's dispatch runs while ``enabled`` (``instrument(core)`` turns it
-  on), whatever the transport: a request counter by request kind (the Iggy command's name),
-  transport and outcome (``ok`` or the error's snake_case name) and a latency histogram by
-  kind and transport (``record_request``);
+* every request of every protocol while ``enabled`` (``instrument(core)`` turns it on),
+  whatever the transport: a request counter by protocol (``iggy``, ``kafka``, ``tank``),
+  request kind (the protocol's name of it: the Iggy command's, Kafka's API in snake_case,
+  TANK's msg_id), transport and outcome (``ok`` or the error's snake_case name) and a latency
+  histogram by protocol, kind and transport. The connection loop (``transports.binary``) takes
+  them for TCP and QUIC, through a ``RequestSeries`` per request kind that it keeps, so that a
+  request costs a dict increment and a bisect; HTTP's routes through ``record_request``;
 * bytes in (SEND message regions) and bytes/messages out (POLL answers), by transport
   (``record_sent``, ``record_polled``);
 * messages appended (``record_appended``, one line in the send path): counted from the
@@ -25,7 +28,6 @@ Invariant: recording never raises and costs a few dict operations.
 from __future__ import annotations
 
 import bisect
-import time
 import weakref
 from collections import defaultdict
 from typing import Any
@@ -50,6 +52,21 @@ class Histogram:
         self.count += 1
 
 
+class RequestSeries:
+    """The requests of one (protocol, kind, transport): a count per outcome, and durations."""
+
+    __slots__ = ("outcomes", "latency")
+
+    def __init__(self) -> None:
+        self.outcomes: dict[str, int] = {}
+        self.latency = Histogram()
+
+    def record(self, outcome: str, seconds: float) -> None:
+        outcomes = self.outcomes
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        self.latency.observe(seconds)
+
+
 def _labels(**labels: Any) -> str:
     def escape(text: Any) -> str:
         return str(text).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
@@ -59,8 +76,8 @@ def _labels(**labels: Any) -> str:
 
 class Metrics:
     def __init__(self) -> None:
-        self.requests: dict[tuple[str, str, str], int] = defaultdict(int)
-        self.latency: dict[tuple[str, str], Histogram] = defaultdict(Histogram)
+        # (protocol, request kind, transport) -> its counts and durations
+        self.requests: dict[tuple[str, str, str], RequestSeries] = {}
         self.bytes_in: dict[str, int] = defaultdict(int)
         self.bytes_out: dict[str, int] = defaultdict(int)
         self.messages_out: dict[str, int] = defaultdict(int)
@@ -73,8 +90,10 @@ class Metrics:
     # -- recording -------------------------------------------------------------------------
 
     def instrument(self, core: Any) -> None:
-        """Measure every request from now on (after ``core.start()``): while ``enabled`` the
-        protocols record each request (``record_request``, ``record_sent``, ``record_polled``)."""
+        """Measure every request from now on (after ``core.start()``, before the listeners
+        start): while ``enabled`` the connection loop and HTTP's routes record each request
+        (``request_series``, ``record_request``) and Iggy's what it moved (``record_sent``,
+        ``record_polled``)."""
         self._core = core
         for stream in core.state.streams.values():
             for topic in stream.topics.values():
@@ -82,10 +101,18 @@ class Metrics:
                     self._marks[partition.log] = partition.log.next_offset
         self.enabled = True
 
-    def record_request(self, name: str, transport: str, outcome: str, seconds: float) -> None:
-        """One request of kind ``name`` ("ok" or the error's name), and how long it took."""
-        self.latency[(name, transport)].observe(seconds)
-        self.requests[(name, transport, outcome)] += 1
+    def request_series(self, protocol: str, kind: str, transport: str) -> RequestSeries:
+        """The counters of the requests of ``kind``; a caller may keep it and ``record`` on it."""
+        key = (protocol, kind, transport)
+        series = self.requests.get(key)
+        if series is None:
+            series = self.requests[key] = RequestSeries()
+        return series
+
+    def record_request(self, protocol: str, kind: str, transport: str, outcome: str,
+                       seconds: float) -> None:
+        """One request of ``kind`` ("ok" or the error's name), and how long it took."""
+        self.request_series(protocol, kind, transport).record(outcome, seconds)
 
     def record_sent(self, transport: str, nbytes: int) -> None:
         self.bytes_in[transport] += nbytes
@@ -113,17 +140,23 @@ class Metrics:
             lines.append(f"# HELP {name} {help_text}")
             lines.append(f"# TYPE {name} {kind}")
 
-        family("rill_requests_total", "counter", "Commands executed, by command, transport and outcome.")
-        for (command, transport, outcome), value in sorted(self.requests.items()):
-            lines.append(f"rill_requests_total{_labels(command=command, transport=transport, outcome=outcome)} {value}")
-        family("rill_request_duration_seconds", "histogram", "Time spent executing a command.")
-        for (command, transport), histogram in sorted(self.latency.items()):
+        series = sorted(self.requests.items())
+        family("rill_requests_total", "counter",
+               "Requests served, by protocol, command, transport and outcome.")
+        for (protocol, command, transport), one in series:
+            for outcome, value in sorted(one.outcomes.items()):
+                labels = _labels(protocol=protocol, command=command, transport=transport,
+                                 outcome=outcome)
+                lines.append(f"rill_requests_total{labels} {value}")
+        family("rill_request_duration_seconds", "histogram", "Time spent serving a request.")
+        for (protocol, command, transport), one in series:
+            histogram = one.latency
             cumulative = 0
             for bound, count in zip((*LATENCY_BUCKETS, "+Inf"), histogram.counts):
                 cumulative += count
-                labels = _labels(command=command, transport=transport, le=bound)
+                labels = _labels(protocol=protocol, command=command, transport=transport, le=bound)
                 lines.append(f"rill_request_duration_seconds_bucket{labels} {cumulative}")
-            labels = _labels(command=command, transport=transport)
+            labels = _labels(protocol=protocol, command=command, transport=transport)
             lines.append(f"rill_request_duration_seconds_sum{labels} {histogram.total:.9f}")
             lines.append(f"rill_request_duration_seconds_count{labels} {histogram.count}")
         for name, values, help_text in (

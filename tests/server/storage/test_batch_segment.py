@@ -12,7 +12,7 @@ from pathlib import Path
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from rill.server.storage.file_region import MIN_REGION_BYTES, FileRegion
-from rill.server.storage.kafka_records import batch_time_us
+from rill.server.storage.formats.kafka_v2 import batch_time_us
 from rill.server.storage.partition_log import PartitionLog
 
 BATCHES = 30

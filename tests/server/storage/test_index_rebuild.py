@@ -8,7 +8,7 @@ from pathlib import Path
 from rill.protocol.messages import Message, encode_messages
 from rill.server.storage.durability import Durability, FsyncPolicy
 from rill.server.storage.index_rebuild import locate_records, replace_index_file
-from rill.server.storage.records import stamp_batch
+from rill.server.storage.formats.iggy_v1 import stamp_batch
 
 TIMESTAMP = 1_700_000_000_000_000
 START = 100

@@ -1,4 +1,4 @@
-"""``kafka_records.check_produced`` (issue 27 item 5): a client's RecordBatch v2 checked and
+"""``kafka_v2.check_produced`` (issue 27 item 5): a client's RecordBatch v2 checked and
 repaired as Kafka's broker does before it is stored -- maxTimestamp recomputed from the records
 (Sarama 1.22 sends -1) with a correct CRC-32C, every record walked (counts, lengths, offset
 deltas 0..count-1), a producer's LogAppendTime refused -- and ``walk_records``' C twin
@@ -16,8 +16,9 @@ from crc32c import crc32c
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from rill.protocol.kafka import record_batch
-from rill.server.storage import _stamp, kafka_records
-from rill.server.storage.kafka_records import (
+from rill.server.storage.formats import _stamp
+from rill.server.storage.formats import kafka_v2
+from rill.server.storage.formats.kafka_v2 import (
     InvalidRecordBatch,
     check_produced,
     walk_records_python,
@@ -174,7 +175,7 @@ MALFORMED = [
 
 
 def test_produce_runs_the_c_walk():
-    assert kafka_records.WALK_ACCELERATED and kafka_records.walk_records is c_walk
+    assert kafka_v2.WALK_ACCELERATED and kafka_v2.walk_records is c_walk
 
 
 @pytest.mark.parametrize("block,count", MALFORMED)

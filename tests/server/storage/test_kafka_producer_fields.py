@@ -1,4 +1,4 @@
-"""``kafka_records.producer_batches``: the producer fields of every whole RecordBatch v2 in a
+"""``kafka_v2.producer_batches``: the producer fields of every whole RecordBatch v2 in a
 produced ``records`` field or in stored batches (baseOffset as stored), read from the headers
 only; a trailing partial batch is left out."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from rill.server.storage.kafka_records import producer_batches, stamp_batches
+from rill.server.storage.formats.kafka_v2 import producer_batches, stamp_batches
 
 
 def batch(producer_id: int, epoch: int, sequence: int, count: int) -> bytes:

@@ -1,4 +1,4 @@
-"""The ``kafka-v2`` record format (``storage.kafka_records``) through a real partition log.
+"""The ``kafka-v2`` record format (``formats.kafka_v2``) through a real partition log.
 
 Batches come from kafka-python's own record builder (an independent encoder), and what the log
 stores is read back with kafka-python's reader. Only gzip can be produced here; a snappy, lz4 or
@@ -22,11 +22,11 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from rill.errors import CannotReadMessage, FeatureUnavailable
 from rill.protocol.buffer import DecodeError
-from rill.server.storage import kafka_records
+from rill.server.storage.formats import kafka_v2
 from rill.server.storage.batch_segment import BatchSegment
 from rill.server.storage.durability import Durability, FsyncPolicy
 from rill.server.storage.formats import KAFKA_V2, format_named
-from rill.server.storage.kafka_records import InvalidRecordBatch, batch_time_us
+from rill.server.storage.formats.kafka_v2 import InvalidRecordBatch, batch_time_us
 from rill.server.storage.partition_log import LogSettings, PartitionLog
 from rill.server.storage.verification import verify_in_background
 
@@ -182,11 +182,11 @@ def test_several_batches_in_one_produce_get_consecutive_offsets(kafka_log,
 
 def test_a_read_only_buffer_is_stamped_in_a_copy_a_writable_one_in_place() -> None:
     raw = build(2)
-    stamped = kafka_records.stamp_batches(raw, 40, 5, 100, 30, 9)
+    stamped = kafka_v2.stamp_batches(raw, 40, 5, 100, 30, 9)
     assert raw == build(2)  # bytes: left alone
     assert heads(bytes(stamped.records)) == [(40, 9, 2)]
     handed_over = bytearray(raw)
-    in_place = kafka_records.stamp_batches(memoryview(handed_over), 40, 5, 100, 30, 9)
+    in_place = kafka_v2.stamp_batches(memoryview(handed_over), 40, 5, 100, 30, 9)
     assert in_place.records.obj is handed_over  # no copy: the request's own buffer
     assert bytes(handed_over) == bytes(stamped.records)
     assert heads(bytes(stamped.records)) == [(40, 9, 2)]
@@ -495,7 +495,7 @@ def test_an_append_with_gaps_holds_last_offset_delta_plus_one_offsets(kafka_log)
     assert log.append(skipping, 1_000, gaps=True) == (0, 4)
     assert produce(log, build(1)) == (5, 5)
     stored = read_all(log)[1]
-    assert [head[0] for head in kafka_records.producer_batches(stored)] == [0, 5]
+    assert [head[0] for head in kafka_v2.producer_batches(stored)] == [0, 5]
     too_few = resign(corrupted(build(3), 23, struct.pack(">i", 1)))
     with pytest.raises(InvalidRecordBatch, match="lastOffsetDelta 1"):
         log.append(too_few, 1_000, gaps=True)
@@ -505,13 +505,13 @@ def test_an_append_with_gaps_holds_last_offset_delta_plus_one_offsets(kafka_log)
 # ---------------------------------------------------------------------- the format's functions
 def stamped(*counts: int, epoch: int = EPOCH) -> tuple[bytes, bytes]:
     raw = b"".join(build(count) for count in counts)
-    result = kafka_records.stamp_batches(raw, 10, 5_000, 0, 10, epoch)
+    result = kafka_v2.stamp_batches(raw, 10, 5_000, 0, 10, epoch)
     return bytes(result.records), bytes(result.index_entries)
 
 
 def test_verify_checks_batches_against_their_entries() -> None:
     data, entries = stamped(2, 3)
-    assert kafka_records.verify_batches(data, entries, 10, 0, 0) == (5, 0, None)
+    assert kafka_v2.verify_batches(data, entries, 10, 0, 0) == (5, 0, None)
     second = ENTRY.size
     second = ENTRY.size
     cases = (  # (field of the second entry, change, offsets verified, reason)
@@ -523,24 +523,24 @@ def test_verify_checks_batches_against_their_entries() -> None:
         changed = list(ENTRY.unpack_from(entries, second))
         changed[field] += change
         bad = entries[:second] + ENTRY.pack(*changed)
-        verified, kind, text = kafka_records.verify_batches(data, bad, 10, 0, 0)
+        verified, kind, text = kafka_v2.verify_batches(data, bad, 10, 0, 0)
         assert (verified, kind) == (good, 2) and reason in text
     first = list(ENTRY.unpack_from(entries, 0))
     first[0] += 1  # the first entry is not offset 10's
-    assert kafka_records.verify_batches(data, ENTRY.pack(*first) + entries[second:], 10, 0,
+    assert kafka_v2.verify_batches(data, ENTRY.pack(*first) + entries[second:], 10, 0,
                                         0)[:2] == (0, 2)
     flipped = bytearray(data)
     flipped[70] ^= 1
-    assert kafka_records.verify_batches(flipped, entries, 10, 0, 0)[:2] == (0, 1)  # content
+    assert kafka_v2.verify_batches(flipped, entries, 10, 0, 0)[:2] == (0, 1)  # content
 
 
 def test_scan_stops_at_a_batch_overrunning_the_data_even_without_checksums() -> None:
     data, entries = stamped(2, 3)
     torn = data[:-5]
-    found = kafka_records.scan_batches(torn, 0, 10, 10, 0, verify_checksums=False)
+    found = kafka_v2.scan_batches(torn, 0, 10, 10, 0, verify_checksums=False)
     assert (found.count, found.stop_kind) == (2, 2) and "overruns" in found.stop_reason
     assert ENTRY.unpack(found.index_entries) == (0, 0, 1_700_000_000_001_000, EPOCH, 0)
-    found = kafka_records.scan_batches(data, 0, 10, 10, 0)
+    found = kafka_v2.scan_batches(data, 0, 10, 10, 0)
     assert (found.count, found.end_position, found.stop_kind) == (5, len(data), 0)
     assert bytes(found.index_entries) == bytes(
         ENTRY.pack(*ENTRY.unpack_from(entries, 0)[:2], 1_700_000_000_001_000, EPOCH, 0)
@@ -550,11 +550,11 @@ def test_scan_stops_at_a_batch_overrunning_the_data_even_without_checksums() -> 
 
 def test_heads_and_ends_of_stored_batches() -> None:
     data, _ = stamped(2)
-    assert kafka_records.batch_head(data, 0) == (10, 2, 1_700_000_000_001_000)
-    assert kafka_records.batch_end(data, 0) == len(data)
-    assert kafka_records.batch_end(data[:-1], 0) is None
-    assert kafka_records.batch_end(data[:11], 0) is None
+    assert kafka_v2.batch_head(data, 0) == (10, 2, 1_700_000_000_001_000)
+    assert kafka_v2.batch_end(data, 0) == len(data)
+    assert kafka_v2.batch_end(data[:-1], 0) is None
+    assert kafka_v2.batch_end(data[:11], 0) is None
     no_time = bytearray(data)
     struct.pack_into(">q", no_time, 35, -1)  # maxTimestamp -1: no timestamp
-    assert kafka_records.batch_head(no_time, 0)[2] == 0
-    assert kafka_records.entry_epoch(ENTRY.pack(1, 2, 3, 77, 0), 0) == 77
+    assert kafka_v2.batch_head(no_time, 0)[2] == 0
+    assert kafka_v2.entry_epoch(ENTRY.pack(1, 2, 3, 77, 0), 0) == 77

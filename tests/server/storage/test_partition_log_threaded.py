@@ -17,7 +17,7 @@ from rill.protocol.messages import Message, encode_messages
 from rill.server.storage import partition_log as partition_log_module
 from rill.server.storage.durability import Durability, FsyncPolicy
 from rill.server.storage.partition_log import LogSettings, PartitionLog
-from rill.server.storage.records import MAX_PAYLOAD_BYTES
+from rill.server.storage.formats.iggy_v1 import MAX_PAYLOAD_BYTES
 from rill.server.storage.segment import Segment
 
 SECOND = 1_000_000

@@ -8,7 +8,7 @@ from storage_helpers import region
 
 from rill.protocol.headers import HeaderValue
 from rill.protocol.messages import Message
-from rill.server.storage.record_checks import (
+from rill.server.storage.formats.iggy_v1_checks import (
     KIND_CONTENT,
     KIND_GOOD,
     KIND_STRUCTURE,
@@ -16,7 +16,7 @@ from rill.server.storage.record_checks import (
     scan_records,
     verify_records,
 )
-from rill.server.storage.records import add_header_values, stamp_batch
+from rill.server.storage.formats.iggy_v1 import add_header_values, stamp_batch
 
 TIMESTAMP = 1_700_000_000_123_456
 

@@ -1,5 +1,5 @@
 """The C twins of the record checks (``_record_checks.c``: verify, scan, find_record) against the Python
-references of ``record_checks``, on the same inputs: the same counts, kinds, reasons word for
+references of ``formats.iggy_v1_checks``, on the same inputs: the same counts, kinds, reasons word for
 word, index entries and positions, for valid segments, every single-byte flip of a log and of
 its index, and every truncation."""
 
@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from rill.protocol.headers import HeaderKind, HeaderValue
 from rill.protocol.messages import Message, encode_messages
-from rill.server.storage import record_checks, records
-from rill.server.storage.record_checks import (
+from rill.server.storage.formats import iggy_v1_checks
+from rill.server.storage.formats import iggy_v1
+from rill.server.storage.formats.iggy_v1_checks import (
     KIND_CONTENT,
     KIND_GOOD,
     KIND_STRUCTURE,
@@ -24,9 +25,9 @@ from rill.server.storage.record_checks import (
     scan_records_python,
     verify_records_python,
 )
-from rill.server.storage.records import stamp_batch_python
+from rill.server.storage.formats.iggy_v1 import stamp_batch_python
 
-_stamp = records.ACCELERATOR
+_stamp = iggy_v1.ACCELERATOR
 needs_twin = pytest.mark.skipif(_stamp is None, reason="the C extension is not built or disabled")
 
 TIMESTAMP = 1_700_000_000_000_000
@@ -39,7 +40,7 @@ def fixed_uuid7_block(count: int, unix_ms: int) -> bytes:
 
 @pytest.fixture(autouse=True)
 def fixed_ids(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(records, "uuid7_block", fixed_uuid7_block)
+    monkeypatch.setattr(iggy_v1, "uuid7_block", fixed_uuid7_block)
 
 
 def build_segment(batches: list[list[Message]], start: int = START) -> tuple[bytes, bytes]:
@@ -60,7 +61,7 @@ def outcome(function, *args):  # type: ignore[no-untyped-def]
         result = function(*args)
     except Exception as error:  # noqa: BLE001 - compared, not handled
         return ("error", type(error))
-    if isinstance(result, record_checks.ScanResult):
+    if isinstance(result, iggy_v1_checks.ScanResult):
         return ("scan", result.count, result.end_position, bytes(result.index_entries),
                 result.first_timestamp, result.last_timestamp, result.stop_kind,
                 result.stop_reason)
@@ -77,7 +78,7 @@ def same_scan(data, start=0, offset=START, segment_start=START,  # type: ignore[
               previous=0, max_count=2**64 - 1, checksums=True):
     args = (data, start, offset, segment_start, previous, max_count, checksums)
     expected = outcome(scan_records_python, *args)
-    assert outcome(record_checks._scan_records_accelerated, *args) == expected
+    assert outcome(iggy_v1_checks._scan_records_accelerated, *args) == expected
     return expected
 
 
@@ -230,6 +231,6 @@ def test_checks_of_large_data_release_the_gil_and_agree_across_threads() -> None
 
 @needs_twin
 def test_the_twins_are_the_ones_in_use() -> None:
-    assert record_checks.verify_records is record_checks._verify_records_accelerated
-    assert record_checks.scan_records is record_checks._scan_records_accelerated
-    assert record_checks.find_record is record_checks._find_record_accelerated
+    assert iggy_v1_checks.verify_records is iggy_v1_checks._verify_records_accelerated
+    assert iggy_v1_checks.scan_records is iggy_v1_checks._scan_records_accelerated
+    assert iggy_v1_checks.find_record is iggy_v1_checks._find_record_accelerated

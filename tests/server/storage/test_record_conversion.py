@@ -1,4 +1,4 @@
-"""Record conversion between ``kafka-v2`` and ``iggy-v1`` (storage.record_conversion): every
+"""Record conversion between ``kafka-v2`` and ``iggy-v1`` (storage.formats.conversion): every
 codec, keys, headers, timestamps, offsets and the lossy cases, read back by the Iggy SDK's
 decoder and kafka-python's record parser; and a log's ``read_as`` / columnar read of a
 Kafka-format log."""
@@ -25,15 +25,15 @@ from rill.protocol.headers import HeaderKind, HeaderValue
 from rill.protocol.messages import Message, encode_messages, iter_polled_messages
 from rill.protocol.kafka import record_batch
 from rill.protocol.stored import crc32
-from rill.server.storage import record_conversion
-from rill.server.storage.kafka_records import InvalidRecordBatch, stamp_batches
-from rill.server.storage.record_conversion import (
+from rill.server.storage.formats import conversion
+from rill.server.storage.formats.kafka_v2 import InvalidRecordBatch, stamp_batches
+from rill.server.storage.formats.conversion import (
     convert,
     convert_batch,
     iggy_to_kafka,
     kafka_to_iggy,
 )
-from rill.server.storage.records import stamp_batch
+from rill.server.storage.formats.iggy_v1 import stamp_batch
 
 
 def kafka_batch(records, codec: int = 0, base_timestamp: int | None = None,
@@ -383,10 +383,10 @@ def test_a_record_is_found_by_time_in_an_iggy_log(open_log):
 
 
 # ------------------------------------------------- the C twin against the Python reference
-# ``record_conversion``'s ``*_accelerated`` functions run the per-record loops in ``_convert.c`` / ``_iggy_to_kafka.c``;
+# ``formats.conversion``'s ``*_accelerated`` functions run the per-record loops in ``_convert.c`` / ``_iggy_to_kafka.c``;
 # the ``*_python`` ones are the reference. Same inputs, byte-identical results, same errors.
 
-twin = pytest.mark.skipif(not record_conversion.ACCELERATED,
+twin = pytest.mark.skipif(not conversion.ACCELERATED,
                           reason="_stamp is not built with the conversion twins")
 
 _PREFIX = struct.Struct("<QBQ16sII")
@@ -412,11 +412,11 @@ def outcome(function, data, first_offset, max_count):
 
 def assert_twins_agree(data, first_offset, max_count, direction="kafka"):
     if direction == "kafka":
-        python, accelerated = record_conversion.kafka_to_iggy_python, \
-            record_conversion.kafka_to_iggy_accelerated
+        python, accelerated = conversion.kafka_to_iggy_python, \
+            conversion.kafka_to_iggy_accelerated
     else:
-        python, accelerated = record_conversion.iggy_to_kafka_python, \
-            record_conversion.iggy_to_kafka_accelerated
+        python, accelerated = conversion.iggy_to_kafka_python, \
+            conversion.iggy_to_kafka_accelerated
     expected = outcome(python, data, first_offset, max_count)
     assert outcome(accelerated, data, first_offset, max_count) == expected, (
         data.hex(), first_offset, max_count)
@@ -756,23 +756,23 @@ def test_damaged_iggy_records_are_refused_alike(seed):
 def test_a_send_region_is_converted_alike(monkeypatch):
     region = encode_messages(SENT * 3 + [Message(b"e", headers={"k": HeaderValue.raw(b"v")})])
     accelerated = convert_batch(region, "iggy-v1", "kafka-v2", 1_700_000_000_123_456)
-    monkeypatch.setattr(record_conversion, "iggy_to_kafka", record_conversion.iggy_to_kafka_python)
+    monkeypatch.setattr(conversion, "iggy_to_kafka", conversion.iggy_to_kafka_python)
     assert convert_batch(region, "iggy-v1", "kafka-v2", 1_700_000_000_123_456) == accelerated
 
 
 def test_the_twins_are_used_when_built_and_an_older_build_gets_the_reference():
-    if record_conversion.ACCELERATED:
-        assert record_conversion.kafka_to_iggy is record_conversion.kafka_to_iggy_accelerated
-        assert record_conversion.iggy_to_kafka is record_conversion.iggy_to_kafka_accelerated
+    if conversion.ACCELERATED:
+        assert conversion.kafka_to_iggy is conversion.kafka_to_iggy_accelerated
+        assert conversion.iggy_to_kafka is conversion.iggy_to_kafka_accelerated
     # an _stamp built before the conversion twins: stamp and the checks only
     script = (
         "import types\n"
-        "from rill.server.storage import records\n"
+        "from rill.server.storage.formats import iggy_v1 as records\n"
         "old = (types.SimpleNamespace(**{name: getattr(records.ACCELERATOR, name) for name in\n"
         "    ('stamp', 'verify', 'scan', 'find_record', 'crc32')}) if records.ACCELERATOR\n"
         "    else None)\n"
         "records.ACCELERATOR = old\n"
-        "from rill.server.storage import record_conversion as c\n"
+        "from rill.server.storage.formats import conversion as c\n"
         "assert not c.ACCELERATED and c.kafka_to_iggy is c.kafka_to_iggy_python\n"
         "assert c.iggy_to_kafka is c.iggy_to_kafka_python\n"
         "region = bytes(20) + (1).to_bytes(4, 'little') + b'x'  # one message, payload x\n"
@@ -799,10 +799,10 @@ def stamp_outcome(function, records, positions, timestamps, *numbers):
 
 
 def assert_stamp_twins_agree(records, positions, timestamps, *numbers):
-    assert record_conversion._STAMP_TWIN is not None, "_stamp is built without stamp_converted"
-    expected = stamp_outcome(record_conversion.stamp_converted_python, records, positions,
+    assert conversion._STAMP_TWIN is not None, "_stamp is built without stamp_converted"
+    expected = stamp_outcome(conversion.stamp_converted_python, records, positions,
                              timestamps, *numbers)
-    assert stamp_outcome(record_conversion.stamp_converted_accelerated, records, positions,
+    assert stamp_outcome(conversion.stamp_converted_accelerated, records, positions,
                          timestamps, *numbers) == expected, (records.hex(), numbers)
     return expected
 
@@ -816,7 +816,7 @@ def test_stamp_converted_twin_gives_the_references_bytes_and_errors(seed):
          rng.choice([-1, 0, 5_000, 7_000, 1_700_000_000_000 + rng.randrange(10**6)]),
          [("h", b"v")] * rng.randrange(3))
         for _ in range(rng.randrange(1, 30))], codec=rng.randrange(5))
-    converted = record_conversion.kafka_to_iggy(stored_kafka(produced), 0, 1 << 20)
+    converted = conversion.kafka_to_iggy(stored_kafka(produced), 0, 1 << 20)
     numbers = (rng.randrange(1 << 40), rng.randrange(1 << 50), rng.choice([0, 6_000_000, 1 << 62]),
                rng.randrange(1000), rng.randrange(1 << 20))
     outcome_ = assert_stamp_twins_agree(converted.records, converted.positions,
@@ -842,9 +842,9 @@ def test_stamp_converted_twin_gives_the_references_bytes_and_errors(seed):
 
 
 def test_stamp_converted_refuses_an_empty_payload():
-    converted = record_conversion.kafka_to_iggy(
+    converted = conversion.kafka_to_iggy(
         stored_kafka(kafka_batch([(None, b"x", 1, []), (b"k", None, 2, [])])), 0, 10)
-    for function in (record_conversion.stamp_converted_python, record_conversion.stamp_converted):
+    for function in (conversion.stamp_converted_python, conversion.stamp_converted):
         with pytest.raises(InvalidRecordBatch, match="record 1 has a null or empty value"):
             function(bytearray(converted.records), converted.positions, converted.timestamps,
                      0, 0, 0, 0, 0)

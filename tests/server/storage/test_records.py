@@ -14,7 +14,7 @@ from rill.errors import InvalidMessagesCount, TooBigHeadersPayload, TooBigMessag
 from rill.protocol.buffer import DecodeError
 from rill.protocol.headers import HeaderKind, HeaderValue
 from rill.protocol.messages import Message, encode_messages, iter_polled_messages
-from rill.server.storage.records import (
+from rill.server.storage.formats.iggy_v1 import (
     MAX_HEADERS_BYTES,
     MAX_PAYLOAD_BYTES,
     stamp_batch,

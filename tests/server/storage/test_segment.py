@@ -14,7 +14,7 @@ from rill.protocol.messages import iter_polled_messages
 from rill.server.storage.descriptors import shared
 from rill.server.storage.durability import Durability
 from rill.server.storage.paths import DataPaths
-from rill.server.storage.records import stamp_batch
+from rill.server.storage.formats.iggy_v1 import stamp_batch
 from rill.server.storage.segment import Segment
 
 

@@ -16,8 +16,8 @@ from rill.errors import InvalidMessagesCount, TooBigMessagePayload
 from rill.protocol.buffer import DecodeError
 from rill.protocol.headers import HeaderValue
 from rill.protocol.stored import encode_stored_records
-from rill.server.storage.records import MAX_PAYLOAD_BYTES, stamp_batch
-from rill.server.storage.staged_records import (
+from rill.server.storage.formats.iggy_v1 import MAX_PAYLOAD_BYTES, stamp_batch
+from rill.server.storage.formats.iggy_v1 import (
     check_stored_records,
     restamp_records,
     uniform_positions,

@@ -26,21 +26,21 @@ from rill.protocol.buffer import DecodeError
 from rill.protocol.headers import HeaderKind, HeaderValue, encode_header_map
 from rill.protocol.messages import Message, encode_messages, iter_polled_messages
 from rill.protocol.stored import uuid7_block
-from rill.server.storage import records
-from rill.server.storage.records import (
+from rill.server.storage.formats import iggy_v1
+from rill.server.storage.formats.iggy_v1 import (
     MAX_HEADERS_BYTES,
     MAX_PAYLOAD_BYTES,
-    MAX_POSITION,
     stamp_batch_python,
 )
+from rill.server.storage.index_entry import MAX_POSITION
 
 try:
-    from rill.server.storage import _stamp
+    from rill.server.storage.formats import _stamp
 except ImportError:  # pragma: no cover - depends on the build
     _stamp = None
 
 needs_twin = pytest.mark.skipif(
-    _stamp is None or not records.ACCELERATED,
+    _stamp is None or not iggy_v1.ACCELERATED,
     reason="the C extension is not built, or RILL_PURE_PYTHON=1 switched it off",
 )
 
@@ -57,7 +57,7 @@ def fixed_uuid7_block(count: int, unix_ms: int) -> bytes:
 
 @pytest.fixture(autouse=True)
 def fixed_ids(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(records, "uuid7_block", fixed_uuid7_block)
+    monkeypatch.setattr(iggy_v1, "uuid7_block", fixed_uuid7_block)
 
 
 def outcome(function, *args):  # type: ignore[no-untyped-def]
@@ -86,8 +86,8 @@ def assert_same(raw, base_offset=0, timestamp_us=TIMESTAMP, base_position=0,  # 
     """Both implementations agree on ``raw``; returns the reference's outcome."""
     args = (raw, base_offset, timestamp_us, base_position, segment_start)
     expected = outcome(stamp_batch_python, *args)
-    assert outcome(records.stamp_batch_accelerated, *args) == expected
-    status = _stamp.stamp(*args, records.uuid7_block)
+    assert outcome(iggy_v1.stamp_batch_accelerated, *args) == expected
+    status = _stamp.stamp(*args, iggy_v1.uuid7_block)
     if type(status) is tuple:
         assert expected[0] == "ok", f"the twin accepted what the reference rejects: {expected}"
         assert (bytes(status[0]), bytes(status[1]), status[2]) == expected[1:3] + (expected[4],)
@@ -116,16 +116,16 @@ def header_entry(key: bytes, kind: int, value: bytes) -> bytes:
 def test_the_twin_is_built_and_used_on_linux_cpython() -> None:
     if not (sys.platform.startswith("linux") and platform.python_implementation() == "CPython"):
         pytest.skip("the build is only promised on Linux CPython")
-    assert _stamp is not None, "rill.server.storage._stamp did not build (pip install -e .)"
-    assert records.ACCELERATED
-    assert records.stamp_batch is records.stamp_batch_accelerated
+    assert _stamp is not None, "rill.server.storage.formats._stamp did not build (pip install -e .)"
+    assert iggy_v1.ACCELERATED
+    assert iggy_v1.stamp_batch is iggy_v1.stamp_batch_accelerated
 
 
 @needs_twin
 def test_the_twin_has_the_reference_limits() -> None:
     assert (_stamp.MAX_PAYLOAD_BYTES, _stamp.MAX_HEADERS_BYTES, _stamp.MAX_POSITION) == (
         MAX_PAYLOAD_BYTES, MAX_HEADERS_BYTES, MAX_POSITION)
-    assert _stamp.RECORD_GROWTH == records.RECORD_GROWTH
+    assert _stamp.RECORD_GROWTH == iggy_v1.RECORD_GROWTH
 
 
 # ------------------------------------------------------------------ CRC-32
@@ -158,7 +158,7 @@ def test_crc32_matches_zlib_on_random_data(data: bytes, value: int) -> None:
 
 @needs_twin
 def test_crc32_is_the_reference_checksum() -> None:
-    assert _stamp.crc32(b"hello") == 0x3610A686 == records.crc32(b"hello")
+    assert _stamp.crc32(b"hello") == 0x3610A686 == iggy_v1.crc32(b"hello")
 
 
 # ------------------------------------------------------------------ valid batches
@@ -362,7 +362,7 @@ def test_many_messages_with_a_malformed_tail_are_worded_by_the_twin(tail: bytes)
     """The pathological SEND: a large region, valid up to a malformed tail. The twin words
     the reference's message itself (no second pass in Python)."""
     body = send_message(b"\x01" * 16, header_entry(b"k", 1, b"v"), b"x") * 20_000
-    status = _stamp.stamp(body + tail, 0, TIMESTAMP, 0, 0, records.uuid7_block)
+    status = _stamp.stamp(body + tail, 0, TIMESTAMP, 0, 0, iggy_v1.uuid7_block)
     assert type(status) is str and status.startswith("message 20000: ")
     assert assert_same(body + tail)[4] == status
 
@@ -440,7 +440,7 @@ def test_threads_stamping_at_once_get_their_own_results() -> None:
 
     def work(number: int) -> None:
         for _ in range(20):
-            got = records.stamp_batch_accelerated(bytearray(regions[number]), 7, TIMESTAMP, 0, 0)
+            got = iggy_v1.stamp_batch_accelerated(bytearray(regions[number]), 7, TIMESTAMP, 0, 0)
             if got.records != expected[number]:
                 failures.append(f"thread {number}")
 
@@ -456,5 +456,5 @@ def test_threads_stamping_at_once_get_their_own_results() -> None:
 def test_a_pinned_bytearray_cannot_be_resized_while_stamped() -> None:
     """The buffer export taken for the GIL-free loop is released afterwards."""
     raw = bytearray(encode_messages([Message(b"x" * 40_000, id=1)]))
-    records.stamp_batch_accelerated(raw, 0, TIMESTAMP, 0, 0)
+    iggy_v1.stamp_batch_accelerated(raw, 0, TIMESTAMP, 0, 0)
     raw += b"more"  # would raise BufferError if the export leaked

@@ -283,3 +283,65 @@ def test_request_memory_is_taken_while_queued_and_given_back_when_served(tmp_pat
         assert memory.used == 0
 
     run_with_core(tmp_path, scenario)
+
+
+class CountedProtocol:
+    """A protocol of the loop's contract alone: every request answered, its outcome by code."""
+
+    name = "counted"
+    greeting = b""
+
+    def frame_decoder(self, max_payload_size, **buffer_sizes):
+        raise NotImplementedError  # the fake link frames nothing
+
+    def open_session(self, core, session) -> None:
+        session.user_id = 1  # logged in
+
+    async def handle_request(self, core, session, code, payload):
+        from rill.server.protocols import Reply
+
+        return Reply([b"x"], outcome="ok" if code < 100 else "too_big")
+
+    def error_reply(self, status):
+        raise NotImplementedError
+
+    def request_kind(self, code: int) -> str:
+        return {1: "one", 2: "two"}.get(code, "unknown")
+
+
+def test_every_request_is_counted_by_protocol_kind_transport_and_outcome(tmp_path):
+    async def scenario(core: Core) -> None:
+        core.metrics.instrument(core)
+        link = FakeLink()
+        connection = BinaryConnection(core, link, "10.0.0.1:1", Transport.TCP, CountedProtocol())
+        for code in (1, 1, 2, 7, 300):
+            connection.submit(code, memoryview(b"p"))
+        await link.replies_count(5)
+        requests = core.metrics.requests
+        assert {key: (series.outcomes, series.latency.count)
+                for key, series in requests.items()} == {
+            ("counted", "one", "tcp"): ({"ok": 2}, 2),
+            ("counted", "two", "tcp"): ({"ok": 1}, 1),
+            ("counted", "unknown", "tcp"): ({"ok": 1, "too_big": 1}, 2),
+        }
+        text = core.metrics.render()
+        assert ('rill_requests_total{protocol="counted",command="unknown",transport="tcp",'
+                'outcome="too_big"} 1') in text.splitlines()
+        connection.close()
+        await finished(connection)
+
+    run_with_core(tmp_path, scenario)
+
+
+def test_nothing_is_counted_while_metrics_are_off(tmp_path):
+    async def scenario(core: Core) -> None:
+        link = FakeLink()
+        connection = BinaryConnection(core, link, "10.0.0.1:1", Transport.TCP, CountedProtocol())
+        assert connection.series is None
+        connection.submit(1, memoryview(b"p"))
+        await link.replies_count(1)
+        assert core.metrics.requests == {}
+        connection.close()
+        await finished(connection)
+
+    run_with_core(tmp_path, scenario)

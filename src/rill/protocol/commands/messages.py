@@ -87,7 +87,7 @@ class SendMessages(Command):
     payload). OK: empty.
 
     ``messages`` is the raw message region. Decoding does not walk it: the server validates and
-    stamps it in one pass when it appends (rill.server.storage.records), so no per-message
+    stamps it in one pass when it appends (rill.server.storage.formats.iggy_v1), so no per-message
     Python objects are made on the hot path. ``SendMessages.of`` builds one from Message values.
     """
 

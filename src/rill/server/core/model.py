@@ -44,19 +44,60 @@ class Session:
         return self.user_id != 0
 
 
+LEADER = "leader"  # a partition's role: it takes appends (every standalone partition)
+FOLLOWER = "follower"  # it copies a leader's log (``PartitionLog.append_replicated``)
+ROLES = (LEADER, FOLLOWER)
+
+
 @dataclass(eq=False)
 class Partition:
+    """One partition: its log, consumer positions and replica state.
+
+    Replica state (set by a replication layer; a standalone server leaves it as it is):
+    ``role`` (LEADER or FOLLOWER), ``leader_epoch`` (the log's: what its appends stamp, 0
+    standalone) and ``high_watermark`` (the offset below which records are committed: the log
+    end while none was set, as on a standalone server; once set, never past the log end)."""
+
     stream_id: int
     topic_id: int
     id: int
     created_at: int
     log: PartitionLog
+    role: str = LEADER
     # consumer positions: consumer name -> the next offset it reads
     positions: dict[str, int] = field(default_factory=dict)
     # what a consumer stored with its position (Kafka's commit metadata), when it stored any
     position_notes: dict[str, str] = field(default_factory=dict)
     # the leader epoch a consumer stored with its position (Kafka's), when it stored one
     position_epochs: dict[str, int] = field(default_factory=dict)
+    # set by a replication layer (``high_watermark``); None: the log end (standalone)
+    _high_watermark: int | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"unknown partition role {self.role!r}")
+
+    @property
+    def leader_epoch(self) -> int:
+        """The log's leader epoch (``PartitionLog.leader_epoch``: kept there, not twice)."""
+        return self.log.leader_epoch
+
+    @leader_epoch.setter
+    def leader_epoch(self, epoch: int) -> None:
+        self.log.leader_epoch = epoch
+
+    @property
+    def high_watermark(self) -> int:
+        """The first offset not yet committed: the log end unless a replication layer set it
+        (then at most the log end, which a truncation may have moved below it)."""
+        end = self.log.next_offset
+        return end if self._high_watermark is None else min(self._high_watermark, end)
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        if offset < 0:
+            raise ValueError(f"high watermark {offset} is negative")
+        self._high_watermark = offset
 
 
 @dataclass(eq=False)

@@ -65,7 +65,7 @@ from rill.server.core.model import Partition, Session, Topic
 from rill.server.core.state import CoreState
 from rill.server.core.types import PartitionChooser, Ref
 from rill.server.storage.partition_log import PartitionLog
-from rill.server.storage.staged_records import check_stored_records
+from rill.server.storage.formats.iggy_v1 import check_stored_records
 from rill.server.storage.staging import StagedFile, StagingArea
 from rill.server.storage.transaction_journal import TransactionJournal
 

@@ -45,9 +45,10 @@ from rill.errors import CannotReadMessage, FeatureUnavailable
 from rill.server.storage.durability import Durability
 from rill.server.storage.file_region import FileRegion
 from rill.server.storage.formats import RecordFormat
-from rill.server.storage.record_checks import KIND_CONTENT, KIND_GOOD
-from rill.server.storage.records import INDEX_ENTRY, INDEX_ENTRY_SIZE
+from rill.server.storage.formats.iggy_v1_checks import KIND_CONTENT, KIND_GOOD
+from rill.server.storage.index_entry import INDEX_ENTRY, INDEX_ENTRY_SIZE
 from rill.server.storage.segment import Segment
+from rill.server.storage.truncation import TruncationRefused
 from rill.server.storage.verification import VerificationJob
 
 _RELATIVE_AT = struct.Struct("<I")
@@ -169,6 +170,22 @@ class BatchSegment(Segment):
 
     def _position(self, index: Index, offset: int) -> int:
         return self._entry_position(index, self.entry_of(index, offset))
+
+    def cut_point(self, offset: int) -> tuple[int, int]:
+        """``(log length, index length)`` of this segment cut to end before ``offset``, which
+        must start a batch (or be the segment's next offset): a batch is never cut
+        (``truncation.TruncationRefused`` otherwise)."""
+        if not self.start_offset <= offset <= self.next_offset:
+            raise ValueError(f"offset {offset} is not in segment {self.log_path}")
+        index = self._index()
+        number = (self.entries_count if offset == self.next_offset
+                  else self.entry_of(index, offset))
+        if self._entry_first(index, number) != offset:
+            raise TruncationRefused(
+                f"offset {offset} is inside the batch of offsets "
+                f"{self._entry_first(index, number)}..{self._entry_first(index, number + 1) - 1}"
+                f" of {self.log_path}: a batch is never cut")
+        return self._entry_position(index, number), number * self._entry_size
 
     def bad_end(self, offset: int) -> int:
         """A bad batch is refused whole: the end of the batch holding ``offset``."""

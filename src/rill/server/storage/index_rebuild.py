@@ -35,8 +35,8 @@ from rill.server.storage.file_io import write_all_at
 from rill.server.storage.durability import Durability
 from rill.server.storage.paths import DataPaths
 from rill.server.storage.formats import IGGY_V1, RecordFormat
-from rill.server.storage.record_checks import KIND_CONTENT, KIND_GOOD, KIND_TIMESTAMP
-from rill.server.storage.records import INDEX_ENTRY, INDEX_ENTRY_SIZE
+from rill.server.storage.formats.iggy_v1_checks import KIND_CONTENT, KIND_GOOD, KIND_TIMESTAMP
+from rill.server.storage.index_entry import INDEX_ENTRY, INDEX_ENTRY_SIZE
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from rill.errors import CannotWriteToFile
-from rill.server.storage.records import RECORD_FORMAT
+from rill.server.storage.formats import iggy_v1
 from rill.server.storage.reserve import SpaceReserve
 
 SCHEMA_VERSION = 5  # 1 -> 2: consumer positions keyed by name, holding the next offset;
@@ -158,7 +158,7 @@ class TopicRow:
     message_expiry: int
     max_topic_size: int
     replication_factor: int
-    record_format: str = RECORD_FORMAT  # how its partitions store records (``storage.records``)
+    record_format: str = iggy_v1.NAME  # how its partitions store records (``storage.formats``)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,13 +1,18 @@
-"""PartitionLog: the append-only log of one partition, as a list of segments named by first offset.
+"""PartitionLog: the log of one partition, as a list of segments named by first offset.
+
+This module owns its appends (every path, and when one runs in a worker thread), its segments'
+life (rollover, sealing) and retention; its reads are ``log_reads.LogReads`` and its replica
+side (leader epochs, follower appends, truncation, checkpoints) ``replica.ReplicaLog``, the two
+base classes of ``PartitionLog``.
 
 Invariants:
-  * Offsets are dense: the first message ever appended is offset 0 and each message takes the
-    next one; segments cover consecutive offset ranges, oldest first, and only the last one is
-    active (appendable). Retention removes whole sealed segments from the front. One exception:
-    a batch appended with ``gaps`` (TANK's explicit sequence numbers) holds fewer records than
-    offsets (holes). Readers count records, never offset spans: ``read_as`` and
-    ``read_columnar`` answer ``count`` records from the next stored one (Kafka's rule for a
-    sparse log), ``start_of_last`` walks back over records, ``messages_count`` counts them.
+  * Offsets increase: the first message ever appended is offset 0 and each append takes the
+    offsets after the last one; segments cover consecutive offset ranges, oldest first, and
+    only the last one is active (appendable). Retention removes whole sealed segments from the
+    front, a truncation (``replica``) cuts the tail. Offsets may hold no record: a batch
+    appended with ``gaps`` (TANK's explicit sequence numbers) holds fewer records than offsets
+    (holes). Readers count records, never offset spans (``log_reads``); ``messages_count``
+    counts records.
   * Timestamps never decrease within a partition: a batch is stamped with
     ``max(now_us, last timestamp)``.
   * A batch is validated and stamped completely before anything is written; a rejected batch
@@ -35,11 +40,10 @@ Invariants:
 Record formats: the topic's ``RecordFormat`` (``formats``) lays out, checks and finds the records;
 its segments are per-record ``Segment``s or, for a batch-index format, ``BatchSegment``s.
 
-Leader epochs (room for replication): every append stamps ``leader_epoch`` (0 without
-replication; set by the owner); a format that keeps epochs stores it per batch, epochs never
-decrease along the log (an append below the last stored epoch is refused), and ``epoch_end``
-answers Kafka's OffsetsForLeaderEpoch from the batch index. ``append_replicated`` is a
-follower's verbatim append (per-record or per-batch formats).
+Replication (``replica.ReplicaLog``, the log's base class): leader epochs (stamped by every
+append, kept per batch or in a checkpoint), ``append_replicated`` (a follower's verbatim append),
+``truncate_to`` (a follower's cut, completed at open after a stop: ``truncation``) and the
+high-watermark checkpoint.
 
 Size accounting: ``size_bytes`` is the sum of the ``.log`` sizes (records in poll layout, 45
 bytes of overhead per message). It does not match Iggy's §6.7 formula byte for byte (Iggy adds
@@ -67,28 +71,19 @@ from pathlib import Path
 from rill.errors import (
     CannotAppendMessage,
     CannotCreatePartitionDirectory,
-    CannotReadMessage,
     FeatureUnavailable,
 )
-from rill.protocol.buffer import DecodeError
-from rill.protocol.layout import STORED_HEAD
-from rill.server.storage.columnar import ColumnarRange, read_segment_columns
 from rill.server.storage.durability import Durability
-from rill.server.storage.file_region import FileRegion
-from rill.server.storage.record_checks import KIND_GOOD
-from rill.server.storage import record_conversion
-from rill.server.storage.records import (
-    ACCELERATED,
-    INDEX_ENTRY,
-    INDEX_ENTRY_SIZE,
-    MAX_POSITION,
-    RECORD_FORMAT,
-    StampedBatch,
-    build_index_entries,
-)
+from rill.server.storage.formats import conversion, kafka_v2
+from rill.server.storage.formats import iggy_v1
+from rill.server.storage.formats.iggy_v1 import ACCELERATED, StampedBatch
+from rill.server.storage.index_entry import MAX_POSITION, build_index_entries
 from rill.server.storage.formats import format_named
-from rill.server.storage.staged_records import uniform_positions
+from rill.server.storage.formats.iggy_v1 import uniform_positions
 from rill.server.storage.recovery import recover_segments
+from rill.server.storage.log_reads import LogReads
+from rill.server.storage.replica import ReplicaLog
+from rill.server.storage.truncation import complete_truncation
 from rill.server.storage.batch_segment import BatchSegment, segment_class
 from rill.server.storage.segment import Segment
 
@@ -167,7 +162,7 @@ class LogSettings:
     # verify every record of every segment at open (synchronously) rather than on first read
     validate_checksum: bool = False
     # the layout of its records (the topic's, recorded in the metadata store)
-    record_format: str = RECORD_FORMAT
+    record_format: str = iggy_v1.NAME
     # when ``append_async`` appends in a worker thread (see APPEND_THREAD_MODE)
     append_threads: str = field(default_factory=lambda: APPEND_THREAD_MODE)
     append_thread_min_size: int = field(default_factory=lambda: APPEND_THREAD_MIN_BYTES)
@@ -179,10 +174,9 @@ class LogSettings:
             raise ValueError(f"unknown append thread mode {self.append_threads!r}")
 
 
-class PartitionLog:
-    """Append, read and retention over the segments of one partition directory."""
-
-    _leader_epoch = 0  # see ``leader_epoch``
+class PartitionLog(LogReads, ReplicaLog):
+    """Append and retention over the segments of one partition directory; its reads are
+    ``LogReads``, its replica side ``ReplicaLog``."""
 
     def __init__(
         self,
@@ -223,6 +217,8 @@ class PartitionLog:
             raise CannotCreatePartitionDirectory(
                 reason=f"Cannot create partition directory {directory}: {error}"
             ) from error
+        if not created and complete_truncation(directory, durability) is not None:
+            clean_shutdown = False  # the cut segment is the tail now: walk it
         segments = (
             []
             if created
@@ -235,6 +231,7 @@ class PartitionLog:
             )
         )
         log = cls(directory, settings, durability, segments)
+        log._open_replica_state()
         if not segments:
             log._add_segment(0)
             if created and sync_parent:
@@ -284,67 +281,6 @@ class PartitionLog:
     @property
     def segments(self) -> tuple[Segment, ...]:
         return tuple(self._segments)
-
-    # ------------------------------------------------------------------ leader epochs
-    @property
-    def leader_epoch(self) -> int:
-        """The leader epoch every append stamps (``RecordFormat.stamp``): 0 for a log without
-        replication; a replication layer sets it to the partition's current epoch when this
-        node becomes its leader (after every open too: it is not stored apart from the
-        batches). It never decreases, and an append refuses an epoch below the log's
-        ``last_epoch``, so epochs never decrease along the log. A format without epochs
-        (iggy-v1) ignores it."""
-        return self._leader_epoch
-
-    @leader_epoch.setter
-    def leader_epoch(self, epoch: int) -> None:
-        if epoch < self._leader_epoch:
-            raise ValueError(f"leader epoch {epoch} is below this log's {self._leader_epoch}")
-        self._leader_epoch = epoch
-
-    @property
-    def last_epoch(self) -> int | None:
-        """Leader epoch of the last stored batch; None when the log holds none or its format
-        keeps no epochs."""
-        if self.format.entry_epoch is None:
-            return None
-        for segment in reversed(self._segments):
-            assert isinstance(segment, BatchSegment)
-            epoch = segment.last_epoch
-            if epoch is not None:
-                return epoch
-        return None
-
-    def epoch_end(self, epoch: int) -> tuple[int, int] | None:
-        """Kafka's OffsetsForLeaderEpoch over the stored batches: ``(the largest epoch <=
-        epoch stored in the log, its end offset)``, the end offset being the first offset of
-        the first batch of a larger epoch, or ``next_offset`` when there is none. None when
-        every stored batch has a larger epoch (including below what retention left), or there
-        is no batch: Kafka's broker answers that case with ``(epoch, start offset of the first
-        epoch it knows)`` = ``(epoch, first_offset)`` here, so that a follower truncates to
-        the leader's log start; the caller chooses. Newest segment first, a binary search over
-        each one's entries. Raises FeatureUnavailable for a format without epochs (iggy-v1)."""
-        if self.format.entry_epoch is None:
-            raise FeatureUnavailable(reason=f"format {self.format.name} keeps no leader epochs "
-                                            "in its log")
-        end = self.next_offset
-        for segment in reversed(self._segments):
-            assert isinstance(segment, BatchSegment)
-            found, larger_from = segment.epoch_split(epoch)
-            if larger_from is not None:
-                end = larger_from
-            if found is not None:
-                return found, end
-        return None
-
-    def _stamping_epoch(self) -> int:
-        """The epoch an append stamps, refused if below the last stored batch's."""
-        last = self.last_epoch
-        if last is not None and self._leader_epoch < last:
-            raise CannotAppendMessage(reason=(
-                f"Cannot append message: leader epoch {self._leader_epoch} is below the epoch "
-                f"{last} of the last batch of {self.directory}"))
-        return self._leader_epoch
 
     # ------------------------------------------------------------------ appending
     def append(self, raw_messages: bytes | bytearray | memoryview, now_us: int,
@@ -399,7 +335,7 @@ class PartitionLog:
     def append_as(self, record_format: str, raw: bytes | bytearray | memoryview, now_us: int,
                   gaps: bool = False) -> tuple[int, int]:
         """``append`` of a client batch of ``record_format``, another format than the log's,
-        converted first (``storage.record_conversion``, per record in C, or its Python
+        converted first (``formats.conversion``, per record in C, or its Python
         reference): bad input raises the source format's errors and writes nothing. Returns
         (first, last) offsets.
 
@@ -415,29 +351,30 @@ class PartitionLog:
         self._settle()
         timestamp = (now_us if now_us > self._last_timestamp else self._last_timestamp)
         if self.format.batch_index:
-            batch = record_conversion.convert_batch(raw, record_format, self.format.name,
+            batch = conversion.convert_batch(raw, record_format, self.format.name,
                                                     timestamp)
             return self.append(batch, timestamp // 1000 * 1000)
-        if record_format != record_conversion.KAFKA_FORMAT:
+        if record_format != kafka_v2.NAME:
             raise FeatureUnavailable(reason=f"a batch of format {record_format!r} cannot be "
                                             f"written to a topic of format {self.format.name!r}")
         if gaps:
             raise FeatureUnavailable(reason=f"record format {self.format.name} keeps offsets "
                                             "dense: a batch whose offsets skip cannot be stored")
-        return self._append_records(record_conversion.kafka_batches_as_records(raw), timestamp)
+        return self._append_records(conversion.kafka_batches_as_records(raw), timestamp)
 
-    def _append_records(self, converted: record_conversion.Converted, now_us: int
+    def _append_records(self, converted: conversion.Converted, now_us: int
                         ) -> tuple[int, int]:
         """Write converted stored records (offsets 0.., per-record timestamps, 0: none) at the
         log's next offsets: offsets and timestamps (module invariants) written in place, one
-        index entry per record with its timestamp (``record_conversion.stamp_converted``, in
+        index entry per record with its timestamp (``conversion.stamp_converted``, in
         C; an empty payload is refused there, before anything is written). Returns (first,
         last) offsets."""
         records = bytearray(converted.records)
         count = converted.count
+        self._stamping_epoch()
         active = self._segment_for(len(records))
         first = active.next_offset
-        index_entries, first_timestamp, last_timestamp = record_conversion.stamp_converted(
+        index_entries, first_timestamp, last_timestamp = conversion.stamp_converted(
             records, converted.positions, converted.timestamps, first, now_us,
             self._last_timestamp, first - active.start_offset, active.size_bytes)
         self._write(active, records, bytearray(index_entries), first_timestamp, count,
@@ -481,6 +418,7 @@ class PartitionLog:
         offsets and timestamp in place (staged appends: the per-message work was done when
         they were staged). Returns (first, last) offsets."""
         self._settle()
+        self._stamping_epoch()
         active = self._segment_for(len(records))
         timestamp = now_us if now_us > self._last_timestamp else self._last_timestamp
         first = active.next_offset
@@ -494,105 +432,6 @@ class PartitionLog:
         )
         self._write(active, records, index_entries, timestamp, len(positions))
         return first, first + len(positions) - 1
-
-    def append_replicated(self, records: bytes, positions: bytes | memoryview | None,
-                          first_offset: int) -> tuple[int, int]:
-        """A follower's append (cluster-design.md): a leader's records as the leader stored
-        them -- offsets, timestamps, ids and checksums (a batch format: whole batches, their
-        leader epochs too) kept byte for byte -- at exactly the offsets they carry, which must
-        run on from ``first_offset`` = this log's end. A rejected append writes nothing.
-        Returns (first, last) offsets.
-
-        Per-record formats (iggy-v1; ``positions``: where each record starts, u32 array
-        bytes): checked as staged records are (layout, checksums, limits:
-        ``check_stored_records``), plus the offsets (``first_offset`` + i) and timestamps
-        (never below the log's last). Batch-index formats (``positions`` unused, None): see
-        ``_append_replicated_batches``. Per-record Python work here: the replication path is
-        not yet a hot path."""
-        self._settle()
-        if first_offset != self.next_offset:
-            raise CannotAppendMessage(reason=(
-                f"Cannot append message: the leader's records start at offset {first_offset}, "
-                f"this log's next offset is {self.next_offset}"))
-        if self.format.batch_index:
-            return self._append_replicated_batches(records, first_offset)
-        if positions is None:
-            raise ValueError(f"format {self.format.name}: a follower's append needs the "
-                             "positions of the records")
-        starts = self.format.check_stored(records, positions)
-        timestamps = []
-        previous = self._last_timestamp
-        for index, start in enumerate(starts):
-            offset, _, timestamp = STORED_HEAD.unpack_from(records, start)
-            if offset != first_offset + index or timestamp < previous:
-                raise DecodeError(f"record {index}: offset {offset} or timestamp {timestamp} "
-                                  f"out of order (expected offset {first_offset + index}, a "
-                                  f"timestamp from {previous})")
-            timestamps.append(timestamp)
-            previous = timestamp
-        active = self._segment_for(len(records))
-        relative, base = first_offset - active.start_offset, active.size_bytes
-        index_entries = bytearray(INDEX_ENTRY_SIZE * len(starts))
-        for index, start in enumerate(starts):
-            INDEX_ENTRY.pack_into(index_entries, index * INDEX_ENTRY_SIZE, relative + index,
-                                  base + start, timestamps[index])
-        self._write(active, records, index_entries, timestamps[0], len(starts),
-                    last_timestamp=timestamps[-1])
-        return first_offset, first_offset + len(starts) - 1
-
-    def _append_replicated_batches(self, records: bytes, first_offset: int) -> tuple[int, int]:
-        """``append_replicated`` for a batch-index format: ``records`` must be whole batches
-        that the format's ``scan`` walks cleanly to their end (checksums verified), offsets
-        dense from ``first_offset``, timestamps from the log's last on, leader epochs never
-        decreasing from the log's last; the entries ``scan`` builds (epochs included) are the
-        index entries, moved to the segment's offsets and positions. The batches go into
-        segments as the leader's appends put them (after each batch, a segment of
-        ``segment_size`` bytes or more is sealed), so a follower with the leader's settings
-        holds the leader's files byte for byte however the bytes are shipped."""
-        entry_size = self.format.index_entry_size
-        scanned = self.format.scan(records, 0, first_offset, first_offset, self._last_timestamp)
-        if scanned.stop_kind != KIND_GOOD or scanned.end_position != len(records) or not (
-                scanned.count):
-            raise DecodeError(
-                f"the leader's batches from offset {first_offset} do not scan cleanly: "
-                f"{scanned.stop_reason or 'no batch'} (byte {scanned.end_position} of "
-                f"{len(records)})")
-        entries = scanned.index_entries
-        numbers = len(entries) // entry_size
-        heads = [INDEX_ENTRY.unpack_from(entries, number * entry_size)
-                 for number in range(numbers)]  # (first offset - first_offset, position, ts)
-        entry_epoch = self.format.entry_epoch
-        if entry_epoch is not None:
-            previous = self.last_epoch
-            for number in range(numbers):
-                epoch = entry_epoch(entries, number * entry_size)
-                if previous is not None and epoch < previous:
-                    raise DecodeError(f"the leader's batch at offset "
-                                      f"{first_offset + heads[number][0]} has leader epoch "
-                                      f"{epoch}, below the {previous} before it")
-                previous = epoch
-        ends = [head[1] for head in heads[1:]] + [len(records)]
-        end_offset = first_offset + scanned.count
-        number = 0
-        while number < numbers:  # one write per run of batches that share a segment
-            active = self._segment_for(ends[number] - heads[number][1])
-            start, base = heads[number][1], active.size_bytes
-            last = number
-            while (last + 1 < numbers and base + ends[last] - start < self.settings.segment_size
-                   and base + ends[last + 1] - start <= MAX_POSITION):
-                last += 1
-            group = bytearray(entries[number * entry_size:(last + 1) * entry_size])
-            shift = first_offset - active.start_offset
-            for at in range(last + 1 - number):
-                relative, position, timestamp = heads[number + at]
-                INDEX_ENTRY.pack_into(group, at * entry_size, relative + shift,
-                                      position - start + base, timestamp)
-            group_end = (first_offset + heads[last + 1][0]) if last + 1 < numbers else end_offset
-            self._write(active, records[start:ends[last]], group, heads[number][2],
-                        group_end - (first_offset + heads[number][0]),
-                        last_timestamp=heads[last][2])
-            number = last + 1
-        return first_offset, end_offset - 1
 
     def _segment_for(self, size: int) -> Segment:
         """The active segment, sealed first if ``size`` more bytes could overflow u32 positions."""
@@ -659,207 +498,6 @@ class PartitionLog:
         self._starts.append(start_offset)
         self._durability.sync_directory(self.directory)
 
-    # ------------------------------------------------------------------ reading
-    def read(self, offset: int, count: int, max_bytes: int | None = None, regions: bool = False
-             ) -> tuple[int, list[bytes | FileRegion]]:
-        """Records (poll layout) of offsets [offset, offset + count), clipped to what exists
-        and, with ``max_bytes``, to that many bytes of records (at least one record).
-
-        Offsets below ``first_offset`` start at ``first_offset``. One pread per segment touched.
-        A batch-index format returns whole batches, from the one holding ``offset`` (so the
-        records may start before it, and the count, from ``offset`` to the end of the last
-        batch, may pass ``count``).
-        Every record returned was verified (``Segment.read``): the read stops before a bad
-        record, and raises CannotReadMessage (4011) naming it when it is the first.
-        ``regions``: large verified ranges may come as ``FileRegion``s of the log files
-        (``storage.file_region``: sent with sendfile; a batch-index format's are whole
-        batches, ``BatchSegment.read_region``), the rest as bytes.
-        """
-        start = max(offset, self.first_offset)
-        end = min(offset + count, self.next_offset)
-        if count <= 0 or start >= end:
-            return 0, []
-        chunks: list[bytes | FileRegion] = []
-        number = bisect_right(self._starts, start) - 1
-        position = start
-        budget = max_bytes
-        while position < end:
-            segment = self._segments[number]
-            segment_end = min(end, segment.next_offset)
-            cut = False
-            if segment_end > position and budget is not None:
-                if budget <= 0:
-                    break
-                fitting = segment.end_within(position, segment_end, budget)
-                if fitting == position:  # not one more record fits
-                    if chunks:
-                        break
-                    fitting += 1  # but a read returns at least one
-                cut, segment_end = fitting < segment_end, fitting
-            if segment_end > position:
-                found = segment.read_region(position, segment_end) if regions else None
-                if found is None:
-                    try:
-                        found = segment.read(position, segment_end)
-                    except CannotReadMessage:
-                        if not chunks:
-                            raise
-                        break  # the records before the bad one are served
-                count, records = found
-                chunks.append(records)
-                position += count
-                if position < segment_end or cut:
-                    break  # stopped before a bad record, or the next does not fit max_bytes
-                if budget is not None:
-                    budget -= len(records)
-            number += 1
-        return position - start, chunks
-
-    def bytes_after(self, offset: int) -> int:
-        """Bytes of records from ``offset`` (or the oldest one kept) to the end of the log."""
-        start = max(offset, self.first_offset)
-        if start >= self.next_offset:
-            return 0
-        number = bisect_right(self._starts, start) - 1
-        first = self._segments[number]
-        return (first.size_bytes - first.position(start)
-                + sum(segment.size_bytes for segment in self._segments[number + 1:]))
-
-    def read_as(self, record_format: str, offset: int, count: int, max_bytes: int | None = None
-                ) -> record_conversion.Converted:
-        """Up to ``count`` records from ``offset`` (from ``first_offset`` when below it)
-        converted into ``record_format`` (``storage.record_conversion``: per record, for a
-        reader of another protocol), exactly those records even when the log keeps whole
-        batches. ``max_bytes`` bounds the stored bytes read (at least one batch is read).
-
-        ``count`` counts records, not offsets: a log whose batches hold fewer records than
-        offsets (holes: TANK's explicit sequence numbers, a compacted batch) answers from the
-        next stored record, as Kafka does for a sparse log, reading on past batches that hold
-        no record at or after ``offset`` until it has ``count`` records, reaches the end of
-        the log or has read ``max_bytes``. ``Converted.first_offset`` is the first record's
-        offset; ``end_offset`` (``record_conversion.Converted``) is the offset after the last
-        one returned, where a reader goes on."""
-        start = max(offset, self.first_offset)
-        source = self.format.name
-        if not self.format.batch_index:  # dense offsets: the records are exactly the offsets
-            read, chunks = self.read(start, count, max_bytes)
-            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-            return record_conversion.convert(data, source, record_format, start,
-                                             min(count, read) if read else 0)
-        parts: list[record_conversion.Converted] = []
-        got, position, budget = 0, start, max_bytes
-        while got < count and (budget is None or budget > 0):
-            try:
-                read, chunks = self.read(position, count - got, budget)
-            except CannotReadMessage:
-                if not parts:
-                    raise
-                break  # the records before the bad batch are served
-            if not read:
-                break
-            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-            # the offsets wanted first (all a dense log needs: no record converted in vain),
-            # then, where holes left fewer records, the rest of the batches read
-            window = min(read, count - got)
-            for first, span in ((position, window), (position + window, read - window)):
-                if got >= count or not span:
-                    break
-                converted = record_conversion.convert(data, source, record_format, first, span)
-                if converted.count:
-                    parts.append(converted.first(count - got))
-                    got += parts[-1].count
-            position += read
-            if budget is not None:
-                budget -= len(data)
-        if not parts:
-            return record_conversion.convert(b"", source, record_format, start, 0)
-        return record_conversion.Converted.joined(parts)
-
-    def read_columnar(self, offset: int, count: int, max_bytes: int) -> ColumnarRange:
-        """Up to ``count`` records from ``offset`` with their index columns, within one segment
-        and ``max_bytes`` of records (at least one record), verified as ``read``'s are. See
-        ``storage.columnar``. A batch-index format's batches are converted into ``iggy-v1``
-        records and their columns (``read_as``: per-record work, the columns of the converted
-        records, not of the log's index)."""
-        start = max(offset, self.first_offset)
-        end = min(start + count, self.next_offset)
-        if count <= 0 or start >= end:
-            return ColumnarRange.empty(start)
-        if self.format.batch_index:
-            converted = self.read_as(RECORD_FORMAT, start, end - start, max_bytes)
-            boundaries, timestamps = converted.columns()
-            return ColumnarRange(converted.first_offset, converted.count, boundaries, timestamps,
-                                 converted.records)
-        segment = self._segments[bisect_right(self._starts, start) - 1]
-        return read_segment_columns(segment, start, min(end, segment.next_offset), max_bytes)
-
-    def start_of_last(self, count: int) -> int:
-        """Where a read of the last ``count`` records starts: the offset of the ``count``-th
-        record from the end (``first_offset`` when fewer are stored). A batch-index format's
-        batches may hold fewer records than offsets (holes): where a segment has any, the
-        batches are walked back from the end, converted to find their records' offsets."""
-        first = self.first_offset
-        if (not self.format.batch_index or self.format.holes_in is None
-                or all(s.records_count == s.messages_count for s in self._segments)):
-            return max(first, self.next_offset - count)  # dense: no record to look at
-        offsets: list[int] = []
-        end = self.next_offset
-        while end > first and len(offsets) < count:
-            try:
-                read, chunks = self.read(end - 1, 1)
-            except CannotReadMessage:
-                break  # a bad batch: the last records start after it
-            if not read:
-                break
-            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-            batch_first = self.format.record_head(data, 0)[0]
-            converted = record_conversion.convert(data, self.format.name, RECORD_FORMAT,
-                                                  batch_first, end - batch_first)
-            offsets[:0] = [STORED_HEAD.unpack_from(converted.records, position)[0]
-                           for position in converted.positions[:-1]]
-            end = batch_first
-        if len(offsets) < count:
-            return first if end <= first else end
-        return offsets[-count]
-
-    def offset_for_timestamp(self, timestamp_us: int) -> int | None:
-        """First offset whose timestamp is >= ``timestamp_us``; None if there is none."""
-        for segment in self._segments:
-            if segment.last_timestamp is not None and segment.last_timestamp >= timestamp_us:
-                return segment.find_timestamp(timestamp_us)
-        return None
-
-    def record_offset_for_timestamp(self, timestamp_us: int) -> int | None:
-        """``offset_for_timestamp`` exact to the record (``record_at_or_after``'s offset)."""
-        found = self.record_at_or_after(timestamp_us)
-        return None if found is None else found[0]
-
-    def record_at_or_after(self, timestamp_us: int) -> tuple[int, int] | None:
-        """(offset, timestamp µs) of the first record whose timestamp is >= ``timestamp_us``;
-        None when there is none. Exact to the record in every format and for every codec: a
-        batch-index format finds the batch, then the first of its records (converted,
-        ``read_as``, which decompresses any codec) at or after the time (the index's running
-        maximum may pass a batch whose records are all earlier); a per-record format reads
-        the one record the index finds."""
-        offset = self.offset_for_timestamp(timestamp_us)
-        if not self.format.batch_index:
-            if offset is None:
-                return None
-            read, chunks = self.read(offset, 1)
-            if not read:
-                return None
-            found_offset, _, timestamp = self.format.record_head(chunks[0], 0)
-            return found_offset, timestamp
-        while offset is not None and offset < self.next_offset:
-            converted = self.read_as(RECORD_FORMAT, offset, self.next_offset - offset, 1)
-            if not converted.count:
-                return None
-            for index, timestamp in enumerate(converted.timestamps):
-                if timestamp >= timestamp_us:
-                    return converted.offset_of(index), timestamp
-            offset = converted.end_offset  # (records may skip offsets: holes)
-        return None
-
     def holds(self, segment: Segment) -> bool:
         """Whether ``segment`` is still one of this open log's (retention, purge and close
         drop segments; background work checks this before it touches one)."""
@@ -906,6 +544,8 @@ class PartitionLog:
         while self._segments:
             self._delete_oldest()
         self._last_timestamp = 0
+        if self._epochs is not None:
+            self._epochs.clear()
         self._add_segment(0)
 
     # ------------------------------------------------------------------ closing

@@ -18,6 +18,10 @@ Layout (wire reference §7.1, with SQLite in place of Iggy's state log)::
         00000000000000000000.log       segment records, named by first offset (20 digits)
         00000000000000000000.index     16 bytes per message
         00000000000000000000.index.rebuild   a rebuilt index before its rename (removed at start)
+        leader-epoch-checkpoint        per-record formats: leader epoch -> its first offset
+                                       (only once an epoch above 0 was appended)
+        high-watermark-checkpoint      the last high watermark a replication layer stored
+        truncation                     a truncation under way (``storage.truncation``)
       <any of those directories>.deleting   a directory being deleted (see storage.directories)
 
 Invariant: a segment file name is its start offset as exactly 20 decimal digits followed by
@@ -36,6 +40,10 @@ STAGED_SUFFIX = ".staged"
 STREAM_MANIFEST = "stream.json"
 TOPIC_MANIFEST = "topic.json"
 TOMBSTONE_SUFFIX = ".deleting"
+TEMPORARY_SUFFIX = ".tmp"  # a checkpoint or marker before its rename (removed at open)
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+HIGH_WATERMARK_CHECKPOINT = "high-watermark-checkpoint"
+TRUNCATION_MARKER = "truncation"
 OFFSET_DIGITS = 20
 
 
@@ -156,6 +164,24 @@ class DataPaths:
         """Where a rebuilt index is written before it is renamed over ``index_path``."""
         index_path = Path(index_path)
         return index_path.with_name(index_path.name + REBUILD_SUFFIX)
+
+    @staticmethod
+    def leader_epoch_checkpoint(partition_dir: str | os.PathLike[str]) -> Path:
+        return Path(partition_dir) / LEADER_EPOCH_CHECKPOINT
+
+    @staticmethod
+    def high_watermark_checkpoint(partition_dir: str | os.PathLike[str]) -> Path:
+        return Path(partition_dir) / HIGH_WATERMARK_CHECKPOINT
+
+    @staticmethod
+    def truncation_marker(partition_dir: str | os.PathLike[str]) -> Path:
+        return Path(partition_dir) / TRUNCATION_MARKER
+
+    @staticmethod
+    def temporary(path: str | os.PathLike[str]) -> Path:
+        """Where a small file is written before it is renamed over ``path``."""
+        path = Path(path)
+        return path.with_name(path.name + TEMPORARY_SUFFIX)
 
     def __repr__(self) -> str:
         return f"DataPaths({str(self.root)!r})"

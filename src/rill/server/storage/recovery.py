@@ -51,7 +51,7 @@ from rill.server.storage.paths import (
     parse_segment_file_name,
 )
 from rill.server.storage.formats import IGGY_V1, RecordFormat
-from rill.server.storage.records import INDEX_ENTRY, INDEX_ENTRY_SIZE
+from rill.server.storage.index_entry import INDEX_ENTRY, INDEX_ENTRY_SIZE
 from rill.server.storage.file_io import IoTotals, read_all_at
 from rill.server.storage.batch_segment import segment_class
 from rill.server.storage.segment import Segment
@@ -92,7 +92,7 @@ def recover_segments(
     segments: list[Segment] = []
     for number, start_offset in enumerate(starts):
         if number == len(starts) - 1:
-            segments.append(_recover_tail(directory, start_offset, durability, clean_shutdown,
+            segments.append(recover_tail(directory, start_offset, durability, clean_shutdown,
                                           validate_checksum, record_format))
         else:
             expected_count = starts[number + 1] - start_offset
@@ -107,10 +107,12 @@ def recover_segments(
     return segments
 
 
-def _recover_tail(
+def recover_tail(
     directory: Path, start_offset: int, durability: Durability, clean_shutdown: bool,
     validate_checksum: bool, record_format: RecordFormat,
 ) -> Segment:
+    """Open the last segment (see the module docstring); also the segment a truncation cut
+    (``PartitionLog.truncate_to``), which becomes the tail."""
     log_path = DataPaths.segment_log(directory, start_offset)
     index_path = DataPaths.segment_index(directory, start_offset)
     log_size = log_path.stat().st_size
@@ -301,7 +303,7 @@ def _timestamp_agrees(stored: int, indexed: int, previous: int | None, per_batch
     """Whether an index entry's timestamp is the one its record (or batch) gives. A per-record
     index holds each record's own timestamp. A batch index holds a running maximum (Kafka's
     time index: a batch stamped earlier than one before it is indexed at the earlier one's
-    time; ``kafka_records``): an entry is at least its batch's own timestamp, and exactly the
+    time; ``formats.kafka_v2``): an entry is at least its batch's own timestamp, and exactly the
     larger of it and the entry before (``previous``) where that one is known (the first entry
     of a segment continues the previous segment's maximum, and several batches appended
     together share the largest one's)."""

@@ -4,10 +4,12 @@ This class is the per-record kind (one index entry per offset, looked up directl
 iggy-v1); formats that index batches use its subclass ``batch_segment.BatchSegment``. The
 record layout is the segment's ``format``'s (``formats.RecordFormat``).
 
-The ``.log`` holds records exactly as a poll returns them (see ``records``). The ``.index`` holds
-one 16-byte entry per message: ``relative_offset u32 | position u32 | timestamp u64``. Offsets
-are dense, so entry ``i`` is offset ``start_offset + i``: offset -> position is arithmetic, and
-timestamp -> offset is a binary search over the timestamp column (a ``memoryview.cast`` view).
+The ``.log`` holds records exactly as a reader of the format gets them (``formats``). The
+``.index`` holds one entry per record (``index_entry``: ``relative_offset u32 | position u32 |
+timestamp u64``). A per-record format gives every offset of a segment a record (its offsets are
+dense; holes exist only inside the batches of a batch format), so entry ``i`` is offset
+``start_offset + i``: offset -> position is arithmetic, and timestamp -> offset is a binary
+search over the timestamp column (a ``memoryview.cast`` view).
 
 Invariants:
   * A segment's files are ``CachedFile``s of the process's descriptor cache (``descriptors``):
@@ -58,8 +60,8 @@ from rill.server.storage.file_io import read_all_at, write_all_at
 from rill.server.storage.file_region import MIN_REGION_BYTES, FileRegion
 from rill.server.storage.paths import DataPaths
 from rill.server.storage.formats import IGGY_V1, RecordFormat
-from rill.server.storage.record_checks import KIND_CONTENT, KIND_GOOD
-from rill.server.storage.records import INDEX_ENTRY, INDEX_ENTRY_SIZE
+from rill.server.storage.formats.iggy_v1_checks import KIND_CONTENT, KIND_GOOD
+from rill.server.storage.index_entry import INDEX_ENTRY, INDEX_ENTRY_SIZE
 from rill.server.storage.segment_checks import SegmentChecks
 from rill.server.storage.verification import SegmentVerification
 
@@ -506,6 +508,15 @@ class Segment(SegmentChecks):
         fitting = bisect_right(range(first_offset + 1, end_offset), limit,
                                key=lambda offset: self._position(index, offset))
         return first_offset + fitting
+
+    def cut_point(self, offset: int) -> tuple[int, int]:
+        """``(log length, index length)`` of this segment cut to end before ``offset`` (one of
+        its offsets or its next one). Every record is a unit here: any offset is a boundary."""
+        if not self.start_offset <= offset <= self.next_offset:
+            raise ValueError(f"offset {offset} is not in segment {self.log_path}")
+        if offset == self.next_offset:
+            return self.size_bytes, self.messages_count * INDEX_ENTRY_SIZE
+        return self.position(offset), (offset - self.start_offset) * INDEX_ENTRY_SIZE
 
     def position(self, offset: int) -> int:
         """Where message ``offset``'s record starts in the log file."""

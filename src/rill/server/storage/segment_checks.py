@@ -23,8 +23,8 @@ from rill.server.storage.durability import Durability
 from rill.server.storage.file_io import IoTotals
 from rill.server.storage.formats import RecordFormat
 from rill.server.storage.index_rebuild import LocatedRecords, RebuildJob
-from rill.server.storage.record_checks import KIND_CONTENT, KIND_GOOD
-from rill.server.storage.records import INDEX_ENTRY_SIZE
+from rill.server.storage.formats.iggy_v1_checks import KIND_CONTENT, KIND_GOOD
+from rill.server.storage.index_entry import INDEX_ENTRY_SIZE
 from rill.server.storage.verification import SegmentVerification, VerificationJob
 
 logger = logging.getLogger("rill.server.storage.segment")

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from rill.server.storage.durability import Durability
 from rill.server.storage.paths import STAGED_SUFFIX, DataPaths
-from rill.server.storage.records import crc32
+from rill.server.storage.formats.iggy_v1 import crc32
 from rill.server.storage.file_io import read_all_at, write_all_at
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,8 @@
 """The binary protocol over QUIC (aioquic), wire reference §1.5.
 
 Owns: the UDP endpoint, one ``QuicSession`` per QUIC connection, turning request streams into
-frames (one ``RequestFrameDecoder`` of ``rill.protocol.framing`` per stream) for the shared
+frames (one frame decoder of the listener's protocol per stream: ``WireProtocol.frame_decoder``,
+Iggy's ``RequestFrameDecoder`` on the Iggy listener) for the shared
 ``BinaryConnection`` loop (``transports/binary.py``) and writing its answers back on the stream
 each request came from. Certificates come from ``server/auth/certificates.py``.
 
@@ -20,8 +21,9 @@ Wire rules:
   connection has logged in, the limit is ``[connections] max_request_size_unauthenticated``.
   The bytes of request streams being received count against the server-wide request memory
   (``transports.limits``); a stream that arrives while it is used up is refused the same way;
-* a malformed frame (fewer than 8 bytes, or a length prefix that disagrees with the stream's
-  length) gets status 3 (``invalid_command``) on its own stream at once (it never reaches the
+* a malformed frame (shorter than the protocol's header, or a length prefix that disagrees
+  with the stream's length) gets the protocol's answer of status 3 (``invalid_command``,
+  ``WireProtocol.error_reply``) on its own stream at once (it never reaches the
   core, so it does not wait for the queued requests), where Iggy drops the stream silently;
   the connection and its other streams go on. Undecodable payloads get status 3 from
   ``handle_request`` as on TCP;
@@ -53,12 +55,17 @@ from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.packet import QuicErrorCode
 
 from rill import errors
-from rill.protocol.framing import HEADER_SIZE, BadLength, Frame, LargeFrame, RequestFrameDecoder
+from rill.protocol.framing import (
+    DEFAULT_MAX_FRAME_SIZE,
+    BadLength,
+    Frame,
+    FrameDecoder,
+    LargeFrame,
+)
 from rill.quic_tuning import widen_socket_buffers, widen_windows
 from rill.server.config import NEVER, QuicConfig, split_address
 from rill.server.core.core import Core
 from rill.server.protocols import WireProtocol
-from rill.server.protocols.iggy import IGGY
 from rill.server.transports.binary import Buffer, BinaryConnection
 from rill.server.auth.certificates import ensure_self_signed
 from rill.server.transports.limits import UNLIMITED, ConnectionLimits, RequestMemory, Supervisor
@@ -67,7 +74,7 @@ log = logging.getLogger(__name__)
 
 LONGEST_IDLE_TIMEOUT = 365 * 86400.0  # what "none" becomes: aioquic needs a finite timeout
 OVERSIZE_ERROR_CODE = errors.CommandLengthError.code
-MALFORMED_REPLY = IGGY.error_reply(errors.InvalidCommand.code).parts  # QUIC frames are Iggy's
+MALFORMED_STATUS = errors.InvalidCommand.code
 
 
 def _is_client_bidirectional(stream_id: int) -> bool:
@@ -80,11 +87,12 @@ class _RequestStream:
 
     __slots__ = ("decoder", "size", "frame")
 
-    def __init__(self) -> None:
+    def __init__(self, protocol: WireProtocol) -> None:
         # small buffers: a stream's bytes arrive a packet at a time, and what a header merely
         # announces must not be allocated ahead of them
-        self.decoder = RequestFrameDecoder(initial_buffer_size=2048, max_buffer_size=16 * 1024,
-                                           large_first_chunk=16 * 1024)
+        self.decoder: FrameDecoder = protocol.frame_decoder(
+            DEFAULT_MAX_FRAME_SIZE, initial_buffer_size=2048, max_buffer_size=16 * 1024,
+            large_first_chunk=16 * 1024)
         self.size = 0
         self.frame: Frame | None = None
 
@@ -172,7 +180,7 @@ class QuicSession(QuicConnectionProtocol):
             if memory.spent:  # every connection together holds too much already
                 self._refuse_stream(stream_id)
                 return
-            request = self.requests[stream_id] = _RequestStream()
+            request = self.requests[stream_id] = _RequestStream(self.listener.protocol)
         request.size += len(data)
         self.held += len(data)
         memory.take(len(data))
@@ -185,7 +193,7 @@ class QuicSession(QuicConnectionProtocol):
             self._refuse_stream(stream_id)  # too long already
             return
         decoder = request.decoder
-        decoder.max_payload_size = limit - HEADER_SIZE
+        decoder.max_payload_size = limit - decoder.HEADER_SIZE
         decoder.feed(data)
         if request.frame is None:
             event = decoder.next_frame()
@@ -211,7 +219,7 @@ class QuicSession(QuicConnectionProtocol):
         frame = request.frame
         if frame is None or request.decoder.buffered:  # short, a bad length, or bytes after it
             self.listener.memory.give_back(request.size)
-            self.send_reply(stream_id, MALFORMED_REPLY)
+            self.send_reply(stream_id, self.listener.malformed_reply)
             return
         payload_size = len(frame.payload)
         # the header's bytes go back now; the payload's once its request is served
@@ -294,6 +302,7 @@ class QuicListener:
     ) -> None:
         self.core = core
         self.protocol = protocol  # what the requests framed on its streams mean
+        self.malformed_reply = protocol.error_reply(MALFORMED_STATUS).parts
         self.config = config
         self.limits = limits
         self.memory = memory if memory is not None else RequestMemory()

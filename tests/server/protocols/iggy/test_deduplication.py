@@ -11,7 +11,7 @@ from rill import errors
 from rill.client import Client, Message, PollingStrategy
 from rill.server.config import MessageDeduplicationConfig
 from rill.server.protocols.iggy.deduplication import MessageDeduplicator
-from rill.server.storage.records import stamp_batch
+from rill.server.storage.formats.iggy_v1 import stamp_batch
 
 DEDUP_ON = {"RILL_SYSTEM_MESSAGE_DEDUPLICATION_ENABLED": "true"}
 

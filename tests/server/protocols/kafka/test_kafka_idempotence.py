@@ -24,7 +24,7 @@ from rill.protocol.kafka import apis, decode_response, encode_request, request_c
 from rill.protocol.kafka.errors import ErrorCode
 from rill.server.protocols.kafka import producers
 from rill.server.protocols.kafka.dispatch import SERVED
-from rill.server.storage.kafka_records import producer_batches
+from rill.server.storage.formats.kafka_v2 import producer_batches
 from server_process import RillProcess
 from test_kafka_data import consume_all, fetch, high_watermark, new_topic, produce
 from kafka_link import KAFKA_ENV, Raw, bootstrap

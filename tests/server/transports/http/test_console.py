@@ -233,7 +233,7 @@ def test_follow_streams_new_messages_as_they_arrive_then_ends_at_the_limit(http_
 
 def http_polls(anonymous: httpx.Client) -> int:
     """How many POLL_MESSAGES the server ran for HTTP callers (its metrics)."""
-    line = 'rill_requests_total{command="poll_messages",transport="http",outcome="ok"} '
+    line = 'rill_requests_total{protocol="iggy",command="poll_messages",transport="http",outcome="ok"} '
     return sum(int(row[len(line):]) for row in anonymous.get("/metrics").text.splitlines()
                if row.startswith(line))
 

@@ -49,11 +49,11 @@ def test_counters_move_after_sends_and_polls(http_server, api, stream):
     def moved(name: str) -> float:
         return after.get(name, 0) - before.get(name, 0)
 
-    assert moved('rill_requests_total{command="send_messages",transport="http",outcome="ok"}') == 1
-    assert moved('rill_requests_total{command="send_messages",transport="tcp",outcome="ok"}') == 1
-    assert moved('rill_requests_total{command="poll_messages",transport="tcp",outcome="ok"}') == 1
-    assert moved('rill_request_duration_seconds_count{command="poll_messages",transport="http"}') == 1
-    assert moved('rill_request_duration_seconds_bucket{command="poll_messages",transport="http",le="+Inf"}') == 1
+    assert moved('rill_requests_total{protocol="iggy",command="send_messages",transport="http",outcome="ok"}') == 1
+    assert moved('rill_requests_total{protocol="iggy",command="send_messages",transport="tcp",outcome="ok"}') == 1
+    assert moved('rill_requests_total{protocol="iggy",command="poll_messages",transport="tcp",outcome="ok"}') == 1
+    assert moved('rill_request_duration_seconds_count{protocol="iggy",command="poll_messages",transport="http"}') == 1
+    assert moved('rill_request_duration_seconds_bucket{protocol="iggy",command="poll_messages",transport="http",le="+Inf"}') == 1
     assert moved('rill_bytes_in_total{transport="http"}') > 0
     assert moved('rill_bytes_in_total{transport="tcp"}') > 0
     assert moved('rill_messages_out_total{transport="tcp"}') == 1
@@ -67,7 +67,7 @@ def test_failed_commands_are_counted_by_error_name(http_server):
     headers = bearer(http_server.http_url)
     httpx.delete(f"{http_server.http_url}/streams/987654", headers=headers)
     after = scrape(http_server.http_url)
-    key = 'rill_requests_total{command="delete_stream",transport="http",outcome="stream_id_not_found"}'
+    key = 'rill_requests_total{protocol="iggy",command="delete_stream",transport="http",outcome="stream_id_not_found"}'
     assert after[key] - before.get(key, 0) == 1
 
 

@@ -20,7 +20,7 @@ import java.util.TreeSet;
  * ({@link #KNOWN}, equal to the Python source's; a test compares them) and which options only
  * the Python implementation serves ({@link #pythonOnly}).
  */
-final class ReadOptions implements Serializable {
+final class ReadOptions extends ConnectionOptions {
     static final List<String> KNOWN = Arrays.asList(
             "servers", "transport", "username", "password", "token", "caFile", "verifyCertificate",
             "reconnectAttempts", "reconnectBackoff",
@@ -31,12 +31,6 @@ final class ReadOptions implements Serializable {
             "path", "checkpointLocation", "queryName");
     private static final Set<String> SPARK_OPTIONS = Set.of("path", "checkpointLocation", "queryName");
 
-    final List<String> servers;
-    final String username;
-    final String password;
-    final String token;
-    final int reconnectAttempts;
-    final double reconnectBackoff;
     final String stream;
     final List<String> topics;
     final String starting;  // "earliest", "latest" or JSON
@@ -54,29 +48,8 @@ final class ReadOptions implements Serializable {
     final String pythonOnly;
 
     private ReadOptions(Map<String, String> options, boolean streaming) {
-        checkKnown(options);
+        super(options);
         this.streaming = streaming;
-        String implementation = get(options, "implementation", "jvm").trim().toLowerCase(Locale.ROOT);
-        if (!implementation.equals("jvm") && !implementation.equals("python")) {
-            throw new IllegalArgumentException(
-                    "option 'implementation' must be jvm or python, got '" + implementation + "'");
-        }
-        String transport = get(options, "transport", "tcp").trim().toLowerCase(Locale.ROOT);
-        if (!transport.equals("tcp") && !transport.equals("quic")) {
-            throw new IllegalArgumentException("option 'transport' must be tcp or quic, got '" + transport
-                    + "' (the connector needs rill's binary extension commands, which HTTP does not serve)");
-        }
-        servers = parseServers(get(options, "servers", "127.0.0.1:8090"));
-        username = get(options, "username", System.getenv("RILL_USERNAME"));
-        password = get(options, "password", System.getenv("RILL_PASSWORD"));
-        token = get(options, "token", System.getenv("RILL_TOKEN"));
-        if (token == null && (username == null || password == null)) {
-            throw new IllegalArgumentException("credentials missing: give options 'username' and 'password', "
-                    + "or 'token' (or the environment variables RILL_USERNAME/RILL_PASSWORD or RILL_TOKEN)");
-        }
-        reconnectAttempts = (int) number(options, "reconnectAttempts", 10, 0, Integer.MAX_VALUE,
-                "an integer >= 0");
-        reconnectBackoff = seconds(options, "reconnectBackoff", 1.0);
         String name = get(options, "stream", null);
         if (name == null || name.isBlank()) {
             throw new IllegalArgumentException("option 'stream' is required");
@@ -136,8 +109,8 @@ final class ReadOptions implements Serializable {
         }
         if (implementation.equals("python")) {
             pythonOnly = "option implementation=python";
-        } else if (!transport.equals("tcp") || get(options, "caFile", null) != null) {
-            pythonOnly = "option 'transport': quic";
+        } else if (pythonTransport != null) {
+            pythonOnly = pythonTransport;
         } else if (get(options, "startingTimestamp", null) != null) {
             pythonOnly = "option 'startingTimestamp'";
         } else {
@@ -168,79 +141,6 @@ final class ReadOptions implements Serializable {
             throw new IllegalArgumentException("unknown option '" + unknown.get(0) + "' for format 'rill'; "
                     + "known options: " + String.join(", ", shown));
         }
-    }
-
-    /** Identifies a server and a login: connections are pooled by it. */
-    String connectionKey() {
-        return String.join(",", servers) + "\u0000" + username + "\u0000" + password + "\u0000" + token;
-    }
-
-    private static String get(Map<String, String> options, String name, String fallback) {
-        String value = options.get(name.toLowerCase(Locale.ROOT));
-        if (value == null) {
-            value = options.get(name);
-        }
-        return value == null ? fallback : value;
-    }
-
-    private static long number(Map<String, String> options, String name, long fallback, long least, long most,
-                               String expected) {
-        String text = get(options, name, null);
-        if (text == null) {
-            return fallback;
-        }
-        try {
-            long value = Long.parseLong(text.trim());
-            if (value >= least && value <= most) {
-                return value;
-            }
-        } catch (NumberFormatException ignored) {
-            // refused below
-        }
-        throw new IllegalArgumentException("option '" + name + "' must be " + expected + ", got '" + text + "'");
-    }
-
-    private static double seconds(Map<String, String> options, String name, double fallback) {
-        String text = get(options, name, null);
-        if (text == null) {
-            return fallback;
-        }
-        try {
-            double value = Double.parseDouble(text.trim());
-            if (value > 0 && value <= 3600) {
-                return value;
-            }
-        } catch (NumberFormatException ignored) {
-            // refused below
-        }
-        throw new IllegalArgumentException("option '" + name + "' must be a number of seconds (0 < s <= 3600), "
-                + "got '" + text + "'");
-    }
-
-    static List<String> parseServers(String text) {
-        List<String> servers = new ArrayList<>();
-        for (String item : text.split(",")) {
-            String server = item.trim();
-            if (server.isEmpty()) {
-                continue;
-            }
-            int colon = server.lastIndexOf(':');
-            boolean good = colon > 0 && colon < server.length() - 1;
-            if (good) {
-                String port = server.substring(colon + 1);
-                good = port.chars().allMatch(Character::isDigit) && port.length() <= 5
-                        && Integer.parseInt(port) > 0 && Integer.parseInt(port) < 65536;
-            }
-            if (!good) {
-                throw new IllegalArgumentException("option 'servers' must be host:port or a comma-separated "
-                        + "list of them, got '" + text + "'");
-            }
-            servers.add(server);
-        }
-        if (servers.isEmpty()) {
-            throw new IllegalArgumentException("option 'servers' is empty");
-        }
-        return servers;
     }
 
     /** Offsets JSON {"stream/topic": {"partition": offset}} (offset >= 0, -2 or -1), checked. */

@@ -82,6 +82,14 @@ final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
 
     @Override
     public boolean next() throws IOException {
+        try {
+            return nextBatch();
+        } catch (RuntimeException error) {
+            throw RillError.of(error);  // the task's failure reason: one line
+        }
+    }
+
+    private boolean nextBatch() throws IOException {
         while (!done) {
             try {
                 return fetch();

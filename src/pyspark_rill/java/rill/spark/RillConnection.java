@@ -18,9 +18,10 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 /**
  * One logged-in TCP connection to a rill server speaking the Iggy binary protocol: requests
  * {@code [length u32][code u32][payload]}, replies {@code [status u32][length u32][payload]},
- * little-endian (docs/extensions.md). Owns: framing, login, the commands the reader uses
- * (GET_STREAM, GET_TOPIC, POLL_MESSAGES_COLUMNAR), and a per-JVM pool of idle connections
- * (a login costs a bcrypt check on the server, so tasks reuse them).
+ * little-endian (docs/extensions.md). Owns: framing, login, the commands' codes (GET_STREAM,
+ * GET_TOPIC, POLL_MESSAGES_COLUMNAR; the sink's SEND_MESSAGES and staged appends), and a
+ * per-JVM pool of idle connections (a login costs a bcrypt check on the server, so tasks
+ * reuse them).
  */
 final class RillConnection implements Closeable {
     static final int GET_STREAM = 200;
@@ -28,10 +29,15 @@ final class RillConnection implements Closeable {
     static final int LOGIN_USER = 38;
     static final int LOGIN_WITH_TOKEN = 44;
     static final int POLL_COLUMNAR = 1000;
+    static final int SEND_MESSAGES = 101;
+    static final int STAGE_MESSAGES = 1010;
+    static final int COMMIT_STAGED_MESSAGES = 1011;
+    static final int ABORT_STAGED_MESSAGES = 1012;
+    static final int GET_PRODUCER_STATE = 1013;
 
     private static final Map<String, ConcurrentLinkedQueue<RillConnection>> IDLE = new ConcurrentHashMap<>();
 
-    final ReadOptions options;
+    final ConnectionOptions options;
     private final Socket socket;
     private final DataInputStream in;
     private final OutputStream out;
@@ -49,7 +55,7 @@ final class RillConnection implements Closeable {
         }
     }
 
-    private RillConnection(ReadOptions options, Socket socket) throws IOException {
+    private RillConnection(ConnectionOptions options, Socket socket) throws IOException {
         this.options = options;
         this.socket = socket;
         this.in = new DataInputStream(new BufferedInputStream(socket.getInputStream(), 1 << 16));
@@ -57,7 +63,7 @@ final class RillConnection implements Closeable {
     }
 
     /** An idle pooled connection for these options, or a new logged-in one. */
-    static RillConnection borrow(ReadOptions options) {
+    static RillConnection borrow(ConnectionOptions options) {
         ConcurrentLinkedQueue<RillConnection> idle = IDLE.get(options.connectionKey());
         RillConnection connection = idle == null ? null : idle.poll();
         return connection != null ? connection : open(options);
@@ -72,7 +78,7 @@ final class RillConnection implements Closeable {
      * A logged-in connection to the first server of 'servers' that answers, trying the list
      * 1 + reconnectAttempts times with the back-off between rounds (as the Python source).
      */
-    static RillConnection open(ReadOptions options) {
+    static RillConnection open(ConnectionOptions options) {
         int rounds = options.reconnectAttempts + 1;
         long started = System.nanoTime();
         List<String> failures = new ArrayList<>();
@@ -125,7 +131,7 @@ final class RillConnection implements Closeable {
         }
     }
 
-    static String budget(ReadOptions options, long startedNanos) {
+    static String budget(ConnectionOptions options, long startedNanos) {
         double backoff = options.reconnectBackoff;
         return String.format("gave up after %.1f s; options reconnectAttempts=%d, reconnectBackoff=%s",
                 (System.nanoTime() - startedNanos) / 1e9, options.reconnectAttempts,
@@ -136,7 +142,7 @@ final class RillConnection implements Closeable {
      * A connection again after one was lost ({@code lost} times in a row, the first loss at
      * {@code startedNanos}): the reader's or the planner's errors, in the Python source's words.
      */
-    static RillConnection again(ReadOptions options, int lost, long startedNanos) {
+    static RillConnection again(ConnectionOptions options, int lost, long startedNanos) {
         if (lost > 3) {
             throw new IllegalStateException("rill.errors.Disconnected: the connection to "
                     + String.join(",", options.servers) + " was lost " + lost + " times in a row while reading");
@@ -183,6 +189,17 @@ final class RillConnection implements Closeable {
         out.flush();
     }
 
+    /** Sends a request made of parts (a head, then bulk bytes) without waiting for its reply. */
+    void send(int code, Wire head, byte[] body1, int length1, byte[] body2, int length2) throws IOException {
+        Wire.putInt(header, 0, head.length() + length1 + length2 + 4);
+        Wire.putInt(header, 4, code);
+        out.write(header, 0, 8);
+        out.write(head.bytes(), 0, head.length());
+        out.write(body1, 0, length1);
+        out.write(body2, 0, length2);
+        out.flush();
+    }
+
     /** Reads the next reply into {@link #reply} (length {@link #replyLength}). */
     void receive() throws IOException {
         in.readFully(header, 0, 8);
@@ -198,7 +215,22 @@ final class RillConnection implements Closeable {
         replyLength = length;
         if (status != 0) {
             String words = new String(reply, 0, length, StandardCharsets.UTF_8);
-            throw new StatusException(status, "status " + status + (words.isEmpty() ? "" : ": " + words));
+            throw new StatusException(status, "status " + status + (words.isEmpty() ? meaning(status) : ": " + words));
+        }
+    }
+
+    /** The words of the statuses a connector's user can act on (the binary protocol carries only the code). */
+    static String meaning(int status) {
+        switch (status) {
+            case 40: return " (unauthenticated: log in again)";
+            case 41: return " (unauthorized: the user lacks the permission for this; grant it, or use another user)";
+            case 1009: case 1010: return " (the stream does not exist)";
+            case 2010: case 2011: return " (the topic does not exist)";
+            case 3009: return " (the topic is full: it reached its max_topic_size)";
+            case 11000: return " (staged messages not found: expired, or dropped by an abort)";
+            case 11001: return " (staged messages count mismatch)";
+            case 11002: return " (producer owner mismatch)";
+            default: return "";
         }
     }
 

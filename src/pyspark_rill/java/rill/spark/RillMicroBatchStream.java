@@ -7,6 +7,7 @@ import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.TreeMap;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
@@ -15,6 +16,7 @@ import org.apache.spark.sql.connector.read.streaming.Offset;
 import org.apache.spark.sql.connector.read.streaming.ReadLimit;
 import org.apache.spark.sql.connector.read.streaming.ReadMaxRows;
 import org.apache.spark.sql.connector.read.streaming.ReadMinRows;
+import org.apache.spark.sql.connector.read.streaming.ReportsSourceMetrics;
 import org.apache.spark.sql.connector.read.streaming.SupportsAdmissionControl;
 import org.apache.spark.sql.connector.read.streaming.SupportsTriggerAvailableNow;
 
@@ -24,10 +26,14 @@ import org.apache.spark.sql.connector.read.streaming.SupportsTriggerAvailableNow
  * keys sorted, formatted as Python's json.dumps formats it, so that a checkpoint written by
  * one implementation restarts on the other. Admission control (maxOffsetsPerTrigger split
  * across partitions in proportion to their backlog, minOffsetsPerTrigger), Trigger.AvailableNow,
- * reportLatestOffset (lag in the progress), partitions added later read from their start.
+ * reportLatestOffset, partitions added later read from their start. Source metrics (each
+ * progress's {@code sources[].metrics}): the lag of every partition after the batch,
+ * {@code offsetsBehindLatest} (the offsets JSON's shape, offsets behind the partition's end
+ * as last seen), and its {@code min/max/avgOffsetsBehindLatest} as Spark's Kafka source
+ * reports them.
  */
 final class RillMicroBatchStream implements MicroBatchStream, SupportsAdmissionControl,
-        SupportsTriggerAvailableNow {
+        SupportsTriggerAvailableNow, ReportsSourceMetrics {
     private final ReadOptions options;
     private Map<String, Map<String, Long>> latest;  // last seen, for reportLatestOffset
     private Map<String, Map<String, Long>> target;  // Trigger.AvailableNow: never read past it
@@ -297,6 +303,41 @@ final class RillMicroBatchStream implements MicroBatchStream, SupportsAdmissionC
             }
             System.err.println("rill: cannot store consumer offsets of " + options.consumerName + ": " + error);
         }
+    }
+
+    /** The lag of each partition: its end as last seen minus the batch's end offset. */
+    @Override
+    public Map<String, String> metrics(Optional<Offset> latestConsumedOffset) {
+        if (latest == null || latestConsumedOffset.isEmpty()) {
+            return Map.of();
+        }
+        Map<String, Map<String, Long>> consumed = of(latestConsumedOffset.get());
+        Map<String, Map<String, Long>> behind = new TreeMap<>();
+        long least = Long.MAX_VALUE;
+        long most = 0;
+        long total = 0;
+        int partitions = 0;
+        for (Map.Entry<String, Map<String, Long>> topic : latest.entrySet()) {
+            Map<String, Long> done = consumed.getOrDefault(topic.getKey(), Map.of());
+            for (Map.Entry<String, Long> part : topic.getValue().entrySet()) {
+                Long at = done.get(part.getKey());
+                long lag = Math.max(0, part.getValue() - (at == null ? 0 : at));
+                behind.computeIfAbsent(topic.getKey(), key -> new TreeMap<>()).put(part.getKey(), lag);
+                least = Math.min(least, lag);
+                most = Math.max(most, lag);
+                total += lag;
+                partitions++;
+            }
+        }
+        if (partitions == 0) {
+            return Map.of();
+        }
+        Map<String, String> metrics = new TreeMap<>();
+        metrics.put("offsetsBehindLatest", toJson(behind));
+        metrics.put("minOffsetsBehindLatest", String.valueOf(least));
+        metrics.put("maxOffsetsBehindLatest", String.valueOf(most));
+        metrics.put("avgOffsetsBehindLatest", String.valueOf((double) total / partitions));
+        return metrics;
     }
 
     @Override

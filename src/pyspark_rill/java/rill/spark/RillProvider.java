@@ -12,11 +12,11 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * The JVM implementation of the {@code rill} format (DataSource V2). When its jar is on the
- * session ({@code pyspark_rill.configure}), the short name {@code rill} resolves here; batch
- * reads run in the JVM ({@link RillBatch}), and everything else (streaming reads, writes, a
- * read with {@code implementation=python} or with an option only the Python source serves) is
- * handed to the Python data source of the same name, through Spark's own Python data source
- * table. Same schema, options and messages as the Python source (pyspark_rill/schema.py).
+ * session ({@code pyspark_rill.configure}), the short name {@code rill} resolves here: batch
+ * and micro-batch reads ({@link RillBatch}, {@link RillMicroBatchStream}) and writes
+ * ({@link RillWrite}) run in the JVM; a query with {@code implementation=python} or with an
+ * option only the Python source serves is handed to the Python data source of the same name,
+ * through Spark's own Python data source table. Same schema, options and messages as the Python source (pyspark_rill/schema.py).
  */
 public final class RillProvider implements TableProvider, DataSourceRegister {
     static final String COMMON = "stream STRING NOT NULL, topic STRING NOT NULL, partition INT NOT NULL, "

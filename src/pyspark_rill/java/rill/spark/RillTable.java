@@ -12,7 +12,7 @@ import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
-/** A rill topic (or topics): JVM batch scans, the Python table's streaming scans and writes. */
+/** A rill topic (or topics): JVM scans and writes, or the Python table's where the options ask for it. */
 final class RillTable implements Table, SupportsRead, SupportsWrite {
     private final StructType schema;
     private final Table python;
@@ -49,6 +49,10 @@ final class RillTable implements Table, SupportsRead, SupportsWrite {
 
     @Override
     public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
-        return ((SupportsWrite) python).newWriteBuilder(info);
+        WriteOptions options = new WriteOptions(info.options());
+        if (options.implementation.equals("python") || options.pythonTransport != null) {
+            return ((SupportsWrite) python).newWriteBuilder(info);
+        }
+        return new RillWrite(options, info);
     }
 }

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
-import time
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -24,9 +23,7 @@ from rill import errors
 from rill.protocol.commands.base import Command
 from rill.protocol.commands.columnar import DEFAULT_COLUMNAR_BYTES, MAX_COLUMNAR_BYTES
 from rill.protocol.commands.long_poll import MAX_WAIT_MS
-from rill.protocol.commands.messages import SendMessages
 from rill.protocol.commands.topics import record_format_short, record_format_stored
-from rill.protocol.responses.messages import PolledMessages
 from rill.protocol.responses.topics import TopicRecordFormat
 from rill.protocol.responses.transactions import CommitResult, ProducerState, StageResult
 from rill.protocol.responses.users import IdentityInfo, RawPersonalAccessToken
@@ -75,35 +72,9 @@ async def execute(core: Core, session: Session, command: Command) -> Any:
     call = COMMANDS.get(command.NAME)
     if call is None:
         raise errors.FeatureUnavailable(reason=f"{command.NAME} is not available yet")
-    if core.metrics.enabled:
-        return await _measured(call, core, session, command)
     if command.NAME in AWAITED:
         return await call(core.broker, session, command)
     return call(core.broker, session, command)
-
-
-async def _measured(call: Call, core: Core, session: Session, command: Command) -> Any:
-    """``call``, counted and timed by command and transport in the server's metrics."""
-    metrics = core.metrics
-    transport = session.transport
-    started = time.perf_counter()
-    outcome = "ok"
-    try:
-        result = call(core.broker, session, command)
-        if command.NAME in AWAITED:
-            result = await result
-    except Exception as error:
-        outcome = getattr(error, "name", "error")
-        raise
-    finally:
-        metrics.record_request(command.NAME, transport, outcome, time.perf_counter() - started)
-    if isinstance(result, PolledMessages):
-        metrics.record_polled(transport, result.count, len(result.raw))
-    elif isinstance(result, views.PolledParts):
-        metrics.record_polled(transport, result.head.count, result.size)
-    elif isinstance(command, SendMessages):
-        metrics.record_sent(transport, len(command.messages))
-    return result
 
 
 class _Rules:

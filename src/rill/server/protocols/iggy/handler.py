@@ -6,6 +6,11 @@ decode failure is status 3; get-single commands answer an empty OK on any failur
 exceptions are status 1 and are logged, and the connection keeps serving; a request on a session
 the heartbeat verifier removed is status 30 and closes the link. No permission checks, journal
 writes or retries live here.
+
+Metrics: a request's outcome is "ok" or the name of the error it failed with (also when the
+dialect answers an empty OK); the connection loop counts and times it under the command's name
+(``request_kind``). While metrics are on, the bytes of SEND's messages and the messages and
+bytes of POLL's answers are counted by transport (``record_traffic``, also HTTP's).
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ import asyncio
 import logging
 
 from rill import errors
-from rill.protocol.codes import decode_command
+from rill.protocol.codes import COMMANDS, decode_command
+from rill.protocol.commands.messages import SendMessages
 from rill.protocol.framing import RESPONSE_HEADER, RequestFrameDecoder
 from rill.protocol.buffer import Writer
 from rill.protocol.responses.base import Record, encode_records
@@ -22,7 +28,8 @@ from rill.protocol.responses.columnar import ColumnarMessages
 from rill.protocol.responses.messages import PolledMessages
 from rill.server.core.core import Core
 from rill.server.core.types import Session
-from rill.server.protocols import Reply
+from rill.server.metrics import Metrics
+from rill.server.protocols import UNKNOWN_REQUEST, Reply
 from rill.server.protocols.iggy.dispatch import RECORDS_PER_TURN, execute
 from rill.server.protocols.iggy.views import PolledParts
 
@@ -37,8 +44,26 @@ OK_EMPTY = RESPONSE_HEADER.pack(0, 0)
 WRITE_CODES = frozenset({101, 1010})  # SEND_MESSAGES, STAGE_MESSAGES
 
 
-def error_reply(status: int) -> Reply:
-    return Reply([RESPONSE_HEADER.pack(status, 0)], close=status in CLOSING_STATUSES)
+def error_reply(status: int, outcome: str = "error") -> Reply:
+    return Reply([RESPONSE_HEADER.pack(status, 0)], close=status in CLOSING_STATUSES,
+                 outcome=outcome)
+
+
+def record_traffic(metrics: Metrics, transport: str, command: object, result: object) -> None:
+    """Count what one command moved: the messages region of a SEND, the messages and bytes of
+    a POLL's answer (by ``transport``: "tcp", "quic", "http")."""
+    if isinstance(result, PolledMessages):
+        metrics.record_polled(transport, result.count, len(result.raw))
+    elif type(result) is PolledParts:
+        metrics.record_polled(transport, result.head.count, result.size)
+    elif isinstance(command, SendMessages):
+        metrics.record_sent(transport, len(command.messages))
+
+
+def request_kind(code: int) -> str:
+    """The command's name (``send_messages``), or ``UNKNOWN_REQUEST``."""
+    command = COMMANDS.get(code)
+    return command.NAME if command is not None else UNKNOWN_REQUEST
 
 
 def encode_result(result: object) -> list[bytes | bytearray | memoryview]:
@@ -70,21 +95,23 @@ async def handle_request(core: Core, session: Session, code: int, payload: memor
     if not core.heartbeat(session):
         # the session (from core.connect) was removed by the heartbeat verifier: status 30,
         # and CLOSING_STATUSES makes the transport close the link
-        return error_reply(errors.StaleClient.code)
+        return error_reply(errors.StaleClient.code, errors.StaleClient.name)
     try:
         command = decode_command(code, payload)
     except errors.RillError as error:  # DecodeError: status 3 whatever went wrong inside
         log.debug("client %d: undecodable request %d: %s", session.client_id, code, error)
-        return error_reply(errors.InvalidCommand.code)
+        return error_reply(errors.InvalidCommand.code, errors.InvalidCommand.name)
     try:
         result = await execute(core, session, command)
     except errors.RillError as error:
         if code in EMPTY_OK_ON_ERROR:
-            return Reply([OK_EMPTY])
-        return error_reply(error.code)
+            return Reply([OK_EMPTY], outcome=error.name)
+        return error_reply(error.code, error.name)
     except Exception:
         log.exception("client %d: %s failed unexpectedly", session.client_id, command.NAME)
-        return error_reply(errors.Error.code)
+        return error_reply(errors.Error.code, errors.Error.name)
+    if core.metrics.enabled:
+        record_traffic(core.metrics, session.transport.name.lower(), command, result)
     if isinstance(result, list) and len(result) > RECORDS_PER_TURN:
         result = await _encode_in_turns(result)  # e.g. GET_STREAMS of 100,000 streams
     return Reply(encode_result(result))
@@ -105,10 +132,12 @@ class IggyProtocol:
     """The Iggy binary protocol as the connection loop sees it."""
 
     name = "iggy"
+    greeting = b""  # a client speaks first
 
-    frame_decoder = RequestFrameDecoder  # (max_payload_size)
+    frame_decoder = RequestFrameDecoder  # (max_payload_size, **buffer_sizes)
     handle_request = staticmethod(handle_request)
     error_reply = staticmethod(error_reply)
+    request_kind = staticmethod(request_kind)
 
     @staticmethod
     def open_session(core: Core, session: Session) -> None:
@@ -124,3 +153,8 @@ class IggyProtocol:
 
 
 IGGY = IggyProtocol()
+
+
+def listener_protocol(server: object) -> IggyProtocol:
+    """The protocol of Iggy's binary listeners (one for every server)."""
+    return IGGY

@@ -42,8 +42,8 @@ from rill.protocol.kafka import ErrorCode, apis, response_class
 from rill.protocol.primitives import EXPIRY_NEVER, MAX_TOPIC_SIZE_UNLIMITED
 from rill.server.core.core import Core
 from rill.server.core.types import Session, Topic
-from rill.server.protocols.kafka.dispatch import (
-    DEFAULT_PARTITIONS, NODE_ID, KafkaSettings, api, find_topic, kafka_error, valid_name,
+from rill.server.protocols.kafka.common import (
+    DEFAULT_PARTITIONS, NODE_ID, KafkaSettings, find_topic, kafka_error, valid_name,
 )
 
 TOPIC = 2
@@ -174,7 +174,6 @@ def _entry(setting: Setting, synonyms: bool, documentation: bool, version: int) 
                    documentation=setting.doc if documentation else None)
 
 
-@api(apis.DESCRIBE_CONFIGS)
 async def describe_configs(core: Core, session: Session, settings: KafkaSettings, request
                            ) -> Any:
     body = request.body

@@ -1,6 +1,6 @@
 """Kafka's data APIs on the neutral broker: Produce, Fetch and ListOffsets (kafka-notes §2.4, §3, §9).
 
-Owns: these rules (the versions served are ``dispatch.DATA_RANGES``):
+Owns: these rules (the versions served are ``RANGES``):
 
 * a partition is Kafka partition N of a topic of the ``[kafka] stream`` namespace; an unknown
   topic or partition is UNKNOWN_TOPIC_OR_PARTITION (3) and nothing is written. A topic of
@@ -72,19 +72,24 @@ from rill.protocol.kafka import ErrorCode, apis, message_sets, response_class
 from rill.server.core.broker import PartitionRef
 from rill.server.core.core import Core
 from rill.server.core.types import Session, Topic
-from rill.server.protocols.kafka.dispatch import (
-    DATA_RANGES,
+from rill.server.protocols.kafka import producers
+from rill.server.protocols.kafka.common import (
     RECORD_FORMAT,
     KafkaSettings,
-    api,
     kafka_error,
     kafka_topics,
 )
-from rill.server.protocols.kafka import producers  # after dispatch: it registers an API
 from rill.server.storage.file_region import FileRegion
-from rill.server.storage.kafka_records import InvalidRecordBatch, batch_time_us, check_produced
+from rill.server.storage.formats.kafka_v2 import InvalidRecordBatch, batch_time_us, check_produced
 
-RANGES = DATA_RANGES
+# the versions served: Produce 0-9, Fetch 0-12, ListOffsets 0-7 (Produce 0-2 with legacy
+# MessageSets, Fetch 0-3 down-converted, ListOffsets 0: the seed's dialect,
+# ``rill.protocol.kafka.message_sets``)
+RANGES: dict[int, tuple[int, int]] = {
+    apis.PRODUCE: (0, 9),
+    apis.FETCH: (0, 12),
+    apis.LIST_OFFSETS: (0, 7),
+}
 
 LEADER_EPOCH = 0
 _EARLIEST, _LATEST, _MAX_TIMESTAMP = -2, -1, -3
@@ -181,9 +186,6 @@ async def produce(core: Core, session: Session, settings: KafkaSettings, request
         responses.append(_Produce.TopicProduceResponse(name=topic.name,
                                                        partition_responses=tuple(partitions)))
     return _Produce(responses=tuple(responses), throttle_time_ms=0)
-
-
-api(apis.PRODUCE)(produce)
 
 
 def produce_failed(body) -> bool:
@@ -325,9 +327,6 @@ async def fetch(core: Core, session: Session, settings: KafkaSettings, request) 
         for name, partitions in responses.items()))
 
 
-api(apis.FETCH)(fetch)
-
-
 # -- ListOffsets (2) -------------------------------------------------------------------------
 
 _ListOffsets = response_class(apis.LIST_OFFSETS)
@@ -409,6 +408,3 @@ async def list_offsets(core: Core, session: Session, settings: KafkaSettings, re
         responses.append(_ListOffsets.ListOffsetsTopicResponse(name=topic.name,
                                                                partitions=tuple(partitions)))
     return _ListOffsets(throttle_time_ms=0, topics=tuple(responses))
-
-
-api(apis.LIST_OFFSETS)(list_offsets)

@@ -1,6 +1,9 @@
 """The Kafka APIs as calls of the neutral broker (``core.broker``): one coroutine per API key.
 
-Owns: the mapping of Kafka's admin and metadata APIs onto rill's catalogue, and its rules:
+Owns: ``HANDLERS``, the declared table of every API served (API key -> coroutine; the data,
+group, configs and producer-id APIs live in their modules, which import ``common`` and never
+this table: an import-linter contract keeps it so), ``SERVED`` (the versions ApiVersions lists),
+and the mapping of Kafka's admin and metadata APIs onto rill's catalogue, with its rules:
 
 * a Kafka topic is a topic of the ``[kafka] stream`` namespace (created on first use: by the
   first topic created through Kafka); Kafka partition N is the broker's partition N (0-based,
@@ -36,131 +39,37 @@ Owns: the mapping of Kafka's admin and metadata APIs onto rill's catalogue, and 
 from __future__ import annotations
 
 import asyncio
-import re
-import uuid
-from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any
 
 from rill import errors
 from rill.protocol.kafka import ErrorCode, api_versions_body, apis, response_class
 from rill.protocol.primitives import EXPIRY_NEVER, MAX_TOPIC_SIZE_UNLIMITED
 from rill.server.core.broker import TopicRef
 from rill.server.core.core import Core
-from rill.server.core.types import Session, Topic, TopicSpec, normalize_name
+from rill.server.core.types import Session, Topic, TopicSpec
+from rill.server.protocols.kafka import configs, data, group_apis, producers, sasl
+from rill.server.protocols.kafka.common import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    DEFAULT_PARTITIONS,
+    NODE_ID,
+    RECORD_FORMAT,
+    ZERO_UUID,
+    Handler,
+    KafkaSettings,
+    create_topic,
+    find_topic,
+    kafka_error,
+    kafka_topics,
+    topic_id,
+    valid_name,
+)
 
-
-@dataclass(frozen=True, slots=True)
-class KafkaSettings:
-    """What the dispatch needs from the listener and ``[kafka]``."""
-
-    stream: str  # the rill stream Kafka topics live in
-    host: str  # advertised in Metadata and FindCoordinator
-    port: int
-    auto_create_topics: bool = True
-    cluster_id: str = "rill"
-    group_initial_rebalance_delay: float = 0.0  # seconds (``groups``)
-    max_message_bytes: int = 64 * 1024 * 1024  # the request frame limit (DescribeConfigs)
-    segment_bytes: int = 1024 ** 3  # the segment size (DescribeConfigs)
-    default_message_expiry: int = EXPIRY_NEVER  # µs, a topic's default (DescribeConfigs)
-    default_max_topic_size: int = 10 * 1000 ** 3  # a topic's default (DescribeConfigs)
-    session_lifetime: float = 0.0  # seconds a SASL login lasts; 0 = the connection's life
-
-
-NODE_ID = 0
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648
-DEFAULT_PARTITIONS = 1
 TOPICS_PER_TURN = 256  # Metadata topics built between two turns of the event loop
-RECORD_FORMAT = "kafka-v2"  # topics created through Kafka store RecordBatch v2 as sent
-# the versions of the data APIs served (``data``): Produce 0-9, Fetch 0-12, ListOffsets 0-7
-# (Produce 0-2 with legacy MessageSets, Fetch 0-3 down-converted, ListOffsets 0: the seed's
-# dialect, ``rill.protocol.kafka.message_sets``)
-DATA_RANGES: dict[int, tuple[int, int]] = {
-    apis.PRODUCE: (0, 9),
-    apis.FETCH: (0, 12),
-    apis.LIST_OFFSETS: (0, 7),
-}
-_TOPIC_ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "rill:kafka-topic-id")
-_ZERO_UUID = uuid.UUID(int=0)
-_KAFKA_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-
-Handler = Callable[[Core, Session, KafkaSettings, Any], Awaitable[Any]]
-HANDLERS: dict[int, Handler] = {}
-
-
-def api(key: int) -> Callable[[Handler], Handler]:
-    def register(handler: Handler) -> Handler:
-        HANDLERS[key] = handler
-        return handler
-    return register
-
-
-def topic_id(topic: Topic) -> uuid.UUID:
-    return uuid.uuid5(_TOPIC_ID_NAMESPACE, f"{topic.stream_id}/{topic.id}/{topic.created_at}")
-
-
-def kafka_error(error: Exception, cluster: bool = False) -> ErrorCode:
-    """The Kafka error code clients act on for a rill error."""
-    if isinstance(error, (errors.Unauthorized, errors.Unauthenticated)):
-        return (ErrorCode.CLUSTER_AUTHORIZATION_FAILED if cluster
-                else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    if isinstance(error, (errors.StreamIdNotFound, errors.StreamNameNotFound,
-                          errors.TopicIdNotFound, errors.TopicNameNotFound)):
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if isinstance(error, (errors.TopicNameAlreadyExists, errors.TopicIdAlreadyExists)):
-        return ErrorCode.TOPIC_ALREADY_EXISTS
-    if isinstance(error, (errors.InvalidTopicName, errors.InvalidStreamName)):
-        return ErrorCode.INVALID_TOPIC_EXCEPTION
-    if isinstance(error, errors.TooManyPartitions):
-        return ErrorCode.INVALID_PARTITIONS
-    return ErrorCode.UNKNOWN_SERVER_ERROR
-
-
-def valid_name(name: str | None) -> bool:
-    return (name is not None and bool(_KAFKA_NAME.match(name)) and name not in (".", "..")
-            and normalize_name(name) == name)
-
-
-# -- the namespace ---------------------------------------------------------------------------
-
-
-def kafka_topics(core: Core, session: Session, settings: KafkaSettings,
-                 allowing: str | None = None) -> Mapping[str, Topic]:
-    """The topics of the Kafka stream by name (none while the stream does not exist): every
-    one (``allowing`` None: to resolve names, each operation on a topic authorizes itself; a
-    live view, ``broker.topics_by_name``), or those the principal may
-    ``describe``/``read``/``write`` (``broker.list_topics``)."""
-    broker = core.broker
-    try:
-        if allowing is None:
-            return broker.topics_by_name(session, settings.stream)
-        topics = broker.list_topics(session, settings.stream, allowing)
-    except (errors.StreamNameNotFound, errors.StreamIdNotFound):
-        return {}
-    return {topic.name: topic for topic in topics}
-
-
-def find_topic(core: Core, session: Session, settings: KafkaSettings, name: str) -> Topic:
-    return core.broker.describe_topics(session, settings.stream, [name])[0]
-
-
-async def create_topic(core: Core, session: Session, settings: KafkaSettings, spec: TopicSpec
-                       ) -> Topic:
-    """Create a topic in the Kafka stream, creating the stream on first use."""
-    broker = core.broker
-    try:
-        return await broker.create_topic(session, settings.stream, spec)
-    except (errors.StreamNameNotFound, errors.StreamIdNotFound):
-        try:
-            await broker.create_namespace(session, settings.stream)
-        except errors.StreamNameAlreadyExists:
-            pass
-        return await broker.create_topic(session, settings.stream, spec)
 
 
 # -- ApiVersions (18) ------------------------------------------------------------------------
 
 
-@api(apis.API_VERSIONS)
 async def api_versions(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     return api_versions_body(supported=SERVED)
 
@@ -183,11 +92,10 @@ def _metadata_topic(topic: Topic) -> Any:
 
 def _metadata_error(name: str | None, code: ErrorCode) -> Any:
     return _Metadata.MetadataResponseTopic(
-        error_code=int(code), name=name, topic_id=_ZERO_UUID, is_internal=False, partitions=(),
+        error_code=int(code), name=name, topic_id=ZERO_UUID, is_internal=False, partitions=(),
         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 
-@api(apis.METADATA)
 async def metadata(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     body = request.body
     requested = body.topics
@@ -276,7 +184,6 @@ def _topic_spec(entry) -> tuple[TopicSpec | None, ErrorCode, str | None]:
                       record_format=RECORD_FORMAT), ErrorCode.NONE, None)
 
 
-@api(apis.CREATE_TOPICS)
 async def create_topics(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     result = _CreateTopics.CreatableTopicResult
     results = []
@@ -303,7 +210,7 @@ async def create_topics(core: Core, session: Session, settings: KafkaSettings, r
                 spec = None
         ok = spec is not None
         results.append(result(
-            name=entry.name, topic_id=topic_id(topic) if topic is not None else _ZERO_UUID,
+            name=entry.name, topic_id=topic_id(topic) if topic is not None else ZERO_UUID,
             error_code=int(code), error_message=message,
             num_partitions=spec.partitions_count if ok else -1,
             replication_factor=1 if ok else -1, configs=None if not ok else ()))
@@ -315,13 +222,12 @@ async def create_topics(core: Core, session: Session, settings: KafkaSettings, r
 _DeleteTopics = response_class(apis.DELETE_TOPICS)
 
 
-@api(apis.DELETE_TOPICS)
 async def delete_topics(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     body = request.body
     if request.api_version >= 6:
         wanted = [(state.name, state.topic_id) for state in body.topics]
     else:
-        wanted = [(name, _ZERO_UUID) for name in body.topic_names]
+        wanted = [(name, ZERO_UUID) for name in body.topic_names]
     results = []
     for name, wanted_id in wanted:
         if name is None:  # by id
@@ -352,7 +258,6 @@ async def delete_topics(core: Core, session: Session, settings: KafkaSettings, r
 _CreatePartitions = response_class(apis.CREATE_PARTITIONS)
 
 
-@api(apis.CREATE_PARTITIONS)
 async def create_partitions(core: Core, session: Session, settings: KafkaSettings, request
                             ) -> Any:
     results = []
@@ -386,7 +291,6 @@ async def create_partitions(core: Core, session: Session, settings: KafkaSetting
 _FindCoordinator = response_class(apis.FIND_COORDINATOR)
 
 
-@api(apis.FIND_COORDINATOR)
 async def find_coordinator(core: Core, session: Session, settings: KafkaSettings, request
                            ) -> Any:
     """This node coordinates every group and transaction (groups: ``groups``/``group_apis``)."""
@@ -394,17 +298,34 @@ async def find_coordinator(core: Core, session: Session, settings: KafkaSettings
                             node_id=NODE_ID, host=settings.host, port=settings.port)
 
 
-# the data APIs (Produce, Fetch, ListOffsets) and the group APIs (offsets, the classic group
-# coordinator) register themselves; imported last because they use the helpers above
-from rill.server.protocols.kafka import data  # noqa: E402
-from rill.server.protocols.kafka import group_apis  # noqa: E402
-from rill.server.protocols.kafka import configs  # noqa: E402
-from rill.server.protocols.kafka import producers  # noqa: E402,F401  (InitProducerId)
-from rill.server.protocols.kafka import sasl  # noqa: E402  (served by ``handler``)
+# -- the table -------------------------------------------------------------------------------
 
-# the APIs served today, at the codec table's ranges (kafka-notes §2.4) except where the data
-# or group APIs name theirs (``DATA_RANGES``, ``group_apis.GROUP_RANGES``); ApiVersions lists
-# exactly these
-_RANGES = {**DATA_RANGES, **group_apis.GROUP_RANGES, **sasl.RANGES}
+# API key -> its handler: every API served but SASL's (``handler`` runs those, ``sasl``)
+HANDLERS: dict[int, Handler] = {
+    apis.API_VERSIONS: api_versions,
+    apis.METADATA: metadata,
+    apis.CREATE_TOPICS: create_topics,
+    apis.DELETE_TOPICS: delete_topics,
+    apis.CREATE_PARTITIONS: create_partitions,
+    apis.FIND_COORDINATOR: find_coordinator,
+    apis.PRODUCE: data.produce,
+    apis.FETCH: data.fetch,
+    apis.LIST_OFFSETS: data.list_offsets,
+    apis.INIT_PRODUCER_ID: producers.init_producer_id,
+    apis.OFFSET_COMMIT: group_apis.offset_commit,
+    apis.OFFSET_FETCH: group_apis.offset_fetch,
+    apis.JOIN_GROUP: group_apis.join_group,
+    apis.SYNC_GROUP: group_apis.sync_group,
+    apis.HEARTBEAT: group_apis.heartbeat,
+    apis.LEAVE_GROUP: group_apis.leave_group,
+    apis.DESCRIBE_GROUPS: group_apis.describe_groups,
+    apis.LIST_GROUPS: group_apis.list_groups,
+    apis.DESCRIBE_CONFIGS: configs.describe_configs,
+}
+
+# the APIs served today, at the codec table's ranges (kafka-notes §2.4) except where a module
+# names narrower ones (``data.RANGES``, ``group_apis.GROUP_RANGES``, ``sasl.RANGES``);
+# ApiVersions lists exactly these
+_RANGES = {**data.RANGES, **group_apis.GROUP_RANGES, **sasl.RANGES}
 SERVED: dict[int, tuple[int, int]] = {key: _RANGES.get(key, apis.SUPPORTED[key])
                                       for key in sorted({*HANDLERS, *_RANGES})}

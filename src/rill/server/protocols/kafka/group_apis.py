@@ -43,7 +43,7 @@ from rill.protocol.kafka import ErrorCode, apis, response_class
 from rill.server.core.broker import PartitionRef
 from rill.server.core.core import Core
 from rill.server.core.types import LiveMember, MemberSource, Session
-from rill.server.protocols.kafka.dispatch import KafkaSettings, api, kafka_error, kafka_topics
+from rill.server.protocols.kafka.common import KafkaSettings, kafka_error, kafka_topics
 from rill.server.protocols.kafka.groups import (
     DEAD, EMPTY, PREPARING, STABLE, Coordinator,
 )
@@ -133,7 +133,6 @@ _CommitTopic = _OffsetCommit.OffsetCommitResponseTopic
 _CommitPartition = _CommitTopic.OffsetCommitResponsePartition
 
 
-@api(apis.OFFSET_COMMIT)
 async def offset_commit(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     body = request.body
     instance_id = body.group_instance_id if request.api_version >= 7 else None
@@ -176,7 +175,6 @@ _FetchTopic = _OffsetFetch.OffsetFetchResponseTopic
 _FetchPartition = _FetchTopic.OffsetFetchResponsePartition
 
 
-@api(apis.OFFSET_FETCH)
 async def offset_fetch(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     body = request.body
     if group_denied(core, session, settings):
@@ -236,7 +234,6 @@ _Heartbeat = response_class(apis.HEARTBEAT)
 _LeaveGroup = response_class(apis.LEAVE_GROUP)
 
 
-@api(apis.JOIN_GROUP)
 async def join_group(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     body = request.body
     version = request.api_version
@@ -262,7 +259,6 @@ async def join_group(core: Core, session: Session, settings: KafkaSettings, requ
                       member_id=result.member_id, members=members)
 
 
-@api(apis.SYNC_GROUP)
 async def sync_group(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     body = request.body
     groups = coordinator(core)
@@ -280,7 +276,6 @@ async def sync_group(core: Core, session: Session, settings: KafkaSettings, requ
                       protocol_name=group.protocol_name if ok else None, assignment=assignment)
 
 
-@api(apis.HEARTBEAT)
 async def heartbeat(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     body = request.body
     code = (ErrorCode.GROUP_AUTHORIZATION_FAILED if group_denied(core, session, settings)
@@ -291,7 +286,6 @@ async def heartbeat(core: Core, session: Session, settings: KafkaSettings, reque
     return _Heartbeat(throttle_time_ms=0, error_code=int(code))
 
 
-@api(apis.LEAVE_GROUP)
 async def leave_group(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     body = request.body
     if request.api_version >= 3:
@@ -348,7 +342,6 @@ def _alive(core: Core, session: Session, settings: KafkaSettings, group_id: str,
     return False
 
 
-@api(apis.DESCRIBE_GROUPS)
 async def describe_groups(core: Core, session: Session, settings: KafkaSettings, request
                           ) -> Any:
     groups = coordinator(core)
@@ -388,7 +381,6 @@ async def describe_groups(core: Core, session: Session, settings: KafkaSettings,
 _ListGroups = response_class(apis.LIST_GROUPS)
 
 
-@api(apis.LIST_GROUPS)
 async def list_groups(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     wanted = {state.lower() for state in (request.body.states_filter or ())}
     committed = _committed_groups(core, session, settings)

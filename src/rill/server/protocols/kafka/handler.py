@@ -25,12 +25,17 @@ rules of Kafka's dialect (kafka-notes §9):
 * a refused request (the closes above) is logged at info once per client address and cause,
   then at most once a minute with the count of those not logged (``logs.Refusals``): a
   client's retry loop does not flood the log. A frame above the limit is logged by the
-  transport (``transports.tcp``) with its size and the setting that bounds it.
+  transport (``transports.tcp``) with its size and the setting that bounds it;
+* metrics: a request is counted under its API's name in snake_case (``request_kind``:
+  ``produce``, ``api_versions``); its outcome is "ok" when it is answered (errors inside the
+  answer are the client's to read), "refused" when the connection closes on it, "error" when it
+  failed unexpectedly.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 
 from rill.protocol.kafka import (
     KafkaProtocolError,
@@ -46,23 +51,66 @@ from rill.protocol.kafka import apis
 from rill.server.core.core import Core
 from rill.server.core.types import Session
 from rill.server.logs import Refusals
-from rill.server.protocols import Reply
+from rill.server.protocols import UNKNOWN_REQUEST, Reply
 from rill import errors
 from rill.server.protocols.kafka import data, dispatch, sasl
-from rill.server.protocols.kafka.dispatch import KafkaSettings
+from rill.server.protocols.kafka.common import KafkaSettings
 
 log = logging.getLogger(__name__)
 
 SERVED = dispatch.SERVED
 
-_CLOSE = Reply([], close=True)
+_CLOSE = Reply([], close=True, outcome="refused")
+_FAILED = Reply([], close=True, outcome="error")
 _NOTHING = Reply([])  # written as nothing: the connection loop writes a reply's parts only
+# API key -> its name in the metrics: "ApiVersions" -> "api_versions"
+REQUEST_KINDS: dict[int, str] = {
+    api.key: re.sub(r"(?<!^)(?=[A-Z])", "_", api.name).lower() for api in apis.APIS}
+
+
+def listener_protocol(server) -> KafkaProtocol:
+    """The protocol of the ``[kafka]`` listener of ``server`` (its ``config`` and ``core``);
+    the address it advertises is set once the listener is bound (``listening``)."""
+    from rill.server.config import split_address
+    from rill.server.protocols.kafka.group_apis import member_source
+
+    config, core = server.config, server.core
+    kafka = config.kafka
+    address = split_address(kafka.address, "kafka.address")
+    core.member_sources.append(member_source(core, kafka.stream))  # the console
+    return KafkaProtocol(settings(config, core, address), kafka.anonymous_user)
+
+
+def listening(protocol: KafkaProtocol, server, bound: tuple[str, int]) -> None:
+    """The listener is bound at ``bound``: clients are told ``[kafka] advertised_address``,
+    or that address (its port is known only now when the configured one is 0)."""
+    from rill.server.config import split_address
+
+    config, core = server.config, server.core
+    kafka = config.kafka
+    if kafka.advertised_address:
+        bound = split_address(kafka.advertised_address, "kafka.advertised_address")
+    protocol.settings = settings(config, core, bound)
+
+
+def settings(config, core: Core, address: tuple[str, int]) -> KafkaSettings:
+    """``KafkaSettings`` from the server's config, advertising ``address``."""
+    kafka = config.kafka
+    return KafkaSettings(
+        kafka.stream, address[0], address[1], kafka.auto_create_topics,
+        group_initial_rebalance_delay=kafka.group_initial_rebalance_delay,
+        max_message_bytes=config.tcp.max_frame_size,
+        segment_bytes=config.system.segment.size,
+        default_message_expiry=core.topics.default_message_expiry(),
+        default_max_topic_size=config.system.topic.max_size,
+        session_lifetime=kafka.session_lifetime)
 
 
 class KafkaProtocol:
     """Kafka's protocol as the connection loop sees it; one per listener."""
 
     name = "kafka"
+    greeting = b""  # a client speaks first
 
     def __init__(self, settings: KafkaSettings, anonymous_user: str = "") -> None:
         self.settings = settings
@@ -70,8 +118,12 @@ class KafkaProtocol:
         self.refusals = Refusals()  # a refused request: one line per client and cause
 
     @staticmethod
-    def frame_decoder(max_payload_size: int) -> KafkaRequestFrameDecoder:
-        return KafkaRequestFrameDecoder(max_payload_size)
+    def frame_decoder(max_payload_size: int, **buffer_sizes: int) -> KafkaRequestFrameDecoder:
+        return KafkaRequestFrameDecoder(max_payload_size, **buffer_sizes)
+
+    @staticmethod
+    def request_kind(code: int) -> str:
+        return REQUEST_KINDS.get(code, UNKNOWN_REQUEST)
 
     def open_session(self, core: Core, session: Session) -> None:
         if self.anonymous_user:
@@ -131,7 +183,7 @@ class KafkaProtocol:
         except Exception:
             log.exception("client %d: Kafka API %d v%d failed unexpectedly", session.client_id,
                           key, request.api_version)
-            return _CLOSE
+            return _FAILED
         if not response_expected(key, request.body):
             # Produce acks=0: no response at all; a failed partition closes the connection
             # (Kafka's way of telling a client that reads no answers)

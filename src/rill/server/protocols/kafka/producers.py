@@ -58,8 +58,8 @@ from rill.protocol.kafka import ErrorCode, apis, response_class
 from rill.server.core.broker import PartitionRef
 from rill.server.core.core import Core
 from rill.server.core.types import AppendResult, Session, Topic
-from rill.server.protocols.kafka.dispatch import RECORD_FORMAT, KafkaSettings, api, kafka_error
-from rill.server.storage.kafka_records import producer_batches
+from rill.server.protocols.kafka.common import RECORD_FORMAT, KafkaSettings, kafka_error
+from rill.server.storage.formats.kafka_v2 import producer_batches
 
 ID_NAME = "kafka-producer-id"  # the name of the producer ids in ``broker.new_id``
 KEPT_BATCHES = 5
@@ -225,7 +225,6 @@ def _refused(code: ErrorCode) -> Any:
                            producer_epoch=-1)
 
 
-@api(apis.INIT_PRODUCER_ID)
 async def init_producer_id(core: Core, session: Session, settings: KafkaSettings, request
                            ) -> Any:
     body = request.body

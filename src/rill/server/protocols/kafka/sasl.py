@@ -51,7 +51,7 @@ from rill.server.core.core import Core
 from rill.server.core.types import Session
 
 if TYPE_CHECKING:
-    from rill.server.protocols.kafka.dispatch import KafkaSettings
+    from rill.server.protocols.kafka.common import KafkaSettings
 
 log = logging.getLogger(__name__)
 

@@ -85,7 +85,7 @@ from rill.server.protocols.tank.dispatch import (
     ref,
     topics,
 )
-from rill.server.storage.kafka_records import batch_time_us
+from rill.server.storage.formats.kafka_v2 import batch_time_us
 
 log = logging.getLogger(__name__)
 

@@ -26,13 +26,18 @@ rules (tank-wire-reference §2, §3, §8.7):
   ``[tank] idle_timeout``, TANK's 16 s by default (the listener's ``ConnectionLimits``, swept
   with every other connection: ``app``); TANK's other rule, the oldest idle connection closed
   whenever more than 64 are idle, is left to ``[connections] max_connections``;
-* an unexpected failure answers nothing and closes the connection (logged).
+* an unexpected failure answers nothing and closes the connection (logged);
+* metrics: a request is counted under its msg_id's name (``request_kind``: ``produce``,
+  ``consume``, ...); its outcome is "ok" when it is answered (a long-polling consume when its
+  wait begins), "refused" when the connection closes on it, "error" when it failed
+  unexpectedly.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
+import time
 
 from rill import errors
 from rill.protocol.tank import messages as m
@@ -41,14 +46,23 @@ from rill.protocol.framing import BadLength
 from rill.protocol.tank.framing import MAX_PAYLOAD_SIZE, PING_FRAME, TankFrameDecoder
 from rill.server.core.core import Core
 from rill.server.core.types import Session
-from rill.server.protocols import Reply
+from rill.server.protocols import UNKNOWN_REQUEST, Reply
 from rill.server.protocols.tank import data, dispatch
 from rill.server.protocols.tank.dispatch import TankSettings
 
 log = logging.getLogger(__name__)
 
-_CLOSE = Reply([], close=True)
+_CLOSE = Reply([], close=True, outcome="refused")
+_FAILED = Reply([], close=True, outcome="error")
 _NOTHING = Reply([])
+REQUEST_KINDS: dict[int, str] = {msg_id.value: msg_id.name.lower() for msg_id in m.MsgId}
+
+
+def listener_protocol(server) -> TankProtocol:
+    """The protocol of the ``[tank]`` listener of ``server``; its connections act as the user
+    the server's start rules resolved (``server.tank_user_id()``)."""
+    return TankProtocol(TankSettings(server.config.tank_stream, time.time()),
+                        server.tank_user_id())
 
 
 class _ListenerDecoder(TankFrameDecoder):
@@ -78,8 +92,12 @@ class TankProtocol:
         self.user_id = user_id  # who every TANK connection acts as
 
     @staticmethod
-    def frame_decoder(max_payload_size: int) -> TankFrameDecoder:
-        return _ListenerDecoder(min(max_payload_size, MAX_PAYLOAD_SIZE))
+    def frame_decoder(max_payload_size: int, **buffer_sizes: int) -> TankFrameDecoder:
+        return _ListenerDecoder(min(max_payload_size, MAX_PAYLOAD_SIZE), **buffer_sizes)
+
+    @staticmethod
+    def request_kind(code: int) -> str:
+        return REQUEST_KINDS.get(code, UNKNOWN_REQUEST)
 
     def open_session(self, core: Core, session: Session) -> None:
         try:
@@ -128,4 +146,4 @@ class TankProtocol:
         except Exception:
             log.exception("client %d: TANK msg_id 0x%02x failed unexpectedly", session.client_id,
                           code)
-            return _CLOSE
+            return _FAILED

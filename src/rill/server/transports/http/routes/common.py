@@ -4,8 +4,9 @@ Owns: ``HttpContext`` (the Core, the token manager, the HTTP config, the metrics
 listeners, the connection limits and the reply memory; kept on
 ``app.state.rill``) and ``run``, the whole life of a routed request: the path params, query and
 validated body go through ``rill.protocol.http_json`` into the command dataclass, the command
-goes to the Iggy dispatch (``protocols.iggy.dispatch.execute``: the login gate, then the
-core, which does permissions, validation and journaling),
+goes to the Iggy dispatch (``execute_command``: ``protocols.iggy.dispatch.execute``, the login
+gate, then the core, which does permissions, validation and journaling; counted in the metrics
+as the binary listeners' requests are),
 and the result comes back as JSON with the endpoint's success status. Get-single endpoints
 answer any failure -- and a missing result -- with the 404 ``not_found`` body (wire §8.3).
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+import time
 from typing import Any
 
 from fastapi import Request, Security
@@ -25,7 +27,8 @@ from rill.protocol import http_json
 from rill.server.config import HttpConfig
 from rill.server.core.core import Core
 from rill.server.metrics import Metrics
-from rill.server.protocols.iggy.dispatch import execute as execute_command
+from rill.server.protocols.iggy.dispatch import execute as execute_iggy
+from rill.server.protocols.iggy.handler import record_traffic
 from rill.server.transports.http import schemas
 from rill.server.transports.http.auth import bearer, session_of
 from rill.server.transports.http.errors import not_found
@@ -83,6 +86,28 @@ def replies(model: Any = None, status: int = 200, body: bool = True,
     if model is not None:
         success["model"] = model
     return {status: success, **(LOGIN_ERRORS if login else BODY_ERRORS if body else ERRORS)}
+
+
+async def execute_command(core: Core, session: Any, command: Any) -> Any:
+    """Run one Iggy command (``protocols.iggy.dispatch.execute``); while metrics are on it is
+    counted and timed as the binary listeners' requests are (protocol "iggy", transport
+    "http"), with the bytes it moved."""
+    metrics = core.metrics
+    if not metrics.enabled:
+        return await execute_iggy(core, session, command)
+    transport = session.transport.name.lower()
+    started = time.perf_counter()
+    outcome = "ok"
+    try:
+        result = await execute_iggy(core, session, command)
+    except Exception as error:
+        outcome = getattr(error, "name", "error")
+        raise
+    finally:
+        metrics.record_request("iggy", command.NAME, transport, outcome,
+                               time.perf_counter() - started)
+    record_traffic(metrics, transport, command, result)
+    return result
 
 
 async def execute(request: Request, name: str, body: BaseModel | None = None,

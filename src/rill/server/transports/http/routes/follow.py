@@ -41,10 +41,9 @@ from rill.protocol.http_json.records import polled_json_text
 from rill.protocol.http_json.requests import path_ids
 from rill.protocol.messages import iter_polled_messages
 from rill.protocol.responses.messages import PolledMessages
-from rill.server.protocols.iggy.dispatch import execute as execute_command
 from rill.server.transports.http.auth import session_of
 from rill.server.transports.http.replies import ReplyWriter, StreamedReply
-from rill.server.transports.http.routes.common import SECURED, context, replies
+from rill.server.transports.http.routes.common import SECURED, context, execute_command, replies
 
 router = APIRouter(tags=["messages"], dependencies=SECURED)
 

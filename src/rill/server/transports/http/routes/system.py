@@ -25,12 +25,11 @@ from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse,
 
 from rill import __version__
 from rill.protocol.commands.system import Ping
-from rill.server.protocols.iggy.dispatch import execute as execute_command
 from rill.server.transports.http import schemas
 from rill.server.transports.http.auth import session_of
 from rill.server.transports.http.models import SnapshotBody
 from rill.server.transports.http.routes.console import CONSOLE
-from rill.server.transports.http.routes.common import SECURED, context, execute, replies, run
+from rill.server.transports.http.routes.common import SECURED, context, execute_command, execute, replies, run
 
 public = APIRouter(tags=["system"])
 router = APIRouter(tags=["system"], dependencies=SECURED)

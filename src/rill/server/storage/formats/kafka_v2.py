@@ -99,15 +99,15 @@ from crc32c import crc32c
 from rill.errors import FeatureUnavailable
 from rill.protocol.buffer import DecodeError
 from rill.protocol.kafka import record_batch
-from rill.server.storage.record_checks import (
+from rill.server.storage.formats.iggy_v1_checks import (
     KIND_CONTENT,
     KIND_GOOD,
     KIND_STRUCTURE,
     ScanResult,
 )
-from rill.server.storage.records import StampedBatch
+from rill.server.storage.formats.iggy_v1 import StampedBatch
 
-FORMAT_NAME = "kafka-v2"
+NAME = "kafka-v2"
 
 # the whole fixed header, in wire order (``protocol.kafka.record_batch`` has the layout)
 BATCH_HEADER = record_batch.HEADER
@@ -248,7 +248,7 @@ def stamp_sparse(raw: bytes | bytearray | memoryview, base_offset: int, timestam
 
 
 def no_staged_appends(*args: object) -> None:
-    raise FeatureUnavailable(reason=f"record format {FORMAT_NAME} stores client batches: staged "
+    raise FeatureUnavailable(reason=f"record format {NAME} stores client batches: staged "
                                     "appends (a per-record Iggy layout) are not available")
 
 
@@ -347,7 +347,7 @@ def _skip_blob(block: memoryview, at: int, end: int, number: int, length: int, f
 
 
 def _load_walker():  # type: ignore[no-untyped-def]
-    from rill.server.storage.records import ACCELERATOR
+    from rill.server.storage.formats.iggy_v1 import ACCELERATOR
     return getattr(ACCELERATOR, "walk_kafka_records", None)
 
 

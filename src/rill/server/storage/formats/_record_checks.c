@@ -1,6 +1,6 @@
 /*
  * _record_checks.c, a unit of the ``_stamp`` module (_stamp.c defines the module): the C
- * twins of the record checks of every read and recovery (rill.server.storage.record_checks,
+ * twins of the record checks of every read and recovery (rill.server.storage.formats.iggy_v1_checks,
  * the reference: the same verdicts, the same texts).
  *
  * Owns: ``verify`` (stored records against their index entries), ``scan`` (records walked from

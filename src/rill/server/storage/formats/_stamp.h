@@ -1,6 +1,6 @@
 /*
  * _stamp.h: what the units of the ``_stamp`` module share (_stamp.c defines the module and
- * lists them): the stored layout and limits mirrored from records.py, little-endian access,
+ * lists them): the stored layout and limits mirrored from iggy_v1.py, little-endian access,
  * the header-map types, and each unit's entry points for the others.
  */
 
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Limits, mirrored from records.py (which checks at import that they agree). */
+/* Limits, mirrored from iggy_v1.py (which checks at import that they agree). */
 #define MAX_PAYLOAD_BYTES 10000000ULL
 #define MAX_HEADERS_BYTES 100000ULL
 #define MAX_POSITION 0xFFFFFFFFULL
@@ -156,7 +156,7 @@ PyObject *walk_kafka_records(PyObject *module, PyObject *const *args, Py_ssize_t
 int stamp_valid_utf8(const uint8_t *s, size_t n);
 
 /* _convert.c: built where the compiler has 128-bit integers (see there); elsewhere the module
- * lacks the two functions and record_conversion runs its Python reference. */
+ * lacks the two functions and conversion runs its Python reference. */
 #if defined(__SIZEOF_INT128__)
 #define RILL_HAVE_CONVERSION 1
 PyObject *convert_kafka_to_iggy(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

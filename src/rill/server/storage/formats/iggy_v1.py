@@ -1,4 +1,5 @@
-"""Stored records: their layouts, and stamping a SEND batch into the poll layout.
+"""The ``iggy-v1`` record format: Iggy's stored layout, stamping a SEND batch into it, and the
+records a client built in it for staged appends.
 
 SEND layout, per message (wire reference §3.4)::
 
@@ -9,13 +10,12 @@ Stored layout = POLL layout (§4.5), per message, 45 bytes around headers and pa
     offset u64 | state u8 (=1) | timestamp u64 | id 16 bytes | checksum u32 |
     headers_length u32 | headers | payload_length u32 | payload
 
-Index entry, one per message, 16 bytes::
+Its index has one generic 16-byte entry per record (``storage.index_entry``).
 
-    relative_offset u32 (offset - segment start) | position u32 (of the record in the .log) |
-    timestamp u64
-
-Owns: the layouts, ``stamp_batch`` (the write hot loop) and ``add_header_values`` (the header
-map rules, shared with the record checks of ``record_checks``). Invariants: ``stamp_batch``
+Owns: the format's name (``NAME``), its limits, ``stamp_batch`` (the write hot loop),
+``add_header_values`` (the header map rules, shared with the record checks of
+``iggy_v1_checks``), the loading of the storage C extension (``ACCELERATOR``: ``_stamp`` and the
+units beside it in this folder, used by every format module) and the staged records. Invariants: ``stamp_batch``
 validates the whole batch before returning anything, so a rejected batch writes nothing;
 checksum is ``crc32(payload)`` (§6.11); an all-zero id becomes a fresh UUIDv7 (16 UUID bytes in
 canonical order); every message of a batch gets the same timestamp.
@@ -35,6 +35,13 @@ Performance of the reference: one pass; per message it makes only what CPython n
 ``bytes.join`` (a single exact allocation, one copy). Index entries are filled column-wise from
 arrays. Errors raise mid-pass; the partial work is simply dropped, since nothing has been
 written yet.
+
+Staged records (rill extension 1010-1011): a writer sends STAGE_MESSAGES records already in the
+stored layout (``rill.protocol.stored``) with their positions; the server checks them when they
+are staged (``check_stored_records``: layout, checksums, SEND's limits), and at commit writes
+their real offsets and timestamp in place (``restamp_records``) before one segment write
+(``PartitionLog.append_stamped``). Both steps avoid per-record Python work for records of one
+size, the common case, with strided slices compared or assigned in C.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from dataclasses import dataclass
 
 from rill.errors import InvalidMessagesCount, TooBigHeadersPayload, TooBigMessagePayload
 from rill.protocol.buffer import DecodeError
+from rill.protocol.headers import header_values_size
 from rill.protocol.layout import (
     SEND_HEAD,
     SEND_OVERHEAD,
@@ -54,16 +62,17 @@ from rill.protocol.layout import (
     STATE_AVAILABLE,
     STORED_FIXED,
     STORED_FIXED_SIZE,
+    STORED_HEAD,
     STORED_OVERHEAD,
 )
 
 from rill.protocol.stored import crc32, uuid7_block  # noqa: F401 (both used here; re-exported)
+from rill.server.storage.index_entry import MAX_POSITION, build_index_entries
 
-RECORD_FORMAT = "iggy-v1"  # the name of this layout (the records a read hands out are in it)
+NAME = "iggy-v1"  # this format's name (the records a read hands out are in it)
 
 MAX_PAYLOAD_BYTES = 10_000_000  # sum of payloads in one SEND (4022)
 MAX_HEADERS_BYTES = 100_000  # sum of header value bytes in one SEND (4017)
-MAX_POSITION = 0xFFFF_FFFF  # index positions and relative offsets are u32
 
 KNOWN_STATES = frozenset({1, 10, 20, 30})  # available, unavailable, poisoned, marked for deletion
 
@@ -72,11 +81,9 @@ RECORD_FIXED_SIZE = STORED_FIXED_SIZE  # offset, state, timestamp, id, checksum,
 RECORD_OVERHEAD = STORED_OVERHEAD  # the fixed part plus payload_length
 RECORD_GROWTH = STORED_OVERHEAD - SEND_OVERHEAD  # 21 bytes added to each SEND message
 RECORD_FIXED = STORED_FIXED  # offset, state, timestamp, (id), checksum, headers_length
-INDEX_ENTRY_SIZE = 16
 
 _RECORD_PREFIX = struct.Struct("<QBQ16sI")  # STORED_PREFIX less headers_length (packed apart)
 _U32 = struct.Struct("<I")
-INDEX_ENTRY = struct.Struct("<IIQ")  # relative_offset, position, timestamp
 
 _ZERO_ID = bytes(16)
 _LITTLE_ENDIAN_HOST = sys.byteorder == "little"
@@ -211,7 +218,7 @@ def _load_accelerator():  # type: ignore[no-untyped-def]
     if os.environ.get("RILL_PURE_PYTHON") == "1":
         return None
     try:
-        from rill.server.storage import _stamp
+        from rill.server.storage.formats import _stamp
     except ImportError:
         return None
     if (_stamp.MAX_PAYLOAD_BYTES, _stamp.MAX_HEADERS_BYTES, _stamp.MAX_POSITION,
@@ -271,25 +278,6 @@ _STATUS_ERRORS = (
 stamp_batch = stamp_batch_accelerated if ACCELERATED else stamp_batch_python
 
 
-def build_index_entries(
-    relative_offsets: range, positions: list[int], timestamp_us: int
-) -> bytearray:
-    """Index entries for one batch, filled column by column (C speed, no per-entry calls)."""
-    count = len(positions)
-    entries = bytearray(INDEX_ENTRY_SIZE * count)
-    relative_column = array("I", relative_offsets)
-    position_column = array("I", positions)
-    timestamp_column = array("Q", [timestamp_us]) * count
-    if not _LITTLE_ENDIAN_HOST:
-        for column in (relative_column, position_column, timestamp_column):
-            column.byteswap()
-    with memoryview(entries) as raw, raw.cast("I") as words, raw.cast("Q") as double_words:
-        words[0::4] = relative_column
-        words[1::4] = position_column
-        double_words[1::2] = timestamp_column
-    return entries
-
-
 def add_header_values(
     view: memoryview, start: int, stop: int, total: int, limit: int | None
 ) -> int:
@@ -344,3 +332,123 @@ def add_header_values(
 
 def _needed(size: int, at: int, have: int) -> DecodeError:
     return DecodeError(f"needed {size} bytes at {at}, have {have}")
+
+
+# ---------------------------------------------------------------------- staged records
+
+
+def check_stored_records(records: bytes, positions: bytes | memoryview) -> array:
+    """Check records a client built in the stored layout (staged appends) and return their
+    positions as an array: layout, checksums, and the limits of one SEND.
+
+    Raises DecodeError (status 3) for a malformed record, a position out of order or a bad
+    checksum, InvalidMessagesCount (4009) for none, TooBigHeadersPayload (4017) and
+    TooBigMessagePayload (4022). Records of one size -- the common case -- are checked
+    column-wise (strided slices compared in C); others one at a time. Each record's checksum
+    is computed either way (one C call per record).
+    """
+    if len(positions) % 4:
+        raise DecodeError("positions are not a whole number of u32")
+    starts = array("I")
+    starts.frombytes(positions)
+    if not _LITTLE_ENDIAN_HOST:
+        starts.byteswap()
+    count = len(starts)
+    if count == 0:
+        raise InvalidMessagesCount()
+    total = len(records)
+    view = memoryview(records)
+    if _without_headers_one_size(records, starts, total):
+        size = total // count
+        checksums = array("I", [crc32(view[start + RECORD_OVERHEAD : start + size])
+                                for start in range(0, total, size)])
+        if not _LITTLE_ENDIAN_HOST:
+            checksums.byteswap()
+        sums = checksums.tobytes()
+        for byte in range(4):
+            if records[RECORD_FIXED_SIZE - 8 + byte :: size] != sums[byte::4]:
+                raise DecodeError("a record's checksum does not match its payload")
+        payload_total, headers_total = (size - RECORD_OVERHEAD) * count, 0
+    else:
+        payload_total, headers_total = _check_one_by_one(view, starts, total)
+    if headers_total > MAX_HEADERS_BYTES:
+        raise TooBigHeadersPayload()
+    if payload_total > MAX_PAYLOAD_BYTES:
+        raise TooBigMessagePayload()
+    return starts
+
+
+def _without_headers_one_size(records: bytes, starts: array, total: int) -> bool:
+    """True when every record has the same size, no headers and the payload length that
+    size implies (checked column-wise); anything else goes the one-by-one way."""
+    count = len(starts)
+    if uniform_positions(starts, total) is None or total // count <= RECORD_OVERHEAD:
+        return False
+    size = total // count
+    lengths = bytes(4) + _U32.pack(size - RECORD_OVERHEAD)  # headers_length, payload_length
+    return all(
+        records[RECORD_FIXED_SIZE - 4 + byte :: size] == lengths[byte : byte + 1] * count
+        for byte in range(8)
+    )
+
+
+def _check_one_by_one(view: memoryview, starts: array, total: int) -> tuple[int, int]:
+    read_fixed = STORED_FIXED.unpack_from
+    read_u32 = _U32.unpack_from
+    payload_total = headers_total = 0
+    if starts[0] != 0:
+        raise DecodeError("the first record does not start at position 0")
+    ends = list(starts[1:])
+    ends.append(total)
+    try:
+        for index, (start, end) in enumerate(zip(starts, ends)):
+            _, _, _, checksum, headers_length = read_fixed(view, start)
+            length_position = start + RECORD_FIXED_SIZE + headers_length
+            payload_length = read_u32(view, length_position)[0]
+            if not payload_length or length_position + 4 + payload_length != end:
+                raise DecodeError(f"record {index}: its lengths disagree with the positions")
+            if headers_length:
+                headers_total += header_values_size(
+                    view[start + RECORD_FIXED_SIZE : length_position])
+            if crc32(view[length_position + 4 : end]) != checksum:
+                raise DecodeError(f"record {index}: the checksum does not match its payload")
+            payload_total += payload_length
+    except struct.error:
+        raise DecodeError("a record runs past the end of the records") from None
+    return payload_total, headers_total
+
+
+def uniform_positions(positions: array, total: int, base: int = 0) -> range | None:
+    """``positions`` + ``base`` as a range when the records all have the same size (checked
+    in C: one comparison of the bytes), else None."""
+    count = len(positions)
+    if not count or total % count:
+        return None
+    size = total // count
+    expected = range(0, total, size)
+    if positions.tobytes() != array("I", expected).tobytes():
+        return None
+    return range(base, base + total, size)
+
+
+def restamp_records(records: bytearray, positions: array, first_offset: int, timestamp: int) -> None:
+    """Write offsets ``first_offset``.. and ``timestamp`` into stored records in place.
+
+    Records of one size (the common case: fixed-size payloads) are patched column-wise with
+    strided slice assignments, 17 of them whatever the count; others one record at a time.
+    """
+    count = len(positions)
+    if uniform_positions(positions, len(records)) is not None:
+        size = len(records) // count
+        offsets = array("Q", range(first_offset, first_offset + count))
+        if not _LITTLE_ENDIAN_HOST:
+            offsets.byteswap()
+        offset_bytes = offsets.tobytes()
+        stamp = timestamp.to_bytes(8, "little")
+        for byte in range(8):
+            records[byte::size] = offset_bytes[byte::8]
+            records[9 + byte::size] = stamp[byte:byte + 1] * count
+        return
+    pack = STORED_HEAD.pack_into
+    for index, position in enumerate(positions):
+        pack(records, position, first_offset + index, STATE_AVAILABLE, timestamp)

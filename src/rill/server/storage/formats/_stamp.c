@@ -1,8 +1,8 @@
 /*
  * _stamp: the C twins of the per-record loops of rill's storage: the write hot loop
- * (rill.server.storage.records.stamp_batch_python), the record checks of every read and
- * recovery (rill.server.storage.record_checks) and the record conversion between formats
- * (rill.server.storage.record_conversion). Seven units make the module; _stamp.h is what they
+ * (rill.server.storage.formats.iggy_v1.stamp_batch_python), the record checks of every read and
+ * recovery (rill.server.storage.formats.iggy_v1_checks) and the record conversion between formats
+ * (rill.server.storage.formats.conversion). Seven units make the module; _stamp.h is what they
  * share:
  *   _stamp.c          this one: ``stamp`` (validate a SEND message region and build its stored
  *                     records and index entries), the module's table and init;
@@ -14,9 +14,9 @@
  *   _convert.c        ``kafka_to_iggy`` and ``iggy_to_kafka`` (only where the compiler has
  *                     128-bit integers);
  *   _kafka_batches.c  ``walk_kafka_records`` (the records of a produced Kafka batch, as
- *                     kafka_records.walk_records_python reads them).
- * Layouts and rules are the ones of ``records.py``, ``record_checks.py`` and
- * ``record_conversion.py``; those modules are the reference, this one must give the same
+ *                     kafka_v2.walk_records_python reads them).
+ * Layouts and rules are the ones of ``iggy_v1.py``, ``iggy_v1_checks.py`` and
+ * ``conversion.py``; those modules are the reference, this one must give the same
  * bytes, accept exactly the same regions and records, and word every rejection with the same
  * text.
  *
@@ -370,9 +370,9 @@ static PyMethodDef stamp_methods[] = {
 
 static struct PyModuleDef stamp_module = {
     PyModuleDef_HEAD_INIT, "_stamp",
-    "C twins of rill.server.storage.records.stamp_batch_python, of the record checks of\n"
-    "rill.server.storage.record_checks and of the record conversion loops of\n"
-    "rill.server.storage.record_conversion (see the module source).", -1,
+    "C twins of rill.server.storage.formats.iggy_v1.stamp_batch_python, of the record checks of\n"
+    "rill.server.storage.formats.iggy_v1_checks and of the record conversion loops of\n"
+    "rill.server.storage.formats.conversion (see the module source).", -1,
     stamp_methods,
 };
 

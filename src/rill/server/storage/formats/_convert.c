@@ -1,5 +1,5 @@
 /*
- * _convert: the C twins of rill.server.storage.record_conversion's per-record loops, two units
+ * _convert: the C twins of rill.server.storage.formats.conversion's per-record loops, two units
  * of the ``_stamp`` module (_stamp.c registers ``kafka_to_iggy`` and ``iggy_to_kafka``):
  * this one holds Kafka RecordBatch v2 records -> stored Iggy records and the helpers both
  * directions use; _iggy_to_kafka.c the other direction; _convert.h what they share (and why
@@ -418,7 +418,7 @@ PyObject *convert_kafka_to_iggy(PyObject *module, PyObject *const *args, Py_ssiz
 }
 
 /* stamp_converted(records, starts, times, first_offset, now_us, last_us, relative, base): the
- * twin of record_conversion.stamp_converted_python. ``records`` (writable): stored Iggy records
+ * twin of conversion.stamp_converted_python. ``records`` (writable): stored Iggy records
  * as kafka_to_iggy made them; ``starts``: count + 1 native u32 (where each starts, then the
  * end); ``times``: count native u64 (µs, 0 = none). Writes offset first_offset + i and the
  * timestamp (its own, now_us when 0, never below the one before, from last_us) into each

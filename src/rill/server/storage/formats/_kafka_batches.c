@@ -1,5 +1,5 @@
 /*
- * _kafka_batches: the C twin of rill.server.storage.kafka_records.walk_records_python, one unit
+ * _kafka_batches: the C twin of rill.server.storage.formats.kafka_v2.walk_records_python, one unit
  * of the ``_stamp`` module (_stamp.c registers ``walk_kafka_records``): the per-record walk of a
  * produced Kafka RecordBatch v2's (uncompressed, or inflated) records block, which a Kafka
  * broker reads record by record before it appends a client's batch (its LogValidator). Same

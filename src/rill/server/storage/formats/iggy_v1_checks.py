@@ -33,12 +33,10 @@ from dataclasses import dataclass
 
 from rill.protocol.buffer import DecodeError
 from rill.protocol.layout import STORED_TIMESTAMP_AT
-from rill.server.storage.records import (
+from rill.server.storage.index_entry import INDEX_ENTRY, INDEX_ENTRY_SIZE, MAX_POSITION
+from rill.server.storage.formats.iggy_v1 import (
     ACCELERATOR,
-    INDEX_ENTRY,
-    INDEX_ENTRY_SIZE,
     KNOWN_STATES,
-    MAX_POSITION,
     RECORD_FIXED,
     RECORD_FIXED_SIZE,
     RECORD_OVERHEAD,

@@ -2,14 +2,16 @@
 recorded in the metadata store (``topics.record_format``, ``LogSettings.record_format``).
 
 Owns: ``RecordFormat`` (what a partition log asks of a format), ``FORMATS`` (the formats this
-server can store, by name) and ``format_named``. Two formats:
+server can store, by name) and ``format_named``. One module per format in this folder, each
+naming its format (``NAME``), with the C units of the ``_stamp`` extension beside them
+(``iggy_v1`` loads it), and ``conversion`` between them. Two formats:
   * ``iggy-v1``: Iggy's stored layout (``rill.protocol.layout``), stamped from SEND regions by
-    ``storage.records`` and its C twin, one 16-byte index entry per record;
-  * ``kafka-v2``: Kafka's RecordBatch v2 as the client sent it (``storage.kafka_records``
-    owns the layout): validated (lengths, magic, CRC-32C, counts, codec), only baseOffset and
+    ``iggy_v1`` and its C twin, checked by ``iggy_v1_checks``, one 16-byte index entry per
+    record (``storage.index_entry``);
+  * ``kafka-v2``: Kafka's RecordBatch v2 as the client sent it (``kafka_v2`` owns the layout): validated (lengths, magic, CRC-32C, counts, codec), only baseOffset and
     partitionLeaderEpoch rewritten, never decompressed; one 24-byte index entry per batch
     with its leader epoch. Its index timestamp is the log's append timestamp, which the Kafka
-    handler sets to the batch's maxTimestamp (``kafka_records.batch_time_us``): see there.
+    handler sets to the batch's maxTimestamp (``kafka_v2.batch_time_us``): see there.
 
 What the seam is for: Kafka's record batches cannot be cut at any offset and carry their own
 CRC over the whole batch (../shared/spec/kafka-notes.md §3), so ``kafka-v2`` stores client
@@ -21,7 +23,7 @@ which kind a format keeps.
 Every record-layout question of storage goes through the log's format: the write path
 (``stamp``, ``restamp``, ``check_stored``), reads and the background verifier (``verify``),
 recovery's structural check (``record_head``, ``record_end``, ``min_record_size``) and index
-rebuilds (``scan``, ``find``). Only ``records``, ``record_checks``, ``staged_records`` and this
+rebuilds (``scan``, ``find``). Only ``iggy_v1``, ``iggy_v1_checks`` and this
 module name iggy-v1's functions; the rest of storage is handed a ``RecordFormat``
 (``PartitionLog`` -> ``Segment``, ``recover_segments``, ``locate_records``, the verifier's
 jobs), ``IGGY_V1`` by default.
@@ -52,17 +54,17 @@ and the log steps over entries by that size (``BatchSegment``, recovery's struct
 batch, a rebuilt index has it again), and its ``entry_epoch(index, entry_position)`` reads the
 epoch back from an entry. The log keeps epochs non-decreasing along its batches, so
 ``PartitionLog.epoch_end`` (Kafka's OffsetsForLeaderEpoch) is a binary search over each
-segment's entries. A format without epochs (iggy-v1: ``entry_epoch`` None) accepts and ignores
-the epoch given to ``stamp``, and ``epoch_end`` is not available on its logs (an Iggy-format
-topic would keep its epoch boundaries in a checkpoint beside the log).
+segment's entries. A format without epochs in its entries (iggy-v1: ``entry_epoch`` None)
+accepts and ignores the epoch given to ``stamp``; its logs keep their epoch boundaries in a
+checkpoint beside the log (``storage.checkpoints``, ``storage.replica``).
 
 Holes (offsets without a record): a batch-index format whose batches may hold fewer records
 than offsets (``stamp_sparse``: TANK's explicit sequence numbers; a leader's compacted batch)
 keeps each batch's count of holes in its index entry -- ``kafka-v2``: the entry's last u32,
-set here around ``kafka_records``' ``stamp_sparse`` and ``scan`` from the batch header
+set here around ``kafka_v2``' ``stamp_sparse`` and ``scan`` from the batch header
 (lastOffsetDelta + 1 - recordsCount), 0 for a dense batch -- and gives ``holes_in`` to sum
 them, so a log counts its records from its index alone (``BatchSegment.records_count``);
-readers answer from the next stored record (``PartitionLog.read_as``). Indexes written before
+readers answer from the next stored record (``LogReads.read_as``). Indexes written before
 this kept 0 there: their sparse batches count as dense until the index is rebuilt.
 
 A follower (``PartitionLog.append_replicated``) appends a leader's stored bytes verbatim: a
@@ -79,7 +81,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from rill.errors import FeatureUnavailable
-from rill.server.storage.record_checks import (
+from rill.server.storage.formats.iggy_v1_checks import (
     ScanResult,
     find_record,
     record_end,
@@ -87,16 +89,16 @@ from rill.server.storage.record_checks import (
     scan_records,
     verify_records,
 )
-from rill.server.storage.records import (
-    RECORD_FORMAT,
+from rill.server.storage.formats import iggy_v1, kafka_v2
+from rill.server.storage.formats.iggy_v1 import (
     RECORD_GROWTH,
-    INDEX_ENTRY_SIZE,
     RECORD_OVERHEAD,
     StampedBatch,
+    check_stored_records,
+    restamp_records,
     stamp_batch,
 )
-from rill.server.storage.staged_records import check_stored_records, restamp_records
-from rill.server.storage import kafka_records
+from rill.server.storage.index_entry import INDEX_ENTRY_SIZE
 
 
 @dataclass(frozen=True)
@@ -166,7 +168,7 @@ _LITTLE_ENDIAN_HOST = sys.byteorder == "little"
 def _mark_kafka_holes(data: bytes | bytearray | memoryview, entries: bytearray,
                       base_position: int) -> None:
     """Set each entry's holes from its batch's header (``data[entry position - base]``)."""
-    header, size = kafka_records.BATCH_HEADER.unpack_from, kafka_records.INDEX_ENTRY_SIZE
+    header, size = kafka_v2.BATCH_HEADER.unpack_from, kafka_v2.INDEX_ENTRY_SIZE
     for at in range(0, len(entries) - size + 1, size):
         fields = header(data, _ENTRY_POSITION.unpack_from(entries, at)[0] - base_position)
         holes = fields[6] + 1 - fields[12]  # lastOffsetDelta + 1 - recordsCount
@@ -177,7 +179,7 @@ def _mark_kafka_holes(data: bytes | bytearray | memoryview, entries: bytearray,
 def _kafka_stamp_sparse(raw: bytes | bytearray | memoryview, base_offset: int, timestamp_us: int,
                         base_position: int, segment_start: int, leader_epoch: int = 0
                         ) -> StampedBatch:
-    stamped = kafka_records.stamp_sparse(raw, base_offset, timestamp_us, base_position,
+    stamped = kafka_v2.stamp_sparse(raw, base_offset, timestamp_us, base_position,
                                          segment_start, leader_epoch)
     _mark_kafka_holes(stamped.records, stamped.index_entries, base_position)
     return stamped
@@ -185,13 +187,13 @@ def _kafka_stamp_sparse(raw: bytes | bytearray | memoryview, base_offset: int, t
 
 def _kafka_scan(data: bytes | bytearray | memoryview, *args: object, **options: object
                 ) -> ScanResult:
-    scanned = kafka_records.scan_batches(data, *args, **options)
+    scanned = kafka_v2.scan_batches(data, *args, **options)
     _mark_kafka_holes(data, scanned.index_entries, 0)
     return scanned
 
 
 def _kafka_holes_in(entries: bytes | bytearray | memoryview) -> int:
-    size = kafka_records.INDEX_ENTRY_SIZE
+    size = kafka_v2.INDEX_ENTRY_SIZE
     with memoryview(entries) as view:
         used = len(view) - len(view) % size
         if _LITTLE_ENDIAN_HOST:
@@ -201,7 +203,7 @@ def _kafka_holes_in(entries: bytes | bytearray | memoryview) -> int:
 
 
 IGGY_V1 = RecordFormat(
-    name=RECORD_FORMAT,
+    name=iggy_v1.NAME,
     batch_index=False,
     growth_per_message=RECORD_GROWTH,
     stamp=stamp_batch,
@@ -216,21 +218,21 @@ IGGY_V1 = RecordFormat(
 )
 
 KAFKA_V2 = RecordFormat(
-    name=kafka_records.FORMAT_NAME,
+    name=kafka_v2.NAME,
     batch_index=True,
     growth_per_message=0,  # stored as sent
-    stamp=kafka_records.stamp_batches,
+    stamp=kafka_v2.stamp_batches,
     stamp_sparse=_kafka_stamp_sparse,
-    restamp=kafka_records.no_staged_appends,
-    check_stored=kafka_records.no_staged_appends,
-    verify=kafka_records.verify_batches,
+    restamp=kafka_v2.no_staged_appends,
+    check_stored=kafka_v2.no_staged_appends,
+    verify=kafka_v2.verify_batches,
     scan=_kafka_scan,
-    find=kafka_records.no_search,
-    record_end=kafka_records.batch_end,
-    record_head=kafka_records.batch_head,
-    min_record_size=kafka_records.BATCH_HEADER_SIZE,
-    index_entry_size=kafka_records.INDEX_ENTRY_SIZE,
-    entry_epoch=kafka_records.entry_epoch,
+    find=kafka_v2.no_search,
+    record_end=kafka_v2.batch_end,
+    record_head=kafka_v2.batch_head,
+    min_record_size=kafka_v2.BATCH_HEADER_SIZE,
+    index_entry_size=kafka_v2.INDEX_ENTRY_SIZE,
+    entry_epoch=kafka_v2.entry_epoch,
     holes_in=_kafka_holes_in,
 )
 

@@ -1,6 +1,6 @@
 /*
  * _iggy_to_kafka: stored Iggy records -> a Kafka RecordBatch v2 records block, the C twin of
- * the record walk of rill.server.storage.record_conversion.iggy_to_kafka_python; a unit of the
+ * the record walk of rill.server.storage.formats.conversion.iggy_to_kafka_python; a unit of the
  * ``_stamp`` module (see _convert.c and _convert.h).
  */
 

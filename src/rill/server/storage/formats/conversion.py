@@ -27,7 +27,7 @@ input); they release the GIL on large inputs. Measured cost, both side by side:
 
 ``kafka-v2`` -> ``iggy-v1`` (an Iggy POLL, the HTTP API, the CLI, the columnar read the Spark
 connector uses, on a topic Kafka clients write): every record of the whole stored batches read
-becomes one stored Iggy record (``storage.records`` layout), only those of offsets
+becomes one stored Iggy record (``records`` layout), only those of offsets
 ``[first_offset, first_offset + max_count)`` kept:
   * offset = the Kafka offset; timestamp = the record's timestamp (CreateTime: baseTimestamp
     + delta; a LogAppendTime batch: its maxTimestamp) in µs (ms x 1000; a negative one, "no
@@ -70,7 +70,7 @@ would (``formats.IGGY_V1.stamp``: Iggy's own errors, nothing returned unless the
 good), every message at the append time given (µs, whole milliseconds), then its stored records
 become **one** batch by the rule above (``iggy_to_kafka``: value = payload, key = ``rill.key``
 removed from the headers, other headers raw, CreateTime = the append time in ms, producerId
--1), which the log then appends natively (``kafka_records.stamp_batches``), so a Kafka reader
+-1), which the log then appends natively (``kafka_v2.stamp_batches``), so a Kafka reader
 gets it as any other batch. The message ids are **dropped** (a Kafka record has none; reading
 the record back through Iggy gives id 0 like every Kafka record), so deduplication by id does
 not apply to such a topic.
@@ -104,12 +104,10 @@ from rill.protocol.kafka import record_batch
 from rill.protocol.kafka.record_batch import put_record, read_varint
 from rill.protocol.layout import STATE_AVAILABLE, STORED_HEAD, STORED_PREFIX
 from rill.protocol.stored import crc32
-from rill.server.storage import kafka_records
+from rill.server.storage.formats import iggy_v1, kafka_v2
 from rill.server.storage.formats import IGGY_V1, KAFKA_V2
-from rill.server.storage.records import ACCELERATOR
-from rill.server.storage.records import RECORD_FORMAT as IGGY_FORMAT
+from rill.server.storage.formats.iggy_v1 import ACCELERATOR
 
-KAFKA_FORMAT = kafka_records.FORMAT_NAME
 
 _BATCH_HEADER = record_batch.HEADER
 _BATCH_HEADER_SIZE = record_batch.HEADER_SIZE
@@ -192,9 +190,9 @@ def convert(data: bytes | bytearray | memoryview, source: str, target: str, firs
     """Stored records of format ``source`` (whole records or batches, as a log read gives
     them) as records of format ``target``, keeping offsets ``[first_offset, first_offset +
     max_count)`` only. FeatureUnavailable for a pair this module does not convert."""
-    if source == KAFKA_FORMAT and target == IGGY_FORMAT:
+    if source == kafka_v2.NAME and target == iggy_v1.NAME:
         return kafka_to_iggy(data, first_offset, max_count)
-    if source == IGGY_FORMAT and target == KAFKA_FORMAT:
+    if source == iggy_v1.NAME and target == kafka_v2.NAME:
         return iggy_to_kafka(data, first_offset, max_count)
     raise FeatureUnavailable(reason=f"records of format {source!r} cannot be read as {target!r}")
 
@@ -206,7 +204,7 @@ def convert_batch(raw: bytes | bytearray | memoryview, source: str, target: str,
     records stamped at ``timestamp_us`` (taken to whole milliseconds). Raises what the source
     format's own validation raises for bad input (nothing is converted then), and
     FeatureUnavailable for a pair this module does not convert."""
-    if source == IGGY_FORMAT and target == KAFKA_FORMAT:
+    if source == iggy_v1.NAME and target == kafka_v2.NAME:
         stamped = IGGY_V1.stamp(raw, 0, timestamp_us // 1000 * 1000, 0, 0, 0)
         return iggy_to_kafka(stamped.records, 0, stamped.count).records
     raise FeatureUnavailable(reason=f"a batch of format {source!r} cannot be written to a topic "
@@ -227,9 +225,9 @@ def kafka_batches_as_records(raw: bytes | bytearray | memoryview) -> Converted:
     try:
         converted = kafka_to_iggy(stamped.records, 0, stamped.count)
     except CannotReadMessage as error:
-        raise kafka_records.InvalidRecordBatch(str(error.reason), corrupt=True) from None
+        raise kafka_v2.InvalidRecordBatch(str(error.reason), corrupt=True) from None
     if converted.count != stamped.count:
-        raise kafka_records.InvalidRecordBatch(
+        raise kafka_v2.InvalidRecordBatch(
             f"the batches announce {stamped.count} records, {converted.count} were found",
             corrupt=True)
     return converted
@@ -297,9 +295,9 @@ def stamp_converted_accelerated(records: bytearray, positions: array, timestamps
     raise ValueError(result)
 
 
-def _empty_value(number: int) -> kafka_records.InvalidRecordBatch:
-    return kafka_records.InvalidRecordBatch(
-        f"record {number} has a null or empty value: a topic of format {IGGY_FORMAT} holds "
+def _empty_value(number: int) -> kafka_v2.InvalidRecordBatch:
+    return kafka_v2.InvalidRecordBatch(
+        f"record {number} has a null or empty value: a topic of format {iggy_v1.NAME} holds "
         "payloads of 1 byte or more", corrupt=False)
 
 
@@ -342,7 +340,7 @@ def _kafka_to_iggy(data: bytes | bytearray | memoryview, first_offset: int, max_
             continue
         if base_offset >= end_offset:
             break
-        codec = attributes & kafka_records.CODEC_MASK
+        codec = attributes & kafka_v2.CODEC_MASK
         block = view[at + _BATCH_HEADER_SIZE : batch_end]
         try:
             if codec:
@@ -350,7 +348,7 @@ def _kafka_to_iggy(data: bytes | bytearray | memoryview, first_offset: int, max_
         except (ValueError, zlib.error, cramjam.DecompressionError) as error:
             raise CannotReadMessage(reason=f"Cannot read message: the batch at offset "
                                            f"{base_offset} does not decompress: {error}")
-        log_append_time = bool(attributes & kafka_records.TIMESTAMP_TYPE_BIT)
+        log_append_time = bool(attributes & kafka_v2.TIMESTAMP_TYPE_BIT)
         try:
             batch_first = convert_records(block, base_offset, count, base_timestamp,
                                           max_timestamp, log_append_time, first_offset,

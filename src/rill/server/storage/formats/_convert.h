@@ -3,7 +3,7 @@
  * _convert.c (Kafka records -> stored Iggy records, and the helpers below) and
  * _iggy_to_kafka.c (stored Iggy records -> a Kafka records block).
  *
- * The per-record loops of rill.server.storage.record_conversion (``_kafka_records_python`` and
+ * The per-record loops of rill.server.storage.formats.conversion (``_kafka_records_python`` and
  * the record walk of ``iggy_to_kafka_python`` are the reference): Kafka RecordBatch v2 records
  * -> stored Iggy records, and stored Iggy records -> a RecordBatch v2 records block. Python's
  * integers are unbounded and a Kafka varint the reference reads may carry 70 bits, so every

@@ -1,0 +1,333 @@
+package rill.spark;
+
+import java.io.IOException;
+import java.security.SecureRandom;
+import java.util.ArrayDeque;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.SplittableRandom;
+import java.util.zip.CRC32;
+import net.jpountz.xxhash.XXHash32;
+import net.jpountz.xxhash.XXHashFactory;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.connector.write.DataWriter;
+import org.apache.spark.sql.connector.write.WriterCommitMessage;
+
+/**
+ * One task attempt of the JVM sink, as pyspark_rill/writers.py's {@code _write}: rows are
+ * grouped by target (stream, topic) and partition (the row's 'partition', else the xxHash32 of
+ * its key as the server chooses, else balanced), encoded as they come into per-target
+ * requests of at most maxRequestBytes, and sent with up to {@value #IN_FLIGHT} requests in
+ * flight.
+ *
+ * <p>atLeastOnce: SEND_MESSAGES (the SEND layout; ids as given or zero: the server assigns).
+ * exactlyOnce: STAGE_MESSAGES under the handle (producer, batch, task, attempt) with the
+ * owner, records in the stored layout with their ids (UUIDv7s where the row has none) and
+ * CRC-32 checksums made here; a reply "already committed" or "run aborted" stops the staging
+ * (nothing more would be kept). A failing attempt drops its own handle (best effort: the
+ * driver's commit drops unnamed handles anyway).
+ */
+final class RillDataWriter implements DataWriter<InternalRow> {
+    static final int IN_FLIGHT = 4;
+    private static final int ROW_OVERHEAD = 64;  // request bytes a message takes besides payload and headers
+    private static final XXHash32 XXHASH = XXHashFactory.fastestJavaInstance().hash32();
+
+    private final WriteOptions options;
+    private final WriteSchema schema;
+    private final RillWrite.Producer producer;  // null: atLeastOnce
+    private final long batchId;
+    private final int taskId;
+    private final long attemptId;
+    private final Map<String, Pending> pending = new LinkedHashMap<>();
+    private final Map<String, Integer> partitionsCounts = new HashMap<>();
+    private final ArrayDeque<Integer> inFlight = new ArrayDeque<>();  // rows of each request sent
+    private final CRC32 crc = new CRC32();
+    private final SplittableRandom random;
+    private RillConnection connection;
+    private long staged;
+    private boolean done;  // the batch was committed before, or this run was aborted: nothing more to stage
+
+    /** The rows of one request being built: one target and partition choice. */
+    private static final class Pending {
+        final String stream;
+        final String topic;
+        final long partition;  // 0: balanced
+        byte[] records = new byte[1 << 16];
+        int length;
+        int[] positions = new int[256];
+        int count;
+
+        Pending(String stream, String topic, long partition) {
+            this.stream = stream;
+            this.topic = topic;
+            this.partition = partition;
+        }
+
+        void room(int more) {
+            if (length + more > records.length) {
+                records = Arrays.copyOf(records, Math.max(records.length * 2, length + more));
+            }
+            if (count == positions.length) {
+                positions = Arrays.copyOf(positions, count * 2);
+            }
+        }
+    }
+
+    RillDataWriter(WriteOptions options, WriteSchema schema, RillWrite.Producer producer, long batchId,
+                   int taskId) {
+        this.options = options;
+        this.schema = schema;
+        this.producer = producer;
+        this.batchId = batchId;
+        this.taskId = taskId;
+        SecureRandom seed = new SecureRandom();
+        this.attemptId = seed.nextLong() & Long.MAX_VALUE;
+        this.random = new SplittableRandom(seed.nextLong());
+    }
+
+    @Override
+    public void write(InternalRow row) {
+        try {
+            append(row);
+        } catch (IOException error) {
+            throw RillError.of(lost(error));
+        } catch (RuntimeException error) {
+            throw RillError.of(error);  // the task's failure reason: one line
+        }
+    }
+
+    private void append(InternalRow row) throws IOException {
+        if (done) {
+            return;
+        }
+        byte[] value = schema.value(row);
+        String stream = schema.target(row, schema.stream, options.stream, "stream");
+        String topic = schema.target(row, schema.topic, options.topic, "topic");
+        byte[] key = schema.key(row);
+        long partition = schema.partition(row);
+        if (partition == 0 && key != null) {
+            int count = partitionsCount(stream, topic);
+            long chosen = (XXHASH.hash(key, 0, key.length, 0) & 0xffffffffL) % count;
+            partition = chosen == 0 ? count : chosen;
+        }
+        byte[] headers = schema.headers(row, key);
+        byte[] id = schema.id(row);
+        int headersLength = headers == null ? 0 : headers.length;
+        String name = stream + "\u0000" + topic + "\u0000" + partition;
+        Pending into = pending.get(name);
+        if (into == null) {
+            into = new Pending(stream, topic, partition);
+            pending.put(name, into);
+        }
+        int size = (producer != null ? 45 : 24) + headersLength + value.length;
+        if (into.count > 0 && into.length + size + ROW_OVERHEAD * (into.count + 1) > options.maxRequestBytes) {
+            flush(into);
+        }
+        into.room(size);
+        byte[] to = into.records;
+        int at = into.length;
+        into.positions[into.count++] = at;
+        if (producer != null) {  // offset u64 | state u8 | timestamp u64: placeholders the commit fills in
+            Arrays.fill(to, at, at + 17, (byte) 0);
+            to[at + 8] = 1;
+            at += 17;
+        }
+        if (id != null) {
+            System.arraycopy(id, 0, to, at, 16);
+        } else if (producer != null) {
+            uuid7(to, at);
+        } else {
+            Arrays.fill(to, at, at + 16, (byte) 0);  // the server assigns one
+        }
+        at += 16;
+        if (producer != null) {
+            crc.reset();
+            crc.update(value, 0, value.length);
+            Wire.putInt(to, at, (int) crc.getValue());
+            at += 4;
+        }
+        Wire.putInt(to, at, headersLength);
+        at += 4;
+        if (headers != null) {
+            System.arraycopy(headers, 0, to, at, headersLength);
+            at += headersLength;
+        }
+        Wire.putInt(to, at, value.length);
+        System.arraycopy(value, 0, to, at + 4, value.length);
+        into.length = at + 4 + value.length;
+    }
+
+    /** A UUIDv7 at {@code at}: 48 bits of Unix milliseconds, version 7, the RFC variant, random bits. */
+    private void uuid7(byte[] to, int at) {
+        long millis = System.currentTimeMillis();
+        for (int i = 0; i < 6; i++) {
+            to[at + i] = (byte) (millis >>> (8 * (5 - i)));
+        }
+        long high = random.nextLong();
+        long low = random.nextLong();
+        for (int i = 0; i < 2; i++) {
+            to[at + 6 + i] = (byte) (high >>> (8 * i));
+        }
+        for (int i = 0; i < 8; i++) {
+            to[at + 8 + i] = (byte) (low >>> (8 * i));
+        }
+        to[at + 6] = (byte) ((to[at + 6] & 0x0f) | 0x70);
+        to[at + 8] = (byte) ((to[at + 8] & 0x3f) | 0x80);
+    }
+
+    private RillConnection connection() {
+        if (connection == null) {
+            connection = RillConnection.borrow(options);
+        }
+        return connection;
+    }
+
+    private int partitionsCount(String stream, String topic) throws IOException {
+        String name = stream + "\u0000" + topic;
+        Integer count = partitionsCounts.get(name);
+        if (count == null) {
+            int[] ids = connection().partitions(stream, topic);
+            if (ids == null) {
+                throw missingTopic(stream, topic);
+            }
+            count = Math.max(ids.length, 1);
+            partitionsCounts.put(name, count);
+        }
+        return count;
+    }
+
+    static IllegalArgumentException missingTopic(String stream, String topic) {
+        return new IllegalArgumentException("topic '" + topic + "' of stream '" + stream + "' does not exist "
+                + "(named by option or column 'stream'/'topic')");
+    }
+
+    private void flush(Pending rows) throws IOException {
+        if (rows.count == 0) {
+            return;
+        }
+        if (!done) {
+            RillConnection link = connection();
+            Wire head = new Wire();
+            if (producer != null) {
+                producer.header(head).u64(batchId).u64(producer.runId).u32(taskId).u64(attemptId);
+            }
+            head.ident(rows.stream).ident(rows.topic);
+            if (rows.partition == 0) {
+                head.u8(1).u8(0);
+            } else {
+                head.u8(2).u8(4).u32((int) rows.partition);
+            }
+            byte[] positions = new byte[0];
+            int positionsLength = 0;
+            if (producer != null) {
+                head.u32(rows.count);
+                positions = new byte[4 * rows.count];
+                for (int i = 0; i < rows.count; i++) {
+                    Wire.putInt(positions, 4 * i, rows.positions[i]);
+                }
+                positionsLength = positions.length;
+            }
+            link.send(producer != null ? RillConnection.STAGE_MESSAGES : RillConnection.SEND_MESSAGES, head,
+                    positions, positionsLength, rows.records, rows.length);
+            inFlight.add(rows.count);
+            while (inFlight.size() >= IN_FLIGHT) {
+                settle();
+            }
+        }
+        rows.length = 0;
+        rows.count = 0;
+    }
+
+    private void settle() throws IOException {
+        int count = inFlight.poll();
+        try {
+            connection.receive();
+        } catch (RillConnection.StatusException error) {
+            if (error.status == RillWrite.OWNER_MISMATCH && producer != null) {
+                throw producer.notTheOwner();
+            }
+            throw RillWrite.refused("write", options, error);
+        }
+        if (producer != null && connection.reply[0] != 0) {
+            done = true;  // already committed (a replay) or this run was aborted
+        } else {
+            staged += count;
+        }
+    }
+
+    @Override
+    public WriterCommitMessage commit() {
+        try {
+            for (Pending rows : pending.values()) {
+                flush(rows);
+            }
+            while (!inFlight.isEmpty()) {
+                settle();
+            }
+        } catch (IOException error) {
+            throw RillError.of(lost(error));
+        } catch (RuntimeException error) {
+            throw RillError.of(error);
+        }
+        return producer == null ? null
+                : new RillWrite.CommitMessage(producer.producerId, producer.owner, batchId, producer.runId, taskId,
+                        attemptId, staged);
+    }
+
+    /** A lost link while writing, in the Python sink's words (the cause first). */
+    private Exception lost(IOException error) {
+        if (error instanceof RillConnection.StatusException) {
+            return RillWrite.refused("write", options, (RillConnection.StatusException) error);
+        }
+        return new IOException("rill.errors.Disconnected: the connection to " + String.join(",", options.servers)
+                + " was lost while writing (" + error.getMessage() + "); this task attempt's rows are "
+                + (producer != null ? "not committed" : "partly sent") + ", and Spark may retry the task", error);
+    }
+
+    /** The attempt failed: let its requests land, then drop its handle (best effort). */
+    @Override
+    public void abort() {
+        if (connection != null) {
+            try {
+                while (!inFlight.isEmpty()) {
+                    inFlight.poll();
+                    try {
+                        connection.receive();
+                    } catch (RillConnection.StatusException ignored) {
+                        // the attempt is failing anyway
+                    }
+                }
+            } catch (IOException error) {
+                connection.close();
+                connection = null;
+                inFlight.clear();
+            }
+        }
+        if (producer == null) {
+            return;
+        }
+        try {
+            if (connection == null) {
+                connection = RillConnection.borrow(options);
+            }
+            connection.call(RillConnection.ABORT_STAGED_MESSAGES, producer.header(new Wire())
+                    .u64(batchId).u64(0).u8(1).u32(taskId).u64(attemptId));
+        } catch (IOException | RuntimeException error) {
+            System.err.println("rill sink: cannot drop the staged rows of a failed attempt: " + error.getMessage());
+        }
+    }
+
+    @Override
+    public void close() {
+        if (connection != null) {
+            if (inFlight.isEmpty()) {
+                connection.release();
+            } else {
+                connection.close();
+            }
+            connection = null;
+        }
+    }
+}

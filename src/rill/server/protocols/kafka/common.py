@@ -1,0 +1,120 @@
+"""What Kafka's API modules share: the listener's settings, the one-broker constants, topic ids,
+names, the namespace of Kafka topics and the mapping of rill errors onto Kafka codes.
+
+Owns: ``KafkaSettings``; ``NODE_ID`` (one broker, node 0: the controller, the leader and only
+replica of every partition) and ``RECORD_FORMAT`` (topics created through Kafka store
+RecordBatch v2 as sent); ``topic_id`` (a UUID-5 of stream id, topic id and creation time: the
+core keeps none); ``valid_name`` (Kafka's rule and rill's stored form); ``kafka_topics``,
+``find_topic`` and ``create_topic`` (the ``[kafka] stream`` namespace, made on first use);
+``kafka_error``. It imports no API module: the modules of the APIs (``dispatch`` for admin and
+metadata, ``data``, ``group_apis``, ``configs``, ``producers``, ``sasl``) import it, and
+``dispatch.HANDLERS`` names them all.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Mapping
+
+from rill import errors
+from rill.protocol.kafka import ErrorCode
+from rill.protocol.primitives import EXPIRY_NEVER
+from rill.server.core.core import Core
+from rill.server.core.types import Session, Topic, TopicSpec, normalize_name
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaSettings:
+    """What the dispatch needs from the listener and ``[kafka]``."""
+
+    stream: str  # the rill stream Kafka topics live in
+    host: str  # advertised in Metadata and FindCoordinator
+    port: int
+    auto_create_topics: bool = True
+    cluster_id: str = "rill"
+    group_initial_rebalance_delay: float = 0.0  # seconds (``groups``)
+    max_message_bytes: int = 64 * 1024 * 1024  # the request frame limit (DescribeConfigs)
+    segment_bytes: int = 1024 ** 3  # the segment size (DescribeConfigs)
+    default_message_expiry: int = EXPIRY_NEVER  # µs, a topic's default (DescribeConfigs)
+    default_max_topic_size: int = 10 * 1000 ** 3  # a topic's default (DescribeConfigs)
+    session_lifetime: float = 0.0  # seconds a SASL login lasts; 0 = the connection's life
+
+
+
+
+NODE_ID = 0
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+DEFAULT_PARTITIONS = 1
+RECORD_FORMAT = "kafka-v2"  # topics created through Kafka store RecordBatch v2 as sent
+_TOPIC_ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "rill:kafka-topic-id")
+ZERO_UUID = uuid.UUID(int=0)
+_KAFKA_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+# one API: (core, session, settings, decoded request) -> the response body
+Handler = Callable[[Core, Session, KafkaSettings, Any], Awaitable[Any]]
+
+
+def topic_id(topic: Topic) -> uuid.UUID:
+    return uuid.uuid5(_TOPIC_ID_NAMESPACE, f"{topic.stream_id}/{topic.id}/{topic.created_at}")
+
+
+def kafka_error(error: Exception, cluster: bool = False) -> ErrorCode:
+    """The Kafka error code clients act on for a rill error."""
+    if isinstance(error, (errors.Unauthorized, errors.Unauthenticated)):
+        return (ErrorCode.CLUSTER_AUTHORIZATION_FAILED if cluster
+                else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    if isinstance(error, (errors.StreamIdNotFound, errors.StreamNameNotFound,
+                          errors.TopicIdNotFound, errors.TopicNameNotFound)):
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if isinstance(error, (errors.TopicNameAlreadyExists, errors.TopicIdAlreadyExists)):
+        return ErrorCode.TOPIC_ALREADY_EXISTS
+    if isinstance(error, (errors.InvalidTopicName, errors.InvalidStreamName)):
+        return ErrorCode.INVALID_TOPIC_EXCEPTION
+    if isinstance(error, errors.TooManyPartitions):
+        return ErrorCode.INVALID_PARTITIONS
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def valid_name(name: str | None) -> bool:
+    return (name is not None and bool(_KAFKA_NAME.match(name)) and name not in (".", "..")
+            and normalize_name(name) == name)
+
+
+# -- the namespace ---------------------------------------------------------------------------
+
+
+def kafka_topics(core: Core, session: Session, settings: KafkaSettings,
+                 allowing: str | None = None) -> Mapping[str, Topic]:
+    """The topics of the Kafka stream by name (none while the stream does not exist): every
+    one (``allowing`` None: to resolve names, each operation on a topic authorizes itself; a
+    live view, ``broker.topics_by_name``), or those the principal may
+    ``describe``/``read``/``write`` (``broker.list_topics``)."""
+    broker = core.broker
+    try:
+        if allowing is None:
+            return broker.topics_by_name(session, settings.stream)
+        topics = broker.list_topics(session, settings.stream, allowing)
+    except (errors.StreamNameNotFound, errors.StreamIdNotFound):
+        return {}
+    return {topic.name: topic for topic in topics}
+
+
+def find_topic(core: Core, session: Session, settings: KafkaSettings, name: str) -> Topic:
+    return core.broker.describe_topics(session, settings.stream, [name])[0]
+
+
+async def create_topic(core: Core, session: Session, settings: KafkaSettings, spec: TopicSpec
+                       ) -> Topic:
+    """Create a topic in the Kafka stream, creating the stream on first use."""
+    broker = core.broker
+    try:
+        return await broker.create_topic(session, settings.stream, spec)
+    except (errors.StreamNameNotFound, errors.StreamIdNotFound):
+        try:
+            await broker.create_namespace(session, settings.stream)
+        except errors.StreamNameAlreadyExists:
+            pass
+        return await broker.create_topic(session, settings.stream, spec)
+

@@ -1,0 +1,315 @@
+"""The replica side of a partition log: leader epochs, a follower's appends, truncation and the
+high-watermark checkpoint (room for replication, cluster-design.md §2.7-2.9).
+
+``ReplicaLog`` is a part of ``PartitionLog`` (its base class), kept apart by job; it works on
+the log's segments through the log's own helpers.
+
+Leader epochs: every append stamps ``leader_epoch`` (0 without replication; set by the owner)
+and epochs never decrease along the log (an append below the last stored epoch is refused).
+Where they are kept depends on the format: a batch-index format that keeps epochs (kafka-v2)
+has each batch's epoch in its index entry (its only record: a follower copies those bytes);
+a per-record format (iggy-v1), whose records carry none, has the partition's
+``leader-epoch-checkpoint`` (``checkpoints.LeaderEpochs``: epoch -> first offset, as Kafka
+keeps beside its log; written only once an epoch above 0 is appended, so a standalone log has
+no such file). ``last_epoch`` and ``epoch_end`` (Kafka's OffsetsForLeaderEpoch) answer from
+either.
+
+Truncation (``truncate_to``, KIP-101's follower truncation): the log and index tails are cut
+at a unit boundary (a record; a whole batch for a batch format), never below a floor the
+caller gives nor below the log start, through ``storage.truncation`` (a marker makes a stop
+mid-way complete at the next open). Appends continue at the offset cut to; the epochs that
+start at or after it are dropped, a stored high watermark above it is lowered to it.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rill.errors import CannotAppendMessage
+from rill.protocol.buffer import DecodeError
+from rill.protocol.layout import STORED_HEAD
+from rill.server.storage.batch_segment import BatchSegment
+from rill.server.storage.checkpoints import (
+    LeaderEpochs,
+    read_high_watermark,
+    write_high_watermark,
+)
+from rill.server.storage.durability import Durability
+from rill.server.storage.formats.iggy_v1_checks import KIND_GOOD
+from rill.server.storage.index_entry import INDEX_ENTRY, INDEX_ENTRY_SIZE, MAX_POSITION
+from rill.server.storage.recovery import recover_tail
+from rill.server.storage.truncation import TruncationPlan, TruncationRefused, carry_out
+
+if TYPE_CHECKING:
+    from rill.server.storage.formats import RecordFormat
+    from rill.server.storage.partition_log import LogSettings
+    from rill.server.storage.segment import Segment
+
+
+class ReplicaLog:
+    """Leader epochs, follower appends, truncation and the high-watermark checkpoint of a
+    ``PartitionLog`` (see the module docstring)."""
+
+    directory: Path
+    settings: LogSettings
+    format: RecordFormat
+    _durability: Durability
+    _segments: list[Segment]
+    _starts: list[int]
+    _last_timestamp: int
+    _closed: bool
+    _leader_epoch = 0  # see ``leader_epoch``
+    _epochs: LeaderEpochs | None = None  # a per-record format's checkpoint
+
+    if TYPE_CHECKING:  # the log's own helpers
+        next_offset: int
+        first_offset: int
+
+        def _settle(self) -> None: ...
+        def _seal_active(self) -> None: ...
+        def _segment_for(self, size: int) -> Segment: ...
+        def _write(self, active: Segment, records: bytes | bytearray,
+                   index_entries: bytearray, timestamp: int, count: int,
+                   written: bool = False, last_timestamp: int | None = None) -> None: ...
+
+    def _open_replica_state(self) -> None:
+        """At open: a per-record format's leader-epoch checkpoint, the stored high watermark."""
+        if self.format.entry_epoch is None:
+            self._epochs = LeaderEpochs(self.directory, self._durability)
+        self._stored_high_watermark = read_high_watermark(self.directory)
+
+    # ------------------------------------------------------------------ leader epochs
+    @property
+    def leader_epoch(self) -> int:
+        """The leader epoch every append stamps: 0 for a log without replication; a
+        replication layer sets it to the partition's current epoch when this node becomes its
+        leader (after every open too: what is stored is the epochs of the records, not this).
+        It never decreases, and an append refuses an epoch below the log's ``last_epoch``, so
+        epochs never decrease along the log. A batch format keeps it in each batch's index
+        entry, a per-record one in the leader-epoch checkpoint (the module docstring)."""
+        return self._leader_epoch
+
+    @leader_epoch.setter
+    def leader_epoch(self, epoch: int) -> None:
+        if epoch < self._leader_epoch:
+            raise ValueError(f"leader epoch {epoch} is below this log's {self._leader_epoch}")
+        self._leader_epoch = epoch
+
+    @property
+    def last_epoch(self) -> int | None:
+        """Leader epoch of the last stored record (batch); None when the log holds none."""
+        if self._epochs is not None:
+            return self._epochs.last_epoch(self.first_offset, self.next_offset)
+        for segment in reversed(self._segments):
+            assert isinstance(segment, BatchSegment)
+            epoch = segment.last_epoch
+            if epoch is not None:
+                return epoch
+        return None
+
+    def epoch_end(self, epoch: int) -> tuple[int, int] | None:
+        """Kafka's OffsetsForLeaderEpoch over the stored records: ``(the largest epoch <=
+        epoch stored in the log, its end offset)``, the end offset being the first offset of
+        the first record (batch) of a larger epoch, or ``next_offset`` when there is none. None
+        when every stored record has a larger epoch (including below what retention left), or
+        there is none: Kafka's broker answers that case with ``(epoch, start offset of the
+        first epoch it knows)`` = ``(epoch, first_offset)`` here, so that a follower truncates
+        to the leader's log start; the caller chooses. A batch format: newest segment first, a
+        binary search over each one's entries; a per-record one: its checkpoint."""
+        if self._epochs is not None:
+            return self._epochs.epoch_end(epoch, self.first_offset, self.next_offset)
+        end = self.next_offset
+        for segment in reversed(self._segments):
+            assert isinstance(segment, BatchSegment)
+            found, larger_from = segment.epoch_split(epoch)
+            if larger_from is not None:
+                end = larger_from
+            if found is not None:
+                return found, end
+        return None
+
+    def _stamping_epoch(self) -> int:
+        """The epoch an append stamps, refused if below the last stored record's. A per-record
+        format's checkpoint learns it here, before the records are written (a pair whose
+        records never came is harmless: it holds no offset)."""
+        last = self.last_epoch
+        if last is not None and self._leader_epoch < last:
+            raise CannotAppendMessage(reason=(
+                f"Cannot append message: leader epoch {self._leader_epoch} is below the epoch "
+                f"{last} of the last records of {self.directory}"))
+        if self._epochs is not None:  # written before the records: never behind them
+            self._epochs.note(self._leader_epoch, self.next_offset, self.first_offset)
+        return self._leader_epoch
+
+    # ------------------------------------------------------------------ high watermark
+    _stored_high_watermark: int | None = None
+
+    @property
+    def stored_high_watermark(self) -> int | None:
+        """The high watermark last stored with ``store_high_watermark`` (read at open; never
+        past the log end: a truncation lowers it); None when none was stored (standalone)."""
+        stored = self._stored_high_watermark
+        return None if stored is None else min(stored, self.next_offset)
+
+    def store_high_watermark(self, offset: int) -> None:
+        """Write the partition's high-watermark checkpoint (atomically; a replication layer
+        calls this now and then, as Kafka checkpoints its high watermarks)."""
+        if not 0 <= offset <= self.next_offset:
+            raise ValueError(f"high watermark {offset} is outside the log (0..{self.next_offset})")
+        write_high_watermark(self.directory, offset, self._durability)
+        self._stored_high_watermark = offset
+
+    # ------------------------------------------------------------------ truncation
+    def truncate_to(self, offset: int, floor: int = 0) -> None:
+        """Cut the log so that ``offset`` is its next offset (KIP-101's follower truncation):
+        later segments removed, the one holding ``offset`` cut (log and index), synced, the
+        epochs that start at or after ``offset`` dropped, a stored high watermark lowered to
+        it. Refused (``TruncationRefused``, nothing changed) below ``floor`` (what the caller
+        knows is committed), below ``first_offset``, past ``next_offset`` and inside a batch of
+        a batch format. A stop part-way is completed when the log is opened next
+        (``storage.truncation``); an I/O error part-way closes the log (reopen it to finish)."""
+        self._settle()
+        if self._closed:
+            raise CannotAppendMessage(
+                reason=f"Cannot append message: partition log {self.directory} is closed")
+        end = self.next_offset
+        if offset < floor:
+            raise TruncationRefused(f"cannot truncate {self.directory} to offset {offset}: "
+                                    f"below the floor {floor}")
+        if not self.first_offset <= offset <= end:
+            raise TruncationRefused(
+                f"cannot truncate {self.directory} to offset {offset}: the log holds offsets "
+                f"{self.first_offset}..{end - 1}")
+        if offset == end:
+            return
+        number = bisect_right(self._starts, offset) - 1
+        boundary = self._segments[number]
+        log_size, index_size = boundary.cut_point(offset)  # refuses a cut inside a batch
+        plan = TruncationPlan(offset, boundary.start_offset, log_size, index_size)
+        cut = self._segments[number:]
+        del self._segments[number:]
+        del self._starts[number:]
+        try:
+            for segment in cut:
+                segment.close(sync=False)  # (the cut syncs what is kept)
+            carry_out(self.directory, plan, self._durability)
+            tail = recover_tail(self.directory, plan.segment, self._durability,
+                                clean_shutdown=True, validate_checksum=False,
+                                record_format=self.format)
+        except BaseException:
+            self._closed = True  # half cut: the next open completes it (the marker)
+            for segment in self._segments:
+                segment.close(sync=False)
+            raise
+        self._segments.append(tail)
+        self._starts.append(tail.start_offset)
+        self._last_timestamp = max((s.last_timestamp or 0 for s in self._segments), default=0)
+        if self._epochs is not None:
+            self._epochs.reload()
+        if self._stored_high_watermark is not None:
+            self._stored_high_watermark = min(self._stored_high_watermark, offset)
+        if tail.size_bytes >= self.settings.segment_size:
+            self._seal_active()
+
+    def append_replicated(self, records: bytes, positions: bytes | memoryview | None,
+                          first_offset: int) -> tuple[int, int]:
+        """A follower's append (cluster-design.md): a leader's records as the leader stored
+        them -- offsets, timestamps, ids and checksums (a batch format: whole batches, their
+        leader epochs too) kept byte for byte -- at exactly the offsets they carry, which must
+        run on from ``first_offset`` = this log's end. A rejected append writes nothing.
+        Returns (first, last) offsets.
+
+        Per-record formats (iggy-v1; ``positions``: where each record starts, u32 array
+        bytes): checked as staged records are (layout, checksums, limits:
+        ``check_stored_records``), plus the offsets (``first_offset`` + i) and timestamps
+        (never below the log's last). Batch-index formats (``positions`` unused, None): see
+        ``_append_replicated_batches``. Per-record Python work here: the replication path is
+        not yet a hot path."""
+        self._settle()
+        if first_offset != self.next_offset:
+            raise CannotAppendMessage(reason=(
+                f"Cannot append message: the leader's records start at offset {first_offset}, "
+                f"this log's next offset is {self.next_offset}"))
+        if self.format.batch_index:
+            return self._append_replicated_batches(records, first_offset)
+        if positions is None:
+            raise ValueError(f"format {self.format.name}: a follower's append needs the "
+                             "positions of the records")
+        starts = self.format.check_stored(records, positions)
+        timestamps = []
+        previous = self._last_timestamp
+        for index, start in enumerate(starts):
+            offset, _, timestamp = STORED_HEAD.unpack_from(records, start)
+            if offset != first_offset + index or timestamp < previous:
+                raise DecodeError(f"record {index}: offset {offset} or timestamp {timestamp} "
+                                  f"out of order (expected offset {first_offset + index}, a "
+                                  f"timestamp from {previous})")
+            timestamps.append(timestamp)
+            previous = timestamp
+        self._stamping_epoch()  # the leader's epoch of these records (set by the caller)
+        active = self._segment_for(len(records))
+        relative, base = first_offset - active.start_offset, active.size_bytes
+        index_entries = bytearray(INDEX_ENTRY_SIZE * len(starts))
+        for index, start in enumerate(starts):
+            INDEX_ENTRY.pack_into(index_entries, index * INDEX_ENTRY_SIZE, relative + index,
+                                  base + start, timestamps[index])
+        self._write(active, records, index_entries, timestamps[0], len(starts),
+                    last_timestamp=timestamps[-1])
+        return first_offset, first_offset + len(starts) - 1
+
+    def _append_replicated_batches(self, records: bytes, first_offset: int) -> tuple[int, int]:
+        """``append_replicated`` for a batch-index format: ``records`` must be whole batches
+        that the format's ``scan`` walks cleanly to their end (checksums verified), offsets
+        dense from ``first_offset``, timestamps from the log's last on, leader epochs never
+        decreasing from the log's last; the entries ``scan`` builds (epochs included) are the
+        index entries, moved to the segment's offsets and positions. The batches go into
+        segments as the leader's appends put them (after each batch, a segment of
+        ``segment_size`` bytes or more is sealed), so a follower with the leader's settings
+        holds the leader's files byte for byte however the bytes are shipped."""
+        entry_size = self.format.index_entry_size
+        scanned = self.format.scan(records, 0, first_offset, first_offset, self._last_timestamp)
+        if scanned.stop_kind != KIND_GOOD or scanned.end_position != len(records) or not (
+                scanned.count):
+            raise DecodeError(
+                f"the leader's batches from offset {first_offset} do not scan cleanly: "
+                f"{scanned.stop_reason or 'no batch'} (byte {scanned.end_position} of "
+                f"{len(records)})")
+        entries = scanned.index_entries
+        numbers = len(entries) // entry_size
+        heads = [INDEX_ENTRY.unpack_from(entries, number * entry_size)
+                 for number in range(numbers)]  # (first offset - first_offset, position, ts)
+        entry_epoch = self.format.entry_epoch
+        if entry_epoch is not None:
+            previous = self.last_epoch
+            for number in range(numbers):
+                epoch = entry_epoch(entries, number * entry_size)
+                if previous is not None and epoch < previous:
+                    raise DecodeError(f"the leader's batch at offset "
+                                      f"{first_offset + heads[number][0]} has leader epoch "
+                                      f"{epoch}, below the {previous} before it")
+                previous = epoch
+        ends = [head[1] for head in heads[1:]] + [len(records)]
+        end_offset = first_offset + scanned.count
+        number = 0
+        while number < numbers:  # one write per run of batches that share a segment
+            active = self._segment_for(ends[number] - heads[number][1])
+            start, base = heads[number][1], active.size_bytes
+            last = number
+            while (last + 1 < numbers and base + ends[last] - start < self.settings.segment_size
+                   and base + ends[last + 1] - start <= MAX_POSITION):
+                last += 1
+            group = bytearray(entries[number * entry_size:(last + 1) * entry_size])
+            shift = first_offset - active.start_offset
+            for at in range(last + 1 - number):
+                relative, position, timestamp = heads[number + at]
+                INDEX_ENTRY.pack_into(group, at * entry_size, relative + shift,
+                                      position - start + base, timestamp)
+            group_end = (first_offset + heads[last + 1][0]) if last + 1 < numbers else end_offset
+            self._write(active, records[start:ends[last]], group, heads[number][2],
+                        group_end - (first_offset + heads[number][0]),
+                        last_timestamp=heads[last][2])
+            number = last + 1
+        return first_offset, end_offset - 1
+
