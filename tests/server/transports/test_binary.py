@@ -313,7 +313,7 @@ def test_every_request_is_counted_by_protocol_kind_transport_and_outcome(tmp_pat
     async def scenario(core: Core) -> None:
         core.metrics.instrument(core)
         link = FakeLink()
-        connection = BinaryConnection(core, link, "10.0.0.1:1", Transport.TCP, CountedProtocol())
+        connection = BinaryConnection(core, link, "10.0.0.1:1", "tcp", CountedProtocol())
         for code in (1, 1, 2, 7, 300):
             connection.submit(code, memoryview(b"p"))
         await link.replies_count(5)
@@ -336,7 +336,7 @@ def test_every_request_is_counted_by_protocol_kind_transport_and_outcome(tmp_pat
 def test_nothing_is_counted_while_metrics_are_off(tmp_path):
     async def scenario(core: Core) -> None:
         link = FakeLink()
-        connection = BinaryConnection(core, link, "10.0.0.1:1", Transport.TCP, CountedProtocol())
+        connection = BinaryConnection(core, link, "10.0.0.1:1", "tcp", CountedProtocol())
         assert connection.series is None
         connection.submit(1, memoryview(b"p"))
         await link.replies_count(1)

@@ -111,7 +111,7 @@ async def handle_request(core: Core, session: Session, code: int, payload: memor
         log.exception("client %d: %s failed unexpectedly", session.client_id, command.NAME)
         return error_reply(errors.Error.code, errors.Error.name)
     if core.metrics.enabled:
-        record_traffic(core.metrics, session.transport.name.lower(), command, result)
+        record_traffic(core.metrics, session.transport, command, result)
     if isinstance(result, list) and len(result) > RECORDS_PER_TURN:
         result = await _encode_in_turns(result)  # e.g. GET_STREAMS of 100,000 streams
     return Reply(encode_result(result))

@@ -95,7 +95,7 @@ async def execute_command(core: Core, session: Any, command: Any) -> Any:
     metrics = core.metrics
     if not metrics.enabled:
         return await execute_iggy(core, session, command)
-    transport = session.transport.name.lower()
+    transport = session.transport
     started = time.perf_counter()
     outcome = "ok"
     try:
