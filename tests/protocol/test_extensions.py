@@ -157,7 +157,7 @@ def test_the_owner_header_comes_first_and_no_owner_is_version_0() -> None:
     (1011, CommitStagedMessages("p", 1).encode()),
     (1012, AbortStagedMessages("p", 1).encode()),
     (1010, StageMessages.of("p", 1, 0, 0, 0, 1, 1, Partitioning.balanced(), [b"x"]).encode()),
-])
+], ids=["commit", "abort", "stage"])  # (a staged message's id is random: no bytes in the ids)
 def test_a_bad_owner_header_is_a_decode_error(header: bytes, code: int, rest: bytes) -> None:
     with pytest.raises(DecodeError):
         codes.decode_command(code, header + rest)

@@ -1,6 +1,6 @@
 """Kafka -> Spark: the connector reads a topic Kafka clients wrote (record format ``kafka-v2``,
 compressed batches) through its columnar reads, which the server answers by converting the
-stored batches into Iggy records (storage.record_conversion): offsets, keys, values,
+stored batches into Iggy records (storage.formats.conversion): offsets, keys, values,
 timestamps (ms x 1000) and headers, whole and from inside a batch."""
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ STAGE_MESSAGES carries, per message::
 
 Owns: the field offsets and sizes, the structs that read and write the fixed parts, and one
 reference walker per layout (``walk_send``, ``walk_stored``: where each message's parts are,
-no copies). The server's hot loops (``storage.records``, ``_stamp.c``, the record checks)
+no copies). The server's hot loops (``storage.formats.iggy_v1``, ``_stamp.c``, the record checks)
 and the Spark reader's Arrow slices use these names; the C twin checks its copies of them at
-import (``storage.records``).
+import (``storage.formats.iggy_v1``).
 
 The key: a message's key is its ``rill.key`` header (``KEY_HEADER``), whatever protocol or tool
 wrote it: the CLI's ``--key``, the Spark connector's ``key`` column, and next Kafka's and TANK's

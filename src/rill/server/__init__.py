@@ -1,1 +1,2 @@
-"""The rill server: configuration, core services, storage and transports."""
+"""The rill server: configuration, the neutral core, the wire protocols (Iggy, Kafka, TANK),
+transports, auth and storage."""

@@ -300,10 +300,10 @@ def _magic_2_message() -> bytes:
     message(0, b"k", b"v") + b"\x00" * 5,  # a partial message after it
     message(0, None, b"not gzip", attributes=1),
     message(0, None, b"", attributes=5),  # no such codec
-    message(0, None, gzip.compress(message(0, None, gzip.compress(message(0, None, b"x")),
-                                           attributes=1)), attributes=1),  # nested wrappers
-    message(0, None, gzip.compress(_flip(message(0, None, b"x"), -1)), attributes=1),
-    message(1, None, gzip.compress(b""), attributes=1),  # a wrapper of nothing
+    message(0, None, gzip.compress(message(0, None, gzip.compress(message(0, None, b"x"), mtime=0),
+                                           attributes=1), mtime=0), attributes=1),  # nested wrappers
+    message(0, None, gzip.compress(_flip(message(0, None, b"x"), -1), mtime=0), attributes=1),
+    message(1, None, gzip.compress(b"", mtime=0), attributes=1),  # a wrapper of nothing
     _magic_2_message(),
 ])
 def test_a_bad_message_set_is_refused(bad):

@@ -1,5 +1,5 @@
 """The protocol-neutral broker: the use cases of the server, one service per resource, which
-every wire protocol calls (Iggy's dispatch today; Kafka's and TANK's next, through ``broker``).
+every wire protocol calls through one door, ``broker`` (Iggy over TCP, QUIC and HTTP, Kafka, TANK).
 
 Each service method takes the caller's Session and neutral values (``types``: ids or names,
 specs, offsets), and runs authorize (an action on a resource, ``auth.permissioner``) ->

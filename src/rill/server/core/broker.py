@@ -231,7 +231,7 @@ class Broker:
                      choose: PartitionChooser | None = None,
                      admit: Admission | None = None) -> AppendResult:
         """Append a batch in the topic's record format (``iggy-v1``: a SEND region,
-        ``storage.records``; ``kafka-v2``: RecordBatch v2, ``storage.kafka_records``) and answer
+        ``storage.formats.iggy_v1``; ``kafka-v2``: RecordBatch v2, ``storage.formats.kafka_v2``) and answer
         once it is as durable as the fsync policy promises, with the offsets it got.
         ``ref``: the partition; or the topic, with ``choose`` picking the partition once the
         append is authorized (a protocol's partitioning rule).
@@ -254,7 +254,7 @@ class Broker:
         """Stored records from ``offset`` up to the high watermark, at most ``max_records``
         and ``max_bytes`` (at least one record when any is there). ``record_format``: the
         format the caller takes; a topic of another format is converted per record
-        (``storage.record_conversion``); None: as stored. ``regions`` (for a link that sends
+        (``storage.formats.conversion``); None: as stored. ``regions`` (for a link that sends
         files, ``Session.sends_files``): large verified ranges of stored records may come as
         file regions among the chunks, to send as they are; the caller sends or closes them."""
         return self._messages.read(session, ref.namespace, ref.topic, ref.partition_id,

@@ -117,7 +117,8 @@ class Core:
         )
         state = self.state
         self.sessions: dict[int, Session] = {}
-        # every service gets what it calls when it is built (no hooks assigned later)
+        # every service gets what it calls when it is built; the one list filled later is
+        # member_sources (each protocol with groups of its own adds its source as it starts)
         groups = self.consumer_groups = ConsumerGroupService(state, self._group_membership)
         self.system = SystemService(state, self.sessions, groups.groups_of)
         self.clients = ClientService(state, self.sessions)

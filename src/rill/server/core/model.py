@@ -110,7 +110,7 @@ class Topic:
     message_expiry: int  # resolved µs, or u64::MAX = never
     max_topic_size: int  # resolved bytes, or u64::MAX = unlimited
     replication_factor: int
-    record_format: str  # how its partitions store records (storage.records)
+    record_format: str  # how its partitions store records (storage.formats.iggy_v1)
     partitions: dict[int, Partition] = field(default_factory=dict)
 
     @property

@@ -56,7 +56,7 @@ class TopicSpec:
     message_expiry: int = 0
     max_topic_size: int = 0
     replication_factor: int = 0
-    record_format: str = "iggy-v1"  # how its partitions store records (storage.records)
+    record_format: str = "iggy-v1"  # how its partitions store records (storage.formats.iggy_v1)
 
 
 @dataclass(slots=True)

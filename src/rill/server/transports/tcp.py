@@ -1,4 +1,4 @@
-"""A binary protocol over TCP (optionally TLS): Iggy's, or Kafka's on its own listener.
+"""A binary protocol over TCP (optionally TLS): Iggy's, Kafka's or TANK's, each on its own listener.
 
 Owns: accepting connections (wrapped in TLS when the listener has an ``ssl.SSLContext``) and
 feeding each byte stream to the frame decoder its protocol supplies (``WireProtocol.

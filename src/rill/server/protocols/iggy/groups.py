@@ -3,8 +3,8 @@ dealt, and where each member's group polls go next (wire §3.9, §4.4, §6.5, §
 
 Owns: ``IggyGroupMembers``, the ``GroupMembership`` the core is built with when it serves Iggy
 (the core keeps the groups themselves, durable, and asks this for a member's
-partition). Kafka's group coordinator will be another membership over the same groups and
-positions.
+partition). Kafka's groups are its own coordinator's (``protocols/kafka/groups.py``); the core
+learns of their members through ``member_sources``.
 
 Invariants and decisions (where the wire reference leaves a choice):
 

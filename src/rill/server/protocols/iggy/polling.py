@@ -20,7 +20,7 @@ from rill.server.core.broker import Broker, PartitionReader, PartitionRef
 from rill.server.core.types import LogBounds, RecordRange, Ref, Session
 from rill.server.protocols.iggy.consumers import GroupMember, Reader
 
-# what an Iggy reader takes (storage.records); a Kafka-written topic is converted into it
+# what an Iggy reader takes (storage.formats.iggy_v1); a Kafka-written topic is converted into it
 RECORD_FORMAT = "iggy-v1"
 
 

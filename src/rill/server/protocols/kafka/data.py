@@ -6,7 +6,7 @@ Owns: these rules (the versions served are ``RANGES``):
   topic or partition is UNKNOWN_TOPIC_OR_PARTITION (3) and nothing is written. A topic of
   another record format (an Iggy ``iggy-v1`` topic, e.g. created by an Iggy client in that
   stream) is served to Fetch and ListOffsets converted into uncompressed RecordBatch v2, per
-  record (``storage.record_conversion``: key = the ``rill.key`` header, typed headers as raw
+  record (``storage.formats.conversion``: key = the ``rill.key`` header, typed headers as raw
   bytes, timestamps µs // 1000), and a Produce to it is converted on the way in, one Iggy
   record per Kafka record by the same rule backwards (``broker.append(record_format=
   "kafka-v2")``: the batch checked as a kafka-v2 topic checks it, CRC-32C included, before

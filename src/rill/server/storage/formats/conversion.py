@@ -14,7 +14,7 @@ and Iggy -> Iggy hand the stored bytes through as before).
 Two implementations of each direction, as ``records.stamp_batch`` has: ``kafka_to_iggy_python``
 and ``iggy_to_kafka_python`` are the reference (and the fallback); ``_convert.c``'s
 ``kafka_to_iggy`` and ``_iggy_to_kafka.c``'s ``iggy_to_kafka`` are the C twins of their per-record loops, used (through
-``kafka_to_iggy_accelerated`` / ``iggy_to_kafka_accelerated``) when ``records.ACCELERATOR`` has
+``kafka_to_iggy_accelerated`` / ``iggy_to_kafka_accelerated``) when ``iggy_v1.ACCELERATOR`` has
 them (``ACCELERATED`` tells; an older build, a compiler without 128-bit integers or
 ``RILL_PURE_PYTHON=1`` runs the reference). Kafka -> Iggy: Python keeps the per-batch work
 (walking the batch headers, skipping batches outside the range, inflating a compressed one) and
