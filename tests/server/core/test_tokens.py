@@ -27,7 +27,8 @@ from rill.server.core.model import Session
 from rill.server.core.state import CoreState
 from rill.server.core.tokens import PersonalAccessTokenService
 from rill.server.core.users import UserService
-from rill.server.storage.metadata import MetadataStore
+from rill.server.core.catalog import Catalog
+from rill.server.core.memory_catalog import MemoryCatalog
 from rill.server.storage.paths import DataPaths
 from server_process import session
 
@@ -262,9 +263,10 @@ def test_only_the_blake3_hash_is_stored(server, root):
 
 
 class FailingStore:
-    """The real store, except that the methods named in ``failing`` raise like a full disk."""
+    """The catalog (the memory twin), except that the methods named in ``failing`` raise
+    like a full disk."""
 
-    def __init__(self, store: MetadataStore) -> None:
+    def __init__(self, store: Catalog) -> None:
         self.store, self.failing = store, set()
 
     def __getattr__(self, name: str):
@@ -276,7 +278,7 @@ class FailingStore:
 def test_a_failed_store_write_changes_nothing(tmp_path):
     config = ServerConfig()
     config.root.password_hash_cost = 4
-    store = FailingStore(MetadataStore(tmp_path / "metadata.sqlite3", synchronous_full=False))
+    store = FailingStore(MemoryCatalog())
     state = CoreState(config, DataPaths(tmp_path), store, durability=None,
                       permissioner=Permissioner())
     users = UserService(state, lambda: (), lambda user_id: None)

@@ -28,6 +28,7 @@ from typing import Callable, Iterable
 from rill import errors
 from rill.server.auth.permissioner import Action
 from rill.server.core.model import Partition, Session, Topic
+from rill.server.core.catalog import PartitionRow, TopicRow
 from rill.server.core.state import CoreState, catalogue_change
 from rill.server.core.types import Ref
 from rill.server.storage.directories import (
@@ -37,7 +38,6 @@ from rill.server.storage.directories import (
     retire_all,
     write_manifest,
 )
-from rill.server.storage.metadata import PartitionRow, TopicRow
 
 MAX_PARTITIONS_PER_REQUEST = 1000
 MAX_PARTITIONS_PER_TOPIC = 100_000
@@ -62,14 +62,15 @@ async def add_partitions(
     opened = await asyncio.to_thread(_make_partitions, state, topic, rows, new_topic)
     try:
         if new_topic is not None:
-            state.store.create_topic(new_topic, rows)
+            _, confirmed = await state.store.create_topic(new_topic, rows)
         else:
-            state.store.create_partitions(rows)
+            confirmed = await state.store.create_partitions(rows)
     except BaseException:
         await asyncio.to_thread(_unmake_partitions, state, topic, opened, new_topic)
         raise
-    for partition in opened:
-        topic.partitions[partition.id] = partition
+    made = {partition.id: partition for partition in opened}
+    for row in confirmed:
+        topic.partitions[row.id] = made[row.id]
 
 
 def _make_partitions(state: CoreState, topic: Topic, rows: list[PartitionRow],
@@ -175,7 +176,7 @@ class PartitionService:
             raise errors.CannotDeletePartitionDirectory(
                 doomed[0], topic.stream_id, topic.id) from error
         try:
-            state.store.delete_partitions(topic.stream_id, topic.id, doomed)
+            await state.store.delete_partitions(topic.stream_id, topic.id, doomed)
         except BaseException:
             put_back()
             await restore_directories(state, tombstones)

@@ -29,11 +29,11 @@ from rill import errors
 from rill.protocol.primitives import EXPIRY_NEVER, EXPIRY_SERVER_DEFAULT
 from rill.server.auth.permissioner import Action
 from rill.server.config import NEVER
+from rill.server.core.catalog import PersonalAccessTokenRow, settled
 from rill.server.core.model import Session
 from rill.server.core.names import normalize_name, validate_name
 from rill.server.core.state import CoreState
 from rill.server.core.users import UserService
-from rill.server.storage.metadata import PersonalAccessTokenRow
 
 log = logging.getLogger(__name__)
 
@@ -129,10 +129,10 @@ class PersonalAccessTokenService:
         raw = new_token()
         token = PersonalAccessToken(user_id, name, hash_token(raw),
                                     expiry_at(state.clock(), expiry))
-        state.store.create_personal_access_token(
+        row = settled(state.store.create_personal_access_token(
             PersonalAccessTokenRow(token.user_id, token.name, token.token_hash, token.expiry_at)
-        )
-        self._remember(token)
+        ))
+        self._remember(PersonalAccessToken(row.user_id, row.name, row.token_hash, row.expiry_at))
         return raw
 
     def delete_personal_access_token(self, session: Session, name: str) -> None:
@@ -143,7 +143,7 @@ class PersonalAccessTokenService:
         token = self.by_user.get(session.user_id, {}).get(normalize_name(name))
         if token is None:
             raise errors.ResourceNotFound(name, field="name")
-        state.store.delete_personal_access_token(token.user_id, token.name)
+        settled(state.store.delete_personal_access_token(token.user_id, token.name))
         self._forget(token)
 
     def login_with_personal_access_token(self, session: Session, raw_token: str) -> int:
@@ -176,7 +176,8 @@ class PersonalAccessTokenService:
         now = self.state.clock()
         expired = [token for token in self.by_hash.values() if token.is_expired(now)]
         if expired:
-            self.state.store.delete_personal_access_tokens([t.token_hash for t in expired])
+            settled(self.state.store.delete_personal_access_tokens(
+                [t.token_hash for t in expired]))
             for token in expired:
                 self._forget(token)
         return len(expired)

@@ -39,11 +39,11 @@ from rill.server.auth.passwords import (
     verify_password,
     verify_password_async,
 )
+from rill.server.core.catalog import UserRow, settled
 from rill.server.core.model import Session
 from rill.server.core.names import validate_name
 from rill.server.core.state import CoreState
 from rill.server.core.types import Ref
-from rill.server.storage.metadata import UserRow
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ class UserService:
             created_at=self.state.clock(),
             scram=scram.derive_all(root.password),
         )
-        self.state.store.create_user(user_row(user))
+        settled(self.state.store.create_user(user_row(user)))
 
     def root_has_default_password(self) -> bool:
         """Whether the root user can still log in with the default password (one bcrypt check;
@@ -216,7 +216,7 @@ class UserService:
             created_at=state.clock(),
             scram=credentials,
         )
-        state.store.create_user(user_row(user))
+        user = user_from_row(await state.store.create_user(user_row(user)))
         self._remember(user)
         self._next_id = user.id + 1
         return user
@@ -227,7 +227,7 @@ class UserService:
         user = self.find_user(user_id)
         if user.id == ROOT_USER_ID:
             raise errors.CannotDeleteUser(user.id, field="user_id")
-        state.store.delete_user(user.id)  # cascades to the user's tokens
+        settled(state.store.delete_user(user.id))  # cascades to the user's tokens
         state.login_throttle.forget(user.username)
         del self.users[user.id]
         state.permissioner.remove_user(user.id)
@@ -255,7 +255,7 @@ class UserService:
         status = user.status if status is None else UserStatus(status)
         if username == user.username and status == user.status:
             return
-        state.store.update_user(user.id, username, int(status))
+        settled(state.store.update_user(user.id, username, int(status)))
         if username != user.username:
             state.login_throttle.forget(user.username)
         user.username = username
@@ -270,9 +270,9 @@ class UserService:
         user = self.find_user(user_id)
         if user.id == ROOT_USER_ID:
             raise errors.CannotChangePermissions(user.id, field="user_id")
-        state.store.update_permissions(
+        settled(state.store.update_permissions(
             user.id, permissions.to_bytes() if permissions is not None else None
-        )
+        ))
         user.permissions = permissions
         state.permissioner.set_user(user.id, permissions)
 
@@ -285,7 +285,8 @@ class UserService:
         password_hash = await hash_password_async(new_password, self._cost)
         credentials = await _derive_scram(new_password)
         self._ensure_current(user)
-        self.state.store.change_password(user.id, password_hash, scram.encode(credentials))
+        await self.state.store.change_password(user.id, password_hash,
+                                               scram.encode(credentials))
         user.password_hash = password_hash
         user.scram = credentials
 
@@ -322,7 +323,7 @@ class UserService:
         if (self.users.get(user.id) is not user or user.scram
                 or user.password_hash != password_hash):
             return  # deleted, or given a new password meanwhile
-        self.state.store.set_scram_credentials(user.id, scram.encode(credentials))
+        await self.state.store.set_scram_credentials(user.id, scram.encode(credentials))
         user.scram = credentials
 
     def begin_scram(self, session: Session, mechanism: str, client_first: bytes
