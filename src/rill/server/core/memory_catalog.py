@@ -30,6 +30,10 @@ class MemoryCatalog:
         self.reserve: SpaceReserve | None = None  # no disk to keep room on
         self.closed = False
         self._streams: dict[int, StreamRow] = {}
+        # the unique names, indexed (a lookup per change, however large the catalog)
+        self._stream_names: dict[str, int] = {}
+        self._topic_names: dict[tuple[int, str], int] = {}
+        self._user_names: dict[str, int] = {}
         self._topics: dict[tuple[int, int], TopicRow] = {}
         self._partitions: dict[tuple[int, int, int], PartitionRow] = {}
         self._positions: dict[tuple[int, int, int, str], PositionRow] = {}
@@ -80,6 +84,7 @@ class MemoryCatalog:
         if row.id in self._streams or self._stream_named(row.name) is not None:
             raise CatalogConflict(f"stream {row.id} or its name {row.name!r} is taken")
         self._streams[row.id] = row
+        self._stream_names[row.name] = row.id
         return row
 
     async def update_stream(self, stream_id: int, name: str) -> None:
@@ -89,10 +94,14 @@ class MemoryCatalog:
         if self._stream_named(name) not in (None, stream_id):
             raise CatalogConflict(f"stream name {name!r} is taken")
         self._streams[stream_id] = replace(row, name=name)
+        del self._stream_names[row.name]
+        self._stream_names[name] = stream_id
 
     async def delete_stream(self, stream_id: int) -> None:
-        if self._streams.pop(stream_id, None) is None:
+        row = self._streams.pop(stream_id, None)
+        if row is None:
             return
+        del self._stream_names[row.name]
         for stream, topic in [key for key in self._topics if key[0] == stream_id]:
             await self.delete_topic(stream, topic)
 
@@ -113,6 +122,7 @@ class MemoryCatalog:
         except CatalogConflict:
             del self._topics[key]
             raise
+        self._topic_names[row.stream_id, row.name] = row.id
         self._add_partitions(partitions)
         return row, partitions
 
@@ -123,6 +133,8 @@ class MemoryCatalog:
             return row
         if self._topic_named(row.stream_id, row.name) not in (None, row.id):
             raise CatalogConflict(f"topic name {row.name!r} is taken in stream {row.stream_id}")
+        del self._topic_names[row.stream_id, held.name]
+        self._topic_names[row.stream_id, row.name] = row.id
         self._topics[key] = replace(
             held, name=row.name, compression_algorithm=row.compression_algorithm,
             message_expiry=row.message_expiry, max_topic_size=row.max_topic_size,
@@ -130,8 +142,10 @@ class MemoryCatalog:
         return row
 
     async def delete_topic(self, stream_id: int, topic_id: int) -> None:
-        if self._topics.pop((stream_id, topic_id), None) is None:
+        row = self._topics.pop((stream_id, topic_id), None)
+        if row is None:
             return
+        del self._topic_names[stream_id, row.name]
         await self.delete_partitions(stream_id, topic_id, [
             key[2] for key in self._partitions if key[:2] == (stream_id, topic_id)])
         for key in [key for key in self._groups if key[:2] == (stream_id, topic_id)]:
@@ -205,6 +219,7 @@ class MemoryCatalog:
         if row.id in self._users or self._user_named(row.username) is not None:
             raise CatalogConflict(f"user {row.id} or its name {row.username!r} is taken")
         self._users[row.id] = row
+        self._user_names[row.username] = row.id
         return row
 
     async def update_user(self, user_id: int, username: str, status: int) -> None:
@@ -214,6 +229,8 @@ class MemoryCatalog:
         if self._user_named(username) not in (None, user_id):
             raise CatalogConflict(f"username {username!r} is taken")
         self._users[user_id] = replace(row, username=username, status=status)
+        del self._user_names[row.username]
+        self._user_names[username] = user_id
 
     async def update_permissions(self, user_id: int, permissions: bytes | None) -> None:
         self._change_user(user_id, permissions=permissions)
@@ -232,8 +249,10 @@ class MemoryCatalog:
             self._users[user_id] = replace(row, **changes)  # type: ignore[arg-type]
 
     async def delete_user(self, user_id: int) -> None:
-        if self._users.pop(user_id, None) is None:
+        row = self._users.pop(user_id, None)
+        if row is None:
             return
+        del self._user_names[row.username]
         for key in [key for key in self._tokens if key[0] == user_id]:
             del self._tokens[key]
 
@@ -288,11 +307,10 @@ class MemoryCatalog:
     # -- names -------------------------------------------------------------------------------
 
     def _stream_named(self, name: str) -> int | None:
-        return next((row.id for row in self._streams.values() if row.name == name), None)
+        return self._stream_names.get(name)
 
     def _topic_named(self, stream_id: int, name: str) -> int | None:
-        return next((row.id for key, row in self._topics.items()
-                     if key[0] == stream_id and row.name == name), None)
+        return self._topic_names.get((stream_id, name))
 
     def _user_named(self, username: str) -> int | None:
-        return next((row.id for row in self._users.values() if row.username == username), None)
+        return self._user_names.get(username)
