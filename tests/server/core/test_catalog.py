@@ -52,7 +52,8 @@ def test_the_model_holds_what_the_catalog_confirmed(tmp_path):
             topic = await broker.create_topic(session, "ns", TopicSpec("t", partitions_count=1))
             assert stream.created_at == 42 and core.state.streams[1].created_at == 42
             assert topic.message_expiry == 7 and topic.partitions[1].created_at == 43
-            broker.catalog.update_topic(session, "ns", "t", TopicSpec("t", max_topic_size=(1 << 40)))
+            await broker.catalog.update_topic(session, "ns", "t",
+                                              TopicSpec("t", max_topic_size=1 << 40))
             assert topic.max_topic_size == 9
             user = await broker.access.create_user(session, "someone", "password", 1, None)
             assert user.created_at == 44 and core.users.users[user.id].created_at == 44

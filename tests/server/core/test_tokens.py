@@ -4,6 +4,7 @@ BLAKE3 only."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import sqlite3
 import time
@@ -285,21 +286,21 @@ def test_a_failed_store_write_changes_nothing(tmp_path):
     users.load(create_root=True)
     tokens = PersonalAccessTokenService(state, users)
     root = Session(1, "127.0.0.1:1", "tcp", user_id=1)
-    raw = tokens.create_personal_access_token(root, "kept", 0)
-    tokens.create_personal_access_token(root, "stale", 1)
+    raw = asyncio.run(tokens.create_personal_access_token(root, "kept", 0))
+    asyncio.run(tokens.create_personal_access_token(root, "stale", 1))
     store.failing = {"create_personal_access_token", "delete_personal_access_token",
                      "delete_personal_access_tokens"}
     with pytest.raises(sqlite3.OperationalError):
-        tokens.create_personal_access_token(root, "lost", 0)
+        asyncio.run(tokens.create_personal_access_token(root, "lost", 0))
     with pytest.raises(sqlite3.OperationalError):
-        tokens.delete_personal_access_token(root, "kept")
+        asyncio.run(tokens.delete_personal_access_token(root, "kept"))
     with pytest.raises(sqlite3.OperationalError):
-        tokens.delete_expired()
+        asyncio.run(tokens.delete_expired())
     listed = tokens.get_personal_access_tokens(root)
     assert [token.name for token in listed] == ["kept", "stale"]
     stranger = Session(2, "127.0.0.1:2", "tcp")
     assert tokens.login_with_personal_access_token(stranger, raw) == 1
     store.failing = set()
-    assert tokens.delete_expired() == 1
+    assert asyncio.run(tokens.delete_expired()) == 1
     assert [row.name for row in store.store.load_personal_access_tokens()] == ["kept"]
     store.store.close()

@@ -373,7 +373,7 @@ def test_a_failed_store_write_changes_nothing(tmp_path):
                        lambda: users.update_permissions(root, 2, None),
                        lambda: users.delete_user(root, 2)):
             with pytest.raises(sqlite3.OperationalError):
-                change()
+                await change()
 
     asyncio.run(scenario())
     assert sorted(users.users) == [1, 2]

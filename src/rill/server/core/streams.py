@@ -16,7 +16,7 @@ from rill import errors
 from rill.server.auth.permissioner import Action
 from rill.server.core.model import Session, Stream
 from rill.server.core.names import validate_name
-from rill.server.core.catalog import StreamRow, settled
+from rill.server.core.catalog import StreamRow
 from rill.server.core.state import CoreState, catalogue_change
 from rill.server.core.types import Ref
 from rill.server.core.partitions import (
@@ -70,7 +70,7 @@ class StreamService:
         stream = state.streams[stream_id] = Stream(row.id, row.name, row.created_at)
         return stream
 
-    def update_stream(self, session: Session, stream_id: Ref, name: str) -> None:
+    async def update_stream(self, session: Session, stream_id: Ref, name: str) -> None:
         state = self.state
         stream = state.find_stream(stream_id)
         state.authorize(session, Action.MANAGE_STREAM, stream.id)
@@ -79,7 +79,7 @@ class StreamService:
             return
         if state.streams.named(name) is not None:
             raise errors.StreamNameAlreadyExists(name, field="name")
-        settled(state.store.update_stream(stream.id, name))
+        await state.store.update_stream(stream.id, name)
         state.streams.rename(stream.id, name)
         self._write_manifest(stream)
 
@@ -116,11 +116,11 @@ class StreamService:
             partition for topic in stream.topics.values()
             for partition in topic.partitions.values()])
 
-    def purge_stream(self, session: Session, stream_id: Ref) -> None:
+    async def purge_stream(self, session: Session, stream_id: Ref) -> None:
         state = self.state
         stream = state.find_stream(stream_id)
         state.authorize(session, Action.MANAGE_STREAM, stream.id)
-        settled(state.store.purge_stream(stream.id))
+        await state.store.purge_stream(stream.id)
         for topic in stream.topics.values():
             for partition in topic.partitions.values():
                 partition.log.purge()

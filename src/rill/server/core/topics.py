@@ -28,7 +28,7 @@ from rill.server.core.partitions import (
     restore_directories,
     retire_directories,
 )
-from rill.server.core.catalog import TopicRow, settled
+from rill.server.core.catalog import TopicRow
 from rill.server.core.state import CoreState, catalogue_change
 from rill.server.core.types import Ref, TopicSpec
 from rill.server.storage.directories import write_manifest
@@ -110,7 +110,8 @@ class TopicService:
         stream.topics[topic.id] = topic
         return topic
 
-    def update_topic(self, session: Session, stream_id: Ref, topic_id: Ref, spec: TopicSpec) -> None:
+    async def update_topic(self, session: Session, stream_id: Ref, topic_id: Ref,
+                           spec: TopicSpec) -> None:
         """New settings (``partitions_count`` and ``topic_id`` are not changed here)."""
         state = self.state
         topic = state.find_topic(stream_id, topic_id)
@@ -122,13 +123,13 @@ class TopicService:
         expiry = self._resolve_expiry(spec.message_expiry)
         max_size = self._resolve_max_size(spec.max_topic_size)
         replication = spec.replication_factor or 1
-        row = settled(state.store.update_topic(
+        row = await state.store.update_topic(
             TopicRow(
                 topic.stream_id, topic.id, name, topic.created_at,
                 int(spec.compression_algorithm), expiry, max_size, replication,
                 topic.record_format,
             )
-        ))
+        )
         stream.topics.rename(topic.id, row.name)
         topic.compression_algorithm = row.compression_algorithm
         topic.message_expiry = row.message_expiry
@@ -163,11 +164,11 @@ class TopicService:
         self.on_topic_deleted(topic)
         await remove_tombstones(state, tombstones, topic.partitions.values())
 
-    def purge_topic(self, session: Session, stream_id: Ref, topic_id: Ref) -> None:
+    async def purge_topic(self, session: Session, stream_id: Ref, topic_id: Ref) -> None:
         state = self.state
         topic = state.find_topic(stream_id, topic_id)
         state.authorize(session, Action.MANAGE_TOPIC, topic.stream_id, topic.id)
-        settled(state.store.purge_topic(topic.stream_id, topic.id))
+        await state.store.purge_topic(topic.stream_id, topic.id)
         for partition in topic.partitions.values():
             partition.log.purge()
             partition.positions.clear()

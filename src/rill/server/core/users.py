@@ -221,13 +221,13 @@ class UserService:
         self._next_id = user.id + 1
         return user
 
-    def delete_user(self, session: Session, user_id: Ref) -> None:
+    async def delete_user(self, session: Session, user_id: Ref) -> None:
         state = self.state
         state.authorize(session, Action.MANAGE_USERS)
         user = self.find_user(user_id)
         if user.id == ROOT_USER_ID:
             raise errors.CannotDeleteUser(user.id, field="user_id")
-        settled(state.store.delete_user(user.id))  # cascades to the user's tokens
+        await state.store.delete_user(user.id)  # cascades to the user's tokens
         state.login_throttle.forget(user.username)
         del self.users[user.id]
         state.permissioner.remove_user(user.id)
@@ -241,8 +241,8 @@ class UserService:
         self.state.login_throttle.unlock(user.username)
         log.warning("login locks of user %r lifted by user %d", user.username, session.user_id)
 
-    def update_user(self, session: Session, user_id: Ref, username: str | None,
-                    status: int | None) -> None:
+    async def update_user(self, session: Session, user_id: Ref, username: str | None,
+                          status: int | None) -> None:
         """A new name and/or status (None: unchanged)."""
         state = self.state
         state.authorize(session, Action.MANAGE_USERS)
@@ -255,7 +255,7 @@ class UserService:
         status = user.status if status is None else UserStatus(status)
         if username == user.username and status == user.status:
             return
-        settled(state.store.update_user(user.id, username, int(status)))
+        await state.store.update_user(user.id, username, int(status))
         if username != user.username:
             state.login_throttle.forget(user.username)
         user.username = username
@@ -263,16 +263,16 @@ class UserService:
         if not user.is_active:
             self.end_sessions(user.id)
 
-    def update_permissions(self, session: Session, user_id: Ref,
-                           permissions: Permissions | None) -> None:
+    async def update_permissions(self, session: Session, user_id: Ref,
+                                 permissions: Permissions | None) -> None:
         state = self.state
         state.authorize(session, Action.MANAGE_USERS)
         user = self.find_user(user_id)
         if user.id == ROOT_USER_ID:
             raise errors.CannotChangePermissions(user.id, field="user_id")
-        settled(state.store.update_permissions(
+        await state.store.update_permissions(
             user.id, permissions.to_bytes() if permissions is not None else None
-        ))
+        )
         user.permissions = permissions
         state.permissioner.set_user(user.id, permissions)
 
