@@ -23,9 +23,9 @@ holds it, with the row as the watch delivered it; a refused transaction raises
 ``CatalogConflict``. Its ``load_*`` read a memory twin kept up to date by the watch (the
 snapshot at revision R, then every event from R+1). Changes made by other nodes arrive through
 the same watch and are applied to the model by the same code that applies a confirmation. The
-synchronous service methods that still bridge with ``settled`` (updates, purges, groups,
-tokens, positions, id blocks) must become coroutines first: ``settled`` refuses a change that
-would have to wait.
+callers that still bridge with ``settled`` (consumer positions, on the poll path; id blocks;
+the root user at the first start; start-up recovery in ``core.reconciliation``) must become
+coroutines first: ``settled`` refuses a change that would have to wait.
 """
 
 from __future__ import annotations
