@@ -1,14 +1,34 @@
 """A Core in this process, with no wire protocol: the harness of the tests that call the
-neutral broker API directly (what a Kafka or TANK handler calls)."""
+neutral broker API directly (what a Kafka or TANK handler calls), and the core's tests' switch
+to the memory twin of the catalog (``twin_core``)."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Awaitable, Callable
 
 from rill.server.config import ServerConfig
 from rill.server.core.core import Core
+from rill.server.core.memory_catalog import MemoryCatalog
 from rill.server.core.types import TopicSpec
+
+
+# the memory twin of each data directory's catalog, for this test run
+_TWINS: dict[Path, MemoryCatalog] = {}
+
+
+def twin_catalog(data_dir: str | Path) -> MemoryCatalog:
+    """The memory twin of the catalog of ``data_dir``: the same one for every Core started on
+    that directory in this test run, so a restart keeps the catalog (as a catalog kept by a
+    controller outlives a node's restart) while the directory keeps the logs."""
+    return _TWINS.setdefault(Path(data_dir).resolve(), MemoryCatalog())
+
+
+def twin_core(config: ServerConfig, **options: Any) -> Core:
+    """A Core on ``config``'s data directory whose catalog is the memory twin (the core's
+    tests run on it; those about the metadata store's files use ``Core`` itself)."""
+    return Core(config, catalog=twin_catalog(config.data_path), **options)
 
 
 def run_with_broker(tmp_path, scenario: Callable[..., Awaitable[None]],
@@ -19,7 +39,7 @@ def run_with_broker(tmp_path, scenario: Callable[..., Awaitable[None]],
         config = ServerConfig()
         config.system.path = str(tmp_path / "data")
         config.root.password_hash_cost = 4
-        core = Core(config)
+        core = twin_core(config)
         await core.start()
         try:
             broker = core.broker

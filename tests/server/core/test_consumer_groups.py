@@ -26,6 +26,7 @@ from rill.protocol.commands.topics import CreateTopic, DeleteTopic
 from rill.protocol.primitives import CompressionAlgorithm, Identifier
 from rill.server.config import ServerConfig
 from rill.server.core.core import Core
+from in_process_core import twin_core
 
 GROUP = Consumer.group(1)
 NEXT = PollingStrategy.next()
@@ -372,7 +373,7 @@ def test_session_memberships_are_maintained(tmp_path):
     async def run() -> None:
         config = ServerConfig()
         config.system.path = str(tmp_path / "data")
-        core = Core(config, group_membership=IggyGroupMembers())
+        core = twin_core(config, group_membership=IggyGroupMembers())
         await core.start()
         try:
             await scenario(core)

@@ -7,13 +7,14 @@ import asyncio
 from rill import errors
 from rill.server.config import ServerConfig
 from rill.server.core.core import Core
+from in_process_core import twin_core
 
 
 def test_ready_only_between_start_and_stop_and_while_writes_succeed(tmp_path) -> None:
     async def main() -> list[str | None]:
         config = ServerConfig()
         config.system.path = str(tmp_path / "data")
-        core = Core(config)
+        core = twin_core(config)
         seen = [core.unready_because()]
         await core.start()
         seen.append(core.unready_because())
@@ -45,7 +46,7 @@ def test_two_servers_in_one_process_keep_their_own_settings_and_metrics(tmp_path
             config.system.path = str(tmp_path / name)
             config.system.append_threads = mode
             config.root.password_hash_cost = 4
-            core = Core(config)
+            core = twin_core(config)
             await core.start()
             cores.append(core)
         try:
@@ -79,7 +80,7 @@ async def _started_cores(tmp_path, names: tuple[str, ...], **system) -> list[Cor
         config.root.password_hash_cost = 4
         for key, value in system.items():
             setattr(config.system, key, value)
-        core = Core(config)
+        core = twin_core(config)
         await core.start()
         cores.append(core)
         session = core.broker.connect("127.0.0.1:1", "tcp")

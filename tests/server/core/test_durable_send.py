@@ -15,7 +15,7 @@ from rill.protocol.commands.topics import CreateTopic
 from rill.protocol.messages import Message, encode_messages
 from rill.protocol.primitives import CompressionAlgorithm, Identifier, Partitioning
 from rill.server.config import ServerConfig
-from rill.server.core.core import Core
+from in_process_core import twin_core
 from rill.server.core.model import Session
 from rill.server.storage import durability
 
@@ -42,7 +42,7 @@ def test_a_send_waits_for_the_fsync_that_covers_it(tmp_path, monkeypatch):
         config.system.path = str(tmp_path / "data")
         config.system.fsync = "always"
         config.root.password_hash_cost = 4
-        core = Core(config)
+        core = twin_core(config)
         await core.start()
         try:
             await execute(core, ROOT, CreateStream(1, "s"))

@@ -21,6 +21,7 @@ from rill.protocol.messages import Message, encode_messages
 from rill.protocol.primitives import CompressionAlgorithm, Identifier, Partitioning
 from rill.server.config import ServerConfig
 from rill.server.core.core import Core
+from in_process_core import twin_core
 from rill.server.core.model import Session
 from raw_link import RawLink
 
@@ -38,7 +39,7 @@ def run_core(tmp_path, scenario) -> None:
         config.system.path = str(tmp_path / "data")
         config.root.password_hash_cost = 4
         for attempt in range(2):  # the second start proves the first left a sound directory
-            core = Core(config)
+            core = twin_core(config)
             await core.start()
             try:
                 await scenario(core, attempt)

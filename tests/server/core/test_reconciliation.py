@@ -7,10 +7,11 @@ import logging
 
 import pytest
 
+from rill.server.core.catalog import settled
 from rill.server.core.reconciliation import StartupRefused, open_store, reconcile, root_user_needed
 from rill.server.storage.directories import write_manifest
 from rill.server.storage.durability import Durability
-from rill.server.storage.metadata import PartitionRow, StreamRow, TopicRow, UserRow
+from rill.server.storage.catalog_rows import PartitionRow, StreamRow, TopicRow, UserRow
 from rill.server.storage.paths import DataPaths
 
 NEVER = Durability("never")
@@ -39,8 +40,9 @@ def known_layout(store):
 
 
 def test_tombstones_are_finished_or_restored_by_what_the_store_knows(paths, store):
-    store.create_stream(StreamRow(1, "kept", 1))
-    store.create_topic(topic_row(1, 1, "t"), [PartitionRow(1, 1, 1, 1), PartitionRow(1, 1, 2, 1)])
+    settled(store.create_stream(StreamRow(1, "kept", 1)))
+    settled(store.create_topic(topic_row(1, 1, "t"),
+                               [PartitionRow(1, 1, 1, 1), PartitionRow(1, 1, 2, 1)]))
     (paths.streams_dir / "1.deleting").mkdir(parents=True)  # deletion never committed
     (paths.streams_dir / "1.deleting" / "marker").write_bytes(b"kept data")
     (paths.streams_dir / "2.deleting" / "topics").mkdir(parents=True)  # committed
@@ -55,8 +57,8 @@ def test_tombstones_are_finished_or_restored_by_what_the_store_knows(paths, stor
 
 
 def test_unknown_directories_with_manifests_are_recovered(paths, store, caplog):
-    store.create_stream(StreamRow(1, "known", 1))
-    store.create_topic(topic_row(1, 1, "t"), [PartitionRow(1, 1, 1, 1)])
+    settled(store.create_stream(StreamRow(1, "known", 1)))
+    settled(store.create_topic(topic_row(1, 1, "t"), [PartitionRow(1, 1, 1, 1)]))
     write_manifest(paths.stream_manifest(2), StreamRow(2, "lost", 2), NEVER)
     write_manifest(paths.topic_manifest(2, 1), topic_row(2, 1, "events"), NEVER)
     write_manifest(paths.topic_manifest(1, 2), topic_row(1, 2, "lost topic"), NEVER)
@@ -74,7 +76,7 @@ def test_unknown_directories_with_manifests_are_recovered(paths, store, caplog):
 
 
 def test_what_nothing_explains_is_quarantined(paths, store):
-    store.create_stream(StreamRow(1, "taken", 1))
+    settled(store.create_stream(StreamRow(1, "taken", 1)))
     write_manifest(paths.stream_manifest(2), StreamRow(2, "taken", 2), NEVER)  # name clash
     paths.stream_dir(3).mkdir(parents=True)  # no manifest
     paths.stream_manifest(3).write_bytes(b"{broken")
@@ -86,8 +88,8 @@ def test_what_nothing_explains_is_quarantined(paths, store):
 
 
 def test_known_streams_and_topics_get_their_missing_manifests(paths, store):
-    store.create_stream(StreamRow(1, "old", 1))
-    store.create_topic(topic_row(1, 1, "t"), [PartitionRow(1, 1, 1, 1)])
+    settled(store.create_stream(StreamRow(1, "old", 1)))
+    settled(store.create_topic(topic_row(1, 1, "t"), [PartitionRow(1, 1, 1, 1)]))
     paths.partition_dir(1, 1, 1).mkdir(parents=True)
     reconcile(paths, store, NEVER, 10)
     assert paths.stream_manifest(1).read_bytes().startswith(b'{"id":1,"name":"old"')
@@ -100,5 +102,5 @@ def test_users_are_created_only_at_the_first_start_or_on_request(paths, store):
     with pytest.raises(StartupRefused, match="holds no users"):
         root_user_needed(paths, store, recover=False)
     assert root_user_needed(paths, store, recover=True)
-    store.create_user(UserRow(1, "admin", "hash", 1, None, 1))
+    settled(store.create_user(UserRow(1, "admin", "hash", 1, None, 1)))
     assert not root_user_needed(paths, store, recover=True)

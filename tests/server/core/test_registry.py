@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from rill.protocol.commands.streams import CreateStream
 from rill.server.config import ServerConfig
-from rill.server.core.core import Core
+from in_process_core import twin_core
 from rill.server.core.model import Session
 from rill.server.core.registry import Registry
 
@@ -85,7 +85,7 @@ def test_stream_creation_does_not_slow_down_as_streams_accumulate(tmp_path):
         config.system.path = str(tmp_path / "data")
         config.system.fsync = "never"
         config.root.password_hash_cost = 4
-        core = Core(config)
+        core = twin_core(config)
         await core.start()
         root = Session(1, "127.0.0.1:1", "tcp", user_id=1)
         create = core.streams.create_stream

@@ -4,6 +4,7 @@ BLAKE3 only."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import sqlite3
 import time
@@ -27,7 +28,8 @@ from rill.server.core.model import Session
 from rill.server.core.state import CoreState
 from rill.server.core.tokens import PersonalAccessTokenService
 from rill.server.core.users import UserService
-from rill.server.storage.metadata import MetadataStore
+from rill.server.core.catalog import Catalog
+from rill.server.core.memory_catalog import MemoryCatalog
 from rill.server.storage.paths import DataPaths
 from server_process import session
 
@@ -262,9 +264,10 @@ def test_only_the_blake3_hash_is_stored(server, root):
 
 
 class FailingStore:
-    """The real store, except that the methods named in ``failing`` raise like a full disk."""
+    """The catalog (the memory twin), except that the methods named in ``failing`` raise
+    like a full disk."""
 
-    def __init__(self, store: MetadataStore) -> None:
+    def __init__(self, store: Catalog) -> None:
         self.store, self.failing = store, set()
 
     def __getattr__(self, name: str):
@@ -276,28 +279,28 @@ class FailingStore:
 def test_a_failed_store_write_changes_nothing(tmp_path):
     config = ServerConfig()
     config.root.password_hash_cost = 4
-    store = FailingStore(MetadataStore(tmp_path / "metadata.sqlite3", synchronous_full=False))
+    store = FailingStore(MemoryCatalog())
     state = CoreState(config, DataPaths(tmp_path), store, durability=None,
                       permissioner=Permissioner())
     users = UserService(state, lambda: (), lambda user_id: None)
     users.load(create_root=True)
     tokens = PersonalAccessTokenService(state, users)
     root = Session(1, "127.0.0.1:1", "tcp", user_id=1)
-    raw = tokens.create_personal_access_token(root, "kept", 0)
-    tokens.create_personal_access_token(root, "stale", 1)
+    raw = asyncio.run(tokens.create_personal_access_token(root, "kept", 0))
+    asyncio.run(tokens.create_personal_access_token(root, "stale", 1))
     store.failing = {"create_personal_access_token", "delete_personal_access_token",
                      "delete_personal_access_tokens"}
     with pytest.raises(sqlite3.OperationalError):
-        tokens.create_personal_access_token(root, "lost", 0)
+        asyncio.run(tokens.create_personal_access_token(root, "lost", 0))
     with pytest.raises(sqlite3.OperationalError):
-        tokens.delete_personal_access_token(root, "kept")
+        asyncio.run(tokens.delete_personal_access_token(root, "kept"))
     with pytest.raises(sqlite3.OperationalError):
-        tokens.delete_expired()
+        asyncio.run(tokens.delete_expired())
     listed = tokens.get_personal_access_tokens(root)
     assert [token.name for token in listed] == ["kept", "stale"]
     stranger = Session(2, "127.0.0.1:2", "tcp")
     assert tokens.login_with_personal_access_token(stranger, raw) == 1
     store.failing = set()
-    assert tokens.delete_expired() == 1
+    assert asyncio.run(tokens.delete_expired()) == 1
     assert [row.name for row in store.store.load_personal_access_tokens()] == ["kept"]
     store.store.close()

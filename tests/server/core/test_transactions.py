@@ -29,6 +29,7 @@ from rill.protocol.primitives import CompressionAlgorithm, Identifier, Partition
 from rill.protocol.responses.transactions import CommitOutcome, StagedHandle, StageOutcome
 from rill.server.config import ServerConfig, load_config
 from rill.server.core.core import Core
+from in_process_core import twin_core
 from rill.server.storage.paths import DataPaths
 from rill.server.storage.partition_log import PartitionLog
 
@@ -317,7 +318,7 @@ def run_core(data_dir, scenario, configure=None) -> None:
         config.system.path = str(data_dir)
         if configure is not None:
             configure(config)
-        core = Core(config)
+        core = twin_core(config)
         await core.start()
         try:
             session = core.connect("127.0.0.1:1", "tcp")

@@ -20,7 +20,8 @@ from rill.server.config import ServerConfig
 from rill.server.core.model import Session
 from rill.server.core.state import CoreState
 from rill.server.core.users import UserService
-from rill.server.storage.metadata import MetadataStore
+from rill.server.core.catalog import Catalog
+from rill.server.core.memory_catalog import MemoryCatalog
 from rill.server.storage.paths import DataPaths
 from server_process import session
 
@@ -336,9 +337,10 @@ def test_passwords_are_stored_as_bcrypt_hashes_only(server, root):
 
 
 class FailingStore:
-    """The real store, except that the methods named in ``failing`` raise like a full disk."""
+    """The catalog (the memory twin), except that the methods named in ``failing`` raise
+    like a full disk."""
 
-    def __init__(self, store: MetadataStore) -> None:
+    def __init__(self, store: Catalog) -> None:
         self.store, self.failing = store, set()
 
     def __getattr__(self, name: str):
@@ -350,7 +352,7 @@ class FailingStore:
 def test_a_failed_store_write_changes_nothing(tmp_path):
     config = ServerConfig()
     config.root.password_hash_cost = 4
-    store = FailingStore(MetadataStore(tmp_path / "metadata.sqlite3", synchronous_full=False))
+    store = FailingStore(MemoryCatalog())
     state = CoreState(config, DataPaths(tmp_path), store, durability=None,
                       permissioner=Permissioner())
     root = Session(1, "127.0.0.1:1", "tcp", user_id=1)
@@ -371,7 +373,7 @@ def test_a_failed_store_write_changes_nothing(tmp_path):
                        lambda: users.update_permissions(root, 2, None),
                        lambda: users.delete_user(root, 2)):
             with pytest.raises(sqlite3.OperationalError):
-                change()
+                await change()
 
     asyncio.run(scenario())
     assert sorted(users.users) == [1, 2]

@@ -23,11 +23,11 @@ from typing import Callable, Protocol
 
 from rill import errors
 from rill.server.auth.permissioner import Action
+from rill.server.core.catalog import ConsumerGroupRow
 from rill.server.core.model import Session, Stream, Topic
 from rill.server.core.names import validate_name
 from rill.server.core.state import CoreState
 from rill.server.core.types import Ref
-from rill.server.storage.metadata import ConsumerGroupRow
 
 TopicKey = tuple[int, int]  # (stream id, topic id)
 GROUP_POSITIONS = "iggy-group:"
@@ -153,8 +153,8 @@ class ConsumerGroupService:
         groups = self._groups(topic)
         return [groups[gid] for gid in sorted(groups)]
 
-    def create_consumer_group(self, session: Session, stream_id: Ref, topic_id: Ref, name: str,
-                              group_id: int = 0) -> Group:
+    async def create_consumer_group(self, session: Session, stream_id: Ref, topic_id: Ref,
+                                    name: str, group_id: int = 0) -> Group:
         """A new group; ``group_id`` 0 takes the topic's lowest free group id."""
         state = self.state
         topic = state.find_topic(stream_id, topic_id)
@@ -167,16 +167,17 @@ class ConsumerGroupService:
         if group_id in existing:
             raise errors.ConsumerGroupIdAlreadyExists(group_id, topic.id, field="group_id")
         row = ConsumerGroupRow(topic.stream_id, topic.id, group_id, name)
-        state.store.create_consumer_group(row)
-        group = Group(topic.stream_id, topic.id, group_id, name,
+        row = await state.store.create_consumer_group(row)
+        group = Group(row.stream_id, row.topic_id, row.id, row.name,
                       partitions_count=len(topic.partitions))
-        self.topics.setdefault((topic.stream_id, topic.id), {})[group_id] = group
+        self.topics.setdefault((topic.stream_id, topic.id), {})[row.id] = group
         return group
 
-    def delete_consumer_group(self, session: Session, stream_id: Ref, topic_id: Ref,
-                              group_id: Ref) -> None:
+    async def delete_consumer_group(self, session: Session, stream_id: Ref, topic_id: Ref,
+                                    group_id: Ref) -> None:
         topic, group = self._topic_and_group(session, stream_id, topic_id, group_id)
-        self.state.store.delete_consumer_group(topic.stream_id, topic.id, group.id, group.key)
+        await self.state.store.delete_consumer_group(topic.stream_id, topic.id, group.id,
+                                                     group.key)
         for partition in topic.partitions.values():
             partition.positions.pop(group.key, None)
         self._drop(group)

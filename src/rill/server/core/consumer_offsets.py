@@ -24,10 +24,10 @@ from typing import Protocol
 
 from rill import errors
 from rill.server.auth.permissioner import Action
+from rill.server.core.catalog import PositionRow, settled
 from rill.server.core.model import Partition, Session, Topic
 from rill.server.core.state import CoreState
 from rill.server.core.types import ConsumerLag, ConsumerPosition, LogBounds, Ref
-from rill.server.storage.metadata import PositionRow
 
 ConsumerKey = str  # a consumer's name; its positions are stored under it
 
@@ -47,13 +47,13 @@ class ConsumerOffsetService:
               note: str | None = None, leader_epoch: int | None = None) -> None:
         """Store a position (and the consumer's note and leader epoch with it: a position
         stored without them has none)."""
-        self.state.store.store_position(
+        row = settled(self.state.store.store_position(
             PositionRow(partition.stream_id, partition.topic_id, partition.id, key, next_offset,
                         note, leader_epoch)
-        )
-        partition.positions[key] = next_offset
-        for kept, value in ((partition.position_notes, note),
-                            (partition.position_epochs, leader_epoch)):
+        ))
+        partition.positions[key] = row.next_offset
+        for kept, value in ((partition.position_notes, row.note),
+                            (partition.position_epochs, row.leader_epoch)):
             if value is None:
                 kept.pop(key, None)
             else:

@@ -1,7 +1,8 @@
 """The Core: builds the services over one shared state, loads it at start, closes it at stop.
 
-Owns: start-up (the metadata store opened and reconciled with the data directory — see
-``core.reconciliation`` —, metadata -> model, partition logs with recovery, the root user at
+Owns: start-up (the catalog — ``core.catalog``: the SQLite metadata store of the data
+directory, or the catalog the Core was given — reconciled with the data directory — see
+``core.reconciliation`` —, catalog -> model, partition logs with recovery, the root user at
 the first start), sessions (one per connection), background tasks (retention, token cleaner, heartbeat,
 metadata checkpoints under ``fsync = interval``), and the clean-shutdown marker that tells the
 next start whether the tails of the logs need checksum verification.
@@ -33,6 +34,7 @@ from rill.server.core.consumer_groups import (
     NoMembership,
 )
 from rill.server.core.broker import Broker
+from rill.server.core.catalog import Catalog
 from rill.server.core.clients import ClientService, run_heartbeat_verifier
 from rill.server.core.columnar import ColumnarReadService
 from rill.server.core.consumer_offsets import ConsumerOffsetService
@@ -71,11 +73,14 @@ log = logging.getLogger(__name__)
 
 class Core:
     def __init__(self, config: ServerConfig, recover_metadata: bool = False,
-                 group_membership: GroupMembership | None = None) -> None:
+                 group_membership: GroupMembership | None = None,
+                 catalog: Catalog | None = None) -> None:
         """Open the data directory and its metadata store; raises ``StartupRefused`` when the
         store is damaged or lost its users (``recover_metadata`` rebuilds what it can).
         ``group_membership``: who manages the members of consumer groups (Iggy's, when the
-        server serves Iggy; without one no client can be a member)."""
+        server serves Iggy; without one no client can be a member). ``catalog``: the catalog
+        to run on instead of the metadata store (the memory twin, ``core.memory_catalog``);
+        the Core closes it at stop."""
         self.config = config
         self._group_membership = group_membership or NoMembership()
         paths = DataPaths(config.data_path)
@@ -84,13 +89,15 @@ class Core:
         self.running = False  # from the end of start to the beginning of stop
         self._lock = DataDirectoryLock.acquire(paths.lock)  # before anything else is touched
         try:
-            self._open(config, paths, recover_metadata)
+            self._open(config, paths, recover_metadata, catalog)
         except BaseException:
             self._lock.release()
             raise
 
-    def _open(self, config: ServerConfig, paths: DataPaths, recover_metadata: bool) -> None:
-        self._first_start = not paths.metadata_db.exists()
+    def _open(self, config: ServerConfig, paths: DataPaths, recover_metadata: bool,
+              catalog: Catalog | None) -> None:
+        self._first_start = not (paths.identity if catalog is not None
+                                 else paths.metadata_db).exists()
         budget = configure_descriptors(config.system.max_open_files)
         log.info("storage keeps at most %d segment files open (max_open_files = %s, open-file "
                  "limit %d)", budget, config.system.max_open_files, open_file_limit())
@@ -99,7 +106,8 @@ class Core:
                         "the limit close other segment files first", budget, open_file_limit())
         policy = config.fsync_policy
         reserve = SpaceReserve(paths.metadata_reserve, config.system.metadata_reserve)
-        store = open_store(paths, policy is FsyncPolicy.ALWAYS, reserve, recover_metadata)
+        store = catalog if catalog is not None else open_store(
+            paths, policy is FsyncPolicy.ALWAYS, reserve, recover_metadata)
         try:
             self._create_root = root_user_needed(paths, store, recover_metadata)
         except BaseException:

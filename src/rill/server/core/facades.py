@@ -39,14 +39,14 @@ class Catalog:
     async def create_stream(self, session: Session, name: str, stream_id: int = 0) -> Stream:
         return await self._streams.create_stream(session, name, stream_id)
 
-    def update_stream(self, session: Session, stream: Ref, name: str) -> None:
-        self._streams.update_stream(session, stream, name)
+    async def update_stream(self, session: Session, stream: Ref, name: str) -> None:
+        await self._streams.update_stream(session, stream, name)
 
     async def delete_stream(self, session: Session, stream: Ref) -> None:
         await self._streams.delete_stream(session, stream)
 
-    def purge_stream(self, session: Session, stream: Ref) -> None:
-        self._streams.purge_stream(session, stream)
+    async def purge_stream(self, session: Session, stream: Ref) -> None:
+        await self._streams.purge_stream(session, stream)
 
     def get_topic(self, session: Session, stream: Ref, topic: Ref) -> Topic:
         return self._topics.get_topic(session, stream, topic)
@@ -57,14 +57,15 @@ class Catalog:
     async def create_topic(self, session: Session, stream: Ref, spec: TopicSpec) -> Topic:
         return await self._topics.create_topic(session, stream, spec)
 
-    def update_topic(self, session: Session, stream: Ref, topic: Ref, spec: TopicSpec) -> None:
-        self._topics.update_topic(session, stream, topic, spec)
+    async def update_topic(self, session: Session, stream: Ref, topic: Ref,
+                           spec: TopicSpec) -> None:
+        await self._topics.update_topic(session, stream, topic, spec)
 
     async def delete_topic(self, session: Session, stream: Ref, topic: Ref) -> None:
         await self._topics.delete_topic(session, stream, topic)
 
-    def purge_topic(self, session: Session, stream: Ref, topic: Ref) -> None:
-        self._topics.purge_topic(session, stream, topic)
+    async def purge_topic(self, session: Session, stream: Ref, topic: Ref) -> None:
+        await self._topics.purge_topic(session, stream, topic)
 
     async def create_partitions(self, session: Session, stream: Ref, topic: Ref,
                                 count: int) -> None:
@@ -91,18 +92,18 @@ class Access:
                           permissions: Any) -> User:
         return await self._users.create_user(session, username, password, status, permissions)
 
-    def delete_user(self, session: Session, user: Ref) -> None:
-        self._users.delete_user(session, user)
+    async def delete_user(self, session: Session, user: Ref) -> None:
+        await self._users.delete_user(session, user)
 
     def unlock_user(self, session: Session, user: Ref) -> None:
         self._users.unlock_user(session, user)
 
-    def update_user(self, session: Session, user: Ref, username: str | None,
-                    status: int | None) -> None:
-        self._users.update_user(session, user, username, status)
+    async def update_user(self, session: Session, user: Ref, username: str | None,
+                          status: int | None) -> None:
+        await self._users.update_user(session, user, username, status)
 
-    def update_permissions(self, session: Session, user: Ref, permissions: Any) -> None:
-        self._users.update_permissions(session, user, permissions)
+    async def update_permissions(self, session: Session, user: Ref, permissions: Any) -> None:
+        await self._users.update_permissions(session, user, permissions)
 
     async def change_password(self, session: Session, user: Ref, current_password: str,
                               new_password: str) -> None:
@@ -117,11 +118,12 @@ class Access:
     def get_personal_access_tokens(self, session: Session) -> list[PersonalAccessToken]:
         return self._tokens.get_personal_access_tokens(session)
 
-    def create_personal_access_token(self, session: Session, name: str, expiry: int) -> str:
-        return self._tokens.create_personal_access_token(session, name, expiry)
+    async def create_personal_access_token(self, session: Session, name: str,
+                                           expiry: int) -> str:
+        return await self._tokens.create_personal_access_token(session, name, expiry)
 
-    def delete_personal_access_token(self, session: Session, name: str) -> None:
-        self._tokens.delete_personal_access_token(session, name)
+    async def delete_personal_access_token(self, session: Session, name: str) -> None:
+        await self._tokens.delete_personal_access_token(session, name)
 
     def login_with_personal_access_token(self, session: Session, token: str) -> int:
         return self._tokens.login_with_personal_access_token(session, token)
@@ -145,13 +147,13 @@ class Groups:
     def get_consumer_groups(self, session: Session, stream: Ref, topic: Ref) -> list[Group]:
         return self._groups.get_consumer_groups(session, stream, topic)
 
-    def create_consumer_group(self, session: Session, stream: Ref, topic: Ref, name: str,
-                              group_id: int = 0) -> Group:
-        return self._groups.create_consumer_group(session, stream, topic, name, group_id)
+    async def create_consumer_group(self, session: Session, stream: Ref, topic: Ref, name: str,
+                                    group_id: int = 0) -> Group:
+        return await self._groups.create_consumer_group(session, stream, topic, name, group_id)
 
-    def delete_consumer_group(self, session: Session, stream: Ref, topic: Ref,
-                              group: Ref) -> None:
-        self._groups.delete_consumer_group(session, stream, topic, group)
+    async def delete_consumer_group(self, session: Session, stream: Ref, topic: Ref,
+                                    group: Ref) -> None:
+        await self._groups.delete_consumer_group(session, stream, topic, group)
 
     def member_partition(self, session: Session, stream: Ref, topic: Ref, group: Ref,
                          partition_id: int, advance: bool) -> tuple[int, str]:

@@ -28,6 +28,7 @@ from typing import Callable, Iterable
 from rill import errors
 from rill.server.auth.permissioner import Action
 from rill.server.core.model import Partition, Session, Topic
+from rill.server.core.catalog import PartitionRow, TopicRow
 from rill.server.core.state import CoreState, catalogue_change
 from rill.server.core.types import Ref
 from rill.server.storage.directories import (
@@ -37,7 +38,6 @@ from rill.server.storage.directories import (
     retire_all,
     write_manifest,
 )
-from rill.server.storage.metadata import PartitionRow, TopicRow
 
 MAX_PARTITIONS_PER_REQUEST = 1000
 MAX_PARTITIONS_PER_TOPIC = 100_000
@@ -47,10 +47,11 @@ CLOSES_PER_TURN = 64  # logs closed between two turns of the event loop
 async def add_partitions(
     state: CoreState, topic: Topic, count: int, new_topic: TopicRow | None = None
 ) -> None:
-    """Open ``count`` new partition logs (in a worker thread), then journal them. With
-    ``new_topic`` the topic's manifest is written first and its row goes into the same
-    transaction as its partitions, so a topic never exists without them. On any failure every
-    file made here is removed. The caller is a ``catalogue_change``."""
+    """Open ``count`` new partition logs (in a worker thread), then journal them in the
+    catalog. With ``new_topic`` the topic's manifest is written first and its row goes into
+    the same change as its partitions, so a topic never exists without them; ``topic`` takes
+    the settings the catalog confirmed. On any failure every file made here is removed. The
+    caller is a ``catalogue_change``."""
     if len(topic.partitions) + count > MAX_PARTITIONS_PER_TOPIC:
         raise errors.TooManyPartitions(field="partitions_count")
     first = len(topic.partitions) + 1
@@ -62,14 +63,20 @@ async def add_partitions(
     opened = await asyncio.to_thread(_make_partitions, state, topic, rows, new_topic)
     try:
         if new_topic is not None:
-            state.store.create_topic(new_topic, rows)
+            held, confirmed = await state.store.create_topic(new_topic, rows)
+            topic.name, topic.created_at = held.name, held.created_at  # as confirmed
+            topic.compression_algorithm = held.compression_algorithm
+            topic.message_expiry, topic.max_topic_size = held.message_expiry, held.max_topic_size
+            topic.replication_factor = held.replication_factor
         else:
-            state.store.create_partitions(rows)
+            confirmed = await state.store.create_partitions(rows)
     except BaseException:
         await asyncio.to_thread(_unmake_partitions, state, topic, opened, new_topic)
         raise
-    for partition in opened:
-        topic.partitions[partition.id] = partition
+    made = {partition.id: partition for partition in opened}
+    for row in confirmed:
+        partition = topic.partitions[row.id] = made[row.id]
+        partition.created_at = row.created_at
 
 
 def _make_partitions(state: CoreState, topic: Topic, rows: list[PartitionRow],
@@ -175,7 +182,7 @@ class PartitionService:
             raise errors.CannotDeletePartitionDirectory(
                 doomed[0], topic.stream_id, topic.id) from error
         try:
-            state.store.delete_partitions(topic.stream_id, topic.id, doomed)
+            await state.store.delete_partitions(topic.stream_id, topic.id, doomed)
         except BaseException:
             put_back()
             await restore_directories(state, tombstones)

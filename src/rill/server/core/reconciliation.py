@@ -41,17 +41,11 @@ from rill.server.storage.directories import (
     take_inventory,
     write_manifest,
 )
+from rill.server.core.catalog import Catalog, PartitionRow, StreamRow, TopicRow, settled
 from rill.server.storage.durability import Durability
-from rill.server.storage.metadata import (
-    MetadataStore,
-    MetadataStoreDamaged,
-    MetadataStoreTooNew,
-    PartitionRow,
-    StreamRow,
-    TopicRow,
-)
 from rill.server.storage.paths import TOMBSTONE_SUFFIX, DataPaths
 from rill.server.storage.reserve import SpaceReserve
+from rill.server.storage.sqlite_catalog import CatalogDamaged, CatalogTooNew, SqliteCatalog
 
 log = logging.getLogger(__name__)
 
@@ -72,22 +66,22 @@ class StartupRefused(Exception):
 # ---------------------------------------------------------------------- the store
 def open_store(
     paths: DataPaths, synchronous_full: bool, reserve: SpaceReserve | None, recover: bool
-) -> MetadataStore:
-    """The metadata store; a damaged one refuses the start, or with ``recover`` is moved aside
+) -> SqliteCatalog:
+    """The catalog in the metadata store; a damaged one refuses the start, or with ``recover`` is moved aside
     (kept, renamed ``metadata.sqlite3.damaged-<time>``) and a new one is made."""
     path = paths.metadata_db
     if not path.exists():  # created private; SQLite gives its -wal and -shm the same mode
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, FILE_MODE))
     try:
         try:
-            return MetadataStore(path, synchronous_full, reserve)
+            return SqliteCatalog.open(path, synchronous_full, reserve)
         except CannotWriteToFile:  # a full disk: opening needs room for the -wal and -shm
             if reserve is None or not reserve.release():
                 raise
-            return MetadataStore(path, synchronous_full, reserve)
-    except MetadataStoreTooNew as too_new:
+            return SqliteCatalog.open(path, synchronous_full, reserve)
+    except CatalogTooNew as too_new:
         raise StartupRefused(f"{too_new}. Nothing was changed; start it with that rill.")
-    except MetadataStoreDamaged as damaged:
+    except CatalogDamaged as damaged:
         if not recover:
             raise StartupRefused(f"{damaged}. Nothing was changed. To start, {RECOVER_HINT}.")
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -98,10 +92,10 @@ def open_store(
         log.error("%s: moved aside as %s.damaged-%s; rebuilding from the data directory",
                   damaged, path.name, stamp)
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, FILE_MODE))
-        return MetadataStore(path, synchronous_full, reserve)
+        return SqliteCatalog.open(path, synchronous_full, reserve)
 
 
-def root_user_needed(paths: DataPaths, store: MetadataStore, recover: bool) -> bool:
+def root_user_needed(paths: DataPaths, store: Catalog, recover: bool) -> bool:
     """Whether the root user must be created now: at the first start, or with ``recover``
     when the store lost its users. Refuses the start when users are missing otherwise."""
     if store.load_users():
@@ -139,7 +133,7 @@ def write_identity(paths: DataPaths, now_us: int) -> None:
 class _Known:
     """What the store knows, kept up to date while recovering."""
 
-    def __init__(self, store: MetadataStore) -> None:
+    def __init__(self, store: Catalog) -> None:
         self.streams: dict[int, StreamRow] = {}
         self.topics: dict[tuple[int, int], TopicRow] = {}
         self.names: set[tuple[int, str]] = set()  # (0, stream name), (stream id, topic name)
@@ -160,7 +154,7 @@ class _Known:
         self.names.add((row.stream_id, row.name))
 
 
-def reconcile(paths: DataPaths, store: MetadataStore, durability: Durability, now_us: int) -> None:
+def reconcile(paths: DataPaths, store: Catalog, durability: Durability, now_us: int) -> None:
     """Make the store and the directories agree (see the module docstring)."""
     known = _Known(store)
     inventory = take_inventory(paths)
@@ -208,7 +202,7 @@ def _settle_tombstones(paths: DataPaths, known: _Known, inventory: Inventory,
             durability.sync_directory(directory.parent)
 
 
-def _recover_stream(paths: DataPaths, store: MetadataStore, known: _Known, directory: Path) -> bool:
+def _recover_stream(paths: DataPaths, store: Catalog, known: _Known, directory: Path) -> bool:
     stream_id = int(directory.name)
     row = read_stream_manifest(paths.stream_manifest(stream_id))
     if row is None or row.id != stream_id:
@@ -219,14 +213,14 @@ def _recover_stream(paths: DataPaths, store: MetadataStore, known: _Known, direc
         quarantine(paths, directory, f"a stream directory unknown to the metadata store whose "
                    f"name {row.name!r} another stream has")
         return False
-    store.create_stream(row)
+    settled(store.create_stream(row))
     known.add_stream(row)
     log.warning("recovered stream %d (%r) from its directory: the metadata store did not know it",
                 stream_id, row.name)
     return True
 
 
-def _recover_topic(paths: DataPaths, store: MetadataStore, known: _Known, stream_id: int,
+def _recover_topic(paths: DataPaths, store: Catalog, known: _Known, stream_id: int,
                    topic_id: int, found_partitions: set[int], now_us: int) -> None:
     directory = paths.topic_dir(stream_id, topic_id)
     row = read_topic_manifest(paths.topic_manifest(stream_id, topic_id))
@@ -239,19 +233,21 @@ def _recover_topic(paths: DataPaths, store: MetadataStore, known: _Known, stream
                    f"name {row.name!r} another topic of stream {stream_id} has")
         return
     numbers = _continuing(set(), found_partitions, paths, stream_id, topic_id)
-    store.create_topic(row, [PartitionRow(stream_id, topic_id, pid, now_us) for pid in numbers])
+    settled(store.create_topic(
+        row, [PartitionRow(stream_id, topic_id, pid, now_us) for pid in numbers]))
     known.add_topic(row)
     known.partitions[stream_id, topic_id] = set(numbers)
     log.warning("recovered topic %d (%r) of stream %d with %d partitions from its directory: "
                 "the metadata store did not know it", topic_id, row.name, stream_id, len(numbers))
 
 
-def _recover_partitions(paths: DataPaths, store: MetadataStore, known: _Known, stream_id: int,
+def _recover_partitions(paths: DataPaths, store: Catalog, known: _Known, stream_id: int,
                         topic_id: int, found_partitions: set[int], now_us: int) -> None:
     have = known.partitions[stream_id, topic_id]
     numbers = _continuing(have, found_partitions, paths, stream_id, topic_id)
     if numbers:
-        store.create_partitions([PartitionRow(stream_id, topic_id, pid, now_us) for pid in numbers])
+        settled(store.create_partitions(
+            [PartitionRow(stream_id, topic_id, pid, now_us) for pid in numbers]))
         have.update(numbers)
         log.warning("recovered partitions %s of topic %d of stream %d from their directories: "
                     "the metadata store did not know them", numbers, topic_id, stream_id)

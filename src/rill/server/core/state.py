@@ -1,4 +1,4 @@
-"""What every service shares: the model, the metadata store, the files, the clock.
+"""What every service shares: the model, the catalog (``core.catalog``), the files, the clock.
 
 Owns: lookups by id or name (``Ref``) (with the right not-found error for ids and names), id
 assignment, creating and opening partition logs, the authentication gate, and the order of
@@ -19,11 +19,11 @@ from rill import errors
 from rill.server.auth.permissioner import Action, Permissioner
 from rill.server.auth.throttling import LoginThrottle, ThrottleSettings
 from rill.server.config import ServerConfig
+from rill.server.core.catalog import Catalog
 from rill.server.core.model import Partition, Session, Stream, Topic
 from rill.server.core.registry import Registry
 from rill.server.core.types import Ref
 from rill.server.storage.durability import Durability
-from rill.server.storage.metadata import MetadataStore
 from rill.server.storage.partition_log import LogSettings, PartitionLog
 from rill.server.storage.paths import DataPaths
 
@@ -36,7 +36,7 @@ def now_microseconds() -> int:
 class CoreState:
     config: ServerConfig
     paths: DataPaths
-    store: MetadataStore
+    store: Catalog  # the Catalog port: changed only through it, the model applied after
     durability: Durability
     permissioner: Permissioner
     clock: Callable[[], int] = now_microseconds

@@ -16,6 +16,7 @@ from rill import errors
 from rill.server.auth.permissioner import Action
 from rill.server.core.model import Session, Stream
 from rill.server.core.names import validate_name
+from rill.server.core.catalog import StreamRow
 from rill.server.core.state import CoreState, catalogue_change
 from rill.server.core.types import Ref
 from rill.server.core.partitions import (
@@ -24,7 +25,6 @@ from rill.server.core.partitions import (
     retire_directories,
 )
 from rill.server.storage.directories import remove_tree, write_manifest
-from rill.server.storage.metadata import StreamRow
 
 log = logging.getLogger(__name__)
 
@@ -63,14 +63,14 @@ class StreamService:
             remove_tree(directory)
             raise errors.CannotCreateStreamDirectory(stream_id, directory) from error
         try:
-            state.store.create_stream(row)
+            row = await state.store.create_stream(row)
         except BaseException:
             remove_tree(directory)
             raise
         stream = state.streams[stream_id] = Stream(row.id, row.name, row.created_at)
         return stream
 
-    def update_stream(self, session: Session, stream_id: Ref, name: str) -> None:
+    async def update_stream(self, session: Session, stream_id: Ref, name: str) -> None:
         state = self.state
         stream = state.find_stream(stream_id)
         state.authorize(session, Action.MANAGE_STREAM, stream.id)
@@ -79,7 +79,7 @@ class StreamService:
             return
         if state.streams.named(name) is not None:
             raise errors.StreamNameAlreadyExists(name, field="name")
-        state.store.update_stream(stream.id, name)
+        await state.store.update_stream(stream.id, name)
         state.streams.rename(stream.id, name)
         self._write_manifest(stream)
 
@@ -106,7 +106,7 @@ class StreamService:
             state.streams[stream.id] = stream
             raise errors.CannotDeleteStreamDirectory(stream.id) from error
         try:
-            state.store.delete_stream(stream.id)
+            await state.store.delete_stream(stream.id)
         except BaseException:
             state.streams[stream.id] = stream
             await restore_directories(state, tombstones)
@@ -116,11 +116,11 @@ class StreamService:
             partition for topic in stream.topics.values()
             for partition in topic.partitions.values()])
 
-    def purge_stream(self, session: Session, stream_id: Ref) -> None:
+    async def purge_stream(self, session: Session, stream_id: Ref) -> None:
         state = self.state
         stream = state.find_stream(stream_id)
         state.authorize(session, Action.MANAGE_STREAM, stream.id)
-        state.store.purge_stream(stream.id)
+        await state.store.purge_stream(stream.id)
         for topic in stream.topics.values():
             for partition in topic.partitions.values():
                 partition.log.purge()

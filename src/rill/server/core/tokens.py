@@ -29,11 +29,11 @@ from rill import errors
 from rill.protocol.primitives import EXPIRY_NEVER, EXPIRY_SERVER_DEFAULT
 from rill.server.auth.permissioner import Action
 from rill.server.config import NEVER
+from rill.server.core.catalog import PersonalAccessTokenRow
 from rill.server.core.model import Session
 from rill.server.core.names import normalize_name, validate_name
 from rill.server.core.state import CoreState
 from rill.server.core.users import UserService
-from rill.server.storage.metadata import PersonalAccessTokenRow
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,8 @@ class PersonalAccessTokenService:
         own = self.by_user.get(session.user_id, {})
         return [own[name] for name in sorted(own)]
 
-    def create_personal_access_token(self, session: Session, name: str, expiry: int) -> str:
+    async def create_personal_access_token(self, session: Session, name: str,
+                                           expiry: int) -> str:
         """A new token of the session's user, ``expiry`` µs from now (wire sentinels for the
         server default and never); the raw token, which is never stored."""
         state = self.state
@@ -129,13 +130,13 @@ class PersonalAccessTokenService:
         raw = new_token()
         token = PersonalAccessToken(user_id, name, hash_token(raw),
                                     expiry_at(state.clock(), expiry))
-        state.store.create_personal_access_token(
+        row = await state.store.create_personal_access_token(
             PersonalAccessTokenRow(token.user_id, token.name, token.token_hash, token.expiry_at)
         )
-        self._remember(token)
+        self._remember(PersonalAccessToken(row.user_id, row.name, row.token_hash, row.expiry_at))
         return raw
 
-    def delete_personal_access_token(self, session: Session, name: str) -> None:
+    async def delete_personal_access_token(self, session: Session, name: str) -> None:
         state = self.state
         state.authorize(session, Action.LOGGED_IN)
         validate_token_name(name)
@@ -143,7 +144,7 @@ class PersonalAccessTokenService:
         token = self.by_user.get(session.user_id, {}).get(normalize_name(name))
         if token is None:
             raise errors.ResourceNotFound(name, field="name")
-        state.store.delete_personal_access_token(token.user_id, token.name)
+        await state.store.delete_personal_access_token(token.user_id, token.name)
         self._forget(token)
 
     def login_with_personal_access_token(self, session: Session, raw_token: str) -> int:
@@ -171,12 +172,12 @@ class PersonalAccessTokenService:
 
     # -- the cleaner -----------------------------------------------------------------------
 
-    def delete_expired(self) -> int:
+    async def delete_expired(self) -> int:
         """Delete every expired token (store first, then memory); returns how many."""
         now = self.state.clock()
         expired = [token for token in self.by_hash.values() if token.is_expired(now)]
         if expired:
-            self.state.store.delete_personal_access_tokens([t.token_hash for t in expired])
+            await self.state.store.delete_personal_access_tokens([t.token_hash for t in expired])
             for token in expired:
                 self._forget(token)
         return len(expired)
@@ -189,7 +190,7 @@ class PersonalAccessTokenService:
         while True:
             await asyncio.sleep(interval)
             try:
-                deleted = self.delete_expired()
+                deleted = await self.delete_expired()
             except Exception:  # a failed write changed nothing; try again next round
                 log.exception("deleting expired personal access tokens failed")
                 continue

@@ -28,10 +28,10 @@ from rill.server.core.partitions import (
     restore_directories,
     retire_directories,
 )
+from rill.server.core.catalog import TopicRow
 from rill.server.core.state import CoreState, catalogue_change
 from rill.server.core.types import Ref, TopicSpec
 from rill.server.storage.directories import write_manifest
-from rill.server.storage.metadata import TopicRow
 from rill.server.storage.formats import format_named
 
 log = logging.getLogger(__name__)
@@ -110,7 +110,8 @@ class TopicService:
         stream.topics[topic.id] = topic
         return topic
 
-    def update_topic(self, session: Session, stream_id: Ref, topic_id: Ref, spec: TopicSpec) -> None:
+    async def update_topic(self, session: Session, stream_id: Ref, topic_id: Ref,
+                           spec: TopicSpec) -> None:
         """New settings (``partitions_count`` and ``topic_id`` are not changed here)."""
         state = self.state
         topic = state.find_topic(stream_id, topic_id)
@@ -122,18 +123,18 @@ class TopicService:
         expiry = self._resolve_expiry(spec.message_expiry)
         max_size = self._resolve_max_size(spec.max_topic_size)
         replication = spec.replication_factor or 1
-        state.store.update_topic(
+        row = await state.store.update_topic(
             TopicRow(
                 topic.stream_id, topic.id, name, topic.created_at,
                 int(spec.compression_algorithm), expiry, max_size, replication,
                 topic.record_format,
             )
         )
-        stream.topics.rename(topic.id, name)
-        topic.compression_algorithm = int(spec.compression_algorithm)
-        topic.message_expiry = expiry
-        topic.max_topic_size = max_size
-        topic.replication_factor = replication
+        stream.topics.rename(topic.id, row.name)
+        topic.compression_algorithm = row.compression_algorithm
+        topic.message_expiry = row.message_expiry
+        topic.max_topic_size = row.max_topic_size
+        topic.replication_factor = row.replication_factor
         try:  # the store is the truth; a start writes a missing manifest again
             write_manifest(state.paths.topic_manifest(topic.stream_id, topic.id), topic_row(topic),
                            state.durability)
@@ -155,7 +156,7 @@ class TopicService:
             topics[topic.id] = topic
             raise errors.CannotDeleteTopicDirectory(topic.id, topic.stream_id, directory) from error
         try:
-            state.store.delete_topic(topic.stream_id, topic.id)
+            await state.store.delete_topic(topic.stream_id, topic.id)
         except BaseException:
             topics[topic.id] = topic
             await restore_directories(state, tombstones)
@@ -163,11 +164,11 @@ class TopicService:
         self.on_topic_deleted(topic)
         await remove_tombstones(state, tombstones, topic.partitions.values())
 
-    def purge_topic(self, session: Session, stream_id: Ref, topic_id: Ref) -> None:
+    async def purge_topic(self, session: Session, stream_id: Ref, topic_id: Ref) -> None:
         state = self.state
         topic = state.find_topic(stream_id, topic_id)
         state.authorize(session, Action.MANAGE_TOPIC, topic.stream_id, topic.id)
-        state.store.purge_topic(topic.stream_id, topic.id)
+        await state.store.purge_topic(topic.stream_id, topic.id)
         for partition in topic.partitions.values():
             partition.log.purge()
             partition.positions.clear()

@@ -39,11 +39,11 @@ from rill.server.auth.passwords import (
     verify_password,
     verify_password_async,
 )
+from rill.server.core.catalog import UserRow, settled
 from rill.server.core.model import Session
 from rill.server.core.names import validate_name
 from rill.server.core.state import CoreState
 from rill.server.core.types import Ref
-from rill.server.storage.metadata import UserRow
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ class UserService:
             created_at=self.state.clock(),
             scram=scram.derive_all(root.password),
         )
-        self.state.store.create_user(user_row(user))
+        settled(self.state.store.create_user(user_row(user)))
 
     def root_has_default_password(self) -> bool:
         """Whether the root user can still log in with the default password (one bcrypt check;
@@ -216,18 +216,18 @@ class UserService:
             created_at=state.clock(),
             scram=credentials,
         )
-        state.store.create_user(user_row(user))
+        user = user_from_row(await state.store.create_user(user_row(user)))
         self._remember(user)
         self._next_id = user.id + 1
         return user
 
-    def delete_user(self, session: Session, user_id: Ref) -> None:
+    async def delete_user(self, session: Session, user_id: Ref) -> None:
         state = self.state
         state.authorize(session, Action.MANAGE_USERS)
         user = self.find_user(user_id)
         if user.id == ROOT_USER_ID:
             raise errors.CannotDeleteUser(user.id, field="user_id")
-        state.store.delete_user(user.id)  # cascades to the user's tokens
+        await state.store.delete_user(user.id)  # cascades to the user's tokens
         state.login_throttle.forget(user.username)
         del self.users[user.id]
         state.permissioner.remove_user(user.id)
@@ -241,8 +241,8 @@ class UserService:
         self.state.login_throttle.unlock(user.username)
         log.warning("login locks of user %r lifted by user %d", user.username, session.user_id)
 
-    def update_user(self, session: Session, user_id: Ref, username: str | None,
-                    status: int | None) -> None:
+    async def update_user(self, session: Session, user_id: Ref, username: str | None,
+                          status: int | None) -> None:
         """A new name and/or status (None: unchanged)."""
         state = self.state
         state.authorize(session, Action.MANAGE_USERS)
@@ -255,7 +255,7 @@ class UserService:
         status = user.status if status is None else UserStatus(status)
         if username == user.username and status == user.status:
             return
-        state.store.update_user(user.id, username, int(status))
+        await state.store.update_user(user.id, username, int(status))
         if username != user.username:
             state.login_throttle.forget(user.username)
         user.username = username
@@ -263,14 +263,14 @@ class UserService:
         if not user.is_active:
             self.end_sessions(user.id)
 
-    def update_permissions(self, session: Session, user_id: Ref,
-                           permissions: Permissions | None) -> None:
+    async def update_permissions(self, session: Session, user_id: Ref,
+                                 permissions: Permissions | None) -> None:
         state = self.state
         state.authorize(session, Action.MANAGE_USERS)
         user = self.find_user(user_id)
         if user.id == ROOT_USER_ID:
             raise errors.CannotChangePermissions(user.id, field="user_id")
-        state.store.update_permissions(
+        await state.store.update_permissions(
             user.id, permissions.to_bytes() if permissions is not None else None
         )
         user.permissions = permissions
@@ -285,7 +285,8 @@ class UserService:
         password_hash = await hash_password_async(new_password, self._cost)
         credentials = await _derive_scram(new_password)
         self._ensure_current(user)
-        self.state.store.change_password(user.id, password_hash, scram.encode(credentials))
+        await self.state.store.change_password(user.id, password_hash,
+                                               scram.encode(credentials))
         user.password_hash = password_hash
         user.scram = credentials
 
@@ -322,7 +323,7 @@ class UserService:
         if (self.users.get(user.id) is not user or user.scram
                 or user.password_hash != password_hash):
             return  # deleted, or given a new password meanwhile
-        self.state.store.set_scram_credentials(user.id, scram.encode(credentials))
+        await self.state.store.set_scram_credentials(user.id, scram.encode(credentials))
         user.scram = credentials
 
     def begin_scram(self, session: Session, mechanism: str, client_first: bytes

@@ -20,12 +20,20 @@ from __future__ import annotations
 import functools
 import sqlite3
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from rill.errors import CannotWriteToFile
-from rill.server.storage.formats import iggy_v1
+# the rows this store keeps (also what the Catalog port speaks: ``storage.catalog_rows``)
+from rill.server.storage.catalog_rows import (  # noqa: F401 - re-exported
+    ConsumerGroupRow,
+    PartitionRow,
+    PersonalAccessTokenRow,
+    PositionRow,
+    StreamRow,
+    TopicRow,
+    UserRow,
+)
 from rill.server.storage.reserve import SpaceReserve
 
 SCHEMA_VERSION = 5  # 1 -> 2: consumer positions keyed by name, holding the next offset;
@@ -139,75 +147,6 @@ def _to_sql(value: int) -> int:
 
 def _from_sql(value: int) -> int:
     return value + (1 << 64) if value < 0 else value
-
-
-@dataclass(frozen=True, slots=True)
-class StreamRow:
-    id: int
-    name: str
-    created_at: int
-
-
-@dataclass(frozen=True, slots=True)
-class TopicRow:
-    stream_id: int
-    id: int
-    name: str
-    created_at: int
-    compression_algorithm: int
-    message_expiry: int
-    max_topic_size: int
-    replication_factor: int
-    record_format: str = iggy_v1.NAME  # how its partitions store records (``storage.formats``)
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionRow:
-    stream_id: int
-    topic_id: int
-    id: int
-    created_at: int
-
-
-@dataclass(frozen=True, slots=True)
-class PositionRow:
-    """Where consumer ``consumer`` (a name) reads next in one partition."""
-
-    stream_id: int
-    topic_id: int
-    partition_id: int
-    consumer: str
-    next_offset: int
-    note: str | None = None  # what the consumer stored with the position (Kafka's metadata)
-    leader_epoch: int | None = None  # the leader epoch it stored with it (Kafka's), if any
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupRow:
-    stream_id: int
-    topic_id: int
-    id: int
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
-class PersonalAccessTokenRow:
-    user_id: int
-    name: str
-    token_hash: str  # BLAKE3 of the token, 64 lowercase hex characters
-    expiry_at: int  # µs; 0 = never expires
-
-
-@dataclass(frozen=True, slots=True)
-class UserRow:
-    id: int
-    username: str
-    password_hash: str
-    status: int
-    permissions: bytes | None
-    created_at: int
-    # SCRAM credentials per mechanism as text (``auth.scram.encode``); None: none derived yet
-    scram_credentials: str | None = None
 
 
 class MetadataStoreTooNew(Exception):

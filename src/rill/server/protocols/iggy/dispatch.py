@@ -152,8 +152,8 @@ async def create_user(broker: Broker, session: Session, c):
 
 
 @command
-def delete_user(broker: Broker, session: Session, c) -> None:
-    broker.access.delete_user(session, c.user_id.value)
+async def delete_user(broker: Broker, session: Session, c) -> None:
+    await broker.access.delete_user(session, c.user_id.value)
 
 
 @command
@@ -162,13 +162,13 @@ def unlock_user(broker: Broker, session: Session, c) -> None:
 
 
 @command
-def update_user(broker: Broker, session: Session, c) -> None:
-    broker.access.update_user(session, c.user_id.value, c.username, c.status)
+async def update_user(broker: Broker, session: Session, c) -> None:
+    await broker.access.update_user(session, c.user_id.value, c.username, c.status)
 
 
 @command
-def update_permissions(broker: Broker, session: Session, c) -> None:
-    broker.access.update_permissions(session, c.user_id.value, c.permissions)
+async def update_permissions(broker: Broker, session: Session, c) -> None:
+    await broker.access.update_permissions(session, c.user_id.value, c.permissions)
 
 
 @command
@@ -194,14 +194,14 @@ def get_personal_access_tokens(broker: Broker, session: Session, c):
 
 
 @command
-def create_personal_access_token(broker: Broker, session: Session, c):
+async def create_personal_access_token(broker: Broker, session: Session, c):
     return RawPersonalAccessToken(
-        broker.access.create_personal_access_token(session, c.name, c.expiry))
+        await broker.access.create_personal_access_token(session, c.name, c.expiry))
 
 
 @command
-def delete_personal_access_token(broker: Broker, session: Session, c) -> None:
-    broker.access.delete_personal_access_token(session, c.name)
+async def delete_personal_access_token(broker: Broker, session: Session, c) -> None:
+    await broker.access.delete_personal_access_token(session, c.name)
 
 
 @command
@@ -242,8 +242,8 @@ async def create_stream(broker: Broker, session: Session, c):
 
 
 @command
-def update_stream(broker: Broker, session: Session, c) -> None:
-    broker.catalog.update_stream(session, c.stream_id.value, c.name)
+async def update_stream(broker: Broker, session: Session, c) -> None:
+    await broker.catalog.update_stream(session, c.stream_id.value, c.name)
 
 
 @command
@@ -252,8 +252,8 @@ async def delete_stream(broker: Broker, session: Session, c) -> None:
 
 
 @command
-def purge_stream(broker: Broker, session: Session, c) -> None:
-    broker.catalog.purge_stream(session, c.stream_id.value)
+async def purge_stream(broker: Broker, session: Session, c) -> None:
+    await broker.catalog.purge_stream(session, c.stream_id.value)
 
 
 @command
@@ -295,8 +295,8 @@ def get_topic_record_formats(broker: Broker, session: Session, c):
 
 
 @command
-def update_topic(broker: Broker, session: Session, c) -> None:
-    broker.catalog.update_topic(session, c.stream_id.value, c.topic_id.value, _topic_spec(c))
+async def update_topic(broker: Broker, session: Session, c) -> None:
+    await broker.catalog.update_topic(session, c.stream_id.value, c.topic_id.value, _topic_spec(c))
 
 
 @command
@@ -305,8 +305,8 @@ async def delete_topic(broker: Broker, session: Session, c) -> None:
 
 
 @command
-def purge_topic(broker: Broker, session: Session, c) -> None:
-    broker.catalog.purge_topic(session, c.stream_id.value, c.topic_id.value)
+async def purge_topic(broker: Broker, session: Session, c) -> None:
+    await broker.catalog.purge_topic(session, c.stream_id.value, c.topic_id.value)
 
 
 @command
@@ -412,16 +412,16 @@ def get_consumer_groups(broker: Broker, session: Session, c):
 
 
 @command
-def create_consumer_group(broker: Broker, session: Session, c):
-    group = broker.groups.create_consumer_group(
+async def create_consumer_group(broker: Broker, session: Session, c):
+    group = await broker.groups.create_consumer_group(
         session, c.stream_id.value, c.topic_id.value, c.name, c.group_id or 0)
     return views.group_details(group, {})
 
 
 @command
-def delete_consumer_group(broker: Broker, session: Session, c) -> None:
-    broker.groups.delete_consumer_group(session, c.stream_id.value, c.topic_id.value,
-                                        c.group_id.value)
+async def delete_consumer_group(broker: Broker, session: Session, c) -> None:
+    await broker.groups.delete_consumer_group(session, c.stream_id.value, c.topic_id.value,
+                                              c.group_id.value)
 
 
 @command
