@@ -1,4 +1,5 @@
-"""10,000 partitions under a low descriptor limit (issue 10, item 5): a real server whose
+"""Thousands of partitions under a low descriptor limit (issue 10, item 5; 10,000 with
+``RILL_SOAK=1``, 2,000 in the suite's bounded run): a real server whose
 RLIMIT_NOFILE is 512, soft and hard, so it cannot raise it. Every partition is created, written
 and read back; a topic created afterwards works (no half topic); the server restarts after a
 clean stop and after kill -9 with every message intact; and its descriptor count stays well
@@ -9,6 +10,7 @@ too (their logs reopened, their indexes mapped, more than the cache keeps)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 
@@ -22,6 +24,7 @@ ENV = {"RILL_QUIC_ENABLED": "false", "RILL_HTTP_ENABLED": "false",
        "RILL_ROOT_PASSWORD_HASH_COST": "4", "RILL_SYSTEM_METADATA_RESERVE": "0",
        "RILL_RETENTION_CLEANER_ENABLED": "false"}
 IN_FLIGHT = 500  # requests pipelined on the one connection
+SOAK = os.environ.get("RILL_SOAK") == "1"  # the full-size soak (slow); CI runs a bounded size
 
 
 class DescriptorWatch:
@@ -144,8 +147,12 @@ def run_scenario(tmp_path, fsync: str, topics: int, partitions: int, limit: int)
           f"at most {watch.highest} descriptors open (limit {limit})")
 
 
-def test_ten_thousand_partitions_under_a_512_descriptor_limit(tmp_path):
-    run_scenario(tmp_path, "interval", topics=10, partitions=1000, limit=LIMIT)
+@pytest.mark.slow
+def test_thousands_of_partitions_under_a_512_descriptor_limit(tmp_path):
+    """10,000 partitions with ``RILL_SOAK=1`` (about 2.5 minutes); the suite's run takes 2,000,
+    four times the limit, so the descriptor cache evicts all along just the same."""
+    topics, partitions = (10, 1000) if SOAK else (4, 500)
+    run_scenario(tmp_path, "interval", topics=topics, partitions=partitions, limit=LIMIT)
 
 
 @pytest.mark.parametrize("fsync", ["always", "never"])

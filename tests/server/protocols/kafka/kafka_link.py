@@ -1,12 +1,14 @@
 """What the Kafka listener tests share: ``KAFKA_ENV`` (a server with the Kafka listener on port 0
 and anonymous connections acting as the root user, so tests that are not about logging in need
-no SASL), ``bootstrap`` (the address Kafka clients are given) and ``Raw`` (one plain socket to
-the listener, whole frames through rill's codec). The fixtures are in ``conftest.py``."""
+no SASL), ``bootstrap`` (the address Kafka clients are given), ``Raw`` (one plain socket to
+the listener, whole frames through rill's codec) and ``consumed`` (what a kafka-python consumer
+polls, without waiting out its consumer timeout). The fixtures are in ``conftest.py``."""
 
 from __future__ import annotations
 
 import socket
 import struct
+import time
 
 from rill.protocol.kafka import decode_response, encode_request
 
@@ -59,3 +61,17 @@ class Raw:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def consumed(consumer, count: int, timeout: float = 30.0, settle_ms: int = 300) -> list[bytes]:
+    """The values a kafka-python ``consumer`` polls: the first ``count`` records and whatever
+    follows within ``settle_ms`` (so that a test asserting the whole list still sees an extra
+    record), without iterating the consumer until its ``consumer_timeout_ms`` runs out."""
+    values: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while len(values) < count and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            values += [record.value for record in records]
+    for records in consumer.poll(timeout_ms=settle_ms).values():
+        values += [record.value for record in records]
+    return values

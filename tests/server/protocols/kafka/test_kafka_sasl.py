@@ -29,7 +29,7 @@ from rill.protocol.kafka import ErrorCode, apis, encode_request, request_class
 from rill.protocol.permissions import GlobalPermissions, Permissions
 from rill.server.auth.certificates import generate_self_signed
 from server_process import RillProcess, session
-from kafka_link import Raw, bootstrap
+from kafka_link import Raw, bootstrap, consumed
 
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 USER, PASSWORD = "alice", "alice-secret-pw"
@@ -140,11 +140,11 @@ def test_kafka_python_logs_in_produces_and_consumes(server, mechanism):
     finally:
         producer.close()
     assert (metadata.partition, metadata.offset) == (0, 0)
-    consumer = KafkaConsumer(**config, consumer_timeout_ms=10_000)
+    consumer = KafkaConsumer(**config)
     try:
         consumer.assign([KpTopicPartition(topic, 0)])
         consumer.seek_to_beginning()
-        assert [record.value for record in consumer] == [b"from-kafka-python"]
+        assert consumed(consumer, 1) == [b"from-kafka-python"]
     finally:
         consumer.close()
 
@@ -153,7 +153,7 @@ def test_kafka_python_logs_in_produces_and_consumes(server, mechanism):
 def test_kafka_python_with_a_wrong_password_is_refused(server, mechanism, caplog):
     with pytest.raises(KpKafkaError):
         KafkaAdminClient(**kafka_python(server, mechanism, "not-the-password"),
-                         bootstrap_timeout_ms=10_000).close()
+                         bootstrap_timeout_ms=3_000).close()
     assert any("SaslAuthenticationFailedError" in record.getMessage()
                and "Authentication failed" in record.getMessage() for record in caplog.records)
 

@@ -15,7 +15,7 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from rill.protocol.kafka import ErrorCode, apis, request_class
 
-from kafka_link import Raw, bootstrap
+from kafka_link import Raw, bootstrap, consumed
 from test_kafka_sasl import MECHANISMS, PASSWORD, USER, start
 
 Handshake = request_class(apis.SASL_HANDSHAKE)
@@ -82,9 +82,8 @@ def test_kafka_python_pinned_to_0_10_2_logs_in_by_raw_tokens(server, mechanism):
     producer = KafkaProducer(**common)
     producer.send(topic, b"hello").get(timeout=20)
     producer.close()
-    consumer = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=10_000,
-                             group_id=None, **common)
+    consumer = KafkaConsumer(topic, auto_offset_reset="earliest", group_id=None, **common)
     try:
-        assert [record.value for record in consumer] == [b"hello"]
+        assert consumed(consumer, 1) == [b"hello"]
     finally:
         consumer.close()
