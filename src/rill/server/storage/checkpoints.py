@@ -34,9 +34,12 @@ logger = logging.getLogger(__name__)
 VERSION = 0
 
 
-def write_atomically(path: Path, data: bytes, durability: Durability) -> None:
-    """Replace ``path`` with ``data``: temporary file, sync, rename, directory sync."""
-    temporary = DataPaths.temporary(path)
+def write_atomically(path: Path, data: bytes | bytearray, durability: Durability,
+                     temporary: Path | None = None) -> None:
+    """Replace ``path`` with ``data``: a temporary file beside it (``temporary``, or
+    ``DataPaths.temporary(path)``), synced per the policy, renamed over it, the directory
+    synced. A crash leaves the old or the new file, never a part of one."""
+    temporary = temporary or DataPaths.temporary(path)
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         write_all_at(descriptor, data, 0, durability.io_totals)

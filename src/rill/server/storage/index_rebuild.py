@@ -31,7 +31,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rill.server.storage.file_io import write_all_at
+from rill.server.storage.checkpoints import write_atomically
 from rill.server.storage.durability import Durability
 from rill.server.storage.paths import DataPaths
 from rill.server.storage.formats import IGGY_V1, RecordFormat
@@ -250,15 +250,7 @@ def locate_log_records(
 def replace_index_file(path: Path, entries: bytes | bytearray, durability: Durability) -> None:
     """Write ``entries`` as the index at ``path``: a temporary file next to it, synced per the
     policy, renamed over it, the directory synced. A crash leaves the old or the new index."""
-    temporary = DataPaths.segment_index_rebuild(path)
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        write_all_at(descriptor, entries, 0, durability.io_totals)
-        durability.sync_now(descriptor)
-    finally:
-        durability.close_file(descriptor)
-    os.replace(temporary, path)
-    durability.sync_directory(path.parent)
+    write_atomically(path, entries, durability, DataPaths.segment_index_rebuild(path))
 
 
 @dataclass(frozen=True, slots=True)
