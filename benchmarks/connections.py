@@ -22,7 +22,7 @@ import time
 import psutil
 
 from rill.bench.server import RillServer
-from rill.protocol.commands.users import LoginUser
+from rill.protocol.iggy.commands.users import LoginUser
 
 LOGIN = LoginUser("iggy", "iggy").to_frame()
 

@@ -37,30 +37,29 @@ import psutil
 
 from rill.bench.server import RillServer
 from rill.client import Client
-from rill.protocol.commands.groups import (
+from rill.protocol.iggy.commands.groups import (
     CreateConsumerGroup, DeleteConsumerGroup, GetConsumerGroup, GetConsumerGroups,
     JoinConsumerGroup, LeaveConsumerGroup,
 )
-from rill.protocol.commands.messages import FlushUnsavedBuffer, PollMessages, SendMessages
-from rill.protocol.commands.offsets import GetConsumerOffset, StoreConsumerOffset
-from rill.protocol.commands.partitions import CreatePartitions, DeletePartitions
-from rill.protocol.commands.streams import (
+from rill.protocol.iggy.commands.messages import FlushUnsavedBuffer, PollMessages, SendMessages
+from rill.protocol.iggy.commands.offsets import GetConsumerOffset, StoreConsumerOffset
+from rill.protocol.iggy.commands.partitions import CreatePartitions, DeletePartitions
+from rill.protocol.iggy.commands.streams import (
     CreateStream, DeleteStream, GetStream, GetStreams, PurgeStream, UpdateStream,
 )
-from rill.protocol.commands.system import GetClient, GetClients, GetMe, GetStats, Ping
-from rill.protocol.commands.tokens import (
+from rill.protocol.iggy.commands.system import GetClient, GetClients, GetMe, GetStats, Ping
+from rill.protocol.iggy.commands.tokens import (
     CreatePersonalAccessToken, DeletePersonalAccessToken, GetPersonalAccessTokens,
     LoginWithPersonalAccessToken,
 )
-from rill.protocol.commands.topics import (
+from rill.protocol.iggy.commands.topics import (
     CreateTopic, DeleteTopic, GetTopic, GetTopics, PurgeTopic, UpdateTopic,
 )
-from rill.protocol.commands.users import CreateUser, GetUser, GetUsers, LoginUser
-from rill.protocol.headers import HeaderKind, HeaderValue
-from rill.protocol.messages import Message
-from rill.protocol.primitives import (
-    CompressionAlgorithm, Consumer, Identifier, Partitioning, PollingStrategy, UserStatus,
-)
+from rill.protocol.iggy.commands.users import CreateUser, GetUser, GetUsers, LoginUser
+from rill.protocol.iggy.headers import HeaderKind, HeaderValue
+from rill.protocol.iggy.messages import Message
+from rill.protocol.primitives import CompressionAlgorithm, UserStatus
+from rill.protocol.iggy.primitives import Consumer, Identifier, Partitioning, PollingStrategy
 
 # commands a mutated frame must not become: they would lock the fuzzer out of its own server
 SKIPPED_CODES = {33, 34, 35, 36, 37, 44}  # delete/update user, permissions, password, logout, PAT delete

@@ -24,11 +24,12 @@ import threading
 import time
 
 from rill.bench.server import RillServer
-from rill.protocol.commands.partitions import CreatePartitions, DeletePartitions
-from rill.protocol.commands.streams import CreateStream, GetStreams
-from rill.protocol.commands.topics import CreateTopic, DeleteTopic
-from rill.protocol.commands.users import LoginUser
-from rill.protocol.primitives import CompressionAlgorithm, Identifier
+from rill.protocol.iggy.commands.partitions import CreatePartitions, DeletePartitions
+from rill.protocol.iggy.commands.streams import CreateStream, GetStreams
+from rill.protocol.iggy.commands.topics import CreateTopic, DeleteTopic
+from rill.protocol.iggy.commands.users import LoginUser
+from rill.protocol.primitives import CompressionAlgorithm
+from rill.protocol.iggy.primitives import Identifier
 
 PING = struct.pack("<II", 4, 1)
 LOGIN = LoginUser("iggy", "iggy").to_frame()

@@ -31,8 +31,8 @@ import cramjam
 from crc32c import crc32c
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from rill.protocol.headers import HeaderValue
-from rill.protocol.messages import Message, encode_messages
+from rill.protocol.iggy.headers import HeaderValue
+from rill.protocol.iggy.messages import Message, encode_messages
 from rill.server.storage.formats.kafka_v2 import stamp_batches
 from rill.server.storage.formats import conversion as record_conversion
 from rill.server.storage.formats.conversion import convert_batch

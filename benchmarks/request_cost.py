@@ -26,19 +26,29 @@ import sys
 WORKER = r'''
 import asyncio, json, struct, sys, tempfile, time, uuid
 import uvloop
-from rill.protocol.commands.messages import PollMessages, SendMessages
-from rill.protocol.commands.streams import CreateStream
-from rill.protocol.commands.topics import CreateTopic
+try:  # the Iggy codec in its package (rill.protocol.iggy)
+    from rill.protocol.iggy.commands.messages import PollMessages, SendMessages
+    from rill.protocol.iggy.commands.streams import CreateStream
+    from rill.protocol.iggy.commands.topics import CreateTopic
+    from rill.protocol.iggy.messages import encode_messages
+    from rill.protocol.iggy.primitives import Consumer, Identifier, Partitioning, PollingStrategy
+except ImportError:  # a tree from before it moved there (a base to compare with)
+    from rill.protocol.commands.messages import PollMessages, SendMessages
+    from rill.protocol.commands.streams import CreateStream
+    from rill.protocol.commands.topics import CreateTopic
+    from rill.protocol.messages import encode_messages
+    from rill.protocol.primitives import Consumer, Identifier, Partitioning, PollingStrategy
 from rill.protocol.kafka import apis, encode_request, record_batch, request_class
-from rill.protocol.messages import encode_messages
-from rill.protocol.primitives import (CompressionAlgorithm, Consumer, Identifier, Partitioning,
-                                      PollingStrategy)
+from rill.protocol.primitives import CompressionAlgorithm
 from rill.server.config import ServerConfig
 from rill.server.core.core import Core
 from rill.server.protocols.iggy.handler import IGGY
 from rill.server.protocols.kafka.dispatch import KafkaSettings
 from rill.server.protocols.kafka.handler import KafkaProtocol
-from rill.server.storage.formats.iggy_v1 import ACCELERATED
+try:
+    from rill.server.storage.formats.iggy_v1 import ACCELERATED
+except ImportError:  # a tree from before storage/formats/
+    from rill.server.storage.records import ACCELERATED
 from rill.server.transports.tcp import TcpConnection, TcpListener
 
 SENDS, POLLS, REPEATS, TOPICS = (int(value) for value in sys.argv[1:5])

@@ -30,7 +30,7 @@ import time
 
 from rill.bench.server import RillServer
 from rill.client import AsyncClient, Partitioning, PollingStrategy
-from rill.protocol.messages import Message, encode_messages
+from rill.protocol.iggy.messages import Message, encode_messages
 
 # variant name -> environment overrides of its server
 VARIANTS: dict[str, dict[str, str]] = {

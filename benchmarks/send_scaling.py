@@ -33,11 +33,11 @@ import time
 from dataclasses import dataclass
 
 from rill.client import AsyncClient
-from rill.protocol.commands.messages import SendMessages
-from rill.protocol.commands.users import LoginUser
-from rill.protocol.framing import RESPONSE_HEADER, encode_request
-from rill.protocol.messages import Message, encode_messages
-from rill.protocol.primitives import Identifier, Partitioning
+from rill.protocol.iggy.commands.messages import SendMessages
+from rill.protocol.iggy.commands.users import LoginUser
+from rill.protocol.iggy.framing import RESPONSE_HEADER, encode_request
+from rill.protocol.iggy.messages import Message, encode_messages
+from rill.protocol.iggy.primitives import Identifier, Partitioning
 
 import send_poll  # this folder's send_poll.py: the server start-up and the variants
 

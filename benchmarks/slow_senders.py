@@ -25,9 +25,9 @@ import time
 from connections import read_exactly  # (benchmarks/connections.py: run from this folder's scripts)
 from rill.bench.server import RillServer
 from rill.client import Client
-from rill.protocol.commands.messages import SendMessages
-from rill.protocol.commands.users import LoginUser
-from rill.protocol.primitives import Partitioning
+from rill.protocol.iggy.commands.messages import SendMessages
+from rill.protocol.iggy.commands.users import LoginUser
+from rill.protocol.iggy.primitives import Partitioning
 
 PING = struct.pack("<II", 4, 1)
 LOGIN = LoginUser("iggy", "iggy").to_frame()

@@ -44,7 +44,7 @@ import psutil
 import pyspark_rill
 import pyspark_rill.session
 from rill.client import Client, Message, Partitioning
-from rill.protocol.messages import encode_messages
+from rill.protocol.iggy.messages import encode_messages
 
 CEILING_BATCH_ROWS = 32768  # the connector's default fetchMaxMessages
 

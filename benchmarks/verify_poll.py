@@ -23,7 +23,7 @@ import time
 
 from rill.bench.server import RillServer
 from rill.client import AsyncClient, Partitioning, PollingStrategy
-from rill.protocol.messages import Message, encode_messages
+from rill.protocol.iggy.messages import Message, encode_messages
 
 PHASES = ("written here", "first read", "second read")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

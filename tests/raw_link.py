@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 import struct
 
-from rill.protocol.commands.users import LoginUser
+from rill.protocol.iggy.commands.users import LoginUser
 
 
 class RawLink:

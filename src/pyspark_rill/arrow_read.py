@@ -29,19 +29,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rill.client import Client
-from rill.protocol.layout import (
+from rill.protocol.iggy.layout import (
     ID_SIZE,
     STORED_FIXED_SIZE,
     STORED_HEADERS_LENGTH_AT,
     STORED_ID_AT,
     STORED_OVERHEAD,
 )
-from rill.protocol.messages import iter_polled_messages
-from rill.protocol.responses.columnar import ColumnarMessages
+from rill.protocol.iggy.messages import iter_polled_messages
+from rill.protocol.iggy.responses.columnar import ColumnarMessages
 
 from pyspark_rill.schema import KEY_HEADER, arrow_schema, headers_type
 
-# where the columns' bytes sit in a stored record (``rill.protocol.layout``)
+# where the columns' bytes sit in a stored record (``rill.protocol.iggy.layout``)
 _ID, _HEADERS_LENGTH, _FIXED = STORED_ID_AT, STORED_HEADERS_LENGTH_AT, STORED_FIXED_SIZE
 
 _REST = 2**31 - 1  # binary_slice's "to the end" (it mis-sizes its output without a stop)

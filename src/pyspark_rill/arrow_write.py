@@ -38,9 +38,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from rill.protocol.headers import MAX_HEADER_PART, HeaderKind, HeaderValue, encode_header_map
-from rill.protocol.primitives import Partitioning
-from rill.protocol.stored import crc32, uuid7_block
+from rill.protocol.iggy.headers import MAX_HEADER_PART, HeaderKind, HeaderValue, encode_header_map
+from rill.protocol.iggy.primitives import Partitioning
+from rill.protocol.iggy.stored import crc32, uuid7_block
 
 from pyspark_rill.options import RillOptionError, WriteOptions
 from pyspark_rill.schema import KEY_HEADER
@@ -243,7 +243,7 @@ _STORED_HEAD = pa.scalar(bytes(8) + b"\x01" + bytes(8), pa.binary())  # offset, 
 
 
 def _stored_records(rows: pa.RecordBatch, spec: WriteSpec) -> tuple[memoryview, int, bytes]:
-    """Records in the stored layout (``rill.protocol.stored``): the per-message work of an
+    """Records in the stored layout (``rill.protocol.iggy.stored``): the per-message work of an
     append -- ids and checksums -- done here, in the Spark task, rather than on the server.
     Only the checksums take a per-row call (one C call each)."""
     value = _binary(rows, "value")

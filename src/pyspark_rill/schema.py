@@ -21,7 +21,7 @@ from functools import lru_cache
 
 import pyarrow as pa
 
-from rill.protocol.headers import KEY_HEADER  # noqa: F401 - the header that holds a message's key
+from rill.protocol.iggy.headers import KEY_HEADER  # noqa: F401 - the header that holds a message's key
 
 _COMMON = (
     "stream STRING NOT NULL, topic STRING NOT NULL, partition INT NOT NULL, "

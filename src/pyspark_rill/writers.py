@@ -57,7 +57,7 @@ from pyspark.sql.datasource import (
 
 from rill import errors
 from rill.client import Client
-from rill.protocol.responses.transactions import CommitOutcome, StageOutcome
+from rill.protocol.iggy.responses.transactions import CommitOutcome, StageOutcome
 
 from pyspark_rill.arrow_write import WriteSpec, encode_batch
 from pyspark_rill.connection import connect, connection_failure, with_client

@@ -5,7 +5,7 @@ Needs the consumer-group commands of the server (600-605).
 
 from __future__ import annotations
 
-from rill.protocol.primitives import Consumer
+from rill.protocol.iggy.primitives import Consumer
 
 from .helpers import assert_error_line
 

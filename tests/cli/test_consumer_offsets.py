@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rill.protocol.primitives import Consumer
+from rill.protocol.iggy.primitives import Consumer
 
 from .helpers import assert_error_line
 

@@ -11,8 +11,8 @@ import httpx
 
 from rill.cli.output import message_id
 from rill.client import Message, PollingStrategy
-from rill.protocol.headers import KEY_HEADER, HeaderKind, HeaderValue
-from rill.protocol.primitives import Consumer
+from rill.protocol.iggy.headers import KEY_HEADER, HeaderKind, HeaderValue
+from rill.protocol.iggy.primitives import Consumer
 
 from .helpers import RILL
 

@@ -6,7 +6,7 @@ import pytest
 import typer
 
 from rill.cli import params
-from rill.protocol.headers import HeaderKind, HeaderValue
+from rill.protocol.iggy.headers import HeaderKind, HeaderValue
 
 U64_MAX = 2**64 - 1
 

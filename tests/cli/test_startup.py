@@ -74,7 +74,7 @@ def test_plain_message_send_imports_neither_typer_nor_asyncio(cli):
         assert loaded(modules, (*NEVER, "typer", "click", "asyncio", "rill.cli.root",
                                 "rill.cli.messages", "rill.cli.params", "rill.client.async_client",
                                 "rill.client.blocking", "rill.client.tcp", "rill.client.methods",
-                                "rill.protocol.permissions", "rill.protocol.commands.streams",
-                                "rill.protocol.commands.topics", "ssl", "tempfile", "uuid")) == []
+                                "rill.protocol.permissions", "rill.protocol.iggy.commands.streams",
+                                "rill.protocol.iggy.commands.topics", "ssl", "tempfile", "uuid")) == []
     with cli.sdk() as client:
         assert client.get_topic("light", "t").topic.messages_count == 2

@@ -7,7 +7,7 @@ import struct
 
 from rill import errors
 from rill.client import Client
-from rill.protocol.commands.users import LoginUser
+from rill.protocol.iggy.commands.users import LoginUser
 
 from .helpers import Cli, assert_error_line
 

@@ -1,6 +1,6 @@
 """A fake rill link for the SDK tests: an asyncio TCP server on 127.0.0.1, port 0.
 
-It splits request frames with ``rill.protocol.framing``, records them in arrival order
+It splits request frames with ``rill.protocol.iggy.framing``, records them in arrival order
 (across connections), and answers with whatever ``handler(code, payload)`` returns: response
 frame bytes, ``DROP`` (close the connection without answering) or ``None`` (an empty OK).
 ``batch = n`` makes it hold its answers until n requests have arrived, then answer them in
@@ -15,9 +15,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Coroutine
 
-from rill.protocol import framing
-from rill.protocol.codes import decode_command
-from rill.protocol.commands.base import Command
+from rill.protocol.iggy import framing
+from rill.protocol.iggy.codes import decode_command
+from rill.protocol.iggy.commands.base import Command
 
 DROP = object()
 GUARD_SECONDS = 30  # a hang guard only: no test asserts on time

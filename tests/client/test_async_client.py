@@ -11,23 +11,29 @@ import pytest
 
 from rill import errors
 from rill.client import AsyncClient, Consumer, Message, Partitioning, PollingStrategy
-from rill.protocol.codes import COMMANDS_BY_NAME, decode_command
-from rill.protocol.commands.columnar import PollMessagesColumnar
-from rill.protocol.commands.transactions import (
+from rill.protocol.iggy.codes import COMMANDS_BY_NAME, decode_command
+from rill.protocol.iggy.commands.columnar import PollMessagesColumnar
+from rill.protocol.iggy.commands.transactions import (
     AbortStagedMessages,
     CommitStagedMessages,
     GetProducerState,
     StageMessages,
 )
-from rill.protocol.responses.transactions import StagedHandle
-from rill.protocol.commands import groups, messages, offsets, partitions, streams, system, tokens, topics, users
-from rill.protocol.commands.long_poll import WaitForMessages
-from rill.protocol.messages import POLLED_FIXED
+from rill.protocol.iggy.responses.transactions import StagedHandle
+from rill.protocol.iggy.commands import groups, messages, offsets, partitions, streams, system, tokens, topics, users
+from rill.protocol.iggy.commands.long_poll import WaitForMessages
+from rill.protocol.iggy.messages import POLLED_FIXED
 from rill.protocol.permissions import GlobalPermissions, Permissions
-from rill.protocol.primitives import CompressionAlgorithm, Identifier, SnapshotCompression, SnapshotType, UserStatus
-from rill.protocol.responses.streams import Stream, StreamDetails
-from rill.protocol.responses.topics import Partition, Topic, TopicDetails
-from rill.protocol.responses.users import IdentityInfo
+from rill.protocol.primitives import (
+    CompressionAlgorithm,
+    SnapshotCompression,
+    SnapshotType,
+    UserStatus,
+)
+from rill.protocol.iggy.primitives import Identifier
+from rill.protocol.iggy.responses.streams import Stream, StreamDetails
+from rill.protocol.iggy.responses.topics import Partition, Topic, TopicDetails
+from rill.protocol.iggy.responses.users import IdentityInfo
 
 from .fake_server import DROP, FakeServer, error, ok, run
 

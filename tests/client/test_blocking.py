@@ -9,8 +9,8 @@ import pytest
 
 from rill import errors
 from rill.client import AsyncClient, Client, Message
-from rill.protocol.responses.streams import Stream, StreamDetails
-from rill.protocol.responses.users import IdentityInfo
+from rill.protocol.iggy.responses.streams import Stream, StreamDetails
+from rill.protocol.iggy.responses.users import IdentityInfo
 
 from .fake_server import ThreadedFakeServer, error, ok
 

@@ -16,8 +16,8 @@ from rill.client import (
 )
 from rill.client.http import _payload
 from rill.protocol.permissions import GlobalPermissions, StreamPermissions, TopicPermissions
-from rill.protocol.responses.messages import PolledMessages
-from rill.protocol.responses.streams import Stream
+from rill.protocol.iggy.responses.messages import PolledMessages
+from rill.protocol.iggy.responses.streams import Stream
 
 from server_process import RillProcess
 
@@ -240,8 +240,9 @@ def test_the_record_format_is_chosen_at_creation_over_tcp_and_http(server):
     """``create_topic(..., record_format=...)`` (CREATE_TOPIC_WITH_FORMAT over TCP, the create
     body over HTTP) and ``get_topic_record_formats`` answer alike on both transports; a bad
     name is refused by the SDK before sending, and by the server (status 4) when sent raw."""
-    from rill.protocol.commands.topics import CreateTopicWithFormat
-    from rill.protocol.primitives import CompressionAlgorithm, Identifier
+    from rill.protocol.iggy.commands.topics import CreateTopicWithFormat
+    from rill.protocol.primitives import CompressionAlgorithm
+    from rill.protocol.iggy.primitives import Identifier
 
     async def body() -> None:
         async with AsyncClient(http_address(server), transport="http") as http, \

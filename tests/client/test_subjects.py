@@ -7,8 +7,8 @@ import pytest
 from rill import errors
 from rill.client import Client, Consumer, Identifier
 from rill.client.subjects import subject
-from rill.protocol.commands import groups, messages, streams, tokens, topics, users
-from rill.protocol.primitives import Partitioning, PollingStrategy
+from rill.protocol.iggy.commands import groups, messages, streams, tokens, topics, users
+from rill.protocol.iggy.primitives import Partitioning, PollingStrategy
 
 
 def test_subject_of_commands():

@@ -11,7 +11,7 @@ import pytest
 from rill import errors
 from rill.client.tcp import SCRATCH_SIZE, TcpTransport, _LinkProtocol
 from rill.client.transport import parse_address, payload_parts
-from rill.protocol import framing
+from rill.protocol.iggy import framing
 
 from .fake_server import DROP, FakeServer, error, ok, run
 

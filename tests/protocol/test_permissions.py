@@ -15,8 +15,8 @@ from rill.protocol.permissions import (
     TopicPermissions,
 )
 
-from .samples import NESTED_PERMISSIONS
-from .strategies import permissions
+from .iggy.samples import NESTED_PERMISSIONS
+from .iggy.strategies import permissions
 
 
 def test_root_has_all_global_flags() -> None:

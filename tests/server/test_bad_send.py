@@ -17,8 +17,8 @@ import pytest
 
 from rill import errors
 from rill.client import Client
-from rill.protocol.commands.messages import SendMessages
-from rill.protocol.primitives import Identifier, Partitioning
+from rill.protocol.iggy.commands.messages import SendMessages
+from rill.protocol.iggy.primitives import Identifier, Partitioning
 
 PING_BOUND = 1.0  # seconds; generous, as the issue allows
 _U32 = struct.Struct("<I")

@@ -22,7 +22,7 @@ import pytest
 
 from rill import errors
 from rill.client import Client, PollingStrategy
-from rill.protocol.messages import iter_polled_messages
+from rill.protocol.iggy.messages import iter_polled_messages
 from server_process import RillProcess
 
 MESSAGES = 120

@@ -13,7 +13,7 @@ import pytest
 
 from rill import errors
 from rill.client import Client
-from rill.protocol.commands.users import LoginUser
+from rill.protocol.iggy.commands.users import LoginUser
 
 THROTTLE = {"RILL_LOGIN_THROTTLE_MAX_FAILURES": "3", "RILL_LOGIN_THROTTLE_LOCK_TIME": "2 s"}
 THROTTLED = errors.LoginThrottled.code

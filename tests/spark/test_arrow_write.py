@@ -15,9 +15,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from rill.protocol.headers import decode_header_map
-from rill.protocol.primitives import Partitioning, PartitioningKind
-from rill.protocol.messages import iter_polled_messages
+from rill.protocol.iggy.headers import decode_header_map
+from rill.protocol.iggy.primitives import Partitioning, PartitioningKind
+from rill.protocol.iggy.messages import iter_polled_messages
 from rill.server.storage.formats.iggy_v1 import stamp_batch
 from rill.server.storage.formats.iggy_v1 import check_stored_records
 

@@ -12,7 +12,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 
 from rill.client import Consumer, HeaderValue, Message
-from rill.protocol.headers import HeaderKind
+from rill.protocol.iggy.headers import HeaderKind
 
 from conftest import scan_of
 

@@ -95,8 +95,8 @@ def send_region(messages: int, size: int) -> bytes:
 def send_request(stream_id: int, partition_id: int | None, region: bytes) -> Any:
     """The SEND_MESSAGES request payload, encoded once and re-sent as is."""
     from rill.client.async_client import command_payload
-    from rill.protocol.commands.messages import SendMessages
-    from rill.protocol.primitives import Identifier, Partitioning
+    from rill.protocol.iggy.commands.messages import SendMessages
+    from rill.protocol.iggy.primitives import Identifier, Partitioning
 
     partitioning = Partitioning.balanced() if partition_id is None else Partitioning.partition_id(partition_id)
     return command_payload(SendMessages(Identifier.of(stream_id), Identifier.of(1), partitioning, region))
@@ -162,7 +162,7 @@ def _finished(spec: ActorSpec, recorder: Recorder, batches_done: int) -> bool:
 
 
 async def _produce(client: Any, spec: ActorSpec, shared: Shared) -> Any:
-    from rill.protocol.commands.messages import SendMessages
+    from rill.protocol.iggy.commands.messages import SendMessages
 
     region = send_region(spec.messages_per_batch, spec.message_size)
     request = send_request(spec.stream_id, spec.partitions[0] if spec.partitions else None, region)
@@ -189,7 +189,7 @@ async def _produce(client: Any, spec: ActorSpec, shared: Shared) -> Any:
 
 
 async def _consume(client: Any, spec: ActorSpec, shared: Shared) -> Any:
-    from rill.protocol.primitives import Consumer, PollingStrategy
+    from rill.protocol.iggy.primitives import Consumer, PollingStrategy
 
     consumer = Consumer.regular(spec.consumer_id)
     poll, offset = client.poll_messages, PollingStrategy.offset
@@ -254,7 +254,7 @@ async def _consume(client: Any, spec: ActorSpec, shared: Shared) -> Any:
 async def _consume_group(client: Any, spec: ActorSpec, shared: Shared) -> Any:
     """Poll ``next`` with auto-commit and no partition id: the server picks the member's next
     partition and the group's stored offset, so the members read every message exactly once."""
-    from rill.protocol.primitives import Consumer, PollingStrategy
+    from rill.protocol.iggy.primitives import Consumer, PollingStrategy
 
     consumer = Consumer.group(spec.group_id)
     poll, strategy = client.poll_messages, PollingStrategy.next()

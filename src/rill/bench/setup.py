@@ -61,7 +61,7 @@ async def _send_batches(client: Any, stream_id: int, partition_id: int | None, b
                         options: BenchOptions) -> None:
     if batches <= 0:
         return
-    from rill.protocol.commands.messages import SendMessages
+    from rill.protocol.iggy.commands.messages import SendMessages
 
     request = send_request(stream_id, partition_id, send_region(options.messages_per_batch, options.message_size))
     remaining = batches

@@ -16,7 +16,7 @@ import typer
 from rill import errors
 from rill.cli.context import session, settings
 from rill.cli.params import examples
-from rill.protocol.primitives import Transport
+from rill.protocol.iggy.primitives import Transport
 
 app = typer.Typer(name="client", help="Inspect the clients connected to the server.", no_args_is_help=True)
 

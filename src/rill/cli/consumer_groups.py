@@ -32,7 +32,7 @@ from rill.cli.consumer_offsets import LAG_COLUMNS, lag_json, lag_row, other_prot
 from rill.cli.context import session, settings
 from rill.cli.params import examples, id_argument, stream_argument, topic_argument
 from rill.cli.topics import fetch_topic
-from rill.protocol.primitives import ConsumerKind
+from rill.protocol.iggy.primitives import ConsumerKind
 
 app = typer.Typer(name="consumer-group", help="Create, inspect and delete consumer groups.",
                   no_args_is_help=True)

@@ -38,7 +38,7 @@ from rill.cli import params
 from rill.cli.context import session, settings
 from rill.cli.output import to_json
 from rill.cli.params import examples, stream_argument, topic_argument
-from rill.protocol.primitives import Consumer, ConsumerKind
+from rill.protocol.iggy.primitives import Consumer, ConsumerKind
 
 app = typer.Typer(name="consumer-offset", help="Read or store a consumer's offset.", no_args_is_help=True)
 

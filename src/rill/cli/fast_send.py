@@ -152,8 +152,8 @@ def send(options: Any, resolved: dict[str, Any], parsed: dict[str, Any]) -> None
     from rill.cli.context import log_in
     from rill.cli.failures import EXIT_USAGE, fail
     from rill.client.link import BlockingLink
-    from rill.protocol.messages import Message
-    from rill.protocol.primitives import Partitioning
+    from rill.protocol.iggy.messages import Message
+    from rill.protocol.iggy.primitives import Partitioning
 
     address = resolved["address"]
     options.about(address=address)

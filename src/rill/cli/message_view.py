@@ -33,8 +33,8 @@ import typer
 
 from rill.cli import params
 from rill.cli.output import binary_cell, binary_text, format_time, message_id
-from rill.protocol.headers import KEY_HEADER
-from rill.protocol.primitives import MessageState
+from rill.protocol.iggy.headers import KEY_HEADER
+from rill.protocol.iggy.primitives import MessageState
 
 ENCODINGS = ("text", "base64", "hex")
 MESSAGE_COLUMNS = ("Offset", "Timestamp", "ID", "Headers", "Payload")

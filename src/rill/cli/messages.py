@@ -63,8 +63,8 @@ from rill.cli.message_view import (
 )
 from rill.cli.output import Output
 from rill.cli.params import examples, stream_argument, topic_argument
-from rill.protocol.headers import KEY_HEADER, HeaderValue
-from rill.protocol.primitives import Consumer, Partitioning, PollingKind, PollingStrategy
+from rill.protocol.iggy.headers import KEY_HEADER, HeaderValue
+from rill.protocol.iggy.primitives import Consumer, Partitioning, PollingKind, PollingStrategy
 
 app = typer.Typer(name="message", help="Send, poll and flush messages.", no_args_is_help=True)
 
@@ -159,7 +159,7 @@ def send_messages(
 ) -> None:
     """Send messages given as arguments or read from a file, one line per message."""
     from rill.cli.fast_send import report_sent
-    from rill.protocol.messages import Message
+    from rill.protocol.iggy.messages import Message
 
     if bool(messages) == (file is not None):
         raise typer.BadParameter("give either messages as arguments or --file, not both or neither")

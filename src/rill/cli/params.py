@@ -23,7 +23,7 @@ from typing import TypeVar
 import typer
 
 from rill.cli.output import binary_cell, binary_text
-from rill.protocol.headers import HeaderKind, HeaderValue
+from rill.protocol.iggy.headers import HeaderKind, HeaderValue
 
 U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
 E = TypeVar("E", bound=IntEnum)

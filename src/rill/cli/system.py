@@ -91,7 +91,7 @@ def get_stats(ctx: typer.Context) -> None:
 
 def _snapshot_types(values: List[str]) -> tuple[SnapshotType, ...]:
     if not values:
-        from rill.protocol.commands.system import DEFAULT_SNAPSHOT_TYPES
+        from rill.protocol.iggy.commands.system import DEFAULT_SNAPSHOT_TYPES
 
         return tuple(DEFAULT_SNAPSHOT_TYPES)
     chosen: list[SnapshotType] = []

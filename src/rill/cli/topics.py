@@ -29,7 +29,7 @@ from rill.cli import params
 from rill.cli.context import session, settings
 from rill.cli.output import format_duration, format_size, format_time, sentinel, to_json
 from rill.cli.params import examples, stream_argument, topic_argument
-from rill.protocol.commands.topics import record_format_stored
+from rill.protocol.iggy.commands.topics import record_format_stored
 from rill.protocol.primitives import CompressionAlgorithm
 
 app = typer.Typer(name="topic", help="Create, inspect, change and delete topics.", no_args_is_help=True)

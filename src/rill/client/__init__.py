@@ -31,18 +31,18 @@ _EXPORTS = {
     "HttpTransport": "rill.client.http",
     "Transport": "rill.client.transport",
     "register_transport": "rill.client.transport",
-    "HeaderKind": "rill.protocol.headers",
-    "HeaderValue": "rill.protocol.headers",
-    "Message": "rill.protocol.messages",
-    "PolledMessage": "rill.protocol.messages",
+    "HeaderKind": "rill.protocol.iggy.headers",
+    "HeaderValue": "rill.protocol.iggy.headers",
+    "Message": "rill.protocol.iggy.messages",
+    "PolledMessage": "rill.protocol.iggy.messages",
     "Permissions": "rill.protocol.permissions",
     "CompressionAlgorithm": "rill.protocol.primitives",
-    "Consumer": "rill.protocol.primitives",
-    "Identifier": "rill.protocol.primitives",
-    "Partitioning": "rill.protocol.primitives",
-    "PollingStrategy": "rill.protocol.primitives",
+    "Consumer": "rill.protocol.iggy.primitives",
+    "Identifier": "rill.protocol.iggy.primitives",
+    "Partitioning": "rill.protocol.iggy.primitives",
+    "PollingStrategy": "rill.protocol.iggy.primitives",
     "UserStatus": "rill.protocol.primitives",
-    "PolledMessages": "rill.protocol.responses.messages",
+    "PolledMessages": "rill.protocol.iggy.responses.messages",
 }
 
 if TYPE_CHECKING:
@@ -51,18 +51,12 @@ if TYPE_CHECKING:
     from rill.client.http import HttpTransport
     from rill.client.tcp import TcpTransport
     from rill.client.transport import Transport, register_transport
-    from rill.protocol.headers import HeaderKind, HeaderValue
-    from rill.protocol.messages import Message, PolledMessage
+    from rill.protocol.iggy.headers import HeaderKind, HeaderValue
+    from rill.protocol.iggy.messages import Message, PolledMessage
     from rill.protocol.permissions import Permissions
-    from rill.protocol.primitives import (
-        CompressionAlgorithm,
-        Consumer,
-        Identifier,
-        Partitioning,
-        PollingStrategy,
-        UserStatus,
-    )
-    from rill.protocol.responses.messages import PolledMessages
+    from rill.protocol.primitives import CompressionAlgorithm, UserStatus
+    from rill.protocol.iggy.primitives import Consumer, Identifier, Partitioning, PollingStrategy
+    from rill.protocol.iggy.responses.messages import PolledMessages
 
 
 def __getattr__(name: str) -> object:

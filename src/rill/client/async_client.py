@@ -37,9 +37,9 @@ from rill.client.methods import CommandMethods
 from rill.client.subjects import subject
 from rill.client.transport import Payload, Transport, TransportFactory, transport_factory
 from rill.protocol.buffer import Writer
-from rill.protocol.commands.base import Command
-from rill.protocol.commands.messages import SendMessages
-from rill.protocol.commands.system import Ping
+from rill.protocol.iggy.commands.base import Command
+from rill.protocol.iggy.commands.messages import SendMessages
+from rill.protocol.iggy.commands.system import Ping
 
 log = logging.getLogger(__name__)
 

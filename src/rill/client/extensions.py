@@ -11,35 +11,36 @@ from __future__ import annotations
 import time
 from typing import Any, Awaitable, Callable, Iterable
 
-from rill.protocol.commands.base import Command
-from rill.protocol.commands.columnar import PollMessagesColumnar
-from rill.protocol.commands.long_poll import MAX_WAIT_MS, WaitForMessages
-from rill.protocol.commands.offsets import GetConsumerLag
-from rill.protocol.commands.topics import (
+from rill.protocol.iggy.commands.base import Command
+from rill.protocol.iggy.commands.columnar import PollMessagesColumnar
+from rill.protocol.iggy.commands.long_poll import MAX_WAIT_MS, WaitForMessages
+from rill.protocol.iggy.commands.offsets import GetConsumerLag
+from rill.protocol.iggy.commands.topics import (
     CreateTopicWithFormat,
     GetTopicRecordFormats,
     record_format_stored,
 )
-from rill.protocol.commands.transactions import (
+from rill.protocol.iggy.commands.transactions import (
     AbortStagedMessages,
     CommitStagedMessages,
     GetProducerState,
     StageMessages,
 )
-from rill.protocol.commands.users import UnlockUser
-from rill.protocol.messages import Message
-from rill.protocol.primitives import CompressionAlgorithm, Identifier, Partitioning
-from rill.protocol.responses.columnar import ColumnarMessages
-from rill.protocol.responses.groups import ConsumerLag
-from rill.protocol.responses.long_poll import PartitionEnd
-from rill.protocol.responses.topics import TopicDetails, TopicRecordFormat
-from rill.protocol.responses.transactions import (
+from rill.protocol.iggy.commands.users import UnlockUser
+from rill.protocol.iggy.messages import Message
+from rill.protocol.primitives import CompressionAlgorithm
+from rill.protocol.iggy.primitives import Identifier, Partitioning
+from rill.protocol.iggy.responses.columnar import ColumnarMessages
+from rill.protocol.iggy.responses.groups import ConsumerLag
+from rill.protocol.iggy.responses.long_poll import PartitionEnd
+from rill.protocol.iggy.responses.topics import TopicDetails, TopicRecordFormat
+from rill.protocol.iggy.responses.transactions import (
     CommitResult,
     ProducerState,
     StagedHandle,
     StageResult,
 )
-from rill.protocol.stored import encode_stored_records
+from rill.protocol.iggy.stored import encode_stored_records
 
 Id = int | str | Identifier
 
@@ -81,7 +82,7 @@ class ExtensionMethods:
     ) -> StageResult:
         """Stage messages (invisible until committed) under the handle (producer, batch, task,
         attempt) (rill extension 1010). ``messages`` is Message/bytes/str items, or a pair
-        ``(positions, records)`` already in the stored layout (``rill.protocol.stored``);
+        ``(positions, records)`` already in the stored layout (``rill.protocol.iggy.stored``);
         ``partitioning`` defaults to balanced, an int is a partition id; ``run_id`` names this
         execution of the batch (an aborted run stages nothing more); ``owner`` names who drives
         the batch ids (a producer whose batches another owner committed refuses: 11002)."""

@@ -2,8 +2,8 @@
 
 Owns: ``HttpTransport`` (registered as ``"http"``, so ``AsyncClient(address, transport="http")``
 and ``Client(..., transport="http")`` work unchanged). ``request(code, payload)`` decodes the
-binary command with ``rill.protocol.codes``, maps it to an HTTP call with
-``rill.protocol.http_json`` (the same table the server's routes use), and re-encodes the JSON
+binary command with ``rill.protocol.iggy.codes``, maps it to an HTTP call with
+``rill.protocol.iggy.http_json`` (the same table the server's routes use), and re-encodes the JSON
 answer as the binary OK payload, so ``command.decode_response`` reads it exactly as it reads a
 TCP answer. HTTP/1.1 is spoken with ``h11`` over asyncio streams (TLS for ``https://``
 addresses or ``ssl=``), with a small pool of keep-alive connections so concurrent requests do
@@ -42,11 +42,11 @@ from rill.client.transport import (
     register_transport,
     tls_context,
 )
-from rill.protocol import http_json
-from rill.protocol.codes import decode_command
-from rill.protocol.responses.base import encode_records
-from rill.protocol.responses.messages import PolledMessages
-from rill.protocol.responses.users import RawPersonalAccessToken
+from rill.protocol.iggy import http_json
+from rill.protocol.iggy.codes import decode_command
+from rill.protocol.iggy.responses.base import encode_records
+from rill.protocol.iggy.responses.messages import PolledMessages
+from rill.protocol.iggy.responses.users import RawPersonalAccessToken
 
 DEFAULT_HTTP_PORT = 3000
 MAX_CONNECTIONS = 16

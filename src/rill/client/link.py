@@ -20,8 +20,8 @@ from typing import Any, Iterable
 from rill import __version__, errors
 from rill.client.subjects import subject
 from rill.client.transport import parse_address
-from rill.protocol.commands.base import Command
-from rill.protocol.framing import RESPONSE_HEADER_SIZE, decode_response_header
+from rill.protocol.iggy.commands.base import Command
+from rill.protocol.iggy.framing import RESPONSE_HEADER_SIZE, decode_response_header
 
 # the client version a login reports (rill's own constant: importlib.metadata would cost every
 # CLI call more than its request)
@@ -115,20 +115,20 @@ class BlockingLink:
 
     def login_user(self, username: str, password: str, version: str | None = SDK_VERSION,
                    context: str | None = None) -> Any:
-        from rill.protocol.commands.users import LoginUser
+        from rill.protocol.iggy.commands.users import LoginUser
 
         return self.execute(LoginUser(username, password, version, context))
 
     def login_with_personal_access_token(self, token: str) -> Any:
-        from rill.protocol.commands.tokens import LoginWithPersonalAccessToken
+        from rill.protocol.iggy.commands.tokens import LoginWithPersonalAccessToken
 
         return self.execute(LoginWithPersonalAccessToken(token))
 
     def send_messages(self, stream_id: int | str, topic_id: int | str, messages: Iterable[Any],
                       partitioning: Any = None) -> None:
         """``messages``: ``Message`` or payload bytes; ``partitioning`` None = balanced."""
-        from rill.protocol.commands.messages import SendMessages
-        from rill.protocol.primitives import Partitioning
+        from rill.protocol.iggy.commands.messages import SendMessages
+        from rill.protocol.iggy.primitives import Partitioning
 
         self.execute(SendMessages.of(stream_id, topic_id, partitioning or Partitioning.balanced(),
                                      list(messages)))

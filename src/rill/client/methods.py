@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-from rill.protocol.commands import (
+from rill.protocol.iggy.commands import (
     groups,
     offsets,
     partitions,
@@ -25,26 +25,23 @@ from rill.protocol.commands import (
 )
 from rill.client.extensions import ExtensionMethods
 from rill.client.link import SDK_VERSION
-from rill.protocol.commands.base import Command
-from rill.protocol.commands.messages import FlushUnsavedBuffer, PollMessages, SendMessages
-from rill.protocol.messages import Message
+from rill.protocol.iggy.commands.base import Command
+from rill.protocol.iggy.commands.messages import FlushUnsavedBuffer, PollMessages, SendMessages
+from rill.protocol.iggy.messages import Message
 from rill.protocol.permissions import Permissions
 from rill.protocol.primitives import (
     CompressionAlgorithm,
-    Consumer,
-    Identifier,
-    Partitioning,
-    PollingStrategy,
     SnapshotCompression,
     SnapshotType,
     UserStatus,
 )
-from rill.protocol.responses.groups import ConsumerGroup, ConsumerGroupDetails, ConsumerOffsetInfo
-from rill.protocol.responses.messages import PolledMessages
-from rill.protocol.responses.streams import Stream, StreamDetails
-from rill.protocol.responses.system import ClientInfo, ClientInfoDetails, Stats
-from rill.protocol.responses.topics import Topic, TopicDetails
-from rill.protocol.responses.users import IdentityInfo, PersonalAccessTokenInfo, UserInfo, UserInfoDetails
+from rill.protocol.iggy.primitives import Consumer, Identifier, Partitioning, PollingStrategy
+from rill.protocol.iggy.responses.groups import ConsumerGroup, ConsumerGroupDetails, ConsumerOffsetInfo
+from rill.protocol.iggy.responses.messages import PolledMessages
+from rill.protocol.iggy.responses.streams import Stream, StreamDetails
+from rill.protocol.iggy.responses.system import ClientInfo, ClientInfoDetails, Stats
+from rill.protocol.iggy.responses.topics import Topic, TopicDetails
+from rill.protocol.iggy.responses.users import IdentityInfo, PersonalAccessTokenInfo, UserInfo, UserInfoDetails
 
 Id = int | str | Identifier
 ConsumerLike = Consumer | int | str | Identifier

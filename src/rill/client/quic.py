@@ -4,7 +4,7 @@ Owns: ``QuicTransport`` (registered as ``"quic"``, so ``AsyncClient(address, tra
 uses it) and its aioquic connection protocol. Each ``request`` opens a new client-initiated
 bidirectional stream, writes the same request frame as TCP, finishes its side and waits for
 the response frame the server writes on that stream before finishing it (wire §1.5), split by
-a ``ResponseFrameDecoder`` (``rill.protocol.framing``). Streams are independent, so any number
+a ``ResponseFrameDecoder`` (``rill.protocol.iggy.framing``). Streams are independent, so any number
 of requests may be in flight on one connection at once; answers are matched by stream id, not
 by order.
 
@@ -39,14 +39,8 @@ from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import QuicConnection
 
 from rill import errors
-from rill.protocol.framing import (
-    HEADER_SIZE,
-    BadLength,
-    Frame,
-    LargeFrame,
-    ResponseFrameDecoder,
-    request_header,
-)
+from rill.protocol.framing import BadLength, Frame, LargeFrame
+from rill.protocol.iggy.framing import HEADER_SIZE, ResponseFrameDecoder, request_header
 from rill.quic_tuning import widen_socket_buffers, widen_windows
 from rill.client.transport import Payload, Transport, parse_address, payload_parts, register_transport
 

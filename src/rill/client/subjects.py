@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rill.protocol.commands.base import Command
-from rill.protocol.primitives import Consumer, Identifier, Partitioning, PartitioningKind
+from rill.protocol.iggy.commands.base import Command
+from rill.protocol.iggy.primitives import Consumer, Identifier, Partitioning, PartitioningKind
 
 # field of a command -> subject key
 _FIELDS = {

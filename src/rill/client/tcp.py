@@ -4,7 +4,7 @@ Owns: ``TcpTransport`` and its ``asyncio.BufferedProtocol``. Requests are pipeli
 ``request`` writes its frame at once and waits on a future; the server answers strictly in
 order (wire §1.3), so responses are matched to callers first-in, first-out.
 
-Reading: frames are split by a ``ResponseFrameDecoder`` (``rill.protocol.framing``). Small
+Reading: frames are split by a ``ResponseFrameDecoder`` (``rill.protocol.iggy.framing``). Small
 responses land in its one 64 KiB scratch buffer and are copied out from there, so many
 pipelined replies cost one ``recv`` together. As soon as a header announces a payload too big
 for the scratch buffer, one ``bytearray`` of exactly that size is allocated and the socket
@@ -40,14 +40,8 @@ from rill.client.transport import (
     payload_parts,
     register_transport,
 )
-from rill.protocol.framing import (
-    HEADER_SIZE,
-    NEED_DATA,
-    Frame,
-    LargeFrame,
-    ResponseFrameDecoder,
-    request_header,
-)
+from rill.protocol.framing import NEED_DATA, Frame, LargeFrame
+from rill.protocol.iggy.framing import HEADER_SIZE, ResponseFrameDecoder, request_header
 
 SCRATCH_SIZE = 64 * 1024
 COALESCE_LIMIT = 64 * 1024  # parts smaller than this are joined into one write

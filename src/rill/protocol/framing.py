@@ -1,11 +1,7 @@
-"""Frames of the binary transports (wire reference §1), TCP and QUIC alike.
-
-Request:  [length u32 = 4 + payload length][code u32][payload]
-Response: [status u32][length u32 = payload length][payload]
-
-Owns: the two header layouts (nowhere else declares them), building frames, and incrementally
-splitting a byte stream into frames without I/O: ``RequestFrameDecoder`` (the server's side)
-and ``ResponseFrameDecoder`` (the SDK's), one ``FrameDecoder`` parametrised by the header shape.
+"""Splitting a byte stream into frames without I/O, for every binary protocol: one
+``FrameDecoder`` parametrised by a protocol's header shape (``frame_splitter``). Each protocol
+declares its header and its decoders beside its codec: Iggy's ``rill.protocol.iggy.framing``,
+Kafka's ``rill.protocol.kafka.framing``, TANK's ``rill.protocol.tank.framing``.
 
 A decoder is filled either zero-copy (``get_buffer()`` then ``buffer_updated(n)``, the shape of
 ``asyncio.BufferedProtocol``) or by copying (``feed(data)``), and asked ``next_frame()`` until it
@@ -47,13 +43,6 @@ import sys
 from dataclasses import dataclass
 from typing import NamedTuple
 
-REQUEST_HEADER = struct.Struct("<II")  # length, code
-RESPONSE_HEADER = struct.Struct("<II")  # status, length
-REQUEST_HEADER_SIZE = 8
-RESPONSE_HEADER_SIZE = 8
-HEADER_SIZE = 8  # both layouts
-LENGTH_PREFIX_SIZE = 4
-CODE_SIZE = 4
 
 DEFAULT_MAX_FRAME_SIZE = 64 * 1024 * 1024
 INITIAL_BUFFER_SIZE = 4 * 1024  # what an idle decoder holds
@@ -61,42 +50,6 @@ MAX_BUFFER_SIZE = 256 * 1024  # frames up to this are parsed from the shared buf
 LARGE_FIRST_CHUNK = 1024 * 1024  # a large frame's own buffer starts here and doubles
 
 _LENGTH = struct.Struct("<I")
-
-
-def encode_request(code: int, payload: bytes | bytearray | memoryview = b"") -> bytes:
-    return REQUEST_HEADER.pack(len(payload) + CODE_SIZE, code) + payload
-
-
-def encode_response(status: int, payload: bytes | bytearray | memoryview = b"") -> bytes:
-    return RESPONSE_HEADER.pack(status, len(payload)) + payload
-
-
-def request_header(code: int, payload_length: int) -> bytes:
-    """Only the 8-byte header, for requests whose payload is written separately."""
-    return REQUEST_HEADER.pack(payload_length + CODE_SIZE, code)
-
-
-def response_header(status: int, payload_length: int) -> bytes:
-    """Only the 8-byte header, for responses whose payload is written separately."""
-    return RESPONSE_HEADER.pack(status, payload_length)
-
-
-def error_response(status: int) -> bytes:
-    """Errors always carry length 0 and no payload."""
-    return RESPONSE_HEADER.pack(status, 0)
-
-
-def decode_request_header(header: bytes | bytearray | memoryview) -> tuple[int, int]:
-    """(payload length, code) from the 8 header bytes. Raises ValueError if length < 4."""
-    length, code = REQUEST_HEADER.unpack_from(header)
-    if length < CODE_SIZE:
-        raise ValueError(f"request length {length} is below the 4-byte code")
-    return length - CODE_SIZE, code
-
-
-def decode_response_header(header: bytes | bytearray | memoryview) -> tuple[int, int]:
-    """(status, payload length) from the 8 header bytes."""
-    return RESPONSE_HEADER.unpack_from(header)
 
 
 # --- what a decoder answers -----------------------------------------------------------------
@@ -208,7 +161,7 @@ class FrameDecoder:
     """Splits one byte stream into frames (see the module doc); a subclass gives its header's
     shape: ``HEADER_SIZE`` and ``next_frame = frame_splitter(...)``."""
 
-    HEADER_SIZE = HEADER_SIZE  # bytes before the payload
+    HEADER_SIZE = 8  # bytes before the payload (a subclass sets its own)
 
     __slots__ = ("max_payload_size", "initial_buffer_size", "max_buffer_size", "large_first_chunk",
                  "large_buffers", "_buffer", "_start", "_end", "_large", "_large_size",
@@ -218,7 +171,7 @@ class FrameDecoder:
                  initial_buffer_size: int = INITIAL_BUFFER_SIZE,
                  max_buffer_size: int = MAX_BUFFER_SIZE,
                  large_first_chunk: int = LARGE_FIRST_CHUNK) -> None:
-        if not HEADER_SIZE <= initial_buffer_size <= max_buffer_size:
+        if not 8 <= initial_buffer_size <= max_buffer_size:
             raise ValueError("buffer sizes must satisfy 8 <= initial <= max")
         self.max_payload_size = max_payload_size  # may be changed between calls (e.g. at login)
         self.initial_buffer_size = initial_buffer_size
@@ -365,18 +318,3 @@ class LargeBuffers:
                 return
 
 
-class RequestFrameDecoder(FrameDecoder):
-    """[length u32 = 4 + payload length][code u32][payload]: a length below 4 is reported as
-    soon as its 4 bytes are in."""
-
-    __slots__ = ()
-    next_frame = frame_splitter(header_size=HEADER_SIZE, length=_LENGTH, length_offset=0,
-                                length_counts=CODE_SIZE, code=_LENGTH, code_offset=4)
-
-
-class ResponseFrameDecoder(FrameDecoder):
-    """[status u32][length u32 = payload length][payload]."""
-
-    __slots__ = ()
-    next_frame = frame_splitter(header_size=HEADER_SIZE, length=_LENGTH, length_offset=4,
-                                length_counts=0, code=_LENGTH, code_offset=0)

@@ -10,7 +10,7 @@ import pytest
 
 from rill.bench.peers import PeerUnavailable, Workload, run_async
 from rill.bench.peers.bare import POLL_CODE, SEND_CODE, BarePeer, send_frame_payload
-from rill.protocol.commands.messages import SendMessages
+from rill.protocol.iggy.commands.messages import SendMessages
 
 MESSAGES = 2000
 SIZE = 1000

@@ -24,7 +24,7 @@ from server_process import RillProcess
 
 from rill import errors
 from rill.client import Client, PollingStrategy, UserStatus
-from rill.protocol.codes import COMMANDS, IGGY_CODES
+from rill.protocol.iggy.codes import COMMANDS, IGGY_CODES
 from rill.protocol.permissions import (
     GlobalPermissions,
     Permissions,

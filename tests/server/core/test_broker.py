@@ -10,9 +10,9 @@ import asyncio
 import pytest
 
 from rill import errors
-from rill.protocol.commands.messages import PollMessages
-from rill.protocol.messages import encode_messages
-from rill.protocol.primitives import Consumer, Identifier, PollingStrategy
+from rill.protocol.iggy.commands.messages import PollMessages
+from rill.protocol.iggy.messages import encode_messages
+from rill.protocol.iggy.primitives import Consumer, Identifier, PollingStrategy
 from rill.server.core.broker import PartitionRef, TopicRef
 from rill.server.core.types import TopicSpec
 from rill.server.protocols.iggy.dispatch import execute

@@ -15,15 +15,16 @@ from rill import errors
 from rill.server.protocols.iggy.dispatch import execute
 from rill.server.protocols.iggy.groups import IggyGroupMembers
 from rill.client import Client, Consumer, PollingStrategy
-from rill.protocol.commands.groups import (
+from rill.protocol.iggy.commands.groups import (
     CreateConsumerGroup,
     DeleteConsumerGroup,
     JoinConsumerGroup,
     LeaveConsumerGroup,
 )
-from rill.protocol.commands.streams import CreateStream
-from rill.protocol.commands.topics import CreateTopic, DeleteTopic
-from rill.protocol.primitives import CompressionAlgorithm, Identifier
+from rill.protocol.iggy.commands.streams import CreateStream
+from rill.protocol.iggy.commands.topics import CreateTopic, DeleteTopic
+from rill.protocol.primitives import CompressionAlgorithm
+from rill.protocol.iggy.primitives import Identifier
 from rill.server.config import ServerConfig
 from rill.server.core.core import Core
 from in_process_core import twin_core

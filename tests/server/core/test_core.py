@@ -35,7 +35,7 @@ def test_ready_only_between_start_and_stop_and_while_writes_succeed(tmp_path) ->
 def test_two_servers_in_one_process_keep_their_own_settings_and_metrics(tmp_path) -> None:
     """Nothing a server configures or counts lives in a module global that another Core in
     the same process would overwrite or share (the append-thread rule, the metrics)."""
-    from rill.protocol.messages import encode_messages
+    from rill.protocol.iggy.messages import encode_messages
     from rill.server.core.broker import PartitionRef
     from rill.server.core.types import TopicSpec
 
@@ -97,7 +97,7 @@ def _session(core: Core):
 def test_two_servers_in_one_process_count_their_own_read_and_written_bytes(tmp_path) -> None:
     """GET_STATS ``read_bytes``/``written_bytes`` are the bytes of this server's storage only:
     another Core of the process appending and reading moves neither figure."""
-    from rill.protocol.messages import encode_messages
+    from rill.protocol.iggy.messages import encode_messages
     from rill.server.core.broker import PartitionRef
 
     ref = PartitionRef("s", "t", 1)
@@ -134,7 +134,7 @@ def test_stopping_one_server_leaves_the_other_s_append_threads_working(
     """Each Core has its own append worker threads, shut down by its own stop only."""
     import threading
 
-    from rill.protocol.messages import encode_messages
+    from rill.protocol.iggy.messages import encode_messages
     from rill.server.core.broker import PartitionRef
     from rill.server.storage import partition_log as partition_log_module
 

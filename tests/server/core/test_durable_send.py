@@ -9,11 +9,12 @@ import os
 import threading
 
 from rill.server.protocols.iggy.dispatch import execute
-from rill.protocol.commands.messages import SendMessages
-from rill.protocol.commands.streams import CreateStream
-from rill.protocol.commands.topics import CreateTopic
-from rill.protocol.messages import Message, encode_messages
-from rill.protocol.primitives import CompressionAlgorithm, Identifier, Partitioning
+from rill.protocol.iggy.commands.messages import SendMessages
+from rill.protocol.iggy.commands.streams import CreateStream
+from rill.protocol.iggy.commands.topics import CreateTopic
+from rill.protocol.iggy.messages import Message, encode_messages
+from rill.protocol.primitives import CompressionAlgorithm
+from rill.protocol.iggy.primitives import Identifier, Partitioning
 from rill.server.config import ServerConfig
 from in_process_core import twin_core
 from rill.server.core.model import Session

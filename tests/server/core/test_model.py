@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rill.protocol.messages import Message, encode_messages
+from rill.protocol.iggy.messages import Message, encode_messages
 from rill.server.core.model import FOLLOWER, LEADER, Partition
 from rill.server.storage.durability import Durability, FsyncPolicy
 from rill.server.storage.partition_log import LogSettings, PartitionLog

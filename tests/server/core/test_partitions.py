@@ -12,13 +12,14 @@ import pytest
 
 from rill import errors
 from rill.server.protocols.iggy.dispatch import execute
-from rill.protocol.commands.messages import SendMessages
-from rill.protocol.commands.partitions import CreatePartitions, DeletePartitions
-from rill.protocol.commands.streams import CreateStream, DeleteStream
-from rill.protocol.commands.system import Ping
-from rill.protocol.commands.topics import CreateTopic, DeleteTopic, GetTopic
-from rill.protocol.messages import Message, encode_messages
-from rill.protocol.primitives import CompressionAlgorithm, Identifier, Partitioning
+from rill.protocol.iggy.commands.messages import SendMessages
+from rill.protocol.iggy.commands.partitions import CreatePartitions, DeletePartitions
+from rill.protocol.iggy.commands.streams import CreateStream, DeleteStream
+from rill.protocol.iggy.commands.system import Ping
+from rill.protocol.iggy.commands.topics import CreateTopic, DeleteTopic, GetTopic
+from rill.protocol.iggy.messages import Message, encode_messages
+from rill.protocol.primitives import CompressionAlgorithm
+from rill.protocol.iggy.primitives import Identifier, Partitioning
 from rill.server.config import ServerConfig
 from rill.server.core.core import Core
 from in_process_core import twin_core

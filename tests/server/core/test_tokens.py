@@ -15,7 +15,7 @@ from blake3 import blake3
 from rill import errors
 from rill.client import Client, UserStatus
 from rill.protocol.permissions import GlobalPermissions, Permissions
-from rill.protocol.commands.tokens import (
+from rill.protocol.iggy.commands.tokens import (
     CreatePersonalAccessToken,
     DeletePersonalAccessToken,
     GetPersonalAccessTokens,

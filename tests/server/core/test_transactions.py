@@ -12,21 +12,22 @@ import pytest
 from rill import errors
 from rill.server.protocols.iggy.dispatch import execute
 from rill.client import Client, Message, Permissions
-from rill.protocol.commands.messages import SendMessages
-from rill.protocol.commands.streams import CreateStream
-from rill.protocol.commands.topics import CreateTopic
-from rill.protocol.commands.transactions import (
+from rill.protocol.iggy.commands.messages import SendMessages
+from rill.protocol.iggy.commands.streams import CreateStream
+from rill.protocol.iggy.commands.topics import CreateTopic
+from rill.protocol.iggy.commands.transactions import (
     AbortStagedMessages,
     CommitStagedMessages,
     GetProducerState,
     StageMessages,
 )
-from rill.protocol.commands.users import LoginUser
-from rill.protocol.messages import iter_polled_messages
+from rill.protocol.iggy.commands.users import LoginUser
+from rill.protocol.iggy.messages import iter_polled_messages
 from rill.protocol.permissions import GlobalPermissions
-from rill.protocol.stored import encode_stored_records
-from rill.protocol.primitives import CompressionAlgorithm, Identifier, Partitioning
-from rill.protocol.responses.transactions import CommitOutcome, StagedHandle, StageOutcome
+from rill.protocol.iggy.stored import encode_stored_records
+from rill.protocol.primitives import CompressionAlgorithm
+from rill.protocol.iggy.primitives import Identifier, Partitioning
+from rill.protocol.iggy.responses.transactions import CommitOutcome, StagedHandle, StageOutcome
 from rill.server.config import ServerConfig, load_config
 from rill.server.core.core import Core
 from in_process_core import twin_core

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rill.protocol.messages import Message, PolledMessage, encode_messages, iter_polled_messages
+from rill.protocol.iggy.messages import Message, PolledMessage, encode_messages, iter_polled_messages
 from rill.server.storage.partition_log import PartitionLog
 
 

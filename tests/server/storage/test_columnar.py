@@ -6,7 +6,7 @@ import struct
 
 from storage_helpers import read_messages, region
 
-from rill.protocol.messages import iter_polled_messages
+from rill.protocol.iggy.messages import iter_polled_messages
 
 
 def _columns(found):

@@ -25,7 +25,7 @@ import pytest
 
 from rill.errors import CannotAppendMessage, CannotReadMessage
 from rill.protocol.buffer import DecodeError
-from rill.protocol.messages import Message
+from rill.protocol.iggy.messages import Message
 from rill.server.storage import formats
 from rill.server.storage.formats import iggy_v1
 from rill.server.storage.batch_segment import BatchSegment

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from rill.protocol.messages import Message, encode_messages
+from rill.protocol.iggy.messages import Message, encode_messages
 from rill.server.storage.durability import Durability, FsyncPolicy
 from rill.server.storage.index_rebuild import locate_records, replace_index_file
 from rill.server.storage.formats.iggy_v1 import stamp_batch

@@ -13,8 +13,8 @@ from storage_helpers import read_messages, region, snapshot
 
 from rill.errors import InvalidMessagesCount, TooBigMessagePayload
 from rill.protocol.buffer import DecodeError
-from rill.protocol.headers import HeaderValue
-from rill.protocol.messages import Message, encode_messages
+from rill.protocol.iggy.headers import HeaderValue
+from rill.protocol.iggy.messages import Message, encode_messages
 from rill.server.storage.durability import Durability, FsyncPolicy
 from rill.server.storage.partition_log import LogSettings, PartitionLog
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rill.protocol.layout import STORED_HEAD
+from rill.protocol.iggy.layout import STORED_HEAD
 from rill.protocol.tank.record_batches import batch_from_bundle
 from rill.server.storage.durability import Durability, FsyncPolicy
 from rill.server.storage.partition_log import LogSettings, PartitionLog

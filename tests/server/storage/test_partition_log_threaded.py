@@ -13,7 +13,7 @@ from storage_helpers import read_messages, snapshot
 
 from rill.errors import CannotSaveMessagesToSegment, TooBigMessagePayload
 from rill.protocol.buffer import DecodeError
-from rill.protocol.messages import Message, encode_messages
+from rill.protocol.iggy.messages import Message, encode_messages
 from rill.server.storage import partition_log as partition_log_module
 from rill.server.storage.durability import Durability, FsyncPolicy
 from rill.server.storage.partition_log import LogSettings, PartitionLog

@@ -6,8 +6,8 @@ import struct
 
 from storage_helpers import region
 
-from rill.protocol.headers import HeaderValue
-from rill.protocol.messages import Message
+from rill.protocol.iggy.headers import HeaderValue
+from rill.protocol.iggy.messages import Message
 from rill.server.storage.formats.iggy_v1_checks import (
     KIND_CONTENT,
     KIND_GOOD,
@@ -110,7 +110,7 @@ def test_find_record_skips_bytes_that_are_not_records() -> None:
 def test_header_map_rules_are_the_protocol_decoders() -> None:
     """The stamp and check walker gives decode_header_map's own details."""
     from rill.protocol.buffer import DecodeError
-    from rill.protocol.headers import decode_header_map
+    from rill.protocol.iggy.headers import decode_header_map
 
     for raw in (b"\x01\x00\x00\x00k\x01\x01\x00\x00\x00v" * 2, b"\x01\x00\x00\x00\xff",
                 b"\x02\x00", b"\x01\x00\x00\x00k\x00", b"\x00\x00\x00\x00"):

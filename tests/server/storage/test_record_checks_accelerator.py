@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rill.protocol.headers import HeaderKind, HeaderValue
-from rill.protocol.messages import Message, encode_messages
+from rill.protocol.iggy.headers import HeaderKind, HeaderValue
+from rill.protocol.iggy.messages import Message, encode_messages
 from rill.server.storage.formats import iggy_v1_checks
 from rill.server.storage.formats import iggy_v1
 from rill.server.storage.formats.iggy_v1_checks import (

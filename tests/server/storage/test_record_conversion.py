@@ -21,10 +21,10 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 from rill.errors import CannotReadMessage, FeatureUnavailable, InvalidMessagesCount
 from rill.protocol.buffer import DecodeError
-from rill.protocol.headers import HeaderKind, HeaderValue
-from rill.protocol.messages import Message, encode_messages, iter_polled_messages
+from rill.protocol.iggy.headers import HeaderKind, HeaderValue
+from rill.protocol.iggy.messages import Message, encode_messages, iter_polled_messages
 from rill.protocol.kafka import record_batch
-from rill.protocol.stored import crc32
+from rill.protocol.iggy.stored import crc32
 from rill.server.storage.formats import conversion
 from rill.server.storage.formats.kafka_v2 import InvalidRecordBatch, stamp_batches
 from rill.server.storage.formats.conversion import (

@@ -12,8 +12,8 @@ from storage_helpers import region
 
 from rill.errors import InvalidMessagesCount, TooBigHeadersPayload, TooBigMessagePayload
 from rill.protocol.buffer import DecodeError
-from rill.protocol.headers import HeaderKind, HeaderValue
-from rill.protocol.messages import Message, encode_messages, iter_polled_messages
+from rill.protocol.iggy.headers import HeaderKind, HeaderValue
+from rill.protocol.iggy.messages import Message, encode_messages, iter_polled_messages
 from rill.server.storage.formats.iggy_v1 import (
     MAX_HEADERS_BYTES,
     MAX_PAYLOAD_BYTES,

@@ -19,7 +19,7 @@ from storage_helpers import read_messages, snapshot
 from test_kafka_records import EPOCH, build, produce, read_back
 
 from rill.errors import CannotAppendMessage
-from rill.protocol.messages import Message, encode_messages
+from rill.protocol.iggy.messages import Message, encode_messages
 from rill.server.storage.durability import Durability, FsyncPolicy
 from rill.server.storage.partition_log import LogSettings, PartitionLog
 from rill.server.storage.paths import DataPaths

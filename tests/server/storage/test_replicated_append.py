@@ -14,8 +14,8 @@ from test_formats import ANSWERS, FRAME, NAME, TEST_BATCH_V1, epoch_answers, fil
 
 from rill.errors import CannotAppendMessage
 from rill.protocol.buffer import DecodeError
-from rill.protocol.layout import walk_stored
-from rill.protocol.messages import Message, encode_messages
+from rill.protocol.iggy.layout import walk_stored
+from rill.protocol.iggy.messages import Message, encode_messages
 from rill.server.storage import formats
 from rill.server.storage.durability import Durability, FsyncPolicy
 from rill.server.storage.partition_log import LogSettings, PartitionLog

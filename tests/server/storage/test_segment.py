@@ -10,7 +10,7 @@ import pytest
 from storage_helpers import region
 
 from rill.errors import CannotReadMessage
-from rill.protocol.messages import iter_polled_messages
+from rill.protocol.iggy.messages import iter_polled_messages
 from rill.server.storage.descriptors import shared
 from rill.server.storage.durability import Durability
 from rill.server.storage.paths import DataPaths

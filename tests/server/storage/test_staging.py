@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from storage_helpers import read_messages, region, snapshot
 
-from rill.protocol.messages import Message
+from rill.protocol.iggy.messages import Message
 from rill.server.storage.paths import DataPaths
 from rill.errors import InvalidMessagesCount, TooBigMessagePayload
 from rill.protocol.buffer import DecodeError
-from rill.protocol.headers import HeaderValue
-from rill.protocol.stored import encode_stored_records
+from rill.protocol.iggy.headers import HeaderValue
+from rill.protocol.iggy.stored import encode_stored_records
 from rill.server.storage.formats.iggy_v1 import MAX_PAYLOAD_BYTES, stamp_batch
 from rill.server.storage.formats.iggy_v1 import (
     check_stored_records,
@@ -143,7 +143,7 @@ def test_restamp_and_uniform_positions() -> None:
 
 
 def read_all(records: bytes | bytearray, count: int):
-    from rill.protocol.messages import iter_polled_messages
+    from rill.protocol.iggy.messages import iter_polled_messages
 
     return list(iter_polled_messages(records, count))
 

@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 from rill.errors import InvalidMessagesCount, TooBigHeadersPayload, TooBigMessagePayload
 from rill.protocol.buffer import DecodeError
-from rill.protocol.headers import HeaderKind, HeaderValue, encode_header_map
-from rill.protocol.messages import Message, encode_messages, iter_polled_messages
-from rill.protocol.stored import uuid7_block
+from rill.protocol.iggy.headers import HeaderKind, HeaderValue, encode_header_map
+from rill.protocol.iggy.messages import Message, encode_messages, iter_polled_messages
+from rill.protocol.iggy.stored import uuid7_block
 from rill.server.storage.formats import iggy_v1
 from rill.server.storage.formats.iggy_v1 import (
     MAX_HEADERS_BYTES,

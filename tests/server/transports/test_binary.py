@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import struct
 
-from rill.protocol.commands.streams import CreateStream, GetStreams
-from rill.protocol.commands.users import LoginUser
+from rill.protocol.iggy.commands.streams import CreateStream, GetStreams
+from rill.protocol.iggy.commands.users import LoginUser
 from rill.server.config import ServerConfig
 from rill.server.core.core import Core
 from rill.server.protocols.iggy import IGGY

@@ -16,9 +16,9 @@ import pytest
 from rill.client import Client
 from rill.errors import Unauthorized
 from rill.protocol.permissions import GlobalPermissions, Permissions
-from rill.protocol.commands.messages import SendMessages
-from rill.protocol.commands.users import LoginUser
-from rill.protocol.primitives import Partitioning
+from rill.protocol.iggy.commands.messages import SendMessages
+from rill.protocol.iggy.commands.users import LoginUser
+from rill.protocol.iggy.primitives import Partitioning
 from server_process import session
 
 PING = struct.pack("<II", 4, 1)

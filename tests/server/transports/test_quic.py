@@ -20,20 +20,15 @@ from aioquic.quic.connection import QuicConnection
 from cryptography import x509
 
 from rill.client import Client
-from rill.protocol.commands.messages import PollMessages, SendMessages
-from rill.protocol.commands.streams import CreateStream, GetStream, GetStreams
-from rill.protocol.commands.system import GetClients
-from rill.protocol.commands.topics import CreateTopic
-from rill.protocol.commands.users import LoginUser
-from rill.protocol.framing import encode_request
-from rill.protocol.messages import Message
-from rill.protocol.primitives import (
-    CompressionAlgorithm,
-    Consumer,
-    Identifier,
-    Partitioning,
-    PollingStrategy,
-)
+from rill.protocol.iggy.commands.messages import PollMessages, SendMessages
+from rill.protocol.iggy.commands.streams import CreateStream, GetStream, GetStreams
+from rill.protocol.iggy.commands.system import GetClients
+from rill.protocol.iggy.commands.topics import CreateTopic
+from rill.protocol.iggy.commands.users import LoginUser
+from rill.protocol.iggy.framing import encode_request
+from rill.protocol.iggy.messages import Message
+from rill.protocol.primitives import CompressionAlgorithm
+from rill.protocol.iggy.primitives import Consumer, Identifier, Partitioning, PollingStrategy
 from rill.server.auth.certificates import generate_self_signed
 
 PING = bytes.fromhex("0400000001000000")

@@ -15,20 +15,15 @@ import pytest
 import uvloop
 
 from rill.client import Client
-from rill.protocol.commands.messages import PollMessages, SendMessages
-from rill.protocol.commands.streams import CreateStream
-from rill.protocol.commands.system import Ping
-from rill.protocol.commands.topics import CreateTopic
-from rill.protocol.commands.users import LoginUser
-from rill.protocol.messages import Message
-from rill.protocol.primitives import (
-    CompressionAlgorithm,
-    Consumer,
-    Identifier,
-    Partitioning,
-    PollingStrategy,
-)
-from rill.protocol.responses.messages import PolledMessages
+from rill.protocol.iggy.commands.messages import PollMessages, SendMessages
+from rill.protocol.iggy.commands.streams import CreateStream
+from rill.protocol.iggy.commands.system import Ping
+from rill.protocol.iggy.commands.topics import CreateTopic
+from rill.protocol.iggy.commands.users import LoginUser
+from rill.protocol.iggy.messages import Message
+from rill.protocol.primitives import CompressionAlgorithm
+from rill.protocol.iggy.primitives import Consumer, Identifier, Partitioning, PollingStrategy
+from rill.protocol.iggy.responses.messages import PolledMessages
 from rill.server.config import ServerConfig
 from rill.server.core.core import Core
 from rill.server.protocols.iggy.handler import IGGY

@@ -9,10 +9,11 @@ import pytest
 
 from rill.client import Client
 from raw_link import RawLink
-from rill.protocol.commands.streams import CreateStream, GetStreams
-from rill.protocol.commands.topics import CreateTopic, GetTopic
-from rill.protocol.primitives import CompressionAlgorithm, Identifier
-from rill.protocol.framing import encode_request
+from rill.protocol.iggy.commands.streams import CreateStream, GetStreams
+from rill.protocol.iggy.commands.topics import CreateTopic, GetTopic
+from rill.protocol.primitives import CompressionAlgorithm
+from rill.protocol.iggy.primitives import Identifier
+from rill.protocol.iggy.framing import encode_request
 
 PING = bytes.fromhex("0400000001000000")
 

@@ -41,7 +41,7 @@ from typing import Any
 
 from rill.bench.peers import Peer, PeerUnavailable, Workload, stop_process
 from rill.bench.results import ActorResult, Recorder
-from rill.protocol.framing import REQUEST_HEADER, RESPONSE_HEADER
+from rill.protocol.iggy.framing import REQUEST_HEADER, RESPONSE_HEADER
 
 POLL_CODE = 100
 SEND_CODE = 101
@@ -194,8 +194,8 @@ def main(argv: list[str] | None = None) -> None:
 
 def send_frame_payload(payloads: list[bytes]) -> bytes:
     """The SEND payload rill gets for these payloads: stream 1, topic 1, partition 1, region."""
-    from rill.protocol.commands.messages import SendMessages
-    from rill.protocol.primitives import Identifier, Partitioning
+    from rill.protocol.iggy.commands.messages import SendMessages
+    from rill.protocol.iggy.primitives import Identifier, Partitioning
 
     return SendMessages.of(
         Identifier.of(1), Identifier.of(1), Partitioning.partition_id(1), payloads

@@ -5,6 +5,6 @@ Each service method takes the caller's Session and neutral values (``types``: id
 specs, offsets), and runs authorize (an action on a resource, ``auth.permissioner``) ->
 validate -> journal (metadata store) -> mutate (memory, files), returning model objects or
 neutral results. Nothing here decodes a frame or builds a protocol's answer: an import
-contract (pyproject.toml) keeps ``rill.protocol.commands``, ``responses``, ``framing`` and
+contract (pyproject.toml) keeps ``rill.protocol.iggy.commands``, ``responses``, ``framing`` and
 ``http_json`` out of the core, auth and storage.
 """

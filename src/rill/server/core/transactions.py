@@ -54,11 +54,7 @@ from dataclasses import dataclass, field
 from typing import Callable, NamedTuple, Protocol, Sequence
 
 from rill import errors
-from rill.protocol.primitives import (
-    MAX_TOPIC_SIZE_UNLIMITED,
-    CommitOutcome,
-    StageOutcome,
-)
+from rill.protocol.primitives import MAX_TOPIC_SIZE_UNLIMITED, CommitOutcome, StageOutcome
 from rill.server.auth.permissioner import Action
 from rill.server.config import NEVER
 from rill.server.core.model import Partition, Session, Topic

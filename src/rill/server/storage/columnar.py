@@ -23,7 +23,7 @@ _ZERO_U32 = bytes(4)
 @dataclass(frozen=True, slots=True)
 class ColumnarRange:
     """``count`` records of offsets ``base_offset``.. and their columns (see the reply layout
-    in ``rill.protocol.responses.columnar``)."""
+    in ``rill.protocol.iggy.responses.columnar``)."""
 
     base_offset: int
     count: int

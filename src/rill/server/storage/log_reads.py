@@ -14,7 +14,7 @@ from bisect import bisect_right
 from typing import TYPE_CHECKING
 
 from rill.errors import CannotReadMessage
-from rill.protocol.layout import STORED_HEAD
+from rill.protocol.iggy.layout import STORED_HEAD
 from rill.server.storage.columnar import ColumnarRange, read_segment_columns
 from rill.server.storage.file_region import FileRegion
 from rill.server.storage.formats import conversion, iggy_v1

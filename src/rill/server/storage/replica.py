@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from rill.errors import CannotAppendMessage
 from rill.protocol.buffer import DecodeError
-from rill.protocol.layout import STORED_HEAD
+from rill.protocol.iggy.layout import STORED_HEAD
 from rill.server.storage.batch_segment import BatchSegment
 from rill.server.storage.checkpoints import (
     LeaderEpochs,

@@ -55,13 +55,7 @@ from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.packet import QuicErrorCode
 
 from rill import errors
-from rill.protocol.framing import (
-    DEFAULT_MAX_FRAME_SIZE,
-    BadLength,
-    Frame,
-    FrameDecoder,
-    LargeFrame,
-)
+from rill.protocol.framing import DEFAULT_MAX_FRAME_SIZE, BadLength, Frame, FrameDecoder, LargeFrame
 from rill.quic_tuning import widen_socket_buffers, widen_windows
 from rill.server.config import NEVER, QuicConfig, split_address
 from rill.server.core.core import Core

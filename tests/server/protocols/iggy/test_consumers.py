@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import xxhash
 
-from rill.protocol.commands.offsets import GetConsumerLag
-from rill.protocol.messages import encode_messages
-from rill.protocol.primitives import Consumer, Identifier
+from rill.protocol.iggy.commands.offsets import GetConsumerLag
+from rill.protocol.iggy.messages import encode_messages
+from rill.protocol.iggy.primitives import Consumer, Identifier
 from rill.server.core.broker import PartitionRef
 from rill.server.core.types import ConsumerLag
 from rill.server.protocols.iggy.consumers import GroupMember, consumer_name, iggy_lag, reader

@@ -15,15 +15,16 @@ import struct
 import pytest
 
 from rill.protocol.buffer import Writer
-from rill.protocol.commands.groups import CreateConsumerGroup
-from rill.protocol.commands.messages import SendMessages
-from rill.protocol.commands.streams import CreateStream
-from rill.protocol.commands.system import GetClient, Ping
-from rill.protocol.commands.topics import CreateTopic, GetTopic
-from rill.protocol.commands.users import GetUser, LoginUser
-from rill.protocol.framing import encode_request
+from rill.protocol.iggy.commands.groups import CreateConsumerGroup
+from rill.protocol.iggy.commands.messages import SendMessages
+from rill.protocol.iggy.commands.streams import CreateStream
+from rill.protocol.iggy.commands.system import GetClient, Ping
+from rill.protocol.iggy.commands.topics import CreateTopic, GetTopic
+from rill.protocol.iggy.commands.users import GetUser, LoginUser
+from rill.protocol.iggy.framing import encode_request
 from raw_link import RawLink
-from rill.protocol.primitives import CompressionAlgorithm, Consumer, Identifier, Partitioning
+from rill.protocol.primitives import CompressionAlgorithm
+from rill.protocol.iggy.primitives import Consumer, Identifier, Partitioning
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 
-from rill.protocol.commands.streams import GetStreams
-from rill.protocol.commands.topics import GetTopics
-from rill.protocol.primitives import Identifier
+from rill.protocol.iggy.commands.streams import GetStreams
+from rill.protocol.iggy.commands.topics import GetTopics
+from rill.protocol.iggy.primitives import Identifier
 from rill.server.config import ServerConfig
 from rill.server.core.core import Core
 from rill.server.core.model import Stream, Topic

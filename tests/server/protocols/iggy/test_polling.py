@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from rill import errors
-from rill.protocol.commands.messages import PollMessages, SendMessages
-from rill.protocol.messages import encode_messages
-from rill.protocol.primitives import Consumer, Identifier, Partitioning, PollingStrategy
+from rill.protocol.iggy.commands.messages import PollMessages, SendMessages
+from rill.protocol.iggy.messages import encode_messages
+from rill.protocol.iggy.primitives import Consumer, Identifier, Partitioning, PollingStrategy
 from rill.server.core.broker import PartitionRef
 from rill.server.core.types import LogBounds
 from rill.server.protocols.iggy.dispatch import execute

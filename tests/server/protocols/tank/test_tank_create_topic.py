@@ -9,7 +9,7 @@ import asyncio
 import threading
 
 from rill.client.tank import TankClient
-from rill.protocol.commands.system import Ping
+from rill.protocol.iggy.commands.system import Ping
 from rill.protocol.tank.errors import CreateTopicError
 from raw_link import RawLink
 from server_process import RillProcess

@@ -24,7 +24,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from browser import headless_chromium
 from rill.client import Client
-from rill.protocol.primitives import Consumer
+from rill.protocol.iggy.primitives import Consumer
 
 ARTIFACTS = Path(__file__).resolve().parents[4] / "test-artifacts" / "console"
 WAIT = 30  # seconds: the most anything that must appear may take

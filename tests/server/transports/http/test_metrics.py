@@ -8,7 +8,7 @@ import httpx
 from http_helpers import bearer
 
 from rill.client import Client, Message, PollingStrategy
-from rill.protocol.primitives import Consumer
+from rill.protocol.iggy.primitives import Consumer
 
 
 def scrape(base_url: str) -> dict[str, float]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import xxhash
 
-from rill.protocol.primitives import Consumer, ConsumerKind
+from rill.protocol.iggy.primitives import Consumer, ConsumerKind
 from rill.server.core.broker import Broker, PartitionRef
 from rill.server.core.types import ConsumerLag, Ref, Session
 

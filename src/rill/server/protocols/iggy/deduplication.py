@@ -35,7 +35,7 @@ from collections import deque
 from itertools import repeat
 from typing import Callable
 
-from rill.protocol.layout import SEND_HEAD, SEND_PREFIX_SIZE
+from rill.protocol.iggy.layout import SEND_HEAD, SEND_PREFIX_SIZE
 from rill.server.config import MessageDeduplicationConfig
 from rill.server.core.types import Partition
 

@@ -20,13 +20,13 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 from rill import errors
-from rill.protocol.commands.base import Command
-from rill.protocol.commands.columnar import DEFAULT_COLUMNAR_BYTES, MAX_COLUMNAR_BYTES
-from rill.protocol.commands.long_poll import MAX_WAIT_MS
-from rill.protocol.commands.topics import record_format_short, record_format_stored
-from rill.protocol.responses.topics import TopicRecordFormat
-from rill.protocol.responses.transactions import CommitResult, ProducerState, StageResult
-from rill.protocol.responses.users import IdentityInfo, RawPersonalAccessToken
+from rill.protocol.iggy.commands.base import Command
+from rill.protocol.iggy.commands.columnar import DEFAULT_COLUMNAR_BYTES, MAX_COLUMNAR_BYTES
+from rill.protocol.iggy.commands.long_poll import MAX_WAIT_MS
+from rill.protocol.iggy.commands.topics import record_format_short, record_format_stored
+from rill.protocol.iggy.responses.topics import TopicRecordFormat
+from rill.protocol.iggy.responses.transactions import CommitResult, ProducerState, StageResult
+from rill.protocol.iggy.responses.users import IdentityInfo, RawPersonalAccessToken
 from rill.server.core.broker import Broker, PartitionRef, TopicRef
 from rill.server.core.types import Session, TopicSpec
 from rill.server.protocols.iggy import views

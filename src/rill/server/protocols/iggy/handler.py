@@ -1,7 +1,8 @@
 """The Iggy request handler: request (code, payload) -> response frame, for TCP and QUIC alike.
 
-Owns: ``IGGY`` (the ``WireProtocol`` of the binary listeners): decoding with the shared codec,
-one core call, encoding the result, and the wire dialect's status rules (wire §1.3, §4.12): any
+Owns: ``IGGY`` (the ``WireProtocol`` of the binary listeners): decoding with the Iggy codec
+(``rill.protocol.iggy``), the command's dispatch (``dispatch``: its calls of the broker),
+encoding the result, and the wire dialect's status rules (wire §1.3, §4.12): any
 decode failure is status 3; get-single commands answer an empty OK on any failure; unexpected
 exceptions are status 1 and are logged, and the connection keeps serving; a request on a session
 the heartbeat verifier removed is status 30 and closes the link. No permission checks, journal
@@ -19,13 +20,13 @@ import asyncio
 import logging
 
 from rill import errors
-from rill.protocol.codes import COMMANDS, decode_command
-from rill.protocol.commands.messages import SendMessages
-from rill.protocol.framing import RESPONSE_HEADER, RequestFrameDecoder
+from rill.protocol.iggy.codes import COMMANDS, decode_command
+from rill.protocol.iggy.commands.messages import SendMessages
+from rill.protocol.iggy.framing import RESPONSE_HEADER, RequestFrameDecoder
 from rill.protocol.buffer import Writer
-from rill.protocol.responses.base import Record, encode_records
-from rill.protocol.responses.columnar import ColumnarMessages
-from rill.protocol.responses.messages import PolledMessages
+from rill.protocol.iggy.responses.base import Record, encode_records
+from rill.protocol.iggy.responses.columnar import ColumnarMessages
+from rill.protocol.iggy.responses.messages import PolledMessages
 from rill.server.core.core import Core
 from rill.server.core.types import Session
 from rill.server.metrics import Metrics

@@ -20,7 +20,7 @@ import weakref
 import xxhash
 
 from rill import errors
-from rill.protocol.primitives import Partitioning, PartitioningKind
+from rill.protocol.iggy.primitives import Partitioning, PartitioningKind
 from rill.server.core.types import PartitionChooser, Topic
 
 _U32 = struct.Struct("<I")

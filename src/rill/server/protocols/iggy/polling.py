@@ -15,7 +15,7 @@ current offset 0 (wire §11: not Iggy's quirk of reading partition 1).
 from __future__ import annotations
 
 from rill import errors
-from rill.protocol.primitives import PollingKind
+from rill.protocol.iggy.primitives import PollingKind
 from rill.server.core.broker import Broker, PartitionReader, PartitionRef
 from rill.server.core.types import LogBounds, RecordRange, Ref, Session
 from rill.server.protocols.iggy.consumers import GroupMember, Reader

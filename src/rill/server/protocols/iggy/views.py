@@ -12,25 +12,25 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Mapping
 
-from rill.protocol.commands.topics import record_format_short
-from rill.protocol.primitives import ConsumerKind, Transport
-from rill.protocol.responses.columnar import ColumnarMessages
-from rill.protocol.responses.groups import ConsumerGroup as GroupRecord
-from rill.protocol.responses.groups import (
+from rill.protocol.iggy.commands.topics import record_format_short
+from rill.protocol.iggy.primitives import ConsumerKind, Transport
+from rill.protocol.iggy.responses.columnar import ColumnarMessages
+from rill.protocol.iggy.responses.groups import ConsumerGroup as GroupRecord
+from rill.protocol.iggy.responses.groups import (
     ConsumerGroupDetails,
     ConsumerGroupMember,
     ConsumerLag,
     ConsumerOffsetInfo,
 )
-from rill.protocol.responses.long_poll import PartitionEnd
-from rill.protocol.responses.messages import PolledMessages
-from rill.protocol.responses.streams import Stream as StreamRecord
-from rill.protocol.responses.streams import StreamDetails
-from rill.protocol.responses.system import ClientConsumerGroup, ClientInfo, ClientInfoDetails, Stats
-from rill.protocol.responses.topics import Partition as PartitionRecord
-from rill.protocol.responses.topics import Topic as TopicRecord
-from rill.protocol.responses.topics import TopicDetails
-from rill.protocol.responses.users import PersonalAccessTokenInfo, UserInfo, UserInfoDetails
+from rill.protocol.iggy.responses.long_poll import PartitionEnd
+from rill.protocol.iggy.responses.messages import PolledMessages
+from rill.protocol.iggy.responses.streams import Stream as StreamRecord
+from rill.protocol.iggy.responses.streams import StreamDetails
+from rill.protocol.iggy.responses.system import ClientConsumerGroup, ClientInfo, ClientInfoDetails, Stats
+from rill.protocol.iggy.responses.topics import Partition as PartitionRecord
+from rill.protocol.iggy.responses.topics import Topic as TopicRecord
+from rill.protocol.iggy.responses.topics import TopicDetails
+from rill.protocol.iggy.responses.users import PersonalAccessTokenInfo, UserInfo, UserInfoDetails
 from rill.server.core.broker import ColumnarRead, Group, PersonalAccessToken, ServerStats, User
 from rill.server.core.types import ConsumerPosition, LogBounds, Partition, RecordRange
 from rill.server.core.types import Session, Stream, Topic

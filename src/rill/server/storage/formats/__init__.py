@@ -5,7 +5,7 @@ Owns: ``RecordFormat`` (what a partition log asks of a format), ``FORMATS`` (the
 server can store, by name) and ``format_named``. One module per format in this folder, each
 naming its format (``NAME``), with the C units of the ``_stamp`` extension beside them
 (``iggy_v1`` loads it), and ``conversion`` between them. Two formats:
-  * ``iggy-v1``: Iggy's stored layout (``rill.protocol.layout``), stamped from SEND regions by
+  * ``iggy-v1``: Iggy's stored layout (``rill.protocol.iggy.layout``), stamped from SEND regions by
     ``iggy_v1`` and its C twin, checked by ``iggy_v1_checks``, one 16-byte index entry per
     record (``storage.index_entry``);
   * ``kafka-v2``: Kafka's RecordBatch v2 as the client sent it (``kafka_v2`` owns the layout): validated (lengths, magic, CRC-32C, counts, codec), only baseOffset and

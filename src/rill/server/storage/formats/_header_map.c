@@ -4,7 +4,7 @@
  * (_record_checks.c), and Python's strict UTF-8 (also _convert.c's).
  *
  * Owns: ``stamp_valid_utf8``, ``check_header_map`` (walk a map as
- * rill.protocol.headers.decode_header_map does) and ``header_problem_text`` (word what it
+ * rill.protocol.iggy.headers.decode_header_map does) and ``header_problem_text`` (word what it
  * found as the reference does). Their types are in _stamp.h.
  */
 
@@ -80,7 +80,7 @@ static const header_key *first_repeated_key(key_list *list)
     return first;
 }
 
-/* Walk a header map exactly as rill.protocol.headers.decode_header_map does (key 1..255 bytes
+/* Walk a header map exactly as rill.protocol.iggy.headers.decode_header_map does (key 1..255 bytes
  * of UTF-8, kind 1..15, value 1..255 bytes, unique keys, nothing left over), adding each value
  * length to ``*total`` and stopping as soon as it passes ``limit``. Returns the status, with
  * the details in ``problem``; ``*total`` is updated only when the map is valid. */

@@ -99,11 +99,11 @@ from typing import Callable
 import cramjam
 
 from rill.errors import CannotReadMessage, FeatureUnavailable
-from rill.protocol.headers import KEY_HEADER, MAX_HEADER_PART
+from rill.protocol.iggy.headers import KEY_HEADER, MAX_HEADER_PART
 from rill.protocol.kafka import record_batch
 from rill.protocol.kafka.record_batch import put_record, read_varint
-from rill.protocol.layout import STATE_AVAILABLE, STORED_HEAD, STORED_PREFIX
-from rill.protocol.stored import crc32
+from rill.protocol.iggy.layout import STATE_AVAILABLE, STORED_HEAD, STORED_PREFIX
+from rill.protocol.iggy.stored import crc32
 from rill.server.storage.formats import iggy_v1, kafka_v2
 from rill.server.storage.formats import IGGY_V1, KAFKA_V2
 from rill.server.storage.formats.iggy_v1 import ACCELERATOR

@@ -37,7 +37,7 @@ arrays. Errors raise mid-pass; the partial work is simply dropped, since nothing
 written yet.
 
 Staged records (rill extension 1010-1011): a writer sends STAGE_MESSAGES records already in the
-stored layout (``rill.protocol.stored``) with their positions; the server checks them when they
+stored layout (``rill.protocol.iggy.stored``) with their positions; the server checks them when they
 are staged (``check_stored_records``: layout, checksums, SEND's limits), and at commit writes
 their real offsets and timestamp in place (``restamp_records``) before one segment write
 (``PartitionLog.append_stamped``). Both steps avoid per-record Python work for records of one
@@ -54,8 +54,8 @@ from dataclasses import dataclass
 
 from rill.errors import InvalidMessagesCount, TooBigHeadersPayload, TooBigMessagePayload
 from rill.protocol.buffer import DecodeError
-from rill.protocol.headers import header_values_size
-from rill.protocol.layout import (
+from rill.protocol.iggy.headers import header_values_size
+from rill.protocol.iggy.layout import (
     SEND_HEAD,
     SEND_OVERHEAD,
     SEND_PREFIX_SIZE,
@@ -66,7 +66,7 @@ from rill.protocol.layout import (
     STORED_OVERHEAD,
 )
 
-from rill.protocol.stored import crc32, uuid7_block  # noqa: F401 (both used here; re-exported)
+from rill.protocol.iggy.stored import crc32, uuid7_block  # noqa: F401 (both used here; re-exported)
 from rill.server.storage.index_entry import MAX_POSITION, build_index_entries
 
 NAME = "iggy-v1"  # this format's name (the records a read hands out are in it)
@@ -76,7 +76,7 @@ MAX_HEADERS_BYTES = 100_000  # sum of header value bytes in one SEND (4017)
 
 KNOWN_STATES = frozenset({1, 10, 20, 30})  # available, unavailable, poisoned, marked for deletion
 
-# the stored layout's sizes (``rill.protocol.layout`` owns the layouts)
+# the stored layout's sizes (``rill.protocol.iggy.layout`` owns the layouts)
 RECORD_FIXED_SIZE = STORED_FIXED_SIZE  # offset, state, timestamp, id, checksum, headers_length
 RECORD_OVERHEAD = STORED_OVERHEAD  # the fixed part plus payload_length
 RECORD_GROWTH = STORED_OVERHEAD - SEND_OVERHEAD  # 21 bytes added to each SEND message
@@ -284,7 +284,7 @@ def add_header_values(
     """Validate the header map ``view[start:stop]`` and add its value bytes to ``total``.
 
     The checks, their order and the DecodeError details are those of
-    ``rill.protocol.headers.decode_header_map`` (key 1..255 bytes of UTF-8, kind 1..15, value
+    ``rill.protocol.iggy.headers.decode_header_map`` (key 1..255 bytes of UTF-8, kind 1..15, value
     1..255 bytes, each key unlike the ones before it); TooBigHeadersPayload as soon as the
     total passes ``limit`` (None: no limit). ``_header_map.c``'s ``check_header_map`` is its twin.
     """

@@ -32,7 +32,7 @@ import struct
 from dataclasses import dataclass
 
 from rill.protocol.buffer import DecodeError
-from rill.protocol.layout import STORED_TIMESTAMP_AT
+from rill.protocol.iggy.layout import STORED_TIMESTAMP_AT
 from rill.server.storage.index_entry import INDEX_ENTRY, INDEX_ENTRY_SIZE, MAX_POSITION
 from rill.server.storage.formats.iggy_v1 import (
     ACCELERATOR,

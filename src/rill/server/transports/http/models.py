@@ -4,7 +4,7 @@ OpenAPI schema (``/openapi.json``, ``/docs``) documents every body.
 Owns: one model per JSON body of wire §8.4. They are strict (a JSON string is not an integer,
 ``1`` is not ``true``) and forbid unknown fields, so a malformed body is refused with 400
 before any command is built. The route then hands ``model_dump(exclude_unset=True)`` to
-``rill.protocol.http_json``, which owns the mapping to the command dataclass; the rules there
+``rill.protocol.iggy.http_json``, which owns the mapping to the command dataclass; the rules there
 and here are the same (the mapping checks again, which keeps it self-contained for the SDK's
 round-trip tests).
 """

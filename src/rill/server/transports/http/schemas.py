@@ -1,7 +1,7 @@
 """Reply shapes of the HTTP API as pydantic models, for the OpenAPI document only.
 
 Owns: the documented response schema of every JSON reply (wire §8.4). Routes do not validate
-their replies through these models (``rill.protocol.http_json`` builds the JSON); the schema
+their replies through these models (``rill.protocol.iggy.http_json`` builds the JSON); the schema
 tests (schemathesis) check that real replies conform to what is documented here, so the two
 cannot drift apart silently.
 """

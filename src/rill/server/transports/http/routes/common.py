@@ -3,7 +3,7 @@
 Owns: ``HttpContext`` (the Core, the token manager, the HTTP config, the metrics, the server's
 listeners, the connection limits and the reply memory; kept on
 ``app.state.rill``) and ``run``, the whole life of a routed request: the path params, query and
-validated body go through ``rill.protocol.http_json`` into the command dataclass, the command
+validated body go through ``rill.protocol.iggy.http_json`` into the command dataclass, the command
 goes to the Iggy dispatch (``execute_command``: ``protocols.iggy.dispatch.execute``, the login
 gate, then the core, which does permissions, validation and journaling; counted in the metrics
 as the binary listeners' requests are),
@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
 from rill import errors
-from rill.protocol import http_json
+from rill.protocol.iggy import http_json
 from rill.server.config import HttpConfig
 from rill.server.core.core import Core
 from rill.server.metrics import Metrics

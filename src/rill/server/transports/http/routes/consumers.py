@@ -17,7 +17,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from rill.protocol.http_json.requests import path_ids
+from rill.protocol.iggy.http_json.requests import path_ids
 from rill.server.transports.http.auth import session_of
 from rill.server.transports.http.routes.common import SECURED, context, replies
 from rill.server.core.broker import TopicRef

@@ -35,12 +35,12 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
 from rill import errors
-from rill.protocol import http_json
-from rill.protocol.commands.long_poll import WaitForMessages
-from rill.protocol.http_json.records import polled_json_text
-from rill.protocol.http_json.requests import path_ids
-from rill.protocol.messages import iter_polled_messages
-from rill.protocol.responses.messages import PolledMessages
+from rill.protocol.iggy import http_json
+from rill.protocol.iggy.commands.long_poll import WaitForMessages
+from rill.protocol.iggy.http_json.records import polled_json_text
+from rill.protocol.iggy.http_json.requests import path_ids
+from rill.protocol.iggy.messages import iter_polled_messages
+from rill.protocol.iggy.responses.messages import PolledMessages
 from rill.server.transports.http.auth import session_of
 from rill.server.transports.http.replies import ReplyWriter, StreamedReply
 from rill.server.transports.http.routes.common import SECURED, context, execute_command, replies

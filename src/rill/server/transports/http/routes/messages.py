@@ -14,7 +14,7 @@ from typing import Literal, Optional
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
-from rill.protocol.http_json.records import polled_json_text
+from rill.protocol.iggy.http_json.records import polled_json_text
 from rill.server.transports.http import schemas
 from rill.server.transports.http.models import CreateGroupBody, SendMessagesBody, StoreOffsetBody
 from rill.server.transports.http.routes.common import SECURED, context, execute, replies, run

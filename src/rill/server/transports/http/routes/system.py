@@ -24,7 +24,7 @@ from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 
 from rill import __version__
-from rill.protocol.commands.system import Ping
+from rill.protocol.iggy.commands.system import Ping
 from rill.server.transports.http import schemas
 from rill.server.transports.http.auth import session_of
 from rill.server.transports.http.models import SnapshotBody

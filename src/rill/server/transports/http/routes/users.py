@@ -13,7 +13,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from rill.protocol import http_json
+from rill.protocol.iggy import http_json
 from rill.server.transports.http import schemas
 from rill.server.transports.http.auth import access_token
 from rill.server.transports.http.models import (

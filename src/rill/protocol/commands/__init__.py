@@ -1,1 +1,0 @@
-"""One frozen dataclass per command (wire reference §3); ``rill.protocol.codes`` indexes them."""

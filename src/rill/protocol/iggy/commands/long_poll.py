@@ -1,0 +1,63 @@
+"""Long polling, a rill extension (docs/extensions.md): code 1030, outside Iggy's ranges."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rill.protocol.buffer import DecodeError, Reader, Writer
+from rill.protocol.iggy.commands.base import IDENT, Command, list_response
+from rill.protocol.iggy.primitives import Identifier
+from rill.protocol.iggy.responses.long_poll import PartitionEnd
+
+MAX_WAIT_MS = 30_000  # a longer wait is cut to this: a reply within the SDK's request timeout
+_POSITION_SIZE = 12  # u32 partition_id; u64 offset
+
+
+@dataclass(frozen=True, slots=True)
+class WaitForMessages(Command):
+    """1030 WAIT_FOR_MESSAGES: ident stream_id; ident topic_id; u32 max_wait_ms (at most 30 s);
+    u32 min_bytes; u32 count; count x (u32 partition_id; u64 offset). OK: one PartitionEnd per
+    partition, in the request's order.
+
+    Answers as soon as the partitions hold at least ``min_bytes`` bytes of records (at least one
+    record when 0) from the given offsets on, taken together, or when ``max_wait_ms`` has passed
+    (then with what there is, possibly nothing). It reads no message: a client then polls the
+    partitions whose ``next_offset`` moved past its offset. Woken by appends, not by a timer.
+    Permission: as POLL_MESSAGES on the topic."""
+
+    CODE = 1030
+    NAME = "wait_for_messages"
+    stream_id: Identifier
+    topic_id: Identifier
+    positions: tuple[tuple[int, int], ...]  # (partition_id, offset)
+    max_wait_ms: int = MAX_WAIT_MS
+    min_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "positions", tuple((int(p), int(o)) for p, o in self.positions))
+        if not self.positions:
+            raise ValueError("wait_for_messages needs at least one partition")
+
+    def encode(self) -> bytes:
+        writer = Writer()
+        IDENT.write(writer, self.stream_id)
+        IDENT.write(writer, self.topic_id)
+        writer.u32(self.max_wait_ms).u32(self.min_bytes).u32(len(self.positions))
+        for partition_id, offset in self.positions:
+            writer.u32(partition_id).u64(offset)
+        return writer.getvalue()
+
+    @classmethod
+    def decode(cls, payload: bytes | bytearray | memoryview) -> WaitForMessages:
+        reader = Reader(payload)
+        stream_id, topic_id = IDENT.read(reader), IDENT.read(reader)
+        max_wait_ms, min_bytes, count = reader.u32(), reader.u32(), reader.u32()
+        if count * _POSITION_SIZE != reader.remaining:
+            raise DecodeError(f"{count} partitions do not fill {reader.remaining} bytes")
+        positions = tuple((reader.u32(), reader.u64()) for _ in range(count))
+        try:
+            return cls(stream_id, topic_id, positions, max_wait_ms, min_bytes)
+        except ValueError as error:
+            raise DecodeError(str(error)) from None
+
+    decode_response = staticmethod(list_response(PartitionEnd.decode))
