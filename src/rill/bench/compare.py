@@ -50,9 +50,9 @@ from rill.bench.peers import (
     Peer,
     PeerUnavailable,
     Workload,
-    peer_classes,
     run_async,
 )
+from rill.bench.peers.registry import peer_classes
 from rill.bench.report_html import write_html
 from rill.bench.results import new_report, scenario_report, write_json
 

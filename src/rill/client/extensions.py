@@ -45,6 +45,13 @@ from rill.protocol.iggy.stored import encode_stored_records
 Id = int | str | Identifier
 
 
+def compression_algorithm(value: CompressionAlgorithm | int | str) -> CompressionAlgorithm:
+    """A topic's compression given as the enum, its number or its name (any case)."""
+    if isinstance(value, str):
+        return CompressionAlgorithm[value.upper()]
+    return CompressionAlgorithm(value)
+
+
 class ExtensionMethods:
     """rill's extension commands (docs/extensions.md); the class that mixes this in
     (AsyncClient) provides ``execute``, the one path every command takes."""
@@ -160,11 +167,9 @@ class ExtensionMethods:
         """``create_topic`` storing ``record_format``: ``"iggy"`` or ``"kafka"`` (Kafka's
         RecordBatch v2) (rill extension 1040; ``create_topic(..., record_format=...)`` calls
         it). Another name raises ``errors.InvalidFormat`` before anything is sent."""
-        from rill.client.methods import _compression  # (methods imports this module)
-
         record_format_stored(record_format)  # the choices, named in the error
         return await self.execute(CreateTopicWithFormat(
-            Identifier.of(stream_id), topic_id, partitions_count, _compression(compression),
+            Identifier.of(stream_id), topic_id, partitions_count, compression_algorithm(compression),
             message_expiry, max_topic_size, replication_factor, name, record_format))
 
     async def get_topic_record_formats(self, stream_id: Id) -> list[TopicRecordFormat]:

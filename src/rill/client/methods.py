@@ -11,7 +11,7 @@ Invariant: no method talks to a transport; ``execute`` is the single path of eve
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Sequence
 
 from rill.protocol.iggy.commands import (
     groups,
@@ -23,9 +23,8 @@ from rill.protocol.iggy.commands import (
     topics,
     users,
 )
-from rill.client.extensions import ExtensionMethods
+from rill.client.extensions import ExtensionMethods, compression_algorithm
 from rill.client.link import SDK_VERSION
-from rill.protocol.iggy.commands.base import Command
 from rill.protocol.iggy.commands.messages import FlushUnsavedBuffer, PollMessages, SendMessages
 from rill.protocol.iggy.messages import Message
 from rill.protocol.permissions import Permissions
@@ -67,12 +66,6 @@ def _partitioning(value: Partitioning | int | None) -> Partitioning:
     if isinstance(value, Partitioning):
         return value
     return Partitioning.partition_id(value)
-
-
-def _compression(value: CompressionAlgorithm | int | str) -> CompressionAlgorithm:
-    if isinstance(value, str):
-        return CompressionAlgorithm[value.upper()]
-    return CompressionAlgorithm(value)
 
 
 def _message(value: Message | bytes | bytearray | memoryview | str) -> Message | bytes:
@@ -329,7 +322,7 @@ class CommandMethods(ExtensionMethods):
                 max_topic_size, replication_factor, topic_id)
         return await self.execute(
             topics.CreateTopic(
-                _id(stream_id), topic_id, partitions_count, _compression(compression),
+                _id(stream_id), topic_id, partitions_count, compression_algorithm(compression),
                 message_expiry, max_topic_size, replication_factor, name,
             )
         )
@@ -351,7 +344,7 @@ class CommandMethods(ExtensionMethods):
         """Change a topic's name and settings (same meaning of 0 as in create_topic)."""
         await self.execute(
             topics.UpdateTopic(
-                _id(stream_id), _id(topic_id), _compression(compression),
+                _id(stream_id), _id(topic_id), compression_algorithm(compression),
                 message_expiry, max_topic_size, replication_factor, name,
             )
         )

@@ -15,7 +15,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from rill.bench.compare import KAFKA_TARGETS, run_compare
 from rill.bench.compare_report import KAFKA_FLOORS, NAMES
-from rill.bench.peers import PeerUnavailable, Workload, peer_classes, run_async
+from rill.bench.peers import PeerUnavailable, Workload, run_async
+from rill.bench.peers.registry import peer_classes
 from rill.bench.peers import kafka_bare
 from rill.bench.peers.kafka import TOPIC
 from rill.bench.peers.kafka_bare import SERVED_APIS, KafkaBarePeer, KafkaBareServer

@@ -223,18 +223,3 @@ def run_async(factory: Callable[[], Awaitable[T]]) -> T:
         return asyncio.run(factory())  # type: ignore[arg-type]
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         return runner.run(factory())  # type: ignore[arg-type]
-
-
-def peer_classes() -> dict[str, type[Peer]]:
-    """The peer drivers by name (imported lazily: their client libraries are optional)."""
-    from rill.bench.peers.bare import BarePeer
-    from rill.bench.peers.kafka import NoidaPeer, RillKafkaPeer, RillKafkaWirePeer, TansuPeer
-    from rill.bench.peers.kafka_bare import KafkaBarePeer
-    from rill.bench.peers.nats import NatsPeer
-    from rill.bench.peers.redis import RedisPeer
-    from rill.bench.peers.tank import RillTankPeer
-
-    return {"nats": NatsPeer, "redis": RedisPeer, "bare": BarePeer,
-            "rill-kafka": RillKafkaPeer, "rill-kafka-wire": RillKafkaWirePeer,
-            "kafka-bare": KafkaBarePeer, "tansu": TansuPeer, "noida-db": NoidaPeer,
-            "rill-tank": RillTankPeer}

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from rill import errors
 from rill.server.auth.permissioner import Action
@@ -90,6 +90,9 @@ class Broker:
         self.groups = Groups(core)
         self.server = ServerInfo(core)
         self.staging = Staging(core)
+        # what a wire protocol keeps for this server (its dialect's counters and windows), by
+        # the protocol's name: the protocol's own, never read by the core
+        self.dialects: dict[str, Any] = {}
 
     # -- sessions and identity -------------------------------------------------------------
 

@@ -37,4 +37,4 @@ class ColumnarReadService:
         state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
         partition = state.find_partition(topic, partition_id)
         log = partition.log
-        return ColumnarRead(partition.id, log_bounds(log), log.read_columnar(offset, count, max_bytes))
+        return ColumnarRead(partition.id, log_bounds(partition), log.read_columnar(offset, count, max_bytes))

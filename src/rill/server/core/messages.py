@@ -158,7 +158,7 @@ class MessageService:
     def bounds(self, session: Session, stream_id: Ref, topic_id: Ref, partition_id: int
                ) -> LogBounds:
         return log_bounds(self._partition(session, Action.READ_MESSAGES, stream_id, topic_id,
-                                          partition_id).log)
+                                          partition_id))
 
     def offset_for_timestamp(self, session: Session, stream_id: Ref, topic_id: Ref,
                              partition_id: int, timestamp_us: int) -> int | None:
@@ -228,7 +228,7 @@ class PartitionReader:
         return self._partition.log.settings.record_format
 
     def bounds(self) -> LogBounds:
-        return log_bounds(self._partition.log)
+        return log_bounds(self._partition)
 
     def record_offset_for_timestamp(self, timestamp_us: int) -> int | None:
         """The offset of the first record stored at or after ``timestamp_us`` (None: none)."""
@@ -257,21 +257,23 @@ class PartitionReader:
         self._offsets.store(self._partition, consumer, next_offset)
 
 
-def log_bounds(log: PartitionLog) -> LogBounds:
-    end = log.next_offset
-    return LogBounds(log.first_offset, end, end)
+def log_bounds(partition: Partition) -> LogBounds:
+    """The partition's bounds: its log's, and its high watermark (``Partition.high_watermark``:
+    the log end on one server)."""
+    log = partition.log
+    return LogBounds(log.first_offset, log.next_offset, partition.high_watermark)
 
 
 def read_nothing(partition: Partition) -> RecordRange:
     log = partition.log
     return RecordRange(partition.id, log.next_offset, 0, [], log.settings.record_format,
-                       log_bounds(log))
+                       log_bounds(partition))
 
 
 def read_to_watermark(partition: Partition, offset: int, max_records: int, max_bytes: int,
                       regions: bool = False, record_format: str | None = None) -> RecordRange:
     """``read_range`` of no record at or past the high watermark."""
-    readable = log_bounds(partition.log).high_watermark - offset
+    readable = log_bounds(partition).high_watermark - offset
     return read_range(partition, offset, min(max_records, max(0, readable)), max_bytes, regions,
                       record_format)
 
@@ -291,8 +293,8 @@ def read_range(partition: Partition, offset: int, max_records: int, max_bytes: i
         end = log.next_offset
         return RecordRange(partition.id, converted.first_offset, converted.count,
                            [converted.records] if converted.count else [], record_format,
-                           LogBounds(first_stored, end, end), converted.end_offset)
+                           LogBounds(first_stored, end, partition.high_watermark),
+                           converted.end_offset)
     count, chunks = log.read(first, max_records, max_bytes, regions)
-    end = log.next_offset  # (bounds inline: this is the poll path)
     return RecordRange(partition.id, first, count, chunks, log.settings.record_format,
-                       LogBounds(first_stored, end, end))
+                       LogBounds(first_stored, log.next_offset, partition.high_watermark))

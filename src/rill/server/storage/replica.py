@@ -134,14 +134,18 @@ class ReplicaLog:
         """The epoch an append stamps, refused if below the last stored record's. A per-record
         format's checkpoint learns it here, before the records are written (a pair whose
         records never came is harmless: it holds no offset)."""
-        last = self.last_epoch
-        if last is not None and self._leader_epoch < last:
-            raise CannotAppendMessage(reason=(
-                f"Cannot append message: leader epoch {self._leader_epoch} is below the epoch "
-                f"{last} of the last records of {self.directory}"))
-        if self._epochs is not None:  # written before the records: never behind them
-            self._epochs.note(self._leader_epoch, self.next_offset, self.first_offset)
-        return self._leader_epoch
+        epoch, epochs = self._leader_epoch, self._epochs
+        # a checkpoint's last pair bounds every stored record's epoch: an epoch at or above it
+        # (every append of a standalone log, at epoch 0 with no pair) needs no lookup
+        if epochs is None or (epochs.pairs and epoch < epochs.pairs[-1][0]):
+            last = self.last_epoch
+            if last is not None and epoch < last:
+                raise CannotAppendMessage(reason=(
+                    f"Cannot append message: leader epoch {epoch} is below the epoch "
+                    f"{last} of the last records of {self.directory}"))
+        if epochs is not None:  # written before the records: never behind them
+            epochs.note(epoch, self.next_offset, self.first_offset)
+        return epoch
 
     # ------------------------------------------------------------------ high watermark
     _stored_high_watermark: int | None = None

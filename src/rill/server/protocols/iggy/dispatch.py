@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
-import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 from rill import errors
@@ -88,13 +87,11 @@ class _Rules:
         self.admit = None if deduplicator is None else deduplicator.admit
 
 
-_RULES: weakref.WeakKeyDictionary[Broker, _Rules] = weakref.WeakKeyDictionary()
-
-
 def rules(broker: Broker) -> _Rules:
-    found = _RULES.get(broker)
+    """The dialect's state of ``broker``'s server (``Broker.dialects``: a dict lookup a request)."""
+    found = broker.dialects.get("iggy")
     if found is None:
-        found = _RULES[broker] = _Rules(broker)
+        found = broker.dialects["iggy"] = _Rules(broker)
     return found
 
 
