@@ -325,3 +325,6 @@ class EtcdGateway(Coordinator):
         if response.status_code != 200 or "error" in data:
             self._rotate(endpoint)
             raise _error(data, endpoint)
+        if not int(data.get("leader", 0)):
+            self._rotate(endpoint)
+            raise NoLeader(f"etcd at {endpoint}: no leader")

@@ -17,12 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from rill.server.cluster.coordinator import (
-    Coordinator,
-    CoordinatorError,
-    CoordinatorUnavailable,
-    NoLeader,
-)
+from rill.server.cluster.coordinator import Coordinator, CoordinatorError
 
 LOCAL_DEADLINE_PASSED = "the local deadline passed without a confirmed keepalive"
 EXPIRED = "the coordinator says the lease no longer exists"
@@ -70,8 +65,8 @@ class LeaseKeeper:
             self.keepalives_sent += 1
             try:
                 remaining = await self.coordinator.keepalive(self.lease)
-            except (CoordinatorUnavailable, NoLeader):
-                continue  # the deadline stands; the next round tries again
+            except CoordinatorError:  # unavailable, no leader: the deadline stands
+                continue  # the next round tries again
             if remaining <= 0:
                 self._lose(EXPIRED)
                 return

@@ -55,6 +55,7 @@ class _Lease:
 class _Watcher:
     key: bytes
     prefix: bool
+    start: int  # changes from this revision on
     queue: asyncio.Queue[WatchBatch | CoordinatorError] = field(default_factory=asyncio.Queue)
 
     def matches(self, key: bytes) -> bool:
@@ -186,7 +187,7 @@ class MemoryCoordinator(Coordinator):
         self._history.extend((revision, event) for event in events)
         for watcher in self._watchers:
             mine = tuple(event for event in events if watcher.matches(event.kv.key))
-            if mine:
+            if mine and revision >= watcher.start:
                 watcher.queue.put_nowait(WatchBatch(mine, revision))
 
     async def compact(self, revision: int) -> None:
@@ -251,8 +252,8 @@ class MemoryCoordinator(Coordinator):
         self._require_leader()
         if start_revision and start_revision < self.compact_revision:
             raise Compacted(self.compact_revision)
-        watcher = _Watcher(key, prefix)
         start = start_revision or self.revision + 1
+        watcher = _Watcher(key, prefix, start)
         backlog = [(revision, event) for revision, event in self._history
                    if revision >= start and watcher.matches(event.kv.key)]
         self._watchers.add(watcher)
