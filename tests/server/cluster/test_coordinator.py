@@ -344,3 +344,32 @@ def test_a_watch_from_a_future_revision_starts_there(coordinated):
         await watch.aclose()
 
     coordinated(body)
+
+
+def test_twin_a_resuming_watch_waits_for_the_leader_and_gives_up_after_its_retries():
+    from rill.server.cluster.coordinator import NoLeader
+    from rill.server.cluster.memory_coordinator import MemoryCoordinator
+
+    async def main():
+        twin = MemoryCoordinator()
+        start = await twin.put(b"/w/a", b"1")
+        resuming = ResumingWatch(twin, b"/w/", start, retries=2, backoff=1)
+        changes = resuming.__aiter__()
+        assert (await next_change(changes)).events[0].kv.key == b"/w/a"
+        twin.set_leader(False)
+        reopened = asyncio.ensure_future(changes.__anext__())
+        await twin.advance(2)  # tries at 0 and 1 s fail: no leader
+        assert not reopened.done()
+        twin.set_leader(True)
+        await twin.advance(2)  # the try at 3 s opens it again
+        assert (await reopened).events == () and resuming.resumed == 1
+        revision = await twin.put(b"/w/b", b"2")
+        assert (await next_change(changes)).revision == revision
+        twin.set_leader(False)
+        giving_up = asyncio.ensure_future(next_change(changes))
+        await twin.advance(3)  # 1 + 2 s of waiting, then the last try fails
+        with pytest.raises(NoLeader):
+            await giving_up
+        assert resuming.next_revision == revision + 1
+
+    asyncio.run(main())
