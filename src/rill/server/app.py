@@ -370,6 +370,8 @@ async def check_cluster(config: ServerConfig) -> None:
         await check_node_can_join(cluster.endpoints, cluster.name, cluster.node_id)
     except ClusterStartRefused as refusal:
         raise StartupRefused(str(refusal)) from None
+    log.info("etcd at %s answers; node id %d is free in cluster %r", cluster.etcd_endpoints,
+             cluster.node_id, cluster.name)
 
 
 async def serve(config: ServerConfig, recover_metadata: bool = False) -> None:

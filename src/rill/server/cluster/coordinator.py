@@ -50,7 +50,8 @@ class NoLeader(CoordinatorError):
 
 
 class Compacted(CoordinatorError):
-    """The history asked for was compacted; everything below ``compact_revision`` is gone."""
+    """The history asked for was compacted; everything below ``compact_revision`` is gone
+    (0: etcd did not say where the compaction stands, as when ``compact`` is asked again)."""
 
     def __init__(self, compact_revision: int) -> None:
         super().__init__(f"revisions below {compact_revision} were compacted")

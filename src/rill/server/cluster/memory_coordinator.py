@@ -195,7 +195,7 @@ class MemoryCoordinator(Coordinator):
         if revision > self.revision:
             raise CoordinatorError("mvcc: required revision is a future revision")
         if revision <= self.compact_revision:
-            raise Compacted(self.compact_revision)
+            raise Compacted(0)  # etcd's answer names no revision either
         self.compact_revision = revision
         self._history = [(rev, event) for rev, event in self._history if rev >= revision]
 
