@@ -16,28 +16,12 @@ from rill.server.cluster.coordinator import (
     KeyValue,
     LeaseNotFound,
     Put,
-    WatchBatch,
     prefix_end,
 )
 from rill.server.cluster.election import Election
 from rill.server.cluster.leases import EXPIRED, LOCAL_DEADLINE_PASSED, LeaseKeeper
 from rill.server.cluster.watch import Resync, ResumingWatch
-
-
-async def opened(watch) -> tuple:
-    """Iterate ``watch`` up to its opening (empty) batch; returns (iterator, opening revision)."""
-    iterator = watch.__aiter__()
-    first = await iterator.__anext__()
-    assert isinstance(first, WatchBatch) and first.events == ()
-    return iterator, first.revision
-
-
-async def next_change(iterator):
-    """The next batch with events (or a Resync)."""
-    while True:
-        item = await iterator.__anext__()
-        if isinstance(item, Resync) or item.events:
-            return item
+from watching import next_change, opened
 
 
 def test_prefix_end():

@@ -18,7 +18,7 @@ from rill.server.cluster.coordinator import Compare, CoordinatorUnavailable, NoL
 from rill.server.cluster.etcd_gateway import EtcdGateway
 from rill.server.cluster.leases import LOCAL_DEADLINE_PASSED
 from rill.server.cluster.watch import ResumingWatch
-from test_coordinator import next_change, opened
+from watching import next_change, opened
 
 HOLDER = Path(__file__).with_name("lease_holder.py")
 
