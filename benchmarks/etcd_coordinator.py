@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "server" / "cluster"))
 
 from etcd_cluster import EtcdCluster  # noqa: E402
+
 from rill.server.cluster.coordinator import Compare, Put  # noqa: E402
 from rill.server.cluster.election import Election  # noqa: E402
 from rill.server.cluster.etcd_gateway import EtcdGateway  # noqa: E402

@@ -11,8 +11,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import pytest
-
 from etcd_cluster import EtcdCluster
+
 from rill.server.cluster.coordinator import Coordinator
 from rill.server.cluster.etcd_gateway import EtcdGateway
 from rill.server.cluster.memory_coordinator import MemoryCoordinator

@@ -52,16 +52,15 @@ class EtcdMember:
         self.paused = False
 
     def start(self, initial_cluster: str, state: str) -> None:
-        log = open(self.directory / f"{self.name}.log", "ab")
-        self.process = subprocess.Popen(
-            [etcd_binary(), "--name", self.name, "--data-dir", str(self.directory / self.name),
-             "--listen-client-urls", self.client_url, "--advertise-client-urls", self.client_url,
-             "--listen-peer-urls", self.peer_url, "--initial-advertise-peer-urls", self.peer_url,
-             "--initial-cluster", initial_cluster, "--initial-cluster-state", state,
-             "--initial-cluster-token", "rill-tests", "--pre-vote=true",
-             "--logger", "zap", "--log-level", "error"],
-            stdout=log, stderr=subprocess.STDOUT)
-        log.close()
+        with open(self.directory / f"{self.name}.log", "ab") as log:  # the child has its own
+            self.process = subprocess.Popen(
+                [etcd_binary(), "--name", self.name, "--data-dir", str(self.directory / self.name),
+                 "--listen-client-urls", self.client_url, "--advertise-client-urls", self.client_url,
+                 "--listen-peer-urls", self.peer_url, "--initial-advertise-peer-urls", self.peer_url,
+                 "--initial-cluster", initial_cluster, "--initial-cluster-state", state,
+                 "--initial-cluster-token", "rill-tests", "--pre-vote=true",
+                 "--logger", "zap", "--log-level", "error"],
+                stdout=log, stderr=subprocess.STDOUT)
 
     @property
     def running(self) -> bool:

@@ -11,12 +11,16 @@ import subprocess
 import sys
 
 import pytest
-
 from etcd_cluster import free_ports
+
 from rill.server.cluster.etcd_gateway import EtcdGateway
 from rill.server.cluster.keys import ClusterKeys
 from rill.server.cluster.memory_coordinator import MemoryCoordinator
-from rill.server.cluster.startup import ClusterStartRefused, check_node_can_join, check_node_id_free
+from rill.server.cluster.startup import (
+    ClusterStartRefused,
+    check_node_can_join,
+    check_node_id_free,
+)
 
 _names = itertools.count()
 
@@ -68,7 +72,7 @@ def serve(tmp_path, endpoints: str, node_id: int) -> subprocess.CompletedProcess
                RILL_CLUSTER_ETCD_ENDPOINTS=endpoints, RILL_CLUSTER_NODE_ID=str(node_id))
     return subprocess.run([sys.executable, "-m", "rill", "serve", "--data-dir", str(tmp_path / "data"),
                            "--tcp-address", "127.0.0.1:0"],
-                          capture_output=True, text=True, env=env, timeout=60)
+                          check=False, capture_output=True, text=True, env=env, timeout=60)
 
 
 def test_rill_serve_refuses_to_start_when_etcd_is_unreachable(tmp_path):

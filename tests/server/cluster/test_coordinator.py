@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from watching import next_change, opened
 
 from rill.server.cluster.coordinator import (
     Compacted,
@@ -20,8 +21,7 @@ from rill.server.cluster.coordinator import (
 )
 from rill.server.cluster.election import Election
 from rill.server.cluster.leases import EXPIRED, LOCAL_DEADLINE_PASSED, LeaseKeeper
-from rill.server.cluster.watch import Resync, ResumingWatch
-from watching import next_change, opened
+from rill.server.cluster.watch import ResumingWatch, Resync
 
 
 def test_prefix_end():

@@ -13,12 +13,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from watching import next_change, opened
 
-from rill.server.cluster.coordinator import Compare, CoordinatorUnavailable, NoLeader, Put
+from rill.server.cluster.coordinator import (
+    Compare,
+    CoordinatorUnavailable,
+    NoLeader,
+    Put,
+)
 from rill.server.cluster.etcd_gateway import EtcdGateway
 from rill.server.cluster.leases import LOCAL_DEADLINE_PASSED
 from rill.server.cluster.watch import ResumingWatch
-from watching import next_change, opened
 
 HOLDER = Path(__file__).with_name("lease_holder.py")
 

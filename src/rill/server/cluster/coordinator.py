@@ -34,7 +34,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal
 
 
 class CoordinatorError(Exception):
@@ -152,9 +152,9 @@ class Delete:
     prefix: bool = False
 
 
-Operation = Union[Put, Get, Delete]
+Operation = Put | Get | Delete
 # per operation: Put -> None, Get -> tuple[KeyValue, ...], Delete -> number of keys deleted
-OperationResult = Union[None, tuple[KeyValue, ...], int]
+OperationResult = None | tuple[KeyValue, ...] | int
 
 
 @dataclass(frozen=True, slots=True)

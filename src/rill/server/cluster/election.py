@@ -26,7 +26,7 @@ from rill.server.cluster.coordinator import (
     KeyValue,
     Put,
 )
-from rill.server.cluster.watch import Resync, ResumingWatch
+from rill.server.cluster.watch import ResumingWatch, Resync
 
 
 @dataclass(frozen=True, slots=True)

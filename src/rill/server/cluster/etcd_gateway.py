@@ -259,7 +259,7 @@ class EtcdGateway(Coordinator):
                 response = await self._client.send(request, stream=True)
                 lines = response.aiter_lines()
                 first = await asyncio.wait_for(self._next_line(lines), self.request_timeout)
-            except (httpx.HTTPError, asyncio.TimeoutError, StopAsyncIteration) as error:
+            except (TimeoutError, httpx.HTTPError, StopAsyncIteration) as error:
                 failure: CoordinatorError = CoordinatorUnavailable(f"etcd at {endpoint}: {error!r}")
             else:
                 result = first.get("result")

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import json
 
-from rill.server.cluster.coordinator import Coordinator, CoordinatorUnavailable, NoLeader
+from rill.server.cluster.coordinator import (
+    Coordinator,
+    CoordinatorUnavailable,
+    NoLeader,
+)
 from rill.server.cluster.keys import ClusterKeys
 
 
