@@ -163,3 +163,51 @@ def test_units():
     assert parse_size(2000) == 2000
     assert parse_duration("500 ms") == 0.5 and parse_duration("1 m") == 60
     assert parse_duration("none") == NEVER
+
+
+def test_cluster_defaults_environment_and_refusals():
+    cluster = load_config(environ={}).cluster
+    assert not cluster.enabled and cluster.endpoints == []  # standalone
+    assert (cluster.node_id, cluster.peer_address, cluster.name) == (-1, "127.0.0.1:8093", "rill")
+    assert (cluster.default_replication_factor, cluster.min_insync_replicas) == (3, 2)
+    assert (cluster.member_lease_ttl, cluster.replica_lag_max) == (2.0, 10.0)
+    cluster = load_config(environ={
+        "RILL_CLUSTER_ETCD_ENDPOINTS": " http://127.0.0.1:2379 , http://etcd-2.example:2379/",
+        "RILL_CLUSTER_NODE_ID": "3", "RILL_CLUSTER_PEER_ADDRESS": "10.0.0.3:9093",
+        "RILL_CLUSTER_NAME": "prod-1", "RILL_CLUSTER_DEFAULT_REPLICATION_FACTOR": "5",
+        "RILL_CLUSTER_MIN_INSYNC_REPLICAS": "3", "RILL_CLUSTER_MEMBER_LEASE_TTL": "3 s",
+        "RILL_CLUSTER_REPLICA_LAG_MAX": "30 s"}).cluster
+    assert cluster.enabled and cluster.endpoints == ["http://127.0.0.1:2379", "http://etcd-2.example:2379"]
+    assert (cluster.node_id, cluster.peer_address, cluster.name) == (3, "10.0.0.3:9093", "prod-1")
+    assert (cluster.default_replication_factor, cluster.min_insync_replicas) == (5, 3)
+    assert (cluster.member_lease_ttl, cluster.replica_lag_max) == (3.0, 30.0)
+    node = {"RILL_CLUSTER_ETCD_ENDPOINTS": "http://127.0.0.1:2379", "RILL_CLUSTER_NODE_ID": "1"}
+    refusals = {
+        "RILL_CLUSTER_ETCD_ENDPOINTS": ("https://127.0.0.1:2379", r"RILL_CLUSTER_ETCD_ENDPOINTS: "
+                                        r"'https://127.0.0.1:2379' is not http://HOST:PORT"),
+        "RILL_CLUSTER_NODE_ID": ("x", "RILL_CLUSTER_NODE_ID"),
+        "RILL_CLUSTER_PEER_ADDRESS": ("8093", r"cluster.peer_address: '8093' is not HOST:PORT"),
+        "RILL_CLUSTER_NAME": ("a/b", r"cluster.name: 'a/b' is not a name"),
+        "RILL_CLUSTER_DEFAULT_REPLICATION_FACTOR": ("0", "cluster.default_replication_factor: "
+                                                    "must be at least 1"),
+        "RILL_CLUSTER_MIN_INSYNC_REPLICAS": ("4", r"cluster.min_insync_replicas: must be 1 to "
+                                             r"cluster.default_replication_factor \(3\)"),
+        "RILL_CLUSTER_MEMBER_LEASE_TTL": ("1500 ms", "RILL_CLUSTER_MEMBER_LEASE_TTL: '1500 ms': "
+                                          "etcd leases count whole seconds"),
+        "RILL_CLUSTER_REPLICA_LAG_MAX": ("none", "cluster.replica_lag_max: must be a positive"),
+    }
+    for name, (value, message) in refusals.items():
+        with pytest.raises(ConfigError, match=message):
+            load_config(environ={**node, name: value})
+    with pytest.raises(ConfigError, match=r"cluster.node_id: a node with cluster.etcd_endpoints "
+                                          r"needs a unique node id"):
+        load_config(environ={"RILL_CLUSTER_ETCD_ENDPOINTS": "http://127.0.0.1:2379"})
+
+
+def test_cluster_section_in_a_file(tmp_path):
+    path = tmp_path / "server.toml"
+    path.write_text('[cluster]\netcd_endpoints = "http://127.0.0.1:2379"\nnode_id = 0\n'
+                    'member_lease_ttl = "5 s"\n')
+    cluster = load_config(path, environ={}).cluster
+    assert cluster.endpoints == ["http://127.0.0.1:2379"] and cluster.node_id == 0
+    assert cluster.member_lease_ttl == 5.0

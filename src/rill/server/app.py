@@ -23,7 +23,8 @@ while the root user still has the default password (the Kafka listener counts: S
 takes that password too), a Kafka listener on a non-loopback address with ``[kafka]
 anonymous_user`` set: connections there would act as that user without logging in, a TANK
 listener on a non-loopback address without ``[tank] user``, or naming a user that does not
-exist, ...). The process creates its files private to its user (umask 077).
+exist, a cluster node (``[cluster] etcd_endpoints``) whose etcd does not answer or whose node
+id is live elsewhere, ...). The process creates its files private to its user (umask 077).
 """
 
 from __future__ import annotations
@@ -359,7 +360,23 @@ def install_event_loop_policy() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
+async def check_cluster(config: ServerConfig) -> None:
+    """A node given ``[cluster] etcd_endpoints`` starts only when etcd answers and its node id
+    is not live elsewhere (``cluster.startup``); checked before the data directory is touched."""
+    from rill.server.cluster.startup import ClusterStartRefused, check_node_can_join
+
+    cluster = config.cluster
+    try:
+        await check_node_can_join(cluster.endpoints, cluster.name, cluster.node_id)
+    except ClusterStartRefused as refusal:
+        raise StartupRefused(str(refusal)) from None
+    log.info("etcd at %s answers; node id %d is free in cluster %r", cluster.etcd_endpoints,
+             cluster.node_id, cluster.name)
+
+
 async def serve(config: ServerConfig, recover_metadata: bool = False) -> None:
+    if config.cluster.enabled:
+        await check_cluster(config)
     server = Server(config, recover_metadata)
     await server.start()
     for name, (host, port) in server.addresses.items():

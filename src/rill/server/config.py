@@ -374,6 +374,51 @@ class LoggingConfig:
     format: str = "text"  # text | json (one JSON object per line)
 
 
+def parse_etcd_endpoints(value: Any) -> str:
+    """Comma-separated ``http://HOST:PORT`` etcd client URLs ("" = standalone), kept as text
+    with the spaces around commas removed (``ClusterConfig.endpoints`` splits them)."""
+    if not isinstance(value, str):
+        raise ValueError(f"expected comma-separated http://HOST:PORT URLs, got {value!r}")
+    endpoints = [part.strip() for part in value.split(",") if part.strip()]
+    for endpoint in endpoints:
+        match = re.fullmatch(r"http://(\[[0-9a-fA-F:]+\]|[A-Za-z0-9._-]+):(\d{1,5})/?", endpoint)
+        if not match or int(match.group(2)) > 65535:
+            raise ValueError(f"{endpoint!r} is not http://HOST:PORT (etcd's client URL; "
+                             f"https is not supported yet)")
+    return ",".join(endpoint.rstrip("/") for endpoint in endpoints)
+
+
+def parse_lease_ttl(value: Any) -> float:
+    """A duration in whole seconds, at least 1: etcd leases count whole seconds."""
+    seconds = parse_duration(value)
+    if not 1 <= seconds < NEVER or seconds != int(seconds):
+        raise ValueError(f"{value!r}: etcd leases count whole seconds: give 1 s or more")
+    return seconds
+
+
+@dataclass
+class ClusterConfig:
+    """A replicated cluster coordinated by etcd (issue 30; ``server/cluster/``). With no
+    ``etcd_endpoints`` the node is standalone, exactly as without this section."""
+
+    etcd_endpoints: str = field(default="", metadata={"parse": parse_etcd_endpoints})
+    node_id: int = -1  # unique in the cluster, 0 or more; -1 = not set (standalone only)
+    peer_address: str = "127.0.0.1:8093"  # the replication listener other nodes fetch from
+    name: str = "rill"  # the cluster's etcd key prefix: /rill/<name>/
+    default_replication_factor: int = 3  # topics created without one (Kafka's -1)
+    min_insync_replicas: int = 2  # acks=all is refused while the ISR is smaller
+    member_lease_ttl: float = field(default=2.0, metadata={"parse": parse_lease_ttl})
+    replica_lag_max: float = _duration("10 s")  # a follower behind this long leaves the ISR
+
+    @property
+    def endpoints(self) -> list[str]:
+        return [endpoint for endpoint in self.etcd_endpoints.split(",") if endpoint]
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.endpoints)
+
+
 @dataclass
 class ServerConfig:
     system: SystemConfig = field(default_factory=SystemConfig)
@@ -392,6 +437,7 @@ class ServerConfig:
     login_throttle: LoginThrottleConfig = field(default_factory=LoginThrottleConfig)
     transactions: TransactionsConfig = field(default_factory=TransactionsConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
 
     @property
     def tank_stream(self) -> str:
@@ -526,7 +572,27 @@ def _validate_cors(cors: CorsConfig) -> None:
                           "could then log in and read through the API; name the origins")
 
 
+def _validate_cluster(cluster: ClusterConfig) -> None:
+    split_address(cluster.peer_address, "cluster.peer_address")
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", cluster.name):
+        raise ConfigError(f"cluster.name: {cluster.name!r} is not a name of letters, digits, "
+                          "'.', '_' and '-' (it is the cluster's etcd key prefix)")
+    if cluster.default_replication_factor < 1:
+        raise ConfigError("cluster.default_replication_factor: must be at least 1")
+    if not 1 <= cluster.min_insync_replicas <= cluster.default_replication_factor:
+        raise ConfigError(f"cluster.min_insync_replicas: must be 1 to "
+                          f"cluster.default_replication_factor "
+                          f"({cluster.default_replication_factor}): acks=all is refused while "
+                          f"the ISR is smaller")
+    if not 0 < cluster.replica_lag_max < NEVER:
+        raise ConfigError("cluster.replica_lag_max: must be a positive duration")
+    if cluster.enabled and cluster.node_id < 0:
+        raise ConfigError("cluster.node_id: a node with cluster.etcd_endpoints needs a unique "
+                          "node id, 0 or more (RILL_CLUSTER_NODE_ID)")
+
+
 def _validate(config: ServerConfig) -> None:
+    _validate_cluster(config.cluster)
     if config.logging.level.lower() not in ("debug", "info", "warning", "error", "critical"):
         raise ConfigError(f"logging.level: {config.logging.level!r} is not one of debug, info, "
                           "warning, error")
