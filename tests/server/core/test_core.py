@@ -46,7 +46,7 @@ def test_two_servers_in_one_process_keep_their_own_settings_and_metrics(tmp_path
             config.system.path = str(tmp_path / name)
             config.system.append_threads = mode
             config.root.password_hash_cost = 4
-            core = twin_core(config)
+            core = twin_core(config, files=True)  # (the append-thread rule is the file log's)
             await core.start()
             cores.append(core)
         try:
@@ -80,7 +80,7 @@ async def _started_cores(tmp_path, names: tuple[str, ...], **system) -> list[Cor
         config.root.password_hash_cost = 4
         for key, value in system.items():
             setattr(config.system, key, value)
-        core = twin_core(config)
+        core = twin_core(config, files=True)  # (file I/O counts, append threads)
         await core.start()
         cores.append(core)
         session = core.broker.connect("127.0.0.1:1", "tcp")
