@@ -1,9 +1,9 @@
 """The in-memory model: sessions, streams, topics and partitions.
 
 Owns: the shapes the services mutate. The metadata store is the durable truth for names and
-settings; each Partition owns its log (``core.log``: files, or the memory twin). Invariant: ids in the dicts match
-the ``id`` fields; topics' partitions are always 1..N; streams and topics are renamed only
-through their Registry.
+settings; each Partition owns its log (the ``core.log`` port: segment files, or the memory
+twin). Invariant: ids in the dicts match the ``id`` fields; topics' partitions are always
+1..N; streams and topics are renamed only through their Registry.
 """
 
 from __future__ import annotations
