@@ -165,3 +165,48 @@ def test_stopping_one_server_leaves_the_other_s_append_threads_working(
             await second.stop()
 
     asyncio.run(main())
+
+
+def test_a_core_on_memory_logs_keeps_them_across_a_restart_and_makes_no_segment_file(
+        tmp_path) -> None:
+    """``Core(config, logs=MemoryLogs(...))`` (what ``twin_core`` gives): the records outlive a
+    restart on the same logs, a deleted topic's go with it, and no segment file is written."""
+    from rill.protocol.messages import encode_messages
+    from rill.server.core.broker import PartitionRef, TopicRef
+    from rill.server.core.types import TopicSpec
+    from rill.server.storage.memory_log import MemoryLog
+
+    config = ServerConfig()
+    config.system.path = str(tmp_path / "data")
+    config.root.password_hash_cost = 4
+    ref = PartitionRef("s", "t", 1)
+
+    async def run(scenario) -> None:
+        core = twin_core(config)
+        await core.start()
+        try:
+            session = core.broker.connect("127.0.0.1:1", "tcp")
+            await core.broker.authenticate(session, "iggy", "iggy")
+            await scenario(core, session)
+        finally:
+            await core.stop()
+
+    async def first(core: Core, session) -> None:
+        await core.broker.create_namespace(session, "s")
+        await core.broker.create_topic(session, "s", TopicSpec("t", partitions_count=1))
+        await core.broker.append(session, ref, encode_messages([b"kept", b"too"]))
+
+    async def second(core: Core, session) -> None:
+        log = core.state.streams[1].topics[1].partitions[1].log
+        assert isinstance(log, MemoryLog)
+        assert core.broker.read(session, ref, 0, 10, 1 << 20).count == 2
+        await core.broker.delete_topic(session, TopicRef("s", "t"))
+        await core.broker.create_topic(session, "s", TopicSpec("t", partitions_count=1))
+        assert core.broker.read(session, ref, 0, 10, 1 << 20).count == 0
+
+    async def main() -> None:
+        await run(first)
+        await run(second)
+
+    asyncio.run(main())
+    assert not list((tmp_path / "data").rglob("*.log"))
