@@ -19,12 +19,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_kafka_records import EPOCH, build, produce, read_back
 from test_replica import BATCHES, SEGMENT_SIZE, append_batch, offsets_read
+from test_staging import index_positions
 
 from rill.errors import CannotAppendMessage
 from rill.protocol.buffer import DecodeError
 from rill.protocol.layout import walk_stored
 from rill.protocol.messages import Message, encode_messages
 from rill.server.storage.durability import Durability, FsyncPolicy
+from rill.server.storage.formats.iggy_v1 import stamp_batch
 from rill.server.storage.memory_log import MemoryLogs
 from rill.server.storage.partition_log import LogSettings, PartitionLog
 from rill.server.storage.truncation import TruncationRefused
@@ -257,6 +259,7 @@ TS = 1_700_000_000_000  # ms
 step = st.one_of(
     st.tuples(st.just("append"), st.integers(1, 4), st.integers(0, 3)),  # records, clock step
     st.tuples(st.just("convert"), st.integers(1, 4), st.integers(0, 3)),  # the other format
+    st.tuples(st.just("stamped"), st.integers(1, 4), st.integers(0, 3)),  # staged records
     st.tuples(st.just("epoch"), st.integers(0, 2)),
     st.tuples(st.just("truncate"), st.integers(0, 100)),
     st.tuples(st.just("delete oldest"),),
@@ -293,6 +296,17 @@ class Walk:
                 self._each(lambda log: log.append(raw, now))
             else:
                 self._each(lambda log: log.append_as(other, raw, now))
+        elif kind == "stamped":  # records staged earlier (iggy-v1), given offsets now
+            count, clock_step = values
+            self.clock += clock_step
+            batch = stamp_batch(encode_messages([Message(b"s%d" % (self.number + n),
+                                                         id=self.number + n + 1)
+                                                 for n in range(count)]), 0, 1_000, 0, 0)
+            self.number += count
+            positions = array("I")
+            positions.frombytes(index_positions(batch.index_entries))
+            now = (TS + self.clock) * 1000
+            self._each(lambda log: log.append_stamped(bytearray(batch.records), positions, now))
         elif kind == "epoch":
             for log in self.logs:
                 log.leader_epoch = log.leader_epoch + values[0]
