@@ -73,6 +73,7 @@ class MemorySegment:
         self.timestamps: list[int] = []  # each unit's index timestamp
         self.epochs: list[int] = []  # each unit's leader epoch
         self.holes: list[int] = []  # offsets of each unit that hold no record
+        self.holes_total = 0
         self.messages_count = 0  # offsets held
         self.first_timestamp: int | None = None
         self.last_timestamp: int | None = None
@@ -89,7 +90,7 @@ class MemorySegment:
 
     @property
     def records_count(self) -> int:
-        return self.messages_count - sum(self.holes)
+        return self.messages_count - self.holes_total
 
     def add(self, records: bytes | bytearray | memoryview, units: Iterable[tuple[int, int, int,
             int, int]], count: int, first_timestamp: int, last_timestamp: int) -> None:
@@ -103,6 +104,7 @@ class MemorySegment:
             self.timestamps.append(timestamp)
             self.epochs.append(epoch)
             self.holes.append(holes)
+            self.holes_total += holes
         self.data += records
         self.messages_count += count
         self.last_timestamp = last_timestamp
@@ -114,6 +116,7 @@ class MemorySegment:
         for column in (self.firsts, self.positions, self.timestamps, self.epochs, self.holes):
             del column[unit:]
         self.messages_count = end - self.start_offset
+        self.holes_total = sum(self.holes)
         self.last_timestamp = self.timestamps[-1] if self.timestamps else None
         if not self.timestamps:
             self.first_timestamp = None
