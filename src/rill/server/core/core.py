@@ -66,7 +66,6 @@ from rill.server.storage.descriptors import configure as configure_descriptors
 from rill.server.storage.descriptors import open_file_limit
 from rill.server.storage.directories import DIRECTORY_MODE, make_directory
 from rill.server.storage.durability import Durability, FsyncPolicy
-from rill.server.storage.log_opener import FileLogs
 from rill.server.storage.paths import DataPaths
 from rill.server.storage.reserve import SpaceReserve
 
@@ -117,17 +116,12 @@ class Core:
             raise
         durability = Durability(policy, config.system.fsync_interval,
                                 config.system.fsync_threads)
-        system = config.system
         self.state = CoreState(
             config=config,
             paths=paths,
             store=store,
             durability=durability,
-            logs=logs if logs is not None else FileLogs.with_settings(
-                paths, durability, segment_size=system.segment.size,
-                validate_checksum=system.segment.validate_checksum,
-                append_threads=system.append_threads,
-                append_thread_min_size=system.append_thread_min_size),
+            logs=logs,  # None: segment files (``CoreState``)
             permissioner=Permissioner(),
             login_throttle=LoginThrottle(
                 ThrottleSettings(**dataclasses.asdict(config.login_throttle)), store=store),

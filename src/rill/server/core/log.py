@@ -10,8 +10,8 @@ runs one body over both):
 
 These are typing only (``typing.Protocol``): the core calls the log it holds directly, so the
 port costs the hot path (``append``, ``append_async``, ``read``) nothing. No core module imports
-``storage.partition_log``; ``core.core`` imports ``storage.log_opener`` (the one place that
-opens file logs) when it is given no ``logs``.
+``storage.partition_log``; ``core.state`` imports ``storage.log_opener`` (the one place that
+opens file logs), for a Core given no ``logs``.
 
 Vocabulary (the log's, whatever its format): offsets increase from 0 and may hold no record
 (holes, TANK's explicit sequence numbers); ``first_offset`` is the oldest kept (retention

@@ -26,6 +26,7 @@ from rill.server.core.model import Partition, Session, Stream, Topic
 from rill.server.core.registry import Registry
 from rill.server.core.types import Ref
 from rill.server.storage.durability import Durability
+from rill.server.storage.log_opener import FileLogs
 from rill.server.storage.paths import DataPaths
 
 
@@ -39,7 +40,6 @@ class CoreState:
     paths: DataPaths
     store: Catalog  # the Catalog port: changed only through it, the model applied after
     durability: Durability
-    logs: Logs  # the Logs port: opens partitions' logs (files, or the memory twin)
     permissioner: Permissioner
     clock: Callable[[], int] = now_microseconds
     streams: Registry = field(default_factory=Registry)  # id -> Stream, also by name
@@ -49,6 +49,18 @@ class CoreState:
     # catalogue changes (``catalogue_change``) run one at a time, each to its end
     catalogue_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     catalogue_changes: set[asyncio.Future[Any]] = field(default_factory=set)
+    # the Logs port: opens partitions' logs; None: segment files in the data directory
+    # (``storage.log_opener``, the one place the core opens file logs through), or the twin
+    logs: Logs = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.logs is None:
+            system = self.config.system
+            self.logs = FileLogs.with_settings(
+                self.paths, self.durability, segment_size=system.segment.size,
+                validate_checksum=system.segment.validate_checksum,
+                append_threads=system.append_threads,
+                append_thread_min_size=system.append_thread_min_size)
 
     # -- gates -----------------------------------------------------------------------------
 
