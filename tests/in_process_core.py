@@ -1,6 +1,6 @@
 """A Core in this process, with no wire protocol: the harness of the tests that call the
 neutral broker API directly (what a Kafka or TANK handler calls), and the core's tests' switch
-to the memory twin of the catalog (``twin_core``)."""
+to the memory twins of the catalog and of the partition logs (``twin_core``)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,12 @@ from rill.server.config import ServerConfig
 from rill.server.core.core import Core
 from rill.server.core.memory_catalog import MemoryCatalog
 from rill.server.core.types import TopicSpec
+from rill.server.storage.memory_log import MemoryLogs
 
 
-# the memory twin of each data directory's catalog, for this test run
+# the memory twin of each data directory's catalog, and of its partition logs, for this test run
 _TWINS: dict[Path, MemoryCatalog] = {}
+_LOGS: dict[Path, MemoryLogs] = {}
 
 
 def twin_catalog(data_dir: str | Path) -> MemoryCatalog:
@@ -25,10 +27,20 @@ def twin_catalog(data_dir: str | Path) -> MemoryCatalog:
     return _TWINS.setdefault(Path(data_dir).resolve(), MemoryCatalog())
 
 
-def twin_core(config: ServerConfig, **options: Any) -> Core:
-    """A Core on ``config``'s data directory whose catalog is the memory twin (the core's
-    tests run on it; those about the metadata store's files use ``Core`` itself)."""
-    return Core(config, catalog=twin_catalog(config.data_path), **options)
+def twin_logs(config: ServerConfig) -> MemoryLogs:
+    """The memory twin of the partition logs of ``config``'s data directory: the same for every
+    Core started on it in this test run, so a restart keeps the records (as the catalog)."""
+    return _LOGS.setdefault(Path(config.data_path).resolve(),
+                            MemoryLogs(config.system.segment.size))
+
+
+def twin_core(config: ServerConfig, files: bool = False, **options: Any) -> Core:
+    """A Core on ``config``'s data directory whose catalog and partition logs are the memory
+    twins (the core's tests run on them; those about the metadata store's files use ``Core``
+    itself). ``files``: the partition logs are segment files (tests about files, fsyncs,
+    directories and I/O counts)."""
+    return Core(config, catalog=twin_catalog(config.data_path),
+                logs=None if files else twin_logs(config), **options)
 
 
 def run_with_broker(tmp_path, scenario: Callable[..., Awaitable[None]],

@@ -46,7 +46,7 @@ def test_two_servers_in_one_process_keep_their_own_settings_and_metrics(tmp_path
             config.system.path = str(tmp_path / name)
             config.system.append_threads = mode
             config.root.password_hash_cost = 4
-            core = twin_core(config)
+            core = twin_core(config, files=True)  # (the append-thread rule is the file log's)
             await core.start()
             cores.append(core)
         try:
@@ -80,7 +80,7 @@ async def _started_cores(tmp_path, names: tuple[str, ...], **system) -> list[Cor
         config.root.password_hash_cost = 4
         for key, value in system.items():
             setattr(config.system, key, value)
-        core = twin_core(config)
+        core = twin_core(config, files=True)  # (file I/O counts, append threads)
         await core.start()
         cores.append(core)
         session = core.broker.connect("127.0.0.1:1", "tcp")
@@ -165,3 +165,48 @@ def test_stopping_one_server_leaves_the_other_s_append_threads_working(
             await second.stop()
 
     asyncio.run(main())
+
+
+def test_a_core_on_memory_logs_keeps_them_across_a_restart_and_makes_no_segment_file(
+        tmp_path) -> None:
+    """``Core(config, logs=MemoryLogs(...))`` (what ``twin_core`` gives): the records outlive a
+    restart on the same logs, a deleted topic's go with it, and no segment file is written."""
+    from rill.protocol.iggy.messages import encode_messages
+    from rill.server.core.broker import PartitionRef, TopicRef
+    from rill.server.core.types import TopicSpec
+    from rill.server.storage.memory_log import MemoryLog
+
+    config = ServerConfig()
+    config.system.path = str(tmp_path / "data")
+    config.root.password_hash_cost = 4
+    ref = PartitionRef("s", "t", 1)
+
+    async def run(scenario) -> None:
+        core = twin_core(config)
+        await core.start()
+        try:
+            session = core.broker.connect("127.0.0.1:1", "tcp")
+            await core.broker.authenticate(session, "iggy", "iggy")
+            await scenario(core, session)
+        finally:
+            await core.stop()
+
+    async def first(core: Core, session) -> None:
+        await core.broker.create_namespace(session, "s")
+        await core.broker.create_topic(session, "s", TopicSpec("t", partitions_count=1))
+        await core.broker.append(session, ref, encode_messages([b"kept", b"too"]))
+
+    async def second(core: Core, session) -> None:
+        log = core.state.streams[1].topics[1].partitions[1].log
+        assert isinstance(log, MemoryLog)
+        assert core.broker.read(session, ref, 0, 10, 1 << 20).count == 2
+        await core.broker.delete_topic(session, TopicRef("s", "t"))
+        await core.broker.create_topic(session, "s", TopicSpec("t", partitions_count=1))
+        assert core.broker.read(session, ref, 0, 10, 1 << 20).count == 0
+
+    async def main() -> None:
+        await run(first)
+        await run(second)
+
+    asyncio.run(main())
+    assert not list((tmp_path / "data").rglob("*.log"))

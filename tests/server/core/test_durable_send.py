@@ -43,7 +43,7 @@ def test_a_send_waits_for_the_fsync_that_covers_it(tmp_path, monkeypatch):
         config.system.path = str(tmp_path / "data")
         config.system.fsync = "always"
         config.root.password_hash_cost = 4
-        core = twin_core(config)
+        core = twin_core(config, files=True)  # (fsyncs of segment files)
         await core.start()
         try:
             await execute(core, ROOT, CreateStream(1, "s"))

@@ -9,13 +9,17 @@ import pytest
 from rill.protocol.iggy.messages import Message, encode_messages
 from rill.server.core.model import FOLLOWER, LEADER, Partition
 from rill.server.storage.durability import Durability, FsyncPolicy
+from rill.server.storage.memory_log import MemoryLogs
 from rill.server.storage.partition_log import LogSettings, PartitionLog
 
 
-@pytest.fixture
-def partition(tmp_path: Path):
-    log = PartitionLog.open(tmp_path / "1", LogSettings(), Durability(FsyncPolicy.NEVER),
-                            clean_shutdown=True)
+@pytest.fixture(params=["memory", "file"])
+def partition(tmp_path: Path, request):
+    if request.param == "memory":
+        log = MemoryLogs().open(1, 1, 1, "iggy-v1", clean_shutdown=True)
+    else:
+        log = PartitionLog.open(tmp_path / "1", LogSettings(), Durability(FsyncPolicy.NEVER),
+                                clean_shutdown=True)
     yield Partition(1, 1, 1, 0, log)
     log.close()
 

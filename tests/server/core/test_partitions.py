@@ -40,7 +40,7 @@ def run_core(tmp_path, scenario) -> None:
         config.system.path = str(tmp_path / "data")
         config.root.password_hash_cost = 4
         for attempt in range(2):  # the second start proves the first left a sound directory
-            core = twin_core(config)
+            core = twin_core(config, files=True)  # (directories and files of partitions)
             await core.start()
             try:
                 await scenario(core, attempt)

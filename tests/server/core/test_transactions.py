@@ -32,7 +32,6 @@ from rill.server.config import ServerConfig, load_config
 from rill.server.core.core import Core
 from in_process_core import twin_core
 from rill.server.storage.paths import DataPaths
-from rill.server.storage.partition_log import PartitionLog
 
 
 @pytest.fixture
@@ -346,7 +345,8 @@ def test_a_commit_interrupted_after_its_decision_is_finished_exactly_once(tmp_pa
     async def crash(core: Core, session) -> None:
         await execute(core, session, region(b"a", b"b"))
         await execute(core, session, region(b"c"))
-        real_append = PartitionLog.append_stamped
+        log_class = type(core.state.streams[1].topics[1].partitions[1].log)  # files or memory
+        real_append = log_class.append_stamped
         calls = []
 
         def failing_append(log, records, positions, now_us):
@@ -355,10 +355,10 @@ def test_a_commit_interrupted_after_its_decision_is_finished_exactly_once(tmp_pa
                 raise OSError("disk went away")
             return real_append(log, records, positions, now_us)
 
-        monkeypatch.setattr(PartitionLog, "append_stamped", failing_append)
+        monkeypatch.setattr(log_class, "append_stamped", failing_append)
         with pytest.raises(OSError):
             await execute(core, session, CommitStagedMessages("p", 4, (StagedHandle(0, 1, 3),)))
-        monkeypatch.setattr(PartitionLog, "append_stamped", real_append)
+        monkeypatch.setattr(log_class, "append_stamped", real_append)
         log = core.state.streams[1].topics[1].partitions[1].log
         assert log.next_offset == 2  # the first region landed, the second did not
         state = await execute(core, session, GetProducerState("p"))

@@ -1,4 +1,6 @@
-"""PartitionLog: dense offsets, one write per batch, reads across segments, retention."""
+"""PartitionLog: dense offsets, one write per batch, reads across segments, retention. The
+tests taking ``make_log`` run on both implementations of the partition-log port (files and
+the memory twin); the others are about files (directories, descriptors, fsyncs, restarts)."""
 
 from __future__ import annotations
 
@@ -39,8 +41,8 @@ def test_a_new_log_is_empty_with_a_first_segment_at_zero(open_log, partition_dir
     assert log.read(0, 10) == (0, [])
 
 
-def test_offsets_are_dense_from_zero(open_log) -> None:
-    log = open_log()
+def test_offsets_are_dense_from_zero(make_log) -> None:
+    log = make_log()
     assert log.append(region(b"a"), 1) == (0, 0)
     assert not log.is_empty and log.current_offset == 0
     assert log.append(region(b"b", b"c", b"d"), 2) == (1, 3)
@@ -51,8 +53,8 @@ def test_offsets_are_dense_from_zero(open_log) -> None:
     assert [m.payload for m in messages] == [b"a", b"b", b"c", b"d", b"e"]
 
 
-def test_timestamps_never_decrease_even_if_the_clock_goes_back(open_log) -> None:
-    log = open_log()
+def test_timestamps_never_decrease_even_if_the_clock_goes_back(make_log) -> None:
+    log = make_log()
     log.append(region(b"a"), 5000)
     log.append(region(b"b"), 4000)
     log.append(region(b"c"), 6000)
@@ -78,8 +80,8 @@ def test_reads_span_segment_boundaries(open_log, partition_dir: Path) -> None:
     )
 
 
-def test_segments_roll_over_once_full(open_log) -> None:
-    log = open_log(segment_size=100)
+def test_segments_roll_over_once_full(make_log) -> None:
+    log = make_log(segment_size=100)
     log.append(region(b"x" * 60), 1)  # 105 bytes: full after this write
     assert log.segments_count == 2
     assert [s.start_offset for s in log.segments] == [0, 1]
@@ -104,8 +106,8 @@ def test_rejected_batches_leave_the_files_byte_identical(open_log, partition_dir
     assert log.append(region(b"next"), 30) == (2, 2)
 
 
-def test_offset_for_timestamp(open_log) -> None:
-    log = open_log(segment_size=150)
+def test_offset_for_timestamp(make_log) -> None:
+    log = make_log(segment_size=150)
     for number in range(10):
         log.append(region(b"m%d" % (2 * number), b"m%d" % (2 * number + 1)), (number + 1) * SECOND)
     assert log.segments_count > 2
@@ -117,8 +119,8 @@ def test_offset_for_timestamp(open_log) -> None:
     assert log.offset_for_timestamp(10 * SECOND + 1) is None
 
 
-def test_reads_beyond_the_end_or_of_nothing_return_no_messages(open_log) -> None:
-    log = open_log()
+def test_reads_beyond_the_end_or_of_nothing_return_no_messages(make_log) -> None:
+    log = make_log()
     log.append(region(b"a", b"b"), 1)
     assert log.read(2, 10) == (0, [])
     assert log.read(1000, 10) == (0, [])
@@ -126,8 +128,8 @@ def test_reads_beyond_the_end_or_of_nothing_return_no_messages(open_log) -> None
     assert [m.offset for m in read_messages(log, 1, 1000)] == [1]
 
 
-def test_delete_expired_segments_keeps_the_active_one(open_log) -> None:
-    log = open_log(segment_size=100)
+def test_delete_expired_segments_keeps_the_active_one(make_log) -> None:
+    log = make_log(segment_size=100)
     for number in range(4):
         log.append(region(b"x" * 60), (number + 1) * SECOND)  # one sealed segment per message
     assert log.segments_count == 5  # 4 sealed + the empty active one
@@ -144,8 +146,8 @@ def test_delete_expired_segments_keeps_the_active_one(open_log) -> None:
     assert log.append(region(b"y"), 200 * SECOND) == (4, 4)
 
 
-def test_the_active_segment_is_never_deleted_even_when_expired(open_log) -> None:
-    log = open_log()
+def test_the_active_segment_is_never_deleted_even_when_expired(make_log) -> None:
+    log = make_log()
     log.append(region(b"a"), SECOND)
     assert log.delete_expired_segments(now_us=1000 * SECOND, expiry_us=1) == 0
     assert log.delete_oldest_segment() is False
@@ -176,13 +178,13 @@ def test_purge_starts_fresh_at_zero(open_log, partition_dir: Path) -> None:
     assert [m.payload for m in read_messages(log, 0, 5)] == [b"new"]
 
 
-def test_close_and_reopen_keeps_everything(open_log) -> None:
-    log = open_log(segment_size=200)
+def test_close_and_reopen_keeps_everything(make_log) -> None:
+    log = make_log(segment_size=200)
     for number in range(12):
         log.append(region(b"message-%d" % number), (number + 1) * SECOND)
     before = read_messages(log, 0, 100)
     log.close()
-    reopened = open_log(segment_size=200)
+    reopened = make_log(segment_size=200)
     assert read_messages(reopened, 0, 100) == before
     assert (reopened.next_offset, reopened.last_timestamp) == (12, 12 * SECOND)
     assert reopened.append(region(b"later"), 1) == (
@@ -357,9 +359,9 @@ def test_sync_flushes_the_active_segment_whatever_the_policy(partition_dir: Path
     asyncio.run(scenario())
 
 
-def test_a_read_is_cut_to_max_bytes_across_segments(open_log) -> None:
+def test_a_read_is_cut_to_max_bytes_across_segments(make_log) -> None:
     """Each record is 45 + 100 bytes; segments roll over at 1,000 bytes (7 records each)."""
-    log = open_log(segment_size=1000)
+    log = make_log(segment_size=1000)
     for number in range(30):
         log.append(region(bytes([number]) * 100), 1_000 + number)
     assert log.segments_count > 3
@@ -374,8 +376,8 @@ def test_a_read_is_cut_to_max_bytes_across_segments(open_log) -> None:
     assert log.read(0, 4, 10**9)[0] == 4  # the count still bounds it
 
 
-def test_one_record_larger_than_max_bytes_is_still_returned_alone(open_log) -> None:
-    log = open_log()
+def test_one_record_larger_than_max_bytes_is_still_returned_alone(make_log) -> None:
+    log = make_log()
     log.append(region(b"x" * 5000, b"small"), 1_000)
     count, chunks = log.read(0, 10, 1024)
     assert count == 1 and sum(map(len, chunks)) == 45 + 5000

@@ -2,7 +2,8 @@
 explicit sequence numbers) holds fewer records than offsets. Every converted read answers
 ``count`` records from the next stored one (Kafka's rule for a sparse log), the last records
 are found by walking back over records, and ``messages_count`` counts records, after a reopen
-and across segments too."""
+and across segments too. The tests taking ``make_log`` run on both implementations of the
+partition-log port (files and the memory twin)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,7 @@ import pytest
 
 from rill.protocol.iggy.layout import STORED_HEAD
 from rill.protocol.tank.record_batches import batch_from_bundle
-from rill.server.storage.durability import Durability, FsyncPolicy
-from rill.server.storage.partition_log import LogSettings, PartitionLog
+from rill.server.storage.partition_log import PartitionLog
 
 TS = 1_700_000_000_000  # ms
 
@@ -53,16 +53,16 @@ def offsets(log: PartitionLog, offset: int, count: int, max_bytes: int | None = 
     (10000, 5, [10000]),
     (10001, 5, []),
 ])
-def test_a_converted_read_answers_from_the_next_stored_record(open_log, offset, count,
+def test_a_converted_read_answers_from_the_next_stored_record(make_log, offset, count,
                                                               expected) -> None:
-    log = holed(open_log(record_format="kafka-v2"))
+    log = holed(make_log(record_format="kafka-v2"))
     found, end = offsets(log, offset, count)
     assert found == expected
     assert end == (expected[-1] + 1 if expected else offset)
 
 
-def test_a_reader_going_on_from_each_end_reads_every_record_once(open_log) -> None:
-    log = holed(open_log(record_format="kafka-v2"))
+def test_a_reader_going_on_from_each_end_reads_every_record_once(make_log) -> None:
+    log = holed(make_log(record_format="kafka-v2"))
     for count in (1, 2, 3, 100):
         position, seen = 0, []
         while True:
@@ -73,30 +73,30 @@ def test_a_reader_going_on_from_each_end_reads_every_record_once(open_log) -> No
         assert seen == [9, 10, 11, 9999, 10000] and position == log.next_offset
 
 
-def test_max_bytes_still_returns_at_least_one_record_past_a_hole(open_log) -> None:
-    log = holed(open_log(record_format="kafka-v2"))
+def test_max_bytes_still_returns_at_least_one_record_past_a_hole(make_log) -> None:
+    log = holed(make_log(record_format="kafka-v2"))
     assert offsets(log, 12, 10, max_bytes=1) == ([9999, 10000], 10001)  # one whole batch
 
 
-def test_the_columnar_read_answers_from_the_next_stored_record(open_log) -> None:
-    log = holed(open_log(record_format="kafka-v2"))
+def test_the_columnar_read_answers_from_the_next_stored_record(make_log) -> None:
+    log = holed(make_log(record_format="kafka-v2"))
     columns = log.read_columnar(0, 3, 1 << 20)
     assert (columns.base_offset, columns.count) == (9, 3)
     assert log.read_columnar(12, 5, 1 << 20).base_offset == 9999
 
 
-def test_the_last_records_are_counted_as_records(open_log) -> None:
-    log = holed(open_log(record_format="kafka-v2"))
+def test_the_last_records_are_counted_as_records(make_log) -> None:
+    log = holed(make_log(record_format="kafka-v2"))
     assert [log.start_of_last(count) for count in (1, 2, 3, 5, 6)] == [10000, 9999, 11, 9, 0]
     assert offsets(log, log.start_of_last(3), 3)[0] == [11, 9999, 10000]
 
 
-def test_messages_count_counts_records_not_offsets(open_log, caplog) -> None:
-    log = holed(open_log(record_format="kafka-v2", segment_size=1))  # a segment per batch
+def test_messages_count_counts_records_not_offsets(make_log, caplog) -> None:
+    log = holed(make_log(record_format="kafka-v2", segment_size=1))  # a segment per batch
     assert (log.messages_count, log.next_offset, log.segments_count) == (5, 10001, 3)
     log.close()
     caplog.set_level(logging.WARNING, logger="rill.server.storage")
-    reopened = open_log(record_format="kafka-v2", segment_size=1)
+    reopened = make_log(record_format="kafka-v2", segment_size=1)
     assert caplog.records == []  # the holes kept in the index pass recovery's checks
     assert (reopened.messages_count, reopened.next_offset) == (5, 10001)
     reopened.append(sparse([b"z"], [10005], 10001), TS * 1000, gaps=True)
@@ -114,20 +114,16 @@ def test_a_rebuilt_index_keeps_the_holes(open_log, partition_dir: Path,
     assert offsets(rebuilt, 0, 3)[0] == [9, 10, 11]
 
 
-def test_a_follower_counts_the_leaders_records(open_log, tmp_path: Path) -> None:
-    leader = holed(open_log(record_format="kafka-v2"))
+def test_a_follower_counts_the_leaders_records(make_log) -> None:
+    leader = holed(make_log(record_format="kafka-v2"))
     returned, chunks = leader.read(0, leader.next_offset)
-    follower = PartitionLog.open(tmp_path / "follower", LogSettings(record_format="kafka-v2"),
-                                 Durability(FsyncPolicy.NEVER), True)
-    try:
-        assert follower.append_replicated(b"".join(chunks), None, 0) == (0, 10000)
-        assert (follower.messages_count, follower.next_offset) == (5, 10001)
-    finally:
-        follower.close()
+    follower = make_log(record_format="kafka-v2", name="follower")
+    assert follower.append_replicated(b"".join(chunks), None, 0) == (0, 10000)
+    assert (follower.messages_count, follower.next_offset) == (5, 10001)
 
 
-def test_a_timestamp_search_finds_the_record_after_a_hole_inside_a_batch(open_log) -> None:
-    log = open_log(record_format="kafka-v2")
+def test_a_timestamp_search_finds_the_record_after_a_hole_inside_a_batch(make_log) -> None:
+    log = make_log(record_format="kafka-v2")
     log.append(sparse([b"a", b"b", b"c"], [4, 5, 8], 0, [TS, TS + 1, TS + 2]), (TS + 2) * 1000,
                gaps=True)
     log.append(sparse([b"d", b"e"], [20, 30], 9, [TS + 3, TS + 4]), (TS + 4) * 1000, gaps=True)

@@ -243,7 +243,7 @@ class Broker:
         kafka-v2 batch the caller built with lastOffsetDelta >= recordsCount - 1: TANK's
         explicit sequence numbers); its last offset is then base + lastOffsetDelta.
         ``record_format``: the format ``region`` is in (None: the topic's); a topic of another
-        format gets it converted on the way in (``PartitionLog.append_as``: Kafka and TANK
+        format gets it converted on the way in (``Log.append_as``: Kafka and TANK
         batches, ``kafka-v2``, into an ``iggy-v1`` topic, one Iggy record per Kafka record).
         ``admit``: a rule run atomically with the append (``core.types.Admission``)."""
         return await self._messages.append(

@@ -3,7 +3,7 @@
 Owns: the columnar read. It reads by offset only (no consumer, no stored offset, no
 auto-commit), so a reader that keeps its own positions -- the Spark connector, which keeps
 them in Spark's checkpoint -- can fetch ranges fast. The work is done by the partition log
-(``PartitionLog.read_columnar``): index columns and one log read, no per-message work.
+(``Log.read_columnar``): index columns and one log read, no per-message work.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Owns: start-up (the catalog — ``core.catalog``: the SQLite metadata store of the data
 directory, or the catalog the Core was given — reconciled with the data directory — see
-``core.reconciliation`` —, catalog -> model, partition logs with recovery, the root user at
+``core.reconciliation`` —, catalog -> model, partition logs opened through the ``Logs`` port —
+``core.log``: files with recovery, or the logs the Core was given —, the root user at
 the first start), sessions (one per connection), background tasks (retention, token cleaner, heartbeat,
 metadata checkpoints under ``fsync = interval``), and the clean-shutdown marker that tells the
 next start whether the tails of the logs need checksum verification.
@@ -35,6 +36,7 @@ from rill.server.core.consumer_groups import (
 )
 from rill.server.core.broker import Broker
 from rill.server.core.catalog import Catalog
+from rill.server.core.log import Log, Logs
 from rill.server.core.clients import ClientService, run_heartbeat_verifier
 from rill.server.core.columnar import ColumnarReadService
 from rill.server.core.consumer_offsets import ConsumerOffsetService
@@ -64,23 +66,22 @@ from rill.server.storage.descriptors import configure as configure_descriptors
 from rill.server.storage.descriptors import open_file_limit
 from rill.server.storage.directories import DIRECTORY_MODE, make_directory
 from rill.server.storage.durability import Durability, FsyncPolicy
-from rill.server.storage.partition_log import PartitionLog
 from rill.server.storage.paths import DataPaths
 from rill.server.storage.reserve import SpaceReserve
-from rill.server.storage.verification import verify_in_background
 
 log = logging.getLogger(__name__)
 
 class Core:
     def __init__(self, config: ServerConfig, recover_metadata: bool = False,
                  group_membership: GroupMembership | None = None,
-                 catalog: Catalog | None = None) -> None:
+                 catalog: Catalog | None = None, logs: Logs | None = None) -> None:
         """Open the data directory and its metadata store; raises ``StartupRefused`` when the
         store is damaged or lost its users (``recover_metadata`` rebuilds what it can).
         ``group_membership``: who manages the members of consumer groups (Iggy's, when the
         server serves Iggy; without one no client can be a member). ``catalog``: the catalog
         to run on instead of the metadata store (the memory twin, ``core.memory_catalog``);
-        the Core closes it at stop."""
+        the Core closes it at stop. ``logs``: what opens the partitions' logs instead of
+        segment files in the data directory (the memory twin, ``storage.memory_log``)."""
         self.config = config
         self._group_membership = group_membership or NoMembership()
         paths = DataPaths(config.data_path)
@@ -89,13 +90,13 @@ class Core:
         self.running = False  # from the end of start to the beginning of stop
         self._lock = DataDirectoryLock.acquire(paths.lock)  # before anything else is touched
         try:
-            self._open(config, paths, recover_metadata, catalog)
+            self._open(config, paths, recover_metadata, catalog, logs)
         except BaseException:
             self._lock.release()
             raise
 
     def _open(self, config: ServerConfig, paths: DataPaths, recover_metadata: bool,
-              catalog: Catalog | None) -> None:
+              catalog: Catalog | None, logs: Logs | None) -> None:
         self._first_start = not (paths.identity if catalog is not None
                                  else paths.metadata_db).exists()
         budget = configure_descriptors(config.system.max_open_files)
@@ -113,12 +114,14 @@ class Core:
         except BaseException:
             store.close()
             raise
+        durability = Durability(policy, config.system.fsync_interval,
+                                config.system.fsync_threads)
         self.state = CoreState(
             config=config,
             paths=paths,
             store=store,
-            durability=Durability(policy, config.system.fsync_interval,
-                                  config.system.fsync_threads),
+            durability=durability,
+            logs=logs,  # None: segment files (``CoreState``)
             permissioner=Permissioner(),
             login_throttle=LoginThrottle(
                 ThrottleSettings(**dataclasses.asdict(config.login_throttle)), store=store),
@@ -215,7 +218,7 @@ class Core:
             self.access_tokens.forget_expired_revocations()
             self._tasks.append(asyncio.create_task(self.access_tokens.run_cleaner()))
         if not state.clean_start and not self._first_start:  # verify the rest, off the loop
-            self._tasks.append(asyncio.create_task(verify_in_background(lambda: [
+            self._tasks.append(asyncio.create_task(state.logs.verify(lambda: [
                 partition.log for stream in state.streams.values()
                 for topic in stream.topics.values() for partition in topic.partitions.values()])))
         heartbeat = self.config.heartbeat
@@ -225,7 +228,7 @@ class Core:
             ))
         self.running = True
 
-    def _appended(self, log: PartitionLog) -> None:
+    def _appended(self, log: Log) -> None:
         """Every append, whatever its path (an append, an admitted one, a staged commit)."""
         self.metrics.record_appended(log)
         self.appends.appended(log)

@@ -17,21 +17,21 @@ from rill.server.auth.permissioner import Action
 from rill.server.core.model import Partition, Session
 from rill.server.core.state import CoreState
 from rill.server.core.types import PartitionEnd, Ref
-from rill.server.storage.partition_log import PartitionLog
+from rill.server.core.log import Log
 
 
 class AppendSignals:
     """Per partition log, the futures of the readers waiting for its next append."""
 
     def __init__(self) -> None:
-        self._waiting: dict[PartitionLog, set[asyncio.Future[None]]] = {}
+        self._waiting: dict[Log, set[asyncio.Future[None]]] = {}
 
-    def appended(self, log: PartitionLog) -> None:
+    def appended(self, log: Log) -> None:
         for waiter in self._waiting.pop(log, ()):
             if not waiter.done():
                 waiter.set_result(None)
 
-    async def wait(self, wanted: Sequence[tuple[PartitionLog, int]], min_bytes: int,
+    async def wait(self, wanted: Sequence[tuple[Log, int]], min_bytes: int,
                    timeout: float) -> bool:
         """Until the logs hold at least ``min_bytes`` bytes (at least one record) from their
         offsets on, taken together, or ``timeout`` seconds passed; whether they do."""

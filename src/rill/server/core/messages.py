@@ -34,7 +34,7 @@ from rill.server.core.types import (
     RecordRange,
     Ref,
 )
-from rill.server.storage.partition_log import PartitionLog
+from rill.server.core.log import Log
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class WriteFailures:
 
 class MessageService:
     def __init__(self, state: CoreState, offsets: ConsumerOffsetService,
-                 appended: Callable[[PartitionLog], None]) -> None:
+                 appended: Callable[[Log], None]) -> None:
         self.state = state
         self.offsets = offsets
         self.appended = appended  # after every append: metrics, and the long polls it wakes
@@ -85,9 +85,9 @@ class MessageService:
         ``timestamp_us``: the time to stamp instead of the clock's (a record format whose
         batches carry their own time: the log still never lets timestamps go back).
         ``region_format``: the record format ``region`` is in (None: the topic's own). A topic
-        of another format gets it converted (``PartitionLog.append_as``: per record, stamped at
+        of another format gets it converted (``Log.append_as``: per record, stamped at
         the clock, ``timestamp_us`` unused; ``admit`` unused). ``gaps``: a batch whose offsets
-        may skip (``PartitionLog.append``; FeatureUnavailable into an iggy-v1 topic).
+        may skip (``Log.append``; FeatureUnavailable into an iggy-v1 topic).
         ``admit``: an admission rule (``core.types.Admission``), run with the log's append
         with no await between them, so no other append to the partition comes in between."""
         state = self.state
@@ -281,10 +281,10 @@ def read_to_watermark(partition: Partition, offset: int, max_records: int, max_b
 def read_range(partition: Partition, offset: int, max_records: int, max_bytes: int,
                regions: bool = False, record_format: str | None = None) -> RecordRange:
     """The stored bytes of up to ``max_records`` records from ``offset``, as they are on disk
-    (with ``regions``, large ranges as file regions: ``PartitionLog.read``). ``record_format``:
+    (with ``regions``, large ranges as file regions: ``Log.read``). ``record_format``:
     the format the reader takes; when the log keeps another (a Kafka-written topic read by an
     Iggy client, or the other way), its records are converted, per record, exactly the offsets
-    asked for (``PartitionLog.read_as``); None or the log's own format: the stored bytes."""
+    asked for (``Log.read_as``); None or the log's own format: the stored bytes."""
     log = partition.log
     first_stored = log.first_offset
     first = max(offset, first_stored)

@@ -1,9 +1,9 @@
 """The in-memory model: sessions, streams, topics and partitions.
 
 Owns: the shapes the services mutate. The metadata store is the durable truth for names and
-settings; each Partition owns its PartitionLog (the files). Invariant: ids in the dicts match
-the ``id`` fields; topics' partitions are always 1..N; streams and topics are renamed only
-through their Registry.
+settings; each Partition owns its log (the ``core.log`` port: segment files, or the memory
+twin). Invariant: ids in the dicts match the ``id`` fields; topics' partitions are always
+1..N; streams and topics are renamed only through their Registry.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from rill.server.core.registry import Registry
-from rill.server.storage.partition_log import PartitionLog
+from rill.server.core.log import Log
 
 
 @dataclass(eq=False)
@@ -45,7 +45,7 @@ class Session:
 
 
 LEADER = "leader"  # a partition's role: it takes appends (every standalone partition)
-FOLLOWER = "follower"  # it copies a leader's log (``PartitionLog.append_replicated``)
+FOLLOWER = "follower"  # it copies a leader's log (``Log.append_replicated``)
 ROLES = (LEADER, FOLLOWER)
 
 
@@ -62,7 +62,7 @@ class Partition:
     topic_id: int
     id: int
     created_at: int
-    log: PartitionLog
+    log: Log
     role: str = LEADER
     # consumer positions: consumer name -> the next offset it reads
     positions: dict[str, int] = field(default_factory=dict)
@@ -79,7 +79,7 @@ class Partition:
 
     @property
     def leader_epoch(self) -> int:
-        """The log's leader epoch (``PartitionLog.leader_epoch``: kept there, not twice)."""
+        """The log's leader epoch (``Log.leader_epoch``: kept there, not twice)."""
         return self.log.leader_epoch
 
     @leader_epoch.setter

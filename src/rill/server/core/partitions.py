@@ -92,7 +92,7 @@ def _make_partitions(state: CoreState, topic: Topic, rows: list[PartitionRow],
         for row in rows:
             opened.append(state.open_partition(topic, row.id, row.created_at, sync_parent=False))
         if rows:
-            state.durability.sync_directory(paths.partitions_dir(topic.stream_id, topic.id))
+            state.logs.sync_created(topic.stream_id, topic.id)
     except BaseException as error:
         _unmake_partitions(state, topic, opened, new_topic)
         if isinstance(error, OSError):

@@ -1,7 +1,8 @@
-"""What every service shares: the model, the catalog (``core.catalog``), the files, the clock.
+"""What every service shares: the model, the catalog (``core.catalog``), the partition logs
+(``core.log``), the files, the clock.
 
 Owns: lookups by id or name (``Ref``) (with the right not-found error for ids and names), id
-assignment, creating and opening partition logs, the authentication gate, and the order of
+assignment, opening partitions (their logs through the ``Logs`` port), the authentication gate, and the order of
 catalogue changes (``catalogue_change``: creating and deleting streams, topics and partitions,
 one at a time, each to its end). Invariant: services reach streams, topics and partitions only
 through these lookups.
@@ -20,11 +21,12 @@ from rill.server.auth.permissioner import Action, Permissioner
 from rill.server.auth.throttling import LoginThrottle, ThrottleSettings
 from rill.server.config import ServerConfig
 from rill.server.core.catalog import Catalog
+from rill.server.core.log import Logs
 from rill.server.core.model import Partition, Session, Stream, Topic
 from rill.server.core.registry import Registry
 from rill.server.core.types import Ref
 from rill.server.storage.durability import Durability
-from rill.server.storage.partition_log import LogSettings, PartitionLog
+from rill.server.storage.log_opener import FileLogs
 from rill.server.storage.paths import DataPaths
 
 
@@ -47,6 +49,18 @@ class CoreState:
     # catalogue changes (``catalogue_change``) run one at a time, each to its end
     catalogue_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     catalogue_changes: set[asyncio.Future[Any]] = field(default_factory=set)
+    # the Logs port: opens partitions' logs; None: segment files in the data directory
+    # (``storage.log_opener``, the one place the core opens file logs through), or the twin
+    logs: Logs = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.logs is None:
+            system = self.config.system
+            self.logs = FileLogs.with_settings(
+                self.paths, self.durability, segment_size=system.segment.size,
+                validate_checksum=system.segment.validate_checksum,
+                append_threads=system.append_threads,
+                append_thread_min_size=system.append_thread_min_size)
 
     # -- gates -----------------------------------------------------------------------------
 
@@ -128,19 +142,10 @@ class CoreState:
 
     # -- partition files -------------------------------------------------------------------
 
-    def log_settings(self, topic: Topic) -> LogSettings:
-        segment = self.config.system.segment
-        system = self.config.system
-        return LogSettings(segment_size=segment.size, validate_checksum=segment.validate_checksum,
-                           record_format=topic.record_format,
-                           append_threads=system.append_threads,
-                           append_thread_min_size=system.append_thread_min_size)
-
     def open_partition(self, topic: Topic, partition_id: int, created_at: int,
                        sync_parent: bool = True) -> Partition:
-        directory = self.paths.partition_dir(topic.stream_id, topic.id, partition_id)
-        log = PartitionLog.open(directory, self.log_settings(topic), self.durability,
-                                self.clean_start, sync_parent=sync_parent)
+        log = self.logs.open(topic.stream_id, topic.id, partition_id, topic.record_format,
+                             self.clean_start, sync_parent=sync_parent)
         return Partition(topic.stream_id, topic.id, partition_id, created_at, log)
 
 

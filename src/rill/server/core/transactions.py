@@ -60,7 +60,7 @@ from rill.server.config import NEVER
 from rill.server.core.model import Partition, Session, Topic
 from rill.server.core.state import CoreState
 from rill.server.core.types import PartitionChooser, Ref
-from rill.server.storage.partition_log import PartitionLog
+from rill.server.core.log import Log
 from rill.server.storage.formats.iggy_v1 import check_stored_records
 from rill.server.storage.staging import StagedFile, StagingArea
 from rill.server.storage.transaction_journal import TransactionJournal
@@ -122,7 +122,7 @@ class Handle(Protocol):
 
 class TransactionService:
     def __init__(
-        self, state: CoreState, appended: Callable[[PartitionLog], None],
+        self, state: CoreState, appended: Callable[[Log], None],
     ) -> None:
         self.state = state
         self.appended = appended  # after every append: metrics, and the long polls it wakes

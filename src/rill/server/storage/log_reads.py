@@ -1,5 +1,6 @@
 """Reads of a partition log: records as stored, converted into another format, by columns, by
-time. ``LogReads`` is a part of ``PartitionLog`` (its base class), kept apart by job; it reads
+time. ``LogReads`` is a part of ``PartitionLog`` (its base class), kept apart by job, and of
+its memory twin ``memory_log.MemoryLog`` (whose segments answer the same lookups); it reads
 the log's segments (``_segments``, ``_starts``) and never changes them.
 
 Offsets may hold no record (holes: TANK's explicit sequence numbers in a batch format, a

@@ -1,4 +1,6 @@
-"""PartitionLog: the log of one partition, as a list of segments named by first offset.
+"""PartitionLog: the log of one partition, as a list of segments named by first offset; the
+file implementation of the core's partition-log port (``core.log.Log``; opened for the core by
+``log_opener.FileLogs``; its memory twin is ``memory_log.MemoryLog``).
 
 This module owns its appends (every path, and when one runs in a worker thread), its segments'
 life (rollover, sealing) and retention; its reads are ``log_reads.LogReads`` and its replica
