@@ -5,21 +5,29 @@ Owns: nothing durable. A server whose twin is dropped forgets its catalog; a tes
 the same twin to a second Core sees a restart whose catalog survived (as a catalog kept by a
 controller outlives a node). It lives beside the port, not in storage, because it has no file:
 it is what the core's tests run on, and the applied copy a watch-driven catalog would keep.
+
+Changes made elsewhere: ``change_elsewhere`` makes a change as another node would (through
+the same methods, so with the same refusals) and delivers what it holds then to the function
+given to ``follow``, as a watch delivers another node's change (``core.catalog``).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Iterator
+from typing import Callable, Iterator
 
 from rill.server.storage.catalog_rows import (
+    CatalogChange,
     CatalogConflict,
     ConsumerGroupRow,
     PartitionRow,
     PersonalAccessTokenRow,
     PositionRow,
+    PositionStored,
+    StreamRenamed,
     StreamRow,
     TopicRow,
+    TopicUpdated,
     UserRow,
 )
 from rill.server.storage.reserve import SpaceReserve
@@ -43,6 +51,7 @@ class MemoryCatalog:
         self._reserved: dict[str, int] = {}
         self._trusted: dict[tuple[str, str], int] = {}
         self._revoked: dict[str, int] = {}
+        self._followers: list[Callable[[CatalogChange], None]] = []
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -51,6 +60,25 @@ class MemoryCatalog:
 
     def checkpoint(self) -> None:
         """Nothing to sync."""
+
+    def follow(self, apply: Callable[[CatalogChange], None]) -> None:
+        self._followers.append(apply)
+
+    async def change_elsewhere(self, change: CatalogChange) -> CatalogChange:
+        """Make ``change`` as another node would, then deliver it, as this catalog holds it
+        now, to every follower; the change as delivered."""
+        if isinstance(change, PositionStored):
+            confirmed: CatalogChange = PositionStored(await self.store_position(change.row))
+        elif isinstance(change, StreamRenamed):
+            await self.update_stream(change.stream_id, change.name)
+            confirmed = StreamRenamed(change.stream_id, self._streams[change.stream_id].name)
+        else:
+            row = change.row
+            await self.update_topic(row)
+            confirmed = TopicUpdated(self._topics[row.stream_id, row.id])
+        for apply in self._followers:
+            apply(confirmed)
+        return confirmed
 
     # -- the catalog as applied --------------------------------------------------------------
 

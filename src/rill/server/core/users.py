@@ -39,7 +39,7 @@ from rill.server.auth.passwords import (
     verify_password,
     verify_password_async,
 )
-from rill.server.core.catalog import UserRow, settled
+from rill.server.core.catalog import UserRow
 from rill.server.core.model import Session
 from rill.server.core.names import validate_name
 from rill.server.core.state import CoreState
@@ -109,11 +109,12 @@ class UserService:
 
     # -- loading ---------------------------------------------------------------------------
 
-    def load(self, create_root: bool = False) -> None:
+    async def load(self, create_root: bool = False) -> None:
         """Load the users; ``create_root`` (decided by ``core.reconciliation``: the first start,
-        or an explicit recovery) creates the root user from the [root] settings first."""
+        or an explicit recovery) creates the root user from the [root] settings first (the
+        model takes it from the catalog's rows, as every other user)."""
         if create_root:
-            self._create_root()
+            await self._create_root()
         for row in self.state.store.load_users():
             self._remember(user_from_row(row))
         self._next_id = max(self.users, default=ROOT_USER_ID) + 1
@@ -124,7 +125,7 @@ class UserService:
         self.users[user.id] = user
         self.state.permissioner.set_user(user.id, user.permissions)
 
-    def _create_root(self) -> None:
+    async def _create_root(self) -> None:
         root = self.state.config.root
         user = User(
             id=ROOT_USER_ID,
@@ -135,7 +136,7 @@ class UserService:
             created_at=self.state.clock(),
             scram=scram.derive_all(root.password),
         )
-        settled(self.state.store.create_user(user_row(user)))
+        await self.state.store.create_user(user_row(user))
 
     def root_has_default_password(self) -> bool:
         """Whether the root user can still log in with the default password (one bcrypt check;
