@@ -326,8 +326,9 @@ class Broker:
 
     # -- consumer positions (the next offset to read) --------------------------------------
     # A consumer is any name; a protocol names its own so that they do not meet by chance
-    # (Iggy's are ``iggy-consumer:<u32>``, protocols.iggy.consumers; the groups' are
-    # ``iggy-group:<id>``, core.consumer_groups).
+    # (Iggy's are ``iggy-consumer:<u32>``, protocols.iggy.consumers; its groups' are
+    # ``iggy-group:<id>``, protocols.iggy.groups, given to the core as the membership's
+    # ``position_name``).
 
     async def commit_offset(self, session: Session, consumer: str, ref: PartitionRef,
                             next_offset: int, note: str | None = None,

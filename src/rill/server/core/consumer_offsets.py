@@ -4,8 +4,9 @@ Positions are keyed by a consumer *name* and hold the **next offset to read** (K
 meaning; schema 2 of the metadata store, migrated once from schema 1's numeric keys and "last
 consumed" offsets). A protocol names its consumers so that they do not meet by chance (Iggy's
 are ``iggy-consumer:<u32>``, ``protocols.iggy.consumers``); a member of one of a topic's
-consumer groups reads and commits under its group's name (``consumer_groups.group_position_name``),
-in the partition the protocol's membership deals it (``Groups.member_partition``).
+consumer groups reads and commits under the name its group's positions are stored under (the
+protocol's: ``GroupMembership.position_name``, ``core.consumer_groups``), in the partition the
+protocol's membership deals it (``Groups.member_partition``).
 
 Consumer lag (``consumer_lag``: GET_CONSUMER_LAG, the HTTP ``consumer-lag`` route, the
 ``rill_consumer_group_lag`` gauge): per partition, the messages from the consumer's next offset
