@@ -3,8 +3,9 @@
 Owns: start-up (the catalog — ``core.catalog``: the SQLite metadata store of the data
 directory, or the catalog the Core was given — reconciled with the data directory — see
 ``core.reconciliation`` —, catalog -> model, partition logs with recovery, the root user at
-the first start, then the catalog followed: ``apply``), sessions (one per connection), background tasks (retention, token cleaner, heartbeat,
-metadata checkpoints under ``fsync = interval``), and the clean-shutdown marker that tells the
+the first start, then the catalog followed: ``apply``), sessions (one per connection),
+background tasks (retention, token cleaner, heartbeat, metadata checkpoints under
+``fsync = interval``), and the clean-shutdown marker that tells the
 next start whether the tails of the logs need checksum verification.
 
 The data directory is private to the server's user (0700), and so is every file in it (0600).

@@ -4,9 +4,10 @@ dealt, and where each member's group polls go next (wire §3.9, §4.4, §6.5, §
 Owns: ``IggyGroupMembers``, the ``GroupMembership`` the core is built with when it serves Iggy
 (the core keeps the groups themselves, durable, and asks this for a member's
 partition and for the name a group's positions are stored under: ``iggy-group:<id>``,
-``group_position_name``; the name schema 2 of the metadata store gave schema 1's group
-offsets, ``storage.metadata``, so it never changes). Kafka's groups are its own coordinator's (``protocols/kafka/groups.py``); the core
-learns of their members through ``member_sources``.
+``group_position_name``, the name schema 2 of the metadata store gave schema 1's group
+offsets, ``storage.metadata_schema``, so it never changes). Kafka's groups are its own
+coordinator's (``protocols/kafka/groups.py``); the core learns of their members through
+``member_sources``.
 
 Invariants and decisions (where the wire reference leaves a choice):
 
