@@ -10,9 +10,17 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
+import pytest
+
 from rill.server.config import ServerConfig
 from rill.server.core.broker import PartitionRef
-from rill.server.core.catalog import PositionRow, PositionStored, StreamRenamed, TopicUpdated
+from rill.server.core.catalog import (
+    CatalogConflict,
+    PositionRow,
+    PositionStored,
+    StreamRenamed,
+    TopicUpdated,
+)
 from rill.server.core.core import Core
 from rill.server.core.memory_catalog import MemoryCatalog
 from rill.server.core.types import TopicSpec
@@ -110,6 +118,9 @@ def test_a_change_made_elsewhere_is_applied_as_the_same_change_made_here(tmp_pat
                     paths.stream_manifest(stream.id).read_bytes()
             assert {stream.name for stream in broker.catalog.get_streams(session)} == {
                 "here-renamed", "there-renamed"}
+            with pytest.raises(CatalogConflict):  # refused elsewhere: nothing is delivered
+                await catalog.change_elsewhere(StreamRenamed(there.id, "here-renamed"))
+            assert there.name == "there-renamed"
 
             # a topic's new name and settings
             await broker.catalog.update_topic(session, here.id, "t", TopicSpec(

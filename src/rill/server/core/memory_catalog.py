@@ -70,10 +70,14 @@ class MemoryCatalog:
         if isinstance(change, PositionStored):
             confirmed: CatalogChange = PositionStored(await self.store_position(change.row))
         elif isinstance(change, StreamRenamed):
+            if change.stream_id not in self._streams:
+                raise CatalogConflict(f"no stream {change.stream_id}")
             await self.update_stream(change.stream_id, change.name)
             confirmed = StreamRenamed(change.stream_id, self._streams[change.stream_id].name)
         else:
             row = change.row
+            if (row.stream_id, row.id) not in self._topics:
+                raise CatalogConflict(f"no topic {row.id} of stream {row.stream_id}")
             await self.update_topic(row)
             confirmed = TopicUpdated(self._topics[row.stream_id, row.id])
         for apply in self._followers:
