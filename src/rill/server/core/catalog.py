@@ -24,12 +24,12 @@ Changes made elsewhere (``follow``): the core gives the catalog one function at 
 propose, in the order it holds them. ``core.applying`` applies such a change to the model with
 the same code that applies the node's own confirmation of that kind, so both leave the same
 model. Applied from events so far: a stored consumer position (``PositionStored``), a renamed
-stream (``StreamRenamed``), a topic's new name and settings (``TopicUpdated``). Creations and
-deletions of streams, topics, partitions, users and groups are not yet delivered that way
-(they make or remove local files and logs: the cluster's step that brings partition replicas
-will add them). SQLite and the twin are changed by nobody else: SQLite never calls the function;
-the twin calls it for what a test changes through ``MemoryCatalog.change_elsewhere`` (another
-node's change, seen by this one).
+stream (``StreamRenamed``), a topic's new name and settings (``TopicUpdated``). Not delivered
+that way yet: creations and deletions of streams, topics and partitions (they make or remove
+local directories and partition logs: the cluster's step that brings replicas adds them), and
+changes of users, tokens and groups. Nobody else changes today's catalogs: SQLite never calls
+the function; the twin calls it for what a test changes through
+``MemoryCatalog.change_elsewhere`` (another node's change, as this node would see it).
 
 How a catalog applied from etcd watches plugs in (``shared/spec/cluster-design.md``): its
 change methods send the change to the controller (an etcd transaction comparing the
