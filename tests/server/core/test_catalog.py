@@ -16,6 +16,9 @@ from rill.server.config import ServerConfig
 from rill.server.core.broker import PartitionRef
 from rill.server.core.catalog import (
     CatalogConflict,
+    ConsumerGroupRow,
+    GroupCreated,
+    GroupDeleted,
     PositionRow,
     PositionStored,
     StreamRenamed,
@@ -134,11 +137,32 @@ def test_a_change_made_elsewhere_is_applied_as_the_same_change_made_here(tmp_pat
                 assert (topic.message_expiry, topic.max_topic_size) == (5_000_000, 1 << 30)
                 assert b'"name":"u"' in paths.topic_manifest(stream.id, topic.id).read_bytes()
 
+            # a consumer group, then its deletion with its positions
+            mine_group = await broker.groups.create_consumer_group(session, here.id, "u", "g")
+            await catalog.change_elsewhere(GroupCreated(ConsumerGroupRow(
+                there.id, theirs.id, mine_group.id, "g")))
+            theirs_group = broker.groups.get_consumer_group(session, there.id, "u", "g")
+            assert [(group.id, group.name, group.partitions_count, group.key)
+                    for group in (mine_group, theirs_group)] == [
+                (1, "g", 1, "group:1")] * 2
+            await broker.commit_offset(session, "group:1", PartitionRef(here.id, "u", 1), 1)
+            await catalog.change_elsewhere(PositionStored(PositionRow(
+                there.id, theirs.id, 1, "group:1", 1)))
+            await broker.groups.delete_consumer_group(session, here.id, "u", "g")
+            await catalog.change_elsewhere(GroupDeleted(there.id, theirs.id, 1, "group:1"))
+            for stream in (here, there):
+                assert broker.groups.get_consumer_groups(session, stream.id, "u") == []
+            assert [(p.positions, p.position_notes, p.position_epochs)
+                    for p in (mine.partitions[1], theirs.partitions[1])] == [
+                ({"c": 1}, {}, {})] * 2
+
             # a change of what this node deleted meanwhile (delivered late) is dropped
             await broker.catalog.delete_topic(session, there.id, "u")
             core.apply(PositionStored(PositionRow(there.id, theirs.id, 1, "c", 1)))
             core.apply(TopicUpdated(replace(held, stream_id=there.id, id=theirs.id)))
+            core.apply(GroupCreated(ConsumerGroupRow(there.id, theirs.id, 1, "g")))
             assert list(there.topics) == []
+            assert (there.id, theirs.id) not in core.consumer_groups.topics
         finally:
             await core.stop()
 

@@ -4,7 +4,8 @@ the in-memory model, whoever made it.
 Owns: ``apply`` (a change another node made, delivered by the catalog: ``Catalog.follow``,
 ``Core.apply``) and the functions it shares with the services that make the same change
 here (``apply_position``: ``core.consumer_offsets``; ``apply_stream_renamed``:
-``core.streams``; ``apply_topic_updated``: ``core.topics``), so that a change confirmed for
+``core.streams``; ``apply_topic_updated``: ``core.topics``; a group's, which the groups'
+service keeps: ``ConsumerGroupService.apply_created``/``apply_deleted``), so that a change confirmed for
 this node and one delivered from elsewhere leave the same model (and the same manifests: a
 stream's or topic's ``stream.json``/``topic.json`` follow the catalog, best effort, as a start
 writes a missing one again). A change of something the model does not hold (deleted here
@@ -17,6 +18,8 @@ import logging
 
 from rill.server.core.catalog import (
     CatalogChange,
+    GroupCreated,
+    GroupDeleted,
     PositionRow,
     PositionStored,
     StreamRenamed,
@@ -24,6 +27,7 @@ from rill.server.core.catalog import (
     TopicRow,
     TopicUpdated,
 )
+from rill.server.core.consumer_groups import ConsumerGroupService
 from rill.server.core.model import Partition, Stream, Topic
 from rill.server.core.state import CoreState
 from rill.server.storage.directories import write_manifest
@@ -38,9 +42,11 @@ def topic_row(topic: Topic) -> TopicRow:
     )
 
 
-def apply(state: CoreState, change: CatalogChange) -> None:
+def apply(state: CoreState, groups: ConsumerGroupService, change: CatalogChange) -> None:
     """A change confirmed elsewhere, applied as the node's own confirmation of it would be."""
-    if isinstance(change, PositionStored):
+    if isinstance(change, (GroupCreated, GroupDeleted)):
+        _apply_group(state, groups, change)
+    elif isinstance(change, PositionStored):
         row = change.row
         partition = _partition(state, row.stream_id, row.topic_id, row.partition_id)
         if partition is not None:
@@ -95,6 +101,22 @@ def apply_topic_updated(state: CoreState, topic: Topic, row: TopicRow) -> None:
     except OSError:
         log.exception("cannot write the manifest of topic %d of stream %d", topic.id,
                       topic.stream_id)
+
+
+def _apply_group(state: CoreState, groups: ConsumerGroupService,
+                 change: GroupCreated | GroupDeleted) -> None:
+    key = (change.row.stream_id, change.row.topic_id) if isinstance(change, GroupCreated) \
+        else (change.stream_id, change.topic_id)
+    stream = state.streams.get(key[0])
+    topic = stream.topics.get(key[1]) if stream is not None else None
+    if topic is None:
+        return
+    if isinstance(change, GroupCreated):
+        groups.apply_created(topic, change.row)
+        return
+    group = groups.groups_of(topic).get(change.id)
+    if group is not None:
+        groups.apply_deleted(topic, group)
 
 
 def _partition(state: CoreState, stream_id: int, topic_id: int, partition_id: int

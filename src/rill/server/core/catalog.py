@@ -24,10 +24,11 @@ Changes made elsewhere (``follow``): the core gives the catalog one function at 
 propose, in the order it holds them. ``core.applying`` applies such a change to the model with
 the same code that applies the node's own confirmation of that kind, so both leave the same
 model. Applied from events so far: a stored consumer position (``PositionStored``), a renamed
-stream (``StreamRenamed``), a topic's new name and settings (``TopicUpdated``). Not delivered
+stream (``StreamRenamed``), a topic's new name and settings (``TopicUpdated``), a consumer
+group created or deleted with its positions (``GroupCreated``, ``GroupDeleted``). Not delivered
 that way yet: creations and deletions of streams, topics and partitions (they make or remove
 local directories and partition logs: the cluster's step that brings replicas adds them), and
-changes of users, tokens and groups. Nobody else changes today's catalogs: SQLite never calls
+changes of users and tokens. Nobody else changes today's catalogs: SQLite never calls
 the function; the twin calls it for what a test changes through
 ``MemoryCatalog.change_elsewhere`` (another node's change, as this node would see it).
 
@@ -48,6 +49,8 @@ from rill.server.storage.catalog_rows import (
     CatalogChange,
     CatalogConflict,
     ConsumerGroupRow,
+    GroupCreated,
+    GroupDeleted,
     PartitionRow,
     PersonalAccessTokenRow,
     PositionRow,
@@ -61,7 +64,8 @@ from rill.server.storage.catalog_rows import (
 from rill.server.storage.reserve import SpaceReserve
 
 __all__ = [
-    "Catalog", "CatalogChange", "CatalogConflict", "ConsumerGroupRow", "PartitionRow",
+    "Catalog", "CatalogChange", "CatalogConflict", "ConsumerGroupRow", "GroupCreated",
+    "GroupDeleted", "PartitionRow",
     "PersonalAccessTokenRow", "PositionRow", "PositionStored", "StreamRenamed", "StreamRow",
     "TopicRow", "TopicUpdated", "UserRow",
 ]

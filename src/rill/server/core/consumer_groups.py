@@ -165,20 +165,31 @@ class ConsumerGroupService:
         if group_id in existing:
             raise errors.ConsumerGroupIdAlreadyExists(group_id, topic.id, field="group_id")
         row = ConsumerGroupRow(topic.stream_id, topic.id, group_id, name)
-        row = await state.store.create_consumer_group(row)
-        group = Group(row.stream_id, row.topic_id, row.id, row.name,
-                      partitions_count=len(topic.partitions),
-                      key=self.membership.position_name(row.id))
-        self.topics.setdefault((topic.stream_id, topic.id), {})[row.id] = group
-        return group
+        return self.apply_created(topic, await state.store.create_consumer_group(row))
 
     async def delete_consumer_group(self, session: Session, stream_id: Ref, topic_id: Ref,
                                     group_id: Ref) -> None:
         topic, group = self._topic_and_group(session, stream_id, topic_id, group_id)
         await self.state.store.delete_consumer_group(topic.stream_id, topic.id, group.id,
                                                      group.key)
+        self.apply_deleted(topic, group)
+
+    # -- confirmed changes (this node's, or another's: ``core.applying``) ----------------
+
+    def apply_created(self, topic: Topic, row: ConsumerGroupRow) -> Group:
+        """A group the catalog holds now, in ``topic``."""
+        group = Group(row.stream_id, row.topic_id, row.id, row.name,
+                      partitions_count=len(topic.partitions),
+                      key=self.membership.position_name(row.id))
+        self.topics.setdefault((topic.stream_id, topic.id), {})[row.id] = group
+        return group
+
+    def apply_deleted(self, topic: Topic, group: Group) -> None:
+        """A group the catalog deleted, with the positions stored under its name."""
         for partition in topic.partitions.values():
-            partition.positions.pop(group.key, None)
+            for kept in (partition.positions, partition.position_notes,
+                         partition.position_epochs):
+                kept.pop(group.key, None)
         self._drop(group)
 
     # -- hooks -----------------------------------------------------------------------------

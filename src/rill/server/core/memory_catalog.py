@@ -20,6 +20,8 @@ from rill.server.storage.catalog_rows import (
     CatalogChange,
     CatalogConflict,
     ConsumerGroupRow,
+    GroupCreated,
+    GroupDeleted,
     PartitionRow,
     PersonalAccessTokenRow,
     PositionRow,
@@ -74,6 +76,14 @@ class MemoryCatalog:
                 raise CatalogConflict(f"no stream {change.stream_id}")
             await self.update_stream(change.stream_id, change.name)
             confirmed = StreamRenamed(change.stream_id, self._streams[change.stream_id].name)
+        elif isinstance(change, GroupCreated):
+            confirmed = GroupCreated(await self.create_consumer_group(change.row))
+        elif isinstance(change, GroupDeleted):
+            if (change.stream_id, change.topic_id, change.id) not in self._groups:
+                raise CatalogConflict(f"no group {change.id} of topic {change.topic_id}")
+            await self.delete_consumer_group(change.stream_id, change.topic_id, change.id,
+                                             change.consumer)
+            confirmed = change
         else:
             row = change.row
             if (row.stream_id, row.id) not in self._topics:

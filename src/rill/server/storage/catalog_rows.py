@@ -3,8 +3,8 @@ personal access tokens and users, as the Catalog port (``core.catalog``) and bot
 implementations (``storage.sqlite_catalog``, ``core.memory_catalog``) speak of them.
 
 Owns: these value shapes, the changes a catalog delivers that another node made
-(``CatalogChange``: ``PositionStored``, ``StreamRenamed``, ``TopicUpdated``, each holding what the
-catalog confirmed) and ``CatalogConflict``, the one error a catalog raises for a change it
+(``CatalogChange``: ``PositionStored``, ``StreamRenamed``, ``TopicUpdated``, ``GroupCreated``,
+``GroupDeleted``, each holding what the catalog confirmed) and ``CatalogConflict``, the one error a catalog raises for a change it
 refuses (a duplicate key or name, a reference to a stream, topic, partition or user it does not
 hold). Protocol-neutral plain data: no SQL, no file, no wire format.
 """
@@ -113,4 +113,19 @@ class TopicUpdated:
     row: TopicRow
 
 
-CatalogChange = PositionStored | StreamRenamed | TopicUpdated
+@dataclass(frozen=True, slots=True)
+class GroupCreated:
+    row: ConsumerGroupRow
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDeleted:
+    """A consumer group deleted, and the positions stored under its name ``consumer``."""
+
+    stream_id: int
+    topic_id: int
+    id: int
+    consumer: str
+
+
+CatalogChange = PositionStored | StreamRenamed | TopicUpdated | GroupCreated | GroupDeleted
