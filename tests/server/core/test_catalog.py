@@ -12,6 +12,8 @@ from dataclasses import replace
 
 import pytest
 
+from rill.protocol.permissions import GlobalPermissions, Permissions
+from rill.protocol.primitives import UserStatus
 from rill.server.config import ServerConfig
 from rill.server.core.broker import PartitionRef
 from rill.server.core.catalog import (
@@ -23,6 +25,9 @@ from rill.server.core.catalog import (
     PositionStored,
     StreamRenamed,
     TopicUpdated,
+    UserCreated,
+    UserDeleted,
+    UserUpdated,
 )
 from rill.server.core.core import Core
 from rill.server.core.memory_catalog import MemoryCatalog
@@ -163,6 +168,61 @@ def test_a_change_made_elsewhere_is_applied_as_the_same_change_made_here(tmp_pat
             core.apply(GroupCreated(ConsumerGroupRow(there.id, theirs.id, 1, "g")))
             assert list(there.topics) == []
             assert (there.id, theirs.id) not in core.consumer_groups.topics
+        finally:
+            await core.stop()
+
+    asyncio.run(main())
+
+
+def test_a_user_changed_elsewhere_is_applied_as_the_same_change_made_here(tmp_path):
+    """Users too: created, given permissions, deactivated (logged out everywhere), renamed
+    and deleted by another node, each as the same change made here."""
+    config = ServerConfig()
+    config.system.path = str(tmp_path / "data")
+    config.root.password_hash_cost = 4
+    catalog = MemoryCatalog()
+    readers = Permissions(GlobalPermissions(read_streams=True))
+
+    async def main() -> None:
+        core = Core(config, catalog=catalog)
+        await core.start()
+        try:
+            broker = core.broker
+            root = broker.connect("127.0.0.1:1", "tcp")
+            await broker.authenticate(root, "iggy", "iggy")
+            local = await broker.access.create_user(root, "here", "password", 1, None)
+            held = next(row for row in catalog.load_users() if row.id == local.id)
+            await catalog.change_elsewhere(UserCreated(replace(held, id=9, username="there")))
+            users = core.users.users
+            sessions = {}
+            for name in ("here", "there"):
+                sessions[name] = broker.connect(f"127.0.0.1:{len(sessions) + 2}", "tcp")
+                assert await broker.authenticate(sessions[name], name, "password") == \
+                    users[local.id if name == "here" else 9].id
+            assert core.users._next_id == 10  # ids go on past the other node's
+
+            await broker.access.update_permissions(root, "here", readers)
+            await catalog.change_elsewhere(UserUpdated(replace(
+                catalog.load_users()[-1], permissions=readers.to_bytes())))
+            for name in ("here", "there"):
+                broker.catalog.get_streams(sessions[name])  # READ_STREAMS granted
+                assert broker.access.get_user(root, name).permissions == readers
+
+            await broker.access.update_user(root, "here", "here-renamed",
+                                            int(UserStatus.INACTIVE))
+            await catalog.change_elsewhere(UserUpdated(replace(
+                catalog.load_users()[-1], username="there-renamed",
+                status=int(UserStatus.INACTIVE))))
+            for name in ("here", "there"):
+                assert sessions[name].user_id == 0  # logged out
+                user = broker.access.get_user(root, f"{name}-renamed")
+                assert (user.status, user.permissions) == (UserStatus.INACTIVE, readers)
+                assert core.users.find_by_username(name) is None
+
+            await broker.access.delete_user(root, "here-renamed")
+            await catalog.change_elsewhere(UserDeleted(9))
+            assert sorted(users) == [1]
+            assert [row.id for row in catalog.load_users()] == [1]
         finally:
             await core.stop()
 

@@ -4,8 +4,9 @@ the in-memory model, whoever made it.
 Owns: ``apply`` (a change another node made, delivered by the catalog: ``Catalog.follow``,
 ``Core.apply``) and the functions it shares with the services that make the same change
 here (``apply_position``: ``core.consumer_offsets``; ``apply_stream_renamed``:
-``core.streams``; ``apply_topic_updated``: ``core.topics``; a group's, which the groups'
-service keeps: ``ConsumerGroupService.apply_created``/``apply_deleted``), so that a change confirmed for
+``core.streams``; ``apply_topic_updated``: ``core.topics``; a group's and a user's, which
+their services keep: ``ConsumerGroupService`` and ``UserService``, ``apply_created``,
+``apply_updated``, ``apply_deleted``), so that a change confirmed for
 this node and one delivered from elsewhere leave the same model (and the same manifests: a
 stream's or topic's ``stream.json``/``topic.json`` follow the catalog, best effort, as a start
 writes a missing one again). A change of something the model does not hold (deleted here
@@ -26,10 +27,14 @@ from rill.server.core.catalog import (
     StreamRow,
     TopicRow,
     TopicUpdated,
+    UserCreated,
+    UserDeleted,
+    UserUpdated,
 )
 from rill.server.core.consumer_groups import ConsumerGroupService
 from rill.server.core.model import Partition, Stream, Topic
 from rill.server.core.state import CoreState
+from rill.server.core.users import UserService
 from rill.server.storage.directories import write_manifest
 
 log = logging.getLogger(__name__)
@@ -42,10 +47,22 @@ def topic_row(topic: Topic) -> TopicRow:
     )
 
 
-def apply(state: CoreState, groups: ConsumerGroupService, change: CatalogChange) -> None:
+def apply(state: CoreState, groups: ConsumerGroupService, users: UserService,
+          change: CatalogChange) -> None:
     """A change confirmed elsewhere, applied as the node's own confirmation of it would be."""
     if isinstance(change, (GroupCreated, GroupDeleted)):
         _apply_group(state, groups, change)
+    elif isinstance(change, UserCreated):
+        if change.row.id not in users.users:
+            users.apply_created(change.row)
+    elif isinstance(change, UserUpdated):
+        user = users.users.get(change.row.id)
+        if user is not None:
+            users.apply_updated(user, change.row)
+    elif isinstance(change, UserDeleted):
+        user = users.users.get(change.id)
+        if user is not None:
+            users.apply_deleted(user)
     elif isinstance(change, PositionStored):
         row = change.row
         partition = _partition(state, row.stream_id, row.topic_id, row.partition_id)

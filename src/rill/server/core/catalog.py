@@ -25,10 +25,11 @@ propose, in the order it holds them. ``core.applying`` applies such a change to 
 the same code that applies the node's own confirmation of that kind, so both leave the same
 model. Applied from events so far: a stored consumer position (``PositionStored``), a renamed
 stream (``StreamRenamed``), a topic's new name and settings (``TopicUpdated``), a consumer
-group created or deleted with its positions (``GroupCreated``, ``GroupDeleted``). Not delivered
-that way yet: creations and deletions of streams, topics and partitions (they make or remove
-local directories and partition logs: the cluster's step that brings replicas adds them), and
-changes of users and tokens. Nobody else changes today's catalogs: SQLite never calls
+group created or deleted with its positions (``GroupCreated``, ``GroupDeleted``), a user
+created, changed (name, status, permissions, password) or deleted (``UserCreated``,
+``UserUpdated``, ``UserDeleted``). Not delivered that way yet: creations and deletions of
+streams, topics and partitions (they make or remove local directories and partition logs: the
+cluster's step that brings replicas adds them), and personal access tokens. Nobody else changes today's catalogs: SQLite never calls
 the function; the twin calls it for what a test changes through
 ``MemoryCatalog.change_elsewhere`` (another node's change, as this node would see it).
 
@@ -59,7 +60,10 @@ from rill.server.storage.catalog_rows import (
     StreamRow,
     TopicRow,
     TopicUpdated,
+    UserCreated,
+    UserDeleted,
     UserRow,
+    UserUpdated,
 )
 from rill.server.storage.reserve import SpaceReserve
 
@@ -67,7 +71,7 @@ __all__ = [
     "Catalog", "CatalogChange", "CatalogConflict", "ConsumerGroupRow", "GroupCreated",
     "GroupDeleted", "PartitionRow",
     "PersonalAccessTokenRow", "PositionRow", "PositionStored", "StreamRenamed", "StreamRow",
-    "TopicRow", "TopicUpdated", "UserRow",
+    "TopicRow", "TopicUpdated", "UserCreated", "UserDeleted", "UserRow", "UserUpdated",
 ]
 
 

@@ -30,7 +30,10 @@ from rill.server.storage.catalog_rows import (
     StreamRow,
     TopicRow,
     TopicUpdated,
+    UserCreated,
+    UserDeleted,
     UserRow,
+    UserUpdated,
 )
 from rill.server.storage.reserve import SpaceReserve
 
@@ -76,6 +79,21 @@ class MemoryCatalog:
                 raise CatalogConflict(f"no stream {change.stream_id}")
             await self.update_stream(change.stream_id, change.name)
             confirmed = StreamRenamed(change.stream_id, self._streams[change.stream_id].name)
+        elif isinstance(change, UserCreated):
+            confirmed = UserCreated(await self.create_user(change.row))
+        elif isinstance(change, UserUpdated):
+            row = change.row
+            if row.id not in self._users:
+                raise CatalogConflict(f"no user {row.id}")
+            await self.update_user(row.id, row.username, row.status)
+            await self.update_permissions(row.id, row.permissions)
+            await self.change_password(row.id, row.password_hash, row.scram_credentials)
+            confirmed = UserUpdated(self._users[row.id])
+        elif isinstance(change, UserDeleted):
+            if change.id not in self._users:
+                raise CatalogConflict(f"no user {change.id}")
+            await self.delete_user(change.id)
+            confirmed = change
         elif isinstance(change, GroupCreated):
             confirmed = GroupCreated(await self.create_consumer_group(change.row))
         elif isinstance(change, GroupDeleted):

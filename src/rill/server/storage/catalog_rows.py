@@ -4,7 +4,8 @@ implementations (``storage.sqlite_catalog``, ``core.memory_catalog``) speak of t
 
 Owns: these value shapes, the changes a catalog delivers that another node made
 (``CatalogChange``: ``PositionStored``, ``StreamRenamed``, ``TopicUpdated``, ``GroupCreated``,
-``GroupDeleted``, each holding what the catalog confirmed) and ``CatalogConflict``, the one error a catalog raises for a change it
+``GroupDeleted``, ``UserCreated``, ``UserUpdated``, ``UserDeleted``, each holding what the
+catalog confirmed) and ``CatalogConflict``, the one error a catalog raises for a change it
 refuses (a duplicate key or name, a reference to a stream, topic, partition or user it does not
 hold). Protocol-neutral plain data: no SQL, no file, no wire format.
 """
@@ -128,4 +129,24 @@ class GroupDeleted:
     consumer: str
 
 
-CatalogChange = PositionStored | StreamRenamed | TopicUpdated | GroupCreated | GroupDeleted
+@dataclass(frozen=True, slots=True)
+class UserCreated:
+    row: UserRow
+
+
+@dataclass(frozen=True, slots=True)
+class UserUpdated:
+    """A user as the catalog holds it now (name, status, permissions, password, SCRAM)."""
+
+    row: UserRow
+
+
+@dataclass(frozen=True, slots=True)
+class UserDeleted:
+    """A user deleted, and its personal access tokens with it."""
+
+    id: int
+
+
+CatalogChange = (PositionStored | StreamRenamed | TopicUpdated | GroupCreated | GroupDeleted
+                 | UserCreated | UserUpdated | UserDeleted)
