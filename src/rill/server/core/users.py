@@ -5,8 +5,9 @@ Owns: the users (id -> User) and keeps the Permissioner in step with them. Passw
 as bcrypt hashes only; hashing and checking run in a worker thread so the loop keeps serving.
 
 Invariants:
-* every change is written to the metadata store *before* memory changes, so a failed write
-  changes nothing;
+* every change is written to the catalog *before* memory changes, so a failed write
+  changes nothing; memory takes the change through ``apply_created``/``apply_updated``/
+  ``apply_deleted``, the same code that applies one another node made (``core.applying``);
 * anything computed across an ``await`` (a bcrypt hash) is re-checked afterwards: the user may
   have been deleted or the name taken meanwhile;
 * a deleted or deactivated user has no live session: its sessions are logged out;
