@@ -6,11 +6,10 @@ Owns: ``apply`` (a change another node made, delivered by the catalog: ``Catalog
 here (``apply_position``: ``core.consumer_offsets``; ``apply_stream_renamed``:
 ``core.streams``; ``apply_topic_updated``: ``core.topics``; a group's and a user's, which
 their services keep: ``ConsumerGroupService`` and ``UserService``, ``apply_created``,
-``apply_updated``, ``apply_deleted``), so that a change confirmed for
-this node and one delivered from elsewhere leave the same model (and the same manifests: a
-stream's or topic's ``stream.json``/``topic.json`` follow the catalog, best effort, as a start
-writes a missing one again). A change of something the model does not hold (deleted here
-meanwhile) is dropped.
+``apply_updated``, ``apply_deleted``), so that a change confirmed for this node and one
+delivered from elsewhere leave the same model (and the same manifests: a stream's or topic's
+``stream.json``/``topic.json`` follow the catalog, best effort, as a start writes a missing one
+again). A change of something the model does not hold (deleted here meanwhile) is dropped.
 """
 
 from __future__ import annotations
@@ -72,8 +71,7 @@ def apply(state: CoreState, groups: ConsumerGroupService, users: UserService,
         if change.stream_id in state.streams:
             apply_stream_renamed(state, state.streams[change.stream_id], change.name)
     elif isinstance(change, TopicUpdated):
-        stream = state.streams.get(change.row.stream_id)
-        topic = stream.topics.get(change.row.id) if stream is not None else None
+        topic = _topic(state, change.row.stream_id, change.row.id)
         if topic is not None:
             apply_topic_updated(state, topic, change.row)
     else:  # a kind this core does not apply from events yet (``core.catalog``)
@@ -122,10 +120,9 @@ def apply_topic_updated(state: CoreState, topic: Topic, row: TopicRow) -> None:
 
 def _apply_group(state: CoreState, groups: ConsumerGroupService,
                  change: GroupCreated | GroupDeleted) -> None:
-    key = (change.row.stream_id, change.row.topic_id) if isinstance(change, GroupCreated) \
-        else (change.stream_id, change.topic_id)
-    stream = state.streams.get(key[0])
-    topic = stream.topics.get(key[1]) if stream is not None else None
+    topic = (_topic(state, change.row.stream_id, change.row.topic_id)
+             if isinstance(change, GroupCreated) else
+             _topic(state, change.stream_id, change.topic_id))
     if topic is None:
         return
     if isinstance(change, GroupCreated):
@@ -136,8 +133,12 @@ def _apply_group(state: CoreState, groups: ConsumerGroupService,
         groups.apply_deleted(topic, group)
 
 
+def _topic(state: CoreState, stream_id: int, topic_id: int) -> Topic | None:
+    stream = state.streams.get(stream_id)
+    return stream.topics.get(topic_id) if stream is not None else None
+
+
 def _partition(state: CoreState, stream_id: int, topic_id: int, partition_id: int
                ) -> Partition | None:
-    stream = state.streams.get(stream_id)
-    topic = stream.topics.get(topic_id) if stream is not None else None
+    topic = _topic(state, stream_id, topic_id)
     return topic.partitions.get(partition_id) if topic is not None else None
