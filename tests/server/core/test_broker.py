@@ -81,7 +81,7 @@ def test_consumer_positions_are_the_next_offset_to_read(tmp_path):
     async def scenario(core, broker, session) -> None:
         await broker.append(session, P0, encode_messages([b"m"] * 5))
         assert broker.committed_offset(session, "billing", P0) is None
-        broker.commit_offset(session, "billing", P0, 3)
+        await broker.commit_offset(session, "billing", P0, 3)
         assert broker.committed_offset(session, "billing", P0) == 3
         assert broker.committed_offset(session, "other", P0) is None
         assert broker.committed_offset(session, "billing", PartitionRef("ns", "t", 2)) is None

@@ -26,8 +26,10 @@ from rill.protocol.iggy.commands.topics import CreateTopic, DeleteTopic
 from rill.protocol.primitives import CompressionAlgorithm
 from rill.protocol.iggy.primitives import Identifier
 from rill.server.config import ServerConfig
+from rill.server.core.broker import PartitionRef, TopicRef
+from rill.server.core.consumer_groups import NoMembership
 from rill.server.core.core import Core
-from in_process_core import twin_core
+from in_process_core import run_with_broker, twin_core
 
 GROUP = Consumer.group(1)
 NEXT = PollingStrategy.next()
@@ -386,3 +388,33 @@ def test_session_memberships_are_maintained(tmp_path):
 
 def _id(value) -> Identifier:
     return Identifier.of(value)
+
+
+class NamingMembership(NoMembership):
+    """A protocol's membership with its own name for its groups' positions."""
+
+    def position_name(self, group_id: int) -> str:
+        return f"mine-{group_id}"
+
+
+def test_a_groups_positions_are_stored_under_the_name_its_protocol_gives(tmp_path):
+    """The core knows no protocol's naming: it stores, lists and deletes a group's positions
+    under the name the membership gives."""
+    async def scenario(core, broker, session) -> None:
+        core.consumer_groups.membership = NamingMembership()
+        group = await broker.groups.create_consumer_group(session, "ns", "t", "g")
+        assert group.key == "mine-1"
+        partition_id, name = broker.groups.member_partition(session, "ns", "t", "g", 2,
+                                                            advance=False)
+        assert (partition_id, name) == (2, "mine-1")
+        await broker.commit_offset(session, name, PartitionRef("ns", "t", 2), 1)
+        assert [(row.consumer, row.group_name, row.next_offset)
+                for row in broker.consumer_lag(session, TopicRef("ns", "t"))] == [
+            ("mine-1", "g", None), ("mine-1", "g", 1)]
+        assert [row.consumer for row in core.state.store.load_positions()] == ["mine-1"]
+        await broker.groups.delete_consumer_group(session, "ns", "t", "g")
+        assert list(core.state.store.load_positions()) == []
+        assert all(not partition.positions
+                   for partition in core.state.find_topic("ns", "t").partitions.values())
+
+    run_with_broker(tmp_path, scenario)

@@ -283,7 +283,7 @@ def test_a_failed_store_write_changes_nothing(tmp_path):
     state = CoreState(config, DataPaths(tmp_path), store, durability=None,
                       permissioner=Permissioner())
     users = UserService(state, lambda: (), lambda user_id: None)
-    users.load(create_root=True)
+    asyncio.run(users.load(create_root=True))
     tokens = PersonalAccessTokenService(state, users)
     root = Session(1, "127.0.0.1:1", "tcp", user_id=1)
     raw = asyncio.run(tokens.create_personal_access_token(root, "kept", 0))

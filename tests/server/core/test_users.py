@@ -358,7 +358,7 @@ def test_a_failed_store_write_changes_nothing(tmp_path):
     root = Session(1, "127.0.0.1:1", "tcp", user_id=1)
     other = Session(2, "127.0.0.1:2", "tcp")
     users = UserService(state, lambda: [root, other], lambda user_id: None)
-    users.load(create_root=True)
+    asyncio.run(users.load(create_root=True))
 
     async def scenario() -> None:
         await users.create_user(root, "kept", "kept-pw", UserStatus.ACTIVE, readers())

@@ -15,7 +15,6 @@ import pytest
 
 from rill.server.core.catalog import (
     CatalogConflict,
-    CatalogWouldWait,
     ConsumerGroupRow,
     PartitionRow,
     PersonalAccessTokenRow,
@@ -23,7 +22,6 @@ from rill.server.core.catalog import (
     StreamRow,
     TopicRow,
     UserRow,
-    settled,
 )
 from rill.server.core.memory_catalog import MemoryCatalog
 from rill.server.storage.sqlite_catalog import CatalogDamaged, SqliteCatalog
@@ -55,12 +53,12 @@ def partitions(stream_id: int, topic_id: int, *ids: int) -> list[PartitionRow]:
     return [PartitionRow(stream_id, topic_id, pid, 9) for pid in ids]
 
 
-def populated(catalog) -> None:
+async def populated(catalog) -> None:
     """Stream 1 ("s") with topics 1 ("t", 2 partitions) and 2 ("u", 1 partition); stream 2."""
-    settled(catalog.create_stream(StreamRow(1, "s", 5)))
-    settled(catalog.create_stream(StreamRow(2, "other", 6)))
-    settled(catalog.create_topic(topic(1, 1, "t"), partitions(1, 1, 1, 2)))
-    settled(catalog.create_topic(topic(1, 2, "u", "iggy-v1"), partitions(1, 2, 1)))
+    await catalog.create_stream(StreamRow(1, "s", 5))
+    await catalog.create_stream(StreamRow(2, "other", 6))
+    await catalog.create_topic(topic(1, 1, "t"), partitions(1, 1, 1, 2))
+    await catalog.create_topic(topic(1, 2, "u", "iggy-v1"), partitions(1, 2, 1))
 
 
 def contents(catalog) -> tuple:
@@ -89,10 +87,10 @@ async def test_changes_confirm_what_they_hold_and_loads_answer_it(catalog):
 
 @run
 async def test_taken_keys_and_names_and_missing_parents_are_refused_changing_nothing(catalog):
-    populated(catalog)
-    settled(catalog.create_user(UserRow(1, "root", "h", 1, None, 1)))
-    settled(catalog.create_consumer_group(ConsumerGroupRow(1, 1, 1, "g")))
-    settled(catalog.create_personal_access_token(PersonalAccessTokenRow(1, "p", "a" * 64, 0)))
+    await populated(catalog)
+    await catalog.create_user(UserRow(1, "root", "h", 1, None, 1))
+    await catalog.create_consumer_group(ConsumerGroupRow(1, 1, 1, "g"))
+    await catalog.create_personal_access_token(PersonalAccessTokenRow(1, "p", "a" * 64, 0))
     before = contents(catalog)
     refused = [
         catalog.create_stream(StreamRow(1, "new", 1)),  # taken id
@@ -128,7 +126,7 @@ async def test_taken_keys_and_names_and_missing_parents_are_refused_changing_not
 
 @run
 async def test_changes_of_what_is_not_there_change_nothing(catalog):
-    populated(catalog)
+    await populated(catalog)
     before = contents(catalog)
     await catalog.update_stream(9, "x")
     assert await catalog.update_topic(topic(1, 9, "x")) == topic(1, 9, "x")
@@ -146,7 +144,7 @@ async def test_changes_of_what_is_not_there_change_nothing(catalog):
 
 @run
 async def test_deletions_take_what_belongs_to_them(catalog):
-    populated(catalog)
+    await populated(catalog)
     for stream_id, topic_id, partition_id in ((1, 1, 1), (1, 1, 2), (1, 2, 1)):
         await catalog.store_position(PositionRow(stream_id, topic_id, partition_id, "c", 3))
     await catalog.store_position(PositionRow(1, 1, 1, "group:g", 4, "note", 2))
@@ -171,7 +169,7 @@ async def test_deletions_take_what_belongs_to_them(catalog):
 
 @run
 async def test_purges_forget_positions_only(catalog):
-    populated(catalog)
+    await populated(catalog)
     await catalog.store_position(PositionRow(1, 1, 1, "c", 3))
     await catalog.store_position(PositionRow(1, 2, 1, "c", 3))
     await catalog.purge_topic(1, 1)
@@ -182,7 +180,7 @@ async def test_purges_forget_positions_only(catalog):
 
 @run
 async def test_a_position_is_replaced_with_its_note_and_epoch(catalog):
-    populated(catalog)
+    await populated(catalog)
     first = PositionRow(1, 1, 1, "kafka-group:g", U64_MAX, "meta", 4)
     assert await catalog.store_position(first) == first
     assert list(catalog.load_positions()) == [first]
@@ -244,28 +242,17 @@ def test_trusted_logins_and_revoked_tokens(catalog):
     assert catalog.load_revoked_access_tokens() == {"j2": 200}
 
 
-def test_changes_settle_at_once_and_settled_refuses_one_that_would_wait(catalog):
-    assert settled(catalog.create_stream(StreamRow(1, "s", 1))) == StreamRow(1, "s", 1)
-
-    class Waiting:
-        def __await__(self):
-            yield  # suspends, as a change confirmed by a watch would
-
-    with pytest.raises(CatalogWouldWait):
-        settled(Waiting())
-
-
 # -- the SQLite catalog: what only files have ---------------------------------------------
 
 
 def fill(path: Path) -> SqliteCatalog:
     catalog = SqliteCatalog.open(path, synchronous_full=False)
-    populated(catalog)
-    settled(catalog.create_user(UserRow(1, "root", "h", 1, None, 1)))
-    settled(catalog.store_position(PositionRow(1, 1, 1, "c", U64_MAX, "n", 1)))
-    settled(catalog.create_consumer_group(ConsumerGroupRow(1, 1, 1, "g")))
-    settled(catalog.create_personal_access_token(PersonalAccessTokenRow(1, "p", "a" * 64, 0)))
-    settled(catalog.reserve_ids("p", 3))
+    asyncio.run(populated(catalog))
+    asyncio.run(catalog.create_user(UserRow(1, "root", "h", 1, None, 1)))
+    asyncio.run(catalog.store_position(PositionRow(1, 1, 1, "c", U64_MAX, "n", 1)))
+    asyncio.run(catalog.create_consumer_group(ConsumerGroupRow(1, 1, 1, "g")))
+    asyncio.run(catalog.create_personal_access_token(PersonalAccessTokenRow(1, "p", "a" * 64, 0)))
+    asyncio.run(catalog.reserve_ids("p", 3))
     return catalog
 
 
@@ -283,7 +270,7 @@ def test_a_torn_write_ahead_log_loses_only_the_torn_commit(tmp_path):
     path = tmp_path / "metadata.sqlite3"
     catalog = fill(path)
     kept = contents(catalog)
-    settled(catalog.create_stream(StreamRow(3, "torn", 1)))  # the last commit of the log
+    asyncio.run(catalog.create_stream(StreamRow(3, "torn", 1)))  # the last commit of the log
     crashed = tmp_path / "crashed"  # the files as a kill -9 leaves them (no checkpoint)
     crashed.mkdir()
     for suffix in ("", "-wal"):

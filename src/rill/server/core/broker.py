@@ -137,12 +137,12 @@ class Broker:
 
     # -- ids -------------------------------------------------------------------------------
 
-    def new_id(self, session: Session, name: str) -> int:
+    async def new_id(self, session: Session, name: str) -> int:
         """A number (>= 0) this server never handed out under ``name`` before, across restarts
         and crashes (``core.unique_ids``): e.g. Kafka's producer ids. Any logged-in session."""
         if not session.is_authenticated:
             raise errors.Unauthenticated()
-        return self._ids.next(name)
+        return await self._ids.next(name)
 
     def id_handed_out(self, name: str, number: int) -> bool:
         """Whether ``new_id(name)`` may have returned ``number`` (now or before a restart)."""
@@ -329,16 +329,17 @@ class Broker:
 
     # -- consumer positions (the next offset to read) --------------------------------------
     # A consumer is any name; a protocol names its own so that they do not meet by chance
-    # (Iggy's are ``iggy-consumer:<u32>``, protocols.iggy.consumers; the groups' are
-    # ``iggy-group:<id>``, core.consumer_groups).
+    # (Iggy's are ``iggy-consumer:<u32>``, protocols.iggy.consumers; its groups' are
+    # ``iggy-group:<id>``, protocols.iggy.groups, given to the core as the membership's
+    # ``position_name``).
 
-    def commit_offset(self, session: Session, consumer: str, ref: PartitionRef,
-                      next_offset: int, note: str | None = None,
-                      leader_epoch: int | None = None) -> None:
+    async def commit_offset(self, session: Session, consumer: str, ref: PartitionRef,
+                            next_offset: int, note: str | None = None,
+                            leader_epoch: int | None = None) -> None:
         """Store where ``consumer`` reads next (Kafka's OffsetCommit meaning), with its opaque
         ``note`` (Kafka's commit metadata) and the ``leader_epoch`` it read it in (Kafka's
         committed leader epoch); None: none."""
-        self._core.consumer_offsets.store_consumer_offset(
+        await self._core.consumer_offsets.store_consumer_offset(
             session, ref.namespace, ref.topic, consumer, ref.partition_id, next_offset, note,
             leader_epoch)
 

@@ -3,71 +3,76 @@ only way the core changes it.
 
 Owns: the ``Catalog`` protocol (streams, topics, partitions, users, personal access tokens,
 consumer groups, consumer positions, reserved id blocks, and the node-local tables of auth:
-the login throttle's trusted logins and HTTP's revoked access tokens), and ``settled``, the
-bridge that lets a synchronous service method await a change that confirms at once.
+the login throttle's trusted logins and HTTP's revoked access tokens) and the changes it
+delivers that this node did not make (``CatalogChange``, ``Catalog.follow``).
 Implementations: ``storage.sqlite_catalog.SqliteCatalog`` (SQLite in the data directory, what a
 server runs on) and ``core.memory_catalog.MemoryCatalog`` (its memory twin, what the core's tests
 run on).
 
-The rule (apply from confirmation): a service checks what it can against the model, proposes
+The rule (apply from confirmation): a service checks what it can against the model, awaits
 a change here, and changes the in-memory model (``core.model``, ``core.state``) only from what
 the catalog confirmed (the row it returns; a refusal raises and the model is left as it was).
 A deletion may first hide the object from new traffic (it is put back when the catalog
 refuses). Reads (``load_*``) answer the catalog as applied, from the local copy, so they stay
-synchronous; every change is a coroutine.
+synchronous; every change is a coroutine, and every caller awaits it (start-up recovery, the
+root user at the first start, id blocks, and consumer positions on the poll path too: with the
+SQLite catalog that await commits on the loop's thread and never suspends, so a poll that
+auto-commits takes no thread hop).
+
+Changes made elsewhere (``follow``): the core gives the catalog one function at start
+(``Core.apply``), and the catalog calls it with each change it confirmed that this node did not
+propose, in the order it holds them. ``core.applying`` applies such a change to the model with
+the same code that applies the node's own confirmation of that kind, so both leave the same
+model. Applied from events so far: a stored consumer position (``PositionStored``), a renamed
+stream (``StreamRenamed``), a topic's new name and settings (``TopicUpdated``), a consumer
+group created or deleted with its positions (``GroupCreated``, ``GroupDeleted``), a user
+created, changed (name, status, permissions, password) or deleted (``UserCreated``,
+``UserUpdated``, ``UserDeleted``). Not delivered that way yet: creations and deletions of
+streams, topics and partitions (they make or remove local directories and partition logs: the
+cluster's step that brings replicas adds them), and personal access tokens. Nobody else changes today's catalogs: SQLite never calls
+the function; the twin calls it for what a test changes through
+``MemoryCatalog.change_elsewhere`` (another node's change, as this node would see it).
 
 How a catalog applied from etcd watches plugs in (``shared/spec/cluster-design.md``): its
 change methods send the change to the controller (an etcd transaction comparing the
 revision the node has applied) and return once the node's watch delivered the revision that
 holds it, with the row as the watch delivered it; a refused transaction raises
 ``CatalogConflict``. Its ``load_*`` read a memory twin kept up to date by the watch (the
-snapshot at revision R, then every event from R+1). Changes made by other nodes arrive through
-the same watch and are applied to the model by the same code that applies a confirmation. The
-callers that still bridge with ``settled`` (consumer positions, on the poll path; id blocks;
-the root user at the first start; start-up recovery in ``core.reconciliation``) must become
-coroutines first: ``settled`` refuses a change that would have to wait.
+snapshot at revision R, then every event from R+1). Events of other nodes' changes arriving on
+the same watch go to the function given to ``follow``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Coroutine, Iterable, Protocol, TypeVar
+from typing import Callable, Iterable, Protocol
 
 from rill.server.storage.catalog_rows import (
+    CatalogChange,
     CatalogConflict,
     ConsumerGroupRow,
+    GroupCreated,
+    GroupDeleted,
     PartitionRow,
     PersonalAccessTokenRow,
     PositionRow,
+    PositionStored,
+    StreamRenamed,
     StreamRow,
     TopicRow,
+    TopicUpdated,
+    UserCreated,
+    UserDeleted,
     UserRow,
+    UserUpdated,
 )
 from rill.server.storage.reserve import SpaceReserve
 
 __all__ = [
-    "Catalog", "CatalogConflict", "CatalogWouldWait", "ConsumerGroupRow", "PartitionRow",
-    "PersonalAccessTokenRow", "PositionRow", "StreamRow", "TopicRow", "UserRow", "settled",
+    "Catalog", "CatalogChange", "CatalogConflict", "ConsumerGroupRow", "GroupCreated",
+    "GroupDeleted", "PartitionRow",
+    "PersonalAccessTokenRow", "PositionRow", "PositionStored", "StreamRenamed", "StreamRow",
+    "TopicRow", "TopicUpdated", "UserCreated", "UserDeleted", "UserRow", "UserUpdated",
 ]
-
-Result = TypeVar("Result")
-
-
-class CatalogWouldWait(RuntimeError):
-    """A synchronous caller (``settled``) met a catalog change that cannot confirm at once."""
-
-
-def settled(change: Coroutine[Any, Any, Result] | Awaitable[Result]) -> Result:
-    """The confirmation of a catalog change that completes without waiting (both of today's
-    catalogs do: SQLite commits on the calling thread, the twin in memory), for the service
-    methods that are still synchronous. Raises ``CatalogWouldWait`` (nothing is applied) when
-    the change would have to wait."""
-    steps = change.__await__()
-    try:
-        steps.send(None)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-    steps.close()
-    raise CatalogWouldWait("this catalog change cannot confirm at once: its caller must await it")
 
 
 class Catalog(Protocol):
@@ -89,6 +94,10 @@ class Catalog(Protocol):
 
     def checkpoint(self) -> None:
         """Make every confirmed change durable now (may run in a worker thread)."""
+
+    def follow(self, apply: Callable[[CatalogChange], None]) -> None:
+        """From now on, call ``apply`` with every change confirmed that this node did not
+        propose (another node's), in the catalog's order, on the event loop's thread."""
 
     # -- the catalog as applied --------------------------------------------------------------
 

@@ -8,9 +8,10 @@ a protocol's (``GroupMembership``, given when the Core is built: Iggy's is
 ``protocols.iggy.groups``); this module tells it every change that moves partitions or ends
 groups, and asks it for a member's partition.
 
-* A group's positions are stored under ``iggy-group:<id>`` (``group_position_name``: the name
-  schema 2 of the metadata store gave them; Iggy's commands are what creates groups today) and
-  deleted with it.
+* A group's positions are stored under the name its membership gives (``GroupMembership.
+  position_name``: a protocol's dialect; Iggy's is ``iggy-group:<id>``,
+  ``protocols.iggy.groups``) and deleted with it. Without a protocol (``NoMembership``: the
+  core's tests) the name is ``group:<id>``.
 * With a partition id a group consumer addresses that partition, with no membership check
   (the group must still exist); without one, the membership picks it (0: the member has none
   to read; what a read of none answers is the protocol's rule).
@@ -30,18 +31,15 @@ from rill.server.core.state import CoreState
 from rill.server.core.types import Ref
 
 TopicKey = tuple[int, int]  # (stream id, topic id)
-GROUP_POSITIONS = "iggy-group:"
-
-
-def group_position_name(group_id: int) -> str:
-    """The name group ``group_id``'s positions are stored under."""
-    return f"{GROUP_POSITIONS}{group_id}"
-
 Membership = tuple[int, int, int]  # (stream id, topic id, group id)
 
 
 class GroupMembership(Protocol):
     """A protocol's live membership of the groups (Iggy's: ``protocols.iggy.groups``)."""
+
+    def position_name(self, group_id: int) -> str:
+        """The name group ``group_id``'s positions are stored under (the protocol's; kept as
+        it is on disk, so it never changes for a group that has positions)."""
 
     def rebalance(self, group: Group) -> None:
         """The group's topic has another partition count now (``group.partitions_count``)."""
@@ -59,6 +57,9 @@ class GroupMembership(Protocol):
 
 class NoMembership:
     """Groups with no protocol to manage their members: every member is unknown."""
+
+    def position_name(self, group_id: int) -> str:
+        return f"group:{group_id}"
 
     def rebalance(self, group: Group) -> None:
         pass
@@ -80,15 +81,11 @@ class Group:
     id: int
     name: str
     partitions_count: int = 0  # the topic's
+    key: str = ""  # the name its positions are stored under (``GroupMembership.position_name``)
 
     @property
     def membership(self) -> Membership:
         return (self.stream_id, self.topic_id, self.id)
-
-    @property
-    def key(self) -> str:
-        """The name the group's positions are stored under."""
-        return group_position_name(self.id)
 
 
 class ConsumerGroupService:
@@ -106,7 +103,8 @@ class ConsumerGroupService:
                 continue
             groups = self.topics.setdefault((row.stream_id, row.topic_id), {})
             groups[row.id] = Group(row.stream_id, row.topic_id, row.id, row.name,
-                                   partitions_count=len(stream.topics[row.topic_id].partitions))
+                                   partitions_count=len(stream.topics[row.topic_id].partitions),
+                                   key=self.membership.position_name(row.id))
 
     # -- lookups ---------------------------------------------------------------------------
 
@@ -167,19 +165,31 @@ class ConsumerGroupService:
         if group_id in existing:
             raise errors.ConsumerGroupIdAlreadyExists(group_id, topic.id, field="group_id")
         row = ConsumerGroupRow(topic.stream_id, topic.id, group_id, name)
-        row = await state.store.create_consumer_group(row)
-        group = Group(row.stream_id, row.topic_id, row.id, row.name,
-                      partitions_count=len(topic.partitions))
-        self.topics.setdefault((topic.stream_id, topic.id), {})[row.id] = group
-        return group
+        return self.apply_created(topic, await state.store.create_consumer_group(row))
 
     async def delete_consumer_group(self, session: Session, stream_id: Ref, topic_id: Ref,
                                     group_id: Ref) -> None:
         topic, group = self._topic_and_group(session, stream_id, topic_id, group_id)
         await self.state.store.delete_consumer_group(topic.stream_id, topic.id, group.id,
                                                      group.key)
+        self.apply_deleted(topic, group)
+
+    # -- confirmed changes (this node's, or another's: ``core.applying``) ----------------
+
+    def apply_created(self, topic: Topic, row: ConsumerGroupRow) -> Group:
+        """A group the catalog holds now, in ``topic``."""
+        group = Group(row.stream_id, row.topic_id, row.id, row.name,
+                      partitions_count=len(topic.partitions),
+                      key=self.membership.position_name(row.id))
+        self.topics.setdefault((topic.stream_id, topic.id), {})[row.id] = group
+        return group
+
+    def apply_deleted(self, topic: Topic, group: Group) -> None:
+        """A group the catalog deleted, with the positions stored under its name."""
         for partition in topic.partitions.values():
-            partition.positions.pop(group.key, None)
+            for kept in (partition.positions, partition.position_notes,
+                         partition.position_epochs):
+                kept.pop(group.key, None)
         self._drop(group)
 
     # -- hooks -----------------------------------------------------------------------------

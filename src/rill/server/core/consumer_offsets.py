@@ -4,8 +4,9 @@ Positions are keyed by a consumer *name* and hold the **next offset to read** (K
 meaning; schema 2 of the metadata store, migrated once from schema 1's numeric keys and "last
 consumed" offsets). A protocol names its consumers so that they do not meet by chance (Iggy's
 are ``iggy-consumer:<u32>``, ``protocols.iggy.consumers``); a member of one of a topic's
-consumer groups reads and commits under its group's name (``consumer_groups.group_position_name``),
-in the partition the protocol's membership deals it (``Groups.member_partition``).
+consumer groups reads and commits under the name its group's positions are stored under (the
+protocol's: ``GroupMembership.position_name``, ``core.consumer_groups``), in the partition the
+protocol's membership deals it (``Groups.member_partition``).
 
 Consumer lag (``consumer_lag``: GET_CONSUMER_LAG, the HTTP ``consumer-lag`` route, the
 ``rill_consumer_group_lag`` gauge): per partition, the messages from the consumer's next offset
@@ -24,7 +25,8 @@ from typing import Protocol
 
 from rill import errors
 from rill.server.auth.permissioner import Action
-from rill.server.core.catalog import PositionRow, settled
+from rill.server.core.applying import apply_position
+from rill.server.core.catalog import PositionRow
 from rill.server.core.model import Partition, Session, Topic
 from rill.server.core.state import CoreState
 from rill.server.core.types import ConsumerLag, ConsumerPosition, LogBounds, Ref
@@ -43,21 +45,16 @@ class ConsumerOffsetService:
         self.state = state
         self.groups = groups
 
-    def store(self, partition: Partition, key: ConsumerKey, next_offset: int,
-              note: str | None = None, leader_epoch: int | None = None) -> None:
+    async def store(self, partition: Partition, key: ConsumerKey, next_offset: int,
+                    note: str | None = None, leader_epoch: int | None = None) -> None:
         """Store a position (and the consumer's note and leader epoch with it: a position
-        stored without them has none)."""
-        row = settled(self.state.store.store_position(
+        stored without them has none); the model holds it once the catalog confirmed it.
+        On the poll path (Iggy's auto-commit): one await of the catalog, no thread hop (the
+        SQLite catalog commits on the loop's thread)."""
+        row = await self.state.store.store_position(
             PositionRow(partition.stream_id, partition.topic_id, partition.id, key, next_offset,
-                        note, leader_epoch)
-        ))
-        partition.positions[key] = row.next_offset
-        for kept, value in ((partition.position_notes, row.note),
-                            (partition.position_epochs, row.leader_epoch)):
-            if value is None:
-                kept.pop(key, None)
-            else:
-                kept[key] = value
+                        note, leader_epoch))
+        apply_position(partition, row)
 
     def get_consumer_offset(self, session: Session, stream_id: Ref, topic_id: Ref,
                             key: ConsumerKey, partition_id: int) -> ConsumerPosition:
@@ -76,7 +73,7 @@ class ConsumerOffsetService:
         self.state.authorize(session, Action.READ_TOPIC, topic.stream_id, topic.id)
         return consumer_lag(topic, self.groups.group_position_names(topic))
 
-    def store_consumer_offset(self, session: Session, stream_id: Ref, topic_id: Ref,
+    async def store_consumer_offset(self, session: Session, stream_id: Ref, topic_id: Ref,
                               key: ConsumerKey, partition_id: int, next_offset: int,
                               note: str | None = None, leader_epoch: int | None = None) -> None:
         """Store ``next_offset`` as where ``consumer`` reads next: at most the log's end (or 1
@@ -87,7 +84,7 @@ class ConsumerOffsetService:
         partition = self.state.find_partition(topic, partition_id)
         if not 0 <= next_offset <= max(partition.log.next_offset, 1):
             raise errors.InvalidOffset(next_offset - 1, field="offset")
-        self.store(partition, key, next_offset, note, leader_epoch)
+        await self.store(partition, key, next_offset, note, leader_epoch)
 
 
 def consumer_lag(topic: Topic, groups: list[tuple[ConsumerKey, str]]) -> list[ConsumerLag]:

@@ -3,9 +3,10 @@
 Owns: start-up (the catalog — ``core.catalog``: the SQLite metadata store of the data
 directory, or the catalog the Core was given — reconciled with the data directory — see
 ``core.reconciliation`` —, catalog -> model, partition logs opened through the ``Logs`` port —
-``core.log``: files with recovery, or the logs the Core was given —, the root user at
-the first start), sessions (one per connection), background tasks (retention, token cleaner, heartbeat,
-metadata checkpoints under ``fsync = interval``), and the clean-shutdown marker that tells the
+``core.log``: files with recovery, or the logs the Core was given —, the root user at the
+first start, then the catalog followed: ``apply``), sessions (one per connection), background
+tasks (retention, token cleaner, heartbeat, metadata checkpoints under ``fsync = interval``),
+and the clean-shutdown marker that tells the
 next start whether the tails of the logs need checksum verification.
 
 The data directory is private to the server's user (0700), and so is every file in it (0600).
@@ -35,7 +36,8 @@ from rill.server.core.consumer_groups import (
     NoMembership,
 )
 from rill.server.core.broker import Broker
-from rill.server.core.catalog import Catalog
+from rill.server.core import applying
+from rill.server.core.catalog import Catalog, CatalogChange
 from rill.server.core.log import Log, Logs
 from rill.server.core.clients import ClientService, run_heartbeat_verifier
 from rill.server.core.columnar import ColumnarReadService
@@ -198,8 +200,9 @@ class Core:
         state.clean_start = marker.exists()
         if not state.clean_start and not self._first_start:
             log.warning("previous run did not stop cleanly: verifying the tails of the logs")
-        reconcile(state.paths, state.store, state.durability, state.clock())
-        self._load()
+        await reconcile(state.paths, state.store, state.durability, state.clock())
+        await self._load()
+        state.store.follow(self.apply)  # other nodes' changes, from what was loaded on
         write_identity(state.paths, state.clock())
         await self.transactions.start()  # finishes commits a crash interrupted
         marker.unlink(missing_ok=True)
@@ -227,6 +230,11 @@ class Core:
                 run_heartbeat_verifier(state, self.sessions, heartbeat.interval, self.disconnect)
             ))
         self.running = True
+
+    def apply(self, change: CatalogChange) -> None:
+        """A change the catalog confirmed that this node did not make (``Catalog.follow``),
+        applied to the model as this node's own confirmation of it is (``core.applying``)."""
+        applying.apply(self.state, self.consumer_groups, self.users, change)
 
     def _appended(self, log: Log) -> None:
         """Every append, whatever its path (an append, an admitted one, a staged commit)."""
@@ -284,10 +292,10 @@ class Core:
             return f"writing messages fails ({failures} failed attempt(s) since the last success)"
         return None
 
-    def _load(self) -> None:
+    async def _load(self) -> None:
         state = self.state
         store = state.store
-        self.users.load(create_root=self._create_root)
+        await self.users.load(create_root=self._create_root)
         self.tokens.load()
         for row in store.load_streams():
             state.streams[row.id] = Stream(row.id, row.name, row.created_at)

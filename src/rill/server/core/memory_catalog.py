@@ -5,22 +5,35 @@ Owns: nothing durable. A server whose twin is dropped forgets its catalog; a tes
 the same twin to a second Core sees a restart whose catalog survived (as a catalog kept by a
 controller outlives a node). It lives beside the port, not in storage, because it has no file:
 it is what the core's tests run on, and the applied copy a watch-driven catalog would keep.
+
+Changes made elsewhere: ``change_elsewhere`` makes a change as another node would (through
+the same methods, so with the same refusals) and delivers what it holds then to the function
+given to ``follow``, as a watch delivers another node's change (``core.catalog``).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Iterator
+from typing import Callable, Iterator
 
 from rill.server.storage.catalog_rows import (
+    CatalogChange,
     CatalogConflict,
     ConsumerGroupRow,
+    GroupCreated,
+    GroupDeleted,
     PartitionRow,
     PersonalAccessTokenRow,
     PositionRow,
+    PositionStored,
+    StreamRenamed,
     StreamRow,
     TopicRow,
+    TopicUpdated,
+    UserCreated,
+    UserDeleted,
     UserRow,
+    UserUpdated,
 )
 from rill.server.storage.reserve import SpaceReserve
 
@@ -43,6 +56,7 @@ class MemoryCatalog:
         self._reserved: dict[str, int] = {}
         self._trusted: dict[tuple[str, str], int] = {}
         self._revoked: dict[str, int] = {}
+        self._followers: list[Callable[[CatalogChange], None]] = []
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -51,6 +65,52 @@ class MemoryCatalog:
 
     def checkpoint(self) -> None:
         """Nothing to sync."""
+
+    def follow(self, apply: Callable[[CatalogChange], None]) -> None:
+        self._followers.append(apply)
+
+    async def change_elsewhere(self, change: CatalogChange) -> CatalogChange:
+        """Make ``change`` as another node would, then deliver it, as this catalog holds it
+        now, to every follower; the change as delivered."""
+        if isinstance(change, PositionStored):
+            confirmed: CatalogChange = PositionStored(await self.store_position(change.row))
+        elif isinstance(change, StreamRenamed):
+            if change.stream_id not in self._streams:
+                raise CatalogConflict(f"no stream {change.stream_id}")
+            await self.update_stream(change.stream_id, change.name)
+            confirmed = StreamRenamed(change.stream_id, self._streams[change.stream_id].name)
+        elif isinstance(change, UserCreated):
+            confirmed = UserCreated(await self.create_user(change.row))
+        elif isinstance(change, UserUpdated):
+            row = change.row
+            if row.id not in self._users:
+                raise CatalogConflict(f"no user {row.id}")
+            await self.update_user(row.id, row.username, row.status)
+            await self.update_permissions(row.id, row.permissions)
+            await self.change_password(row.id, row.password_hash, row.scram_credentials)
+            confirmed = UserUpdated(self._users[row.id])
+        elif isinstance(change, UserDeleted):
+            if change.id not in self._users:
+                raise CatalogConflict(f"no user {change.id}")
+            await self.delete_user(change.id)
+            confirmed = change
+        elif isinstance(change, GroupCreated):
+            confirmed = GroupCreated(await self.create_consumer_group(change.row))
+        elif isinstance(change, GroupDeleted):
+            if (change.stream_id, change.topic_id, change.id) not in self._groups:
+                raise CatalogConflict(f"no group {change.id} of topic {change.topic_id}")
+            await self.delete_consumer_group(change.stream_id, change.topic_id, change.id,
+                                             change.consumer)
+            confirmed = change
+        else:
+            row = change.row
+            if (row.stream_id, row.id) not in self._topics:
+                raise CatalogConflict(f"no topic {row.id} of stream {row.stream_id}")
+            await self.update_topic(row)
+            confirmed = TopicUpdated(self._topics[row.stream_id, row.id])
+        for apply in self._followers:
+            apply(confirmed)
+        return confirmed
 
     # -- the catalog as applied --------------------------------------------------------------
 

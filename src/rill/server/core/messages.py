@@ -252,9 +252,9 @@ class PartitionReader:
         """An empty read at the log's end."""
         return read_nothing(self._partition)
 
-    def commit_offset(self, consumer: str, next_offset: int) -> None:
+    async def commit_offset(self, consumer: str, next_offset: int) -> None:
         """Store ``next_offset`` as where ``consumer`` reads next (no note, no epoch)."""
-        self._offsets.store(self._partition, consumer, next_offset)
+        await self._offsets.store(self._partition, consumer, next_offset)
 
 
 def log_bounds(partition: Partition) -> LogBounds:

@@ -41,7 +41,7 @@ from rill.server.storage.directories import (
     take_inventory,
     write_manifest,
 )
-from rill.server.core.catalog import Catalog, PartitionRow, StreamRow, TopicRow, settled
+from rill.server.core.catalog import Catalog, PartitionRow, StreamRow, TopicRow
 from rill.server.storage.durability import Durability
 from rill.server.storage.paths import TOMBSTONE_SUFFIX, DataPaths
 from rill.server.storage.reserve import SpaceReserve
@@ -154,7 +154,7 @@ class _Known:
         self.names.add((row.stream_id, row.name))
 
 
-def reconcile(paths: DataPaths, store: Catalog, durability: Durability, now_us: int) -> None:
+async def reconcile(paths: DataPaths, store: Catalog, durability: Durability, now_us: int) -> None:
     """Make the store and the directories agree (see the module docstring)."""
     known = _Known(store)
     inventory = take_inventory(paths)
@@ -164,16 +164,17 @@ def reconcile(paths: DataPaths, store: Catalog, durability: Durability, now_us: 
         _settle_tombstones(paths, known, inventory, durability)
         inventory = take_inventory(paths)
     for stream_id, found in inventory.streams.items():
-        if stream_id not in known.streams and not _recover_stream(paths, store, known, found.directory):
+        if stream_id not in known.streams and not await _recover_stream(
+                paths, store, known, found.directory):
             continue
         for topic_id, found_topic in found.topics.items():
             key = (stream_id, topic_id)
             if key not in known.topics:
-                _recover_topic(paths, store, known, stream_id, topic_id, found_topic.partitions,
-                               now_us)
+                await _recover_topic(paths, store, known, stream_id, topic_id,
+                                     found_topic.partitions, now_us)
             else:
-                _recover_partitions(paths, store, known, stream_id, topic_id,
-                                    found_topic.partitions, now_us)
+                await _recover_partitions(paths, store, known, stream_id, topic_id,
+                                          found_topic.partitions, now_us)
     _write_missing_manifests(paths, known, durability)
     _report_missing_partitions(paths, known, inventory)
 
@@ -202,7 +203,7 @@ def _settle_tombstones(paths: DataPaths, known: _Known, inventory: Inventory,
             durability.sync_directory(directory.parent)
 
 
-def _recover_stream(paths: DataPaths, store: Catalog, known: _Known, directory: Path) -> bool:
+async def _recover_stream(paths: DataPaths, store: Catalog, known: _Known, directory: Path) -> bool:
     stream_id = int(directory.name)
     row = read_stream_manifest(paths.stream_manifest(stream_id))
     if row is None or row.id != stream_id:
@@ -213,14 +214,14 @@ def _recover_stream(paths: DataPaths, store: Catalog, known: _Known, directory: 
         quarantine(paths, directory, f"a stream directory unknown to the metadata store whose "
                    f"name {row.name!r} another stream has")
         return False
-    settled(store.create_stream(row))
+    row = await store.create_stream(row)  # what ``known`` holds: what the catalog confirmed
     known.add_stream(row)
     log.warning("recovered stream %d (%r) from its directory: the metadata store did not know it",
                 stream_id, row.name)
     return True
 
 
-def _recover_topic(paths: DataPaths, store: Catalog, known: _Known, stream_id: int,
+async def _recover_topic(paths: DataPaths, store: Catalog, known: _Known, stream_id: int,
                    topic_id: int, found_partitions: set[int], now_us: int) -> None:
     directory = paths.topic_dir(stream_id, topic_id)
     row = read_topic_manifest(paths.topic_manifest(stream_id, topic_id))
@@ -233,22 +234,22 @@ def _recover_topic(paths: DataPaths, store: Catalog, known: _Known, stream_id: i
                    f"name {row.name!r} another topic of stream {stream_id} has")
         return
     numbers = _continuing(set(), found_partitions, paths, stream_id, topic_id)
-    settled(store.create_topic(
-        row, [PartitionRow(stream_id, topic_id, pid, now_us) for pid in numbers]))
+    row, created = await store.create_topic(
+        row, [PartitionRow(stream_id, topic_id, pid, now_us) for pid in numbers])
     known.add_topic(row)
-    known.partitions[stream_id, topic_id] = set(numbers)
+    known.partitions[stream_id, topic_id] = {partition.id for partition in created}
     log.warning("recovered topic %d (%r) of stream %d with %d partitions from its directory: "
                 "the metadata store did not know it", topic_id, row.name, stream_id, len(numbers))
 
 
-def _recover_partitions(paths: DataPaths, store: Catalog, known: _Known, stream_id: int,
+async def _recover_partitions(paths: DataPaths, store: Catalog, known: _Known, stream_id: int,
                         topic_id: int, found_partitions: set[int], now_us: int) -> None:
     have = known.partitions[stream_id, topic_id]
     numbers = _continuing(have, found_partitions, paths, stream_id, topic_id)
     if numbers:
-        settled(store.create_partitions(
-            [PartitionRow(stream_id, topic_id, pid, now_us) for pid in numbers]))
-        have.update(numbers)
+        created = await store.create_partitions(
+            [PartitionRow(stream_id, topic_id, pid, now_us) for pid in numbers])
+        have.update(partition.id for partition in created)
         log.warning("recovered partitions %s of topic %d of stream %d from their directories: "
                     "the metadata store did not know them", numbers, topic_id, stream_id)
 

@@ -14,6 +14,7 @@ from typing import Callable
 
 from rill import errors
 from rill.server.auth.permissioner import Action
+from rill.server.core.applying import apply_stream_renamed
 from rill.server.core.model import Session, Stream
 from rill.server.core.names import validate_name
 from rill.server.core.catalog import StreamRow
@@ -80,18 +81,7 @@ class StreamService:
         if state.streams.named(name) is not None:
             raise errors.StreamNameAlreadyExists(name, field="name")
         await state.store.update_stream(stream.id, name)
-        state.streams.rename(stream.id, name)
-        self._write_manifest(stream)
-
-    def _write_manifest(self, stream: Stream) -> None:
-        """The manifest follows the store (a failure is logged: the store is the truth, and
-        the next start writes the manifest again)."""
-        state = self.state
-        try:
-            write_manifest(state.paths.stream_manifest(stream.id),
-                           StreamRow(stream.id, stream.name, stream.created_at), state.durability)
-        except OSError:
-            log.exception("cannot write the manifest of stream %d", stream.id)
+        apply_stream_renamed(state, stream, name)  # and its manifest (``core.applying``)
 
     @catalogue_change
     async def delete_stream(self, session: Session, stream_id: Ref) -> None:

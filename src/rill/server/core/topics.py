@@ -18,6 +18,7 @@ from rill.protocol.primitives import (
     MAX_TOPIC_SIZE_UNLIMITED,
 )
 from rill.server.auth.permissioner import Action
+from rill.server.core.applying import apply_topic_updated, topic_row
 from rill.server.config import NEVER
 from rill.server.core.model import Session, Topic
 from rill.server.core.names import validate_name
@@ -31,17 +32,9 @@ from rill.server.core.partitions import (
 from rill.server.core.catalog import TopicRow
 from rill.server.core.state import CoreState, catalogue_change
 from rill.server.core.types import Ref, TopicSpec
-from rill.server.storage.directories import write_manifest
 from rill.server.storage.formats import format_named
 
 log = logging.getLogger(__name__)
-
-
-def topic_row(topic: Topic) -> TopicRow:
-    return TopicRow(
-        topic.stream_id, topic.id, topic.name, topic.created_at, topic.compression_algorithm,
-        topic.message_expiry, topic.max_topic_size, topic.replication_factor, topic.record_format,
-    )
 
 
 def _known_format(name: str) -> str:
@@ -130,17 +123,7 @@ class TopicService:
                 topic.record_format,
             )
         )
-        stream.topics.rename(topic.id, row.name)
-        topic.compression_algorithm = row.compression_algorithm
-        topic.message_expiry = row.message_expiry
-        topic.max_topic_size = row.max_topic_size
-        topic.replication_factor = row.replication_factor
-        try:  # the store is the truth; a start writes a missing manifest again
-            write_manifest(state.paths.topic_manifest(topic.stream_id, topic.id), topic_row(topic),
-                           state.durability)
-        except OSError:
-            log.exception("cannot write the manifest of topic %d of stream %d", topic.id,
-                          topic.stream_id)
+        apply_topic_updated(state, topic, row)  # and its manifest (``core.applying``)
 
     @catalogue_change
     async def delete_topic(self, session: Session, stream_id: Ref, topic_id: Ref) -> None:

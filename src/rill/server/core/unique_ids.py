@@ -4,13 +4,17 @@ producer ids: Kafka's InitProducerId).
 Owns: the rule. Numbers are reserved from the metadata store in blocks (``BLOCK`` at a time,
 ``Catalog.reserve_ids``: on disk before the first of a block is handed out) and handed out
 from memory; a restart starts at the next block, so the rest of a block in use when the server
-stopped is skipped, never reused. ``reserved`` is the end of the current block: every number
-handed out so far is below it.
+stopped is skipped, never reused. The end of the current block bounds every number handed out
+so far. A reservation is awaited (the catalog confirms it); callers that need a number while
+one is under way wait for it and take theirs from the same block, so concurrent callers
+never reserve a block each.
 """
 
 from __future__ import annotations
 
-from rill.server.core.catalog import Catalog, settled
+import asyncio
+
+from rill.server.core.catalog import Catalog
 
 BLOCK = 1000
 
@@ -21,13 +25,18 @@ class UniqueIds:
         self._block = block
         self._next: dict[str, int] = {}
         self._end: dict[str, int] = {}
+        self._reserving = asyncio.Lock()  # one reservation at a time (they are rare)
 
-    def next(self, name: str) -> int:
+    async def next(self, name: str) -> int:
         """A number (>= 0) never returned before for ``name``."""
-        number = self._next.get(name, 0)
-        if number >= self._end.get(name, 0):
-            number = settled(self._store.reserve_ids(name, self._block))
-            self._end[name] = number + self._block
+        if self._next.get(name, 0) >= self._end.get(name, 0):
+            async with self._reserving:
+                # another caller may have reserved a block while this one waited
+                if self._next.get(name, 0) >= self._end.get(name, 0):
+                    first = await self._store.reserve_ids(name, self._block)
+                    self._next[name] = first
+                    self._end[name] = first + self._block
+        number = self._next[name]
         self._next[name] = number + 1
         return number
 

@@ -5,8 +5,9 @@ Owns: the users (id -> User) and keeps the Permissioner in step with them. Passw
 as bcrypt hashes only; hashing and checking run in a worker thread so the loop keeps serving.
 
 Invariants:
-* every change is written to the metadata store *before* memory changes, so a failed write
-  changes nothing;
+* every change is written to the catalog *before* memory changes, so a failed write
+  changes nothing; memory takes the change through ``apply_created``/``apply_updated``/
+  ``apply_deleted``, the same code that applies one another node made (``core.applying``);
 * anything computed across an ``await`` (a bcrypt hash) is re-checked afterwards: the user may
   have been deleted or the name taken meanwhile;
 * a deleted or deactivated user has no live session: its sessions are logged out;
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable
 
 from rill import errors
@@ -39,7 +40,7 @@ from rill.server.auth.passwords import (
     verify_password,
     verify_password_async,
 )
-from rill.server.core.catalog import UserRow, settled
+from rill.server.core.catalog import UserRow
 from rill.server.core.model import Session
 from rill.server.core.names import validate_name
 from rill.server.core.state import CoreState
@@ -109,11 +110,12 @@ class UserService:
 
     # -- loading ---------------------------------------------------------------------------
 
-    def load(self, create_root: bool = False) -> None:
+    async def load(self, create_root: bool = False) -> None:
         """Load the users; ``create_root`` (decided by ``core.reconciliation``: the first start,
-        or an explicit recovery) creates the root user from the [root] settings first."""
+        or an explicit recovery) creates the root user from the [root] settings first (the
+        model takes it from the catalog's rows, as every other user)."""
         if create_root:
-            self._create_root()
+            await self._create_root()
         for row in self.state.store.load_users():
             self._remember(user_from_row(row))
         self._next_id = max(self.users, default=ROOT_USER_ID) + 1
@@ -124,7 +126,7 @@ class UserService:
         self.users[user.id] = user
         self.state.permissioner.set_user(user.id, user.permissions)
 
-    def _create_root(self) -> None:
+    async def _create_root(self) -> None:
         root = self.state.config.root
         user = User(
             id=ROOT_USER_ID,
@@ -135,7 +137,7 @@ class UserService:
             created_at=self.state.clock(),
             scram=scram.derive_all(root.password),
         )
-        settled(self.state.store.create_user(user_row(user)))
+        await self.state.store.create_user(user_row(user))
 
     def root_has_default_password(self) -> bool:
         """Whether the root user can still log in with the default password (one bcrypt check;
@@ -216,10 +218,7 @@ class UserService:
             created_at=state.clock(),
             scram=credentials,
         )
-        user = user_from_row(await state.store.create_user(user_row(user)))
-        self._remember(user)
-        self._next_id = user.id + 1
-        return user
+        return self.apply_created(await state.store.create_user(user_row(user)))
 
     async def delete_user(self, session: Session, user_id: Ref) -> None:
         state = self.state
@@ -228,11 +227,7 @@ class UserService:
         if user.id == ROOT_USER_ID:
             raise errors.CannotDeleteUser(user.id, field="user_id")
         await state.store.delete_user(user.id)  # cascades to the user's tokens
-        state.login_throttle.forget(user.username)
-        del self.users[user.id]
-        state.permissioner.remove_user(user.id)
-        self.on_user_deleted(user.id)
-        self.end_sessions(user.id)
+        self.apply_deleted(user)
 
     def unlock_user(self, session: Session, user_id: Ref) -> None:
         """Failed logins no longer lock the user out (``LoginThrottle.unlock``)."""
@@ -256,12 +251,7 @@ class UserService:
         if username == user.username and status == user.status:
             return
         await state.store.update_user(user.id, username, int(status))
-        if username != user.username:
-            state.login_throttle.forget(user.username)
-        user.username = username
-        user.status = status
-        if not user.is_active:
-            self.end_sessions(user.id)
+        self.apply_updated(user, replace(user_row(user), username=username, status=int(status)))
 
     async def update_permissions(self, session: Session, user_id: Ref,
                                  permissions: Permissions | None) -> None:
@@ -270,11 +260,9 @@ class UserService:
         user = self.find_user(user_id)
         if user.id == ROOT_USER_ID:
             raise errors.CannotChangePermissions(user.id, field="user_id")
-        await state.store.update_permissions(
-            user.id, permissions.to_bytes() if permissions is not None else None
-        )
-        user.permissions = permissions
-        state.permissioner.set_user(user.id, permissions)
+        stored = permissions.to_bytes() if permissions is not None else None
+        await state.store.update_permissions(user.id, stored)
+        self.apply_updated(user, replace(user_row(user), permissions=stored))
 
     async def change_password(self, session: Session, user_id: Ref, current_password: str,
                               new_password: str) -> None:
@@ -285,10 +273,46 @@ class UserService:
         password_hash = await hash_password_async(new_password, self._cost)
         credentials = await _derive_scram(new_password)
         self._ensure_current(user)
-        await self.state.store.change_password(user.id, password_hash,
-                                               scram.encode(credentials))
-        user.password_hash = password_hash
-        user.scram = credentials
+        encoded = scram.encode(credentials)
+        await self.state.store.change_password(user.id, password_hash, encoded)
+        self.apply_updated(user, replace(user_row(user), password_hash=password_hash,
+                                         scram_credentials=encoded))
+
+    # -- confirmed changes (this node's, or another's: ``core.applying``) ----------------
+
+    def apply_created(self, row: UserRow) -> User:
+        """A user the catalog holds now."""
+        user = user_from_row(row)
+        self._remember(user)
+        self._next_id = max(self._next_id, user.id + 1)
+        return user
+
+    def apply_updated(self, user: User, row: UserRow) -> None:
+        """``user`` as the catalog holds it now (name, status, permissions, password hash,
+        SCRAM credentials): a new name forgets the old one's login throttling, an inactive
+        user is logged out everywhere."""
+        before = user_row(user)
+        held = user_from_row(row)
+        if held.username != user.username:
+            self.state.login_throttle.forget(user.username)
+        user.username = held.username
+        user.status = held.status
+        user.password_hash = held.password_hash
+        if row.scram_credentials != before.scram_credentials:  # (a SCRAM login under way
+            user.scram = held.scram  # keeps its credential unless they changed)
+        if row.permissions != before.permissions:
+            user.permissions = held.permissions
+            self.state.permissioner.set_user(user.id, held.permissions)
+        if not user.is_active:
+            self.end_sessions(user.id)
+
+    def apply_deleted(self, user: User) -> None:
+        """A user the catalog deleted (with its tokens)."""
+        self.state.login_throttle.forget(user.username)
+        del self.users[user.id]
+        self.state.permissioner.remove_user(user.id)
+        self.on_user_deleted(user.id)
+        self.end_sessions(user.id)
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -323,8 +347,9 @@ class UserService:
         if (self.users.get(user.id) is not user or user.scram
                 or user.password_hash != password_hash):
             return  # deleted, or given a new password meanwhile
-        await self.state.store.set_scram_credentials(user.id, scram.encode(credentials))
-        user.scram = credentials
+        encoded = scram.encode(credentials)
+        await self.state.store.set_scram_credentials(user.id, encoded)
+        self.apply_updated(user, replace(user_row(user), scram_credentials=encoded))
 
     def begin_scram(self, session: Session, mechanism: str, client_first: bytes
                     ) -> scram.ScramExchange:

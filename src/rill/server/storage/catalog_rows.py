@@ -2,7 +2,10 @@
 personal access tokens and users, as the Catalog port (``core.catalog``) and both of its
 implementations (``storage.sqlite_catalog``, ``core.memory_catalog``) speak of them.
 
-Owns: these value shapes and ``CatalogConflict``, the one error a catalog raises for a change it
+Owns: these value shapes, the changes a catalog delivers that another node made
+(``CatalogChange``: ``PositionStored``, ``StreamRenamed``, ``TopicUpdated``, ``GroupCreated``,
+``GroupDeleted``, ``UserCreated``, ``UserUpdated``, ``UserDeleted``, each holding what the
+catalog confirmed) and ``CatalogConflict``, the one error a catalog raises for a change it
 refuses (a duplicate key or name, a reference to a stream, topic, partition or user it does not
 hold). Protocol-neutral plain data: no SQL, no file, no wire format.
 """
@@ -86,3 +89,64 @@ class UserRow:
     created_at: int
     # SCRAM credentials per mechanism as text (``auth.scram.encode``); None: none derived yet
     scram_credentials: str | None = None
+
+
+# -- changes confirmed elsewhere (``core.catalog``: ``Catalog.follow``) ----------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PositionStored:
+    """A consumer position stored (with its note and leader epoch, as held)."""
+
+    row: PositionRow
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRenamed:
+    stream_id: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class TopicUpdated:
+    """A topic's new name and settings, as the catalog holds the topic now."""
+
+    row: TopicRow
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCreated:
+    row: ConsumerGroupRow
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDeleted:
+    """A consumer group deleted, and the positions stored under its name ``consumer``."""
+
+    stream_id: int
+    topic_id: int
+    id: int
+    consumer: str
+
+
+@dataclass(frozen=True, slots=True)
+class UserCreated:
+    row: UserRow
+
+
+@dataclass(frozen=True, slots=True)
+class UserUpdated:
+    """A user as the catalog holds it now (name, status, permissions, password, SCRAM)."""
+
+    row: UserRow
+
+
+@dataclass(frozen=True, slots=True)
+class UserDeleted:
+    """A user deleted, and its personal access tokens with it."""
+
+    id: int
+
+
+CatalogChange = (PositionStored | StreamRenamed | TopicUpdated | GroupCreated | GroupDeleted
+                 | UserCreated | UserUpdated | UserDeleted)

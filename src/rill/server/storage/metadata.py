@@ -1,13 +1,15 @@
 """The metadata store: streams, topics, partitions, users, consumer positions, reserved id
 blocks (``reserve_ids``) and the login throttle's trusted logins in SQLite (WAL).
 
-Owns: the schema and every SQL statement of the server. Each public method is one transaction,
-so a crash (even kill -9) leaves either the whole change or none of it. Durability follows the
+Owns: the connection and every SQL statement of the server that reads or changes rows (the
+tables, their version and migrations are ``storage.metadata_schema``'s, created in the open's
+first transaction). Each public method is one transaction, so a crash (even kill -9) leaves either the whole change or none of it. Durability follows the
 server's fsync policy: ``synchronous=FULL`` under ``always`` (every commit is on disk before it
 returns), ``NORMAL`` otherwise (in WAL mode a commit survives a process crash; a power loss
 may roll back what was committed since the last checkpoint, so under ``interval`` the Core calls
 ``checkpoint`` every interval). Invariant: callers write here *before* they change the
-in-memory model, so memory never holds what the store does not.
+in-memory model, so memory never holds what the store does not (``storage.sqlite_catalog``,
+the Catalog port over this store, confirms a change once its transaction committed).
 
 A full disk: a write that finds no room releases the space reserve (``storage.reserve``) and is
 tried once more, so deletions, which free space, work at 0 bytes free; if it still fails it
@@ -34,129 +36,14 @@ from rill.server.storage.catalog_rows import (  # noqa: F401 - re-exported
     TopicRow,
     UserRow,
 )
-from rill.server.storage.reserve import SpaceReserve
-
-SCHEMA_VERSION = 5  # 1 -> 2: consumer positions keyed by name, holding the next offset;
-# each topic records its record format. 2 -> 3: a position may carry the consumer's note.
-# 3 -> 4: users keep SCRAM credentials (derived from the password; a store an older rill
-# could open would let it change a password and leave the old SCRAM credentials valid,
-# hence the new version). 4 -> 5: a position may carry the leader epoch the consumer stored
-# with it (Kafka's committed leader epoch; an older rill would keep a stale one beside a
-# position it stores). The trusted_logins table (the login throttle's "logged in from here
-# within a day", ``auth.throttling``) is created in any store that lacks it, without a new
-# version: an older rill ignores it, which costs only the trust it would have kept.
-
-# (the schema version that added it, table, column, declaration): what an older store gains, as
-# its rows would have it (every schema-1 topic holds Iggy's records; schema 2's positions carry
-# no note, schema 4's no leader epoch; SCRAM credentials are derived at each user's next login)
-_ADDED_COLUMNS = (
-    (2, "topics", "record_format", "TEXT NOT NULL DEFAULT 'iggy-v1'"),
-    (3, "consumer_positions", "note", "TEXT"),
-    (4, "users", "scram_credentials", "TEXT"),
-    (5, "consumer_positions", "leader_epoch", "INTEGER"),
+from rill.server.storage.metadata_schema import (  # noqa: F401 - SCHEMA_VERSION re-exported
+    SCHEMA_VERSION,
+    MetadataStoreTooNew,
+    create_schema,
+    from_sql,
+    to_sql,
 )
-
-# the names schema 1's numeric consumer keys get (what the core names Iggy's consumers)
-_V1_CONSUMER_NAMES = {1: "iggy-consumer:", 2: "iggy-group:"}
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS streams (
-    id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE,
-    created_at INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS topics (
-    stream_id INTEGER NOT NULL REFERENCES streams(id) ON DELETE CASCADE,
-    id INTEGER NOT NULL,
-    name TEXT NOT NULL,
-    created_at INTEGER NOT NULL,
-    compression_algorithm INTEGER NOT NULL,
-    message_expiry INTEGER NOT NULL,
-    max_topic_size INTEGER NOT NULL,
-    replication_factor INTEGER NOT NULL,
-    record_format TEXT NOT NULL DEFAULT 'iggy-v1',
-    PRIMARY KEY (stream_id, id),
-    UNIQUE (stream_id, name)
-);
-CREATE TABLE IF NOT EXISTS partitions (
-    stream_id INTEGER NOT NULL,
-    topic_id INTEGER NOT NULL,
-    id INTEGER NOT NULL,
-    created_at INTEGER NOT NULL,
-    PRIMARY KEY (stream_id, topic_id, id),
-    FOREIGN KEY (stream_id, topic_id) REFERENCES topics(stream_id, id) ON DELETE CASCADE
-);
-CREATE TABLE IF NOT EXISTS consumer_positions (
-    stream_id INTEGER NOT NULL,
-    topic_id INTEGER NOT NULL,
-    partition_id INTEGER NOT NULL,
-    consumer TEXT NOT NULL,
-    next_offset INTEGER NOT NULL,
-    note TEXT,
-    leader_epoch INTEGER,
-    PRIMARY KEY (stream_id, topic_id, partition_id, consumer),
-    FOREIGN KEY (stream_id, topic_id, partition_id)
-        REFERENCES partitions(stream_id, topic_id, id) ON DELETE CASCADE
-);
-CREATE TABLE IF NOT EXISTS consumer_groups (
-    stream_id INTEGER NOT NULL,
-    topic_id INTEGER NOT NULL,
-    id INTEGER NOT NULL,
-    name TEXT NOT NULL,
-    PRIMARY KEY (stream_id, topic_id, id),
-    UNIQUE (stream_id, topic_id, name),
-    FOREIGN KEY (stream_id, topic_id) REFERENCES topics(stream_id, id) ON DELETE CASCADE
-);
-CREATE TABLE IF NOT EXISTS personal_access_tokens (
-    user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-    name TEXT NOT NULL,
-    token_hash TEXT NOT NULL UNIQUE,
-    expiry_at INTEGER NOT NULL,
-    PRIMARY KEY (user_id, name)
-);
-CREATE TABLE IF NOT EXISTS revoked_access_tokens (
-    token_id TEXT PRIMARY KEY,
-    expiry_at INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS trusted_logins (
-    username TEXT NOT NULL,
-    address TEXT NOT NULL,
-    until INTEGER NOT NULL,
-    PRIMARY KEY (username, address)
-);
-CREATE TABLE IF NOT EXISTS users (
-    id INTEGER PRIMARY KEY,
-    username TEXT NOT NULL UNIQUE,
-    password_hash TEXT NOT NULL,
-    status INTEGER NOT NULL,
-    permissions BLOB,
-    created_at INTEGER NOT NULL,
-    scram_credentials TEXT
-);
-"""
-
-# SQLite stores signed 64-bit integers; u64 values above 2**63-1 (e.g. u64::MAX = "never")
-# are kept as their two's-complement image and turned back on read.
-_I64_LIMIT = 1 << 63
-
-
-def _to_sql(value: int) -> int:
-    return value - (1 << 64) if value >= _I64_LIMIT else value
-
-
-def _from_sql(value: int) -> int:
-    return value + (1 << 64) if value < 0 else value
-
-
-class MetadataStoreTooNew(Exception):
-    """The store was written by a later rill, with a schema this one cannot read."""
-
-    def __init__(self, path: Path, version: int) -> None:
-        super().__init__(f"metadata store {path} has schema version {version}, newer than this "
-                         f"rill reads ({SCHEMA_VERSION}): it was written by a later rill")
-        self.path = path
-        self.version = version
+from rill.server.storage.reserve import SpaceReserve
 
 
 class MetadataStoreDamaged(Exception):
@@ -224,47 +111,7 @@ class MetadataStore:
 
     @_writes
     def _create_schema(self) -> None:
-        """A new store gets the current schema; an older one is migrated once, in the same
-        transaction; a newer one (written by a later rill) is refused, unchanged."""
-        db = self._db
-        has_meta = db.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
-        found = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
-            if has_meta else None
-        version = int(found[0]) if found else SCHEMA_VERSION
-        if version > SCHEMA_VERSION:
-            raise MetadataStoreTooNew(self.path, version)
-        for statement in _SCHEMA.split(";"):
-            if statement.strip():
-                db.execute(statement)
-        if version < 2:
-            self._migrate_consumer_offsets()
-        for since, table, column, declaration in _ADDED_COLUMNS:
-            if version < since and column not in [
-                    row[1] for row in db.execute(f"PRAGMA table_info({table})")]:
-                db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
-        db.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?) ON CONFLICT(key)"
-                   " DO UPDATE SET value = excluded.value", (str(SCHEMA_VERSION),))
-
-    def _migrate_consumer_offsets(self) -> None:
-        """Schema 1 -> 2: (kind, numeric id) keys become names; the stored "last consumed"
-        offset becomes the next offset to read (+1)."""
-        db = self._db
-        if not db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table'"
-                          " AND name = 'consumer_offsets'").fetchone():
-            return
-        rows = db.execute(  # of partitions that exist (schema 1 cascaded deletes too)
-            "SELECT o.stream_id, o.topic_id, o.partition_id, o.consumer_kind, o.consumer_id,"
-            " o.stored_offset FROM consumer_offsets o JOIN partitions p ON p.stream_id ="
-            " o.stream_id AND p.topic_id = o.topic_id AND p.id = o.partition_id").fetchall()
-        db.executemany(
-            "INSERT OR REPLACE INTO consumer_positions(stream_id, topic_id, partition_id,"
-            " consumer, next_offset) VALUES (?, ?, ?, ?, ?)",
-            [(stream_id, topic_id, partition_id,
-              _V1_CONSUMER_NAMES.get(kind, f"kind-{kind}:") + str(consumer_id),
-              _from_sql(stored) + 1)
-             for stream_id, topic_id, partition_id, kind, consumer_id, stored in rows])
-        db.execute("DROP TABLE consumer_offsets")
+        create_schema(self._db, self.path)  # (storage.metadata_schema), in one transaction
 
     def close(self) -> None:
         """Close both connections; waits for a checkpoint running in a worker thread (the Core
@@ -322,7 +169,7 @@ class MetadataStore:
             " ORDER BY stream_id, id"
         )
         return [
-            TopicRow(s, i, n, c, comp, _from_sql(exp), _from_sql(size), rf, fmt)
+            TopicRow(s, i, n, c, comp, from_sql(exp), from_sql(size), rf, fmt)
             for s, i, n, c, comp, exp, size, rf, fmt in rows
         ]
 
@@ -339,7 +186,7 @@ class MetadataStore:
             " FROM consumer_positions"
         )
         for row in rows:
-            yield PositionRow(*row[:4], _from_sql(row[4]), row[5], row[6])
+            yield PositionRow(*row[:4], from_sql(row[4]), row[5], row[6])
 
     def load_consumer_groups(self) -> list[ConsumerGroupRow]:
         rows = self._db.execute(
@@ -353,7 +200,7 @@ class MetadataStore:
             "SELECT user_id, name, token_hash, expiry_at FROM personal_access_tokens"
             " ORDER BY user_id, name"
         )
-        return [PersonalAccessTokenRow(u, n, h, _from_sql(e)) for u, n, h, e in rows]
+        return [PersonalAccessTokenRow(u, n, h, from_sql(e)) for u, n, h, e in rows]
 
     def load_users(self) -> list[UserRow]:
         rows = self._db.execute(
@@ -393,7 +240,7 @@ class MetadataStore:
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 row.stream_id, row.id, row.name, row.created_at, row.compression_algorithm,
-                _to_sql(row.message_expiry), _to_sql(row.max_topic_size),
+                to_sql(row.message_expiry), to_sql(row.max_topic_size),
                 row.replication_factor, row.record_format,
             ),
         )
@@ -405,8 +252,8 @@ class MetadataStore:
             "UPDATE topics SET name = ?, compression_algorithm = ?, message_expiry = ?,"
             " max_topic_size = ?, replication_factor = ? WHERE stream_id = ? AND id = ?",
             (
-                row.name, row.compression_algorithm, _to_sql(row.message_expiry),
-                _to_sql(row.max_topic_size), row.replication_factor, row.stream_id, row.id,
+                row.name, row.compression_algorithm, to_sql(row.message_expiry),
+                to_sql(row.max_topic_size), row.replication_factor, row.stream_id, row.id,
             ),
         )
 
@@ -485,7 +332,7 @@ class MetadataStore:
             " DO UPDATE SET next_offset = excluded.next_offset, note = excluded.note,"
             " leader_epoch = excluded.leader_epoch",
             (row.stream_id, row.topic_id, row.partition_id, row.consumer,
-             _to_sql(row.next_offset), row.note, row.leader_epoch),
+             to_sql(row.next_offset), row.note, row.leader_epoch),
         )
 
     # -- consumer groups -------------------------------------------------------------------
@@ -582,7 +429,7 @@ class MetadataStore:
         self._db.execute(
             "INSERT INTO personal_access_tokens(user_id, name, token_hash, expiry_at)"
             " VALUES (?, ?, ?, ?)",
-            (row.user_id, row.name, row.token_hash, _to_sql(row.expiry_at)),
+            (row.user_id, row.name, row.token_hash, to_sql(row.expiry_at)),
         )
 
     @_writes

@@ -3,10 +3,12 @@
 Owns: opening the store (``SqliteCatalog.open``; a damaged or too-new store raises
 ``CatalogDamaged``/``CatalogTooNew``, the caller decides what a start does about it) and the
 port's confirmations. Every change is one SQLite transaction committed on the calling thread,
-as before (the schema, the durability per fsync policy and the full-disk reserve are
-``storage.metadata``'s, unchanged); it confirms with the row it wrote, and a constraint SQLite
+as before (the durability per fsync policy and the full-disk reserve are ``storage.metadata``'s,
+the tables ``storage.metadata_schema``'s, unchanged); it confirms with the row it wrote, and a constraint SQLite
 refuses (a taken key or name, a missing parent) raises ``CatalogConflict`` with nothing
-written. The coroutines never wait, so a synchronous caller may settle them (``core.catalog``).
+written. The coroutines never suspend: an await of one costs a commit on the loop's thread,
+no thread hop (consumer positions on the poll path). Nothing but this node changes the file,
+so ``follow`` never delivers a change.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from rill.server.storage.catalog_rows import (
+    CatalogChange,
     CatalogConflict,
     ConsumerGroupRow,
     PartitionRow,
@@ -62,6 +65,9 @@ class SqliteCatalog:
 
     def checkpoint(self) -> None:
         self._store.checkpoint()
+
+    def follow(self, apply: Callable[[CatalogChange], None]) -> None:
+        """Nothing else changes this node's file: ``apply`` is never called."""
 
     # -- the catalog as applied --------------------------------------------------------------
 

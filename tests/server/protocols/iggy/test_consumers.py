@@ -48,15 +48,15 @@ def test_another_protocols_consumer_is_in_the_lag_as_a_group_with_id_0(tmp_path)
     async def scenario(core, broker, session) -> None:
         partition = PartitionRef("ns", "t", 1)
         await broker.append(session, partition, encode_messages([b"m"] * 5))
-        broker.commit_offset(session, "kafka-group:payments", partition, 2)
-        broker.commit_offset(session, consumer_name(4), partition, 3)
+        await broker.commit_offset(session, "kafka-group:payments", partition, 2)
+        await broker.commit_offset(session, consumer_name(4), partition, 3)
         lag = await execute(core, session, GetConsumerLag(Identifier("ns"), Identifier("t")))
         assert [(row.consumer_kind, row.consumer_id, row.group_name, row.committed,
                  row.committed_offset, row.lag) for row in lag] == [
             (1, 4, "", 1, 2, 2), (2, 0, "kafka-group:payments", 1, 1, 3)]
         every = core.consumer_offsets.get_consumer_lag(session, "ns", "t")
         assert {row.consumer for row in every} == {"iggy-consumer:4", "kafka-group:payments"}
-        broker.commit_offset(session, "kafka-group:payments", partition, 0)  # reads from 0
+        await broker.commit_offset(session, "kafka-group:payments", partition, 0)  # reads from 0
         lag = await execute(core, session, GetConsumerLag(Identifier("ns"), Identifier("t")))
         assert (lag[1].committed, lag[1].lag) == (0, 5)  # nothing consumed yet
 

@@ -331,10 +331,10 @@ async def send_messages(broker: Broker, session: Session, c) -> None:
 
 
 @command
-def poll_messages(broker: Broker, session: Session, c):
+async def poll_messages(broker: Broker, session: Session, c):
     consumer, partition_id = reader(c.consumer, c.partition_id)
     strategy = c.strategy
-    return views.polled_messages(poll(
+    return views.polled_messages(await poll(
         broker, session, c.stream_id.value, c.topic_id.value, consumer, partition_id,
         strategy.kind, strategy.value, c.count, c.auto_commit, session.sends_files))
 
@@ -372,11 +372,11 @@ def get_consumer_offset(broker: Broker, session: Session, c):
 
 
 @command
-def store_consumer_offset(broker: Broker, session: Session, c) -> None:
+async def store_consumer_offset(broker: Broker, session: Session, c) -> None:
     # Iggy stores the last offset consumed; the core keeps the next one to read
     consumer, ref = position(broker, session, c.stream_id.value, c.topic_id.value, c.consumer,
                              c.partition_id)
-    broker.commit_offset(session, consumer, ref, c.offset + 1)
+    await broker.commit_offset(session, consumer, ref, c.offset + 1)
 
 
 @command

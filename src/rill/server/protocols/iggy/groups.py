@@ -3,8 +3,11 @@ dealt, and where each member's group polls go next (wire §3.9, §4.4, §6.5, §
 
 Owns: ``IggyGroupMembers``, the ``GroupMembership`` the core is built with when it serves Iggy
 (the core keeps the groups themselves, durable, and asks this for a member's
-partition). Kafka's groups are its own coordinator's (``protocols/kafka/groups.py``); the core
-learns of their members through ``member_sources``.
+partition and for the name a group's positions are stored under: ``iggy-group:<id>``,
+``group_position_name``, the name schema 2 of the metadata store gave schema 1's group
+offsets, ``storage.metadata_schema``, so it never changes). Kafka's groups are its own
+coordinator's (``protocols/kafka/groups.py``); the core learns of their members through
+``member_sources``.
 
 Invariants and decisions (where the wire reference leaves a choice):
 
@@ -34,6 +37,12 @@ from rill.server.core.broker import Group
 from rill.server.core.types import Session
 
 Membership = tuple[int, int, int]  # (stream id, topic id, group id)
+GROUP_PREFIX = "iggy-group:"
+
+
+def group_position_name(group_id: int) -> str:
+    """The name Iggy's group ``group_id`` stores its positions under."""
+    return f"{GROUP_PREFIX}{group_id}"
 
 
 @dataclass(eq=False)
@@ -73,6 +82,9 @@ class IggyGroupMembers:
         self.rebalance(group)
 
     # -- what the core tells (GroupMembership) ---------------------------------------------
+
+    def position_name(self, group_id: int) -> str:
+        return group_position_name(group_id)
 
     def rebalance(self, group: Group) -> None:
         members = list(self.members(group).values())

@@ -44,9 +44,9 @@ def start_offset(reader: PartitionReader, consumer: str, kind: int, value: int, 
     return next_offset
 
 
-def poll_messages(broker: Broker, session: Session, stream: Ref, topic: Ref, consumer: Reader,
-                  partition_id: int, kind: int, value: int, count: int, auto_commit: bool,
-                  regions: bool = False) -> RecordRange:
+async def poll_messages(broker: Broker, session: Session, stream: Ref, topic: Ref,
+                        consumer: Reader, partition_id: int, kind: int, value: int, count: int,
+                        auto_commit: bool, regions: bool = False) -> RecordRange:
     """A consumer's read of up to ``count`` records (``regions``: large ranges may come as
     file regions, for links that send files)."""
     if type(consumer) is GroupMember:
@@ -66,5 +66,5 @@ def poll_messages(broker: Broker, session: Session, stream: Ref, topic: Ref, con
         return reader.nothing()
     found = reader.read(first, count, RECORD_FORMAT, regions)
     if found.count and auto_commit:
-        reader.commit_offset(name, found.next_read)
+        await reader.commit_offset(name, found.next_read)
     return found

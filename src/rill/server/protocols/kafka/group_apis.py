@@ -155,9 +155,9 @@ async def offset_commit(core: Core, session: Session, settings: KafkaSettings, r
                     ref = PartitionRef(settings.stream, topic.name, entry.partition_index + 1)
                     try:
                         epoch = entry.committed_leader_epoch  # -1 (none) before v6
-                        core.broker.commit_offset(session, name, ref, entry.committed_offset,
-                                                  entry.committed_metadata or None,
-                                                  epoch if epoch >= 0 else None)
+                        await core.broker.commit_offset(
+                            session, name, ref, entry.committed_offset,
+                            entry.committed_metadata or None, epoch if epoch >= 0 else None)
                     except errors.InvalidOffset:
                         code = ErrorCode.OFFSET_OUT_OF_RANGE
                     except errors.RillError as error:

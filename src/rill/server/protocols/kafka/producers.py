@@ -248,7 +248,7 @@ async def init_producer_id(core: Core, session: Session, settings: KafkaSettings
                 state.epochs[producer_id] = epoch + 1
                 return _InitProducerId(throttle_time_ms=0, error_code=0,
                                        producer_id=producer_id, producer_epoch=epoch + 1)
-        producer_id = core.broker.new_id(session, ID_NAME)
+        producer_id = await core.broker.new_id(session, ID_NAME)
     except errors.RillError as error:
         return _refused(kafka_error(error, cluster=True))
     return _InitProducerId(throttle_time_ms=0, error_code=0, producer_id=producer_id,
