@@ -2,7 +2,7 @@
 answers large ranges of verified whole batches as file regions (sent with sendfile), the same
 batches and count ``read`` gives, and everything else (small, unverified or bad ranges) as
 bytes, so a region never holds a byte no check has passed. The other batch-index rules are in
-test_kafka_records.py."""
+formats/test_kafka_v2.py."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from array import array
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_kafka_records import EPOCH, build, produce, read_back
+from formats.test_kafka_v2 import EPOCH, build, produce, read_back
 from test_replica import BATCHES, SEGMENT_SIZE, append_batch, offsets_read
 from test_staging import index_positions
 

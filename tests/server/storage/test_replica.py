@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from storage_helpers import read_messages, snapshot
-from test_kafka_records import EPOCH, build, produce, read_back
+from formats.test_kafka_v2 import EPOCH, build, produce, read_back
 
 from rill.errors import CannotAppendMessage
 from rill.protocol.iggy.messages import Message, encode_messages

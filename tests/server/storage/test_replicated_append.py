@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from storage_helpers import read_messages, snapshot
-from test_formats import ANSWERS, FRAME, NAME, TEST_BATCH_V1, epoch_answers, fill_epochs
+from formats.test_formats import ANSWERS, FRAME, NAME, TEST_BATCH_V1, epoch_answers, fill_epochs
 
 from rill.errors import CannotAppendMessage
 from rill.protocol.buffer import DecodeError
@@ -81,7 +81,7 @@ BATCH_SETTINGS = LogSettings(segment_size=80, record_format=NAME)  # three batch
 
 @pytest.fixture
 def batch_logs(tmp_path: Path, monkeypatch):
-    """Open logs of the test batch format (``test_formats``) under ``tmp_path``, by name."""
+    """Open logs of the test batch format (``formats/test_formats.py``) under ``tmp_path``, by name."""
     monkeypatch.setitem(formats.FORMATS, NAME, TEST_BATCH_V1)
     durability = Durability(FsyncPolicy.NEVER)
     opened: list[PartitionLog] = []

@@ -3,7 +3,7 @@ server's Kafka listener: batches built with kafka-python's ``DefaultRecordBatchB
 compressed with cramjam (none, gzip, snappy, lz4, zstd), records out of time order inside a
 batch, so that only an answer that opens the batch (``broker.record_at_or_after``, storage's
 every-codec lookup) finds the right record; the same after the topic's records before it
-are gone (retention, at the storage level: tests/server/storage/test_record_conversion.py)."""
+are gone (retention, at the storage level: tests/server/storage/formats/test_conversion.py)."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ module name iggy-v1's functions; the rest of storage is handed a ``RecordFormat`
 jobs), ``IGGY_V1`` by default.
 
 What a batch-index format (``batch_index=True``) must give, and how the log uses it
-(``storage.batch_segment``; ``tests/server/storage/test_formats.py`` runs one):
+(``storage.batch_segment``; ``tests/server/storage/formats/test_formats.py`` runs one):
   * ``stamp`` returns ONE index entry for the client batch, ``relative_offset u32`` (its first
     offset - segment start) | ``position u32`` | ``timestamp u64`` (its max timestamp), and the
     batch's offset ``count``; the log never cuts a batch: reads return whole batches from the

@@ -3,7 +3,7 @@
  * of the ``_stamp`` module (_stamp.c registers ``walk_kafka_records``): the per-record walk of a
  * produced Kafka RecordBatch v2's (uncompressed, or inflated) records block, which a Kafka
  * broker reads record by record before it appends a client's batch (its LogValidator). Same
- * answers, same texts as the reference; tests/server/storage/test_kafka_batch_checks.py holds
+ * answers, same texts as the reference; tests/server/storage/formats/test_kafka_v2_checks.py holds
  * them to it.
  *
  * walk_kafka_records(block, count)

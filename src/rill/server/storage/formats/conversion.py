@@ -21,7 +21,7 @@ them (``ACCELERATED`` tells; an older build, a compiler without 128-bit integers
 hands each records block to the twin; Iggy -> Kafka: the twin walks the stored records and
 builds the records block, Python puts the batch header (CRC-32C) on it. The twins give the same
 bytes, accept exactly the same input and reject the rest with the same CannotReadMessage text
-(``tests/server/storage/test_record_conversion.py`` holds them to it, with random and damaged
+(``tests/server/storage/formats/test_conversion.py`` holds them to it, with random and damaged
 input); they release the GIL on large inputs. Measured cost, both side by side:
 ``benchmarks/record_conversion.py`` (about 25-55x less per record with the twins).
 

@@ -24,7 +24,7 @@ Two implementations of ``stamp_batch``: ``stamp_batch_python`` below is the refe
 fallback), ``_stamp.c`` its C twin, used when it was built and ``RILL_PURE_PYTHON`` is not ``1``
 (``ACCELERATED`` tells which runs). The twin gives the same bytes, accepts exactly the same
 regions and rejects the others with the same error and text
-(``tests/server/storage/test_stamp_accelerator.py`` holds them to it); it releases the GIL
+(``tests/server/storage/formats/test_iggy_v1_accelerator.py`` holds them to it); it releases the GIL
 while it loops, so stamping can run in a worker thread beside the event loop. A rejection costs
 no more than an acceptance: both stop at the first malformed message, and at the batch limits
 as soon as a running total passes them; the twin words the DecodeError itself.

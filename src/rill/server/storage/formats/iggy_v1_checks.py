@@ -22,7 +22,7 @@ a valid record whose timestamp is out of order).
 
 Each check has a Python reference here (``*_python``) and a C twin in ``_record_checks.c``, used when
 it is built (``records.ACCELERATED``): same results, same reasons word for word
-(``tests/server/storage/test_record_checks_accelerator.py`` holds them to it). The twins release
+(``tests/server/storage/formats/test_iggy_v1_checks_accelerator.py`` holds them to it). The twins release
 the GIL on large data, so checks can run in worker threads beside the event loop.
 """
 
