@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -73,3 +74,22 @@ def test_no_import_cycle_outside_type_checking():
         if module not in index:
             visit(module)
     assert cycles == []
+
+
+def test_protocols_and_transports_call_no_service_of_the_core():
+    """One door: what protocols and transports hold of the core is ``Broker`` and its facades,
+    never a service (``core.topics``, ``core.messages``, ...)."""
+    services = re.compile(r"core\.(messages|streams|topics|partitions|users|tokens|"
+                          r"consumer_offsets|consumer_groups|system|transactions|clients|"
+                          r"snapshot)\b")
+    server = ROOT / "src/rill/server"
+    found = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+             for folder in ("protocols", "transports") for path in (server / folder).rglob("*.py")
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             if services.search(line)]
+    assert found == []
+
+
+def test_no_core_module_names_the_metadata_store():
+    core = ROOT / "src/rill/server/core"
+    assert [path.name for path in core.rglob("*.py") if "MetadataStore" in path.read_text()] == []

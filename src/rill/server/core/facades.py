@@ -54,6 +54,10 @@ class Catalog:
     def get_topics(self, session: Session, stream: Ref) -> list[Topic]:
         return self._topics.get_topics(session, stream)
 
+    def default_message_expiry(self) -> int:
+        """The message expiry (µs, or EXPIRY_NEVER) a topic created with the default gets."""
+        return self._topics.default_message_expiry()
+
     async def create_topic(self, session: Session, stream: Ref, spec: TopicSpec) -> Topic:
         return await self._topics.create_topic(session, stream, spec)
 

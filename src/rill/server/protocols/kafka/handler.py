@@ -101,7 +101,7 @@ def settings(config, core: Core, address: tuple[str, int]) -> KafkaSettings:
         group_initial_rebalance_delay=kafka.group_initial_rebalance_delay,
         max_message_bytes=config.tcp.max_frame_size,
         segment_bytes=config.system.segment.size,
-        default_message_expiry=core.topics.default_message_expiry(),
+        default_message_expiry=core.broker.catalog.default_message_expiry(),
         default_max_topic_size=config.system.topic.max_size,
         session_lifetime=kafka.session_lifetime)
 
