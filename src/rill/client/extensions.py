@@ -12,7 +12,7 @@ import time
 from typing import Any, Awaitable, Callable, Iterable
 
 from rill.protocol.commands.base import Command
-from rill.protocol.commands.columnar import PollMessagesColumnar
+from rill.protocol.commands.columnar import PollMessagesColumnar, PollStoredBatches
 from rill.protocol.commands.long_poll import MAX_WAIT_MS, WaitForMessages
 from rill.protocol.commands.offsets import GetConsumerLag
 from rill.protocol.commands.topics import (
@@ -29,7 +29,7 @@ from rill.protocol.commands.transactions import (
 from rill.protocol.commands.users import UnlockUser
 from rill.protocol.messages import Message
 from rill.protocol.primitives import CompressionAlgorithm, Identifier, Partitioning
-from rill.protocol.responses.columnar import ColumnarMessages
+from rill.protocol.responses.columnar import ColumnarMessages, StoredBatches
 from rill.protocol.responses.groups import ConsumerLag
 from rill.protocol.responses.long_poll import PartitionEnd
 from rill.protocol.responses.topics import TopicDetails, TopicRecordFormat
@@ -62,6 +62,23 @@ class ExtensionMethods:
         """Read up to ``count`` messages from ``offset`` of one partition as columns (rill
         extension 1000); ``count`` 0 returns the partition's bounds only."""
         return await self.execute(PollMessagesColumnar(
+            Identifier.of(stream_id), Identifier.of(topic_id), partition_id, offset, count,
+            max_bytes,
+        ))
+
+    async def poll_stored_batches(
+        self,
+        stream_id: Id,
+        topic_id: Id,
+        partition_id: int,
+        offset: int,
+        count: int,
+        max_bytes: int = 0,
+    ) -> StoredBatches:
+        """The stored records of one partition from ``offset``, as its log holds them (a
+        ``kafka`` topic's whole RecordBatch v2 batches, an ``iggy`` topic's messages) (rill
+        extension 1001)."""
+        return await self.execute(PollStoredBatches(
             Identifier.of(stream_id), Identifier.of(topic_id), partition_id, offset, count,
             max_bytes,
         ))

@@ -24,7 +24,7 @@ from rill.protocol.commands.messages import SendMessages
 from rill.protocol.framing import RESPONSE_HEADER, RequestFrameDecoder
 from rill.protocol.buffer import Writer
 from rill.protocol.responses.base import Record, encode_records
-from rill.protocol.responses.columnar import ColumnarMessages
+from rill.protocol.responses.columnar import ColumnarMessages, StoredBatches
 from rill.protocol.responses.messages import PolledMessages
 from rill.server.core.core import Core
 from rill.server.core.types import Session
@@ -78,6 +78,10 @@ def encode_result(result: object) -> list[bytes | bytearray | memoryview]:
         return [RESPONSE_HEADER.pack(0, len(prefix) + result.size) + prefix, *result.parts]
     if isinstance(result, (bytes, bytearray, memoryview)):
         return [RESPONSE_HEADER.pack(0, len(result)), result]
+    if type(result) is StoredBatches:  # rill extension: the stored records as they are
+        prefix = result.prefix()
+        return [RESPONSE_HEADER.pack(0, len(prefix) + len(result.records)) + prefix,
+                result.records]
     if isinstance(result, ColumnarMessages):  # rill extension: the records region as is
         *columns, records = result.parts()
         head = b"".join(columns)
