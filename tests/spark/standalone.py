@@ -26,6 +26,9 @@ import pyspark
 BIN = Path(pyspark.__file__).parent / "bin"
 LOOPBACK = "127.0.0.1"
 EXECUTOR_MEMORY = "512m"
+# short-lived JVMs on a small machine: the quick JIT tier only (C2's compile threads would take
+# most of the CPU a short job gets), a serial GC
+QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def free_port() -> int:
@@ -44,6 +47,7 @@ class StandaloneCluster:
         self.workers: list[subprocess.Popen | None] = []
         self.started: list[subprocess.Popen] = []  # every process, drivers too: stop() ends them
         self.env = {**os.environ, "SPARK_LOCAL_IP": LOOPBACK, "SPARK_DAEMON_MEMORY": "256m",
+                    "SPARK_DAEMON_JAVA_OPTS": QUICK_JVM,
                     "SPARK_LOG_DIR": str(self.directory / "logs"),
                     "SPARK_WORKER_DIR": str(self.directory / "work"),
                     "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
@@ -101,6 +105,8 @@ class StandaloneCluster:
             "--conf", "spark.executor.cores=1", "--conf", f"spark.cores.max={self.workers_count}",
             "--conf", f"spark.driver.host={LOOPBACK}", "--conf", f"spark.driver.bindAddress={LOOPBACK}",
             "--conf", "spark.ui.enabled=false", "--conf", f"spark.pyspark.python={sys.executable}",
+            "--conf", f"spark.driver.extraJavaOptions={QUICK_JVM}",
+            "--conf", f"spark.executor.extraJavaOptions={QUICK_JVM}",
             str(script), *args]
         return self._spawn(name, command)
 
@@ -111,6 +117,14 @@ class StandaloneCluster:
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait(30)
         self.workers[number] = None
+        deadline = time.monotonic() + 30
+        while True:  # until its executors are gone too (they are in its group)
+            try:
+                os.killpg(worker.pid, 0)
+            except ProcessLookupError:
+                return
+            assert time.monotonic() < deadline, f"worker {number}'s executors outlived SIGKILL"
+            time.sleep(0.1)
 
     def stop(self) -> None:
         """SIGKILL to every process group started here (drivers, workers, the master)."""

@@ -53,14 +53,18 @@ def main() -> None:
     builder = (SparkSession.builder.appName("rill-stream-job")
                .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2"))
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not started by spark-submit: a local Spark
-        builder = builder.master("local[2]")
+        # (a short-lived JVM: the quick JIT tier only, as standalone.py's)
+        builder = builder.master("local[2]").config(
+            "spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
     # the JVM implementation reads and writes (where it was built)
     spark = pyspark_rill.configure(builder, loopback=True).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     options = {"servers": servers, "username": "iggy", "password": "iggy", "stream": stream}
-    writer = (spark.readStream.format("rill").options(**options, topic="in",
-                                                      startingOffsets="earliest",
-                                                      maxOffsetsPerTrigger="300").load()
+    # continuous: micro-batches of 300 rows, so that a test can kill the job mid-stream;
+    # available-now (a restart): one batch for what is left
+    limit = {"maxOffsetsPerTrigger": "300"} if mode == "continuous" else {}
+    writer = (spark.readStream.format("rill").options(**options, **limit, topic="in",
+                                                      startingOffsets="earliest").load()
               .select(transform(F.col("value")).alias("value"))
               .writeStream.format("rill").options(**options, topic="out", sinkMode="exactlyOnce")
               .option("checkpointLocation", checkpoint))
