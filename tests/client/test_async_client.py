@@ -12,7 +12,7 @@ import pytest
 from rill import errors
 from rill.client import AsyncClient, Consumer, Message, Partitioning, PollingStrategy
 from rill.protocol.iggy.codes import COMMANDS_BY_NAME, decode_command
-from rill.protocol.iggy.commands.columnar import PollMessagesColumnar
+from rill.protocol.iggy.commands.columnar import PollMessagesColumnar, PollStoredBatches
 from rill.protocol.iggy.commands.transactions import (
     AbortStagedMessages,
     CommitStagedMessages,
@@ -417,6 +417,7 @@ CALLS = [
     ("leave_consumer_group", (1, "orders", 3), groups.LeaveConsumerGroup(S, T, G)),
     # rill extensions
     ("poll_messages_columnar", (1, "orders", 2, 10, 100), PollMessagesColumnar(S, T, 2, 10, 100, 0)),
+    ("poll_stored_batches", (1, "orders", 2, 10, 100), PollStoredBatches(S, T, 2, 10, 100, 0)),
     ("stage_messages", ("q", 4, 1, 9, 1, "orders", [Message(b"a", id=5)], 2),
      StageMessages.of("q", 4, 0, 1, 9, S, T, Partitioning.partition_id(2), [Message(b"a", id=5)])),
     ("commit_staged_messages", ("q", 4, [(1, 9, 1)]),

@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from stream_job import assert_exactly_once, feed, out_count
+
 JOB = Path(__file__).with_name("stream_job.py")
 PER_PARTITION = 1500
 
@@ -23,17 +25,8 @@ def run_job(rill, stream, checkpoint, mode) -> subprocess.Popen:
                             start_new_session=True)
 
 
-def out_count(admin, stream) -> int:
-    return admin.get_topic(stream, "out").topic.messages_count
-
-
 def test_kill_minus_9_of_the_driver_then_restart_is_exactly_once(rill, admin, stream, tmp_path):
-    admin.create_topic(stream, "in", partitions_count=2)
-    admin.create_topic(stream, "out", partitions_count=2)
-    for partition in (1, 2):
-        admin.send_messages(stream, "in", [f"{partition}-{i}".encode()
-                                           for i in range(PER_PARTITION)], partitioning=partition)
-    total = 2 * PER_PARTITION
+    sent = feed(admin, stream, PER_PARTITION)
     checkpoint = tmp_path / "checkpoint"
     job = run_job(rill, stream, checkpoint, "continuous")
     try:
@@ -45,10 +38,8 @@ def test_kill_minus_9_of_the_driver_then_restart_is_exactly_once(rill, admin, st
     finally:
         os.killpg(job.pid, signal.SIGKILL)  # the driver and its JVM, mid-stream
         job.wait(30)
-    assert out_count(admin, stream) < total, "the job finished before it could be killed"
+    assert out_count(admin, stream) < len(sent), "the job finished before it could be killed"
     again = run_job(rill, stream, checkpoint, "available-now")
     output, _ = again.communicate(timeout=180)
     assert again.returncode == 0, output
-    values = [m.payload for p in (1, 2)
-              for m in admin.poll_messages_columnar(stream, "out", p, 0, 10 * total).messages]
-    assert len(values) == total and len(set(values)) == total
+    assert_exactly_once(admin, stream, sent)

@@ -141,6 +141,21 @@ def test_the_jar_goes_on_the_session_or_one_notice_says_why_not(monkeypatch, cap
     assert len(notices) == 1 and "the Python data source serves format('rill')" in notices[0]
 
 
+def test_python_m_pyspark_rill_jar_prints_the_jar_or_one_line_why_not(monkeypatch, tmp_path,
+                                                                     capsys) -> None:
+    from pyspark_rill import __main__ as command
+
+    printed = subprocess.run([sys.executable, "-m", "pyspark_rill", "jar"], capture_output=True,
+                             text=True, check=True)
+    assert printed.stdout == f"{session.JAR}\n" and session.JAR.is_file()
+    monkeypatch.setattr(session, "JAR", tmp_path / "rill-spark.jar")
+    assert command.main(["jar"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"the JVM connector is not built ({tmp_path / 'rill-spark.jar'}): install a JDK 17+ "
+        f"(javac) and run src/pyspark_rill/java/build.sh {sys.executable}"]
+    assert command.main([]) == 2
+
+
 def test_both_implementations_know_the_same_options() -> None:
     java = (JAVA / "rill" / "spark" / "ReadOptions.java").read_text()
     listed = re.search(r"KNOWN = Arrays.asList\((.*?)\);", java, re.S).group(1)

@@ -12,7 +12,7 @@ import time
 from typing import Any, Awaitable, Callable, Iterable
 
 from rill.protocol.iggy.commands.base import Command
-from rill.protocol.iggy.commands.columnar import PollMessagesColumnar
+from rill.protocol.iggy.commands.columnar import PollMessagesColumnar, PollStoredBatches
 from rill.protocol.iggy.commands.long_poll import MAX_WAIT_MS, WaitForMessages
 from rill.protocol.iggy.commands.offsets import GetConsumerLag
 from rill.protocol.iggy.commands.topics import (
@@ -30,7 +30,7 @@ from rill.protocol.iggy.commands.users import UnlockUser
 from rill.protocol.iggy.messages import Message
 from rill.protocol.primitives import CompressionAlgorithm
 from rill.protocol.iggy.primitives import Identifier, Partitioning
-from rill.protocol.iggy.responses.columnar import ColumnarMessages
+from rill.protocol.iggy.responses.columnar import ColumnarMessages, StoredBatches
 from rill.protocol.iggy.responses.groups import ConsumerLag
 from rill.protocol.iggy.responses.long_poll import PartitionEnd
 from rill.protocol.iggy.responses.topics import TopicDetails, TopicRecordFormat
@@ -70,6 +70,23 @@ class ExtensionMethods:
         """Read up to ``count`` messages from ``offset`` of one partition as columns (rill
         extension 1000); ``count`` 0 returns the partition's bounds only."""
         return await self.execute(PollMessagesColumnar(
+            Identifier.of(stream_id), Identifier.of(topic_id), partition_id, offset, count,
+            max_bytes,
+        ))
+
+    async def poll_stored_batches(
+        self,
+        stream_id: Id,
+        topic_id: Id,
+        partition_id: int,
+        offset: int,
+        count: int,
+        max_bytes: int = 0,
+    ) -> StoredBatches:
+        """The stored records of one partition from ``offset``, as its log holds them (a
+        ``kafka`` topic's whole RecordBatch v2 batches, an ``iggy`` topic's messages) (rill
+        extension 1001)."""
+        return await self.execute(PollStoredBatches(
             Identifier.of(stream_id), Identifier.of(topic_id), partition_id, offset, count,
             max_bytes,
         ))

@@ -11,7 +11,7 @@ from rill.protocol.iggy.commands.groups import (
     JoinConsumerGroup,
     LeaveConsumerGroup,
 )
-from rill.protocol.iggy.commands.columnar import PollMessagesColumnar
+from rill.protocol.iggy.commands.columnar import PollMessagesColumnar, PollStoredBatches
 from rill.protocol.iggy.commands.messages import FlushUnsavedBuffer, PollMessages, SendMessages
 from rill.protocol.iggy.commands.long_poll import WaitForMessages
 from rill.protocol.iggy.commands.offsets import GetConsumerLag, GetConsumerOffset, StoreConsumerOffset
@@ -74,7 +74,7 @@ from rill.protocol.primitives import (
     UserStatus,
 )
 from rill.protocol.iggy.primitives import Consumer, Identifier, Partitioning, PollingStrategy
-from rill.protocol.iggy.responses.columnar import ColumnarMessages
+from rill.protocol.iggy.responses.columnar import ColumnarMessages, StoredBatches
 from rill.protocol.iggy.responses.transactions import (
     CommitOutcome,
     CommitResult,
@@ -198,6 +198,8 @@ COMMAND_SAMPLES = [
     # rill extensions (docs/extensions.md)
     PollMessagesColumnar(S1, ORDERS, 2, 1000, 65536, 16 << 20),
     PollMessagesColumnar(Identifier("events"), S1, 1, 0, 0),
+    PollStoredBatches(S1, ORDERS, 2, 1000, 65536, 16 << 20),
+    PollStoredBatches(Identifier("events"), S1, 1, 0, 0),
     StageMessages.of("query-1", 7, 42, 3, 2**63 + 5, S1, ORDERS, Partitioning.partition_id(2),
                      [Message(b"staged", id=98), Message(b"two", id=99)]),
     StageMessages.of("q", 0, 0, 0, 0, "events", 2, Partitioning.messages_key(b"k"), []),
@@ -267,6 +269,8 @@ RECORD_SAMPLES = [
                      (4000).to_bytes(4, "little") + (4050).to_bytes(4, "little")
                      + (4101).to_bytes(4, "little"), b"r" * 101),
     ColumnarMessages(1, 5, 5, 5, 0, 0, b"", bytes(4), b""),
+    StoredBatches(2, 3, 40, "kafka", b"b" * 61),
+    StoredBatches(1, 0, 0, "iggy", b""),
     StagedHandle(3, 2**64 - 1, 10),
     StageResult(StageOutcome.STAGED, 2, 10),
     StageResult(StageOutcome.ALREADY_COMMITTED, 0, 0),

@@ -40,6 +40,8 @@ from rill.protocol.iggy.responses.users import (
     UserInfoDetails,
 )
 
+from rill.protocol.iggy.responses.columnar import StoredBatches
+
 from .samples import RECORD_SAMPLES
 
 
@@ -53,7 +55,7 @@ def test_record_round_trip(record) -> None:
 
 def _decodable_prefixes(record) -> set[int]:
     """Prefix lengths that legitimately decode: details records whose items run to the end of
-    the payload stop cleanly at an item boundary; "no permissions" may be the lone zero byte."""
+    the payload stop cleanly at an item boundary; "no permissions" may be the lone zero byte; stored batches' bytes run to the end."""
     if isinstance(record, (StreamDetails, TopicDetails, ConsumerGroupDetails)):
         header, items = {
             StreamDetails: lambda r: (r.stream, r.topics),
@@ -68,6 +70,9 @@ def _decodable_prefixes(record) -> set[int]:
         return lengths
     if isinstance(record, UserInfoDetails) and record.permissions is None:
         return {len(record.to_bytes()) - 3}
+    if isinstance(record, StoredBatches):  # the stored bytes run to the end, not parsed here
+        prefix = len(record.prefix())
+        return set(range(prefix, prefix + len(record.records) + 1))
     if isinstance(record, Stats):  # an Iggy server's answer ends before rill's server_version
         return {len(record.to_bytes()) - 4 - len(record.server_version)}
     return set()

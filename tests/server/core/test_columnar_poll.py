@@ -1,4 +1,5 @@
-"""POLL_MESSAGES_COLUMNAR (rill extension 1000) through a real server over TCP."""
+"""POLL_MESSAGES_COLUMNAR and POLL_STORED_BATCHES (rill extensions 1000 and 1001) through a
+real server over TCP."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from rill import errors
 from rill.client import Client, HeaderValue, Message, PollingStrategy
+from rill.server.storage.formats import conversion, iggy_v1, kafka_v2
 
 
 @pytest.fixture
@@ -54,3 +56,52 @@ def test_errors(client) -> None:
     client.logout_user()
     with pytest.raises(errors.Unauthenticated):
         client.poll_messages_columnar(1, 1, 1, 0, 1)
+
+
+# -- 1001 POLL_STORED_BATCHES: the stored bytes as they are ----------------------------------
+
+
+def batches(data) -> list[tuple[int, bytes]]:
+    """(base offset, bytes) of each RecordBatch v2 in ``data`` (big-endian head)."""
+    found, at = [], 0
+    while at < len(data):
+        base, length = struct.unpack_from(">qi", data, at)
+        found.append((base, bytes(data[at:at + 12 + length])))
+        at += 12 + length
+    return found
+
+
+def test_stored_batches_of_a_kafka_topic_are_its_record_batches(client) -> None:
+    client.create_topic(1, "k", partitions_count=1, record_format="kafka")
+    for first in range(0, 30, 10):  # three sends: three stored batches
+        client.send_messages(1, "k", [Message(f"v{i}".encode(),
+                                              headers={"h": HeaderValue.raw(b"x")})
+                                      for i in range(first, first + 10)], partitioning=1)
+    whole = client.poll_stored_batches(1, "k", 1, 0, 100)
+    assert (whole.partition_id, whole.first_offset, whole.next_offset,
+            whole.record_format) == (1, 0, 30, "kafka")
+    # the bytes are RecordBatch v2 batches: converted as the server converts them for 1000
+    converted = conversion.convert(whole.records, kafka_v2.NAME, iggy_v1.NAME, 0, 30)
+    columnar = client.poll_messages_columnar(1, "k", 1, 0, 100)
+    assert converted.count == 30 and converted.records == bytes(columnar.records)
+    # from inside a batch: the whole batch holding the offset, and those after it
+    stored = batches(whole.records)
+    assert [base for base, _ in stored] == [0, 10, 20]
+    assert batches(client.poll_stored_batches(1, "k", 1, 15, 100).records) == stored[1:]
+    # max_bytes: at least one batch, whole batches only
+    assert batches(client.poll_stored_batches(1, "k", 1, 0, 100, max_bytes=1).records) == \
+        stored[:1]
+    assert len(client.poll_stored_batches(1, "k", 1, 30, 100).records) == 0
+
+
+def test_stored_batches_of_an_iggy_topic_are_its_messages(client) -> None:
+    client.send_messages(1, 1, [b"one", b"two", b"three"], partitioning=1)
+    stored = client.poll_stored_batches(1, "t", 1, 1, 2)
+    assert stored.record_format == "iggy"
+    assert bytes(stored.records) == bytes(client.poll_messages_columnar(1, "t", 1, 1, 2).records)
+    with pytest.raises(errors.PartitionNotFound):
+        client.poll_stored_batches(1, 1, 3, 0, 1)
+    client.logout_user()
+    with pytest.raises(errors.Unauthenticated):
+        client.poll_stored_batches(1, 1, 1, 0, 1)
+

@@ -25,7 +25,6 @@ from typing import Awaitable, Callable
 
 import xxhash
 
-from rill import errors
 from rill.server.auth.permissioner import Permissioner
 from rill.server.auth.throttling import LoginThrottle, ThrottleSettings
 from rill.server.config import ServerConfig

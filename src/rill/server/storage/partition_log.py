@@ -86,7 +86,7 @@ from rill.server.storage.recovery import recover_segments
 from rill.server.storage.log_reads import LogReads
 from rill.server.storage.replica import ReplicaLog
 from rill.server.storage.truncation import complete_truncation
-from rill.server.storage.batch_segment import BatchSegment, segment_class
+from rill.server.storage.batch_segment import segment_class
 from rill.server.storage.segment import Segment
 
 logger = logging.getLogger(__name__)

@@ -14,8 +14,12 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
- * Reads one partition range with POLL_MESSAGES_COLUMNAR (docs/extensions.md, code 1000) and
- * fills Spark's column vectors from each reply: the timestamps column as is, offsets counted
+ * Reads one partition range and fills Spark's column vectors from each reply. Its first
+ * request (POLL_STORED_BATCHES for no record) tells the topic's record format: a {@code kafka}
+ * topic is read with POLL_STORED_BATCHES (code 1001), its stored RecordBatch v2 bytes decoded
+ * here ({@link KafkaRecords}: no per-record work on the server); an {@code iggy} topic (or a
+ * server without 1001) with POLL_MESSAGES_COLUMNAR (docs/extensions.md, code 1000), whose
+ * replies fill the columns as follows: the timestamps column as is, offsets counted
  * from base_offset, id and payload copied from the records region at their fixed places
  * (id at +17, headers_length at +37, payload after the headers), header maps parsed only for
  * records that carry headers (the key header {@code rill.key} becomes the key column).
@@ -30,6 +34,8 @@ final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
     private static final String[] KINDS = {"", "raw", "string", "bool", "int8", "int16", "int32", "int64",
         "int128", "uint8", "uint16", "uint32", "uint64", "uint128", "float32", "float64"};
     private static final int HEADER = 36;  // partition_id, first, next, base, count, base_position
+    private static final int INVALID_COMMAND = 3;  // a server's answer to a command it does not know
+    private enum Mode { UNKNOWN, COLUMNAR, STORED }
 
     private final ReadOptions options;
     private final RillInputPartition range;
@@ -40,6 +46,8 @@ final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
     private boolean done;
     private int lost;  // links lost in a row (reset by a reply)
     private long lostAt;
+    private Mode mode = Mode.UNKNOWN;
+    private final KafkaRecords kafka = new KafkaRecords();
 
     private final int capacity;
     private final ReplyVector.Batch rows = new ReplyVector.Batch();
@@ -48,6 +56,7 @@ final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
     private final OnHeapColumnVector headers;
     private final ConstantColumnVector noKeys;  // else these
     private final ConstantColumnVector noHeaders;
+    private final ConstantColumnVector zeroIds;  // a Kafka record has no id: 16 zero bytes
     private final ColumnVector[] columns;
     private final ColumnarBatch batch;
 
@@ -69,6 +78,8 @@ final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
         noKeys.setNull();
         noHeaders = new ConstantColumnVector(capacity, schema.fields()[8].dataType());
         noHeaders.setNull();
+        zeroIds = new ConstantColumnVector(capacity, DataTypes.BinaryType);
+        zeroIds.setBinary(new byte[16]);
         columns = new ColumnVector[] {
             stream, topic, partition,
             new ReplyVector(DataTypes.LongType, ReplyVector.Kind.OFFSET, rows),
@@ -110,6 +121,12 @@ final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
         if (connection == null) {
             connection = lost == 0 ? RillConnection.borrow(options) : RillConnection.again(options, lost, lostAt);
             requested = position;
+        }
+        if (mode == Mode.UNKNOWN) {
+            mode = formatOf();
+        }
+        if (mode == Mode.STORED) {
+            return fetchStored();
         }
         while (position < range.end) {
             while (requested < range.end && inFlight.size() < PREFETCH) {
@@ -165,6 +182,112 @@ final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
         }
         finish();
         return false;
+    }
+
+    /** The topic's record format (POLL_STORED_BATCHES for no record): how to read it. */
+    private Mode formatOf() throws IOException {
+        try {
+            connection.call(RillConnection.POLL_STORED_BATCHES, RillConnection.columnarRequest(
+                    range.stream, range.topic, range.partition, position, 0, 0));
+        } catch (RillConnection.StatusException error) {
+            if (error.status == INVALID_COMMAND) {
+                return Mode.COLUMNAR;  // a server before 1001: it converts, the columnar read takes it
+            }
+            throw error;
+        }
+        byte[] reply = connection.reply;
+        String format = new String(reply, 21, reply[20] & 0xff, StandardCharsets.UTF_8);
+        return format.equals("kafka") ? Mode.STORED : Mode.COLUMNAR;
+    }
+
+    /**
+     * The read of a {@code kafka} topic: whole stored batches (1001), the records of
+     * [position, end) decoded. A reply's batches may start before the offset asked (the batch
+     * holding it) and end after it; the next request, for the offset after the reply's last
+     * batch, is sent before the reply is decoded, so the server reads while this task decodes.
+     */
+    private boolean fetchStored() throws IOException {
+        while (position < range.end) {
+            if (inFlight.isEmpty()) {
+                askStored(position);
+            }
+            long asked = inFlight.poll()[0];
+            connection.receive();
+            byte[] reply = connection.reply;  // the batch's from now on, as in fetch()
+            int length = connection.replyLength;
+            connection.reply = spare;
+            spare = reply;
+            long first = Wire.getLong(reply, 4);
+            long next = Wire.getLong(reply, 12);
+            int recordsAt = 21 + (reply[20] & 0xff);
+            if (first > asked && !(range.fromEarliest && asked == range.start)) {
+                dataLoss(asked, Math.min(first, range.end));
+            }
+            lost = 0;
+            if (length == recordsAt) {  // nothing stored from there on
+                if (next < range.end) {
+                    dataLoss(Math.max(asked, next), range.end);
+                }
+                break;
+            }
+            try {
+                long end = KafkaRecords.endOf(reply, recordsAt, length);
+                if (end <= position) {
+                    throw new IllegalStateException("the server answered batches that end at offset " + end
+                            + ", before " + position);
+                }
+                if (end < range.end) {
+                    askStored(end);  // read by the server while this reply is decoded
+                }
+                kafka.decode(reply, recordsAt, length, position, range.end);
+                position = Math.min(end, range.end);
+            } catch (IllegalStateException error) {
+                throw new IllegalStateException(range.stream + "/" + range.topic + " partition " + range.partition
+                        + ": " + error.getMessage());
+            }
+            if (kafka.rows > 0) {
+                fillStored();
+                return true;
+            }
+        }
+        finish();
+        return false;
+    }
+
+    private void askStored(long offset) throws IOException {
+        int count = (int) Math.min(options.fetchMaxMessages, range.end - offset);
+        connection.send(RillConnection.POLL_STORED_BATCHES, RillConnection.columnarRequest(
+                range.stream, range.topic, range.partition, offset, count, options.fetchMaxBytes));
+        inFlight.add(new long[] {offset, count});
+    }
+
+    /** The rows {@link KafkaRecords} decoded as the batch. */
+    private void fillStored() {
+        int count = kafka.rows;
+        columns[3] = kafka.offsets;
+        columns[4] = zeroIds;
+        columns[5] = kafka.timestamps;
+        columns[6] = kafka.keys;
+        columns[7] = kafka.values;
+        columns[8] = noHeaders;
+        if (kafka.anyHeaders()) {
+            headers.reset();
+            headers.reserve(count);
+            WritableColumnVector names = headers.getChild(0);
+            WritableColumnVector entries = headers.getChild(1);
+            int elements = 0;
+            for (int i = 0; i < count; i++) {
+                int kept = kafka.headers(i, names, entries, options.typedHeaders, elements);
+                if (kept == 0) {
+                    headers.putNull(i);
+                } else {
+                    headers.putArray(i, elements, kept);
+                    elements += kept;
+                }
+            }
+            columns[8] = headers;
+        }
+        batch.setNumRows(count);
     }
 
     private void finish() {

@@ -29,6 +29,7 @@ final class RillConnection implements Closeable {
     static final int LOGIN_USER = 38;
     static final int LOGIN_WITH_TOKEN = 44;
     static final int POLL_COLUMNAR = 1000;
+    static final int POLL_STORED_BATCHES = 1001;
     static final int SEND_MESSAGES = 101;
     static final int STAGE_MESSAGES = 1010;
     static final int COMMIT_STAGED_MESSAGES = 1011;

@@ -6,7 +6,7 @@ import struct
 from dataclasses import dataclass
 from typing import Iterable
 
-from rill.protocol.buffer import DecodeError, Reader, Writer
+from rill.protocol.buffer import Reader, Writer
 from rill.protocol.iggy.commands.base import (
     BOOL,
     CONSUMER,

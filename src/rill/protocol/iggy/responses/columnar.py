@@ -1,4 +1,5 @@
-"""ColumnarMessages: the reply of the rill extension POLL_MESSAGES_COLUMNAR (code 1000).
+"""ColumnarMessages: the reply of the rill extension POLL_MESSAGES_COLUMNAR (code 1000), and
+StoredBatches, the reply of POLL_STORED_BATCHES (code 1001; its layout is in its docstring).
 
 Layout (little-endian)::
 
@@ -99,3 +100,47 @@ class ColumnarMessages(Record):
 
     def __len__(self) -> int:
         return self.count
+
+
+STORED_PREFIX = struct.Struct("<IQQ")  # partition_id, first_offset, next_offset
+
+
+@dataclass(frozen=True)
+class StoredBatches(Record):
+    """POLL_STORED_BATCHES' reply (little-endian)::
+
+        u32 partition_id
+        u64 first_offset        oldest offset still stored in the partition
+        u64 next_offset         offset the next appended record will get (exclusive end)
+        str8 record_format      the topic's: ``kafka`` (RecordBatch v2) or ``iggy``
+        rest                    the records as stored: whole RecordBatch v2 batches back to
+                                back (``kafka``), or messages in POLL layout (``iggy``)
+
+    Every record or batch carries its own offsets: a reader goes on after the last one."""
+
+    partition_id: int
+    first_offset: int
+    next_offset: int
+    record_format: str
+    records: bytes | memoryview = b""
+
+    def prefix(self) -> bytes:
+        name = self.record_format.encode()
+        return STORED_PREFIX.pack(self.partition_id, self.first_offset,
+                                  self.next_offset) + bytes([len(name)]) + name
+
+    def encode(self, writer: Writer) -> None:
+        writer.raw(self.prefix())
+        writer.raw(self.records)
+
+    def to_bytes(self) -> bytes:
+        return self.prefix() + bytes(self.records)
+
+    @classmethod
+    def decode(cls, reader: Reader) -> StoredBatches:
+        partition_id, first_offset, next_offset = reader.u32(), reader.u64(), reader.u64()
+        return cls(partition_id, first_offset, next_offset, reader.str8(), reader.rest())
+
+    @classmethod
+    def from_payload(cls, payload: bytes | memoryview) -> StoredBatches:
+        return cls.decode(Reader(payload))

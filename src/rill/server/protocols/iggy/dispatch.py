@@ -354,6 +354,14 @@ def poll_messages_columnar(broker: Broker, session: Session, c):
 
 
 @command
+def poll_stored_batches(broker: Broker, session: Session, c):
+    max_bytes = min(c.max_bytes or DEFAULT_COLUMNAR_BYTES, MAX_COLUMNAR_BYTES)
+    return views.stored_batches(broker.read(
+        session, PartitionRef(c.stream_id.value, c.topic_id.value, c.partition_id), c.offset,
+        c.count, max_bytes))
+
+
+@command
 async def wait_for_messages(broker: Broker, session: Session, c):
     ends = await broker.wait(
         session, TopicRef(c.stream_id.value, c.topic_id.value), c.positions, c.min_bytes,

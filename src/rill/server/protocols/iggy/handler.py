@@ -25,7 +25,7 @@ from rill.protocol.iggy.commands.messages import SendMessages
 from rill.protocol.iggy.framing import RESPONSE_HEADER, RequestFrameDecoder
 from rill.protocol.buffer import Writer
 from rill.protocol.iggy.responses.base import Record, encode_records
-from rill.protocol.iggy.responses.columnar import ColumnarMessages
+from rill.protocol.iggy.responses.columnar import ColumnarMessages, StoredBatches
 from rill.protocol.iggy.responses.messages import PolledMessages
 from rill.server.core.core import Core
 from rill.server.core.types import Session
@@ -79,6 +79,10 @@ def encode_result(result: object) -> list[bytes | bytearray | memoryview]:
         return [RESPONSE_HEADER.pack(0, len(prefix) + result.size) + prefix, *result.parts]
     if isinstance(result, (bytes, bytearray, memoryview)):
         return [RESPONSE_HEADER.pack(0, len(result)), result]
+    if type(result) is StoredBatches:  # rill extension: the stored records as they are
+        prefix = result.prefix()
+        return [RESPONSE_HEADER.pack(0, len(prefix) + len(result.records)) + prefix,
+                result.records]
     if isinstance(result, ColumnarMessages):  # rill extension: the records region as is
         *columns, records = result.parts()
         head = b"".join(columns)

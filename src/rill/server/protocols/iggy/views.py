@@ -14,7 +14,7 @@ from typing import Mapping
 
 from rill.protocol.iggy.commands.topics import record_format_short
 from rill.protocol.iggy.primitives import ConsumerKind, Transport
-from rill.protocol.iggy.responses.columnar import ColumnarMessages
+from rill.protocol.iggy.responses.columnar import ColumnarMessages, StoredBatches
 from rill.protocol.iggy.responses.groups import ConsumerGroup as GroupRecord
 from rill.protocol.iggy.responses.groups import (
     ConsumerGroupDetails,
@@ -122,6 +122,14 @@ def polled_messages(found: RecordRange) -> PolledMessages | PolledParts:
     elif not any(type(chunk) is FileRegion for chunk in chunks):
         return PolledMessages(found.partition_id, current_offset, found.count, b"".join(chunks))
     return PolledParts(PolledMessages(found.partition_id, current_offset, found.count), chunks)
+
+
+def stored_batches(found: RecordRange) -> StoredBatches:
+    """The stored records as they are, in the topic's format (rill extension 1001)."""
+    chunks = found.chunks
+    return StoredBatches(found.partition_id, found.bounds.first_offset, found.bounds.next_offset,
+                         record_format_short(found.format),
+                         chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
 
 def columnar_messages(read: ColumnarRead) -> ColumnarMessages:
