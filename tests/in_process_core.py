@@ -65,3 +65,11 @@ def run_with_broker(tmp_path, scenario: Callable[..., Awaitable[None]],
             await core.stop()
 
     asyncio.run(main())
+
+
+def partition_of(core: Core, ref: Any) -> Any:
+    """The model's ``Partition`` that ``ref`` (a ``PartitionRef`` by names) names: for a test
+    that sets its replica state (``high_watermark``) as a replication layer would."""
+    stream = next(s for s in core.state.streams.values() if s.name == ref.namespace)
+    topic = next(t for t in stream.topics.values() if t.name == ref.topic)
+    return topic.partitions[ref.partition_id]

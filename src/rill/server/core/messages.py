@@ -273,19 +273,23 @@ def read_nothing(partition: Partition) -> RecordRange:
 def read_to_watermark(partition: Partition, offset: int, max_records: int, max_bytes: int,
                       regions: bool = False, record_format: str | None = None) -> RecordRange:
     """``read_range`` of no record at or past the high watermark."""
-    readable = log_bounds(partition).high_watermark - offset
-    return read_range(partition, offset, min(max_records, max(0, readable)), max_bytes, regions,
-                      record_format)
+    high_watermark = partition.high_watermark
+    return read_range(partition, offset, min(max_records, max(0, high_watermark - offset)),
+                      max_bytes, regions, record_format, high_watermark)
 
 
 def read_range(partition: Partition, offset: int, max_records: int, max_bytes: int,
-               regions: bool = False, record_format: str | None = None) -> RecordRange:
+               regions: bool = False, record_format: str | None = None,
+               high_watermark: int | None = None) -> RecordRange:
     """The stored bytes of up to ``max_records`` records from ``offset``, as they are on disk
     (with ``regions``, large ranges as file regions: ``Log.read``). ``record_format``:
     the format the reader takes; when the log keeps another (a Kafka-written topic read by an
     Iggy client, or the other way), its records are converted, per record, exactly the offsets
-    asked for (``Log.read_as``); None or the log's own format: the stored bytes."""
+    asked for (``Log.read_as``); None or the log's own format: the stored bytes.
+    ``high_watermark``: the partition's, when the caller has it already."""
     log = partition.log
+    if high_watermark is None:
+        high_watermark = partition.high_watermark
     first_stored = log.first_offset
     first = max(offset, first_stored)
     if record_format is not None and record_format != log.settings.record_format:
@@ -293,8 +297,7 @@ def read_range(partition: Partition, offset: int, max_records: int, max_bytes: i
         end = log.next_offset
         return RecordRange(partition.id, converted.first_offset, converted.count,
                            [converted.records] if converted.count else [], record_format,
-                           LogBounds(first_stored, end, partition.high_watermark),
-                           converted.end_offset)
+                           LogBounds(first_stored, end, high_watermark), converted.end_offset)
     count, chunks = log.read(first, max_records, max_bytes, regions)
     return RecordRange(partition.id, first, count, chunks, log.settings.record_format,
-                       LogBounds(first_stored, log.next_offset, partition.high_watermark))
+                       LogBounds(first_stored, log.next_offset, high_watermark))

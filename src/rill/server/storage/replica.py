@@ -143,7 +143,9 @@ class ReplicaLog:
                 raise CannotAppendMessage(reason=(
                     f"Cannot append message: leader epoch {epoch} is below the epoch "
                     f"{last} of the last records of {self.directory}"))
-        if epochs is not None:  # written before the records: never behind them
+        # written before the records: never behind them (only a new epoch changes it: an
+        # epoch 0 with no pair, or the last pair's, is already there)
+        if epochs is not None and epoch != (epochs.pairs[-1][0] if epochs.pairs else 0):
             epochs.note(epoch, self.next_offset, self.first_offset)
         return epoch
 

@@ -11,11 +11,10 @@ from rill.protocol.iggy.commands.messages import PollMessages, SendMessages
 from rill.protocol.iggy.messages import encode_messages
 from rill.protocol.iggy.primitives import Consumer, Identifier, Partitioning, PollingStrategy
 from rill.server.core.broker import PartitionRef
-from rill.server.core.types import LogBounds
 from rill.server.protocols.iggy.dispatch import execute
 from rill.server.protocols.iggy.partitioning import Partitioners, partition_for_key
 
-from in_process_core import run_with_broker
+from in_process_core import partition_of, run_with_broker
 
 P1 = PartitionRef("ns", "t", 1)
 
@@ -26,15 +25,14 @@ def _poll(strategy: PollingStrategy, count: int = 100, auto_commit: bool = False
                         strategy, count, auto_commit)
 
 
-def test_a_poll_stops_at_the_high_watermark(tmp_path, monkeypatch) -> None:
+def test_a_poll_stops_at_the_high_watermark(tmp_path) -> None:
     """As a replicated follower would see it: 10 records stored, 6 below the high watermark;
     every strategy reads what is below it only, and auto-commit stops there too."""
-    import rill.server.core.messages as messages
 
     async def scenario(core, broker, session) -> None:
         await broker.append(session, P1, encode_messages([b"m"] * 10))
         assert (await execute(core, session, _poll(PollingStrategy.first()))).count == 10
-        monkeypatch.setattr(messages, "log_bounds", lambda log: LogBounds(0, 10, 6))
+        partition_of(core, P1).high_watermark = 6
         assert (await execute(core, session, _poll(PollingStrategy.first()))).count == 6
         assert (await execute(core, session, _poll(PollingStrategy.offset(4)))).count == 2
         assert (await execute(core, session, _poll(PollingStrategy.offset(6)))).count == 0
