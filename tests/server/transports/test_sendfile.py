@@ -125,8 +125,8 @@ def test_small_polls_are_sent_as_bytes(tmp_path, monkeypatch) -> None:
     counted = CountedSendfile()
     monkeypatch.setattr(file_region.os, "sendfile", counted)
     monkeypatch.setattr(file_region, "MIN_REGION_BYTES", 10 << 20)  # nothing is that large
-    from rill.server.storage import segment
-    monkeypatch.setattr(segment, "MIN_REGION_BYTES", 10 << 20)
+    from rill.server.storage import segment_reads
+    monkeypatch.setattr(segment_reads, "MIN_REGION_BYTES", 10 << 20)
     polled, stored, _ = asyncio.run(_serve_and_poll(tmp_path, False, counted))
     assert bytes(polled.raw) == stored and counted.calls == 0
 
