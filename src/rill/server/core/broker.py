@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Mapping, Sequence
 
 from rill import errors
 from rill.server.auth.permissioner import Action
@@ -228,11 +228,11 @@ class Broker:
 
     # -- data ------------------------------------------------------------------------------
 
-    async def append(self, session: Session, ref: PartitionRef | TopicRef,
-                     region: bytes | memoryview, timestamp_us: int | None = None,
-                     gaps: bool = False, record_format: str | None = None,
-                     choose: PartitionChooser | None = None,
-                     admit: Admission | None = None) -> AppendResult:
+    def append(self, session: Session, ref: PartitionRef | TopicRef,
+               region: bytes | memoryview, timestamp_us: int | None = None,
+               gaps: bool = False, record_format: str | None = None,
+               choose: PartitionChooser | None = None,
+               admit: Admission | None = None) -> Awaitable[AppendResult]:
         """Append a batch in the topic's record format (``iggy-v1``: a SEND region,
         ``storage.formats.iggy_v1``; ``kafka-v2``: RecordBatch v2, ``storage.formats.kafka_v2``) and answer
         once it is as durable as the fsync policy promises, with the offsets it got.
@@ -245,8 +245,9 @@ class Broker:
         ``record_format``: the format ``region`` is in (None: the topic's); a topic of another
         format gets it converted on the way in (``Log.append_as``: Kafka and TANK
         batches, ``kafka-v2``, into an ``iggy-v1`` topic, one Iggy record per Kafka record).
-        ``admit``: a rule run atomically with the append (``core.types.Admission``)."""
-        return await self._messages.append(
+        ``admit``: a rule run atomically with the append (``core.types.Admission``).
+        (The service's coroutine itself, to await: no second coroutine on the SEND path.)"""
+        return self._messages.append(
             session, ref.namespace, ref.topic,
             choose if type(ref) is TopicRef else ref.partition_id,  # type: ignore[union-attr,arg-type]
             region, timestamp_us, record_format, gaps, admit)
