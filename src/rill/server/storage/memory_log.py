@@ -43,7 +43,7 @@ from rill.server.storage.formats.iggy_v1 import StampedBatch, uniform_positions
 from rill.server.storage.formats.iggy_v1_checks import KIND_GOOD
 from rill.server.storage.index_entry import INDEX_ENTRY, MAX_POSITION, build_index_entries
 from rill.server.storage.log_reads import LogReads
-from rill.server.storage.truncation import TruncationRefused
+from rill.server.storage.truncation import TruncationRefused, check_cut
 
 _SMALLEST_SEND_MESSAGE = 16 + 4 + 4 + 1  # as the file log: a segment's room check
 _ENTRY_HEAD = struct.Struct("<IIQ")  # the 16 bytes of every entry the log reads
@@ -427,15 +427,7 @@ class MemoryLog(LogReads):
         if self._closed:
             raise CannotAppendMessage(
                 reason=f"Cannot append message: partition log {self.name} is closed")
-        end = self.next_offset
-        if offset < floor:
-            raise TruncationRefused(f"cannot truncate {self.name} to offset {offset}: "
-                                    f"below the floor {floor}")
-        if not self.first_offset <= offset <= end:
-            raise TruncationRefused(
-                f"cannot truncate {self.name} to offset {offset}: the log holds offsets "
-                f"{self.first_offset}..{end - 1}")
-        if offset == end:
+        if not check_cut(self.name, offset, floor, self.first_offset, self.next_offset):
             return
         number = bisect_right(self._starts, offset) - 1
         boundary = self._segments[number]

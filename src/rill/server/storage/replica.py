@@ -40,7 +40,7 @@ from rill.server.storage.durability import Durability
 from rill.server.storage.formats.iggy_v1_checks import KIND_GOOD
 from rill.server.storage.index_entry import INDEX_ENTRY, INDEX_ENTRY_SIZE, MAX_POSITION
 from rill.server.storage.recovery import recover_tail
-from rill.server.storage.truncation import TruncationPlan, TruncationRefused, carry_out
+from rill.server.storage.truncation import TruncationPlan, carry_out, check_cut
 
 if TYPE_CHECKING:
     from rill.server.storage.formats import RecordFormat
@@ -180,15 +180,7 @@ class ReplicaLog:
         if self._closed:
             raise CannotAppendMessage(
                 reason=f"Cannot append message: partition log {self.directory} is closed")
-        end = self.next_offset
-        if offset < floor:
-            raise TruncationRefused(f"cannot truncate {self.directory} to offset {offset}: "
-                                    f"below the floor {floor}")
-        if not self.first_offset <= offset <= end:
-            raise TruncationRefused(
-                f"cannot truncate {self.directory} to offset {offset}: the log holds offsets "
-                f"{self.first_offset}..{end - 1}")
-        if offset == end:
+        if not check_cut(self.directory, offset, floor, self.first_offset, self.next_offset):
             return
         number = bisect_right(self._starts, offset) - 1
         boundary = self._segments[number]

@@ -41,6 +41,20 @@ class TruncationRefused(ValueError):
     """A cut the log refuses: below its floor or its start, past its end, inside a batch."""
 
 
+def check_cut(name: object, offset: int, floor: int, first_offset: int, end: int) -> bool:
+    """Whether cutting log ``name`` (its offsets ``first_offset``..``end - 1``) to ``offset``
+    cuts anything (False: ``offset`` is its end already); ``TruncationRefused`` below
+    ``floor`` or ``first_offset`` or past ``end``. Every log implementation's first step."""
+    if offset < floor:
+        raise TruncationRefused(f"cannot truncate {name} to offset {offset}: "
+                                f"below the floor {floor}")
+    if not first_offset <= offset <= end:
+        raise TruncationRefused(
+            f"cannot truncate {name} to offset {offset}: the log holds offsets "
+            f"{first_offset}..{end - 1}")
+    return offset != end
+
+
 @dataclass(frozen=True, slots=True)
 class TruncationPlan:
     offset: int  # the log's next offset after the cut
