@@ -215,6 +215,14 @@ ERROR_TABLE: tuple[tuple[int, str, str], ...] = (
     (11002, 'producer_owner_mismatch', 'Producer belongs to another owner: its batches were committed by another writer (for Spark: another query or checkpoint); use a new producer id, or the original owner'),
     # rill: login throttling (auth/throttling.py)
     (11100, 'login_throttled', 'Too many failed logins: try again in {0} s'),
+    # rill: a replicated cluster (server/cluster/, core/cluster_view.py)
+    (11200, 'not_leader_for_partition', 'This node does not lead partition: {0} of topic: {1}; its leader is node: {2}'),
+    (11201, 'leader_not_available', 'Partition: {0} of topic: {1} has no leader now (too few of its replicas are live)'),
+    (11202, 'not_enough_replicas', 'Not enough in-sync replicas to acknowledge the write: {0} of the {1} required'),
+    (11203, 'replication_timed_out', 'The records were written on the leader but not copied to every in-sync replica in time: they may still be committed'),
+    (11204, 'fenced_leader_epoch', 'Leader epoch: {0} is older than the partition leader epoch: {1}'),
+    (11205, 'unknown_leader_epoch', 'Leader epoch: {0} is newer than the partition leader epoch: {1} this node knows'),
+    (11206, 'cluster_unavailable', 'The cluster cannot change its metadata now: {0}'),
 )
 
 # HTTP status for codes that are not 400 (wire reference §8.3).
@@ -231,6 +239,11 @@ _HTTP_STATUS: dict[str, int] = {
     "unauthenticated": 401,
     "unauthorized": 403,
     "login_throttled": 429,
+    "not_leader_for_partition": 421,
+    "leader_not_available": 503,
+    "not_enough_replicas": 503,
+    "replication_timed_out": 504,
+    "cluster_unavailable": 503,
 }
 
 

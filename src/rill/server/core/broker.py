@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
 
 from rill import errors
 from rill.server.auth.permissioner import Action
 from rill.server.auth.scram import ScramExchange
 from rill.server.config import ServerConfig
+from rill.server.core.cluster_view import ACKS_LEADER, ClusterView
 from rill.server.core.columnar import ColumnarRead
 from rill.server.core.consumer_groups import Group, GroupMembership
 from rill.server.core.facades import Access, Catalog, Groups, ServerInfo, Staging
@@ -93,6 +94,15 @@ class Broker:
         # what a wire protocol keeps for this server (its dialect's counters and windows), by
         # the protocol's name: the protocol's own, never read by the core
         self.dialects: dict[str, Any] = {}
+        # how each protocol runs a request another node forwarded to this one
+        # (``ClusterView.forward``): protocol name -> (user id, request frame) -> answer frame
+        self.forwarded: dict[str, Callable[[int, bytes], Awaitable[bytes]]] = {}
+
+    @property
+    def cluster(self) -> ClusterView | None:
+        """The cluster this node belongs to (who leads what: ``core.cluster_view``); None on a
+        standalone server."""
+        return self._core.cluster
 
     # -- sessions and identity -------------------------------------------------------------
 
@@ -232,7 +242,8 @@ class Broker:
                region: bytes | memoryview, timestamp_us: int | None = None,
                gaps: bool = False, record_format: str | None = None,
                choose: PartitionChooser | None = None,
-               admit: Admission | None = None) -> Awaitable[AppendResult]:
+               admit: Admission | None = None, acks: int = ACKS_LEADER,
+               ack_timeout: float = 30.0) -> Awaitable[AppendResult]:
         """Append a batch in the topic's record format (``iggy-v1``: a SEND region,
         ``storage.formats.iggy_v1``; ``kafka-v2``: RecordBatch v2, ``storage.formats.kafka_v2``) and answer
         once it is as durable as the fsync policy promises, with the offsets it got.
@@ -246,11 +257,13 @@ class Broker:
         format gets it converted on the way in (``Log.append_as``: Kafka and TANK
         batches, ``kafka-v2``, into an ``iggy-v1`` topic, one Iggy record per Kafka record).
         ``admit``: a rule run atomically with the append (``core.types.Admission``).
+        ``acks``/``ack_timeout``: in a cluster, ``core.cluster_view.ACKS_ALL`` answers once
+        every in-sync replica holds the batch (``MessageService.append``).
         (The service's coroutine itself, to await: no second coroutine on the SEND path.)"""
         return self._messages.append(
             session, ref.namespace, ref.topic,
             choose if type(ref) is TopicRef else ref.partition_id,  # type: ignore[union-attr,arg-type]
-            region, timestamp_us, record_format, gaps, admit)
+            region, timestamp_us, record_format, gaps, admit, acks, ack_timeout)
 
     def read(self, session: Session, ref: PartitionRef, offset: int, max_records: int,
              max_bytes: int, record_format: str | None = None, regions: bool = False

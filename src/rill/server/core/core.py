@@ -34,6 +34,7 @@ from rill.server.core.consumer_groups import (
     GroupMembership,
     NoMembership,
 )
+from rill.server.core.cluster_view import ClusterView
 from rill.server.core.broker import Broker
 from rill.server.core import applying
 from rill.server.core.catalog import Catalog, CatalogChange
@@ -95,6 +96,16 @@ class Core:
         except BaseException:
             self._lock.release()
             raise
+
+    @property
+    def cluster(self) -> ClusterView | None:
+        """The cluster this node belongs to (``core.cluster_view``; set by the cluster layer
+        before the listeners start); None: standalone."""
+        return self.state.cluster
+
+    @cluster.setter
+    def cluster(self, view: ClusterView | None) -> None:
+        self.state.cluster = view
 
     def _open(self, config: ServerConfig, paths: DataPaths, recover_metadata: bool,
               catalog: Catalog | None, logs: Logs | None) -> None:

@@ -31,32 +31,45 @@ class AppendSignals:
             if not waiter.done():
                 waiter.set_result(None)
 
-    async def wait(self, wanted: Sequence[tuple[Log, int]], min_bytes: int,
+    async def wait(self, wanted: Sequence[tuple[Partition, int]], min_bytes: int,
                    timeout: float) -> bool:
-        """Until the logs hold at least ``min_bytes`` bytes (at least one record) from their
-        offsets on, taken together, or ``timeout`` seconds passed; whether they do."""
+        """Until the partitions hold at least ``min_bytes`` committed bytes (at least one
+        record below each one's high watermark) from their offsets on, taken together, or
+        ``timeout`` seconds passed; whether they do. (A replication layer that moves a high
+        watermark calls ``appended`` too: what was appended became readable.)"""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         need = max(min_bytes, 1)
-        while sum(log.bytes_after(offset) for log, offset in wanted) < need:
+        while sum(committed_bytes(partition, offset) for partition, offset in wanted) < need:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return False
             waiter: asyncio.Future[None] = loop.create_future()
-            for log, _ in wanted:
-                self._waiting.setdefault(log, set()).add(waiter)
+            for partition, _ in wanted:
+                self._waiting.setdefault(partition.log, set()).add(waiter)
             try:
                 await asyncio.wait_for(waiter, remaining)
             except TimeoutError:
                 pass
             finally:
-                for log, _ in wanted:
-                    waiters = self._waiting.get(log)
+                for partition, _ in wanted:
+                    waiters = self._waiting.get(partition.log)
                     if waiters is not None:
                         waiters.discard(waiter)
                         if not waiters:
-                            del self._waiting[log]
+                            del self._waiting[partition.log]
         return True
+
+
+def committed_bytes(partition: Partition, offset: int) -> int:
+    """The bytes a consumer may read from ``offset`` on: those below the high watermark."""
+    log = partition.log
+    if partition.placement is None:
+        return log.bytes_after(offset)
+    high_watermark = partition.high_watermark
+    if offset >= high_watermark:
+        return 0
+    return log.bytes_after(offset) - log.bytes_after(high_watermark)
 
 
 class LongPollService:
@@ -70,9 +83,9 @@ class LongPollService:
         """Wait until the partitions hold ``min_bytes`` (at least one record) from their
         offsets, ``positions`` (partition id, offset), on, or ``timeout`` seconds passed."""
         partitions = self._partitions(session, stream_id, topic_id, positions)
-        await self.signals.wait([(partition.log, offset) for partition, offset in partitions],
-                                min_bytes, timeout)
-        return [PartitionEnd(partition.id, partition.log.next_offset, partition.log.bytes_after(offset))
+        await self.signals.wait(partitions, min_bytes, timeout)
+        return [PartitionEnd(partition.id, partition.high_watermark,
+                             committed_bytes(partition, offset))
                 for partition, offset in partitions]
 
     async def wait_for_any(self, session: Session, stream_id: Ref,
@@ -81,11 +94,10 @@ class LongPollService:
         """``wait_for_messages`` over several topics of a stream (topic -> partition ids and
         offsets): until all their partitions hold ``min_bytes`` from their offsets, taken
         together, or ``timeout`` passed; the bytes they hold past their offsets."""
-        wanted = [(partition.log, offset)
-                  for topic_id, parts in positions.items()
-                  for partition, offset in self._partitions(session, stream_id, topic_id, parts)]
+        wanted = [pair for topic_id, parts in positions.items()
+                  for pair in self._partitions(session, stream_id, topic_id, parts)]
         await self.signals.wait(wanted, min_bytes, timeout)
-        return sum(log.bytes_after(offset) for log, offset in wanted)
+        return sum(committed_bytes(partition, offset) for partition, offset in wanted)
 
     def _partitions(self, session: Session, stream_id: Ref, topic_id: Ref,
                     positions: Sequence[tuple[int, int]]) -> list[tuple[Partition, int]]:

@@ -24,7 +24,8 @@ from rill import errors
 from rill.protocol.primitives import MAX_TOPIC_SIZE_UNLIMITED
 from rill.server.auth.permissioner import Action
 from rill.server.core.consumer_offsets import ConsumerOffsetService
-from rill.server.core.model import Partition, Session
+from rill.server.core.cluster_view import ACKS_ALL, ACKS_LEADER
+from rill.server.core.model import LEADER, Partition, Session, Topic
 from rill.server.core.state import CoreState
 from rill.server.core.types import (
     Admission,
@@ -77,7 +78,8 @@ class MessageService:
     async def append(self, session: Session, stream_id: Ref, topic_id: Ref,
                      partition: int | PartitionChooser, region: bytes | memoryview,
                      timestamp_us: int | None = None, region_format: str | None = None,
-                     gaps: bool = False, admit: Admission | None = None) -> AppendResult:
+                     gaps: bool = False, admit: Admission | None = None,
+                     acks: int = ACKS_LEADER, ack_timeout: float = 30.0) -> AppendResult:
         """Append ``region`` to partition ``partition`` (an id 1..N, or a protocol's chooser,
         called once the append is authorized); answers once it is as durable as the fsync
         policy promises, with what it assigned (with an admission rule, only what it admitted;
@@ -89,7 +91,13 @@ class MessageService:
         the clock, ``timestamp_us`` unused; ``admit`` unused). ``gaps``: a batch whose offsets
         may skip (``Log.append``; FeatureUnavailable into an iggy-v1 topic).
         ``admit``: an admission rule (``core.types.Admission``), run with the log's append
-        with no await between them, so no other append to the partition comes in between."""
+        with no await between them, so no other append to the partition comes in between.
+        In a cluster (``Partition.placement``): refused on a node that does not lead the
+        partition (``NotLeaderForPartition``, ``LeaderNotAvailable``); ``acks`` ACKS_ALL
+        (``core.cluster_view``) is refused while the ISR is below its minimum
+        (``NotEnoughReplicas``, nothing written) and answers once the ISR holds the records
+        (``ReplicationTimedOut`` after ``ack_timeout`` seconds). Standalone, acks changes
+        nothing."""
         state = self.state
         topic = state.find_topic(stream_id, topic_id)
         state.authorize(session, Action.WRITE_MESSAGES, topic.stream_id, topic.id)
@@ -97,6 +105,9 @@ class MessageService:
             topic, partition if type(partition) is int else partition(topic))  # type: ignore[operator]
         if topic.max_topic_size != MAX_TOPIC_SIZE_UNLIMITED and topic.size_bytes >= topic.max_topic_size:
             raise errors.TopicFull(topic.id, topic.stream_id)
+        placement = chosen.placement
+        if placement is not None:
+            check_leads(chosen, topic, acks)
         partition_log = chosen.log
         try:
             reserve = state.store.reserve
@@ -128,6 +139,9 @@ class MessageService:
             raise
         if self.write_failures.count:
             self.write_failures.recovered()
+        if placement is not None and acks == ACKS_ALL and last >= first:
+            assert state.cluster is not None
+            await state.cluster.replicated(chosen, last, ack_timeout)
         return AppendResult(chosen.id, first, last, now)
 
     # -- read ------------------------------------------------------------------------------
@@ -182,11 +196,15 @@ class MessageService:
 
     def _partition(self, session: Session, action: Action, stream_id: Ref, topic_id: Ref,
                    partition_id: int) -> Partition:
-        """The partition, once ``session`` may do ``action`` on its topic."""
+        """The partition, once ``session`` may do ``action`` on its topic; in a cluster, only
+        on the node that leads it (a follower's records may not be committed yet)."""
         state = self.state
         topic = state.find_topic(stream_id, topic_id)
         state.authorize(session, action, topic.stream_id, topic.id)
-        return state.find_partition(topic, partition_id)
+        partition = state.find_partition(topic, partition_id)
+        if partition.placement is not None and partition.role != LEADER:
+            check_leads(partition, topic, ACKS_LEADER)
+        return partition
 
     # -- flush -----------------------------------------------------------------------------
 
@@ -301,3 +319,17 @@ def read_range(partition: Partition, offset: int, max_records: int, max_bytes: i
     count, chunks = log.read(first, max_records, max_bytes, regions)
     return RecordRange(partition.id, first, count, chunks, log.settings.record_format,
                        LogBounds(first_stored, log.next_offset, high_watermark))
+
+
+def check_leads(partition: Partition, topic: Topic, acks: int) -> None:
+    """Refuse an append to a replicated partition this node cannot take now: it does not lead
+    it (``NotLeaderForPartition``, naming the leader; ``LeaderNotAvailable`` when none does),
+    or acks=all while the ISR is below its minimum (``NotEnoughReplicas``)."""
+    placement = partition.placement
+    assert placement is not None
+    if partition.role != LEADER:
+        if placement.leader is None:
+            raise errors.LeaderNotAvailable(partition.id, topic.name)
+        raise errors.NotLeaderForPartition(partition.id, topic.name, placement.leader)
+    if acks == ACKS_ALL and len(placement.isr) < placement.min_isr:
+        raise errors.NotEnoughReplicas(len(placement.isr), placement.min_isr)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from rill.server.core.cluster_view import Placement
 from rill.server.core.registry import Registry
 from rill.server.core.log import Log
 
@@ -72,6 +73,8 @@ class Partition:
     position_epochs: dict[str, int] = field(default_factory=dict)
     # set by a replication layer (``high_watermark``); None: the log end (standalone)
     _high_watermark: int | None = field(default=None, repr=False)
+    # its replicas and leader in a cluster (``core.cluster_view``); None: standalone
+    placement: Placement | None = None
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:

@@ -20,6 +20,7 @@ from rill import errors
 from rill.server.auth.permissioner import Action, Permissioner
 from rill.server.auth.throttling import LoginThrottle, ThrottleSettings
 from rill.server.config import ServerConfig
+from rill.server.core.cluster_view import ClusterView
 from rill.server.core.catalog import Catalog
 from rill.server.core.log import Logs
 from rill.server.core.model import Partition, Session, Stream, Topic
@@ -52,6 +53,8 @@ class CoreState:
     # the Logs port: opens partitions' logs; None: segment files in the data directory
     # (``storage.log_opener``, the one place the core opens file logs through), or the twin
     logs: Logs = None  # type: ignore[assignment]
+    # the cluster this node belongs to (``core.cluster_view``); None: standalone
+    cluster: ClusterView | None = None
 
     def __post_init__(self) -> None:
         if self.logs is None:
