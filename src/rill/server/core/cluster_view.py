@@ -96,5 +96,22 @@ class ClusterView(Protocol):
 
     def status(self) -> dict[str, Any]:
         """Members, controller and every partition's leader, epoch, ISR and follower lag, as
-        JSON values (``GET /cluster``, ``rill cluster status``)."""
+        JSON values (``GET /cluster``, ``rill cluster status``)::
+
+            {"name": "rill", "node_id": 1, "controller_id": 2,   # None while electing
+             "members": [{"node_id": 1, "member_epoch": 55,
+                          "listeners": {"kafka": "127.0.0.1:9092", "http": ..., ...}}],
+             "partitions": [{"stream_id": 1, "topic_id": 1, "stream": "s", "topic": "t",
+                             "partition_id": 1, "leader": 1, "leader_epoch": 3,
+                             "replicas": [1, 2, 3], "isr": [1, 2], "offline": [3],
+                             # what this node knows of it (any role):
+                             "role": "leader", "high_watermark": 100, "log_end": 100,
+                             # only on the node that leads it:
+                             "followers": [{"node_id": 2, "fetch_offset": 100,
+                                            "lag_messages": 0, "lag_seconds": 0.0}]}],
+             "counters": {"isr_shrinks": 0, "isr_expands": 0, "leader_elections": 0,
+                          "fenced_requests": 0, "under_replicated_partitions": 0}}
+
+        Follower lag is known only on each partition's leader: a tool that shows it for every
+        partition asks every member (their ``http`` listener)."""
         ...
