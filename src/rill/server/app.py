@@ -220,10 +220,39 @@ class Server:
             self._refuse_exposed_kafka()
             if self.config.tank.enabled:
                 self.tank_user_id()
+            if self.config.cluster.enabled:
+                self._attach_cluster()
             await self._start_listeners()
+            if self.cluster is not None:
+                await self.cluster.start(self.advertised_listeners())
         except BaseException:
             await self.stop()
             raise
+
+    cluster: Any = None  # the ``cluster.node.ClusterNode`` of a cluster node
+
+    def _attach_cluster(self) -> None:
+        """A cluster node: the cluster layer takes the catalog and leaves every partition
+        offline until etcd's state is applied (``ClusterNode.attach``)."""
+        from rill.server.cluster.etcd_gateway import EtcdGateway
+        from rill.server.cluster.node import ClusterNode
+
+        settings = self.config.cluster
+        self.cluster = ClusterNode(settings, self.core, EtcdGateway(settings.endpoints))
+        self.cluster.attach()
+
+    def advertised_listeners(self) -> dict[str, tuple[str, int]]:
+        """What other nodes and clients are told of this node's listeners (``NodeInfo``):
+        a section's ``advertised_address`` when it has one, else the bound address."""
+        names = {"tcp": "iggy_tcp", "quic": "iggy_quic", "http": "http", "kafka": "kafka",
+                 "tank": "tank", "cluster": "peer"}
+        advertised = {}
+        for section, (host, port) in self.addresses.items():
+            configured = getattr(getattr(self.config, section), "advertised_address", "")
+            if configured:
+                host, port = split_address(configured, f"{section}.advertised_address")
+            advertised[names.get(section, section)] = (host, port)
+        return advertised
 
     _tank_user_id = tank_user_id
 
@@ -288,6 +317,9 @@ class Server:
             return await listener.start()
 
     async def stop(self) -> None:
+        if self.cluster is not None:
+            cluster, self.cluster = self.cluster, None
+            await cluster.stop()
         while self.listeners:
             await self.listeners.pop().stop()
         self.supervisor.stop()

@@ -415,6 +415,11 @@ class ClusterConfig:
         return [endpoint for endpoint in self.etcd_endpoints.split(",") if endpoint]
 
     @property
+    def address(self) -> str:
+        """The peer listener's address (the ``peer`` row of ``protocols.PROTOCOLS``)."""
+        return self.peer_address
+
+    @property
     def enabled(self) -> bool:
         return bool(self.endpoints)
 

@@ -1,9 +1,14 @@
 """Where the cluster's facts live in etcd: every key is built here.
 
 Layout (``shared/spec/cluster-design.md`` §2.3), under ``/rill/<cluster name>/``:
-``members/<node id>`` (a node's address, under its member lease; its create_revision is the
-member epoch), ``controller/`` (the controller's election: one key per candidate, under its
-lease; the oldest leads; its create_revision is the controller epoch).
+``members/<node id>`` (a node's advertised listeners, under its member lease; its
+create_revision is the member epoch), ``controller/`` (the controller's election: one key per
+candidate, under its lease; the oldest leads; its create_revision is the controller epoch),
+``secret`` (the peer links' shared secret, made by the first node), ``streams/<id>`` and
+``stream-names/<name>`` (a stream's row and its name's claim), ``topics/<stream>/<id>`` and
+``topic-names/<stream>/<name>`` (a topic's row), ``partitions/<stream>/<topic>/<id>`` (a
+partition's replicas and state: leader, leader epoch, ISR; its mod_revision is the partition
+epoch), ``ids/<name>`` (cluster-wide id blocks: Kafka producer ids).
 """
 
 from __future__ import annotations
@@ -14,6 +19,39 @@ class ClusterKeys:
         self.root = f"/rill/{cluster_name}/".encode()
         self.members = self.root + b"members/"
         self.controller = self.root + b"controller/"
+        self.secret = self.root + b"secret"
+        self.streams = self.root + b"streams/"
+        self.stream_names = self.root + b"stream-names/"
+        self.topics = self.root + b"topics/"
+        self.topic_names = self.root + b"topic-names/"
+        self.partitions = self.root + b"partitions/"
+        self.ids = self.root + b"ids/"
 
     def member(self, node_id: int) -> bytes:
         return self.members + str(node_id).encode()
+
+    def stream(self, stream_id: int) -> bytes:
+        return self.streams + str(stream_id).encode()
+
+    def stream_name(self, name: str) -> bytes:
+        return self.stream_names + name.encode()
+
+    def topic(self, stream_id: int, topic_id: int) -> bytes:
+        return self.topics + f"{stream_id}/{topic_id}".encode()
+
+    def topic_name(self, stream_id: int, name: str) -> bytes:
+        return self.topic_names + f"{stream_id}/".encode() + name.encode()
+
+    def partition(self, stream_id: int, topic_id: int, partition_id: int) -> bytes:
+        return self.partitions + f"{stream_id}/{topic_id}/{partition_id}".encode()
+
+    def topic_partitions(self, stream_id: int, topic_id: int) -> bytes:
+        return self.partitions + f"{stream_id}/{topic_id}/".encode()
+
+    def id_block(self, name: str) -> bytes:
+        return self.ids + name.encode()
+
+    @staticmethod
+    def numbers(key: bytes, prefix: bytes) -> tuple[int, ...]:
+        """The ids after ``prefix`` in ``key`` (``partitions/1/2/3`` -> (1, 2, 3))."""
+        return tuple(int(part) for part in key[len(prefix):].split(b"/"))

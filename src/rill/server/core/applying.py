@@ -15,6 +15,7 @@ again). A change of something the model does not hold (deleted here meanwhile) i
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from rill.server.core.catalog import (
     CatalogChange,
@@ -22,8 +23,14 @@ from rill.server.core.catalog import (
     GroupDeleted,
     PositionRow,
     PositionStored,
+    PartitionRow,
+    PartitionsCreated,
+    StreamCreated,
+    StreamDeleted,
     StreamRenamed,
     StreamRow,
+    TopicCreated,
+    TopicDeleted,
     TopicRow,
     TopicUpdated,
     UserCreated,
@@ -34,7 +41,7 @@ from rill.server.core.consumer_groups import ConsumerGroupService
 from rill.server.core.model import Partition, Stream, Topic
 from rill.server.core.state import CoreState
 from rill.server.core.users import UserService
-from rill.server.storage.directories import write_manifest
+from rill.server.storage.directories import remove_tree, write_manifest
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +81,33 @@ def apply(state: CoreState, groups: ConsumerGroupService, users: UserService,
         topic = _topic(state, change.row.stream_id, change.row.id)
         if topic is not None:
             apply_topic_updated(state, topic, change.row)
+    elif isinstance(change, StreamCreated):
+        if change.row.id not in state.streams:
+            apply_stream_created(state, change.row)
+    elif isinstance(change, TopicCreated):
+        stream = state.streams.get(change.row.stream_id)
+        if stream is not None and change.row.id not in stream.topics:
+            apply_topic_created(state, stream, change.row, change.partitions)
+    elif isinstance(change, PartitionsCreated):
+        if change.partitions:
+            first = change.partitions[0]
+            topic = _topic(state, first.stream_id, first.topic_id)
+            if topic is not None:
+                for row in change.partitions:
+                    if row.id not in topic.partitions:
+                        topic.partitions[row.id] = state.open_partition(topic, row.id,
+                                                                        row.created_at)
+    elif isinstance(change, TopicDeleted):
+        topic = _topic(state, change.stream_id, change.topic_id)
+        if topic is not None:
+            apply_topic_deleted(state, topic)
+    elif isinstance(change, StreamDeleted):
+        stream = state.streams.get(change.stream_id)
+        if stream is not None:
+            for topic in list(stream.topics.values()):
+                apply_topic_deleted(state, topic)
+            del state.streams[stream.id]
+            remove_tree(state.paths.stream_dir(stream.id))
     else:  # a kind this core does not apply from events yet (``core.catalog``)
         raise TypeError(f"cannot apply {type(change).__name__} from the catalog")
 
@@ -142,3 +176,36 @@ def _partition(state: CoreState, stream_id: int, topic_id: int, partition_id: in
                ) -> Partition | None:
     topic = _topic(state, stream_id, topic_id)
     return topic.partitions.get(partition_id) if topic is not None else None
+
+
+def apply_stream_created(state: CoreState, row: StreamRow) -> Stream:
+    """A stream another node created: its manifest and its place in the model."""
+    write_manifest(state.paths.stream_manifest(row.id), row, state.durability)
+    stream = state.streams[row.id] = Stream(row.id, row.name, row.created_at)
+    return stream
+
+
+def apply_topic_created(state: CoreState, stream: Stream, row: TopicRow,
+                        partitions: Sequence[PartitionRow]) -> Topic:
+    """A topic another node created: its manifest, a log per partition (on the loop: a
+    cluster's topics are created at human speed) and its place in the model."""
+    topic = Topic(stream_id=row.stream_id, id=row.id, name=row.name, created_at=row.created_at,
+                  compression_algorithm=row.compression_algorithm,
+                  message_expiry=row.message_expiry, max_topic_size=row.max_topic_size,
+                  replication_factor=row.replication_factor, record_format=row.record_format)
+    write_manifest(state.paths.topic_manifest(row.stream_id, row.id), row, state.durability)
+    for partition in partitions:
+        topic.partitions[partition.id] = state.open_partition(topic, partition.id,
+                                                              partition.created_at)
+    stream.topics[topic.id] = topic
+    return topic
+
+
+def apply_topic_deleted(state: CoreState, topic: Topic) -> None:
+    """A topic another node deleted: out of the model, its logs closed and its files gone."""
+    stream = state.streams.get(topic.stream_id)
+    if stream is not None and stream.topics.get(topic.id) is topic:
+        del stream.topics[topic.id]
+    for partition in topic.partitions.values():
+        partition.log.close(sync=False)
+    remove_tree(state.paths.topic_dir(topic.stream_id, topic.id))

@@ -53,11 +53,16 @@ from rill.server.storage.catalog_rows import (
     GroupCreated,
     GroupDeleted,
     PartitionRow,
+    PartitionsCreated,
     PersonalAccessTokenRow,
     PositionRow,
     PositionStored,
+    StreamCreated,
+    StreamDeleted,
     StreamRenamed,
     StreamRow,
+    TopicCreated,
+    TopicDeleted,
     TopicRow,
     TopicUpdated,
     UserCreated,
@@ -69,9 +74,9 @@ from rill.server.storage.reserve import SpaceReserve
 
 __all__ = [
     "Catalog", "CatalogChange", "CatalogConflict", "ConsumerGroupRow", "GroupCreated",
-    "GroupDeleted", "PartitionRow",
-    "PersonalAccessTokenRow", "PositionRow", "PositionStored", "StreamRenamed", "StreamRow",
-    "TopicRow", "TopicUpdated", "UserCreated", "UserDeleted", "UserRow", "UserUpdated",
+    "GroupDeleted", "PartitionRow", "PartitionsCreated",
+    "PersonalAccessTokenRow", "PositionRow", "PositionStored", "StreamCreated", "StreamDeleted",
+    "StreamRenamed", "StreamRow", "TopicCreated", "TopicDeleted", "TopicRow", "TopicUpdated", "UserCreated", "UserDeleted", "UserRow", "UserUpdated",
 ]
 
 

@@ -59,6 +59,10 @@ class Placement:
     offline: tuple[int, ...] = ()  # replicas that are not live members
 
 
+# a partition's placement before the cluster's state placed it: no leader (offline)
+UNPLACED = Placement(None, 0, (), (), 1)
+
+
 class ClusterView(Protocol):
     """What the core and the protocols ask of the cluster this node belongs to."""
 

@@ -31,6 +31,22 @@ class AppendSignals:
             if not waiter.done():
                 waiter.set_result(None)
 
+    async def next_append(self, log: Log, timeout: float) -> None:
+        """Until the next append to ``log`` (or its high watermark moves), at most
+        ``timeout`` seconds (a leader's long-polled answer to a follower's fetch)."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(log, set()).add(waiter)
+        try:
+            await asyncio.wait_for(waiter, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            waiters = self._waiting.get(log)
+            if waiters is not None:
+                waiters.discard(waiter)
+                if not waiters:
+                    del self._waiting[log]
+
     async def wait(self, wanted: Sequence[tuple[Partition, int]], min_bytes: int,
                    timeout: float) -> bool:
         """Until the partitions hold at least ``min_bytes`` committed bytes (at least one

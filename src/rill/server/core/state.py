@@ -20,10 +20,10 @@ from rill import errors
 from rill.server.auth.permissioner import Action, Permissioner
 from rill.server.auth.throttling import LoginThrottle, ThrottleSettings
 from rill.server.config import ServerConfig
-from rill.server.core.cluster_view import ClusterView
+from rill.server.core.cluster_view import UNPLACED, ClusterView
 from rill.server.core.catalog import Catalog
 from rill.server.core.log import Logs
-from rill.server.core.model import Partition, Session, Stream, Topic
+from rill.server.core.model import FOLLOWER, Partition, Session, Stream, Topic
 from rill.server.core.registry import Registry
 from rill.server.core.types import Ref
 from rill.server.storage.durability import Durability
@@ -149,7 +149,11 @@ class CoreState:
                        sync_parent: bool = True) -> Partition:
         log = self.logs.open(topic.stream_id, topic.id, partition_id, topic.record_format,
                              self.clean_start, sync_parent=sync_parent)
-        return Partition(topic.stream_id, topic.id, partition_id, created_at, log)
+        partition = Partition(topic.stream_id, topic.id, partition_id, created_at, log)
+        if self.cluster is not None:  # offline until the cluster places it
+            partition.placement = UNPLACED
+            partition.role = FOLLOWER
+        return partition
 
 
 Change = TypeVar("Change", bound=Callable[..., Awaitable[Any]])

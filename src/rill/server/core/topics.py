@@ -96,7 +96,8 @@ class TopicService:
             compression_algorithm=int(spec.compression_algorithm),
             message_expiry=self._resolve_expiry(spec.message_expiry),
             max_topic_size=self._resolve_max_size(spec.max_topic_size),
-            replication_factor=spec.replication_factor or 1,
+            replication_factor=spec.replication_factor or (
+                state.config.cluster.default_replication_factor if state.cluster else 1),
             record_format=_known_format(spec.record_format),
         )
         await add_partitions(state, topic, spec.partitions_count, topic_row(topic))

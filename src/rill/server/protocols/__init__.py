@@ -16,8 +16,8 @@ A row names the protocol, its listeners as ``(config section, transport)`` pairs
 ``address``, ``enabled``, ``tls`` and optional ``max_frame_size``, ``sendfile`` and
 ``idle_timeout`` make the listener: ``server.app``), how the running server makes the protocol
 (``build``, a function named, imported only when a listener of it is enabled) and what happens once a listener of
-it is bound (``bound``: Kafka advertises the bound port). A fourth protocol (the cluster's peer
-protocol) is a package and one more row.
+it is bound (``bound``: Kafka advertises the bound port). The fourth, the cluster's peer
+protocol (``peer``), listens only on a cluster node.
 """
 
 from __future__ import annotations
@@ -117,6 +117,10 @@ PROTOCOLS: dict[str, ProtocolRow] = {
                     bound="rill.server.protocols.kafka.handler:listening"),
         ProtocolRow("tank", (("tank", "tcp"),),
                     "rill.server.protocols.tank.handler:listener_protocol",
+                    password_login=False),
+        # the cluster's nodes among themselves (``[cluster] peer_address``; a cluster only)
+        ProtocolRow("peer", (("cluster", "tcp"),),
+                    "rill.server.protocols.peer.handler:listener_protocol",
                     password_login=False),
     )
 }

@@ -148,5 +148,37 @@ class UserDeleted:
     id: int
 
 
+@dataclass(frozen=True, slots=True)
+class StreamCreated:
+    row: StreamRow
+
+
+@dataclass(frozen=True, slots=True)
+class StreamDeleted:
+    stream_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicCreated:
+    """A topic with its partitions (a cluster's: each node keeps a log of every partition)."""
+
+    row: TopicRow
+    partitions: tuple[PartitionRow, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionsCreated:
+    """Partitions added to a topic."""
+
+    partitions: tuple[PartitionRow, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDeleted:
+    stream_id: int
+    topic_id: int
+
+
 CatalogChange = (PositionStored | StreamRenamed | TopicUpdated | GroupCreated | GroupDeleted
-                 | UserCreated | UserUpdated | UserDeleted)
+                 | UserCreated | UserUpdated | UserDeleted | StreamCreated | StreamDeleted
+                 | TopicCreated | TopicDeleted | PartitionsCreated)

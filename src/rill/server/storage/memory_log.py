@@ -41,6 +41,7 @@ from rill.protocol.buffer import DecodeError
 from rill.server.storage.formats import RecordFormat, conversion, format_named, iggy_v1, kafka_v2
 from rill.server.storage.formats.iggy_v1 import StampedBatch, uniform_positions
 from rill.server.storage.formats.iggy_v1_checks import KIND_GOOD
+from rill.server.storage.replica import epochs_after
 from rill.server.storage.index_entry import INDEX_ENTRY, MAX_POSITION, build_index_entries
 from rill.server.storage.log_reads import LogReads
 from rill.server.storage.truncation import TruncationRefused, check_cut
@@ -401,6 +402,17 @@ class MemoryLog(LogReads):
             if larger:
                 return segment.epochs[larger - 1], end
         return None
+
+    def epochs_from(self, offset: int) -> list[tuple[int, int]]:
+        """As ``PartitionLog.epochs_from``."""
+        if offset >= self.next_offset or self.format.batch_index:
+            return []
+        pairs: list[tuple[int, int]] = []
+        for segment in self._segments:
+            for epoch, first in zip(segment.epochs, segment.firsts):
+                if not pairs or pairs[-1][0] != epoch:
+                    pairs.append((epoch, first))
+        return epochs_after(pairs, max(offset, self.first_offset))
 
     def _stamping_epoch(self) -> int:
         last = self.last_epoch

@@ -130,6 +130,17 @@ class ReplicaLog:
                 return found, end
         return None
 
+    def epochs_from(self, offset: int) -> list[tuple[int, int]]:
+        """The leader epochs of the records from ``offset`` on, as (epoch, first offset) pairs
+        in order: the epoch of the record at ``offset`` (with ``offset``), then each later
+        epoch's start: what a follower sets before appending each run of a per-record format,
+        whose records carry no epoch. Empty when no record is there, and for a batch format
+        (its batches carry their epochs)."""
+        if offset >= self.next_offset or self._epochs is None:
+            return []
+        return epochs_after(self._epochs._live(self.first_offset, self.next_offset),
+                            max(offset, self.first_offset))
+
     def _stamping_epoch(self) -> int:
         """The epoch an append stamps, refused if below the last stored record's. A per-record
         format's checkpoint learns it here, before the records are written (a pair whose
@@ -311,3 +322,9 @@ class ReplicaLog:
             number = last + 1
         return first_offset, end_offset - 1
 
+
+def epochs_after(pairs: list[tuple[int, int]], offset: int) -> list[tuple[int, int]]:
+    """Of (epoch, start) ``pairs`` in order, the one holding ``offset`` (starting there) and
+    every later one."""
+    return [(epoch, max(start, offset)) for number, (epoch, start) in enumerate(pairs)
+            if number + 1 >= len(pairs) or pairs[number + 1][1] > offset]

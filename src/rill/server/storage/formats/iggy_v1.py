@@ -452,3 +452,29 @@ def restamp_records(records: bytearray, positions: array, first_offset: int, tim
     pack = STORED_HEAD.pack_into
     for index, position in enumerate(positions):
         pack(records, position, first_offset + index, STATE_AVAILABLE, timestamp)
+
+
+def stored_positions(records: bytes | bytearray | memoryview) -> bytes:
+    """Where each stored record of ``records`` starts (u32 array bytes, as
+    ``check_stored_records`` takes them): a walk over the records' lengths, what a follower
+    needs to append a leader's stored bytes (``Log.append_replicated``). DecodeError when the
+    lengths do not end exactly at the end of ``records``."""
+    starts = array("I")
+    total = len(records)
+    position = 0
+    head = STORED_FIXED_SIZE
+    while position < total:
+        if total - position < STORED_OVERHEAD:
+            raise DecodeError(f"a stored record at byte {position} is cut short")
+        headers_length = _U32.unpack_from(records, position + head - 4)[0]
+        at = position + head + headers_length
+        if at + 4 > total:
+            raise DecodeError(f"a stored record at byte {position} is cut short")
+        payload_length = _U32.unpack_from(records, at)[0]
+        starts.append(position)
+        position = at + 4 + payload_length
+    if position != total:
+        raise DecodeError(f"stored records end at byte {position}, not {total}")
+    if not _LITTLE_ENDIAN_HOST:
+        starts.byteswap()
+    return starts.tobytes()

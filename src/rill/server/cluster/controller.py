@@ -1,0 +1,176 @@
+"""The controller: the one node that changes the catalog and elects partition leaders
+(``shared/spec/cluster-design.md`` §2.5, §2.6).
+
+Owns: ``Controller`` -- what the elected node does while it leads: catalog changes other nodes
+hand it (streams, topics, partitions: rows, names, replica assignment and first partition
+states, in one transaction each) and elections (a partition whose leader is not a live member
+gets one from its live ISR; dead members leave every ISR, never emptying it). Every
+transaction compares the controller's election key (``Leadership.fence``: a deposed controller
+changes nothing) and, for a partition, the mod_revision it last saw (the partition epoch).
+Elections run in transactions of at most ``ELECTIONS_PER_TXN`` partitions (etcd's
+``--max-txn-ops`` is 128: a compare and a put each).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from rill import errors
+from rill.server.cluster.coordinator import Compare, Delete, Put
+from rill.server.cluster.election import Leadership
+from rill.server.cluster.partition_state import PartitionState, assign, elect, first_state
+
+if TYPE_CHECKING:
+    from rill.server.cluster.node import ClusterNode
+
+log = logging.getLogger(__name__)
+
+ELECTIONS_PER_TXN = 60
+
+
+class Controller:
+    def __init__(self, node: ClusterNode, leadership: Leadership) -> None:
+        self.node = node
+        self.leadership = leadership
+        self.elections = 0
+        self._placed = 0  # round-robin start of the next topic's assignment
+
+    @property
+    def epoch(self) -> int:
+        return self.leadership.epoch
+
+    # -- catalog changes ---------------------------------------------------------------------
+
+    async def change(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        """Carry out one catalog change; returns {"revision"} or raises a RillError."""
+        node, keys = self.node, self.node.keys
+        fence = self.leadership.fence()
+        coordinator = node.coordinator
+        if op == "create_stream":
+            row = args["row"]
+            result = await coordinator.txn(
+                [fence, Compare.missing(keys.stream(row["id"])),
+                 Compare.missing(keys.stream_name(row["name"]))],
+                [Put(keys.stream(row["id"]), json.dumps(args).encode()),
+                 Put(keys.stream_name(row["name"]), str(row["id"]).encode())])
+            if not result.succeeded:
+                raise errors.StreamNameAlreadyExists(row["name"], reason=(
+                    f"Stream with ID {row['id']} or name {row['name']} already exists "
+                    f"(or this controller was replaced)"))
+            return {"revision": result.revision}
+        if op == "delete_stream":
+            stream_id = args["stream_id"]
+            current = await coordinator.get(keys.stream(stream_id))
+            if current is None:
+                raise errors.StreamIdNotFound(stream_id)
+            name = json.loads(current.value)["row"]["name"]
+            result = await coordinator.txn(
+                [fence], [Delete(keys.stream(stream_id)), Delete(keys.stream_name(name)),
+                          Delete(keys.topics + f"{stream_id}/".encode(), prefix=True),
+                          Delete(keys.topic_names + f"{stream_id}/".encode(), prefix=True),
+                          Delete(keys.partitions + f"{stream_id}/".encode(), prefix=True)])
+            return {"revision": result.revision}
+        if op == "create_topic":
+            return await self._create_topic(args)
+        if op == "delete_topic":
+            stream_id, topic_id = args["stream_id"], args["topic_id"]
+            current = await coordinator.get(keys.topic(stream_id, topic_id))
+            if current is None:
+                raise errors.TopicIdNotFound(topic_id, stream_id)
+            name = json.loads(current.value)["row"]["name"]
+            result = await coordinator.txn(
+                [fence], [Delete(keys.topic(stream_id, topic_id)),
+                          Delete(keys.topic_name(stream_id, name)),
+                          Delete(keys.topic_partitions(stream_id, topic_id), prefix=True)])
+            return {"revision": result.revision}
+        if op == "create_partitions":
+            return await self._create_partitions(args)
+        raise errors.InvalidCommand(reason=f"unknown catalog change {op!r}")
+
+    def _assignment(self, replication_factor: int, count: int) -> list[tuple[int, ...]]:
+        live = sorted(self.node.members)
+        if replication_factor > len(live):
+            raise errors.InvalidReplicationFactor(replication_factor, len(live))
+        replicas = assign(live, replication_factor, count, self._placed)
+        self._placed += count
+        return replicas
+
+    async def _create_topic(self, args: dict[str, Any]) -> dict[str, Any]:
+        node, keys = self.node, self.node.keys
+        row = args["row"]
+        stream_id, topic_id = row["stream_id"], row["id"]
+        factor = row["replication_factor"]
+        min_isr = min(node.settings.min_insync_replicas, factor)
+        states = [first_state(replicas, min_isr)
+                  for replicas in self._assignment(factor, len(args["partitions"]))]
+        puts = [Put(keys.topic(stream_id, topic_id), json.dumps(args).encode()),
+                Put(keys.topic_name(stream_id, row["name"]), str(topic_id).encode())]
+        puts += [Put(keys.partition(stream_id, topic_id, partition["id"]), state.to_json())
+                 for partition, state in zip(args["partitions"], states)]
+        result = await node.coordinator.txn(
+            [self.leadership.fence(), Compare.version(keys.stream(stream_id), ">", 0),
+             Compare.missing(keys.topic(stream_id, topic_id)),
+             Compare.missing(keys.topic_name(stream_id, row["name"]))], puts)
+        if not result.succeeded:
+            raise errors.TopicNameAlreadyExists(row["name"], stream_id, reason=(
+                f"Topic with ID {topic_id} or name {row['name']} already exists in stream "
+                f"{stream_id}, or the stream is gone (or this controller was replaced)"))
+        return {"revision": result.revision}
+
+    async def _create_partitions(self, args: dict[str, Any]) -> dict[str, Any]:
+        node, keys = self.node, self.node.keys
+        stream_id, topic_id = args["stream_id"], args["topic_id"]
+        current = await node.coordinator.get(keys.topic(stream_id, topic_id))
+        if current is None:
+            raise errors.TopicIdNotFound(topic_id, stream_id)
+        topic = json.loads(current.value)
+        factor = topic["row"]["replication_factor"]
+        min_isr = min(node.settings.min_insync_replicas, factor)
+        new = args["partitions"]
+        topic["partitions"] = topic["partitions"] + new
+        states = [first_state(replicas, min_isr)
+                  for replicas in self._assignment(factor, len(new))]
+        puts = [Put(keys.topic(stream_id, topic_id), json.dumps(topic).encode())]
+        puts += [Put(keys.partition(stream_id, topic_id, partition["id"]), state.to_json())
+                 for partition, state in zip(new, states)]
+        result = await node.coordinator.txn(
+            [self.leadership.fence(),
+             Compare.mod_revision(keys.topic(stream_id, topic_id), "==", current.mod_revision)],
+            puts)
+        if not result.succeeded:
+            raise errors.ClusterUnavailable(reason="the topic changed meanwhile: try again")
+        return {"revision": result.revision}
+
+    # -- elections -----------------------------------------------------------------------------
+
+    async def elect_all(self) -> int:
+        """One pass over every partition: elections and dead ISR members removed. Returns how
+        many partitions changed (a failed transaction changes none: the next pass, woken by
+        the watch, sees the newer state)."""
+        node = self.node
+        live = set(node.members)
+        changes: list[tuple[tuple[int, int, int], PartitionState, PartitionState]] = []
+        for key, state in list(node.partition_states.items()):
+            new = elect(state, live)
+            if new is not None:
+                changes.append((key, state, new))
+        changed = 0
+        for start in range(0, len(changes), ELECTIONS_PER_TXN):
+            group = changes[start:start + ELECTIONS_PER_TXN]
+            keys = [node.keys.partition(*key) for key, _, _ in group]
+            result = await node.coordinator.txn(
+                [self.leadership.fence(),
+                 *(Compare.mod_revision(k, "==", old.revision)
+                   for k, (_, old, _) in zip(keys, group))],
+                [Put(k, new.to_json()) for k, (_, _, new) in zip(keys, group)])
+            if result.succeeded:
+                changed += len(group)
+                for (key, old, new) in group:
+                    if new.leader != old.leader:
+                        self.elections += 1
+                        log.info("controller: partition %s leader %s -> %s (epoch %d), ISR %s",
+                                 "/".join(map(str, key)), old.leader, new.leader,
+                                 new.leader_epoch, list(new.isr))
+        return changed

@@ -1,0 +1,89 @@
+"""A partition's replicated state and the rules that change it, sans-I/O
+(``shared/spec/cluster-design.md`` §2.5, §2.6, §2.8).
+
+Owns: ``PartitionState`` (etcd's ``partitions/<s>/<t>/<p>`` value: replicas, leader, leader
+epoch, ISR, minimum ISR; its key's mod_revision is the **partition epoch**, which every
+change compares), the replica assignment of a new topic (``assign``), the controller's
+election (``elect``) and the leader's ISR changes (``shrink``, ``expand``).
+
+Invariants: the ISR is never empty (the last member stays in it even when it dies: it holds
+everything committed, and the partition waits for it rather than electing a replica that may
+lack committed records); a leader is elected only from live ISR members, in assignment order
+(the first replica is the preferred leader); every election adds one to the leader epoch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    replicas: tuple[int, ...]
+    leader: int | None
+    leader_epoch: int
+    isr: tuple[int, ...]
+    min_isr: int
+    revision: int = 0  # the key's mod_revision (the partition epoch); 0: not stored yet
+
+    def to_json(self) -> bytes:
+        return json.dumps({"replicas": list(self.replicas), "leader": self.leader,
+                           "leader_epoch": self.leader_epoch, "isr": list(self.isr),
+                           "min_isr": self.min_isr}, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, value: bytes, revision: int) -> PartitionState:
+        data = json.loads(value)
+        return cls(tuple(data["replicas"]), data["leader"], int(data["leader_epoch"]),
+                   tuple(data["isr"]), int(data["min_isr"]), revision)
+
+
+def assign(nodes: Sequence[int], replication_factor: int, partitions: int,
+           start: int = 0) -> list[tuple[int, ...]]:
+    """Replica lists for ``partitions`` new partitions over ``nodes`` (sorted live node ids),
+    round robin from ``start`` so that leaders spread: partition i's replicas are the
+    ``replication_factor`` nodes from position start + i."""
+    count = len(nodes)
+    return [tuple(nodes[(start + index + shift) % count] for shift in range(replication_factor))
+            for index in range(partitions)]
+
+
+def first_state(replicas: tuple[int, ...], min_isr: int) -> PartitionState:
+    """A new partition: its first replica leads at epoch 1, every replica in sync (empty)."""
+    return PartitionState(replicas, replicas[0], 1, replicas, min_isr)
+
+
+def elect(state: PartitionState, live: Collection[int]) -> PartitionState | None:
+    """The controller's view of a partition given the live members: dead ISR members removed
+    (never the last one), and a new leader elected from the live ISR when the leader is dead
+    or missing (epoch + 1; None as leader when no ISR member is live). None: nothing to
+    change."""
+    isr = tuple(node for node in state.isr if node in live) or state.isr[-1:]
+    leader = state.leader
+    epoch = state.leader_epoch
+    if leader is None or leader not in live:
+        candidates = [node for node in state.replicas if node in isr and node in live]
+        new_leader = candidates[0] if candidates else None
+        if new_leader is not None or leader is not None:
+            epoch += 1
+        leader = new_leader
+        if leader is not None and leader not in isr:  # (cannot happen: candidates are in it)
+            isr = (*isr, leader)
+    if leader == state.leader and isr == state.isr:
+        return None
+    return replace(state, leader=leader, leader_epoch=epoch, isr=isr)
+
+
+def shrink(state: PartitionState, out: Collection[int]) -> PartitionState | None:
+    """The leader's ISR without the followers ``out`` (never itself); None: no change."""
+    isr = tuple(node for node in state.isr if node not in out or node == state.leader)
+    return None if isr == state.isr else replace(state, isr=isr)
+
+
+def expand(state: PartitionState, node: int) -> PartitionState | None:
+    """The leader's ISR with caught-up follower ``node`` back in; None: no change."""
+    if node in state.isr or node not in state.replicas:
+        return None
+    return replace(state, isr=tuple(n for n in state.replicas if n in state.isr or n == node))

@@ -1,0 +1,301 @@
+"""Copying a partition from its leader to its followers (``shared/spec/cluster-design.md`` §2.7,
+§2.8): the leader's side (``LeaderReplica``: followers' progress, the high watermark, the
+acks=all waits, ISR changes to propose) and the follower's (``Follower``: truncation by leader
+epochs, then a long-polled fetch loop appending the leader's stored bytes verbatim).
+
+Invariants:
+* The high watermark is the smallest log end among the leader and its ISR (the ISR as etcd
+  holds it, plus a follower whose return is being proposed: Kafka's "maximal ISR"), never
+  moves back, and no consumer reads at or above it (``core.messages``, ``core.long_poll``).
+* A follower reports as its fetch offset only what its own fsync policy made durable (it
+  waits for the policy's sync before asking for more), so acks=all under fsync=always means
+  on disk on every ISR member.
+* A follower truncates only after asking the leader where its last epoch ends (KIP-101,
+  KIP-279), never below the high watermark it knows (``Log.truncate_to``'s floor).
+* A replica serves a fetch only for the leader epoch it holds: older -> fenced_leader_epoch,
+  newer -> unknown_leader_epoch; and only from the member epoch etcd holds for the sender.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from array import array
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from rill import errors
+from rill.protocol.peer import codec
+from rill.server.cluster.partition_state import PartitionState
+from rill.server.cluster.peer_link import PeerLink, PeerRefused, PeerUnavailable
+from rill.server.storage.formats.iggy_v1 import stored_positions
+
+if TYPE_CHECKING:
+    from rill.server.core.model import Partition
+
+log = logging.getLogger(__name__)
+
+FETCH_MAX_WAIT_MS = 500
+FETCH_MAX_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class Progress:
+    """What the leader knows of one follower."""
+
+    fetch_offset: int = 0  # the follower's durable log end, as its last fetch said
+    caught_up_at: float = field(default_factory=time.monotonic)  # last time it had the end
+    fetched_at: float = 0.0
+
+
+class LeaderReplica:
+    """This node leads ``partition`` at ``state.leader_epoch``."""
+
+    def __init__(self, partition: Partition, state: PartitionState, node_id: int,
+                 woken: Callable[[Partition], None]) -> None:
+        self.partition = partition
+        self.state = state
+        self.node_id = node_id
+        self.woken = woken  # the core's wake-up of long polls (the HW moved)
+        now = time.monotonic()
+        self.progress: dict[int, Progress] = {
+            node: Progress(caught_up_at=now) for node in state.replicas if node != node_id}
+        self.returning: set[int] = set()  # followers whose ISR return is being proposed
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self.stepped_down = False
+
+    @property
+    def epoch(self) -> int:
+        return self.state.leader_epoch
+
+    def update(self, state: PartitionState) -> None:
+        """etcd's newer state of the partition (same leader and epoch: an ISR change)."""
+        self.state = state
+        self.returning -= set(state.isr)
+        self.advance()
+
+    def high_watermark(self) -> int:
+        log_end = self.partition.log.next_offset
+        marks = [log_end]
+        for node in (*self.state.isr, *self.returning):
+            if node != self.node_id:
+                progress = self.progress.get(node)
+                marks.append(progress.fetch_offset if progress is not None else 0)
+        return min(marks)
+
+    def advance(self) -> None:
+        """Move the high watermark up to what the ISR holds; wake what waited for it."""
+        partition = self.partition
+        mark = self.high_watermark()
+        if mark > partition.high_watermark:
+            partition.high_watermark = mark
+            self.woken(partition)
+        current = partition.high_watermark
+        if self._waiters:
+            keep = []
+            for offset, waiter in self._waiters:
+                if offset < current:
+                    if not waiter.done():
+                        waiter.set_result(None)
+                else:
+                    keep.append((offset, waiter))
+            self._waiters = keep
+
+    def fetched(self, follower: int, fetch_offset: int) -> None:
+        now = time.monotonic()
+        progress = self.progress.setdefault(follower, Progress(caught_up_at=now))
+        progress.fetch_offset = fetch_offset
+        progress.fetched_at = now
+        if fetch_offset >= self.partition.log.next_offset:
+            progress.caught_up_at = now
+        self.advance()
+
+    async def replicated(self, last_offset: int, timeout: float) -> None:
+        if self.partition.high_watermark > last_offset:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((last_offset, waiter))
+        try:
+            await asyncio.wait_for(waiter, timeout)
+        except TimeoutError:
+            raise errors.ReplicationTimedOut() from None
+
+    def step_down(self, leader: int | None) -> None:
+        self.stepped_down = True
+        for _, waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_exception(errors.NotLeaderForPartition(
+                    self.partition.id, "", leader if leader is not None else "none"))
+        self._waiters = []
+
+    def lagging(self, lag_max: float) -> list[int]:
+        """ISR followers that have not caught up for ``lag_max`` seconds."""
+        now = time.monotonic()
+        return [node for node in self.state.isr if node != self.node_id
+                and now - self.progress.setdefault(node, Progress()).caught_up_at > lag_max]
+
+    def caught_up(self, live: set[int]) -> list[int]:
+        """Live replicas outside the ISR whose log reaches the high watermark at this epoch."""
+        mark = self.partition.high_watermark
+        return [node for node, progress in self.progress.items()
+                if node not in self.state.isr and node not in self.returning and node in live
+                and progress.fetched_at and progress.fetch_offset >= mark]
+
+    def lag(self) -> list[dict[str, Any]]:
+        now = time.monotonic()
+        end = self.partition.log.next_offset
+        return [{"node_id": node, "fetch_offset": progress.fetch_offset,
+                 "lag_messages": max(0, end - progress.fetch_offset),
+                 "lag_seconds": round(0.0 if progress.fetch_offset >= end
+                                      else now - progress.caught_up_at, 3)}
+                for node, progress in sorted(self.progress.items())]
+
+
+def answer_fetch(leader: LeaderReplica, header: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+    """The records from the follower's fetch offset, up to ``max_bytes`` (at least one unit
+    when any), with the epochs they carry and the high watermark."""
+    partition = leader.partition
+    log_ = partition.log
+    offset = int(header["fetch_offset"])
+    max_bytes = min(int(header.get("max_bytes", FETCH_MAX_BYTES)), FETCH_MAX_BYTES)
+    body = b""
+    count = 0
+    if offset < log_.next_offset:
+        count, chunks = log_.read(offset, log_.next_offset - offset, max_bytes)
+        body = b"".join(bytes(chunk) for chunk in chunks)  # type: ignore[arg-type]
+    epochs = log_.epochs_from(offset) if count else []
+    return ({"high_watermark": partition.high_watermark, "log_start": log_.first_offset,
+             "log_end": log_.next_offset, "count": count,
+             "epochs": [list(pair) for pair in epochs]}, body)
+
+
+class Follower:
+    """Copies ``partition`` from its leader at ``leader_epoch`` until stopped."""
+
+    def __init__(self, partition: Partition, leader_id: int, leader_epoch: int,
+                 link: Callable[[], Any], node_id: int, member_epoch: Callable[[], int],
+                 on_fenced: Callable[[], None]) -> None:
+        self.partition = partition
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.link = link  # coroutine function: a fresh PeerLink to the leader
+        self.node_id = node_id
+        self.member_epoch = member_epoch
+        self.on_fenced = on_fenced  # the leader refused our epochs: re-read etcd's state
+        self.task: asyncio.Task[None] | None = None
+        self.fetches = 0
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._run(), name=f"follow {self._key}")
+
+    @property
+    def _key(self) -> str:
+        p = self.partition
+        return f"{p.stream_id}/{p.topic_id}/{p.id}"
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            try:
+                await self.task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    def _ids(self) -> dict[str, int]:
+        p = self.partition
+        return {"stream_id": p.stream_id, "topic_id": p.topic_id, "partition_id": p.id}
+
+    async def _run(self) -> None:
+        backoff = 0.05
+        while True:
+            link: PeerLink | None = None
+            try:
+                link = await self.link()
+                await self._truncate(link)
+                backoff = 0.05
+                await self._fetch_loop(link)
+            except asyncio.CancelledError:
+                raise
+            except PeerRefused as refusal:
+                if refusal.status in ("fenced_leader_epoch", "unknown_leader_epoch",
+                                      "not_leader_for_partition", "fenced_member"):
+                    self.on_fenced()
+                log.info("follower of %s: leader %d refused: %s", self._key, self.leader_id,
+                         refusal)
+            except PeerUnavailable as error:
+                log.info("follower of %s: leader %d unreachable: %s", self._key,
+                         self.leader_id, error)
+            except Exception:
+                log.exception("follower of %s failed; retrying", self._key)
+            finally:
+                if link is not None:
+                    link.close()
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+
+    async def _truncate(self, link: PeerLink) -> None:
+        """KIP-101/279: cut this log where it leaves the leader's."""
+        log_ = self.partition.log
+        while True:
+            last = log_.last_epoch
+            if last is None or log_.next_offset == log_.first_offset:
+                return
+            answer = await link.request(codec.EPOCH_END, {
+                **self._ids(), "leader_epoch": self.leader_epoch, "epoch": last})
+            epoch, end = answer.header["epoch"], int(answer.header["end_offset"])
+            cut = min(end, log_.next_offset)
+            if epoch is not None and epoch < last:
+                mine = log_.epoch_end(epoch)
+                cut = min(cut, mine[1] if mine is not None else log_.first_offset)
+            if cut >= log_.next_offset:
+                return
+            floor = self.partition.high_watermark if self.partition._high_watermark is not None else 0
+            floor = min(floor, cut)  # (a refusal below the known HW is logged by the log)
+            log.warning("follower of %s: truncating from %d to %d (leader epoch %s ends at %d)",
+                        self._key, log_.next_offset, cut, epoch, end)
+            log_.truncate_to(cut, floor)
+            if epoch is None or epoch >= last:
+                return
+
+    async def _fetch_loop(self, link: PeerLink) -> None:
+        partition = self.partition
+        log_ = partition.log
+        per_record = not log_.settings.record_format.startswith("kafka")
+        while True:
+            answer = await link.request(codec.FETCH, {
+                **self._ids(), "replica_id": self.node_id, "member_epoch": self.member_epoch(),
+                "leader_epoch": self.leader_epoch, "fetch_offset": log_.next_offset,
+                "max_wait_ms": FETCH_MAX_WAIT_MS, "max_bytes": FETCH_MAX_BYTES},
+                timeout=FETCH_MAX_WAIT_MS / 1000 + 5)
+            self.fetches += 1
+            header = answer.header
+            body = bytes(answer.body)
+            if body:
+                first = log_.next_offset
+                if per_record:
+                    self._append_per_record(body, first, header["epochs"])
+                else:
+                    log_.append_replicated(body, None, first)
+                await log_.wait_durable()  # the policy's sync before reporting the new end
+            mark = min(int(header["high_watermark"]), log_.next_offset)
+            if mark > partition.high_watermark or partition._high_watermark is None:
+                partition.high_watermark = mark
+
+    def _append_per_record(self, body: bytes, first: int, epochs: list[list[int]]) -> None:
+        """A per-record format's records, each run at its epoch (the records carry none)."""
+        log_ = self.partition.log
+        starts = array("I")
+        starts.frombytes(stored_positions(body))
+        runs = epochs or [[log_.leader_epoch, first]]
+        for number, (epoch, start) in enumerate(runs):
+            end = runs[number + 1][1] if number + 1 < len(runs) else first + len(starts)
+            if end <= start:
+                continue
+            lo, hi = start - first, end - first
+            byte_lo = starts[lo]
+            byte_hi = starts[hi] if hi < len(starts) else len(body)
+            if epoch > log_.leader_epoch:
+                log_.leader_epoch = epoch
+            rebased = array("I", [position - byte_lo for position in starts[lo:hi]])
+            log_.append_replicated(body[byte_lo:byte_hi], rebased.tobytes(), start)

@@ -1,0 +1,1 @@
+"""The cluster's peer protocol on a node's ``[cluster] peer_address`` listener (``handler``)."""
