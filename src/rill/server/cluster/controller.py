@@ -153,7 +153,9 @@ class Controller:
         live = set(node.members)
         changes: list[tuple[tuple[int, int, int], PartitionState, PartitionState]] = []
         for key, state in list(node.partition_states.items()):
-            new = elect(state, live)
+            restarted = [member for member, epoch in node.member_epochs.items()
+                         if epoch > state.revision]
+            new = elect(state, live, restarted)
             if new is not None:
                 changes.append((key, state, new))
         changed = 0

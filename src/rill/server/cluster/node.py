@@ -78,6 +78,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ISR_CHECK = 0.5  # seconds between a leader's looks at its followers
+HW_CHECKPOINT_ROUNDS = 10  # high watermarks are stored every 10 looks (5 s)
 OFFLINE = UNPLACED  # before etcd's state is applied
 
 
@@ -103,6 +104,7 @@ class ClusterNode:
         self.secret = b""
         self.links = PeerLinks(self._node_id)
         self.leaders: dict[tuple[int, int, int], LeaderReplica] = {}
+        self._led_logs: dict[Any, LeaderReplica] = {}  # a led partition's log -> its leader
         self.followers: dict[tuple[int, int, int], Follower] = {}
         self.applied_revision = 0
         self._applied = asyncio.Condition()
@@ -144,7 +146,12 @@ class ClusterNode:
             placement = partition.placement
             raise errors.NotLeaderForPartition(partition.id, "", placement.leader
                                                if placement is not None else "none")
+        if self.lease is not None and not self.lease.valid:
+            raise errors.NotLeaderForPartition(partition.id, "", "unknown (this node's member "
+                                               "lease may have ended)")
         await leader.replicated(last_offset, timeout)
+        if self.lease is not None and not self.lease.valid:  # (paused while waiting)
+            raise errors.ReplicationTimedOut()
 
     async def forward(self, node_id: int, protocol: str, user_id: int, request: bytes) -> bytes:
         node = self.members.get(node_id)
@@ -202,6 +209,7 @@ class ClusterNode:
         core.state.store = self.catalog  # type: ignore[assignment]
         core.cluster = self
         self.catalog.follow(core.apply)
+        core.append_hooks.append(self._appended)
         for stream in core.state.streams.values():
             for topic in stream.topics.values():
                 for partition in topic.partitions.values():
@@ -244,6 +252,7 @@ class ClusterNode:
         self.followers.clear()
         for leader in self.leaders.values():
             leader.step_down(None)
+        self.checkpoint_high_watermarks()
         if self.lease is not None:
             await self.lease.stop(revoke=True)
         await self.links.close()
@@ -415,9 +424,7 @@ class ClusterNode:
             key = ClusterKeys.numbers(kv.key, keys.partitions)
             self.partition_states.pop(key, None)  # type: ignore[arg-type]
             self._stop_following(key)  # type: ignore[arg-type]
-            leader = self.leaders.pop(key, None)  # type: ignore[arg-type]
-            if leader is not None:
-                leader.step_down(None)
+            self._stop_leading(key, None)  # type: ignore[arg-type]
         elif kv.key.startswith(keys.topics):
             stream_id, topic_id = ClusterKeys.numbers(kv.key, keys.topics)
             if self.core.state.streams.get(stream_id) is not None and \
@@ -435,6 +442,12 @@ class ClusterNode:
             partition = self._partition(key)
             if partition is not None and partition.placement is not None:
                 partition.placement = self._placement(state)
+
+    def _appended(self, log_: Any) -> None:
+        """An append on this node: a leader whose ISR is itself alone commits it at once."""
+        leader = self._led_logs.get(log_)
+        if leader is not None and len(leader.state.isr) <= 1:
+            leader.advance()
 
     # -- placing partitions --------------------------------------------------------------------
 
@@ -464,7 +477,8 @@ class ClusterNode:
         partition.placement = self._placement(state)
         me = self._node_id
         leader = self.leaders.get(key)
-        if state.leader == me and (self.lease is None or self.lease.valid):
+        if state.leader == me and state.revision > self.member_epoch and (
+                self.lease is None or self.lease.valid):
             if leader is not None and leader.epoch == state.leader_epoch \
                     and leader.partition is partition:
                 leader.update(state)
@@ -474,7 +488,7 @@ class ClusterNode:
             if leader is not None:
                 self._stop_leading(key, state.leader)
             partition.role = FOLLOWER
-            if me in state.replicas and state.leader is not None:
+            if me in state.replicas and state.leader not in (None, me):
                 follower = self.followers.get(key)
                 if follower is None or follower.leader_id != state.leader or \
                         follower.leader_epoch != state.leader_epoch or \
@@ -497,8 +511,9 @@ class ClusterNode:
         old = self.leaders.pop(key, None)
         if old is not None:
             old.step_down(None)
-        self.leaders[key] = LeaderReplica(partition, state, self._node_id,
-                                          lambda p: self.core.appends.appended(p.log))
+        leader = self.leaders[key] = LeaderReplica(partition, state, self._node_id,
+                                                   lambda p: self.core.appends.appended(p.log))
+        self._led_logs[log_] = leader
         partition.role = LEADER
         for hook in self.on_leading:
             hook(partition)
@@ -510,6 +525,7 @@ class ClusterNode:
     def _stop_leading(self, key: tuple[int, int, int], leader: int | None) -> None:
         old = self.leaders.pop(key, None)
         if old is not None:
+            self._led_logs.pop(old.partition.log, None)
             old.step_down(leader)
             old.partition.role = FOLLOWER
             partition = old.partition
@@ -626,10 +642,25 @@ class ClusterNode:
 
     # -- ISR changes by the leader -------------------------------------------------------------
 
+    def checkpoint_high_watermarks(self) -> None:
+        """Store every replicated partition's high watermark beside its log (the floor no
+        truncation goes below after a restart)."""
+        for key in self.partition_states:
+            partition = self._partition(key)
+            if partition is not None and partition._high_watermark is not None:
+                mark = partition.high_watermark
+                if mark != partition.log.stored_high_watermark:
+                    with contextlib.suppress(Exception):
+                        partition.log.store_high_watermark(mark)
+
     async def _check_isr(self) -> None:
         lag_max = self.settings.replica_lag_max
+        rounds = 0
         while True:
             await asyncio.sleep(ISR_CHECK)
+            rounds += 1
+            if rounds % HW_CHECKPOINT_ROUNDS == 0:
+                self.checkpoint_high_watermarks()
             if self.lease is None or not self.lease.valid:
                 continue
             live = set(self.members)

@@ -55,23 +55,29 @@ def first_state(replicas: tuple[int, ...], min_isr: int) -> PartitionState:
     return PartitionState(replicas, replicas[0], 1, replicas, min_isr)
 
 
-def elect(state: PartitionState, live: Collection[int]) -> PartitionState | None:
-    """The controller's view of a partition given the live members: dead ISR members removed
-    (never the last one), and a new leader elected from the live ISR when the leader is dead
-    or missing (epoch + 1; None as leader when no ISR member is live). None: nothing to
-    change."""
-    isr = tuple(node for node in state.isr if node in live) or state.isr[-1:]
-    leader = state.leader
-    epoch = state.leader_epoch
-    if leader is None or leader not in live:
-        candidates = [node for node in state.replicas if node in isr and node in live]
+def elect(state: PartitionState, live: Collection[int],
+          restarted: Collection[int] = ()) -> PartitionState | None:
+    """The controller's view of a partition given the live members and those of them that
+    joined again since the partition's state was written (``restarted``: a new member epoch;
+    their log may have lost an unsynced tail): dead and restarted members leave the ISR
+    (never the last live one), and a leader is elected, epoch + 1, when the leader is dead,
+    missing or restarted (from the live ISR, non-restarted first, in assignment order; None
+    when no ISR member is live). None: nothing to change."""
+    fresh = [node for node in state.isr if node in live and node not in restarted]
+    back = [node for node in state.isr if node in live and node in restarted]
+    leader, epoch = state.leader, state.leader_epoch
+    if leader is None or leader not in live or leader in restarted:
+        candidates = ([node for node in state.replicas if node in fresh]
+                      or [node for node in state.replicas if node in back])
         new_leader = candidates[0] if candidates else None
         if new_leader is not None or leader is not None:
             epoch += 1
         leader = new_leader
-        if leader is not None and leader not in isr:  # (cannot happen: candidates are in it)
-            isr = (*isr, leader)
-    if leader == state.leader and isr == state.isr:
+    if leader is None:
+        isr = state.isr[-1:] if not fresh else tuple(fresh)
+    else:
+        isr = tuple(node for node in state.replicas if node in fresh or node == leader)
+    if leader == state.leader and isr == state.isr and epoch == state.leader_epoch:
         return None
     return replace(state, leader=leader, leader_epoch=epoch, isr=isr)
 

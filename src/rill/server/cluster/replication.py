@@ -250,8 +250,8 @@ class Follower:
                 cut = min(cut, mine[1] if mine is not None else log_.first_offset)
             if cut >= log_.next_offset:
                 return
-            floor = self.partition.high_watermark if self.partition._high_watermark is not None else 0
-            floor = min(floor, cut)  # (a refusal below the known HW is logged by the log)
+            known = self.partition._high_watermark
+            floor = known if known is not None else (log_.stored_high_watermark or 0)
             log.warning("follower of %s: truncating from %d to %d (leader epoch %s ends at %d)",
                         self._key, log_.next_offset, cut, epoch, end)
             log_.truncate_to(cut, floor)

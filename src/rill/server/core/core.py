@@ -156,6 +156,8 @@ class Core:
         self.consumer_offsets = ConsumerOffsetService(state, groups)
         self.metrics = Metrics()  # this server's (served at [http.metrics] endpoint)
         self.appends = AppendSignals()  # every append wakes the long polls of its partition
+        # told of every append after the long polls (a cluster leader's high watermark)
+        self.append_hooks: list[Callable[[Log], None]] = []
         self.messages = MessageService(state, self.consumer_offsets, self._appended)
         # rill extensions (docs/extensions.md)
         self.columnar = ColumnarReadService(state)
@@ -250,6 +252,8 @@ class Core:
         """Every append, whatever its path (an append, an admitted one, a staged commit)."""
         self.metrics.record_appended(log)
         self.appends.appended(log)
+        for hook in self.append_hooks:
+            hook(log)
 
     # -- what transports and protocols may ask -------------------------------------------------
 
