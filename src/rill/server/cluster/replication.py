@@ -295,7 +295,6 @@ class Follower:
             lo, hi = start - first, end - first
             byte_lo = starts[lo]
             byte_hi = starts[hi] if hi < len(starts) else len(body)
-            if epoch > log_.leader_epoch:
-                log_.leader_epoch = epoch
+            log_.leader_epoch = epoch  # the leader's epoch of this run (never below the last)
             rebased = array("I", [position - byte_lo for position in starts[lo:hi]])
             log_.append_replicated(body[byte_lo:byte_hi], rebased.tobytes(), start)

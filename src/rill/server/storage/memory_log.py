@@ -381,8 +381,9 @@ class MemoryLog(LogReads):
 
     @leader_epoch.setter
     def leader_epoch(self, epoch: int) -> None:
-        if epoch < self._leader_epoch:
-            raise ValueError(f"leader epoch {epoch} is below this log's {self._leader_epoch}")
+        last = self.last_epoch
+        if epoch < min(self._leader_epoch, last if last is not None else 0):
+            raise ValueError(f"leader epoch {epoch} is below this log's {last}")
         self._leader_epoch = epoch
 
     @property

@@ -86,15 +86,17 @@ class ReplicaLog:
         """The leader epoch every append stamps: 0 for a log without replication; a
         replication layer sets it to the partition's current epoch when this node becomes its
         leader (after every open too: what is stored is the epochs of the records, not this).
-        It never decreases, and an append refuses an epoch below the log's ``last_epoch``, so
-        epochs never decrease along the log. A batch format keeps it in each batch's index
+        It never goes below the log's ``last_epoch`` (it may come down to it: a follower whose
+        truncation removed a later epoch's records), and an append refuses an epoch below
+        ``last_epoch``, so epochs never decrease along the log. A batch format keeps it in each batch's index
         entry, a per-record one in the leader-epoch checkpoint (the module docstring)."""
         return self._leader_epoch
 
     @leader_epoch.setter
     def leader_epoch(self, epoch: int) -> None:
-        if epoch < self._leader_epoch:
-            raise ValueError(f"leader epoch {epoch} is below this log's {self._leader_epoch}")
+        last = self.last_epoch
+        if epoch < min(self._leader_epoch, last if last is not None else 0):
+            raise ValueError(f"leader epoch {epoch} is below this log's {last}")
         self._leader_epoch = epoch
 
     @property
