@@ -8,7 +8,9 @@ holder must assume the lease lost (``lost`` is set, with ``lost_reason``), witho
 anyone: a holder paused (SIGSTOP, a VM stall) past its deadline learns on waking, before it
 sends anything, that it may have lost it (tikv/pd ``pkg/election/lease.go``, and
 ``shared/spec/cluster-design.md`` §2.5). A lost lease is not renewed again: a new one is
-granted (a new member epoch). Safety never rests on this (every write that relies on the
+granted (a new member epoch) -- unless the keeper was made to ``outlive_deadline``: it then
+goes on renewing past the deadline (``valid`` false meanwhile) and is lost only when the
+coordinator says the lease is gone. Safety never rests on this (every write that relies on the
 lease also carries an etcd compare); it stops a stale holder early.
 """
 
@@ -24,9 +26,14 @@ EXPIRED = "the coordinator says the lease no longer exists"
 
 
 class LeaseKeeper:
-    def __init__(self, coordinator: Coordinator, ttl: int) -> None:
+    def __init__(self, coordinator: Coordinator, ttl: int, outlive_deadline: bool = False
+                 ) -> None:
         self.coordinator = coordinator
         self.requested_ttl = ttl
+        # past the local deadline, keep renewing (``valid`` is false meanwhile) until the
+        # coordinator says the lease is gone: a member lease across an etcd quorum loss, which
+        # etcd does not expire (its new leader restarts every lease's TTL)
+        self.outlive_deadline = outlive_deadline
         self.lease = 0
         self.ttl = 0
         self.deadline = 0.0
@@ -58,7 +65,7 @@ class LeaseKeeper:
         clock = self.coordinator.clock
         while True:
             await self.coordinator.sleep(self.ttl / 3)
-            if clock() >= self.deadline:
+            if clock() >= self.deadline and not self.outlive_deadline:
                 self._lose(LOCAL_DEADLINE_PASSED)  # checked before sending anything
                 return
             sent = clock()

@@ -146,12 +146,7 @@ class ClusterNode:
             placement = partition.placement
             raise errors.NotLeaderForPartition(partition.id, "", placement.leader
                                                if placement is not None else "none")
-        if self.lease is not None and not self.lease.valid:
-            raise errors.NotLeaderForPartition(partition.id, "", "unknown (this node's member "
-                                               "lease may have ended)")
         await leader.replicated(last_offset, timeout)
-        if self.lease is not None and not self.lease.valid:  # (paused while waiting)
-            raise errors.ReplicationTimedOut()
 
     async def forward(self, node_id: int, protocol: str, user_id: int, request: bytes) -> bytes:
         node = self.members.get(node_id)
@@ -219,18 +214,9 @@ class ClusterNode:
     async def start(self, listeners: dict[str, tuple[str, int]]) -> None:
         """Join: lease, member key, secret, state at R, watch from R + 1, campaign."""
         self.listeners = listeners
-        self.lease = LeaseKeeper(self.coordinator, max(1, round(self.settings.member_lease_ttl)))
-        await self.lease.start()
         self.secret = await self._secret()
         self.links.secret = self.secret
-        value = json.dumps({"node_id": self._node_id, "listeners": {
-            name: f"{host}:{port}" for name, (host, port) in listeners.items()}}).encode()
-        key = self.keys.member(self._node_id)
-        result = await self.coordinator.txn([Compare.missing(key)],
-                                            [Put(key, value, self.lease.lease)], [Get(key)])
-        if not result.succeeded:
-            raise errors.ClusterUnavailable(reason=f"node id {self._node_id} is live elsewhere")
-        self.member_epoch = result.revision
+        await self._register()
         snapshot = await self.coordinator.range(self.keys.root, prefix=True)
         await self._apply_snapshot(snapshot.kvs, snapshot.revision)
         self._tasks = [asyncio.create_task(self._watch(snapshot.revision + 1), name="cluster watch"),
@@ -258,6 +244,21 @@ class ClusterNode:
         await self.links.close()
         await self.coordinator.close()
 
+    async def _register(self) -> None:
+        """A member lease and the member key under it (its revision: the member epoch)."""
+        self.lease = LeaseKeeper(self.coordinator, max(1, round(self.settings.member_lease_ttl)),
+                                 outlive_deadline=True)
+        await self.lease.start()
+        value = json.dumps({"node_id": self._node_id, "listeners": {
+            name: f"{host}:{port}" for name, (host, port) in self.listeners.items()}}).encode()
+        key = self.keys.member(self._node_id)
+        result = await self.coordinator.txn([Compare.missing(key)],
+                                            [Put(key, value, self.lease.lease)], [Get(key)])
+        if not result.succeeded:
+            await self.lease.stop(revoke=True)
+            raise errors.ClusterUnavailable(reason=f"node id {self._node_id} is live elsewhere")
+        self.member_epoch = result.revision
+
     async def _secret(self) -> bytes:
         made = secrets.token_hex(32).encode()
         result = await self.coordinator.txn([Compare.missing(self.keys.secret)],
@@ -272,12 +273,26 @@ class ClusterNode:
         return proof(self.secret, node_id) if self.secret else None
 
     async def _lease_lost(self) -> None:
-        assert self.lease is not None
-        await self.lease.lost.wait()
-        log.error("cluster %r: node %d lost its member lease (%s): it stops leading; restart "
-                  "it to join again", self.name, self._node_id, self.lease.lost_reason)
-        for key, leader in list(self.leaders.items()):
-            self._stop_leading(key, None)
+        """etcd ended this node's member lease (a pause or an isolation longer than its TTL):
+        the controller has moved its partitions. It stops leading, then joins again as a new
+        member (a new member epoch: back in the ISR only once caught up)."""
+        while True:
+            assert self.lease is not None
+            await self.lease.lost.wait()
+            log.error("cluster %r: node %d lost its member lease (%s): it stops leading and "
+                      "joins again", self.name, self._node_id, self.lease.lost_reason)
+            for key in list(self.leaders):
+                self._stop_leading(key, None)
+            while True:
+                try:
+                    await self._register()
+                    break
+                except (CoordinatorError, errors.RillError) as error:
+                    log.warning("cluster %r: joining again: %s; retrying", self.name, error)
+                    await asyncio.sleep(1.0)
+            log.info("cluster %r: node %d joined again (member epoch %d)", self.name,
+                     self._node_id, self.member_epoch)
+            self._elect.set()
 
     # -- applying etcd's state -----------------------------------------------------------------
 
@@ -477,12 +492,11 @@ class ClusterNode:
         partition.placement = self._placement(state)
         me = self._node_id
         leader = self.leaders.get(key)
-        if state.leader == me and state.revision > self.member_epoch and (
+        if state.leader == me and leader is not None and leader.epoch == state.leader_epoch \
+                and leader.partition is partition:
+            leader.update(state)  # (an ISR change)
+        elif state.leader == me and state.revision > self.member_epoch and (
                 self.lease is None or self.lease.valid):
-            if leader is not None and leader.epoch == state.leader_epoch \
-                    and leader.partition is partition:
-                leader.update(state)
-                return
             self._start_leading(key, partition, state)
         else:
             if leader is not None:
@@ -563,7 +577,10 @@ class ClusterNode:
         election = Election(self.coordinator, self.keys.controller)
         observer = asyncio.create_task(self._observe(election))
         try:
-            while not self.lease.lost.is_set():
+            while True:
+                if not self.lease.valid:
+                    await asyncio.sleep(0.2)
+                    continue
                 try:
                     leadership = await election.campaign(self.lease.lease,
                                                          str(self._node_id).encode())
