@@ -410,9 +410,14 @@ class ClusterNode:
         keys = self.keys
         if kv.key.startswith(keys.members):
             node_id = int(kv.key[len(keys.members):])
-            data = json.loads(kv.value)
-            self.members[node_id] = NodeInfo(node_id, {
-                name: _address(text) for name, text in data["listeners"].items()})
+            try:
+                listeners = {name: _address(text)
+                             for name, text in json.loads(kv.value)["listeners"].items()}
+            except (ValueError, KeyError, TypeError, AttributeError):
+                log.warning("member key %s holds no listeners (%r): not a rill node's",
+                            kv.key.decode(errors="replace"), kv.value[:200])
+                listeners = {}
+            self.members[node_id] = NodeInfo(node_id, listeners)
             self.member_epochs[node_id] = kv.create_revision
             self._refresh_offline()
             self._elect.set()
