@@ -183,3 +183,19 @@ def _created(client) -> bool:
     except errors.RillError as error:
         print("create_topic:", repr(error))
         return False
+
+
+def test_a_consumer_position_stored_on_one_node_is_read_on_every_node(cluster) -> None:
+    clients = {node_id: cluster.client(node_id) for node_id in (1, 2, 3)}
+    clients[1].create_stream("s", 1)
+    clients[1].create_topic(1, "t", partitions_count=1, replication_factor=3)
+    leader = cluster.leader_of(1, 1, 1)
+    clients[leader].send_messages(1, 1, [f"m{n}" for n in range(10)], partitioning=1)
+    clients[leader].store_consumer_offset(1, 1, 7, partition_id=1, consumer=5)
+    for node_id in (1, 2, 3):
+        wait_for(lambda: (clients[node_id].get_consumer_offset(1, 1, partition_id=1, consumer=5)
+                          or None) and clients[node_id].get_consumer_offset(
+                              1, 1, partition_id=1, consumer=5).stored_offset == 7,
+                 what=f"the position on node {node_id}")
+    for client in clients.values():
+        client.close()

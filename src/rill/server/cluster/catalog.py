@@ -9,23 +9,29 @@ revision, after the local copy took it. Changes other nodes made arrive on the w
 (``ClusterNode``) and reach the local copy and the core through ``apply_elsewhere``.
 Cluster-wide id blocks (Kafka producer ids) are a compare-and-swap on ``ids/<name>``.
 
-Kept per node in this step (documented in the README): users, tokens, consumer groups and
-consumer positions. Purging a stream or topic is refused in a cluster (it would need every
+Consumer positions are stored in etcd too (``offsets/...``, coalesced: ``PositionWrites``) and
+applied on every node. Kept per node in this step (documented in the README): users, tokens
+and consumer groups' memberships. Purging a stream or topic is refused in a cluster (it would need every
 replica truncated).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import json
 from typing import TYPE_CHECKING, Any, Callable
 
 from rill import errors
-from rill.server.cluster.coordinator import Compare, Put
+from rill.server.cluster.coordinator import Compare, CoordinatorError, Put
 from rill.server.core.catalog import (
     Catalog,
     CatalogChange,
+    CatalogConflict,
     PartitionRow,
     PartitionsCreated,
+    PositionRow,
+    PositionStored,
     StreamCreated,
     StreamDeleted,
     StreamRow,
@@ -43,6 +49,7 @@ class ClusterCatalog:
         self.local = local
         self.node = node
         self._apply: Callable[[CatalogChange], None] | None = None
+        self.positions = PositionWrites(node)
 
     def __getattr__(self, name: str) -> Any:  # everything kept per node
         return getattr(self.local, name)
@@ -113,6 +120,15 @@ class ClusterCatalog:
         last saw it."""
         return self.node.id_blocks.get(name, 0)
 
+    async def store_position(self, row: PositionRow) -> PositionRow:
+        """Stored in etcd (``offsets/...``), then in the local copy. Coalesced: positions
+        stored while a write to etcd is under way go together in the next one, a consumer's
+        latest position only (at most one write per slot per round); the caller waits for the
+        round that holds its position. Refused with ``ClusterUnavailable`` while etcd cannot
+        take writes (nothing stored)."""
+        await self.positions.store(row)
+        return await self.local.store_position(row)
+
     # -- changes made elsewhere ----------------------------------------------------------------
 
     async def apply_elsewhere(self, change: CatalogChange) -> None:
@@ -134,5 +150,55 @@ class ClusterCatalog:
             await local.delete_topic(change.stream_id, change.topic_id)
         elif isinstance(change, StreamDeleted):
             await local.delete_stream(change.stream_id)
+        elif isinstance(change, PositionStored):
+            try:
+                await local.store_position(change.row)
+            except CatalogConflict:  # its partition is gone here
+                return
         if self._apply is not None:
             self._apply(change)
+
+
+POSITIONS_PER_TXN = 100  # etcd's --max-txn-ops is 128
+
+
+class PositionWrites:
+    """Consumer positions on their way to etcd, coalesced (see ``store_position``)."""
+
+    def __init__(self, node: ClusterNode) -> None:
+        self.node = node
+        self._pending: dict[bytes, tuple[PositionRow, list[asyncio.Future[None]]]] = {}
+        self._writing: asyncio.Task[None] | None = None
+        self.writes = 0  # etcd transactions made (each holds many positions)
+
+    async def store(self, row: PositionRow) -> None:
+        key = self.node.keys.offset(row.stream_id, row.topic_id, row.partition_id, row.consumer)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiting = self._pending.get(key)
+        self._pending[key] = (row, (waiting[1] if waiting else []) + [done])
+        if self._writing is None or self._writing.done():
+            self._writing = asyncio.ensure_future(self._write())
+        await done
+
+    async def _write(self) -> None:
+        while self._pending:
+            taken = dict(list(self._pending.items())[:POSITIONS_PER_TXN])
+            for key in taken:
+                del self._pending[key]
+            origin = self.node.node_id
+            puts = [Put(key, json.dumps({**dataclasses.asdict(row), "origin": origin}).encode())
+                    for key, (row, _) in taken.items()]
+            try:
+                await self.node.coordinator.txn((), puts)
+                failure: BaseException | None = None
+            except CoordinatorError as error:
+                failure = errors.ClusterUnavailable(reason=(
+                    f"etcd cannot store consumer positions now: {error}"))
+            self.writes += 1
+            for _, waiters in taken.values():
+                for waiter in waiters:
+                    if not waiter.done():
+                        if failure is None:
+                            waiter.set_result(None)
+                        else:
+                            waiter.set_exception(failure)

@@ -8,10 +8,14 @@ candidate, under its lease; the oldest leads; its create_revision is the control
 ``stream-names/<name>`` (a stream's row and its name's claim), ``topics/<stream>/<id>`` and
 ``topic-names/<stream>/<name>`` (a topic's row), ``partitions/<stream>/<topic>/<id>`` (a
 partition's replicas and state: leader, leader epoch, ISR; its mod_revision is the partition
-epoch), ``ids/<name>`` (cluster-wide id blocks: Kafka producer ids).
+epoch), ``ids/<name>`` (cluster-wide id blocks: Kafka producer ids),
+``offsets/<stream>/<topic>/<partition>/<consumer, percent-encoded>`` (stored consumer
+positions).
 """
 
 from __future__ import annotations
+
+from urllib.parse import quote, unquote
 
 
 class ClusterKeys:
@@ -26,6 +30,7 @@ class ClusterKeys:
         self.topic_names = self.root + b"topic-names/"
         self.partitions = self.root + b"partitions/"
         self.ids = self.root + b"ids/"
+        self.offsets = self.root + b"offsets/"
 
     def member(self, node_id: int) -> bytes:
         return self.members + str(node_id).encode()
@@ -47,6 +52,14 @@ class ClusterKeys:
 
     def topic_partitions(self, stream_id: int, topic_id: int) -> bytes:
         return self.partitions + f"{stream_id}/{topic_id}/".encode()
+
+    def offset(self, stream_id: int, topic_id: int, partition_id: int, consumer: str) -> bytes:
+        return self.offsets + f"{stream_id}/{topic_id}/{partition_id}/".encode() + quote(
+            consumer, safe="").encode()
+
+    def parse_offset(self, key: bytes) -> tuple[int, int, int, str]:
+        stream, topic, partition, consumer = key[len(self.offsets):].split(b"/", 3)
+        return int(stream), int(topic), int(partition), unquote(consumer.decode())
 
     def id_block(self, name: str) -> bytes:
         return self.ids + name.encode()

@@ -61,6 +61,8 @@ from rill.server.cluster.watch import ResumingWatch, Resync
 from rill.server.core.catalog import (
     PartitionRow,
     PartitionsCreated,
+    PositionRow,
+    PositionStored,
     StreamCreated,
     StreamDeleted,
     StreamRow,
@@ -320,7 +322,7 @@ class ClusterNode:
         for key in sorted(topics):
             await self._topic_put(topics[key], own=False)
         for kv in others:
-            await self._apply_put(kv)
+            await self._apply_put(kv, snapshot=True)
         self._set_applied(revision)
         self._elect.set()
 
@@ -406,7 +408,7 @@ class ClusterNode:
             await self.catalog.apply_elsewhere(PartitionsCreated(new))
             self.place_topic(row.stream_id, row.id)
 
-    async def _apply_put(self, kv: KeyValue) -> None:
+    async def _apply_put(self, kv: KeyValue, snapshot: bool = False) -> None:
         keys = self.keys
         if kv.key.startswith(keys.members):
             node_id = int(kv.key[len(keys.members):])
@@ -429,6 +431,11 @@ class ClusterNode:
             self._elect.set()
         elif kv.key.startswith(keys.controller):
             self._elect.set()
+        elif kv.key.startswith(keys.offsets):
+            value = json.loads(kv.value)
+            # (this node applied its own, unless it starts: it may have stopped in between)
+            if value.pop("origin", None) != self._node_id or snapshot:
+                await self.catalog.apply_elsewhere(PositionStored(PositionRow(**value)))
         elif kv.key.startswith(keys.ids):
             self.id_blocks[kv.key[len(keys.ids):].decode()] = int(kv.value)
 
