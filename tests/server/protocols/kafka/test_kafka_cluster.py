@@ -388,3 +388,42 @@ def test_an_idempotent_retry_on_a_follower_is_not_leader(node, raw):
     assert produce(raw, topic, records, acks=1).error_code == 0
     place(node, topic, 0, leader=2, epoch=2, replicas=(1, 2), isr=(1, 2))
     assert produce(raw, topic, records).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+# -- OffsetForLeaderEpoch ----------------------------------------------------------------------
+
+OffsetForLeaderEpoch = request_class(apis.OFFSET_FOR_LEADER_EPOCH)
+ApiVersions = request_class(apis.API_VERSIONS)
+
+
+def epoch_ends(raw: Raw, topic: str, epochs: list[int], current: int = -1, version: int = 4):
+    body = OffsetForLeaderEpoch(replica_id=-1, topics=(OffsetForLeaderEpoch.OffsetForLeaderTopic(
+        topic=topic, partitions=tuple(OffsetForLeaderEpoch.OffsetForLeaderTopic
+                                      .OffsetForLeaderPartition(partition=0,
+                                                                current_leader_epoch=current,
+                                                                leader_epoch=epoch)
+                                      for epoch in epochs)),))
+    answer = raw.call(apis.OFFSET_FOR_LEADER_EPOCH, version, body)
+    return [(p.error_code, p.leader_epoch, p.end_offset) for p in answer.topics[0].partitions]
+
+
+def test_offset_for_leader_epoch_is_served_in_a_cluster(node, raw):
+    advertised = raw.call(apis.API_VERSIONS, 3, ApiVersions(client_software_name="t",
+                                                            client_software_version="1"))
+    found = {key.api_key: (key.min_version, key.max_version) for key in advertised.api_keys}
+    assert found[apis.OFFSET_FOR_LEADER_EPOCH] == (2, 4)
+    topic = new_topic(node, raw)
+    place(node, topic, 0, leader=1, epoch=1, replicas=(1,), isr=(1,), min_isr=1)
+    assert produce(raw, topic, one(), acks=1).base_offset == 0
+    place(node, topic, 0, leader=1, epoch=3, replicas=(1,), isr=(1,), min_isr=1)
+    assert produce(raw, topic, batch([(None, b"a", 1), (None, b"b", 2)]), acks=1
+                   ).base_offset == 1
+    assert epoch_ends(raw, topic, [0, 1, 2, 3, 4, -1]) == [
+        (0, 0, 0), (0, 1, 1), (0, 1, 1), (0, 3, 3), (0, -1, -1), (0, -1, -1)]
+    for version in (2, 3):
+        assert epoch_ends(raw, topic, [3], version=version) == [(0, 3, 3)]
+    assert epoch_ends(raw, topic, [1], current=3) == [(0, 1, 1)]
+    assert epoch_ends(raw, topic, [1], current=2)[0][0] == ErrorCode.FENCED_LEADER_EPOCH
+    assert epoch_ends(raw, topic, [1], current=4)[0][0] == ErrorCode.UNKNOWN_LEADER_EPOCH
+    place(node, topic, 0, leader=2, epoch=4)
+    assert epoch_ends(raw, topic, [3])[0][0] == ErrorCode.NOT_LEADER_OR_FOLLOWER

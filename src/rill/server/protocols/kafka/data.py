@@ -1,4 +1,5 @@
-"""Kafka's data APIs on the neutral broker: Produce, Fetch and ListOffsets (kafka-notes §2.4, §3, §9).
+"""Kafka's data APIs on the neutral broker: Produce, Fetch, ListOffsets and, in a cluster,
+OffsetForLeaderEpoch (kafka-notes §2.4, §3, §9).
 
 Owns: these rules (the versions served are ``RANGES``):
 
@@ -65,6 +66,14 @@ Owns: these rules (the versions served are ``RANGES``):
   ``current_leader_epoch`` (Fetch v9+, ListOffsets v4+; -1 none) older than the placement's
   is FENCED_LEADER_EPOCH (74), newer UNKNOWN_LEADER_EPOCH (75). Reads stop at the high
   watermark (the broker's); ListOffsets v4+ answers the placement's leader epoch;
+* **OffsetForLeaderEpoch** 2-4 (KIP-101/279/320; served and advertised only in a cluster,
+  ``dispatch.CLUSTER_ONLY``): per partition, for the asked ``leader_epoch``, the largest
+  epoch at or below it in the log and where it ends (the first offset of the next epoch, the
+  log end for the current one: the partition's leader epoch, whose start is the log end when it
+  has no record yet); an epoch above the current one, or -1, is (-1, -1); one below every
+  stored record's is (it, the log start). ``current_leader_epoch`` is checked as Fetch's, and
+  a follower answers NOT_LEADER_OR_FOLLOWER; consumers (replica id -1) only: the replication
+  of rill's own nodes is the peer protocol;
 * **ListOffsets** 1-7: -2 earliest (log start), -1 latest (high watermark), -3 max timestamp
   (v7: the first record carrying the partition's largest timestamp), t >= 0 the first record
   whose timestamp is >= t, exact to the record for every codec (``broker.record_at_or_after``:
@@ -101,6 +110,7 @@ RANGES: dict[int, tuple[int, int]] = {
     apis.PRODUCE: (0, 9),
     apis.FETCH: (0, 12),
     apis.LIST_OFFSETS: (0, 7),
+    apis.OFFSET_FOR_LEADER_EPOCH: (2, 4),  # in a cluster only (``dispatch.CLUSTER_ONLY``)
 }
 
 LEADER_EPOCH = 0
@@ -435,3 +445,49 @@ async def list_offsets(core: Core, session: Session, settings: KafkaSettings, re
         responses.append(_ListOffsets.ListOffsetsTopicResponse(name=topic.name,
                                                                partitions=tuple(partitions)))
     return _ListOffsets(throttle_time_ms=0, topics=tuple(responses))
+
+
+# -- OffsetForLeaderEpoch (23) ---------------------------------------------------------------
+
+_OffsetForLeaderEpoch = response_class(apis.OFFSET_FOR_LEADER_EPOCH)
+_EpochEndOffset = _OffsetForLeaderEpoch.OffsetForLeaderTopicResult.EpochEndOffset
+_UNDEFINED = (-1, -1)
+
+
+def epoch_end_offset(partition, requested: int) -> tuple[int, int]:
+    """(epoch, end offset) OffsetForLeaderEpoch answers for ``requested`` (module docstring)."""
+    log = partition.log
+    current = partition.leader_epoch
+    if requested < 0 or requested > current:
+        return _UNDEFINED
+    if requested == current:
+        return current, log.next_offset
+    found = log.epoch_end(requested)
+    if found is None:  # every stored record is of a later epoch
+        return requested, log.first_offset
+    return found
+
+
+async def offset_for_leader_epoch(core: Core, session: Session, settings: KafkaSettings,
+                                  request) -> Any:
+    topics = kafka_topics(core, session, settings)
+    results = []
+    for topic in request.body.topics:
+        partitions = []
+        for entry in topic.partitions:
+            code = _partition_error(topics, topic.topic, entry.partition,
+                                    entry.current_leader_epoch)
+            epoch, end = _UNDEFINED
+            if code == ErrorCode.NONE:
+                try:  # authorizes the read and refuses a follower (the broker's rule)
+                    core.broker.bounds(session, PartitionRef(settings.stream, topic.topic,
+                                                             entry.partition + 1))
+                    epoch, end = epoch_end_offset(
+                        partition_of(topics, topic.topic, entry.partition), entry.leader_epoch)
+                except errors.RillError as error:
+                    code = _data_error(error)
+            partitions.append(_EpochEndOffset(error_code=int(code), partition=entry.partition,
+                                              leader_epoch=epoch, end_offset=end))
+        results.append(_OffsetForLeaderEpoch.OffsetForLeaderTopicResult(
+            topic=topic.topic, partitions=tuple(partitions)))
+    return _OffsetForLeaderEpoch(throttle_time_ms=0, topics=tuple(results))

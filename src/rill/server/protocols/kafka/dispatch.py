@@ -2,7 +2,8 @@
 
 Owns: ``HANDLERS``, the declared table of every API served (API key -> coroutine; the data,
 group, configs and producer-id APIs live in their modules, which import ``common`` and never
-this table: an import-linter contract keeps it so), ``SERVED`` (the versions ApiVersions lists),
+this table: an import-linter contract keeps it so), ``SERVED`` (the versions ApiVersions lists;
+``CLUSTER_SERVED`` in a cluster, with the ``CLUSTER_ONLY`` APIs: OffsetForLeaderEpoch),
 and the mapping of Kafka's admin and metadata APIs onto rill's catalogue, with its rules:
 
 * a Kafka topic is a topic of the ``[kafka] stream`` namespace (created on first use: by the
@@ -79,7 +80,7 @@ TOPICS_PER_TURN = 256  # Metadata topics built between two turns of the event lo
 
 
 async def api_versions(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
-    return api_versions_body(supported=SERVED)
+    return api_versions_body(supported=served(core))
 
 
 # -- Metadata (3) ----------------------------------------------------------------------------
@@ -409,6 +410,7 @@ HANDLERS: dict[int, Handler] = {
     apis.PRODUCE: data.produce,
     apis.FETCH: data.fetch,
     apis.LIST_OFFSETS: data.list_offsets,
+    apis.OFFSET_FOR_LEADER_EPOCH: data.offset_for_leader_epoch,
     apis.INIT_PRODUCER_ID: producers.init_producer_id,
     apis.OFFSET_COMMIT: group_apis.offset_commit,
     apis.OFFSET_FETCH: group_apis.offset_fetch,
@@ -425,5 +427,14 @@ HANDLERS: dict[int, Handler] = {
 # names narrower ones (``data.RANGES``, ``group_apis.GROUP_RANGES``, ``sasl.RANGES``);
 # ApiVersions lists exactly these
 _RANGES = {**data.RANGES, **group_apis.GROUP_RANGES, **sasl.RANGES}
-SERVED: dict[int, tuple[int, int]] = {key: _RANGES.get(key, apis.SUPPORTED[key])
-                                      for key in sorted({*HANDLERS, *_RANGES})}
+# the APIs served only by a node of a cluster: a standalone server neither lists nor takes them
+CLUSTER_ONLY = frozenset({apis.OFFSET_FOR_LEADER_EPOCH})
+CLUSTER_SERVED: dict[int, tuple[int, int]] = {key: _RANGES.get(key, apis.SUPPORTED[key])
+                                              for key in sorted({*HANDLERS, *_RANGES})}
+SERVED: dict[int, tuple[int, int]] = {key: versions for key, versions in CLUSTER_SERVED.items()
+                                      if key not in CLUSTER_ONLY}
+
+
+def served(core: Core) -> dict[int, tuple[int, int]]:
+    """The APIs this server serves and lists: ``SERVED``, and ``CLUSTER_SERVED`` in a cluster."""
+    return SERVED if core.broker.cluster is None else CLUSTER_SERVED
