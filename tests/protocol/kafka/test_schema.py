@@ -49,7 +49,7 @@ def test_comments_versions_and_names():
     assert parse_versions("none") is None
     assert snake_case("ThrottleTimeMs") == "throttle_time_ms"
     assert snake_case("HTTPPort") == "http_port" and snake_case("timeoutMs") == "timeout_ms"
-    assert len(schema_names()) == 44  # 21 APIs x 2 + the 2 headers
+    assert len(schema_names()) == 46  # 22 APIs x 2 + the 2 headers
     with pytest.raises(SchemaError):
         load_schema("DescribeClusterRequest")  # not vendored
 

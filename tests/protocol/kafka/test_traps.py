@@ -31,7 +31,8 @@ from rill.protocol.kafka.messages import (
 )
 
 FLEXIBLE_FROM = {18: 3, 3: 9, 0: 9, 1: 12, 2: 6, 22: 2, 10: 3, 11: 6, 14: 4, 12: 4, 13: 4, 8: 8,
-                 9: 6, 15: 5, 16: 3, 19: 5, 20: 4, 32: 4, 37: 2, 17: None, 36: 2}  # §2.4
+                 9: 6, 15: 5, 16: 3, 19: 5, 20: 4, 32: 4, 37: 2, 17: None, 36: 2,
+                 23: 4}  # §2.4 (23, OffsetForLeaderEpoch: in a cluster)
 
 
 def test_the_advertised_table():

@@ -44,6 +44,7 @@ API_VERSIONS = 18
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 INIT_PRODUCER_ID = 22
+OFFSET_FOR_LEADER_EPOCH = 23
 DESCRIBE_CONFIGS = 32
 SASL_AUTHENTICATE = 36
 CREATE_PARTITIONS = 37
@@ -63,6 +64,7 @@ APIS: tuple[Api, ...] = (
     Api(FETCH, "Fetch", 0, 12),
     Api(LIST_OFFSETS, "ListOffsets", 0, 7),
     Api(INIT_PRODUCER_ID, "InitProducerId", 0, 4),
+    Api(OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 4),
     Api(FIND_COORDINATOR, "FindCoordinator", 0, 3),
     Api(JOIN_GROUP, "JoinGroup", 0, 7),
     Api(SYNC_GROUP, "SyncGroup", 0, 5),

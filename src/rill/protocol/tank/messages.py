@@ -275,16 +275,19 @@ def _topic_groups(request: ProduceRequest) -> list[tuple[str, list[int]]]:
     return groups
 
 
-def produce_error_bytes(request: ProduceRequest, codes: list[int]) -> bytes:
+def produce_error_bytes(request: ProduceRequest, codes: list[int],
+                        endpoints: dict[int, tuple[str, int]] | None = None) -> bytes:
     """The error bytes answering ``request`` given one code per partition entry (request order):
     a topic group whose entries are all 0xff (unknown) or all 0xfe (read-only) gets one byte, a
-    topic listed without partitions none (§5.3)."""
+    topic listed without partitions none (§5.3). ``endpoints``: the leader's address after
+    each 0xfc code, by the entry's index (cluster only)."""
     out = bytearray()
     index = 0
     for _name, partitions in _topic_groups(request):
         group = codes[index : index + len(partitions)]
         if len(group) != len(partitions):
             raise ValueError("one code per partition entry of the request is needed")
+        start = index
         index += len(partitions)
         if not group:
             continue
@@ -292,8 +295,14 @@ def produce_error_bytes(request: ProduceRequest, codes: list[int]) -> bytes:
             if any(code != group[0] for code in group):
                 raise ValueError("a topic-wide code must be the code of all its entries")
             out.append(group[0])
-        else:
-            out.extend(group)
+            continue
+        for at, code in enumerate(group, start):
+            out.append(code)
+            if code == ProduceError.OTHER_LEADER:
+                endpoint = (endpoints or {}).get(at)
+                if endpoint is None:
+                    raise ValueError("a 0xfc code needs the leader's endpoint")
+                out += encode_endpoint(endpoint)
     if index != len(codes):
         raise ValueError("more codes than partition entries")
     return bytes(out)

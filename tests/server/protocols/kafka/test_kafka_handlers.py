@@ -16,7 +16,8 @@ import importlib, inspect, sys
 first = importlib.import_module("rill.server.protocols.kafka." + sys.argv[1])
 from rill.protocol.kafka import apis
 from rill.server.protocols.kafka import dispatch, sasl
-assert set(dispatch.SERVED) == set(dispatch.HANDLERS) | sasl.APIS, dispatch.SERVED
+assert set(dispatch.CLUSTER_SERVED) == set(dispatch.HANDLERS) | sasl.APIS, dispatch.SERVED
+assert set(dispatch.SERVED) == set(dispatch.CLUSTER_SERVED) - dispatch.CLUSTER_ONLY
 assert not set(dispatch.HANDLERS) & sasl.APIS
 for key, handler in sorted(dispatch.HANDLERS.items()):
     assert inspect.iscoroutinefunction(handler), key

@@ -178,6 +178,20 @@ def test_topic_ids_differ_after_delete_and_create(admin, raw):
     admin.delete_topics(["reborn"])
 
 
+def test_offset_for_leader_epoch_is_a_cluster_api(server, raw):
+    """Standalone it is neither listed nor taken (the connection closes, as for any API not
+    served): a node of a cluster serves it (test_kafka_cluster)."""
+    ApiVersions = request_class(apis.API_VERSIONS)
+    listed = raw.call(apis.API_VERSIONS, 3, ApiVersions(client_software_name="t",
+                                                       client_software_version="1"))
+    assert apis.OFFSET_FOR_LEADER_EPOCH not in {key.api_key for key in listed.api_keys}
+    assert apis.OFFSET_FOR_LEADER_EPOCH not in SERVED
+    OffsetForLeaderEpoch = request_class(apis.OFFSET_FOR_LEADER_EPOCH)
+    raw.send(encode_request(apis.OFFSET_FOR_LEADER_EPOCH, 4, 99, OffsetForLeaderEpoch(
+        replica_id=-1, topics=())))
+    assert raw.receive() is None
+
+
 def test_find_coordinator_answers_this_node(server, raw):
     FindCoordinator = request_class(apis.FIND_COORDINATOR)
     body = raw.call(apis.FIND_COORDINATOR, 3, FindCoordinator(key="group-1", key_type=0))

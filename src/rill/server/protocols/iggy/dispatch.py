@@ -23,14 +23,17 @@ from rill.protocol.iggy.commands.base import Command
 from rill.protocol.iggy.commands.columnar import DEFAULT_COLUMNAR_BYTES, MAX_COLUMNAR_BYTES
 from rill.protocol.iggy.commands.long_poll import MAX_WAIT_MS
 from rill.protocol.iggy.commands.topics import record_format_short, record_format_stored
+from rill.protocol.iggy.primitives import Partitioning
 from rill.protocol.iggy.responses.topics import TopicRecordFormat
 from rill.protocol.iggy.responses.transactions import CommitResult, ProducerState, StageResult
 from rill.protocol.iggy.responses.users import IdentityInfo, RawPersonalAccessToken
 from rill.server.core.broker import Broker, PartitionRef, TopicRef
+from rill.server.core.cluster_view import ACKS_ALL, ACKS_LEADER
 from rill.server.core.types import Session, TopicSpec
 from rill.server.protocols.iggy import views
 from rill.server.protocols.iggy.consumers import iggy_lag, position, reader
 from rill.server.protocols.iggy.deduplication import MessageDeduplicator
+from rill.server.protocols.iggy.forwarding import Relayed, forward, leader_elsewhere
 from rill.server.protocols.iggy.groups import IggyGroupMembers
 from rill.server.protocols.iggy.partitioning import Partitioners
 from rill.server.protocols.iggy.polling import RECORD_FORMAT, poll_messages as poll
@@ -321,22 +324,69 @@ async def delete_partitions(broker: Broker, session: Session, c) -> None:
 # -- messages --------------------------------------------------------------------------------
 
 
+class _Chosen(Exception):
+    """The partition a SEND chose, in a cluster: raised by the chooser (once the append is
+    authorized, before anything is written) so the append is made knowing where it goes."""
+
+    def __init__(self, partition_id: int, replicated: bool) -> None:
+        super().__init__(partition_id)
+        self.partition_id, self.replicated = partition_id, replicated
+
+
+def _choosing(choose: Callable[[Any], int]) -> Callable[[Any], int]:
+    def chosen(topic) -> int:
+        partition_id = choose(topic)
+        found = topic.partitions.get(partition_id)
+        placement = found.placement if found is not None else None
+        if placement is None:  # (standalone partitions in a cluster: none, but harmless)
+            return partition_id
+        raise _Chosen(partition_id, len(placement.replicas) > 1)
+
+    return chosen
+
+
 @command
-async def send_messages(broker: Broker, session: Session, c) -> None:
+async def send_messages(broker: Broker, session: Session, c) -> Relayed | None:
     dialect = rules(broker)
-    await broker.append(session, TopicRef(c.stream_id.value, c.topic_id.value), c.messages,
-                        record_format=RECORD_FORMAT,
-                        choose=dialect.partitioners.chooser(c.partitioning),
-                        admit=dialect.admit)
+    where = TopicRef(c.stream_id.value, c.topic_id.value)
+    choose = dialect.partitioners.chooser(c.partitioning)
+    if broker.cluster is None:
+        await broker.append(session, where, c.messages, record_format=RECORD_FORMAT,
+                            choose=choose, admit=dialect.admit)
+        return None
+    try:  # choose first (the balanced counter moves once), then append or proxy there
+        await broker.append(session, where, c.messages, record_format=RECORD_FORMAT,
+                            choose=_choosing(choose), admit=dialect.admit)
+        return None
+    except _Chosen as chosen:
+        partition_id = chosen.partition_id
+        acks = ACKS_ALL if chosen.replicated else ACKS_LEADER
+    try:
+        await broker.append(session, where, c.messages, record_format=RECORD_FORMAT,
+                            choose=lambda topic: partition_id, admit=dialect.admit, acks=acks)
+    except errors.NotLeaderForPartition as error:
+        leader = leader_elsewhere(session, error)
+        if leader is None:
+            raise
+        return await forward(broker, session, leader, dataclasses.replace(
+            c, partitioning=Partitioning.partition_id(partition_id)))
+    return None
 
 
 @command
 async def poll_messages(broker: Broker, session: Session, c):
     consumer, partition_id = reader(c.consumer, c.partition_id)
     strategy = c.strategy
-    return views.polled_messages(await poll(
-        broker, session, c.stream_id.value, c.topic_id.value, consumer, partition_id,
-        strategy.kind, strategy.value, c.count, c.auto_commit, session.sends_files))
+    try:
+        return views.polled_messages(await poll(
+            broker, session, c.stream_id.value, c.topic_id.value, consumer, partition_id,
+            strategy.kind, strategy.value, c.count, c.auto_commit, session.sends_files))
+    except errors.NotLeaderForPartition as error:
+        leader = leader_elsewhere(session, error)
+        if leader is None:
+            raise
+        return await forward(broker, session, leader,
+                             dataclasses.replace(c, partition_id=error.args_values[0]))
 
 
 @command
@@ -372,19 +422,46 @@ async def wait_for_messages(broker: Broker, session: Session, c):
 # -- consumer offsets and groups -------------------------------------------------------------
 
 
+def _led_elsewhere(broker: Broker, session: Session, ref: PartitionRef) -> int | None:
+    """In a cluster, the node that leads ``ref`` when it is not this one and the request may
+    be proxied there (``forwarding``; a request that may not be is refused,
+    NotLeaderForPartition); None: run it here (other errors included)."""
+    if broker.cluster is None:
+        return None
+    try:
+        broker.bounds(session, ref)  # a follower's refusal names the leader
+    except errors.NotLeaderForPartition as error:
+        leader = leader_elsewhere(session, error)
+        if leader is None:  # not proxied (HTTP: redirected; a forwarded request): refused
+            raise
+        return leader
+    except errors.RillError:
+        return None  # (the request's own call answers it)
+    return None
+
+
 @command
-def get_consumer_offset(broker: Broker, session: Session, c):
+async def get_consumer_offset(broker: Broker, session: Session, c):
     consumer, ref = position(broker, session, c.stream_id.value, c.topic_id.value, c.consumer,
                              c.partition_id)
+    leader = _led_elsewhere(broker, session, ref)
+    if leader is not None:
+        return await forward(broker, session, leader,
+                             dataclasses.replace(c, partition_id=ref.partition_id))
     return views.consumer_offset(broker.committed_position(session, consumer, ref))
 
 
 @command
-async def store_consumer_offset(broker: Broker, session: Session, c) -> None:
+async def store_consumer_offset(broker: Broker, session: Session, c) -> Relayed | None:
     # Iggy stores the last offset consumed; the core keeps the next one to read
     consumer, ref = position(broker, session, c.stream_id.value, c.topic_id.value, c.consumer,
                              c.partition_id)
+    leader = _led_elsewhere(broker, session, ref)
+    if leader is not None:
+        return await forward(broker, session, leader,
+                             dataclasses.replace(c, partition_id=ref.partition_id))
     await broker.commit_offset(session, consumer, ref, c.offset + 1)
+    return None
 
 
 @command

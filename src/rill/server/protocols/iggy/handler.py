@@ -6,7 +6,9 @@ encoding the result, and the wire dialect's status rules (wire §1.3, §4.12): a
 decode failure is status 3; get-single commands answer an empty OK on any failure; unexpected
 exceptions are status 1 and are logged, and the connection keeps serving; a request on a session
 the heartbeat verifier removed is status 30 and closes the link. No permission checks, journal
-writes or retries live here.
+writes or retries live here. In a cluster it also runs the requests another node proxied
+here (``run_forwarded``, registered as ``Broker.forwarded["iggy"]``) and sends a proxied
+request's answer as the leader gave it (``forwarding.Relayed``).
 
 Metrics: a request's outcome is "ok" or the name of the error it failed with (also when the
 dialect answers an empty OK); the connection loop counts and times it under the command's name
@@ -17,12 +19,19 @@ bytes of POLL's answers are counted by transport (``record_traffic``, also HTTP'
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import struct
 
 from rill import errors
 from rill.protocol.iggy.codes import COMMANDS, decode_command
 from rill.protocol.iggy.commands.messages import SendMessages
-from rill.protocol.iggy.framing import RESPONSE_HEADER, RequestFrameDecoder
+from rill.protocol.iggy.framing import (
+    LENGTH_PREFIX_SIZE,
+    REQUEST_HEADER,
+    RESPONSE_HEADER,
+    RequestFrameDecoder,
+)
 from rill.protocol.buffer import Writer
 from rill.protocol.iggy.responses.base import Record, encode_records
 from rill.protocol.iggy.responses.columnar import ColumnarMessages, StoredBatches
@@ -32,6 +41,7 @@ from rill.server.core.types import Session
 from rill.server.metrics import Metrics
 from rill.server.protocols import UNKNOWN_REQUEST, Reply
 from rill.server.protocols.iggy.dispatch import RECORDS_PER_TURN, execute
+from rill.server.protocols.iggy.forwarding import PEER_TRANSPORT, PROTOCOL, Relayed
 from rill.server.protocols.iggy.views import PolledParts
 
 log = logging.getLogger(__name__)
@@ -119,7 +129,34 @@ async def handle_request(core: Core, session: Session, code: int, payload: memor
         record_traffic(core.metrics, session.transport, command, result)
     if isinstance(result, list) and len(result) > RECORDS_PER_TURN:
         result = await _encode_in_turns(result)  # e.g. GET_STREAMS of 100,000 streams
+    if type(result) is Relayed:  # the leader's answer to a proxied request, as it came
+        return Reply([result.frame])
     return Reply(encode_result(result))
+
+
+async def run_forwarded(core: Core, user_id: int, frame: bytes) -> bytes:
+    """Run one Iggy request another node proxied here (``forwarding``; ``Broker.forwarded``)
+    in a session acting as ``user_id`` (no login: the other node logged the client in), and
+    the whole answer frame, errors included, with the dialect's status rules."""
+    session = core.request_session(f"peer:{user_id}", PEER_TRANSPORT, user_id)
+    view = memoryview(frame)
+    try:
+        length, code = REQUEST_HEADER.unpack_from(view)
+        command = decode_command(code, view[REQUEST_HEADER.size:LENGTH_PREFIX_SIZE + length])
+    except (errors.RillError, struct.error):
+        return RESPONSE_HEADER.pack(errors.InvalidCommand.code, 0)
+    try:
+        result = await execute(core, session, command)
+    except errors.RillError as error:
+        return OK_EMPTY if code in EMPTY_OK_ON_ERROR else RESPONSE_HEADER.pack(error.code, 0)
+    except Exception:
+        log.exception("forwarded %s as user %d failed unexpectedly", command.NAME, user_id)
+        return RESPONSE_HEADER.pack(errors.Error.code, 0)
+    if type(result) is Relayed:  # (never: a forwarded request is not proxied again)
+        return result.frame
+    if isinstance(result, list) and len(result) > RECORDS_PER_TURN:
+        result = await _encode_in_turns(result)
+    return b"".join(bytes(part) for part in encode_result(result))
 
 
 async def _encode_in_turns(records: list[Record]) -> bytes:
@@ -161,5 +198,9 @@ IGGY = IggyProtocol()
 
 
 def listener_protocol(server: object) -> IggyProtocol:
-    """The protocol of Iggy's binary listeners (one for every server)."""
+    """The protocol of Iggy's binary listeners (one for every server); it also runs the Iggy
+    requests other nodes of a cluster proxy to this one (``Broker.forwarded``)."""
+    core = getattr(server, "core", None)
+    if core is not None:
+        core.broker.forwarded[PROTOCOL] = functools.partial(run_forwarded, core)
     return IGGY

@@ -6,7 +6,8 @@ replica of every partition) and ``RECORD_FORMAT`` (topics created through Kafka 
 RecordBatch v2 as sent); ``topic_id`` (a UUID-5 of stream id, topic id and creation time: the
 core keeps none); ``valid_name`` (Kafka's rule and rill's stored form); ``kafka_topics``,
 ``find_topic`` and ``create_topic`` (the ``[kafka] stream`` namespace, made on first use);
-``kafka_error``. It imports no API module: the modules of the APIs (``dispatch`` for admin and
+``kafka_error``; in a cluster, ``this_node``, ``partition_of`` and ``epoch_error`` (a
+partition's placement as its APIs answer it). It imports no API module: the modules of the APIs (``dispatch`` for admin and
 metadata, ``data``, ``group_apis``, ``configs``, ``producers``, ``sasl``) import it, and
 ``dispatch.HANDLERS`` names them all.
 """
@@ -22,7 +23,7 @@ from rill import errors
 from rill.protocol.kafka import ErrorCode
 from rill.protocol.primitives import EXPIRY_NEVER
 from rill.server.core.core import Core
-from rill.server.core.types import Session, Topic, TopicSpec, normalize_name
+from rill.server.core.types import Partition, Session, Topic, TopicSpec, normalize_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +75,54 @@ def kafka_error(error: Exception, cluster: bool = False) -> ErrorCode:
         return ErrorCode.INVALID_TOPIC_EXCEPTION
     if isinstance(error, errors.TooManyPartitions):
         return ErrorCode.INVALID_PARTITIONS
+    code = _CLUSTER_ERRORS.get(type(error))
+    if code is not None:
+        return code
     return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+# the cluster's refusals (``core.cluster_view``; never raised on a standalone server): every
+# Kafka client refreshes its metadata on NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE and the
+# epoch errors, and retries NOT_ENOUGH_REPLICAS and REQUEST_TIMED_OUT (a timed-out acks=all
+# write may still be committed: idempotence makes the retry safe)
+_CLUSTER_ERRORS: dict[type, ErrorCode] = {
+    errors.NotLeaderForPartition: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    errors.LeaderNotAvailable: ErrorCode.LEADER_NOT_AVAILABLE,
+    errors.NotEnoughReplicas: ErrorCode.NOT_ENOUGH_REPLICAS,
+    errors.ReplicationTimedOut: ErrorCode.REQUEST_TIMED_OUT,
+    errors.FencedLeaderEpoch: ErrorCode.FENCED_LEADER_EPOCH,
+    errors.UnknownLeaderEpoch: ErrorCode.UNKNOWN_LEADER_EPOCH,
+}
+
+
+# -- the cluster -----------------------------------------------------------------------------
+
+
+def this_node(core: Core) -> int:
+    """This node's id as Kafka names it: the cluster's, ``NODE_ID`` standalone."""
+    cluster = core.broker.cluster
+    return NODE_ID if cluster is None else cluster.node_id
+
+
+def partition_of(topics: Mapping[str, Topic], name: str | None, index: int
+                 ) -> Partition | None:
+    """Kafka partition ``index`` of topic ``name`` (the model's, with its placement), or None."""
+    topic = topics.get(name) if name is not None else None
+    return None if topic is None else topic.partitions.get(index + 1)
+
+
+def epoch_error(partition: Partition | None, current_leader_epoch: int) -> ErrorCode:
+    """A request's ``current_leader_epoch`` (KIP-320; -1: none given) against the partition's
+    placement: older FENCED_LEADER_EPOCH (74), newer UNKNOWN_LEADER_EPOCH (75) (the client
+    knows of an election this node has not applied yet); NONE standalone."""
+    placement = partition.placement if partition is not None else None
+    if placement is None or current_leader_epoch < 0:
+        return ErrorCode.NONE
+    if current_leader_epoch < placement.leader_epoch:
+        return ErrorCode.FENCED_LEADER_EPOCH
+    if current_leader_epoch > placement.leader_epoch:
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+    return ErrorCode.NONE
 
 
 def valid_name(name: str | None) -> bool:

@@ -1,4 +1,5 @@
-"""Kafka's data APIs on the neutral broker: Produce, Fetch and ListOffsets (kafka-notes §2.4, §3, §9).
+"""Kafka's data APIs on the neutral broker: Produce, Fetch, ListOffsets and, in a cluster,
+OffsetForLeaderEpoch (kafka-notes §2.4, §3, §9).
 
 Owns: these rules (the versions served are ``RANGES``):
 
@@ -55,11 +56,29 @@ Owns: these rules (the versions served are ``RANGES``):
   ``max_num_offsets``, descending): -1 -> (high watermark, log start), -2 -> (log start),
   a time -> (the first offset whose record is at or after it, the high watermark when none
   is, then the log start when lower): exact to the record where 0.8 gave segment starts;
+* **in a cluster** (``Broker.cluster``): Produce's ``acks`` (-1 all, 1 leader, 0 none) and
+  ``timeout_ms`` go to ``broker.append`` as ``acks``/``ack_timeout``: acks=-1 answers once
+  every in-sync replica holds the batch; the broker's refusals map (``common.kafka_error``):
+  a partition this node does not lead NOT_LEADER_OR_FOLLOWER (6), one with no leader
+  LEADER_NOT_AVAILABLE (5), acks=-1 with the ISR below its minimum NOT_ENOUGH_REPLICAS (19,
+  nothing written), the ISR not reached in ``timeout_ms`` REQUEST_TIMED_OUT (7: written on
+  the leader, may still commit). Fetch and ListOffsets on a non-leader are 6 too, and their
+  ``current_leader_epoch`` (Fetch v9+, ListOffsets v4+; -1 none) older than the placement's
+  is FENCED_LEADER_EPOCH (74), newer UNKNOWN_LEADER_EPOCH (75). Reads stop at the high
+  watermark (the broker's); ListOffsets v4+ answers the placement's leader epoch;
+* **OffsetForLeaderEpoch** 2-4 (KIP-101/279/320; served and advertised only in a cluster,
+  ``dispatch.CLUSTER_ONLY``): per partition, for the asked ``leader_epoch``, the largest
+  epoch at or below it in the log and where it ends (the first offset of the next epoch, the
+  log end for the current one: the partition's leader epoch, whose start is the log end when it
+  has no record yet); an epoch above the current one, or -1, is (-1, -1); one below every
+  stored record's is (it, the log start). ``current_leader_epoch`` is checked as Fetch's, and
+  a follower answers NOT_LEADER_OR_FOLLOWER; consumers (replica id -1) only: the replication
+  of rill's own nodes is the peer protocol;
 * **ListOffsets** 1-7: -2 earliest (log start), -1 latest (high watermark), -3 max timestamp
   (v7: the first record carrying the partition's largest timestamp), t >= 0 the first record
   whose timestamp is >= t, exact to the record for every codec (``broker.record_at_or_after``:
   the storage finds the batch and opens it); none -> offset -1, timestamp -1. Leader epoch 0,
-  as Metadata.
+  as Metadata (standalone).
 """
 
 from __future__ import annotations
@@ -76,8 +95,10 @@ from rill.server.protocols.kafka import producers
 from rill.server.protocols.kafka.common import (
     RECORD_FORMAT,
     KafkaSettings,
+    epoch_error,
     kafka_error,
     kafka_topics,
+    partition_of,
 )
 from rill.server.storage.file_region import FileRegion
 from rill.server.storage.formats.kafka_v2 import InvalidRecordBatch, batch_time_us, check_produced
@@ -89,6 +110,7 @@ RANGES: dict[int, tuple[int, int]] = {
     apis.PRODUCE: (0, 9),
     apis.FETCH: (0, 12),
     apis.LIST_OFFSETS: (0, 7),
+    apis.OFFSET_FOR_LEADER_EPOCH: (2, 4),  # in a cluster only (``dispatch.CLUSTER_ONLY``)
 }
 
 LEADER_EPOCH = 0
@@ -97,13 +119,16 @@ _MAX_RECORDS = 1 << 31
 _MAX_WAIT_MS = 60_000
 
 
-def _partition_error(topics: dict[str, Topic], name: str | None, index: int) -> ErrorCode:
+def _partition_error(topics: dict[str, Topic], name: str | None, index: int,
+                     current_leader_epoch: int = -1) -> ErrorCode:
     """Why (topic, partition) cannot be served, or NONE. A topic of another record format is
-    read and written converted (``broker.read``, ``broker.append``)."""
+    read and written converted (``broker.read``, ``broker.append``). In a cluster, the
+    request's ``current_leader_epoch`` against the partition's (``common.epoch_error``),
+    before whether this node leads it (the broker's refusal: NOT_LEADER_OR_FOLLOWER)."""
     topic = topics.get(name) if name is not None else None
     if topic is None or not 0 <= index < len(topic.partitions):
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    return ErrorCode.NONE
+    return epoch_error(partition_of(topics, name, index), current_leader_epoch)
 
 
 def _data_error(error: Exception) -> ErrorCode:
@@ -128,7 +153,7 @@ _ProducePartition = _Produce.TopicProduceResponse.PartitionProduceResponse
 
 async def _produce_partition(core: Core, session: Session, settings: KafkaSettings,
                              topics: dict[str, Topic], name: str, entry, version: int,
-                             transactional: bool) -> Any:
+                             transactional: bool, acks: int, ack_timeout: float) -> Any:
     code = _partition_error(topics, name, entry.index)
     message = None
     base_offset = log_start = -1
@@ -157,7 +182,7 @@ async def _produce_partition(core: Core, session: Session, settings: KafkaSettin
             else:  # Kafka's broker's checks and repairs (maxTimestamp) of a client's batches
                 records, time_us = check_produced(records)
             base_offset = await producers.append(core, session, topics[name], ref, records,
-                                                 time_us)
+                                                 time_us, acks, ack_timeout)
             log_start = core.broker.bounds(session, ref).first_offset
         except producers.ProducerRefused as refused:
             code, message = refused.code, str(refused)
@@ -176,13 +201,14 @@ async def produce(core: Core, session: Session, settings: KafkaSettings, request
     body = request.body
     topics = kafka_topics(core, session, settings)
     transactional = body.transactional_id is not None
+    ack_timeout = max(body.timeout_ms, 0) / 1000
     responses = []
     for topic in body.topic_data:
         partitions = []
         for entry in topic.partition_data:
             partitions.append(await _produce_partition(
                 core, session, settings, topics, topic.name, entry, request.api_version,
-                transactional))
+                transactional, body.acks, ack_timeout))
         responses.append(_Produce.TopicProduceResponse(name=topic.name,
                                                        partition_responses=tuple(partitions)))
     return _Produce(responses=tuple(responses), throttle_time_ms=0)
@@ -289,10 +315,12 @@ def _down_convert(wanted: list[_Wanted], magic: int, max_bytes: int) -> None:
 async def fetch(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     body = request.body
     topics = kafka_topics(core, session, settings)
+    epochs = request.api_version >= 9  # current_leader_epoch (KIP-320)
     wanted = [
         _Wanted(topic.topic, partition.partition, partition.fetch_offset,
                 partition.partition_max_bytes,
-                _partition_error(topics, topic.topic, partition.partition))
+                _partition_error(topics, topic.topic, partition.partition,
+                                 partition.current_leader_epoch if epochs else -1))
         for topic in body.topics for partition in topic.partitions
     ]
     max_bytes = body.max_bytes if request.api_version >= 3 else 0x7FFF_FFFF
@@ -379,6 +407,13 @@ def _old_style_offsets(core: Core, session: Session, ref: PartitionRef, timestam
     return tuple(offsets[:max(max_offsets, 0)])
 
 
+def _leader_epoch(topics: dict[str, Topic], name: str | None, index: int) -> int:
+    """The leader epoch ListOffsets answers: the placement's in a cluster, else 0."""
+    partition = partition_of(topics, name, index)
+    placement = partition.placement if partition is not None else None
+    return LEADER_EPOCH if placement is None else placement.leader_epoch
+
+
 async def list_offsets(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     topics = kafka_topics(core, session, settings)
     version = request.api_version
@@ -386,7 +421,8 @@ async def list_offsets(core: Core, session: Session, settings: KafkaSettings, re
     for topic in request.body.topics:
         partitions = []
         for entry in topic.partitions:
-            code = _partition_error(topics, topic.name, entry.partition_index)
+            code = _partition_error(topics, topic.name, entry.partition_index,
+                                    entry.current_leader_epoch if version >= 4 else -1)
             offset = timestamp = -1
             old_style: tuple[int, ...] = ()
             if code == ErrorCode.NONE:
@@ -404,7 +440,54 @@ async def list_offsets(core: Core, session: Session, settings: KafkaSettings, re
             partitions.append(_ListOffsetsPartition(
                 partition_index=entry.partition_index, error_code=int(code),
                 old_style_offsets=old_style, timestamp=timestamp, offset=offset,
-                leader_epoch=LEADER_EPOCH if version >= 4 else -1))
+                leader_epoch=_leader_epoch(topics, topic.name, entry.partition_index)
+                if version >= 4 else -1))
         responses.append(_ListOffsets.ListOffsetsTopicResponse(name=topic.name,
                                                                partitions=tuple(partitions)))
     return _ListOffsets(throttle_time_ms=0, topics=tuple(responses))
+
+
+# -- OffsetForLeaderEpoch (23) ---------------------------------------------------------------
+
+_OffsetForLeaderEpoch = response_class(apis.OFFSET_FOR_LEADER_EPOCH)
+_EpochEndOffset = _OffsetForLeaderEpoch.OffsetForLeaderTopicResult.EpochEndOffset
+_UNDEFINED = (-1, -1)
+
+
+def epoch_end_offset(partition, requested: int) -> tuple[int, int]:
+    """(epoch, end offset) OffsetForLeaderEpoch answers for ``requested`` (module docstring)."""
+    log = partition.log
+    current = partition.leader_epoch
+    if requested < 0 or requested > current:
+        return _UNDEFINED
+    if requested == current:
+        return current, log.next_offset
+    found = log.epoch_end(requested)
+    if found is None:  # every stored record is of a later epoch
+        return requested, log.first_offset
+    return found
+
+
+async def offset_for_leader_epoch(core: Core, session: Session, settings: KafkaSettings,
+                                  request) -> Any:
+    topics = kafka_topics(core, session, settings)
+    results = []
+    for topic in request.body.topics:
+        partitions = []
+        for entry in topic.partitions:
+            code = _partition_error(topics, topic.topic, entry.partition,
+                                    entry.current_leader_epoch)
+            epoch, end = _UNDEFINED
+            if code == ErrorCode.NONE:
+                try:  # authorizes the read and refuses a follower (the broker's rule)
+                    core.broker.bounds(session, PartitionRef(settings.stream, topic.topic,
+                                                             entry.partition + 1))
+                    epoch, end = epoch_end_offset(
+                        partition_of(topics, topic.topic, entry.partition), entry.leader_epoch)
+                except errors.RillError as error:
+                    code = _data_error(error)
+            partitions.append(_EpochEndOffset(error_code=int(code), partition=entry.partition,
+                                              leader_epoch=epoch, end_offset=end))
+        results.append(_OffsetForLeaderEpoch.OffsetForLeaderTopicResult(
+            topic=topic.topic, partitions=tuple(partitions)))
+    return _OffsetForLeaderEpoch(throttle_time_ms=0, topics=tuple(results))

@@ -2,14 +2,22 @@
 
 Owns: ``HANDLERS``, the declared table of every API served (API key -> coroutine; the data,
 group, configs and producer-id APIs live in their modules, which import ``common`` and never
-this table: an import-linter contract keeps it so), ``SERVED`` (the versions ApiVersions lists),
+this table: an import-linter contract keeps it so), ``SERVED`` (the versions ApiVersions lists;
+``CLUSTER_SERVED`` in a cluster, with the ``CLUSTER_ONLY`` APIs: OffsetForLeaderEpoch),
 and the mapping of Kafka's admin and metadata APIs onto rill's catalogue, with its rules:
 
 * a Kafka topic is a topic of the ``[kafka] stream`` namespace (created on first use: by the
   first topic created through Kafka); Kafka partition N is the broker's partition N (0-based,
   rill's partition N + 1);
-* one broker, node id 0: the controller, the leader and only replica of every partition,
-  at the advertised host and port; leader epoch 0;
+* standalone: one broker, node id 0: the controller, the leader and only replica of every
+  partition, at the advertised host and port; leader epoch 0;
+* in a cluster (``Broker.cluster``, ``core.cluster_view``): Metadata lists every live member
+  that has a ``kafka`` listener (its advertised address), ``controller_id`` the controller's
+  (-1 while electing), and per partition its placement: leader (-1 and LEADER_NOT_AVAILABLE
+  (5) when none), leader epoch, replicas, ISR, offline replicas; FindCoordinator names the
+  controller (this node while there is none); CreateTopics' ``replication_factor`` goes into
+  the topic's spec (-1: the cluster's default) and an explicit assignment must name member
+  node ids (its replica count is the factor);
 * topic ids (Metadata v10+, CreateTopics v7, DeleteTopics v6): the core keeps none, so they are
   derived: a UUID-5 of (stream id, topic id, creation time), stable across restarts and new
   for a topic deleted and created again under the same name;
@@ -20,7 +28,7 @@ and the mapping of Kafka's admin and metadata APIs onto rill's catalogue, with i
   ``[kafka] auto_create_topics`` is on (Kafka's allow.auto.create.topics), else
   UNKNOWN_TOPIC_OR_PARTITION;
 * CreateTopics: num_partitions (-1: 1) or an explicit assignment (its length), replication
-  factor 1 or -1 (else INVALID_REPLICATION_FACTOR), TOPIC_ALREADY_EXISTS, validate_only;
+  factor 1 or -1 standalone (else INVALID_REPLICATION_FACTOR), TOPIC_ALREADY_EXISTS, validate_only;
   configs ``retention.ms`` and ``retention.bytes`` become the topic's message expiry and max
   size, other configs are accepted and ignored;
 * topics created through Kafka (CreateTopics, Metadata's auto-create) store records in the
@@ -46,7 +54,7 @@ from rill.protocol.kafka import ErrorCode, api_versions_body, apis, response_cla
 from rill.protocol.primitives import EXPIRY_NEVER, MAX_TOPIC_SIZE_UNLIMITED
 from rill.server.core.broker import TopicRef
 from rill.server.core.core import Core
-from rill.server.core.types import Session, Topic, TopicSpec
+from rill.server.core.types import Partition, Session, Topic, TopicSpec
 from rill.server.protocols.kafka import configs, data, group_apis, producers, sasl
 from rill.server.protocols.kafka.common import (
     AUTHORIZED_OPERATIONS_OMITTED,
@@ -60,6 +68,7 @@ from rill.server.protocols.kafka.common import (
     find_topic,
     kafka_error,
     kafka_topics,
+    this_node,
     topic_id,
     valid_name,
 )
@@ -71,7 +80,7 @@ TOPICS_PER_TURN = 256  # Metadata topics built between two turns of the event lo
 
 
 async def api_versions(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
-    return api_versions_body(supported=SERVED)
+    return api_versions_body(supported=served(core))
 
 
 # -- Metadata (3) ----------------------------------------------------------------------------
@@ -79,15 +88,46 @@ async def api_versions(core: Core, session: Session, settings: KafkaSettings, re
 _Metadata = response_class(apis.METADATA)
 
 
+_MetadataPartition = _Metadata.MetadataResponseTopic.MetadataResponsePartition
+
+
+def _metadata_partition(index: int, partition: Partition | None) -> Any:
+    placement = partition.placement if partition is not None else None
+    if placement is None:  # standalone: this node is everything
+        return _MetadataPartition(
+            error_code=0, partition_index=index, leader_id=NODE_ID, leader_epoch=0,
+            replica_nodes=(NODE_ID,), isr_nodes=(NODE_ID,), offline_replicas=())
+    leader = placement.leader
+    return _MetadataPartition(
+        error_code=int(ErrorCode.LEADER_NOT_AVAILABLE if leader is None else ErrorCode.NONE),
+        partition_index=index, leader_id=-1 if leader is None else leader,
+        leader_epoch=placement.leader_epoch, replica_nodes=placement.replicas,
+        isr_nodes=placement.isr, offline_replicas=placement.offline)
+
+
 def _metadata_topic(topic: Topic) -> Any:
-    partition = _Metadata.MetadataResponseTopic.MetadataResponsePartition
+    partitions = topic.partitions
     return _Metadata.MetadataResponseTopic(
         error_code=0, name=topic.name, topic_id=topic_id(topic), is_internal=False,
-        partitions=tuple(
-            partition(error_code=0, partition_index=index, leader_id=NODE_ID, leader_epoch=0,
-                      replica_nodes=(NODE_ID,), isr_nodes=(NODE_ID,), offline_replicas=())
-            for index in range(len(topic.partitions))),
+        partitions=tuple(_metadata_partition(index, partitions.get(index + 1))
+                         for index in range(len(partitions))),
         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+
+
+def _brokers(core: Core, settings: KafkaSettings) -> tuple[tuple[Any, ...], int]:
+    """(the brokers, the controller's id) Metadata lists."""
+    cluster = core.broker.cluster
+    if cluster is None:
+        return (_Metadata.MetadataResponseBroker(node_id=NODE_ID, host=settings.host,
+                                                 port=settings.port, rack=None),), NODE_ID
+    brokers = []
+    for node in cluster.nodes():
+        address = node.address("kafka")
+        if address is not None:
+            brokers.append(_Metadata.MetadataResponseBroker(
+                node_id=node.node_id, host=address[0], port=address[1], rack=None))
+    controller = cluster.controller_id
+    return tuple(brokers), -1 if controller is None else controller
 
 
 def _metadata_error(name: str | None, code: ErrorCode) -> Any:
@@ -115,11 +155,10 @@ async def metadata(core: Core, session: Session, settings: KafkaSettings, reques
                                                  auto_create))
             if number % TOPICS_PER_TURN == 0:
                 await asyncio.sleep(0)
+    brokers, controller = _brokers(core, settings)
     return _Metadata(
-        throttle_time_ms=0,
-        brokers=(_Metadata.MetadataResponseBroker(node_id=NODE_ID, host=settings.host,
-                                                  port=settings.port, rack=None),),
-        cluster_id=settings.cluster_id, controller_id=NODE_ID, topics=tuple(topics),
+        throttle_time_ms=0, brokers=brokers,
+        cluster_id=settings.cluster_id, controller_id=controller, topics=tuple(topics),
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 
@@ -150,18 +189,49 @@ async def _requested_topic(core: Core, session: Session, settings: KafkaSettings
 _CreateTopics = response_class(apis.CREATE_TOPICS)
 
 
-def _topic_spec(entry) -> tuple[TopicSpec | None, ErrorCode, str | None]:
+def _replication(core: Core, entry) -> tuple[int, ErrorCode, str | None]:
+    """The spec's replication factor (0: the cluster's default), or why the entry's is refused:
+    standalone only 1 (or -1); in a cluster -1 or 1..the live members, and an assignment's
+    replicas must be live members, as many for every partition (their count is the factor; the
+    controller places the replicas)."""
+    cluster = core.broker.cluster
+    if cluster is None:
+        if entry.replication_factor not in (-1, 1):
+            return (0, ErrorCode.INVALID_REPLICATION_FACTOR,
+                    "replication factor must be 1 (one broker)")
+        if entry.assignments and any(tuple(a.broker_ids) != (NODE_ID,)
+                                     for a in entry.assignments):
+            return 0, ErrorCode.INVALID_REPLICA_ASSIGNMENT, "the only broker is node 0"
+        return 1, ErrorCode.NONE, None
+    members = {node.node_id for node in cluster.nodes()}
+    if entry.assignments:
+        counts = {len(a.broker_ids) for a in entry.assignments}
+        if len(counts) != 1 or any(len(set(a.broker_ids)) != len(a.broker_ids)
+                                   or not set(a.broker_ids) <= members
+                                   for a in entry.assignments):
+            return (0, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"each partition needs as many distinct live brokers {sorted(members)}")
+        factor = counts.pop()
+    else:
+        factor = entry.replication_factor
+        if factor == -1:
+            return 0, ErrorCode.NONE, None
+    if not 1 <= factor <= len(members):
+        return (0, ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"replication factor {factor}: the cluster has {len(members)} live brokers")
+    return factor, ErrorCode.NONE, None
+
+
+def _topic_spec(core: Core, entry) -> tuple[TopicSpec | None, ErrorCode, str | None]:
     if not valid_name(entry.name):
         return None, ErrorCode.INVALID_TOPIC_EXCEPTION, f"invalid topic name {entry.name!r}"
-    if entry.replication_factor not in (-1, 1):
-        return (None, ErrorCode.INVALID_REPLICATION_FACTOR,
-                "replication factor must be 1 (one broker)")
+    if entry.assignments and (entry.num_partitions != -1 or entry.replication_factor != -1):
+        return (None, ErrorCode.INVALID_REQUEST, "both an assignment and "
+                "num_partitions/replication_factor")
+    factor, code, message = _replication(core, entry)
+    if code != ErrorCode.NONE:
+        return None, code, message
     if entry.assignments:
-        if entry.num_partitions != -1 or entry.replication_factor != -1:
-            return (None, ErrorCode.INVALID_REQUEST, "both an assignment and "
-                    "num_partitions/replication_factor")
-        if any(tuple(a.broker_ids) != (NODE_ID,) for a in entry.assignments):
-            return None, ErrorCode.INVALID_REPLICA_ASSIGNMENT, "the only broker is node 0"
         partitions = len(entry.assignments)
     else:
         partitions = DEFAULT_PARTITIONS if entry.num_partitions == -1 else entry.num_partitions
@@ -179,7 +249,7 @@ def _topic_spec(entry) -> tuple[TopicSpec | None, ErrorCode, str | None]:
                 max_size = MAX_TOPIC_SIZE_UNLIMITED if value < 0 else value
         except ValueError:
             return None, ErrorCode.INVALID_CONFIG, f"{config.name}: not a number"
-    return (TopicSpec(name=entry.name, partitions_count=partitions, replication_factor=1,
+    return (TopicSpec(name=entry.name, partitions_count=partitions, replication_factor=factor,
                       message_expiry=expiry, max_topic_size=max_size,
                       record_format=RECORD_FORMAT), ErrorCode.NONE, None)
 
@@ -189,7 +259,7 @@ async def create_topics(core: Core, session: Session, settings: KafkaSettings, r
     results = []
     seen: set[str] = set()
     for entry in request.body.topics:
-        spec, code, message = _topic_spec(entry)
+        spec, code, message = _topic_spec(core, entry)
         if entry.name in seen:
             spec, code, message = None, ErrorCode.INVALID_REQUEST, "topic named twice"
         seen.add(entry.name)
@@ -213,8 +283,18 @@ async def create_topics(core: Core, session: Session, settings: KafkaSettings, r
             name=entry.name, topic_id=topic_id(topic) if topic is not None else ZERO_UUID,
             error_code=int(code), error_message=message,
             num_partitions=spec.partitions_count if ok else -1,
-            replication_factor=1 if ok else -1, configs=None if not ok else ()))
+            replication_factor=_factor(topic, spec), configs=None if not ok else ()))
     return _CreateTopics(throttle_time_ms=0, topics=tuple(results))
+
+
+def _factor(topic: Topic | None, spec: TopicSpec | None) -> int:
+    """The replication factor CreateTopics answers: the created topic's, else the spec's
+    (-1: refused, or the cluster's default not known without creating)."""
+    if topic is not None:
+        return max(topic.replication_factor, 1)
+    if spec is None:
+        return -1
+    return spec.replication_factor or -1
 
 
 # -- DeleteTopics (20) -----------------------------------------------------------------------
@@ -271,10 +351,10 @@ async def create_partitions(core: Core, session: Session, settings: KafkaSetting
             if entry.count <= current:
                 code = ErrorCode.INVALID_PARTITIONS
                 message = f"topic has {current} partitions, cannot grow to {entry.count}"
-            elif entry.assignments and any(tuple(a.broker_ids) != (NODE_ID,)
-                                           for a in entry.assignments):
+            elif entry.assignments and not _assignable(core, entry.assignments):
                 code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
-                message = "the only broker is node 0"
+                message = ("the only broker is node 0" if core.broker.cluster is None
+                           else "an assignment names a broker that is not a live member")
             elif not request.body.validate_only:
                 await core.broker.create_partitions(
                     session, TopicRef(settings.stream, entry.name), entry.count, up_to=True)
@@ -286,6 +366,16 @@ async def create_partitions(core: Core, session: Session, settings: KafkaSetting
     return _CreatePartitions(throttle_time_ms=0, results=tuple(results))
 
 
+def _assignable(core: Core, assignments) -> bool:
+    """Whether CreatePartitions' assignments name only brokers there are (standalone: node
+    0; in a cluster: live members; the controller places the replicas)."""
+    cluster = core.broker.cluster
+    if cluster is None:
+        return all(tuple(a.broker_ids) == (NODE_ID,) for a in assignments)
+    members = {node.node_id for node in cluster.nodes()}
+    return all(a.broker_ids and set(a.broker_ids) <= members for a in assignments)
+
+
 # -- FindCoordinator (10) --------------------------------------------------------------------
 
 _FindCoordinator = response_class(apis.FIND_COORDINATOR)
@@ -293,9 +383,18 @@ _FindCoordinator = response_class(apis.FIND_COORDINATOR)
 
 async def find_coordinator(core: Core, session: Session, settings: KafkaSettings, request
                            ) -> Any:
-    """This node coordinates every group and transaction (groups: ``groups``/``group_apis``)."""
+    """Standalone this node coordinates every group and transaction (groups: ``groups``/
+    ``group_apis``); in a cluster the controller does (this node while there is none, or
+    while the controller advertises no Kafka listener)."""
+    node_id, host, port = this_node(core), settings.host, settings.port
+    cluster = core.broker.cluster
+    if cluster is not None and cluster.controller_id is not None:
+        controller = cluster.node(cluster.controller_id)
+        address = controller.address("kafka") if controller is not None else None
+        if address is not None:
+            node_id, (host, port) = controller.node_id, address
     return _FindCoordinator(throttle_time_ms=0, error_code=0, error_message=None,
-                            node_id=NODE_ID, host=settings.host, port=settings.port)
+                            node_id=node_id, host=host, port=port)
 
 
 # -- the table -------------------------------------------------------------------------------
@@ -311,6 +410,7 @@ HANDLERS: dict[int, Handler] = {
     apis.PRODUCE: data.produce,
     apis.FETCH: data.fetch,
     apis.LIST_OFFSETS: data.list_offsets,
+    apis.OFFSET_FOR_LEADER_EPOCH: data.offset_for_leader_epoch,
     apis.INIT_PRODUCER_ID: producers.init_producer_id,
     apis.OFFSET_COMMIT: group_apis.offset_commit,
     apis.OFFSET_FETCH: group_apis.offset_fetch,
@@ -327,5 +427,14 @@ HANDLERS: dict[int, Handler] = {
 # names narrower ones (``data.RANGES``, ``group_apis.GROUP_RANGES``, ``sasl.RANGES``);
 # ApiVersions lists exactly these
 _RANGES = {**data.RANGES, **group_apis.GROUP_RANGES, **sasl.RANGES}
-SERVED: dict[int, tuple[int, int]] = {key: _RANGES.get(key, apis.SUPPORTED[key])
-                                      for key in sorted({*HANDLERS, *_RANGES})}
+# the APIs served only by a node of a cluster: a standalone server neither lists nor takes them
+CLUSTER_ONLY = frozenset({apis.OFFSET_FOR_LEADER_EPOCH})
+CLUSTER_SERVED: dict[int, tuple[int, int]] = {key: _RANGES.get(key, apis.SUPPORTED[key])
+                                              for key in sorted({*HANDLERS, *_RANGES})}
+SERVED: dict[int, tuple[int, int]] = {key: versions for key, versions in CLUSTER_SERVED.items()
+                                      if key not in CLUSTER_ONLY}
+
+
+def served(core: Core) -> dict[int, tuple[int, int]]:
+    """The APIs this server serves and lists: ``SERVED``, and ``CLUSTER_SERVED`` in a cluster."""
+    return SERVED if core.broker.cluster is None else CLUSTER_SERVED

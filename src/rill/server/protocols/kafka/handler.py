@@ -152,11 +152,12 @@ class KafkaProtocol:
         if sasl.raw_expected(session):  # after SaslHandshake v0: a raw SASL token, no header
             answer = await sasl.serve_raw(core, session, self.settings, bytes(payload))
             return _CLOSE if answer is None else Reply([frame(answer)])
+        served = dispatch.served(core)  # (a cluster's node serves OffsetForLeaderEpoch too)
         try:
-            request = decode_request(payload, supported=SERVED)
+            request = decode_request(payload, supported=served)
         except UnsupportedVersion as error:
             if error.api_key == apis.API_VERSIONS:
-                return Reply([api_versions_unsupported_response(error.correlation_id, SERVED)])
+                return Reply([api_versions_unsupported_response(error.correlation_id, served)])
             self._refused(session, f"unsupported {error.api_key} v{error.api_version}",
                           "%s", error)
             return _CLOSE

@@ -38,6 +38,19 @@ partition, so two produces of one partition never both pass the check).
   ``REBUILD_OFFSETS`` (100,000) offsets, read on the event loop, headers only, so a batch written
   before a crash but never acknowledged is recognised when the client retries it. Nothing else
   is stored (no snapshot file).
+* **In a cluster** (the partition has a placement): the state is the leader's, rebuilt from
+  the log itself (``PartitionProducers.rebuild_from_log``: the stored batch headers of its
+  newest ``REBUILD_OFFSETS`` offsets up to the log end, committed or not, so that a batch a
+  former leader replicated but never acknowledged is recognised when the client retries it
+  here) whenever the partition's leader epoch differs from the one the state was built at:
+  a node that becomes leader (failover, or leadership coming back after an election) starts
+  from the replicated batches, never from what it knew in an older term. The replication
+  layer may also call ``became_leader`` when this node takes a partition over, to rebuild
+  at once instead of on the first idempotent produce. The state takes a batch as the log
+  takes it (with the append, no await between), and acks=-1 waits for the ISR outside the
+  partition's lock (up to 5 batches in flight, as Kafka's clients send), so a batch whose
+  wait timed out (REQUEST_TIMED_OUT) and is retried is a duplicate: answered its original
+  base offset once the ISR holds it.
 * Memory: at most ``MAX_PRODUCERS`` (10,000) producers per partition, the one that wrote there
   least recently forgotten first (it is then unknown: any sequence goes on, as above), instead of
   Kafka's expiry by time (producer.id.expiration.ms).
@@ -56,8 +69,9 @@ from typing import Any
 from rill import errors
 from rill.protocol.kafka import ErrorCode, apis, response_class
 from rill.server.core.broker import PartitionRef
+from rill.server.core.cluster_view import ACKS_ALL, ACKS_LEADER
 from rill.server.core.core import Core
-from rill.server.core.types import AppendResult, Session, Topic
+from rill.server.core.types import AppendResult, Partition, Session, Topic
 from rill.server.protocols.kafka.common import RECORD_FORMAT, KafkaSettings, kafka_error
 from rill.server.storage.formats.kafka_v2 import producer_batches
 
@@ -115,12 +129,13 @@ def check(producer: _Producer | None, epoch: int, first: int, last: int
 class PartitionProducers:
     """The producers' state of one partition, and the lock its idempotent appends take."""
 
-    __slots__ = ("lock", "producers", "loaded")
+    __slots__ = ("lock", "producers", "loaded", "epoch")
 
     def __init__(self) -> None:
         self.lock = asyncio.Lock()
         self.producers: dict[int, _Producer] = {}
         self.loaded = False
+        self.epoch = -1  # the leader epoch of the cluster's placement it was built at
 
     def record(self, producer_id: int, epoch: int, first: int, last: int, base_offset: int
                ) -> None:
@@ -156,6 +171,30 @@ class PartitionProducers:
             offset = max(offset + 1, batches[-1][0] + batches[-1][1] + 1)
         self.loaded = True
 
+    def rebuild_from_log(self, partition: Partition) -> None:
+        """In a cluster: the state from the partition's own log, its newest ``REBUILD_OFFSETS``
+        offsets up to the log end (above the high watermark too: what a former leader copied
+        here), everything known before forgotten; built at the placement's leader epoch."""
+        self.producers.clear()
+        log = partition.log
+        end = log.next_offset
+        offset = max(log.first_offset, end - REBUILD_OFFSETS)
+        while offset < end:
+            count, chunks = log.read(offset, _MAX_RECORDS, _REBUILD_READ_BYTES)
+            if not count:
+                break
+            batches = producer_batches(b"".join(bytes(chunk) for chunk in chunks))  # type: ignore[arg-type]
+            if not batches:
+                break
+            for base_offset, delta, producer_id, epoch, first in batches:
+                if producer_id >= 0:
+                    self.record(producer_id, epoch, first, last_sequence(first, delta),
+                                base_offset)
+            offset = max(offset + 1, batches[-1][0] + batches[-1][1] + 1)
+        placement = partition.placement
+        self.epoch = placement.leader_epoch if placement is not None else -1
+        self.loaded = True
+
 
 class Producers:
     """One server's idempotence state: per partition, and the epochs InitProducerId bumped."""
@@ -183,20 +222,37 @@ def producers(core: Core) -> Producers:
     return found
 
 
+def became_leader(core: Core, topic: Topic, partition_id: int) -> None:
+    """This node now leads ``topic``'s partition ``partition_id`` (1..N): rebuild its
+    producers' state from the replicated batches in its log now (else the first idempotent
+    produce does, seeing the new leader epoch). For the replication layer."""
+    partition = topic.partitions.get(partition_id)
+    if partition is not None and topic.record_format == RECORD_FORMAT:
+        producers(core).partition(topic, partition_id - 1).rebuild_from_log(partition)
+
+
 async def append(core: Core, session: Session, topic: Topic, ref: PartitionRef,
-                 records: bytes | memoryview, timestamp_us: int) -> int:
+                 records: bytes | memoryview, timestamp_us: int, acks: int = ACKS_LEADER,
+                 ack_timeout: float = 30.0) -> int:
     """Append a produced ``records`` field under the sequence rule; the base offset to answer
-    (a duplicate's original one). Raises ProducerRefused, or what ``broker.append`` raises."""
+    (a duplicate's original one). ``acks``/``ack_timeout``: ``broker.append``'s (a cluster's
+    acks=all). Raises ProducerRefused, or what ``broker.append`` raises."""
     batches = producer_batches(records)
     if not batches or all(batch[2] < 0 for batch in batches):
         return (await core.broker.append(session, ref, records, timestamp_us,
-                                         record_format=RECORD_FORMAT)).first_offset
+                                         record_format=RECORD_FORMAT, acks=acks,
+                                         ack_timeout=ack_timeout)).first_offset
     if len(batches) > 1:
         raise ProducerRefused(ErrorCode.INVALID_RECORD,
                               "an idempotent produce carries one batch per partition")
     _, delta, producer_id, epoch, first = batches[0]
     last = last_sequence(first, delta) if first >= 0 else first
     state = producers(core).partition(topic, ref.partition_id - 1)
+    partition = topic.partitions.get(ref.partition_id)
+    if partition is not None and partition.placement is not None:
+        return await _replicated_append(core, session, topic, partition, state, ref, records,
+                                        timestamp_us, acks, ack_timeout,
+                                        (producer_id, epoch, first, last, delta))
     async with state.lock:
         if not state.loaded:
             if topic.record_format == RECORD_FORMAT:
@@ -213,6 +269,54 @@ async def append(core: Core, session: Session, topic: Topic, ref: PartitionRef,
                                                         record_format=RECORD_FORMAT)
         state.record(producer_id, epoch, first, last, result.first_offset)
         return result.first_offset
+
+
+async def _replicated_append(core: Core, session: Session, topic: Topic,
+                             partition: Partition, state: PartitionProducers, ref: PartitionRef,
+                             records: bytes | memoryview, timestamp_us: int, acks: int,
+                             ack_timeout: float, batch: tuple[int, int, int, int, int]) -> int:
+    """The idempotent append on a partition of a cluster (module docstring): the state is
+    the current leader term's, taken with the log's append; acks=all waits after the lock."""
+    producer_id, epoch, first, last, delta = batch
+    broker = core.broker
+    async with state.lock:
+        placement = partition.placement
+        cluster = broker.cluster
+        if placement is not None and cluster is not None and placement.leader != cluster.node_id:
+            if placement.leader is None:  # (what the broker's append refuses, before a
+                raise errors.LeaderNotAvailable(partition.id, topic.name)  # duplicate's answer)
+            raise errors.NotLeaderForPartition(partition.id, topic.name, placement.leader)
+        if (not state.loaded or placement is None or state.epoch != placement.leader_epoch):
+            if topic.record_format == RECORD_FORMAT:
+                state.rebuild_from_log(partition)
+            else:
+                state.producers.clear()
+                state.loaded, state.epoch = True, placement.leader_epoch if placement else -1
+        code, duplicate_of = check(state.producers.get(producer_id), epoch, first, last)
+        if code != ErrorCode.NONE:
+            raise ProducerRefused(code, f"producer {producer_id} epoch {epoch}: sequences "
+                                        f"{first}..{last} refused ({code.name})")
+        if duplicate_of is None:
+            if acks == ACKS_ALL and placement is not None and (
+                    len(placement.isr) < placement.min_isr):  # refused before writing
+                raise errors.NotEnoughReplicas(len(placement.isr), placement.min_isr)
+
+            def admit(chosen: Partition, region: Any) -> tuple[Any, Any]:
+                base = chosen.log.next_offset
+                return region, lambda: state.record(producer_id, epoch, first, last, base)
+
+            converting = topic.record_format != RECORD_FORMAT  # (admission unused then)
+            result: AppendResult = await broker.append(
+                session, ref, records, timestamp_us, record_format=RECORD_FORMAT,
+                admit=None if converting else admit)
+            if converting:
+                state.record(producer_id, epoch, first, last, result.first_offset)
+            base_offset, last_offset = result.first_offset, result.last_offset
+        else:
+            base_offset, last_offset = duplicate_of, duplicate_of + delta
+    if acks == ACKS_ALL and cluster is not None and partition.high_watermark <= last_offset:
+        await cluster.replicated(partition, last_offset, ack_timeout)
+    return base_offset
 
 
 # -- InitProducerId (22) ---------------------------------------------------------------------

@@ -31,6 +31,16 @@ Owns: these rules.
   info, once per client address and cause, then at most once a minute with a count
   (``logs.Refusals``): a client retrying a bad produce does not flood the log.
 
+**In a cluster** (``Broker.cluster``; tank-wire-reference §5.3, §6.3): a partition another
+node leads is answered 0xfc and that leader's ``tank`` address (addr4:u32 port:u16) by Produce
+and Consume, one with no leader 0xfd (``dispatch.leadership``); the TANK client reconnects
+there. A produce to a replicated partition (one with a placement) is appended with
+``acks=ACKS_ALL`` whatever ``required_acks`` says: TANK's 0, 255 (all) and N all wait here
+until every in-sync replica holds the bundle (rill has no "N replicas" acknowledgement, and a
+TANK client reads an answer as "stored"), for the request's ``ack_timeout`` ms (0: 30 s).
+The ISR below its minimum is 0x04 (insufficient replicas, nothing written), the ISR not
+reached in time 0x03 (written on the leader, may still be committed).
+
 **Consume**, per partition (§6.4; first = first available seq, last = high-water mark; the
 first available is the first *stored* number, ``dispatch.first_available``: 100, not 1, when
 the partition's first produce gave explicit numbers from 100):
@@ -74,6 +84,7 @@ from rill.protocol.tank.record_batches import (
     batch_head,
     contiguous_bundle,
 )
+from rill.server.core.cluster_view import ACKS_ALL, ACKS_LEADER
 from rill.server.core.core import Core
 from rill.server.core.types import Session, Topic
 from rill.server.logs import Refusals
@@ -81,6 +92,7 @@ from rill.server.protocols.tank.dispatch import (
     RECORD_FORMAT,
     TankSettings,
     first_available,
+    leadership,
     numbers,
     ref,
     topics,
@@ -99,10 +111,21 @@ _MAX_RECORDS = 1 << 31
 # -- Produce ---------------------------------------------------------------------------------
 
 
+_DEFAULT_ACK_TIMEOUT = 30.0  # seconds an acks=all produce waits when the request says 0
+
+
 async def _produce_partition(core: Core, session: Session, settings: TankSettings, topic: Topic,
-                             part: m.ProducePartition) -> int:
+                             part: m.ProducePartition, ack_timeout: float
+                             ) -> int | tuple[int, tuple[str, int]]:
+    """The partition's code; (0xfc, the leader's endpoint) when another node leads it."""
     if not 0 <= part.partition < len(topic.partitions):
         return ProduceError.UNKNOWN_PARTITION
+    elsewhere, endpoint = leadership(core, topic, part.partition)
+    if elsewhere:
+        return ProduceError.NO_LEADER if endpoint is None else (ProduceError.OTHER_LEADER,
+                                                                 endpoint)
+    replicated = topic.partitions[part.partition + 1].placement is not None
+    acks = ACKS_ALL if replicated else ACKS_LEADER
     try:
         bundle = decode_bundle(part.bundle, max_set_size=MAX_SET_SIZE)
         batch = batch_from_bundle(bundle.keys, bundle.values, bundle.timestamps)
@@ -115,7 +138,8 @@ async def _produce_partition(core: Core, session: Session, settings: TankSetting
         first = bundle.seqs[0] if bundle.sparse else (part.first_seq or 0)
         if not first:
             await broker.append(session, where, batch, batch_time_us(batch),
-                                record_format=RECORD_FORMAT)
+                                record_format=RECORD_FORMAT, acks=acks,
+                                ack_timeout=ack_timeout)
             return ProduceError.OK
         seqs = bundle.seqs if bundle.sparse else range(first, first + len(bundle.values))
         async with settings.numbered_append_lock(topic.id, part.partition):
@@ -127,7 +151,8 @@ async def _produce_partition(core: Core, session: Session, settings: TankSetting
                 batch = batch_from_bundle(bundle.keys, bundle.values, bundle.timestamps,
                                           [seq - next_seq for seq in seqs])
             result = await broker.append(session, where, batch, batch_time_us(batch), gaps,
-                                         record_format=RECORD_FORMAT)
+                                         record_format=RECORD_FORMAT, acks=acks,
+                                         ack_timeout=ack_timeout)
         if result.last_offset != seqs[-1] - 1:
             log.warning("TANK produce to %s/%d: explicit seqs %d..%d stored at offsets %d..%d "
                         "(another protocol appended meanwhile)", topic.name, part.partition,
@@ -135,6 +160,14 @@ async def _produce_partition(core: Core, session: Session, settings: TankSetting
     except InvalidColumns as error:
         _refused(session, topic, part, "refused", error)
         return ProduceError.SYSTEM
+    except errors.NotEnoughReplicas:
+        return ProduceError.INSUFFICIENT_REPLICAS
+    except errors.ReplicationTimedOut:
+        return ProduceError.REPLICA_ACK_TIMEOUT
+    except (errors.NotLeaderForPartition, errors.LeaderNotAvailable):  # lost it meanwhile
+        _elsewhere, endpoint = leadership(core, topic, part.partition)
+        return ProduceError.NO_LEADER if endpoint is None else (ProduceError.OTHER_LEADER,
+                                                                 endpoint)
     except errors.RillError as error:
         _refused(session, topic, part, "failed", error)
         return ProduceError.SYSTEM
@@ -154,14 +187,21 @@ async def produce(core: Core, session: Session, settings: TankSettings,
                   request: m.ProduceRequest) -> m.ProduceResponse:
     known = topics(core, session, settings)
     codes: list[int] = []
+    endpoints: dict[int, tuple[str, int]] = {}
+    ack_timeout = request.ack_timeout / 1000 if request.ack_timeout > 0 else (
+        _DEFAULT_ACK_TIMEOUT)
     for entry in request.topics:
         topic = known.get(entry.name)
         for part in entry.partitions:
             if topic is None:
                 codes.append(ProduceError.UNKNOWN_TOPIC)
-            else:
-                codes.append(await _produce_partition(core, session, settings, topic, part))
-    return m.ProduceResponse(request.request_id, m.produce_error_bytes(request, codes))
+                continue
+            code = await _produce_partition(core, session, settings, topic, part, ack_timeout)
+            if type(code) is tuple:
+                code, endpoints[len(codes)] = code
+            codes.append(code)  # type: ignore[arg-type]
+    return m.ProduceResponse(request.request_id,
+                             m.produce_error_bytes(request, codes, endpoints))
 
 
 # -- Consume ---------------------------------------------------------------------------------
@@ -207,7 +247,7 @@ def build_chunk(data) -> tuple[list[bytes], int]:
 
 class _Wanted:
     __slots__ = ("partition", "seq", "fetch_size", "flag", "base", "hwm", "chunk",
-                 "first_available", "wait_offset", "ref")
+                 "first_available", "wait_offset", "ref", "endpoint")
 
     def __init__(self, partition: m.ConsumePartition) -> None:
         self.partition = partition.partition
@@ -218,6 +258,7 @@ class _Wanted:
         self.chunk: list[bytes] = []
         self.wait_offset = 0
         self.ref = None
+        self.endpoint: tuple[str, int] | None = None  # OTHER_LEADER's
 
 
 def _read(core: Core, session: Session, wanted: _Wanted, offset: int, max_bytes: int) -> bool:
@@ -320,6 +361,10 @@ def consume(core: Core, session: Session, settings: TankSettings, request: m.Con
             wanted = _Wanted(partition)
             if not 0 <= wanted.partition < len(topic.partitions):
                 wanted.flag = ConsumeFlag.UNKNOWN_PARTITION
+            elif (led := leadership(core, topic, wanted.partition))[0]:
+                wanted.endpoint = led[1]
+                wanted.flag = (ConsumeFlag.NO_LEADER if led[1] is None
+                               else ConsumeFlag.OTHER_LEADER)
             else:
                 wanted.ref = ref(settings, topic.name, wanted.partition)
                 _look(core, session, wanted)
@@ -360,8 +405,10 @@ def _response(request: m.ConsumeRequest, plan) -> m.ConsumeResponse:
 
 def _result(wanted: _Wanted) -> m.ConsumePartitionResult:
     flag = wanted.flag if wanted.flag is not None else ConsumeFlag.OK  # EOF: base = first
-    if flag in (ConsumeFlag.SYSTEM, ConsumeFlag.UNKNOWN_PARTITION):
+    if flag in (ConsumeFlag.SYSTEM, ConsumeFlag.UNKNOWN_PARTITION, ConsumeFlag.NO_LEADER):
         return m.ConsumePartitionResult(wanted.partition, flag)
+    if flag == ConsumeFlag.OTHER_LEADER:
+        return m.ConsumePartitionResult(wanted.partition, flag, endpoint=wanted.endpoint)
     chunk = b"".join(wanted.chunk) if wanted.chunk else b""
     return m.ConsumePartitionResult(wanted.partition, flag, wanted.base, wanted.hwm, chunk,
                                     wanted.first_available)

@@ -26,12 +26,20 @@ Owns: these rules (tank-wire-reference §7, §8):
 * **Status**: topics and partitions of the namespace, open partitions = partitions, the
   server's start time, version 400 (TANK v4.0's layout);
 * **DiscoverTopics**: every topic of the namespace, enabled, with its partition count;
-* **DiscoverTopology**: the standalone answer (0xFFFF).
+* **DiscoverTopology**: standalone the standalone answer (0xFFFF); in a cluster
+  (``Broker.cluster``) the cluster's name and every live member: its id, flags (bit0: it
+  advertises a ``tank`` listener on an IPv4 address, which follows; bit1: available, every
+  listed member is) and the number of the namespace's partitions it leads;
+* **in a cluster**, a partition another node leads is answered, by Produce and Consume, 0xfc
+  and that leader's ``tank`` address (``leadership``: addr4 + port; a leader advertising no
+  TANK listener on an IPv4 address is answered as no leader), and one with no leader 0xfd.
+  DiscoverTopics is then cluster-aware (each topic's replication factor).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import os
 import re
 from dataclasses import dataclass, field
@@ -82,6 +90,34 @@ def topics(core: Core, session: Session, settings: TankSettings) -> dict[str, To
             errors.Unauthenticated):
         return {}
     return {topic.name: topic for topic in found}
+
+
+def leadership(core: Core, topic: Topic, partition: int) -> tuple[bool, tuple[str, int] | None]:
+    """Whether another node answers for ``topic``'s TANK partition ``partition`` (0-based),
+    and then its leader's TANK address (None: no leader, or one TANK cannot be sent to); (False,
+    None) when this node leads it, or standalone."""
+    found = topic.partitions.get(partition + 1)
+    placement = found.placement if found is not None else None
+    cluster = core.broker.cluster
+    if placement is None or cluster is None or placement.leader == cluster.node_id:
+        return False, None
+    return True, tank_endpoint(core, placement.leader)
+
+
+def tank_endpoint(core: Core, node_id: int | None) -> tuple[str, int] | None:
+    """The ``tank`` listener node ``node_id`` advertises, when it is an IPv4 address (TANK
+    names nodes by addr4 + port); else None."""
+    cluster = core.broker.cluster
+    node = cluster.node(node_id) if cluster is not None and node_id is not None else None
+    address = node.address("tank") if node is not None else None
+    if address is None:
+        return None
+    try:
+        if ipaddress.ip_address(address[0]).version != 4:
+            return None
+    except ValueError:
+        return None
+    return address
 
 
 def ref(settings: TankSettings, topic: str, partition: int) -> PartitionRef:
@@ -217,14 +253,38 @@ def status(core: Core, session: Session, settings: TankSettings,
 
 def discover_topics(core: Core, session: Session, settings: TankSettings,
                     request: m.DiscoverTopicsRequest) -> m.DiscoverTopicsResponse:
+    found = topics(core, session, settings)
+    if core.broker.cluster is None:
+        return m.DiscoverTopicsResponse(request.request_id, tuple(
+            m.TopicInfo(name, min(len(topic.partitions), 0xFFFF))
+            for name, topic in found.items()))
     return m.DiscoverTopicsResponse(request.request_id, tuple(
-        m.TopicInfo(name, min(len(topic.partitions), 0xFFFF))
-        for name, topic in topics(core, session, settings).items()))
+        m.TopicInfo(name, min(len(topic.partitions), 0xFFFF),
+                    replication_factor=min(max(topic.replication_factor, 1), 0xFF))
+        for name, topic in found.items()), cluster_aware=True)
+
+
+_HAS_ENDPOINT, _AVAILABLE = 1, 2  # DiscoverTopology's node flags (bit2, blocked: never)
 
 
 def discover_topology(core: Core, session: Session, settings: TankSettings,
                       request: m.DiscoverTopologyRequest) -> m.DiscoverTopologyResponse:
-    return m.DiscoverTopologyResponse(request.request_id)  # standalone: 0xFFFF
+    cluster = core.broker.cluster
+    if cluster is None:
+        return m.DiscoverTopologyResponse(request.request_id)  # standalone: 0xFFFF
+    led: dict[int, int] = {}
+    for topic in topics(core, session, settings).values():
+        for partition in topic.partitions.values():
+            placement = partition.placement
+            if placement is not None and placement.leader is not None:
+                led[placement.leader] = led.get(placement.leader, 0) + 1
+    nodes = []
+    for node in cluster.nodes():
+        endpoint = tank_endpoint(core, node.node_id)
+        flags = _AVAILABLE | (_HAS_ENDPOINT if endpoint is not None else 0)
+        nodes.append(m.TopologyNode(node.node_id & 0xFFFF, flags,
+                                    min(led.get(node.node_id, 0), 0xFFFF), endpoint))
+    return m.DiscoverTopologyResponse(request.request_id, cluster.name, tuple(nodes))
 
 
 HANDLERS = {

@@ -24,6 +24,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rill import errors
+from rill.server.transports.http.redirects import leader_redirect
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,8 @@ def _field_of(location: tuple[Any, ...] | list[Any]) -> str | None:
 
 async def _rill_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, errors.RillError)
-    return error_response(error)
+    # in a cluster, a partition another node leads: 307 there (``redirects``)
+    return leader_redirect(request, error) or error_response(error)
 
 
 async def _validation_error(request: Request, error: Exception) -> JSONResponse:

@@ -124,6 +124,8 @@ async def run(request: Request, name: str, body: BaseModel | None = None) -> Res
     spec = http_json.ENDPOINTS[name]
     try:
         result = await execute(request, name, body)
+    except errors.NotLeaderForPartition:
+        raise  # a cluster's redirect to the leader (``redirects``), get-single or not
     except errors.RillError:
         if spec.get_single:
             return not_found()
