@@ -1,0 +1,137 @@
+"""In-process servers set up as cluster nodes by hand: for the tests of what operators and the
+SDK see of a cluster (``GET /cluster``, the console's Cluster page, ``rill cluster status``,
+the cluster metrics, the SDK's leader routing) without etcd or replication.
+
+``ThreadServer`` runs a real ``rill.server.app.Server`` (Iggy TCP and HTTP listeners on
+127.0.0.1 port 0) on its own event loop in a thread, so synchronous tests, subprocesses (the
+``rill`` CLI) and a browser reach it as any server; ``on_loop(fn)`` runs ``fn`` on that loop
+(where the core lives). ``StatusView`` is ``tests/cluster_views.StaticClusterView`` whose
+``status()`` lists the partitions placed on it, with counters and follower lag a test sets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+from cluster_views import StaticClusterView
+from rill.server.app import Server
+from rill.server.config import ServerConfig
+from rill.server.core.cluster_view import NodeInfo
+from rill.server.core.model import LEADER
+
+T = TypeVar("T")
+
+
+class ThreadServer:
+    def __init__(self, data_dir: Path) -> None:
+        config = ServerConfig()
+        config.system.path = str(data_dir)
+        config.root.password_hash_cost = 4
+        config.quic.enabled = False
+        config.tcp.address = config.http.address = "127.0.0.1:0"
+        self.server = Server(config)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="rill-test-server",
+                                       daemon=True)
+
+    def start(self) -> ThreadServer:
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(60)
+        return self
+
+    def stop(self) -> None:
+        try:
+            asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(60)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(30)
+            self.loop.close()
+
+    def on_loop(self, function: Callable[[], T]) -> T:
+        """``function()`` run on the server's loop; its result (awaited when a coroutine)."""
+        async def call() -> Any:
+            result = function()
+            if asyncio.iscoroutine(result):
+                result = await result
+            return result
+
+        return asyncio.run_coroutine_threadsafe(call(), self.loop).result(60)  # type: ignore[no-any-return]
+
+    @property
+    def core(self) -> Any:
+        return self.server.core
+
+    @property
+    def tcp(self) -> tuple[str, int]:
+        return self.server.addresses["tcp"]
+
+    @property
+    def http(self) -> tuple[str, int]:
+        return self.server.addresses["http"]
+
+    @property
+    def tcp_address(self) -> str:
+        return "%s:%d" % self.tcp
+
+    @property
+    def http_address(self) -> str:
+        return "%s:%d" % self.http
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{self.http_address}"
+
+    def node_info(self, node_id: int) -> NodeInfo:
+        return NodeInfo(node_id, {"iggy_tcp": self.tcp, "http": self.http})
+
+    def partition(self, stream: str, topic: str, partition_id: int) -> Any:
+        for candidate in self.core.state.streams.values():
+            if candidate.name == stream:
+                for found in candidate.topics.values():
+                    if found.name == topic:
+                        return found.partitions[partition_id]
+        raise KeyError((stream, topic, partition_id))
+
+
+class StatusView(StaticClusterView):
+    """A hand-set view whose ``status()`` has every placed partition, ``counters`` and the
+    follower lag in ``followers`` ((stream id, topic id, partition id) -> rows), as the
+    real view's does on the node that leads them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.counters = {"isr_shrinks": 0, "isr_expands": 0, "leader_elections": 0,
+                         "fenced_requests": 0, "under_replicated_partitions": 0}
+        self.followers: dict[tuple[int, int, int], list[dict[str, Any]]] = {}
+
+    def status(self) -> dict[str, Any]:
+        status = super().status()
+        rows = []
+        for stream in sorted(self.core.state.streams.values(), key=lambda s: s.id):
+            for topic in sorted(stream.topics.values(), key=lambda t: t.id):
+                for partition_id in sorted(topic.partitions):
+                    partition = topic.partitions[partition_id]
+                    placement = partition.placement
+                    if placement is None:
+                        continue
+                    row: dict[str, Any] = {
+                        "stream_id": stream.id, "topic_id": topic.id, "stream": stream.name,
+                        "topic": topic.name, "partition_id": partition_id,
+                        "leader": placement.leader, "leader_epoch": placement.leader_epoch,
+                        "replicas": list(placement.replicas), "isr": list(placement.isr),
+                        "offline": list(placement.offline), "role": partition.role,
+                        "high_watermark": partition.high_watermark,
+                        "log_end": partition.log.next_offset}
+                    if partition.role == LEADER:
+                        row["followers"] = self.followers.get(
+                            (stream.id, topic.id, partition_id),
+                            [{"node_id": node, "fetch_offset": partition.log.next_offset,
+                              "lag_messages": 0, "lag_seconds": 0.0}
+                             for node in placement.replicas if node != self.node_id])
+                    rows.append(row)
+        status["partitions"] = rows
+        status["counters"] = dict(self.counters)
+        return status
