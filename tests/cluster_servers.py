@@ -21,6 +21,7 @@ from rill.server.app import Server
 from rill.server.config import ServerConfig
 from rill.server.core.cluster_view import NodeInfo
 from rill.server.core.model import LEADER
+from rill.server.core.types import TopicSpec
 
 T = TypeVar("T")
 
@@ -135,3 +136,34 @@ class StatusView(StaticClusterView):
         status["partitions"] = rows
         status["counters"] = dict(self.counters)
         return status
+
+
+def create_topic(node: ThreadServer, stream: str, topic: str, partitions: int) -> None:
+    """Stream ``stream`` (made if missing) with topic ``topic`` on ``node``, as root."""
+    async def make() -> None:
+        broker = node.core.broker
+        session = broker.connect("127.0.0.1:1", "tcp")
+        await broker.authenticate(session, "iggy", "iggy")
+        if not any(s.name == stream for s in node.core.state.streams.values()):
+            await broker.create_namespace(session, stream)
+        await broker.create_topic(session, stream, TopicSpec(topic, partitions_count=partitions))
+
+    node.on_loop(make)
+
+
+def cluster_of(nodes: list[ThreadServer], controller_id: int | None = 1, name: str = "test",
+               others: tuple[NodeInfo, ...] = ()) -> list[StatusView]:
+    """One view per node (node ids 1, 2, ... in order), each listing every node (and
+    ``others``) as live members."""
+    members = [node.node_info(index + 1) for index, node in enumerate(nodes)] + list(others)
+    return [node.on_loop(lambda node=node, index=index: StatusView(
+        node.core, index + 1, members, controller_id, name)) for index, node in enumerate(nodes)]
+
+
+def place(nodes: list[ThreadServer], views: list[StatusView], stream: str, topic: str,
+          partition_id: int, leader: int | None, leader_epoch: int, replicas: tuple[int, ...],
+          isr: tuple[int, ...] | None = None) -> None:
+    """The same placement of one partition on every node."""
+    for node, view in zip(nodes, views):
+        node.on_loop(lambda node=node, view=view: view.place(
+            node.partition(stream, topic, partition_id), leader, leader_epoch, replicas, isr))
