@@ -44,8 +44,19 @@ class ThreadServer:
         return self
 
     def stop(self) -> None:
+        """Close the open connections (as a dead process's sockets close), stop the server,
+        then end every task left."""
+        async def stop() -> None:
+            for connection in list(self.server.supervisor.connections):
+                connection.expire("the test stops the node")
+            await self.server.stop()
+            others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+            for task in others:
+                task.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
+
         try:
-            asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(60)
+            asyncio.run_coroutine_threadsafe(stop(), self.loop).result(60)
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(30)

@@ -15,8 +15,8 @@ polls, every other command) goes to the address the client was given, which prox
 leader when needed. The map is read again when a node answers ``NotLeaderForPartition`` or
 ``LeaderNotAvailable`` (the command is then sent once more, to the new leader: it was
 refused, not applied), when a leader cannot be connected to (sent once more too), and when a
-leader's link drops mid-request (the error is raised: the command may have been applied, and
-is never re-sent). On a standalone server the map is empty and every command goes to the
+leader's link drops or its answer times out mid-request (the error is raised: the command may
+have been applied, and is never re-sent). On a standalone server the map is empty and every command goes to the
 given address.
 """
 
@@ -142,7 +142,7 @@ class LeaderRouter:
                 if attempt:
                     raise
                 await self.refresh()
-            except (errors.Disconnected, errors.NotConnected):
+            except (errors.Disconnected, errors.NotConnected, TimeoutError):
                 await self._forget(node)
                 with contextlib.suppress(errors.RillError, OSError):
                     await self.refresh()
