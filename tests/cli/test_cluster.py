@@ -100,3 +100,12 @@ def test_a_node_that_does_not_answer_and_a_standalone_server_are_one_line(nodes,
     standalone = cli.run("cluster", "status", "--http", nodes[0].http_address, login=False,
                          ok=False, **LOGIN)
     assert_error_line(standalone, "runs standalone", exit_code=1)
+
+
+def test_the_http_api_asked_is_the_option_else_the_http_address_else_port_3000():
+    from rill.cli.cluster import http_address
+
+    tcp = {"address": "10.0.0.7:8090", "transport": "tcp"}
+    assert http_address(tcp, "10.0.0.9:3005") == "10.0.0.9:3005"
+    assert http_address(tcp, None) == "10.0.0.7:3000"
+    assert http_address({"address": "10.0.0.7:3001", "transport": "http"}, None) == "10.0.0.7:3001"

@@ -108,3 +108,23 @@ def test_a_leader_gone_is_found_by_the_dropped_link(nodes, map_from):
     finally:
         client.close()
     assert stored(first, 2) == 1
+
+
+def test_concurrent_sends_share_one_connection_per_node_and_one_map_read(nodes):
+    (first, second), views = nodes
+
+    async def main() -> None:
+        async with routed(first) as client:
+            await client.login_user("iggy", "iggy")
+            await asyncio.gather(*(client.send_messages("orders", "eu", [Message(b"%d" % n)],
+                                                        partitioning=2) for n in range(20)))
+            assert list(client.cluster_router.clients) == [2]
+            assert second.on_loop(lambda: len(second.server.supervisor.connections)) == 1
+            assert client.cluster_router.refreshes == 1
+            place([first, second], views, "orders", "eu", 2, 1, 2, (1, 2))  # node 1 leads now
+            await asyncio.gather(*(client.send_messages("orders", "eu", [Message(b"%d" % n)],
+                                                        partitioning=2) for n in range(20)))
+            assert client.cluster_router.refreshes == 2  # every refusal saw the one new map
+
+    asyncio.run(main())
+    assert (stored(first, 2), stored(second, 2)) == (20, 20)

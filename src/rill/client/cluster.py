@@ -120,32 +120,34 @@ class LeaderRouter:
         self.make_client = make_client  # (address, transport name) -> an AsyncClient
         self.map: ClusterMap | None = None
         self.clients: dict[int, AsyncClient] = {}  # node id -> its open connection
-        self._lock = asyncio.Lock()
+        self._lock = asyncio.Lock()  # one map read at a time
+        self._connecting = asyncio.Lock()  # one connection per node, however many callers
         self.refreshes = 0  # how many times the map was read
 
     async def execute(self, command: Command, key: Key) -> Any:
         for attempt in range(2):
             if self.map is None:
-                await self.refresh()
+                await self.refresh(self.refreshes)
+            seen = self.refreshes
             node = self.map.leader_of(key) if self.map is not None else None
-            client = await self._client_for(node)
             try:
+                client = await self._client_for(node)
                 if client is None:
                     return await self.home._execute_here(command)
                 return await client.execute(command)
             except _REFUSALS:
                 if attempt:
                     raise
-                await self.refresh()
+                await self.refresh(seen)
             except errors.CannotEstablishConnection:
                 await self._forget(node)
                 if attempt:
                     raise
-                await self.refresh()
+                await self.refresh(seen)
             except (errors.Disconnected, errors.NotConnected, TimeoutError):
                 await self._forget(node)
                 with contextlib.suppress(errors.RillError, OSError):
-                    await self.refresh()
+                    await self.refresh(seen)
                 raise
         raise AssertionError("unreachable")
 
@@ -157,18 +159,23 @@ class LeaderRouter:
         address = self.map.address(node, self.listener)
         if address is None or _same_address(address, self.home.address):
             return None
-        client = self.clients.get(node)
-        if client is not None and client.address != address:
-            await self._forget(node)
-            client = None
-        if client is None:
-            client = self.make_client(address, self.home.transport.name or "tcp")
-            await client.connect()
-            login = self.home.login_command
-            if login is not None:
-                await client.execute(login)
-            self.clients[node] = client
-        return client
+        async with self._connecting:
+            client = self.clients.get(node)
+            if client is not None and client.address != address:
+                await self._forget(node)
+                client = None
+            if client is None:
+                client = self.make_client(address, self.home.transport.name or "tcp")
+                try:
+                    await client.connect()
+                    login = self.home.login_command
+                    if login is not None:
+                        await client.execute(login)
+                except BaseException:
+                    await client.close()
+                    raise
+                self.clients[node] = client
+            return client
 
     async def _forget(self, node: int | None) -> None:
         client = self.clients.pop(node, None) if node is not None else None
@@ -185,9 +192,13 @@ class LeaderRouter:
                     addresses.append(address)
         return addresses
 
-    async def refresh(self) -> ClusterMap:
-        """Read ``GET /cluster`` again (from the first node whose HTTP API answers)."""
+    async def refresh(self, seen: int | None = None) -> ClusterMap | None:
+        """Read ``GET /cluster`` again (from the first node whose HTTP API answers). ``seen``:
+        the ``refreshes`` count the caller's map came from; when another caller read the map
+        since, that newer map is kept."""
         async with self._lock:
+            if seen is not None and self.refreshes != seen:
+                return self.map
             failure: errors.RillError | None = None
             for address in self._http_addresses():
                 try:
