@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pytest
+from http_helpers import bearer
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -48,12 +50,12 @@ def text_of(browser, selector: str) -> str:
                 f"{selector} never showed")
 
 
-def open_cluster_page(browser, node) -> None:
+def open_cluster_page(browser, node, username: str = "iggy", password: str = "iggy") -> None:
     browser.get(f"{node.http_url}/console#/overview")
     wait(browser, lambda b: b.find_element(By.ID, "login-username").is_displayed())
-    browser.find_element(By.ID, "login-username").send_keys("iggy")
-    browser.find_element(By.ID, "login-password").send_keys("iggy" + Keys.ENTER)
-    wait(browser, lambda b: b.find_element(By.ID, "who-name").text == "Logged in as iggy")
+    browser.find_element(By.ID, "login-username").send_keys(username)
+    browser.find_element(By.ID, "login-password").send_keys(password + Keys.ENTER)
+    wait(browser, lambda b: b.find_element(By.ID, "who-name").text == f"Logged in as {username}")
     browser.find_element(By.CSS_SELECTOR, '#nav a[data-view="cluster"]').click()
     wait(browser, lambda b: b.find_element(By.CSS_SELECTOR, "#view h1").text == "Cluster")
 
@@ -69,6 +71,18 @@ def cells(browser, caption: str) -> list[list[str]]:
 def test_a_standalone_server_says_it_is_no_member(browser, node):
     open_cluster_page(browser, node)
     assert "runs standalone" in text_of(browser, "#standalone")
+
+
+def test_a_user_without_the_server_read_permission_is_told_what_it_needs(browser, node):
+    root = bearer(node.http_url)
+    made = httpx.post(f"{node.http_url}/users", headers=root, json={
+        "username": "reader", "password": "secret-1", "status": "active",
+        "permissions": {"global": {"read_streams": True}}})
+    assert made.status_code in (200, 201), made.text
+    open_cluster_page(browser, node, "reader", "secret-1")
+    assert "needs the read_servers" in text_of(browser, "#no-permission")
+    assert not browser.find_elements(By.ID, "status") or not browser.find_element(
+        By.ID, "status").is_displayed()  # no 403 said: the route was not called
 
 
 def test_the_cluster_page_shows_members_and_partitions_with_leader_epoch_isr_and_lag(browser, node):
@@ -103,6 +117,13 @@ def test_the_cluster_page_shows_members_and_partitions_with_leader_epoch_isr_and
         ["orders / eu / 2", "2", "7", "2, 1", "2, 1", "none", "known on node 2, its leader"],
     ]
     browser.save_screenshot(str(ARTIFACTS / "cluster.png"))
+    browser.set_window_size(420, 800)  # a phone: the tables scroll in their own box
+    browser.refresh()
+    text_of(browser, "#cluster-facts")
+    overflow = browser.execute_script(
+        "return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    assert overflow <= 0, f"{overflow} px of sideways scrolling"
+    browser.save_screenshot(str(ARTIFACTS / "narrow-cluster.png"))
     severe = [entry["message"] for entry in browser.get_log("browser")
               if entry["level"] == "SEVERE" and "Failed to load resource" not in entry["message"]]
     assert severe == []

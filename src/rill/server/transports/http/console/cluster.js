@@ -1,9 +1,10 @@
 // The cluster as this node sees it (GET /cluster): its name, this node, the controller, the
 // live members with their listeners, and per partition the leader, epoch, replicas, ISR,
 // offline replicas and the lag of each follower (known on the partition's leader only: the
-// other rows say which node to ask). Refreshed every two seconds while the view is open.
+// other rows say which node to ask). Refreshed every two seconds while the view is open. A user
+// without the server-read permission is told so instead (the route would answer 403).
 
-import { get } from "./api.js";
+import { can, get } from "./api.js";
 import { count } from "./format.js";
 import { h, table } from "./ui.js";
 
@@ -45,6 +46,11 @@ function facts(status) {
 
 export async function render(container) {
   container.append(h("h1", {}, "Cluster"));
+  if (!can("read_server")) {
+    container.append(h("p", { class: "empty", id: "no-permission" },
+      "Seeing the cluster needs the read_servers (or manage_servers) permission."));
+    return undefined;
+  }
   const slot = h("div", { id: "cluster" });
   container.append(slot);
   let timer = null;
