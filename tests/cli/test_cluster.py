@@ -109,3 +109,11 @@ def test_the_http_api_asked_is_the_option_else_the_http_address_else_port_3000()
     assert http_address(tcp, "10.0.0.9:3005") == "10.0.0.9:3005"
     assert http_address(tcp, None) == "10.0.0.7:3000"
     assert http_address({"address": "10.0.0.7:3001", "transport": "http"}, None) == "10.0.0.7:3001"
+
+
+def test_a_partition_whose_topic_the_node_has_not_applied_yet_shows_its_ids():
+    from rill.cli.cluster import _name
+
+    row = {"stream_id": 3, "topic_id": 7, "stream": None, "topic": None}
+    assert (_name(row, "stream"), _name(row, "topic")) == (3, 7)
+    assert _name({**row, "stream": "orders"}, "stream") == "orders"

@@ -128,3 +128,19 @@ def test_concurrent_sends_share_one_connection_per_node_and_one_map_read(nodes):
 
     asyncio.run(main())
     assert (stored(first, 2), stored(second, 2)) == (20, 20)
+
+
+def test_the_map_names_partitions_by_id_and_by_name_once_known():
+    from rill.client.cluster import ClusterMap
+
+    cluster_map = ClusterMap.from_status({"mode": "cluster", "members": [
+        {"node_id": 1, "listeners": {"iggy_tcp": "127.0.0.1:8091"}}], "partitions": [
+        {"stream_id": 1, "topic_id": 2, "stream": "orders", "topic": "eu", "partition_id": 3,
+         "leader": 1},
+        {"stream_id": 1, "topic_id": 4, "stream": None, "topic": None, "partition_id": 1,
+         "leader": 2}]})
+    assert cluster_map.leader_of(("1", "2", 3)) == cluster_map.leader_of(("name:orders", "name:eu", 3)) == 1
+    assert cluster_map.leader_of(("1", "name:eu", 3)) == 1
+    assert cluster_map.leader_of(("1", "4", 1)) == 2
+    assert cluster_map.leader_of(("name:None", "name:None", 1)) is None
+    assert cluster_map.address(1, "iggy_tcp") == "127.0.0.1:8091" and cluster_map.address(2, "iggy_tcp") is None

@@ -97,6 +97,12 @@ def gather(ctx: typer.Context, resolved: dict[str, Any], first: dict[str, Any],
     return {**first, "partitions": partitions, "asked": asked}, unreachable
 
 
+def _name(row: dict[str, Any], what: str) -> Any:
+    """A partition's stream or topic name; its id while the node has not applied it yet."""
+    name = row.get(what)
+    return name if name is not None else row[f"{what}_id"]
+
+
 def _nodes(ids: list[int]) -> str:
     return ",".join(str(node) for node in ids) if ids else "-"
 
@@ -138,7 +144,7 @@ def show(ctx: typer.Context, status: dict[str, Any]) -> None:
     out.table(
         ("Stream", "Topic", "Partition", "Leader", "Epoch", "Replicas", "ISR", "Offline",
          "Follower lag (node:messages)"),
-        [(row["stream"], row["topic"], row["partition_id"],
+        [(_name(row, "stream"), _name(row, "topic"), row["partition_id"],
           "-" if row["leader"] is None else row["leader"], row["leader_epoch"],
           _nodes(row["replicas"]), _nodes(row["isr"]), _nodes(row.get("offline") or []), _lag(row))
          for row in status["partitions"]],

@@ -69,8 +69,11 @@ class ClusterMap:
         leaders: dict[Key, int | None] = {}
         for row in status.get("partitions") or []:
             partition, leader = int(row["partition_id"]), row.get("leader")
-            for stream in (str(row["stream_id"]), f"name:{row['stream']}"):
-                for topic in (str(row["topic_id"]), f"name:{row['topic']}"):
+            # by id, and by name once the node that answered applied it (else null)
+            streams = [str(row["stream_id"])] + ([f"name:{row['stream']}"] if row.get("stream") else [])
+            topics = [str(row["topic_id"])] + ([f"name:{row['topic']}"] if row.get("topic") else [])
+            for stream in streams:
+                for topic in topics:
                     leaders[(stream, topic, partition)] = leader
         return cls(str(status.get("mode") or "standalone"), members, leaders)
 

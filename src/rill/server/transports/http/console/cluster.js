@@ -75,7 +75,8 @@ export async function render(container) {
       h("section", { "aria-labelledby": "partitions-title" },
         h("h2", { id: "partitions-title" }, "Partitions"),
         table("Partitions by leader", [
-          ["Partition", (p) => `${p.stream} / ${p.topic} / ${p.partition_id}`],
+          // (a name is null while this node has not applied the topic yet: its id then)
+          ["Partition", (p) => `${p.stream ?? p.stream_id} / ${p.topic ?? p.topic_id} / ${p.partition_id}`],
           ["Leader", (p) => (p.leader === null ? "none" : String(p.leader))],
           ["Epoch", (p) => String(p.leader_epoch)],
           ["Replicas", (p) => nodes(p.replicas)],
