@@ -58,6 +58,7 @@ COMMANDS: dict[str, str] = {
     "user": "rill.cli.users",
     "pat": "rill.cli.tokens",
     "client": "rill.cli.clients",
+    "cluster": "rill.cli.cluster",
     "ping": "rill.cli.system",
     "me": "rill.cli.system",
     "stats": "rill.cli.system",

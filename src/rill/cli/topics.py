@@ -157,8 +157,10 @@ def create_topic(
     compression: str = typer.Option("none", "--compression", help=COMPRESSION_HELP),
     message_expiry: str = typer.Option("default", "--message-expiry", "-e", help=EXPIRY_HELP),
     max_size: str = typer.Option("default", "--max-size", "-s", help=SIZE_HELP),
-    replication_factor: int = typer.Option(0, "--replication-factor", min=0, max=255,
-                                           help="Replication factor (0 = none)."),
+    replication_factor: int = typer.Option(
+        0, "--replication-factor", min=0, max=255,
+        help="How many nodes of a cluster keep a copy of each partition (0: the server's "
+             "default, [cluster] default_replication_factor; 1 on a standalone server)."),
     topic_id: int = typer.Option(0, "--id", min=0, max=0xFFFFFFFF, help="Topic ID; 0 lets the server choose."),
     record_format: Optional[str] = typer.Option(
         None, "--format", help="How the topic stores records: iggy (the default) or kafka "

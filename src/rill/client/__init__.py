@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 # command codec, and ``rill.client.HttpTransport`` does not load h11 unless asked for
 _EXPORTS = {
     "AsyncClient": "rill.client.async_client",
+    "ClusterRouting": "rill.client.cluster",
     "Client": "rill.client.blocking",
     "TcpTransport": "rill.client.tcp",
     "HttpTransport": "rill.client.http",
@@ -48,6 +49,7 @@ _EXPORTS = {
 if TYPE_CHECKING:
     from rill.client.async_client import AsyncClient
     from rill.client.blocking import Client
+    from rill.client.cluster import ClusterRouting
     from rill.client.http import HttpTransport
     from rill.client.tcp import TcpTransport
     from rill.client.transport import Transport, register_transport
@@ -75,6 +77,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "AsyncClient",
     "Client",
+    "ClusterRouting",
     "CompressionAlgorithm",
     "Consumer",
     "HeaderKind",

@@ -16,7 +16,10 @@ come from ``rill.client.methods.CommandMethods``; this module owns what they all
   default), then raises ``errors.CannotEstablishConnection``; once reconnected it re-sends the
   last successful login (LOGIN_USER or LOGIN_WITH_PERSONAL_ACCESS_TOKEN, remembered as the
   command itself) before anything else; ``logout_user`` forgets it;
-* the optional heartbeat: a PING every ``heartbeat_interval`` seconds while the link is idle.
+* the optional heartbeat: a PING every ``heartbeat_interval`` seconds while the link is idle;
+* the optional leader routing of a cluster (``cluster=ClusterRouting(http_address)``,
+  ``rill.client.cluster``): SEND and POLL of one partition go to its leader's own connection,
+  everything else to ``address``; ``get_cluster()`` reads ``GET /cluster``.
 
 Invariant: while a (re)connection and its re-login are under way no other request is written,
 so the server always sees LOGIN before the command that triggered the reconnect.
@@ -32,6 +35,7 @@ from typing import Any, TypeVar
 
 from rill import errors
 from rill.client import tcp as _tcp  # noqa: F401  (registers the "tcp" transport)
+from rill.client.cluster import ClusterRouting, LeaderRouter, route_key
 from rill.client.link import os_reason as _os_reason
 from rill.client.methods import CommandMethods
 from rill.client.subjects import subject
@@ -100,6 +104,7 @@ class AsyncClient(CommandMethods):
         verify_certificate: bool = True,
         timeout: float | None = 30.0,
         connect_timeout: float | None = 10.0,
+        cluster: ClusterRouting | None = None,
     ) -> None:
         self.address = address
         if isinstance(transport, Transport):
@@ -125,6 +130,19 @@ class AsyncClient(CommandMethods):
         self._login: Command | None = None  # the last successful login, re-sent on reconnect
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._last_activity = 0.0
+        self._router: LeaderRouter | None = None
+        if cluster is not None:
+            options: dict[str, Any] = {"ca_file": ca_file, "verify_certificate": verify_certificate,
+                                       "timeout": timeout, "connect_timeout": connect_timeout}
+
+            def make_client(node_address: str, name: str) -> AsyncClient:
+                tls = ssl if name != "http" else None  # HTTP: TLS when the address says https
+                return AsyncClient(node_address, transport=name, reconnect=False, ssl=tls,
+                                   **options)
+
+            transport_name = transport if isinstance(transport, str) else (
+                self._transport.name or "tcp")
+            self._router = LeaderRouter(cluster, self, transport_name, make_client)
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -154,7 +172,35 @@ class AsyncClient(CommandMethods):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self._router is not None:
+            await self._router.close()
         await self._transport.close()
+
+    @property
+    def login_command(self) -> Command | None:
+        """The last successful login command (re-sent on reconnects and to other nodes)."""
+        return self._login
+
+    @property
+    def cluster_router(self) -> LeaderRouter | None:
+        """The leader routing of ``cluster=`` (None without it)."""
+        return self._router
+
+    async def get_cluster(self) -> dict[str, Any]:
+        """The cluster as the server sees it (``GET /cluster``: members, controller, every
+        partition's leader, epoch, ISR and follower lag; ``{"mode": "standalone", ...}`` on a
+        standalone server). An HTTP route: over the "http" transport, or with ``cluster=``
+        (read from its HTTP address); other transports raise ``errors.FeatureUnavailable``."""
+        get_json = getattr(self._transport, "get_json", None)
+        if get_json is None:
+            if self._router is not None:
+                return await self._router.status_from(self._router.routing.http_address)
+            raise errors.FeatureUnavailable(reason=(
+                "GET /cluster is an HTTP route: use the http transport, or cluster=ClusterRouting"))
+        if not (self._ready and self._transport.is_connected):
+            await self._reconnect()
+        async with asyncio.timeout(self.timeout):
+            return await get_json("/cluster")  # type: ignore[no-any-return]
 
     async def __aenter__(self) -> AsyncClient:
         await self.connect()
@@ -167,6 +213,15 @@ class AsyncClient(CommandMethods):
 
     async def execute(self, command: Command) -> Any:
         """Send any command and return its decoded OK response (the path of every method)."""
+        router = self._router
+        if router is not None and self._login is not None:
+            key = route_key(command)
+            if key is not None:
+                return await router.execute(command, key)
+        return await self._execute_here(command)
+
+    async def _execute_here(self, command: Command) -> Any:
+        """``execute`` on this client's own connection."""
         try:
             payload = await self.request(command.CODE, command_payload(command))
         except errors.RillError as error:

@@ -15,7 +15,8 @@ Sessions: a login (password or personal access token) keeps the returned JWT and
 ``rill.errors`` classes (the JSON body's ``id`` is the wire code). Get-single commands read any
 401/403/404 as "nothing" (None), as the binary dialect answers an empty OK. Commands without an
 HTTP endpoint (GET_ME, JOIN/LEAVE group) and consumer-group polls and offsets raise
-``errors.FeatureUnavailable`` saying why.
+``errors.FeatureUnavailable`` saying why. ``get_json(target)`` GETs a JSON route no command maps
+(``/cluster``: ``AsyncClient.get_cluster``).
 
 Invariant: a connection goes back to the pool only after a complete exchange; a request that
 fails or is cancelled mid-way closes its connection. A request sent on a reused connection that
@@ -196,6 +197,17 @@ class HttpTransport(Transport):
             return _payload(http_json.decode_result(name, data))
         except (KeyError, TypeError, ValueError, errors.RillError) as error:
             raise errors.InvalidJsonResponse(reason=f"Invalid JSON response: {error!r}") from None
+
+    async def get_json(self, target: str) -> Any:
+        """GET one of rill's JSON routes that no command maps (``/cluster``), with this
+        transport's login; an error answer raises its ``rill.errors`` class."""
+        if not self._open:
+            raise errors.NotConnected()
+        await self._refresh_if_due()
+        status, _, body = await self._call("GET", target, None)
+        if status >= 400:
+            raise self._error(status, body)
+        return self._json(body)
 
     # -- tokens ----------------------------------------------------------------------------
 

@@ -18,7 +18,16 @@ Owns: the counters and histograms, and their rendering. What is measured:
   offsets, so a smaller value than the mark means "this many since the purge";
 * HTTP requests by method and status (the HTTP transport's middleware);
 * gauges read at scrape time: connected clients by transport, streams, topics, partitions,
-  and ``rill_consumer_group_lag`` per group and partition (the figure of GET_CONSUMER_LAG).
+  and ``rill_consumer_group_lag`` per group and partition (the figure of GET_CONSUMER_LAG);
+* in a cluster only (nothing when standalone), read at scrape time from the cluster view's
+  ``status()`` (``core.cluster_view``): ``rill_cluster_members`` (live),
+  ``rill_cluster_under_replicated_partitions`` (its ISR smaller than its replicas, as the
+  view counts them), the counters ``rill_cluster_isr_shrinks_total``,
+  ``rill_cluster_isr_expands_total``, ``rill_cluster_leader_elections_total``,
+  ``rill_cluster_fenced_requests_total``, and per follower of each partition this node leads
+  ``rill_cluster_replica_lag_messages`` and ``rill_cluster_replica_lag_seconds`` (labels
+  stream, topic, partition, follower: its node id). Lag is known on the leader only: scrape
+  every node.
 
 One registry per server: the Core owns it (``core.metrics``) and passes ``record_appended``
 to the services that append; nothing is shared between two servers of one process.
@@ -201,4 +210,51 @@ class Metrics:
                         labels = _labels(stream=stream.name, topic=topic.name, group=row.group_name,
                                          partition=row.partition_id)
                         lines.append(f"rill_consumer_group_lag{labels} {row.lag}")
+        lines.extend(cluster_lines(core.cluster))
         return lines
+
+
+# counters of ``ClusterView.status()["counters"]`` -> (metric, help)
+CLUSTER_COUNTERS = (
+    ("isr_shrinks", "rill_cluster_isr_shrinks_total", "ISR shrinks this node made."),
+    ("isr_expands", "rill_cluster_isr_expands_total", "ISR expansions this node made."),
+    ("leader_elections", "rill_cluster_leader_elections_total",
+     "Partition leader elections this node took part in."),
+    ("fenced_requests", "rill_cluster_fenced_requests_total",
+     "Requests refused for a stale epoch (member, controller, leader or partition)."),
+)
+
+
+def cluster_lines(cluster: Any) -> list[str]:
+    """The cluster's gauges and counters (none for a standalone server: ``cluster`` None)."""
+    if cluster is None:
+        return []
+    status = cluster.status()
+    counters = status.get("counters") or {}
+    lines = ["# HELP rill_cluster_members Live members of the cluster.",
+             "# TYPE rill_cluster_members gauge",
+             f"rill_cluster_members {len(status.get('members') or [])}",
+             "# HELP rill_cluster_under_replicated_partitions Partitions whose ISR is smaller "
+             "than their replicas.",
+             "# TYPE rill_cluster_under_replicated_partitions gauge",
+             f"rill_cluster_under_replicated_partitions "
+             f"{counters.get('under_replicated_partitions', 0)}"]
+    for key, name, help_text in CLUSTER_COUNTERS:
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} counter",
+                  f"{name} {counters.get(key, 0)}"]
+    lag_messages, lag_seconds = [], []
+    for row in status.get("partitions") or []:
+        for follower in row.get("followers") or []:
+            labels = _labels(stream=row["stream"], topic=row["topic"],
+                             partition=row["partition_id"], follower=follower["node_id"])
+            lag_messages.append(f"rill_cluster_replica_lag_messages{labels} "
+                                f"{follower['lag_messages']}")
+            lag_seconds.append(f"rill_cluster_replica_lag_seconds{labels} "
+                               f"{float(follower['lag_seconds']):.3f}")
+    lines += ["# HELP rill_cluster_replica_lag_messages Messages a follower lacks of a "
+              "partition this node leads.", "# TYPE rill_cluster_replica_lag_messages gauge",
+              *lag_messages,
+              "# HELP rill_cluster_replica_lag_seconds How far behind a follower is, in "
+              "seconds, on a partition this node leads.",
+              "# TYPE rill_cluster_replica_lag_seconds gauge", *lag_seconds]
+    return lines

@@ -64,8 +64,8 @@ def test_the_document_describes_the_api(http_server):
     document = httpx.get(f"{http_server.http_url}/openapi.json").json()
     paths = document["paths"]
     # 42 commands + /, /ping, /health, /ready, /metrics, /server, follow, consumers,
-    # topic-record-formats, users/{user_id}/unlock
-    assert len([op for ops in paths.values() for op in ops]) == 52
+    # topic-record-formats, users/{user_id}/unlock, cluster
+    assert len([op for ops in paths.values() for op in ops]) == 53
     assert "204" in paths["/users/{user_id}/unlock"]["post"]["responses"]
     send = paths["/streams/{stream_id}/topics/{topic_id}/messages"]["post"]
     assert "requestBody" in send and "201" in send["responses"]

@@ -1,6 +1,6 @@
 // The console's shell: login and logout, the navigation, and the hash router that shows one
 // view at a time (#/overview, #/streams, #/streams/S, #/streams/S/topics/T, #/messages?...,
-// #/consumers?..., #/users, #/users/U).
+// #/consumers?..., #/users, #/users/U, #/cluster).
 // A view is `render(container, params)`; it may return a function that stops its timers and
 // streams when the view is left.
 
@@ -11,6 +11,7 @@ import * as streams from "./streams.js";
 import * as consumers from "./consumers.js";
 import * as messages from "./messages.js";
 import * as users from "./users.js";
+import * as cluster from "./cluster.js";
 
 const ROUTES = [
   [/^#\/overview$/, overview.render, "overview"],
@@ -21,6 +22,7 @@ const ROUTES = [
   [/^#\/consumers$/, consumers.render, "consumers"],
   [/^#\/users$/, users.render, "users"],
   [/^#\/users\/([^/]+)$/, users.renderUser, "users"],
+  [/^#\/cluster$/, cluster.render, "cluster"],
 ];
 
 let stopView = null;

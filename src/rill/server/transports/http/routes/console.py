@@ -24,6 +24,7 @@ FILES = {
     "api.js": "text/javascript; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
     "chart.js": "text/javascript; charset=utf-8",
+    "cluster.js": "text/javascript; charset=utf-8",
     "consumers.js": "text/javascript; charset=utf-8",
     "format.js": "text/javascript; charset=utf-8",
     "overview.js": "text/javascript; charset=utf-8",
