@@ -129,6 +129,9 @@ class Network:
             run("ip", "-n", namespace, "addr", "add", f"{host}/24", "dev", "eth0")
             run("ip", "-n", namespace, "link", "set", "eth0", "up")
             run("ip", "-n", namespace, "link", "set", "lo", "up")
+            # a killed process's socket resending to a vanished peer would keep the namespace
+            # (and its veth) alive after ``ip netns del``: one retry, not eight
+            run("ip", "netns", "exec", namespace, "sysctl", "-qw", "net.ipv4.tcp_orphan_retries=1")
 
     def isolate(self, index: int) -> None:
         """Every packet in or out of machine ``index`` dropped, its loopback excepted."""
@@ -147,6 +150,9 @@ class Network:
     def remove(self) -> None:
         """Every namespace (with its veth) and the bridge, as far as they were made."""
         errors = []
+        for namespace in self.made_namespaces:  # the sockets killed processes left behind
+            subprocess.run(["ip", "netns", "exec", namespace, "ss", "-K", "-t", "-a"],
+                           capture_output=True, check=False)
         while self.made_namespaces:
             namespace = self.made_namespaces.pop()
             try:
