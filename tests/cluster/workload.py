@@ -40,7 +40,8 @@ class History:
         self._file = open(self.path, "w")  # noqa: SIM115 -- open for the run, closed by close()
         self._lock = threading.Lock()
         self.start = time.monotonic()
-        self.acks: list[tuple[float, int]] = []  # (time, partition) of every acknowledged send
+        self.acks: list[tuple[float, int, float]] = []  # acknowledged sends: (time, partition, invoked)
+        self._invoked: dict[Any, float] = {}  # value -> when its send was invoked
 
     def now(self) -> float:
         return time.monotonic() - self.start
@@ -49,8 +50,10 @@ class History:
         op = {"process": process, "type": kind, "f": f, **fields, "time": round(self.now(), 6)}
         line = json.dumps(op) + "\n"
         with self._lock:
-            if kind == "ok" and f == "send":
-                self.acks.append((op["time"], fields["key"]))
+            if f == "send" and kind == "invoke":
+                self._invoked[fields["value"]] = op["time"]
+            elif f == "send" and kind == "ok":
+                self.acks.append((op["time"], fields["key"], self._invoked.pop(fields["value"], 0.0)))
             if not self._file.closed:
                 self._file.write(line)
 
@@ -61,10 +64,13 @@ class History:
                 self._file.write(f"# {self.now():.6f} {text}\n")
 
     def first_ack_after(self, moment: float, partitions: Iterable[int]) -> float | None:
-        """The time of the first acknowledged send to one of ``partitions`` after ``moment``."""
+        """The time of the first acknowledged send to one of ``partitions`` invoked after
+        ``moment`` (an answer the old leader sent just before a fault can reach the client
+        after it: only a send begun after the fault proves a leader acknowledges)."""
         wanted = set(partitions)
         with self._lock:
-            return next((at for at, key in self.acks if at > moment and key in wanted), None)
+            return next((at for at, key, invoked in self.acks if invoked > moment and key in wanted),
+                        None)
 
     def close(self) -> None:
         with self._lock:
@@ -190,7 +196,7 @@ class ConfluentProducer(Client):
                 producer.produce(self.topic, value=value.encode(), partition=partition,
                                  on_delivery=delivered)
             producer.flush(90)
-        producer.flush(90)
+        producer.flush(30)
 
 
 class GroupConsumer(Client):
