@@ -118,9 +118,6 @@ class ClusterNode:
                          "fenced_requests": 0}
         self.catalog = ClusterCatalog(core.state.store, self)
         self.listeners: dict[str, tuple[str, int]] = {}
-        # called with a partition this node starts leading (a protocol's per-partition state
-        # rebuilt from the log: Kafka's idempotent producers)
-        self.on_leading: list[Callable[[Partition], None]] = []
 
     # -- ClusterView ---------------------------------------------------------------------------
 
@@ -541,8 +538,6 @@ class ClusterNode:
                                                    lambda p: self.core.appends.appended(p.log))
         self._led_logs[log_] = leader
         partition.role = LEADER
-        for hook in self.on_leading:
-            hook(partition)
         log.info("partition %s: this node leads at epoch %d (log end %d, HW %d)",
                  "/".join(map(str, key)), state.leader_epoch, log_.next_offset,
                  partition.high_watermark)
