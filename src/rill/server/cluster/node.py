@@ -33,7 +33,7 @@ import json
 import logging
 import secrets
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from rill import errors
 from rill.protocol.peer import codec
