@@ -21,7 +21,7 @@ from rill.server.protocols import UNKNOWN_REQUEST, Reply
 
 if TYPE_CHECKING:
     from rill.server.core.core import Core
-    from rill.server.core.model import Session
+    from rill.server.core.types import Session
 
 log = logging.getLogger(__name__)
 
