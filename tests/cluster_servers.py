@@ -6,7 +6,8 @@ the cluster metrics, the SDK's leader routing) without etcd or replication.
 127.0.0.1 port 0) on its own event loop in a thread, so synchronous tests, subprocesses (the
 ``rill`` CLI) and a browser reach it as any server; ``on_loop(fn)`` runs ``fn`` on that loop
 (where the core lives). ``StatusView`` is ``tests/cluster_views.StaticClusterView`` whose
-``status()`` lists the partitions placed on it, with counters and follower lag a test sets.
+``status()`` lists the partitions placed on it, with counters and follower lag a test sets
+(and, with ``instant_followers``, whose acks=all writes commit at once).
 """
 
 from __future__ import annotations
@@ -118,6 +119,13 @@ class StatusView(StaticClusterView):
         self.counters = {"isr_shrinks": 0, "isr_expands": 0, "leader_elections": 0,
                          "fenced_requests": 0, "under_replicated_partitions": 0}
         self.followers: dict[tuple[int, int, int], list[dict[str, Any]]] = {}
+        # an acks=all write commits at once, as if every ISR follower fetched it in no time
+        self.instant_followers = False
+
+    async def replicated(self, partition: Any, last_offset: int, timeout: float) -> None:
+        if self.instant_followers and partition.role == LEADER:
+            self.commit(partition, partition.log.next_offset)
+        await super().replicated(partition, last_offset, timeout)
 
     def status(self) -> dict[str, Any]:
         status = super().status()

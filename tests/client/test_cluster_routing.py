@@ -22,6 +22,8 @@ def nodes(tmp_path):
     for node in started:
         create_topic(node, "orders", "eu", 2)
     views = cluster_of(started)
+    for view in views:
+        view.instant_followers = True  # (should SEND wait for the ISR)
     place(started, views, "orders", "eu", 1, 1, 1, (1, 2))
     place(started, views, "orders", "eu", 2, 2, 1, (2, 1))
     yield started, views
