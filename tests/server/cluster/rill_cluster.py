@@ -39,6 +39,7 @@ class RillCluster:
                 "RILL_CLUSTER_NODE_ID": str(node_id),
                 "RILL_CLUSTER_PEER_ADDRESS": "127.0.0.1:0", "RILL_CLUSTER_NAME": self.name,
                 "RILL_KAFKA_ENABLED": "true", "RILL_KAFKA_ADDRESS": "127.0.0.1:0",
+                "RILL_KAFKA_ANONYMOUS_USER": "iggy",
                 "RILL_TANK_ENABLED": "true", "RILL_TANK_ADDRESS": "127.0.0.1:0",
                 "RILL_QUIC_ENABLED": "false", "RILL_LOGGING_LEVEL": "info",
                 **self.extra_env}
@@ -111,6 +112,10 @@ class RillCluster:
             assert time.monotonic() < deadline, "the old member key stayed"
             time.sleep(0.1)
         return self.start_node(node_id)
+
+    def kafka_bootstrap(self, node_id: int) -> str:
+        host, port = self.nodes[node_id].kafka_address  # type: ignore[misc]
+        return f"{host}:{port}"
 
     def output(self, node_id: int) -> str:
         return "".join(self.nodes[node_id].output)

@@ -199,3 +199,52 @@ def test_a_consumer_position_stored_on_one_node_is_read_on_every_node(cluster) -
                  what=f"the position on node {node_id}")
     for client in clients.values():
         client.close()
+
+
+def http_json(cluster: RillCluster, node_id: int, path: str) -> dict:
+    import httpx
+
+    base = cluster.nodes[node_id].http_url
+    token = httpx.post(f"{base}/users/login", json={"username": "iggy", "password": "iggy"},
+                       timeout=10).json()["access_token"]["token"]
+    return httpx.get(f"{base}{path}", headers={"Authorization": f"Bearer {token}"},
+                     timeout=10).json()
+
+
+def test_a_paused_leader_that_wakes_up_acknowledges_nothing(cluster) -> None:
+    """A leader SIGSTOPped past its member lease: the controller elects another at a new epoch.
+    Woken, it takes the write it was sent, but the ISR now follows the new leader, so the
+    write never commits there: the producer (acks=all) gets an error, the write is not in the
+    partition, and the old leader's etcd state changes nothing (its refusals are counted)."""
+    from kafka import KafkaAdminClient, KafkaProducer
+    from kafka.admin import NewTopic
+    from kafka.errors import KafkaError
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap(1))
+    admin.create_topics([NewTopic("fenced", num_partitions=1, replication_factor=3)])
+    admin.close()
+    stream_id = next(s.id for s in cluster.client(1).get_streams() if s.name == "kafka")
+    topic_id = 1
+    old = cluster.leader_of(stream_id, topic_id, 1)
+    producer = KafkaProducer(bootstrap_servers=cluster.kafka_bootstrap(old), acks="all",
+                             retries=0, request_timeout_ms=20_000, max_block_ms=20_000)
+    producer.send("fenced", b"before", partition=0).get(timeout=20)  # metadata: old leads
+    before = cluster.state(stream_id, topic_id, 1)
+    cluster.pause(old)
+    try:
+        new = cluster.leader_of(stream_id, topic_id, 1, other_than=old, timeout=20)
+        late = producer.send("fenced", b"from-the-paused-leader", partition=0)
+    finally:
+        cluster.resume(old)
+    with pytest.raises(KafkaError):
+        late.get(timeout=30)
+    producer.close()
+    after = cluster.state(stream_id, topic_id, 1)
+    assert after["leader"] == new and after["leader_epoch"] == before["leader_epoch"] + 1
+    with cluster.client(new) as client:
+        payloads = [m.payload for m in client.poll_messages(
+            stream_id, topic_id, 1, partition_id=1, strategy=PollingStrategy.offset(0),
+            count=100).messages]
+    assert b"from-the-paused-leader" not in payloads and b"before" in payloads
+    counters = wait_for(lambda: http_json(cluster, old, "/cluster")["counters"], what="status")
+    assert counters["fenced_requests"] >= 1

@@ -547,7 +547,7 @@ class ClusterNode:
         old = self.leaders.pop(key, None)
         if old is not None:
             self._led_logs.pop(old.partition.log, None)
-            old.step_down(leader)
+            self.counters["fenced_requests"] += old.step_down(leader)
             old.partition.role = FOLLOWER
             partition = old.partition
             with contextlib.suppress(Exception):

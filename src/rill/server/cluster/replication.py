@@ -121,13 +121,18 @@ class LeaderReplica:
         except TimeoutError:
             raise errors.ReplicationTimedOut() from None
 
-    def step_down(self, leader: int | None) -> None:
+    def step_down(self, leader: int | None) -> int:
+        """This node no longer leads: every acks=all write still waiting is refused (it was
+        appended here but never committed); returns how many."""
         self.stepped_down = True
+        refused = 0
         for _, waiter in self._waiters:
             if not waiter.done():
+                refused += 1
                 waiter.set_exception(errors.NotLeaderForPartition(
                     self.partition.id, "", leader if leader is not None else "none"))
         self._waiters = []
+        return refused
 
     def lagging(self, lag_max: float) -> list[int]:
         """ISR followers that have not caught up for ``lag_max`` seconds."""
