@@ -64,6 +64,7 @@ from rill.server.protocols.kafka.common import (
     ZERO_UUID,
     Handler,
     KafkaSettings,
+    coordinator_elsewhere,
     create_topic,
     find_topic,
     kafka_error,
@@ -387,12 +388,9 @@ async def find_coordinator(core: Core, session: Session, settings: KafkaSettings
     ``group_apis``); in a cluster the controller does (this node while there is none, or
     while the controller advertises no Kafka listener)."""
     node_id, host, port = this_node(core), settings.host, settings.port
-    cluster = core.broker.cluster
-    if cluster is not None and cluster.controller_id is not None:
-        controller = cluster.node(cluster.controller_id)
-        address = controller.address("kafka") if controller is not None else None
-        if address is not None:
-            node_id, (host, port) = controller.node_id, address
+    elsewhere = coordinator_elsewhere(core)
+    if elsewhere is not None:
+        node_id, (host, port) = elsewhere
     return _FindCoordinator(throttle_time_ms=0, error_code=0, error_message=None,
                             node_id=node_id, host=host, port=port)
 
