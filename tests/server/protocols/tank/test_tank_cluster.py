@@ -155,3 +155,16 @@ def test_discover_topics_is_cluster_aware(node):
     assert answer.cluster_aware
     found = {t.name: t for t in answer.topics}
     assert found[topic].replication_factor == 1
+
+
+def test_discover_partitions_names_the_leaders(node):
+    topic = new_topic(node, partitions=3)
+    place(node, topic, 1, leader=2)
+    place(node, topic, 2, leader=None)
+    answer = run(node, lambda c: c.discover_partitions(topic))
+    first, second, third = answer.partitions
+    assert (first.first_available, first.hwm, first.reason) == (0, 0, None)
+    assert (second.reason, second.endpoint) == (0xFC, ("127.0.0.2", 11012))
+    assert (third.reason, third.endpoint) == (0xFD, None)
+    listed = run(node, lambda c: c.discover_partitions(topic, [1]))
+    assert [p.reason for p in listed.partitions] == [0xFC]
