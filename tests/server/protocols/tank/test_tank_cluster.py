@@ -82,6 +82,7 @@ def test_produce_to_a_partition_led_elsewhere_names_the_leader(node):
 
 def test_consume_of_a_partition_led_elsewhere_names_the_leader(node):
     topic = new_topic(node, partitions=3)
+    place(node, topic, 0, leader=1, isr=(1,), min_isr=1)
     place(node, topic, 1, leader=2)
     place(node, topic, 2, leader=None)
     response = run(node, lambda c: c.consume_raw([(topic, 0, 0), (topic, 1, 0), (topic, 2, 0)],
@@ -154,11 +155,13 @@ def test_discover_topics_is_cluster_aware(node):
     answer = run(node, lambda c: c.discover_topics())
     assert answer.cluster_aware
     found = {t.name: t for t in answer.topics}
-    assert found[topic].replication_factor == 1
+    model = node.call(lambda: node.server.core.state.find_topic(node.config.tank_stream, topic))
+    assert found[topic].replication_factor == model.replication_factor >= 1
 
 
 def test_discover_partitions_names_the_leaders(node):
     topic = new_topic(node, partitions=3)
+    place(node, topic, 0, leader=1, isr=(1,), min_isr=1)
     place(node, topic, 1, leader=2)
     place(node, topic, 2, leader=None)
     answer = run(node, lambda c: c.discover_partitions(topic))
