@@ -148,6 +148,11 @@ def test_metadata_lists_the_members_the_controller_and_each_partitions_placement
         assert [list(partitions[i].offline_replicas) for i in range(3)] == [[], [], [4]]
 
 
+def test_a_partition_not_placed_yet_has_no_leader(node, raw):
+    [partition] = metadata(raw, new_topic(node, raw)).topics[0].partitions
+    assert (partition.error_code, partition.leader_id) == (ErrorCode.LEADER_NOT_AVAILABLE, -1)
+
+
 def test_metadata_says_no_controller_while_electing(node, raw):
     view = node.view
     node.call(setattr, view, "_controller_id", None)
