@@ -148,6 +148,11 @@ def test_metadata_lists_the_members_the_controller_and_each_partitions_placement
         assert [list(partitions[i].offline_replicas) for i in range(3)] == [[], [], [4]]
 
 
+def test_a_partition_not_placed_yet_has_no_leader(node, raw):
+    [partition] = metadata(raw, new_topic(node, raw)).topics[0].partitions
+    assert (partition.error_code, partition.leader_id) == (ErrorCode.LEADER_NOT_AVAILABLE, -1)
+
+
 def test_metadata_says_no_controller_while_electing(node, raw):
     view = node.view
     node.call(setattr, view, "_controller_id", None)
@@ -427,3 +432,52 @@ def test_offset_for_leader_epoch_is_served_in_a_cluster(node, raw):
     assert epoch_ends(raw, topic, [1], current=4)[0][0] == ErrorCode.UNKNOWN_LEADER_EPOCH
     place(node, topic, 0, leader=2, epoch=4)
     assert epoch_ends(raw, topic, [3])[0][0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+# -- groups: the controller coordinates them ---------------------------------------------------
+
+JoinGroup = request_class(apis.JOIN_GROUP)
+OffsetCommit = request_class(apis.OFFSET_COMMIT)
+OffsetFetch = request_class(apis.OFFSET_FETCH)
+Heartbeat = request_class(apis.HEARTBEAT)
+ListGroups = request_class(apis.LIST_GROUPS)
+
+
+def join(raw: Raw, group: str):
+    return raw.call(apis.JOIN_GROUP, 7, JoinGroup(
+        group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="",
+        group_instance_id=None, protocol_type="consumer",
+        protocols=(JoinGroup.JoinGroupRequestProtocol(name="range", metadata=b""),)))
+
+
+def commit(raw: Raw, group: str, topic: str):
+    part = OffsetCommit.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+        partition_index=0, committed_offset=0, committed_leader_epoch=-1, committed_metadata="")
+    body = OffsetCommit(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                        group_instance_id=None, topics=(OffsetCommit.OffsetCommitRequestTopic(
+                            name=topic, partitions=(part,)),))
+    return raw.call(apis.OFFSET_COMMIT, 8, body).topics[0].partitions[0].error_code
+
+
+def fetch_offset(raw: Raw, group: str, topic: str):
+    body = OffsetFetch(group_id=group, topics=(OffsetFetch.OffsetFetchRequestTopic(
+        name=topic, partition_indexes=(0,)),), require_stable=False)
+    return raw.call(apis.OFFSET_FETCH, 7, body)
+
+
+def test_group_apis_on_a_node_that_does_not_coordinate_say_not_coordinator(node, raw):
+    topic = new_topic(node, raw)
+    place(node, topic, 0, leader=1, epoch=1, replicas=(1,), isr=(1,), min_isr=1)
+    assert join(raw, "g1").error_code == ErrorCode.NOT_COORDINATOR  # node 2 coordinates
+    assert commit(raw, "g1", topic) == ErrorCode.NOT_COORDINATOR
+    assert fetch_offset(raw, "g1", topic).error_code == ErrorCode.NOT_COORDINATOR
+    assert raw.call(apis.HEARTBEAT, 4, Heartbeat(
+        group_id="g1", generation_id=1, member_id="m", group_instance_id=None)
+    ).error_code == ErrorCode.NOT_COORDINATOR
+    node.call(setattr, node.view, "_controller_id", 1)  # this node coordinates
+    try:
+        assert join(raw, "g1").error_code in (ErrorCode.MEMBER_ID_REQUIRED, ErrorCode.NONE)
+        assert commit(raw, "g1", topic) == ErrorCode.NONE
+        assert fetch_offset(raw, "g1", topic).error_code == ErrorCode.NONE
+    finally:
+        node.call(setattr, node.view, "_controller_id", 2)

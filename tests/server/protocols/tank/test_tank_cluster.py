@@ -82,6 +82,7 @@ def test_produce_to_a_partition_led_elsewhere_names_the_leader(node):
 
 def test_consume_of_a_partition_led_elsewhere_names_the_leader(node):
     topic = new_topic(node, partitions=3)
+    place(node, topic, 0, leader=1, isr=(1,), min_isr=1)
     place(node, topic, 1, leader=2)
     place(node, topic, 2, leader=None)
     response = run(node, lambda c: c.consume_raw([(topic, 0, 0), (topic, 1, 0), (topic, 2, 0)],
@@ -154,4 +155,19 @@ def test_discover_topics_is_cluster_aware(node):
     answer = run(node, lambda c: c.discover_topics())
     assert answer.cluster_aware
     found = {t.name: t for t in answer.topics}
-    assert found[topic].replication_factor == 1
+    model = node.call(lambda: node.server.core.state.find_topic(node.config.tank_stream, topic))
+    assert found[topic].replication_factor == model.replication_factor >= 1
+
+
+def test_discover_partitions_names_the_leaders(node):
+    topic = new_topic(node, partitions=3)
+    place(node, topic, 0, leader=1, isr=(1,), min_isr=1)
+    place(node, topic, 1, leader=2)
+    place(node, topic, 2, leader=None)
+    answer = run(node, lambda c: c.discover_partitions(topic))
+    first, second, third = answer.partitions
+    assert (first.first_available, first.hwm, first.reason) == (0, 0, None)
+    assert (second.reason, second.endpoint) == (0xFC, ("127.0.0.2", 11012))
+    assert (third.reason, third.endpoint) == (0xFD, None)
+    listed = run(node, lambda c: c.discover_partitions(topic, [1]))
+    assert [p.reason for p in listed.partitions] == [0xFC]

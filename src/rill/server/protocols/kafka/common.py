@@ -6,8 +6,9 @@ replica of every partition) and ``RECORD_FORMAT`` (topics created through Kafka 
 RecordBatch v2 as sent); ``topic_id`` (a UUID-5 of stream id, topic id and creation time: the
 core keeps none); ``valid_name`` (Kafka's rule and rill's stored form); ``kafka_topics``,
 ``find_topic`` and ``create_topic`` (the ``[kafka] stream`` namespace, made on first use);
-``kafka_error``; in a cluster, ``this_node``, ``partition_of`` and ``epoch_error`` (a
-partition's placement as its APIs answer it). It imports no API module: the modules of the APIs (``dispatch`` for admin and
+``kafka_error``; in a cluster, ``this_node``, ``coordinator_elsewhere`` (the groups'
+coordinator), ``partition_of`` and ``epoch_error`` (a partition's placement as its APIs
+answer it). It imports no API module: the modules of the APIs (``dispatch`` for admin and
 metadata, ``data``, ``group_apis``, ``configs``, ``producers``, ``sasl``) import it, and
 ``dispatch.HANDLERS`` names them all.
 """
@@ -102,6 +103,21 @@ def this_node(core: Core) -> int:
     """This node's id as Kafka names it: the cluster's, ``NODE_ID`` standalone."""
     cluster = core.broker.cluster
     return NODE_ID if cluster is None else cluster.node_id
+
+
+def coordinator_elsewhere(core: Core) -> tuple[int, tuple[str, int]] | None:
+    """The node that coordinates Kafka's groups when it is not this one: (its id, its Kafka
+    address). In a cluster the controller does (FindCoordinator names it, and the group APIs
+    of another node answer NOT_COORDINATOR); None standalone, while no controller is elected,
+    when this node is the controller, or when it advertises no Kafka listener (this node
+    coordinates then)."""
+    cluster = core.broker.cluster
+    if cluster is None or cluster.controller_id is None or (
+            cluster.controller_id == cluster.node_id):
+        return None
+    controller = cluster.node(cluster.controller_id)
+    address = controller.address("kafka") if controller is not None else None
+    return None if address is None else (controller.node_id, address)
 
 
 def partition_of(topics: Mapping[str, Topic], name: str | None, index: int

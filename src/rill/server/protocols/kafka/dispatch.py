@@ -64,6 +64,7 @@ from rill.server.protocols.kafka.common import (
     ZERO_UUID,
     Handler,
     KafkaSettings,
+    coordinator_elsewhere,
     create_topic,
     find_topic,
     kafka_error,
@@ -91,10 +92,15 @@ _Metadata = response_class(apis.METADATA)
 _MetadataPartition = _Metadata.MetadataResponseTopic.MetadataResponsePartition
 
 
-def _metadata_partition(index: int, partition: Partition | None) -> Any:
+def _metadata_partition(index: int, partition: Partition | None, clustered: bool) -> Any:
     placement = partition.placement if partition is not None else None
-    if placement is None:  # standalone: this node is everything
-        return _MetadataPartition(
+    if placement is None:
+        if clustered:  # not placed yet (the node has not applied its state): no leader
+            return _MetadataPartition(
+                error_code=int(ErrorCode.LEADER_NOT_AVAILABLE), partition_index=index,
+                leader_id=-1, leader_epoch=-1, replica_nodes=(), isr_nodes=(),
+                offline_replicas=())
+        return _MetadataPartition(  # standalone: this node is everything
             error_code=0, partition_index=index, leader_id=NODE_ID, leader_epoch=0,
             replica_nodes=(NODE_ID,), isr_nodes=(NODE_ID,), offline_replicas=())
     leader = placement.leader
@@ -105,11 +111,11 @@ def _metadata_partition(index: int, partition: Partition | None) -> Any:
         isr_nodes=placement.isr, offline_replicas=placement.offline)
 
 
-def _metadata_topic(topic: Topic) -> Any:
+def _metadata_topic(topic: Topic, clustered: bool = False) -> Any:
     partitions = topic.partitions
     return _Metadata.MetadataResponseTopic(
         error_code=0, name=topic.name, topic_id=topic_id(topic), is_internal=False,
-        partitions=tuple(_metadata_partition(index, partitions.get(index + 1))
+        partitions=tuple(_metadata_partition(index, partitions.get(index + 1), clustered)
                          for index in range(len(partitions))),
         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
@@ -142,10 +148,11 @@ async def metadata(core: Core, session: Session, settings: KafkaSettings, reques
     if request.api_version == 0 and not requested:
         requested = None  # v0: an empty list means every topic
     topics = []  # built a few hundred at a time: 10,000 topics took the loop for 0.6 s
+    clustered = core.broker.cluster is not None
     if requested is None:
         for number, topic in enumerate(
                 kafka_topics(core, session, settings, "describe").values(), 1):
-            topics.append(_metadata_topic(topic))
+            topics.append(_metadata_topic(topic, clustered))
             if number % TOPICS_PER_TURN == 0:
                 await asyncio.sleep(0)
     else:
@@ -169,7 +176,7 @@ async def _requested_topic(core: Core, session: Session, settings: KafkaSettings
     topic = kafka_topics(core, session, settings).get(name)
     if topic is not None:
         if core.broker.topic_allows(session, topic, "describe"):
-            return _metadata_topic(topic)
+            return _metadata_topic(topic, core.broker.cluster is not None)
         return _metadata_error(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     if not auto_create:
         return _metadata_error(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -181,7 +188,7 @@ async def _requested_topic(core: Core, session: Session, settings: KafkaSettings
         if isinstance(error, errors.TopicNameAlreadyExists):  # created meanwhile
             return await _requested_topic(core, session, settings, name, False)
         return _metadata_error(name, kafka_error(error))
-    return _metadata_topic(topic)
+    return _metadata_topic(topic, core.broker.cluster is not None)
 
 
 # -- CreateTopics (19) -----------------------------------------------------------------------
@@ -387,12 +394,9 @@ async def find_coordinator(core: Core, session: Session, settings: KafkaSettings
     ``group_apis``); in a cluster the controller does (this node while there is none, or
     while the controller advertises no Kafka listener)."""
     node_id, host, port = this_node(core), settings.host, settings.port
-    cluster = core.broker.cluster
-    if cluster is not None and cluster.controller_id is not None:
-        controller = cluster.node(cluster.controller_id)
-        address = controller.address("kafka") if controller is not None else None
-        if address is not None:
-            node_id, (host, port) = controller.node_id, address
+    elsewhere = coordinator_elsewhere(core)
+    if elsewhere is not None:
+        node_id, (host, port) = elsewhere
     return _FindCoordinator(throttle_time_ms=0, error_code=0, error_message=None,
                             node_id=node_id, host=host, port=port)
 

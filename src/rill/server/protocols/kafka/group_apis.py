@@ -25,6 +25,10 @@ Rules:
 * ListGroups/DescribeGroups (Kafka's rule): a group with no members is Empty while it has
   committed offsets (also one the coordinator does not know, as after a restart: protocol type
   "consumer"), else Dead: not listed, described as Dead, and forgotten by the coordinator;
+* in a cluster the controller coordinates every group (``common.coordinator_elsewhere``, what
+  FindCoordinator answers): on another node JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+  OffsetCommit, OffsetFetch and DescribeGroups answer NOT_COORDINATOR (16), which sends the
+  client back to FindCoordinator; ListGroups lists the groups this node coordinates (none);
 * permissions: rill has none for groups, so a group stands for what its members read: the
   group APIs are GROUP_AUTHORIZATION_FAILED for a principal that may poll messages from none
   of the Kafka stream's topics (while the stream has no topic, groups are open to any login);
@@ -43,7 +47,12 @@ from rill.protocol.kafka import ErrorCode, apis, response_class
 from rill.server.core.broker import PartitionRef
 from rill.server.core.core import Core
 from rill.server.core.types import LiveMember, MemberSource, Session
-from rill.server.protocols.kafka.common import KafkaSettings, kafka_error, kafka_topics
+from rill.server.protocols.kafka.common import (
+    KafkaSettings,
+    coordinator_elsewhere,
+    kafka_error,
+    kafka_topics,
+)
 from rill.server.protocols.kafka.groups import (
     DEAD, EMPTY, PREPARING, STABLE, Coordinator,
 )
@@ -140,6 +149,8 @@ async def offset_commit(core: Core, session: Session, settings: KafkaSettings, r
         body.group_id, body.generation_id_or_member_epoch, body.member_id, instance_id)
     if group_denied(core, session, settings):
         group_code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    elif coordinator_elsewhere(core) is not None:
+        group_code = ErrorCode.NOT_COORDINATOR
     topics = kafka_topics(core, session, settings) if group_code == ErrorCode.NONE else {}
     name = consumer_name(body.group_id)
     responses = []
@@ -177,13 +188,16 @@ _FetchPartition = _FetchTopic.OffsetFetchResponsePartition
 
 async def offset_fetch(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     body = request.body
-    if group_denied(core, session, settings):
+    refused = (ErrorCode.GROUP_AUTHORIZATION_FAILED if group_denied(core, session, settings)
+               else ErrorCode.NOT_COORDINATOR if coordinator_elsewhere(core) is not None
+               else None)
+    if refused is not None:
         return _OffsetFetch(throttle_time_ms=0, topics=tuple(
             _FetchTopic(name=topic.name, partitions=tuple(_FetchPartition(
                 partition_index=index, committed_offset=-1, committed_leader_epoch=-1,
-                metadata="", error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
+                metadata="", error_code=int(refused))
                 for index in topic.partition_indexes)) for topic in body.topics or ()),
-            error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            error_code=int(refused))
     name = consumer_name(body.group_id)
     topics = kafka_topics(core, session, settings)
     broker = core.broker
@@ -228,6 +242,16 @@ async def offset_fetch(core: Core, session: Session, settings: KafkaSettings, re
 
 # -- JoinGroup (11), SyncGroup (14), Heartbeat (12), LeaveGroup (13) -------------------------
 
+
+def _refused(core: Core, session: Session, settings: KafkaSettings) -> ErrorCode | None:
+    """Why a group API is refused as a whole: GROUP_AUTHORIZATION_FAILED, or NOT_COORDINATOR
+    on a node of a cluster that does not coordinate groups; None: served."""
+    if group_denied(core, session, settings):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if coordinator_elsewhere(core) is not None:
+        return ErrorCode.NOT_COORDINATOR
+    return None
+
 _JoinGroup = response_class(apis.JOIN_GROUP)
 _SyncGroup = response_class(apis.SYNC_GROUP)
 _Heartbeat = response_class(apis.HEARTBEAT)
@@ -237,9 +261,10 @@ _LeaveGroup = response_class(apis.LEAVE_GROUP)
 async def join_group(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     body = request.body
     version = request.api_version
-    if group_denied(core, session, settings):
+    refused = _refused(core, session, settings)
+    if refused is not None:
         return _JoinGroup(throttle_time_ms=0,
-                          error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED),
+                          error_code=int(refused),
                           generation_id=-1, protocol_type=None, protocol_name="", leader="",
                           member_id=body.member_id, members=())
     result = await coordinator(core).join(
@@ -262,8 +287,9 @@ async def join_group(core: Core, session: Session, settings: KafkaSettings, requ
 async def sync_group(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     body = request.body
     groups = coordinator(core)
-    if group_denied(core, session, settings):
-        return _SyncGroup(throttle_time_ms=0, error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED),
+    refused = _refused(core, session, settings)
+    if refused is not None:
+        return _SyncGroup(throttle_time_ms=0, error_code=int(refused),
                           protocol_type=None, protocol_name=None, assignment=b"")
     code, assignment = await groups.sync(
         body.group_id, body.generation_id, body.member_id,
@@ -278,8 +304,8 @@ async def sync_group(core: Core, session: Session, settings: KafkaSettings, requ
 
 async def heartbeat(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     body = request.body
-    code = (ErrorCode.GROUP_AUTHORIZATION_FAILED if group_denied(core, session, settings)
-            else coordinator(core).heartbeat(body.group_id, body.generation_id,
+    code = (_refused(core, session, settings)
+            or coordinator(core).heartbeat(body.group_id, body.generation_id,
                                              body.member_id,
                                              body.group_instance_id
                                              if request.api_version >= 3 else None))
@@ -292,8 +318,9 @@ async def leave_group(core: Core, session: Session, settings: KafkaSettings, req
         leaving = [(m.member_id, m.group_instance_id) for m in body.members]
     else:
         leaving = [(body.member_id, None)]
-    if group_denied(core, session, settings):
-        denied = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    refused = _refused(core, session, settings)
+    if refused is not None:
+        denied = int(refused)
         if request.api_version < 3:
             return _LeaveGroup(throttle_time_ms=0, error_code=denied)
         return _LeaveGroup(throttle_time_ms=0, error_code=denied, members=())
@@ -347,11 +374,11 @@ async def describe_groups(core: Core, session: Session, settings: KafkaSettings,
     groups = coordinator(core)
     committed = _committed_groups(core, session, settings)
     described = []
-    denied = group_denied(core, session, settings)
+    denied = _refused(core, session, settings)
     for group_id in request.body.groups:
-        if denied:
+        if denied is not None:
             described.append(_Described(
-                error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED), group_id=group_id,
+                error_code=int(denied), group_id=group_id,
                 group_state="", protocol_type="", protocol_data="", members=()))
             continue
         group = groups.describe(group_id) if _alive(core, session, settings, group_id,
@@ -383,6 +410,8 @@ _ListGroups = response_class(apis.LIST_GROUPS)
 
 async def list_groups(core: Core, session: Session, settings: KafkaSettings, request) -> Any:
     wanted = {state.lower() for state in (request.body.states_filter or ())}
+    if coordinator_elsewhere(core) is not None:  # the controller coordinates them all
+        return _ListGroups(throttle_time_ms=0, error_code=0, groups=())
     committed = _committed_groups(core, session, settings)
     found: dict[str, tuple[str, str]] = {}
     for group in list(coordinator(core).groups.values()):

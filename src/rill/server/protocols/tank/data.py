@@ -34,7 +34,7 @@ Owns: these rules.
 **In a cluster** (``Broker.cluster``; tank-wire-reference §5.3, §6.3): a partition another
 node leads is answered 0xfc and that leader's ``tank`` address (addr4:u32 port:u16) by Produce
 and Consume, one with no leader 0xfd (``dispatch.leadership``); the TANK client reconnects
-there. A produce to a replicated partition (one with a placement) is appended with
+there. A produce to a replicated partition (more than one replica) is appended with
 ``acks=ACKS_ALL`` whatever ``required_acks`` says: TANK's 0, 255 (all) and N all wait here
 until every in-sync replica holds the bundle (rill has no "N replicas" acknowledgement, and a
 TANK client reads an answer as "stored"), for the request's ``ack_timeout`` ms (0: 30 s).
@@ -124,8 +124,8 @@ async def _produce_partition(core: Core, session: Session, settings: TankSetting
     if elsewhere:
         return ProduceError.NO_LEADER if endpoint is None else (ProduceError.OTHER_LEADER,
                                                                  endpoint)
-    replicated = topic.partitions[part.partition + 1].placement is not None
-    acks = ACKS_ALL if replicated else ACKS_LEADER
+    placement = topic.partitions[part.partition + 1].placement
+    acks = ACKS_ALL if placement is not None and len(placement.replicas) > 1 else ACKS_LEADER
     try:
         bundle = decode_bundle(part.bundle, max_set_size=MAX_SET_SIZE)
         batch = batch_from_bundle(bundle.keys, bundle.values, bundle.timestamps)

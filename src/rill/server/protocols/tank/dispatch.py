@@ -30,8 +30,8 @@ Owns: these rules (tank-wire-reference §7, §8):
   (``Broker.cluster``) the cluster's name and every live member: its id, flags (bit0: it
   advertises a ``tank`` listener on an IPv4 address, which follows; bit1: available, every
   listed member is) and the number of the namespace's partitions it leads;
-* **in a cluster**, a partition another node leads is answered, by Produce and Consume, 0xfc
-  and that leader's ``tank`` address (``leadership``: addr4 + port; a leader advertising no
+* **in a cluster**, a partition another node leads is answered, by Produce, Consume and
+  DiscoverPartitions (in place of its numbers), 0xfc and that leader's ``tank`` address (``leadership``: addr4 + port; a leader advertising no
   TANK listener on an IPv4 address is answered as no leader), and one with no leader 0xfd.
   DiscoverTopics is then cluster-aware (each topic's replication factor).
 """
@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 
 from rill import errors
 from rill.protocol.tank import messages as m
-from rill.protocol.tank.errors import CreateTopicError, ReloadConfError
+from rill.protocol.tank.errors import CreateTopicError, DiscoverReason, ReloadConfError
 from rill.protocol.tank.record_batches import FIRST_RECORD_PEEK, first_record_offset
 from rill.server.core.broker import PartitionRef
 from rill.server.core.core import Core
@@ -179,6 +179,13 @@ def discover_partitions(core: Core, session: Session, settings: TankSettings,
     for partition in wanted:
         if not 0 <= partition < count:
             return empty
+        elsewhere, endpoint = leadership(core, topic, partition)
+        if elsewhere:  # in a cluster: that leader's numbers, not this replica's
+            found.append(m.PartitionNumbers(
+                m.NO_NUMBERS, m.NO_NUMBERS,
+                DiscoverReason.NO_LEADER if endpoint is None else DiscoverReason.OTHER_LEADER,
+                endpoint))
+            continue
         where = ref(settings, topic.name, partition)
         try:
             bounds = core.broker.bounds(session, where)
