@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in result.lines()[len(result.cycles):]:  # the cycles were printed as they ended
         print(line)
     print(f"files: {out / 'run'}")
-    return 0 if result.report is not None and result.report.valid else 1
+    return 0 if result.report is not None and result.report.valid and not result.client_errors else 1
 
 
 if __name__ == "__main__":

@@ -57,6 +57,7 @@ class Cycle:
 class SoakResult:
     cycles: list[Cycle] = field(default_factory=list)
     report: Report | None = None
+    client_errors: list[str] = field(default_factory=list)  # workload clients stuck or broken
 
     def lines(self) -> list[str]:
         out = []
@@ -73,6 +74,7 @@ class SoakResult:
                            + (f", {missing} without one" if missing else ""))
         if self.report is not None:
             out.append(json.dumps(self.report.summary(), indent=2))
+        out.extend(f"workload client: {error}" for error in self.client_errors)
         return out
 
 
@@ -185,7 +187,7 @@ def run_soak(cluster: LocalCluster, out: Path, plan: list[str], pause_seconds: f
         wait_until(lambda: full_isr(bootstrap, cluster.size), "recovered", recovery_limit)
         time.sleep(settle)  # load on a healed cluster before the end
     finally:
-        workload.stop()
+        result.client_errors = workload.stop()
         history.close()
     final = final_read(bootstrap, TOPIC, PARTITIONS)
     for node in cluster.nodes:
