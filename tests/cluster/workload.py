@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 USER, PASSWORD = "iggy", "iggy"
+BATCH_WAIT = 75.0  # seconds a producer waits for a batch's answers (its sends then count info)
 
 
 class History:
@@ -154,10 +155,10 @@ class KafkaPythonProducer(Client):
                     self.history.record(self.process, "invoke", "send", key=partition, value=value)
                     futures.append((value, partition, producer.send(
                         self.topic, value=value.encode(), partition=partition)))
-                failed = 0
+                failed, deadline = 0, time.monotonic() + BATCH_WAIT
                 for value, partition, future in futures:
                     try:
-                        metadata = future.get(timeout=90)
+                        metadata = future.get(timeout=max(0.1, deadline - time.monotonic()))
                     except Exception as error:  # noqa: BLE001 -- any error: outcome unknown
                         failed += 1
                         self.history.record(self.process, "info", "send", key=partition, value=value,
@@ -210,7 +211,7 @@ class ConfluentProducer(Client):
                 self.history.record(self.process, "invoke", "send", key=partition, value=value)
                 producer.produce(self.topic, value=value.encode(), partition=partition,
                                  on_delivery=delivered)
-            producer.flush(90)
+            producer.flush(BATCH_WAIT)
         producer.flush(30)
 
 
@@ -372,7 +373,7 @@ class Workload:
             client.start()
         return self
 
-    def stop(self, timeout: float = 120.0) -> list[str]:
+    def stop(self, timeout: float = BATCH_WAIT + 45) -> list[str]:
         """Stop and join every client; what went wrong with them (stuck, or ended by an
         exception: a bug of the workload, not of the server)."""
         self.stopping.set()
