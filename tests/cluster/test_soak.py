@@ -32,7 +32,7 @@ def test_the_soak_loop_runs_its_pipeline_on_one_standalone_node(local_cluster, t
 @pytest.mark.slow
 def test_a_bounded_soak_on_three_nodes_loses_nothing(local_cluster, tmp_path):
     cluster = local_cluster(size=3)
-    result = run_soak(cluster, tmp_path / "soak", ["kill", "kill", "pause"])
+    result = run_soak(cluster, tmp_path / "soak", ["kill", "pause", "kill-controller", "kill-machine"])
     print("\n".join(result.lines()))
     assert result.report is not None and result.report.valid, result.report.summary()
     assert result.client_errors == []
