@@ -6,8 +6,9 @@ node each; ``--mode namespaces`` puts each machine in a network namespace, neede
 isolations, root only), creates topic ``soak`` (3 partitions, RF 3), runs 3 producers
 (kafka-python and confluent-kafka, acks=all, idempotent) and 2 group consumers, and then,
 one cycle at a time on a leader that is not the controller: ``--kills`` kill -9 (restarted on
-its data after the failover), ``--pauses`` SIGSTOP for ``--pause-seconds``, ``--isolations``
-network isolations (namespaces mode). Prints per cycle the failover seconds (the fault to the
+its data after the failover), ``--controller-kills`` the same of the controller,
+``--machine-kills`` of a leader with its machine's etcd member, ``--pauses`` SIGSTOP for
+``--pause-seconds``, ``--isolations`` network isolations (namespaces mode). Prints per cycle the failover seconds (the fault to the
 first acknowledged write, begun after the fault, on a partition the victim led), a summary per
 kind, and the checker's report (``tests/cluster/logcheck.py``); exits 1 on any anomaly. The
 history, final reads, replica dumps and report stay in ``--out``. Every process and namespace
@@ -33,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mode", choices=("loopback", "namespaces"), default="namespaces")
     parser.add_argument("--kills", type=int, default=20)
+    parser.add_argument("--controller-kills", type=int, default=3, help="kill -9 of the controller")
+    parser.add_argument("--machine-kills", type=int, default=3,
+                        help="kill -9 of a leader with its machine's etcd member")
     parser.add_argument("--pauses", type=int, default=10)
     parser.add_argument("--isolations", type=int, default=10)
     parser.add_argument("--pause-seconds", type=float, default=5.0)
@@ -43,14 +47,16 @@ def main(argv: list[str] | None = None) -> int:
     if options.isolations and options.mode != "namespaces":
         parser.error("--isolations needs --mode namespaces (loopback has one network)")
     out = options.out or Path(tempfile.mkdtemp(prefix="rill-soak-"))
-    plan = ["kill"] * options.kills + ["pause"] * options.pauses + ["isolate"] * options.isolations
+    plan = (["kill"] * options.kills + ["kill-controller"] * options.controller_kills
+            + ["kill-machine"] * options.machine_kills + ["pause"] * options.pauses
+            + ["isolate"] * options.isolations)
     with LocalCluster(out / "cluster", size=3, mode=options.mode) as cluster:
         result = run_soak(cluster, out / "run", plan, pause_seconds=options.pause_seconds,
                           failover_limit=options.failover_limit)
     for line in result.lines()[len(result.cycles):]:  # the cycles were printed as they ended
         print(line)
     print(f"files: {out / 'run'}")
-    return 0 if result.report is not None and result.report.valid else 1
+    return 0 if result.report is not None and result.report.valid and not result.client_errors else 1
 
 
 if __name__ == "__main__":

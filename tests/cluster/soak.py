@@ -8,6 +8,9 @@ leader — and faulted:
 
 ``kill``      kill -9 of the node; restarted on its data once a new leader acknowledged (or
               after ``failover_limit``)
+``kill-controller``  the same, of the controller (measured on the partitions it leads; all
+              of them when it leads none)
+``kill-machine``  kill -9 of the node and its machine's etcd member together; both restarted
 ``pause``     SIGSTOP for ``pause_seconds``, then SIGCONT
 ``isolate``   its machine cut off (namespaces mode) until a new leader acknowledged (or
               after ``failover_limit``), then healed
@@ -15,7 +18,10 @@ leader — and faulted:
 The failover time of a cycle is from the fault to the first acknowledged send on one of the
 partitions the victim led, whichever node acknowledged it (a pause shorter than an election:
 the resumed victim); None when there was none within ``failover_limit`` of the fault nor of
-the heal. Between cycles the run waits
+the heal. It is what a producer sees: after a pause or an isolation its requests already sent
+to the old leader wait for the client's request timeout (10 s here) before it retries
+elsewhere, so those cycles measure at least that, or the pause's length when the paused
+leader is still the leader on waking. Between cycles the run waits
 until every partition has its full ISR again. At the end: the workload stops, the final read
 drains every partition from its leader, the nodes stop cleanly, every replica's log is read
 from its data directory, and ``logcheck`` judges the whole. Files: ``history.jsonl``,
@@ -57,6 +63,7 @@ class Cycle:
 class SoakResult:
     cycles: list[Cycle] = field(default_factory=list)
     report: Report | None = None
+    client_errors: list[str] = field(default_factory=list)  # workload clients stuck or broken
 
     def lines(self) -> list[str]:
         out = []
@@ -73,6 +80,7 @@ class SoakResult:
                            + (f", {missing} without one" if missing else ""))
         if self.report is not None:
             out.append(json.dumps(self.report.summary(), indent=2))
+        out.extend(f"workload client: {error}" for error in self.client_errors)
         return out
 
 
@@ -115,12 +123,17 @@ def full_isr(bootstrap: str, size: int) -> dict[int, tuple[int, list[int]]] | No
     return None
 
 
-def pick_victim(state: dict[int, tuple[int, list[int]]]) -> tuple[int, list[int]]:
+def pick_victim(state: dict[int, tuple[int, list[int]]], controller_wanted: bool = False
+                ) -> tuple[int, list[int]]:
+    """The node to fault and the partitions it leads: the leader of the most partitions that
+    is not the controller (any leader if all are), or the controller when wanted."""
     controller = state[-1][0]
     led: dict[int, list[int]] = {}
     for partition, (leader, _isr) in sorted(state.items()):
         if partition >= 0:
             led.setdefault(leader, []).append(partition)
+    if controller_wanted:
+        return controller, led.get(controller, [])
     choices = [node for node in sorted(led) if node != controller] or sorted(led)
     victim = max(choices, key=lambda node: len(led[node]))
     return victim, led[victim]
@@ -140,7 +153,8 @@ def acknowledged_after(history: History, moment: float, partitions: list[int], l
 def run_soak(cluster: LocalCluster, out: Path, plan: list[str], pause_seconds: float = 5.0,
              failover_limit: float = 60.0, recovery_limit: float = 120.0, settle: float = 2.0,
              log=print) -> SoakResult:
-    """Run ``plan`` (a list of "kill" / "pause" / "isolate") on a started cluster."""
+    """Run ``plan`` (a list of "kill" / "kill-controller" / "kill-machine" / "pause" /
+    "isolate") on a started cluster."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     bootstrap = cluster.kafka_bootstrap
@@ -155,12 +169,14 @@ def run_soak(cluster: LocalCluster, out: Path, plan: list[str], pause_seconds: f
         wait_until(lambda: len(history.acks) > 50, "the workload acknowledged", failover_limit)
         for kind in plan:
             state = wait_until(lambda: full_isr(bootstrap, cluster.size), "recovered", recovery_limit)
-            victim, partitions = pick_victim(state)
+            victim, partitions = pick_victim(state, controller_wanted=kind == "kill-controller")
             index = next(node.node_id - 1 for node in cluster.nodes if node.kafka == BROKERS[victim])
             moment = history.now()
             history.note(f"nemesis {kind} node {victim} (leads {partitions})")
-            if kind == "kill":
+            if kind in ("kill", "kill-controller"):
                 cluster.kill9(index)
+            elif kind == "kill-machine":
+                cluster.kill9_machine(index)
             elif kind == "pause":
                 cluster.pause(index)
             elif kind == "isolate":
@@ -171,21 +187,22 @@ def run_soak(cluster: LocalCluster, out: Path, plan: list[str], pause_seconds: f
                 time.sleep(pause_seconds)  # the fault's own length
                 history.note(f"resume node {victim}")
                 cluster.resume(index)
-            failover = acknowledged_after(history, moment, partitions, failover_limit)
+            watched = partitions or list(range(PARTITIONS))  # a controller leading none
+            failover = acknowledged_after(history, moment, watched, failover_limit)
             history.note(f"heal {kind} node {victim}")
-            if kind == "kill":
-                cluster.restart(index)
+            if kind.startswith("kill"):
+                cluster.restart(index)  # (and its etcd member after kill-machine)
             elif kind == "isolate":
                 cluster.heal(index)
             if failover is None:  # no new leader took over: the healed victim answers again?
-                failover = acknowledged_after(history, moment, partitions, recovery_limit)
+                failover = acknowledged_after(history, moment, watched, recovery_limit)
             cycle = Cycle(kind, victim, partitions, failover)
             result.cycles.append(cycle)
             log(result.lines()[len(result.cycles) - 1])
         wait_until(lambda: full_isr(bootstrap, cluster.size), "recovered", recovery_limit)
         time.sleep(settle)  # load on a healed cluster before the end
     finally:
-        workload.stop()
+        result.client_errors = workload.stop()
         history.close()
     final = final_read(bootstrap, TOPIC, PARTITIONS)
     for node in cluster.nodes:

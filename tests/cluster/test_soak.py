@@ -22,6 +22,7 @@ def test_the_soak_loop_runs_its_pipeline_on_one_standalone_node(local_cluster, t
     assert result.cycles[0].failover >= 3  # no other node: the restarted one acknowledged
     assert result.cycles[1].failover >= 1  # nothing acknowledged while it was stopped
     assert result.report is not None and result.report.valid, result.report.summary()
+    assert result.client_errors == []
     assert result.report.acknowledged > 50
     for name in ("history.jsonl", "final.json", "replicas.json", "report.json"):
         assert (tmp_path / "soak" / name).stat().st_size > 0
@@ -31,9 +32,10 @@ def test_the_soak_loop_runs_its_pipeline_on_one_standalone_node(local_cluster, t
 @pytest.mark.slow
 def test_a_bounded_soak_on_three_nodes_loses_nothing(local_cluster, tmp_path):
     cluster = local_cluster(size=3)
-    result = run_soak(cluster, tmp_path / "soak", ["kill", "kill", "pause"])
+    result = run_soak(cluster, tmp_path / "soak", ["kill", "pause", "kill-controller", "kill-machine"])
     print("\n".join(result.lines()))
     assert result.report is not None and result.report.valid, result.report.summary()
+    assert result.client_errors == []
     assert all(cycle.failover is not None for cycle in result.cycles), result.lines()
     assert all(cycle.victim for cycle in result.cycles)
 
@@ -45,4 +47,5 @@ def test_a_bounded_soak_with_an_isolated_leader_loses_nothing(local_cluster, tmp
     result = run_soak(cluster, tmp_path / "soak", ["isolate", "kill"])
     print("\n".join(result.lines()))
     assert result.report is not None and result.report.valid, result.report.summary()
+    assert result.client_errors == []
     assert all(cycle.failover is not None for cycle in result.cycles), result.lines()

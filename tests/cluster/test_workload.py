@@ -23,7 +23,7 @@ def test_a_fault_free_run_records_a_history_the_checker_finds_clean(local_cluste
     while len(history.acks) < ACKS_WANTED:  # an outside process's progress: polled
         assert time.monotonic() < deadline, f"only {len(history.acks)} sends acknowledged"
         time.sleep(0.2)
-    workload.stop()
+    assert workload.stop() == []
     history.close()
     final = final_read(node.kafka, "soak", 3)
     assert node.stop() == 0
