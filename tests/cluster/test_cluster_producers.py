@@ -1,4 +1,4 @@
-"""Idempotent producers in a cluster (``cluster_runtime``): producer ids are unique across the
+"""Idempotent producers in a cluster: producer ids are unique across the
 cluster. The soak found two producers bootstrapped on different nodes handed the same id
 (each node counting from 0): the leader then took one's batches for the other's retries and
 acknowledged them at the other's offsets without writing them (lost writes, inconsistent
@@ -6,7 +6,6 @@ offsets), and refused the other with OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PROD
 
 from __future__ import annotations
 
-import pytest
 from kafka import KafkaProducer
 
 from cluster.workload import create_topic, kafka_python_config
@@ -21,7 +20,6 @@ def producer_id(bootstrap: str, topic: str) -> int:
         producer.close(timeout=10)
 
 
-@pytest.mark.cluster_runtime
 def test_producers_bootstrapped_on_different_nodes_get_distinct_ids(local_cluster):
     cluster = local_cluster(size=3)
     create_topic(cluster.kafka_bootstrap, "ids", 1, 3)

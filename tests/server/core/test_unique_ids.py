@@ -21,7 +21,7 @@ def test_numbers_are_unique_across_restarts_and_reserved_in_blocks(tmp_path):
     seen: list[int] = []
     for _ in range(3):
         store = SqliteCatalog.open(path, synchronous_full=True)
-        ids = UniqueIds(store, block=4)
+        ids = UniqueIds(lambda: store, block=4)
         seen += asyncio.run(_take(ids, "p", 6))  # crosses a block
         assert asyncio.run(ids.next("other")) == store.reserved_ids("other") - 4
         store.close()
@@ -33,13 +33,13 @@ def test_numbers_are_unique_across_restarts_and_reserved_in_blocks(tmp_path):
 def test_handed_out_covers_numbers_from_before_a_restart(tmp_path):
     path = tmp_path / "metadata.sqlite3"
     store = SqliteCatalog.open(path, synchronous_full=True)
-    ids = UniqueIds(store, block=4)
+    ids = UniqueIds(lambda: store, block=4)
     given = asyncio.run(_take(ids, "p", 2))
     assert all(ids.handed_out("p", number) for number in given)
     assert not ids.handed_out("p", 2) and not ids.handed_out("p", -1)
     store.close()
     store = SqliteCatalog.open(path, synchronous_full=True)
-    restarted = UniqueIds(store, block=4)
+    restarted = UniqueIds(lambda: store, block=4)
     assert all(restarted.handed_out("p", number) for number in given)
     assert not restarted.handed_out("p", 4) and not restarted.handed_out("q", 0)
     store.close()
@@ -62,7 +62,7 @@ class WaitingCatalog(MemoryCatalog):
 
 def test_callers_during_a_reservation_share_its_block():
     catalog = WaitingCatalog()
-    ids = UniqueIds(catalog, block=4)
+    ids = UniqueIds(lambda: catalog, block=4)
 
     async def main() -> list[int]:
         return list(await asyncio.gather(*(ids.next("p") for _ in range(6))))

@@ -85,7 +85,7 @@ class Broker:
     def __init__(self, core: Core) -> None:
         self._core = core
         self._messages = core.messages
-        self._ids = UniqueIds(core.state.store)
+        self._ids = UniqueIds(lambda: core.state.store)
         self.catalog = Catalog(core)
         self.access = Access(core)
         self.groups = Groups(core)

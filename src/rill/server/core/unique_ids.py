@@ -1,7 +1,8 @@
 """Numbers never handed out twice under a name, across restarts and crashes (a protocol's
 producer ids: Kafka's InitProducerId).
 
-Owns: the rule. Numbers are reserved from the metadata store in blocks (``BLOCK`` at a time,
+Owns: the rule. Numbers are reserved from the catalog in blocks (a cluster's: from etcd,
+unique across its nodes) (``BLOCK`` at a time,
 ``Catalog.reserve_ids``: on disk before the first of a block is handed out) and handed out
 from memory; a restart starts at the next block, so the rest of a block in use when the server
 stopped is skipped, never reused. The end of the current block bounds every number handed out
@@ -14,14 +15,16 @@ from __future__ import annotations
 
 import asyncio
 
+from typing import Callable
+
 from rill.server.core.catalog import Catalog
 
 BLOCK = 1000
 
 
 class UniqueIds:
-    def __init__(self, store: Catalog, block: int = BLOCK) -> None:
-        self._store = store
+    def __init__(self, catalog: Callable[[], Catalog], block: int = BLOCK) -> None:
+        self._catalog = catalog  # read at each use (a cluster node replaces the core's)
         self._block = block
         self._next: dict[str, int] = {}
         self._end: dict[str, int] = {}
@@ -33,7 +36,7 @@ class UniqueIds:
             async with self._reserving:
                 # another caller may have reserved a block while this one waited
                 if self._next.get(name, 0) >= self._end.get(name, 0):
-                    first = await self._store.reserve_ids(name, self._block)
+                    first = await self._catalog().reserve_ids(name, self._block)
                     self._next[name] = first
                     self._end[name] = first + self._block
         number = self._next[name]
@@ -44,4 +47,4 @@ class UniqueIds:
         """Whether ``number`` may have been returned for ``name`` (now or before a restart)."""
         if name in self._next:
             return 0 <= number < self._next[name]
-        return 0 <= number < self._store.reserved_ids(name)
+        return 0 <= number < self._catalog().reserved_ids(name)
