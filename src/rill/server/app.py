@@ -380,8 +380,16 @@ def start_summary(config: ServerConfig, server: Server) -> str:
         fsync = f"interval ({config.system.fsync_interval:g} s)"
     listeners = ", ".join(f"{name} {host}:{port}" for name, (host, port) in server.addresses.items())
     exposure = tank_exposure(config, server)
+    cluster = ""
+    if server.cluster is not None:
+        node = server.cluster
+        controller = node.controller_id
+        cluster = (f"; cluster {node.name!r} node {node.node_id} (member epoch "
+                   f"{node.member_epoch}, {len(node.members)} members), controller "
+                   f"{'node %d' % controller if controller is not None else 'being elected'}")
     return (f"rill {__version__} serving {config.data_path.resolve()} on {listeners or 'nothing'}; "
-            f"fsync {fsync}; {server.core.summary()}" + (f"; WARNING: {exposure}" if exposure else ""))
+            f"fsync {fsync}; {server.core.summary()}{cluster}"
+            + (f"; WARNING: {exposure}" if exposure else ""))
 
 
 def install_event_loop_policy() -> None:

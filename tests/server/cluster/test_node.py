@@ -49,6 +49,16 @@ def send_to_leader(cluster: RillCluster, clients: dict, partition_id: int, paylo
     return leader
 
 
+def test_each_start_line_names_the_cluster_the_node_and_the_controller(cluster) -> None:
+    controllers = set()
+    for node_id in (1, 2, 3):
+        line = next(line for line in cluster.nodes[node_id].output if " serving " in line)
+        assert f"cluster {cluster.name!r} node {node_id} (member epoch " in line, line
+        assert ", 3 members)" in line or node_id < 3, line
+        controllers.add(line.split("controller ")[-1].split(";")[0].strip())
+    assert controllers & {"node 1", "node 2", "node 3"}, controllers
+
+
 def test_a_replicated_topic_created_on_any_node_exists_on_every_node(cluster) -> None:
     with cluster.client(2) as client:
         client.create_stream("s", 1)
@@ -248,3 +258,36 @@ def test_a_paused_leader_that_wakes_up_acknowledges_nothing(cluster) -> None:
     assert b"from-the-paused-leader" not in payloads and b"before" in payloads
     counters = wait_for(lambda: http_json(cluster, old, "/cluster")["counters"], what="status")
     assert counters["fenced_requests"] >= 1
+
+
+def test_kafka_clients_see_the_leaders_etcd_holds_from_any_bootstrap_node(cluster) -> None:
+    import json as json_
+    import subprocess
+
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap(2))
+    admin.create_topics([NewTopic("seen", num_partitions=3, replication_factor=3)])
+    admin.close()
+    stream_id = next(s.id for s in cluster.client(1).get_streams() if s.name == "kafka")
+    truth = {p - 1: cluster.state(stream_id, 1, p) for p in (1, 2, 3)}
+    for node_id in (1, 2, 3):
+        listed = json_.loads(subprocess.run(
+            ["kcat", "-L", "-J", "-b", cluster.kafka_bootstrap(node_id), "-t", "seen"],
+            capture_output=True, text=True, timeout=30, check=True).stdout)
+        assert sorted(broker["id"] for broker in listed["brokers"]) == [1, 2, 3]
+        (topic,) = listed["topics"]
+        for partition in topic["partitions"]:
+            state = truth[partition["partition"]]
+            assert partition["leader"] == state["leader"]
+            assert [r["id"] for r in partition["replicas"]] == state["replicas"]
+            assert sorted(r["id"] for r in partition["isrs"]) == sorted(state["isr"])
+        admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap(node_id))
+        (described,) = admin.describe_topics(["seen"])
+        admin.close()
+        for partition in described["partitions"]:
+            state = truth[partition["partition_index"]]
+            assert partition["leader_id"] == state["leader"]
+            assert partition["replica_nodes"] == state["replicas"]
+            assert sorted(partition["isr_nodes"]) == sorted(state["isr"])

@@ -222,6 +222,10 @@ class ClusterNode:
                        asyncio.create_task(self._campaign(), name="cluster campaign"),
                        asyncio.create_task(self._check_isr(), name="cluster isr"),
                        asyncio.create_task(self._lease_lost(), name="cluster lease")]
+        for _ in range(40):  # the start line names the controller: give the observer 2 s
+            if self.controller_node is not None:
+                break
+            await asyncio.sleep(0.05)
         log.info("cluster %r: node %d joined (member epoch %d) with %d members",
                  self.name, self._node_id, self.member_epoch, len(self.members))
 
