@@ -39,6 +39,10 @@ def configure_logging(config: LoggingConfig) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLinesFormatter() if config.format == "json" else logging.Formatter(TEXT_FORMAT))
     logging.basicConfig(level=config.level.upper(), handlers=[handler])
+    # the etcd client's library logs every request at INFO (a keepalive every 0.7 s): its
+    # warnings only; the cluster layer logs what matters
+    for library in ("httpx", "httpcore"):
+        logging.getLogger(library).setLevel(max(logging.WARNING, logging.getLogger().level))
 
 
 class Refusals:
