@@ -124,8 +124,12 @@ def tls_context(entry: ListenerEntry) -> ssl.SSLContext | None:
 
 
 class Server:
-    def __init__(self, config: ServerConfig, recover_metadata: bool = False) -> None:
+    def __init__(self, config: ServerConfig, recover_metadata: bool = False,
+                 coordinator: Any = None) -> None:
         self.config = config
+        # a cluster node's coordination service: etcd at ``[cluster] etcd_endpoints`` unless
+        # given (a ``cluster.coordinator.Coordinator``: the memory twin in tests)
+        self._coordinator = coordinator
         with refused_on_os_error(f"cannot use the data directory {config.data_path}"):
             self.core = Core(config, recover_metadata, group_membership=IggyGroupMembers())
         self.protocols: dict[str, WireProtocol] = {}  # made at the start of its first listener
@@ -238,7 +242,8 @@ class Server:
         from rill.server.cluster.node import ClusterNode
 
         settings = self.config.cluster
-        self.cluster = ClusterNode(settings, self.core, EtcdGateway(settings.endpoints))
+        coordinator = self._coordinator or EtcdGateway(settings.endpoints)
+        self.cluster = ClusterNode(settings, self.core, coordinator)
         self.cluster.attach()
 
     def advertised_listeners(self) -> dict[str, tuple[str, int]]:

@@ -1,0 +1,218 @@
+"""Three cluster nodes in this process on the coordinator's memory twin (``cluster.node``):
+leases expire only when the test moves the twin's clock, so who leads, and when a leader loses
+its lease, is the test's choice. Each node reaches the twin through a link the test can cut
+(a node cut off from etcd: its watch and keepalives fail, its peer link still works).
+
+The named scenario: a stale leader resumed (Jepsen's paused or isolated leader). A leader cut
+off from etcd past its lease is replaced by the controller at the next epoch; still believing
+it leads, it takes a write, which never commits (the ISR follows the new leader); when its
+link comes back it steps down, refuses that write, cuts it from its log and copies the new
+leader's, byte for byte."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from rill import errors
+from rill.protocol.iggy.messages import encode_messages
+from rill.server.app import Server
+from rill.server.cluster.coordinator import (
+    Compare,
+    Coordinator,
+    CoordinatorUnavailable,
+    LeaseGrant,
+    Operation,
+    RangeResult,
+    TxnResult,
+    WatchBatch,
+)
+from rill.server.cluster.memory_coordinator import MemoryCoordinator
+from rill.server.config import ServerConfig
+from rill.server.core.cluster_view import ACKS_ALL
+from rill.server.core.model import LEADER
+from rill.server.core.broker import PartitionRef
+from rill.server.core.types import TopicSpec
+
+
+class Link(Coordinator):
+    """One node's way to the shared twin; ``cut`` makes every call fail as an unreachable
+    etcd does (and ends its open watches)."""
+
+    def __init__(self, twin: MemoryCoordinator) -> None:
+        self.twin = twin
+        self.cut = False
+        self._broken = asyncio.Event()
+
+    def _check(self) -> None:
+        if self.cut:
+            raise CoordinatorUnavailable("cut off from etcd (test)")
+
+    def set_cut(self, cut: bool) -> None:
+        self.cut = cut
+        if cut:
+            self._broken.set()
+        else:
+            self._broken = asyncio.Event()
+
+    async def range(self, key: bytes, prefix: bool = False) -> RangeResult:
+        self._check()
+        return await self.twin.range(key, prefix)
+
+    async def txn(self, compares: Sequence[Compare], success: Sequence[Operation] = (),
+                  failure: Sequence[Operation] = ()) -> TxnResult:
+        self._check()
+        return await self.twin.txn(compares, success, failure)
+
+    async def compact(self, revision: int) -> None:
+        self._check()
+        await self.twin.compact(revision)
+
+    async def grant_lease(self, ttl: int) -> LeaseGrant:
+        self._check()
+        return await self.twin.grant_lease(ttl)
+
+    async def keepalive(self, lease: int) -> int:
+        self._check()
+        return await self.twin.keepalive(lease)
+
+    async def revoke_lease(self, lease: int) -> None:
+        self._check()
+        await self.twin.revoke_lease(lease)
+
+    async def lease_time_to_live(self, lease: int) -> int:
+        self._check()
+        return await self.twin.lease_time_to_live(lease)
+
+    async def watch(self, key: bytes, start_revision: int = 0,
+                    prefix: bool = True) -> AsyncIterator[WatchBatch]:
+        self._check()
+        broken = self._broken
+        source = self.twin.watch(key, start_revision, prefix).__aiter__()
+        while True:
+            step = asyncio.ensure_future(source.__anext__())
+            cut = asyncio.ensure_future(broken.wait())
+            done, _ = await asyncio.wait({step, cut}, return_when=asyncio.FIRST_COMPLETED)
+            if cut in done:
+                step.cancel()
+                raise CoordinatorUnavailable("cut off from etcd (test)")
+            cut.cancel()
+            yield step.result()
+
+    def clock(self) -> float:
+        return self.twin.clock()
+
+    async def sleep(self, seconds: float) -> None:
+        await self.twin.sleep(seconds)
+
+    async def close(self) -> None:
+        pass
+
+
+def node_config(directory: Path, node_id: int) -> ServerConfig:
+    config = ServerConfig()
+    config.system.path = str(directory / f"node{node_id}")
+    config.root.password_hash_cost = 4
+    config.tcp.address = config.http.address = "127.0.0.1:0"
+    config.quic.enabled = False
+    config.cluster.etcd_endpoints = "http://twin.invalid:1"  # (the twin is given instead)
+    config.cluster.node_id = node_id
+    config.cluster.peer_address = "127.0.0.1:0"
+    config.cluster.name = "twin"
+    return config
+
+
+async def until(check, what: str, timeout: float = 15.0):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not (found := check()):
+        assert loop.time() < deadline, f"{what} did not happen in {timeout} s"
+        await asyncio.sleep(0.02)
+    return found
+
+
+def stored(server: Server) -> bytes:
+    log = server.core.state.streams[1].topics[1].partitions[1].log
+    _, chunks = log.read(log.first_offset, log.next_offset - log.first_offset)
+    return b"".join(bytes(chunk) for chunk in chunks)
+
+
+def test_a_leader_cut_off_past_its_lease_is_replaced_and_its_late_write_never_commits(
+        tmp_path: Path) -> None:
+    async def scenario() -> None:
+        twin = MemoryCoordinator()
+        links = {n: Link(twin) for n in (1, 2, 3)}
+        servers = {n: Server(node_config(tmp_path, n), coordinator=links[n]) for n in (1, 2, 3)}
+        try:
+            for server in servers.values():
+                await server.start()
+            await until(lambda: all(s.cluster.controller_id for s in servers.values()),
+                        "a controller")
+            core = servers[1].core
+            session = core.broker.connect("127.0.0.1:1", "tcp")
+            core.broker.authenticate_as(session, 1)
+            await core.broker.create_namespace(session, "s")
+            await core.broker.create_topic(session, 1, TopicSpec("t", partitions_count=1,
+                                                                 replication_factor=3))
+
+            def leader() -> int | None:
+                for n, server in servers.items():
+                    partition = server.core.state.streams.get(1) and \
+                        server.core.state.streams[1].topics.get(1)
+                    if partition and partition.partitions[1].role == LEADER \
+                            and not links[n].cut:
+                        return n
+                return None
+
+            old = await until(leader, "a leader")
+            broker = servers[old].core.broker
+            session = broker.connect("127.0.0.1:2", "tcp")
+            broker.authenticate_as(session, 1)
+            ref = PartitionRef(1, 1, 1)
+            for n in range(5):
+                await broker.append(session, ref, encode_messages([b"committed-%d" % n]),
+                                    acks=ACKS_ALL, ack_timeout=10)
+            epoch = servers[old].cluster.partition_states[(1, 1, 1)].leader_epoch
+
+            links[old].set_cut(True)  # cut off from etcd: its lease will not be renewed
+            for _ in range(8):  # 4 s of the twin's clock: the others renew, it cannot
+                await twin.advance(0.5)
+            new = await until(lambda: next(
+                (n for n in (1, 2, 3) if n != old and servers[n].core.state.streams[1]
+                 .topics[1].partitions[1].role == LEADER), None), "a new leader")
+            state = servers[new].cluster.partition_states[(1, 1, 1)]
+            assert state.leader == new and state.leader_epoch == epoch + 1
+            assert old not in state.isr
+
+            # the old leader still believes it leads: it takes a write that cannot commit
+            assert servers[old].core.state.streams[1].topics[1].partitions[1].role == LEADER
+            late = asyncio.ensure_future(broker.append(
+                session, ref, encode_messages([b"late"]), acks=ACKS_ALL, ack_timeout=30))
+            await asyncio.sleep(0.5)
+            assert not late.done()  # no ISR member fetches from it any more
+
+            links[old].set_cut(False)  # back: its watch (retrying on the twin's clock) resumes
+            for _ in range(100):
+                if late.done():
+                    break
+                await twin.advance(0.2)
+                await asyncio.sleep(0.05)
+            with pytest.raises(errors.NotLeaderForPartition):
+                await late
+            assert servers[old].cluster.counters["fenced_requests"] >= 1
+            for _ in range(100):  # its lease is gone: it joins again, a follower of the new
+                if stored(servers[old]) == stored(servers[new]):
+                    break
+                await twin.advance(0.2)
+                await asyncio.sleep(0.05)
+            assert stored(servers[old]) == stored(servers[new])
+            assert b"late" not in stored(servers[new])
+            assert stored(servers[new]).count(b"committed-") == 5
+        finally:
+            for server in servers.values():
+                await server.stop()
+
+    asyncio.run(scenario())
