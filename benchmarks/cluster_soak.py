@@ -50,9 +50,14 @@ def main(argv: list[str] | None = None) -> int:
     plan = (["kill"] * options.kills + ["kill-controller"] * options.controller_kills
             + ["kill-machine"] * options.machine_kills + ["pause"] * options.pauses
             + ["isolate"] * options.isolations)
-    with LocalCluster(out / "cluster", size=3, mode=options.mode) as cluster:
-        result = run_soak(cluster, out / "run", plan, pause_seconds=options.pause_seconds,
-                          failover_limit=options.failover_limit)
+    with LocalCluster(out / "cluster", size=3, mode=options.mode,
+                      env={"RILL_LOGGING_LEVEL": "info"}) as cluster:
+        try:
+            result = run_soak(cluster, out / "run", plan, pause_seconds=options.pause_seconds,
+                              failover_limit=options.failover_limit)
+        finally:  # each node's log (of its last start) stays beside the history
+            for number, node in enumerate(cluster.nodes, 1):
+                (out / f"node{number}.log").write_text("".join(node.output))
     for line in result.lines()[len(result.cycles):]:  # the cycles were printed as they ended
         print(line)
     print(f"files: {out / 'run'}")
