@@ -64,7 +64,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections import deque
-from typing import Any
+from typing import Any, Callable
 
 from rill import errors
 from rill.protocol.kafka import ErrorCode, apis, response_class
@@ -152,16 +152,15 @@ class PartitionProducers:
         if len(producers) > MAX_PRODUCERS:
             del producers[next(iter(producers))]  # the one that wrote here least recently
 
-    def rebuild(self, core: Core, session: Session, ref: PartitionRef) -> None:
-        """The state from the stored batch headers of the newest ``REBUILD_OFFSETS`` offsets."""
-        broker = core.broker
-        bounds = broker.bounds(session, ref)
-        offset = max(bounds.first_offset, bounds.high_watermark - REBUILD_OFFSETS)
-        while offset < bounds.high_watermark:
-            found = broker.read(session, ref, offset, _MAX_RECORDS, _REBUILD_READ_BYTES)
-            if not found.count:
+    def _record_stored(self, read: Callable[[int], tuple[int, bytes]], offset: int,
+                       end: int) -> None:
+        """Record the producers' batches stored from ``offset`` to ``end`` (``read(offset)``:
+        how many records and their stored bytes)."""
+        while offset < end:
+            count, data = read(offset)
+            if not count:
                 break
-            batches = producer_batches(found.data)
+            batches = producer_batches(data)
             if not batches:
                 break
             for base_offset, delta, producer_id, epoch, first in batches:
@@ -169,6 +168,19 @@ class PartitionProducers:
                     self.record(producer_id, epoch, first, last_sequence(first, delta),
                                 base_offset)
             offset = max(offset + 1, batches[-1][0] + batches[-1][1] + 1)
+
+    def rebuild(self, core: Core, session: Session, ref: PartitionRef) -> None:
+        """The state from the stored batch headers of the newest ``REBUILD_OFFSETS`` offsets."""
+        broker = core.broker
+        bounds = broker.bounds(session, ref)
+
+        def read(offset: int) -> tuple[int, bytes]:
+            found = broker.read(session, ref, offset, _MAX_RECORDS, _REBUILD_READ_BYTES)
+            return found.count, found.data
+
+        self._record_stored(read, max(bounds.first_offset,
+                                      bounds.high_watermark - REBUILD_OFFSETS),
+                            bounds.high_watermark)
         self.loaded = True
 
     def rebuild_from_log(self, partition: Partition) -> None:
@@ -177,20 +189,13 @@ class PartitionProducers:
         here), everything known before forgotten; built at the placement's leader epoch."""
         self.producers.clear()
         log = partition.log
-        end = log.next_offset
-        offset = max(log.first_offset, end - REBUILD_OFFSETS)
-        while offset < end:
+
+        def read(offset: int) -> tuple[int, bytes]:
             count, chunks = log.read(offset, _MAX_RECORDS, _REBUILD_READ_BYTES)
-            if not count:
-                break
-            batches = producer_batches(b"".join(bytes(chunk) for chunk in chunks))  # type: ignore[arg-type]
-            if not batches:
-                break
-            for base_offset, delta, producer_id, epoch, first in batches:
-                if producer_id >= 0:
-                    self.record(producer_id, epoch, first, last_sequence(first, delta),
-                                base_offset)
-            offset = max(offset + 1, batches[-1][0] + batches[-1][1] + 1)
+            return count, b"".join(bytes(chunk) for chunk in chunks)  # type: ignore[arg-type]
+
+        end = log.next_offset
+        self._record_stored(read, max(log.first_offset, end - REBUILD_OFFSETS), end)
         placement = partition.placement
         self.epoch = placement.leader_epoch if placement is not None else -1
         self.loaded = True
