@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pauses", type=int, default=10)
     parser.add_argument("--isolations", type=int, default=10)
     parser.add_argument("--pause-seconds", type=float, default=5.0)
+    parser.add_argument("--quiet-seconds", type=float, default=0.0,
+                        help="seconds of load without faults before the first fault")
     parser.add_argument("--failover-limit", type=float, default=60.0,
                         help="seconds to wait for a new leader's first acknowledgement")
     parser.add_argument("--out", type=Path, help="where the history and report stay (default: a new temp dir)")
@@ -54,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
                       env={"RILL_LOGGING_LEVEL": "info"}) as cluster:
         try:
             result = run_soak(cluster, out / "run", plan, pause_seconds=options.pause_seconds,
-                              failover_limit=options.failover_limit)
+                              failover_limit=options.failover_limit,
+                              quiet_seconds=options.quiet_seconds)
         finally:  # each node's log (of its last start) stays beside the history
             for number, node in enumerate(cluster.nodes, 1):
                 (out / f"node{number}.log").write_text("".join(node.output))

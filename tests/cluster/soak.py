@@ -152,9 +152,9 @@ def acknowledged_after(history: History, moment: float, partitions: list[int], l
 
 def run_soak(cluster: LocalCluster, out: Path, plan: list[str], pause_seconds: float = 5.0,
              failover_limit: float = 60.0, recovery_limit: float = 120.0, settle: float = 2.0,
-             log=print) -> SoakResult:
+             log=print, quiet_seconds: float = 0.0) -> SoakResult:
     """Run ``plan`` (a list of "kill" / "kill-controller" / "kill-machine" / "pause" /
-    "isolate") on a started cluster."""
+    "isolate") on a started cluster, after ``quiet_seconds`` of load without faults."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     bootstrap = cluster.kafka_bootstrap
@@ -167,6 +167,9 @@ def run_soak(cluster: LocalCluster, out: Path, plan: list[str], pause_seconds: f
     workload.start()
     try:
         wait_until(lambda: len(history.acks) > 50, "the workload acknowledged", failover_limit)
+        if quiet_seconds:
+            time.sleep(quiet_seconds)
+            log(f"quiet {quiet_seconds:.0f} s: {len(history.acks)} sends acknowledged")
         for kind in plan:
             state = wait_until(lambda: full_isr(bootstrap, cluster.size), "recovered", recovery_limit)
             victim, partitions = pick_victim(state, controller_wanted=kind == "kill-controller")
