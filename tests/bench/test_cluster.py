@@ -161,3 +161,30 @@ def test_failovers_default_to_one_on_a_cluster_it_starts_and_zero_on_an_existing
     assert ClusterBenchOptions(http="127.0.0.1:3000").failover_cycles == 0
     with pytest.raises(OptionsError, match="--bootstrap needs --http"):
         validate(ClusterBenchOptions(bootstrap="127.0.0.1:9092"))
+
+
+def test_an_existing_cluster_is_measured_without_failover_and_left_clean():
+    """``--http`` (no ``--bootstrap``: the Kafka listener comes from GET /cluster): the throughput
+    table only, no failover, and the bench's streams and Kafka topics are deleted afterwards."""
+    from confluent_kafka.admin import AdminClient
+
+    from rill.bench.cluster import run_cluster
+    from rill.bench.cluster_launch import LocalCluster
+    from rill.client import Client
+
+    with LocalCluster(etcd_members=1, name="rill-bench-existing") as cluster:
+        node = cluster.nodes[2].addresses
+        result = run_cluster(ClusterBenchOptions(http=node["http"], batches=2, messages_per_batch=20,
+                                                 message_size=100, runs=1, progress=False))
+        (throughput,) = result["tables"]
+        for case in CASES:
+            (figures,) = throughput["figures"]["runs"][case.key]
+            assert figures["send_ratio"] > 0 and figures["read_ratio"] > 0
+        assert result["cluster"]["label"] == f"existing cluster {node['http']}"
+        assert result["cluster"]["pids"] == []  # it started nothing
+        with Client(node["tcp"]) as client:
+            client.login_user("iggy", "iggy")
+            assert [stream.name for stream in client.get_streams()
+                    if stream.name.startswith("bench-cluster-")] == []
+        topics = AdminClient({"bootstrap.servers": node["kafka"]}).list_topics(timeout=30).topics
+        assert [name for name in topics if name.startswith("rill-bench-cluster-")] == []

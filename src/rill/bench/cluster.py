@@ -83,7 +83,7 @@ FAILOVER_COLUMNS = ("Cycle", "Killed node", "Controller", "Partitions it led", "
 class ClusterBenchOptions:
     messages_per_batch: int = 1000
     message_size: int = 1000
-    batches: int = 100  # per producer (one per partition)
+    batches: int = 20  # per producer (one per partition): 20 MB each at the default sizes
     runs: int = 3
     failovers: int | None = None  # None: 1 on a cluster the bench starts, 0 on an existing one
     etcd_members: int = 3
