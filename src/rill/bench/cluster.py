@@ -83,7 +83,7 @@ FAILOVER_COLUMNS = ("Cycle", "Killed node", "Controller", "Partitions it led", "
 class ClusterBenchOptions:
     messages_per_batch: int = 1000
     message_size: int = 1000
-    batches: int = 20  # per producer (one per partition): 20 MB each at the default sizes
+    batches: int = 100  # per producer (one per partition): 100 MB each at the default sizes
     runs: int = 3
     failovers: int | None = None  # None: 1 on a cluster the bench starts, 0 on an existing one
     etcd_members: int = 3
@@ -431,7 +431,8 @@ async def _failover_cycle(target: Target, options: ClusterBenchOptions, cycle: i
     if not victims:
         raise BenchError(f"failover cycle {cycle}: the controller (node {controller}) leads every partition; "
                          "no other leader to kill")
-    victim, partitions = victims[0], led[victims[0]]
+    victim = victims[(cycle - 1) % len(victims)]  # cycles take turns when several qualify
+    partitions = led[victim]
     producers = _Producers(target, options, stream_id, _listener(status, controller, "iggy_tcp"),
                            _listener(status, controller, "http"))
     await producers.start()

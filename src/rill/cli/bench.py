@@ -305,7 +305,7 @@ def cluster(
     ctx: typer.Context,
     messages_per_batch: int = typer.Option(1000, "--messages-per-batch", "-m", help="Messages in each batch."),
     message_size: int = typer.Option(1000, "--message-size", help="Payload bytes of each message."),
-    batches: int = typer.Option(20, "--batches", "-b", help="Batches per producer (one per partition)."),
+    batches: int = typer.Option(100, "--batches", "-b", help="Batches per producer (one per partition)."),
     runs: int = typer.Option(3, "--runs", help="Runs of every throughput case (the table shows medians)."),
     failovers: Optional[int] = typer.Option(
         None, "--failovers", help="Leader kill cycles (default 1; 0 with --http: a cluster the bench "
