@@ -71,7 +71,10 @@ def test_a_bounded_run_prints_sane_figures_and_stops_every_process(tmp_path):
     reports = list(out.glob("cluster-*.json"))
     assert len(reports) == 1 and reports[0].with_suffix(".html").exists()
     report = json.loads(reports[0].read_text())
-    throughput, failover = report["tables"]
+    throughput, failover = report["summary"]  # the report's conclusion, at the top of the HTML
+    assert report["tables"] == []
+    html = reports[0].with_suffix(".html").read_text()
+    assert 'class="summary"' in html and "Cluster throughput" in html and 'class="ratio"' in html
 
     runs = throughput["figures"]["runs"]
     assert sorted(runs) == sorted(case.key for case in CASES)
@@ -176,7 +179,7 @@ def test_an_existing_cluster_is_measured_without_failover_and_left_clean():
         node = cluster.nodes[2].addresses
         result = run_cluster(ClusterBenchOptions(http=node["http"], batches=2, messages_per_batch=20,
                                                  message_size=100, runs=1, progress=False))
-        (throughput,) = result["tables"]
+        (throughput,) = result["summary"]
         for case in CASES:
             (figures,) = throughput["figures"]["runs"][case.key]
             assert figures["send_ratio"] > 0 and figures["read_ratio"] > 0

@@ -3,7 +3,7 @@
 Owns: ``ClusterBenchOptions`` (and ``validate``) and ``run_cluster(options)``, which starts a
 local cluster (``cluster_launch.LocalCluster``: etcd of 1 or 3 members and 3 rill nodes) unless
 ``http`` names an existing one, runs the two parts below and returns the report's parts
-({"scenarios", "tables", "cluster"}).
+({"scenarios", "summary": [throughput table, failover table], "cluster"}).
 
 1. Throughput. Each case runs on a fresh topic of 3 partitions: 3 producers (one per partition,
    each its own process) send ``batches`` batches to their partition's leader, then 3 consumers
@@ -346,8 +346,9 @@ def run_throughput(target: Target, options: ClusterBenchOptions) -> tuple[list[d
         median = {key: statistics.median(run[key] for run in figures[case.key]) for key in figures[case.key][0]}
         medians[case.key] = median
         rows.append([case.label, case.replication_factor, case.acks, median["send_msg"], median["send_mb"],
-                     round(median["send_ratio"], 3), median["read_msg"], median["read_mb"],
-                     round(median["read_ratio"], 3)])
+                     _ratio_cell(median["send_ratio"], [run["send_ratio"] for run in figures[case.key]]),
+                     median["read_msg"], median["read_mb"],
+                     _ratio_cell(median["read_ratio"], [run["read_ratio"] for run in figures[case.key]])])
     table = {"title": f"Cluster throughput: 3 partitions, 3 producers then 3 consumers, median of "
                       f"{options.runs} run{'s' if options.runs > 1 else ''}",
              "columns": list(THROUGHPUT_COLUMNS), "rows": rows,
@@ -356,6 +357,12 @@ def run_throughput(target: Target, options: ClusterBenchOptions) -> tuple[list[d
                         "per producer; every producer and consumer talks to its partition's leader.")],
              "figures": {"medians": medians, "runs": figures}}
     return scenarios, table
+
+
+def _ratio_cell(median: float, runs: list[float]) -> dict[str, Any]:
+    """A ratio cell of the report (``results.new_report``): the median, each run in its title."""
+    return {"ratio": round(median, 3), "text": f"{median:.3f}",
+            "title": "per run: " + ", ".join(f"{value:.3f}" for value in runs)}
 
 
 def _ratio(value: float, base: float) -> float:
@@ -519,6 +526,6 @@ def _run(target: Target, options: ClusterBenchOptions) -> dict[str, Any]:
     tables = [throughput]
     if options.failover_cycles:
         tables.append(run_failover(target, options))
-    return {"scenarios": scenarios, "tables": tables,
+    return {"scenarios": scenarios, "summary": tables,
             "cluster": {"label": target.label, "pids": [], "directory": None,
                         "options": options.report_options()}}

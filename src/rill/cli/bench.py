@@ -94,6 +94,8 @@ def _print_scenario(out: Output, scenario: dict[str, Any]) -> None:
 
 
 def _number(value: Any) -> str:
+    if isinstance(value, dict) and "ratio" in value:  # a ratio cell of a report's summary
+        return str(value.get("text", value["ratio"]))
     if isinstance(value, float):
         return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
     return "—" if value is None else str(value)
@@ -114,7 +116,7 @@ def _finish(ctx: typer.Context, report: dict[str, Any], output_dir: Path, stem: 
         return
     for scenario in report["scenarios"] if print_scenarios else ():
         _print_scenario(out, scenario)
-    for table in report["tables"]:
+    for table in [*report.get("summary", ()), *report["tables"]]:
         out.table(table["columns"], ([_number(value) for value in row] for row in table["rows"]), title=table["title"])
     for path in paths:
         out.console.print(f"{'HTML' if path.suffix == '.html' else 'JSON'} report: {path}", highlight=False)
@@ -351,7 +353,7 @@ def cluster(
         signal.signal(signal.SIGTERM, previous)
     report = new_report("rill bench cluster")
     report["scenarios"].extend(result["scenarios"])
-    report["tables"].extend(result["tables"])
+    report["summary"].extend(result["summary"])
     report["cluster"] = result["cluster"]
     _finish(ctx, report, output_dir, "cluster", json_only, print_scenarios=False)
 
