@@ -23,8 +23,8 @@ BOUNDED = ["--batches", "3", "--messages-per-batch", "50", "--message-size", "20
            "--failovers", "1", "--no-progress"]
 
 
-def bench(*args: str, cwd, **popen) -> subprocess.Popen[str]:
-    env = {**os.environ, "RILL_HOME": str(cwd), "COLUMNS": "220"}
+def bench(*args: str, cwd, env=None, **popen) -> subprocess.Popen[str]:
+    env = {**os.environ, "RILL_HOME": str(cwd), "COLUMNS": "220", **(env or {})}
     return subprocess.Popen([sys.executable, "-m", "rill", "bench", "cluster", *args], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
 
@@ -157,6 +157,15 @@ def test_a_bad_option_is_one_error_line(tmp_path, args, message):
     assert process.returncode == 2
     lines = [line for line in (stdout + stderr).splitlines() if line.strip()]
     assert lines == [message]
+
+
+def test_without_etcd_it_says_so_in_one_line(tmp_path):
+    process = bench("--no-progress", "--output-dir", str(tmp_path), cwd=tmp_path, env={"PATH": str(tmp_path)})
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 1
+    lines = [line for line in (stdout + stderr).splitlines() if line.strip()]
+    assert lines == ["error: etcd is not on PATH (Debian: apt-get install etcd-server)"]
+    assert not list(tmp_path.glob("cluster-*"))
 
 
 def test_failovers_default_to_one_on_a_cluster_it_starts_and_zero_on_an_existing_one():
