@@ -386,7 +386,14 @@ class _Producers:
 
     async def start(self) -> None:
         region = send_region(self.options.messages_per_batch, self.options.message_size)
-        clients = [await _client(self.home, "tcp", self.options, self.http) for _ in self.acks]
+        clients: list[Any] = []
+        try:
+            for _ in self.acks:
+                clients.append(await _client(self.home, "tcp", self.options, self.http))
+        except BaseException:
+            for client in clients:
+                await client.close()
+            raise
         self.tasks = [asyncio.create_task(self._produce(client, partition, region))
                       for client, partition in zip(clients, self.acks)]
 
