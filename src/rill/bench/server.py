@@ -10,6 +10,7 @@ exit stops it (SIGTERM, then SIGKILL after a grace period) and removes the tempo
 With ``kafka=True`` the Kafka listener is enabled too (``RILL_KAFKA_ENABLED``, ``--kafka-address
 127.0.0.1:0``, anonymous Kafka connections acting as ``iggy``) and ``addresses["kafka"]`` is set;
 with ``tank=True`` the TANK listener (``--tank-address 127.0.0.1:0``), ``addresses["tank"]``.
+``kill()`` is a crash (SIGKILL, the data directory kept): ``start()`` runs it again on its data.
 
 Like the CLI's ``serve`` verb, this is a door into the server that never imports it: the bench
 package stays on the client side of the seam (DESIGN.md, seam 4).
@@ -85,6 +86,7 @@ class RillServer:
         return str(self.data_dir / "secrets" / "self_signed_cert.pem")
 
     def start(self) -> RillServer:
+        self.addresses = {}  # a restart announces its listeners again (port 0: new ports)
         if self._given_dir is not None:
             self.data_dir = self._given_dir
             self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -156,6 +158,20 @@ class RillServer:
         temp_dir, self._temp_dir = self._temp_dir, None
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
+
+    def kill(self) -> None:
+        """SIGKILL (a crash: no clean shutdown) and reap it; the data directory stays, so
+        ``start()`` runs it again on the same data."""
+        process, self.process = self.process, None
+        if process is not None:
+            if process.poll() is None:
+                process.kill()
+            process.wait(10)
+        self.addresses = {}
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.process is None else self.process.pid
 
     @property
     def running(self) -> bool:

@@ -1,11 +1,13 @@
-"""``rill bench send|poll|send-and-poll|consumer-group-poll|scaling``: the benchmark tool.
+"""``rill bench send|poll|send-and-poll|consumer-group-poll|scaling|cluster``: the benchmark tool.
 
 Owns: the ``bench`` command group. Each scenario verb turns its flags into
 ``rill.bench.options.BenchOptions``, runs ``rill.bench.scenarios.run_scenario`` (a server of its
 own unless ``--server-address`` names one), prints a table of the results and writes the report
 as JSON and as a self-contained HTML page (``<scenario>-<UTC timestamp>.json/.html`` in
 ``--output-dir``). ``scaling`` sweeps the number of producers (= consumers = partitions) and
-adds the scaling curve to the report. With the global ``--json`` the report itself is printed
+adds the scaling curve to the report. ``cluster`` starts a local 3-node cluster (or uses
+``--http``'s) and reports throughput at RF 1 and RF 3 and the failover time (``rill.bench.cluster``).
+With the global ``--json`` the report itself is printed
 on stdout instead of the table.
 
 Failures follow ``rill.cli.failures``: an option that cannot work is one ``error:`` line and
@@ -92,12 +94,15 @@ def _print_scenario(out: Output, scenario: dict[str, Any]) -> None:
 
 
 def _number(value: Any) -> str:
+    if isinstance(value, dict) and "ratio" in value:  # a ratio cell of a report's summary
+        return str(value.get("text", value["ratio"]))
     if isinstance(value, float):
         return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
     return "—" if value is None else str(value)
 
 
-def _finish(ctx: typer.Context, report: dict[str, Any], output_dir: Path, stem: str, json_only: bool) -> None:
+def _finish(ctx: typer.Context, report: dict[str, Any], output_dir: Path, stem: str, json_only: bool,
+            print_scenarios: bool = True) -> None:
     settings = ctx.obj
     out = Output(getattr(settings, "json_mode", False), getattr(settings, "quiet", False))
     try:
@@ -109,9 +114,9 @@ def _finish(ctx: typer.Context, report: dict[str, Any], output_dir: Path, stem: 
         for path in paths:
             sys.stderr.write(f"wrote {path}\n")
         return
-    for scenario in report["scenarios"]:
+    for scenario in report["scenarios"] if print_scenarios else ():
         _print_scenario(out, scenario)
-    for table in report["tables"]:
+    for table in [*report.get("summary", ()), *report["tables"]]:
         out.table(table["columns"], ([_number(value) for value in row] for row in table["rows"]), title=table["title"])
     for path in paths:
         out.console.print(f"{'HTML' if path.suffix == '.html' else 'JSON'} report: {path}", highlight=False)
@@ -125,6 +130,7 @@ def _show_progress(ctx: typer.Context, no_progress: bool) -> bool:
 def _run_guarded(ctx: typer.Context, address: str | None, action: Callable[[], Any]) -> Any:
     """Run a bench action; its own failures become one error line (RillError is left to the
     app's failure handler, which knows the exit codes)."""
+    from rill.bench.cluster_kafka import KafkaBenchError
     from rill.bench.options import OptionsError
     from rill.bench.runner import BenchError
     from rill.bench.server import ServerStartError
@@ -135,7 +141,7 @@ def _run_guarded(ctx: typer.Context, address: str | None, action: Callable[[], A
         return action()
     except OptionsError as error:
         raise fail(str(error), EXIT_USAGE) from None
-    except (BenchError, ServerStartError) as error:
+    except (BenchError, ServerStartError, KafkaBenchError) as error:
         raise fail(str(error), EXIT_ERROR) from None
 
 
@@ -287,6 +293,69 @@ def scaling(
     for key in ("scenarios", "tables", "curves"):
         report[key].extend(result[key])
     _finish(ctx, report, output_dir, "scaling", json_only)
+
+
+# --- cluster ---------------------------------------------------------------------------------------
+
+
+@app.command("cluster", epilog=examples(
+    "rill bench cluster", "rill bench cluster --runs 3 --failovers 3",
+    "rill bench cluster --etcd-members 1 --batches 20 --runs 1 --failovers 1",
+    "rill bench cluster --http 127.0.0.1:3001 --bootstrap 127.0.0.1:9092 --failovers 0",
+))
+def cluster(
+    ctx: typer.Context,
+    messages_per_batch: int = typer.Option(1000, "--messages-per-batch", "-m", help="Messages in each batch."),
+    message_size: int = typer.Option(1000, "--message-size", help="Payload bytes of each message."),
+    batches: int = typer.Option(100, "--batches", "-b", help="Batches per producer (one per partition)."),
+    runs: int = typer.Option(3, "--runs", help="Runs of every throughput case (the table shows medians)."),
+    failovers: Optional[int] = typer.Option(
+        None, "--failovers", help="Leader kill cycles (default 1; 0 with --http: a cluster the bench "
+        "did not start is never killed)."),
+    etcd_members: int = typer.Option(3, "--etcd-members", help="Members of the etcd the bench starts (1 or 3)."),
+    http: Optional[str] = typer.Option(None, "--http", help="HOST:PORT of any node's HTTP API of an existing "
+                                       "cluster (default: start a local one)."),
+    bootstrap: Optional[str] = typer.Option(None, "--bootstrap", help="HOST:PORT of the existing cluster's "
+                                            "Kafka listener (default: one from GET /cluster)."),
+    protocols: str = typer.Option("iggy,kafka", "--protocols", help="Which of iggy,kafka to measure."),
+    fsync: str = typer.Option("interval", "--fsync", metavar="never|interval|always",
+                              help="fsync policy of the nodes the benchmark starts."),
+    username: str = typer.Option("iggy", "--username", "-u", help="User every client logs in as."),
+    password: str = typer.Option("iggy", "--password", help="Password of --username."),
+    start_stream_id: int = typer.Option(3_100_000, "--start-stream-id",
+                                        help="The bench's streams are this + 1, + 2, ..."),
+    output_dir: Path = typer.Option(DEFAULT_OUTPUT_DIR, "--output-dir", help="Where the reports go."),
+    json_only: bool = typer.Option(False, "--json-only", help="Write the JSON report only (no HTML)."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No live progress display."),
+) -> None:
+    """A 3-node cluster: throughput at RF 1 and RF 3 (acks=1, acks=all) with the ratios against RF 1,
+    and the seconds writes stop when a leader is killed."""
+    import signal
+
+    from rill.bench.cluster import ClusterBenchOptions, run_cluster
+    from rill.bench.results import new_report
+
+    options = ClusterBenchOptions(
+        messages_per_batch=messages_per_batch, message_size=message_size, batches=batches, runs=runs,
+        failovers=failovers, etcd_members=etcd_members, http=http, bootstrap=bootstrap,
+        protocols=tuple(name.strip().lower() for name in protocols.split(",") if name.strip()),
+        fsync=fsync.lower(), username=username, password=password, start_stream_id=start_stream_id,
+        progress=_show_progress(ctx, no_progress),
+    )
+
+    def terminated(signum: int, frame: Any) -> None:  # like Ctrl-C: the cluster is stopped on the way out
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        result = _run_guarded(ctx, http, lambda: run_cluster(options))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    report = new_report("rill bench cluster")
+    report["scenarios"].extend(result["scenarios"])
+    report["summary"].extend(result["summary"])
+    report["cluster"] = result["cluster"]
+    _finish(ctx, report, output_dir, "cluster", json_only, print_scenarios=False)
 
 
 bench_compare.register(app)  # ``rill bench compare``: rill beside its peers and the machine
