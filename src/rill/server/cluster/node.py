@@ -349,10 +349,17 @@ class ClusterNode:
     async def _apply_batch(self, batch: WatchBatch) -> None:
         if not batch.events:
             return
+        # in revision order (a batch may span many: a watch resumed after a break); within one
+        # revision (one transaction), a stream before its topics before their partitions
         order = {self.keys.streams: 0, self.keys.topics: 1}
-        events = sorted(batch.events, key=lambda event: next(
-            (rank for prefix, rank in order.items() if event.kv.key.startswith(prefix)), 2)
-            if event.type == "put" else 3)
+
+        def place(event: Any) -> tuple[int, int]:
+            if event.type != "put":
+                return event.kv.mod_revision, 3
+            return event.kv.mod_revision, next(
+                (rank for prefix, rank in order.items() if event.kv.key.startswith(prefix)), 2)
+
+        events = sorted(batch.events, key=place)
         for event in events:
             kv = event.kv
             if event.type == "delete":

@@ -213,12 +213,12 @@ class Follower:
 
     async def _run(self) -> None:
         backoff = 0.05
+        fetched = self.fetches
         while True:
             link: PeerLink | None = None
             try:
                 link = await self.link()
                 await self._truncate(link)
-                backoff = 0.05
                 await self._fetch_loop(link)
             except asyncio.CancelledError:
                 raise
@@ -237,7 +237,9 @@ class Follower:
                 if link is not None:
                     link.close()
             await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 1.0)
+            # (back to the shortest wait once a fetch went through)
+            backoff = 0.05 if self.fetches > fetched else min(backoff * 2, 1.0)
+            fetched = self.fetches
 
     async def _truncate(self, link: PeerLink) -> None:
         """KIP-101/279: cut this log where it leaves the leader's."""
