@@ -168,9 +168,15 @@ def test_the_data_path_rides_out_an_etcd_quorum_loss(cluster, etcd) -> None:
     etcd.kill(1)
     etcd.kill(2)
     try:
-        for batch in range(5):
+        # 30 s without etcd's quorum (longer than every lease): each send still waits for the
+        # whole ISR (a replicated Iggy SEND is acks=all) and is acknowledged
+        started = time.monotonic()
+        batch = 0
+        while time.monotonic() - started < 30:
             clients[leader].send_messages(1, 1, [f"no-quorum-{batch}"], partitioning=1)
-        wait_for(lambda: len(_payloads(clients[leader], 1)) == 5, what="the sends committed")
+            batch += 1
+            time.sleep(1)
+        assert _payloads(clients[leader], 1) == [f"no-quorum-{n}" for n in range(batch)]
         with pytest.raises(errors.RillError) as refused:
             clients[leader].create_topic(1, "t2", partitions_count=1, replication_factor=3)
         assert isinstance(refused.value, errors.ClusterUnavailable), refused.value
@@ -291,3 +297,39 @@ def test_kafka_clients_see_the_leaders_etcd_holds_from_any_bootstrap_node(cluste
             assert partition["leader_id"] == state["leader"]
             assert partition["replica_nodes"] == state["replicas"]
             assert sorted(partition["isr_nodes"]) == sorted(state["isr"])
+
+
+def test_a_user_created_on_one_node_logs_in_on_every_node(cluster) -> None:
+    from rill.client import Client
+
+    with cluster.client(1) as admin:
+        admin.create_user("alice", "secret-1")
+    for node_id in (2, 3):
+        def logged_in() -> bool:
+            with Client(cluster.nodes[node_id].address) as client:
+                client.connect()
+                try:
+                    client.login_user("alice", "secret-1")
+                    return True
+                except errors.InvalidCredentials:
+                    return False
+        wait_for(logged_in, what=f"alice's login on node {node_id}")
+    with cluster.client(3) as admin:
+        alice = next(u for u in admin.get_users() if u.username == "alice")
+        admin.change_password(alice.id, "secret-1", "secret-2")
+    with Client(cluster.nodes[1].address) as client:
+        client.connect()
+        wait_for(lambda: _logs_in(client, "alice", "secret-2"), what="the new password on node 1")
+    with cluster.client(2) as admin:
+        admin.delete_user(alice.id)
+    with cluster.client(1) as admin:
+        wait_for(lambda: all(u.username != "alice" for u in admin.get_users()),
+                 what="alice gone on node 1")
+
+
+def _logs_in(client, username: str, password: str) -> bool:
+    try:
+        client.login_user(username, password)
+        return True
+    except errors.InvalidCredentials:
+        return False

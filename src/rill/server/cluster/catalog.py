@@ -9,9 +9,10 @@ revision, after the local copy took it. Changes other nodes made arrive on the w
 (``ClusterNode``) and reach the local copy and the core through ``apply_elsewhere``.
 Cluster-wide id blocks (Kafka producer ids) are a compare-and-swap on ``ids/<name>``.
 
-Consumer positions are stored in etcd too (``offsets/...``, coalesced: ``PositionWrites``) and
-applied on every node. Kept per node in this step (documented in the README): users, tokens
-and consumer groups' memberships. Purging a stream or topic is refused in a cluster (it would need every
+Users go through the controller too (``users/<id>``: the whole row, so every node logs them in
+alike). Consumer positions are stored in etcd (``offsets/...``, coalesced: ``PositionWrites``)
+and applied on every node. Kept per node in this step (documented in the README): personal
+access tokens and consumer groups' memberships. Purging a stream or topic is refused in a cluster (it would need every
 replica truncated).
 """
 
@@ -38,6 +39,10 @@ from rill.server.core.catalog import (
     TopicCreated,
     TopicDeleted,
     TopicRow,
+    UserCreated,
+    UserDeleted,
+    UserRow,
+    UserUpdated,
 )
 
 if TYPE_CHECKING:
@@ -120,6 +125,57 @@ class ClusterCatalog:
         last saw it."""
         return self.node.id_blocks.get(name, 0)
 
+    # -- users (the same on every node) ---------------------------------------------------------
+
+    async def create_user(self, row: UserRow) -> UserRow:
+        await self.node.propose("put_user", {"row": user_json(row), "create": True})
+        return await self.local.create_user(row)
+
+    def _user(self, user_id: int) -> UserRow:
+        for row in self.local.load_users():
+            if row.id == user_id:
+                return row
+        raise CatalogConflict(f"no user {user_id}")
+
+    async def _put_user(self, row: UserRow, old_username: str) -> None:
+        await self.node.propose("put_user", {"row": user_json(row),
+                                             "old_username": old_username})
+
+    async def update_user(self, user_id: int, username: str, status: int) -> None:
+        old = self._user(user_id)
+        await self._put_user(dataclasses.replace(old, username=username, status=status),
+                             old.username)
+        await self.local.update_user(user_id, username, status)
+
+    async def update_permissions(self, user_id: int, permissions: bytes | None) -> None:
+        old = self._user(user_id)
+        await self._put_user(dataclasses.replace(old, permissions=permissions), old.username)
+        await self.local.update_permissions(user_id, permissions)
+
+    async def change_password(self, user_id: int, password_hash: str,
+                              scram_credentials: str | None = None) -> None:
+        old = self._user(user_id)
+        await self._put_user(dataclasses.replace(old, password_hash=password_hash,
+                                                 scram_credentials=scram_credentials),
+                             old.username)
+        await self.local.change_password(user_id, password_hash, scram_credentials)
+
+    async def set_scram_credentials(self, user_id: int, scram_credentials: str) -> None:
+        old = self._user(user_id)
+        await self._put_user(dataclasses.replace(old, scram_credentials=scram_credentials),
+                             old.username)
+        await self.local.set_scram_credentials(user_id, scram_credentials)
+
+    async def delete_user(self, user_id: int) -> None:
+        old = self._user(user_id)
+        key = self.node.keys.user(user_id)
+        self.node.own_deletions.add(key)  # its watch event is this node's own change
+        try:
+            await self.node.propose("delete_user", {"id": user_id, "username": old.username})
+        finally:
+            asyncio.get_running_loop().call_later(30, self.node.own_deletions.discard, key)
+        await self.local.delete_user(user_id)
+
     async def store_position(self, row: PositionRow) -> PositionRow:
         """Stored in etcd (``offsets/...``), then in the local copy. Coalesced: positions
         stored while a write to etcd is under way go together in the next one, a consumer's
@@ -130,6 +186,12 @@ class ClusterCatalog:
         return await self.local.store_position(row)
 
     # -- changes made elsewhere ----------------------------------------------------------------
+
+    async def _update_local_user(self, row: UserRow) -> None:
+        local = self.local
+        await local.update_user(row.id, row.username, row.status)
+        await local.update_permissions(row.id, row.permissions)
+        await local.change_password(row.id, row.password_hash, row.scram_credentials)
 
     async def apply_elsewhere(self, change: CatalogChange) -> None:
         """A change another node made (or one this node made before a restart): the local copy
@@ -150,6 +212,17 @@ class ClusterCatalog:
             await local.delete_topic(change.stream_id, change.topic_id)
         elif isinstance(change, StreamDeleted):
             await local.delete_stream(change.stream_id)
+        elif isinstance(change, UserCreated):
+            row = change.row
+            if any(user.id == row.id for user in local.load_users()):
+                await self._update_local_user(row)
+                change = UserUpdated(row)
+            else:
+                await local.create_user(row)
+        elif isinstance(change, UserDeleted):
+            if not any(user.id == change.id for user in local.load_users()):
+                return
+            await local.delete_user(change.id)
         elif isinstance(change, PositionStored):
             try:
                 await local.store_position(change.row)
@@ -157,6 +230,19 @@ class ClusterCatalog:
                 return
         if self._apply is not None:
             self._apply(change)
+
+
+def user_json(row: UserRow) -> dict[str, Any]:
+    value = dataclasses.asdict(row)
+    value["permissions"] = row.permissions.hex() if row.permissions is not None else None
+    return value
+
+
+def user_row(value: dict[str, Any]) -> UserRow:
+    permissions = value.get("permissions")
+    return UserRow(value["id"], value["username"], value["password_hash"], value["status"],
+                   bytes.fromhex(permissions) if permissions is not None else None,
+                   value["created_at"], value.get("scram_credentials"))
 
 
 POSITIONS_PER_TXN = 100  # etcd's --max-txn-ops is 128

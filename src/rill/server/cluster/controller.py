@@ -3,7 +3,7 @@
 
 Owns: ``Controller`` -- what the elected node does while it leads: catalog changes other nodes
 hand it (streams, topics, partitions: rows, names, replica assignment and first partition
-states, in one transaction each) and elections (a partition whose leader is not a live member
+states, in one transaction each; users) and elections (a partition whose leader is not a live member
 gets one from its live ISR; dead members leave every ISR, never emptying it). Every
 transaction compares the controller's election key (``Leadership.fence``: a deposed controller
 changes nothing) and, for a partition, the mod_revision it last saw (the partition epoch).
@@ -87,6 +87,27 @@ class Controller:
             return {"revision": result.revision}
         if op == "create_partitions":
             return await self._create_partitions(args)
+        if op == "put_user":
+            row = args["row"]
+            key, name = keys.user(row["id"]), keys.user_name(row["username"])
+            compares = [fence]
+            operations = [Put(key, json.dumps(args).encode()), Put(name, str(row["id"]).encode())]
+            if args.get("create"):
+                compares += [Compare.missing(key), Compare.missing(name)]
+            elif args.get("old_username", row["username"]) != row["username"]:
+                compares.append(Compare.missing(name))
+                operations.append(Delete(keys.user_name(args["old_username"])))
+            result = await coordinator.txn(compares, operations)
+            if not result.succeeded:
+                raise errors.UserAlreadyExists(reason=(
+                    f"User already exists: the id {row['id']} or the name {row['username']!r} "
+                    f"is taken (or this controller was replaced)"))
+            return {"revision": result.revision}
+        if op == "delete_user":
+            result = await coordinator.txn(
+                [fence], [Delete(keys.user(args["id"])),
+                          Delete(keys.user_name(args["username"]))])
+            return {"revision": result.revision}
         raise errors.InvalidCommand(reason=f"unknown catalog change {op!r}")
 
     def _assignment(self, replication_factor: int, count: int) -> list[tuple[int, ...]]:

@@ -10,7 +10,8 @@ candidate, under its lease; the oldest leads; its create_revision is the control
 partition's replicas and state: leader, leader epoch, ISR; its mod_revision is the partition
 epoch), ``ids/<name>`` (cluster-wide id blocks: Kafka producer ids),
 ``offsets/<stream>/<topic>/<partition>/<consumer, percent-encoded>`` (stored consumer
-positions).
+positions), ``users/<id>`` and ``user-names/<name, percent-encoded>`` (users: name, status,
+permissions, password hash and SCRAM credentials).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ class ClusterKeys:
         self.partitions = self.root + b"partitions/"
         self.ids = self.root + b"ids/"
         self.offsets = self.root + b"offsets/"
+        self.users = self.root + b"users/"
+        self.user_names = self.root + b"user-names/"
 
     def member(self, node_id: int) -> bytes:
         return self.members + str(node_id).encode()
@@ -60,6 +63,12 @@ class ClusterKeys:
     def parse_offset(self, key: bytes) -> tuple[int, int, int, str]:
         stream, topic, partition, consumer = key[len(self.offsets):].split(b"/", 3)
         return int(stream), int(topic), int(partition), unquote(consumer.decode())
+
+    def user(self, user_id: int) -> bytes:
+        return self.users + str(user_id).encode()
+
+    def user_name(self, username: str) -> bytes:
+        return self.user_names + quote(username, safe="").encode()
 
     def id_block(self, name: str) -> bytes:
         return self.ids + name.encode()

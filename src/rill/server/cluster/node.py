@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from rill import errors
 from rill.protocol.peer import codec
 from rill.protocol.peer.codec import Message
-from rill.server.cluster.catalog import ClusterCatalog
+from rill.server.cluster.catalog import ClusterCatalog, user_row
 from rill.server.cluster.controller import Controller
 from rill.server.cluster.coordinator import (
     Compare,
@@ -69,6 +69,8 @@ from rill.server.core.catalog import (
     TopicCreated,
     TopicDeleted,
     TopicRow,
+    UserCreated,
+    UserDeleted,
 )
 from rill.server.core.cluster_view import UNPLACED, NodeInfo, Placement
 from rill.server.core.model import FOLLOWER, LEADER, Partition
@@ -111,6 +113,7 @@ class ClusterNode:
         self.applied_revision = 0
         self._applied = asyncio.Condition()
         self._own_proposals: set[str] = set()
+        self.own_deletions: set[bytes] = set()  # keys this node's own changes delete
         self._tasks: list[asyncio.Task[Any]] = []
         self._elect = asyncio.Event()
         self.lease: LeaseKeeper | None = None
@@ -439,6 +442,10 @@ class ClusterNode:
             self._elect.set()
         elif kv.key.startswith(keys.controller):
             self._elect.set()
+        elif kv.key.startswith(keys.users):
+            value = json.loads(kv.value)
+            if snapshot or value.get("proposal") not in self._own_proposals:
+                await self.catalog.apply_elsewhere(UserCreated(user_row(value["row"])))
         elif kv.key.startswith(keys.offsets):
             value = json.loads(kv.value)
             # (this node applied its own, unless it starts: it may have stopped in between)
@@ -469,6 +476,11 @@ class ClusterNode:
             stream_id = int(kv.key[len(keys.streams):])
             if stream_id in self.core.state.streams:
                 await self.catalog.apply_elsewhere(StreamDeleted(stream_id))
+        elif kv.key.startswith(keys.users):
+            if kv.key in self.own_deletions:
+                self.own_deletions.discard(kv.key)
+                return
+            await self.catalog.apply_elsewhere(UserDeleted(int(kv.key[len(keys.users):])))
         elif kv.key.startswith(keys.controller):
             self._elect.set()
 
