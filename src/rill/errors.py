@@ -223,7 +223,6 @@ ERROR_TABLE: tuple[tuple[int, str, str], ...] = (
     (11204, 'fenced_leader_epoch', 'Leader epoch: {0} is older than the partition leader epoch: {1}'),
     (11205, 'unknown_leader_epoch', 'Leader epoch: {0} is newer than the partition leader epoch: {1} this node knows'),
     (11206, 'cluster_unavailable', 'The cluster cannot change its metadata now: {0}'),
-    (11207, 'invalid_replication_factor', 'Invalid replication factor: {0}, the cluster has {1} live nodes'),
 )
 
 # HTTP status for codes that are not 400 (wire reference §8.3).

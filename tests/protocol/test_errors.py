@@ -33,7 +33,13 @@ def test_http_statuses() -> None:
     assert errors.LoginThrottled.http_status == 429
     for name in ("stream_name_not_found", "topic_name_not_found", "invalid_command", "invalid_stream_name"):
         assert errors.error_by_name(name).http_status == 400, name
-    assert sum(1 for _, name, _ in errors.ERROR_TABLE if errors.error_by_name(name).http_status != 400) == 12
+    cluster = {"not_leader_for_partition": 421, "leader_not_available": 503,
+               "not_enough_replicas": 503, "replication_timed_out": 504,
+               "cluster_unavailable": 503}
+    for name, status in cluster.items():
+        assert errors.error_by_name(name).http_status == status, name
+    assert sum(1 for _, name, _ in errors.ERROR_TABLE
+               if errors.error_by_name(name).http_status != 400) == 12 + len(cluster)
 
 
 def test_message_template() -> None:

@@ -39,6 +39,7 @@ def test_replica_state_set_by_a_replication_layer(partition) -> None:
     partition.role = FOLLOWER
     partition.leader_epoch = 4
     assert partition.log.leader_epoch == 4  # one place: the log's
+    append(partition, 1)  # a record of epoch 4: the epoch may not go below it any more
     with pytest.raises(ValueError, match="below"):
         partition.leader_epoch = 3
     partition.high_watermark = 2

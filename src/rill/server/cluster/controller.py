@@ -113,7 +113,9 @@ class Controller:
     def _assignment(self, replication_factor: int, count: int) -> list[tuple[int, ...]]:
         live = sorted(self.node.members)
         if replication_factor > len(live):
-            raise errors.InvalidReplicationFactor(replication_factor, len(live))
+            raise errors.InvalidReplicationFactor(reason=(
+                f"Invalid replication factor: {replication_factor}, the cluster has "
+                f"{len(live)} live nodes"))
         replicas = assign(live, replication_factor, count, self._placed)
         self._placed += count
         return replicas
