@@ -90,7 +90,11 @@ def test_a_machine_power_cut_kills_its_node_and_etcd_member(local_cluster):
     node, member = cluster.node(2), cluster.etcd.members[2]
     cluster.kill9_machine(2)
     assert not node.running and not member.running
-    assert all(m.healthy() for m in cluster.etcd.members[:2])  # 2 of 3: a quorum
+    # 2 of 3: a quorum (after an election when the member killed led etcd: about 1-2 s)
+    deadline = time.monotonic() + 20
+    while not all(m.healthy() for m in cluster.etcd.members[:2]):
+        assert time.monotonic() < deadline, "the 2 members left did not become healthy"
+        time.sleep(0.2)
     cluster.restart(2)
     assert node.running and member.running
     cluster.etcd.wait_healthy()
