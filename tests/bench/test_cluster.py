@@ -134,7 +134,7 @@ def _interrupt(process, bench_process, started: set[int], signum: int) -> None:
         assert time.monotonic() < deadline, "the run did not start"
         time.sleep(0.05)
     process.send_signal(signum)
-    process.communicate(timeout=120)
+    process.communicate(timeout=300)  # (its actors end first; slow on a loaded machine)
     assert process.returncode != 0
     assert len(started) >= 4
     assert _gone(sorted(started)) == []

@@ -52,7 +52,9 @@ def send_to_leader(cluster: RillCluster, clients: dict, partition_id: int, paylo
 def test_each_start_line_names_the_cluster_the_node_and_the_controller(cluster) -> None:
     controllers = set()
     for node_id in (1, 2, 3):
-        line = next(line for line in cluster.nodes[node_id].output if " serving " in line)
+        line = wait_for(lambda: next((line for line in cluster.nodes[node_id].output
+                                      if " serving " in line), None),
+                        what=f"node {node_id}'s start line")  # (logged after the listening lines)
         assert f"cluster {cluster.name!r} node {node_id} (member epoch " in line, line
         assert ", 3 members)" in line or node_id < 3, line
         controllers.add(line.split("controller ")[-1].split(";")[0].strip())
