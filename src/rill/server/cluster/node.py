@@ -83,7 +83,6 @@ log = logging.getLogger(__name__)
 
 ISR_CHECK = 0.5  # seconds between a leader's looks at its followers
 HW_CHECKPOINT_ROUNDS = 10  # high watermarks are stored every 10 looks (5 s)
-OFFLINE = UNPLACED  # before etcd's state is applied
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -210,7 +209,7 @@ class ClusterNode:
         for stream in core.state.streams.values():
             for topic in stream.topics.values():
                 for partition in topic.partitions.values():
-                    partition.placement = OFFLINE
+                    partition.placement = UNPLACED
                     partition.role = FOLLOWER
 
     async def start(self, listeners: dict[str, tuple[str, int]]) -> None:
@@ -550,7 +549,7 @@ class ClusterNode:
         log_ = partition.log
         if state.leader_epoch > log_.leader_epoch:
             log_.leader_epoch = state.leader_epoch
-        if partition._high_watermark is None:
+        if not partition.high_watermark_known:
             stored = log_.stored_high_watermark
             partition.high_watermark = stored if stored is not None else (
                 log_.next_offset if state.leader_epoch == 1 else 0)
@@ -694,7 +693,7 @@ class ClusterNode:
         truncation goes below after a restart)."""
         for key in self.partition_states:
             partition = self._partition(key)
-            if partition is not None and partition._high_watermark is not None:
+            if partition is not None and partition.high_watermark_known:
                 mark = partition.high_watermark
                 if mark != partition.log.stored_high_watermark:
                     with contextlib.suppress(Exception):

@@ -168,7 +168,7 @@ def answer_fetch(leader: LeaderReplica, header: dict[str, Any]) -> tuple[dict[st
     count = 0
     if offset < log_.next_offset:
         count, chunks = log_.read(offset, log_.next_offset - offset, max_bytes)
-        body = b"".join(bytes(chunk) for chunk in chunks)  # type: ignore[arg-type]
+        body = b"".join(chunks)  # type: ignore[arg-type]  # (bytes: no regions asked)
     epochs = log_.epochs_from(offset) if count else []
     return ({"high_watermark": partition.high_watermark, "log_start": log_.first_offset,
              "log_end": log_.next_offset, "count": count,
@@ -257,8 +257,8 @@ class Follower:
                 cut = min(cut, mine[1] if mine is not None else log_.first_offset)
             if cut >= log_.next_offset:
                 return
-            known = self.partition._high_watermark
-            floor = known if known is not None else (log_.stored_high_watermark or 0)
+            floor = (self.partition.high_watermark if self.partition.high_watermark_known
+                     else (log_.stored_high_watermark or 0))
             log.warning("follower of %s: truncating from %d to %d (leader epoch %s ends at %d)",
                         self._key, log_.next_offset, cut, epoch, end)
             log_.truncate_to(cut, floor)
@@ -286,7 +286,7 @@ class Follower:
                     log_.append_replicated(body, None, first)
                 await log_.wait_durable()  # the policy's sync before reporting the new end
             mark = min(int(header["high_watermark"]), log_.next_offset)
-            if mark > partition.high_watermark or partition._high_watermark is None:
+            if mark > partition.high_watermark or not partition.high_watermark_known:
                 partition.high_watermark = mark
 
     def _append_per_record(self, body: bytes, first: int, epochs: list[list[int]]) -> None:

@@ -96,6 +96,11 @@ class Partition:
         end = self.log.next_offset
         return end if self._high_watermark is None else min(self._high_watermark, end)
 
+    @property
+    def high_watermark_known(self) -> bool:
+        """Whether a replication layer set the high watermark (else it is the log end)."""
+        return self._high_watermark is not None
+
     @high_watermark.setter
     def high_watermark(self, offset: int) -> None:
         if offset < 0:

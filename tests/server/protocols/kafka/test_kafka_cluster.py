@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import subprocess
 import uuid
 
@@ -179,7 +178,6 @@ def test_confluent_kafka_sees_the_cluster(node, raw):
 
 
 
-@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is installed by ./run test")
 def test_kcat_lists_the_brokers_and_leaders(node, raw):
     topic = new_topic(node, raw)
     place(node, topic, 0, leader=2, epoch=1, replicas=(2, 1), isr=(2, 1))
