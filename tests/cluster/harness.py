@@ -182,6 +182,12 @@ class NamespacedEtcdMember(EtcdMember):
         in_namespace(self.namespace, lambda: EtcdMember.start(self, initial_cluster, state))
 
 
+def process_state(pid: int) -> str:
+    """The state letter of /proc/PID/stat (T: stopped by a signal)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rpartition(")")[2].split()[0]
+
+
 class RillNode:
     """One ``rill serve`` process of a machine, at fixed addresses (kept across restarts)."""
 
@@ -272,12 +278,23 @@ class RillNode:
         self.paused = False
 
     def pause(self) -> None:
+        """SIGSTOP, returning once the kernel shows the process stopped (delivery is
+        asynchronous: just after kill() the process may still be running)."""
         self.signal(signal.SIGSTOP)
         self.paused = True
+        self._await_state(lambda letter: letter == "T", "stopped")
 
     def resume(self) -> None:
         self.signal(signal.SIGCONT)
         self.paused = False
+        self._await_state(lambda letter: letter != "T", "running again")
+
+    def _await_state(self, wanted: Callable[[str], bool], what: str) -> None:
+        deadline = time.monotonic() + 10
+        while not wanted(process_state(self.pid)):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"node {self.node_id} is not {what} 10 s after the signal")
+            time.sleep(0.01)
 
     def stop(self, timeout: float = 20.0) -> int | None:
         """A clean shutdown (SIGTERM); the exit code (None: it was not running)."""

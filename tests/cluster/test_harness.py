@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from cluster.harness import LocalCluster
+from cluster.harness import LocalCluster, process_state
 from rill.client import Client
 
 ETCD_WAIT = 30.0  # generous: 2 cores shared by a whole test run
@@ -39,12 +39,6 @@ def create_stream(node, name: str) -> None:
     with Client(node.address("tcp"), reconnect=False, connect_timeout=5, timeout=10) as client:
         client.login_user("iggy", "iggy")
         client.create_stream(name)
-
-
-def state(pid: int) -> str:
-    """The process state letter of /proc/PID/stat (T: stopped)."""
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().rpartition(")")[2].split()[0]
 
 
 def etcd_health(url: str) -> bool:
@@ -79,9 +73,9 @@ def test_loopback_nodes_start_die_and_restart_on_their_data(local_cluster):
     assert streams(first) == ["s0"]  # same data directory, same address
 
     cluster.pause(1)
-    assert state(cluster.node(1).pid) == "T"
+    assert process_state(cluster.node(1).pid) == "T"
     cluster.resume(1)
-    assert state(cluster.node(1).pid) != "T"
+    assert process_state(cluster.node(1).pid) != "T"
     assert streams(cluster.node(1)) == ["s1"]
 
 
@@ -158,9 +152,9 @@ def test_namespaces_mode_kills_pauses_and_restarts_by_pid(local_cluster):
     cluster.restart(0)
     assert streams(cluster.node(0)) == ["kept"]
     cluster.pause(2)
-    assert state(cluster.node(2).pid) == "T"
+    assert process_state(cluster.node(2).pid) == "T"
     cluster.heal()
-    assert state(cluster.node(2).pid) != "T"
+    assert process_state(cluster.node(2).pid) != "T"
 
 
 def test_closing_removes_the_namespaces_and_the_bridge_also_after_a_failure(tmp_path):
