@@ -23,7 +23,6 @@ from test_staging import index_positions
 
 from rill.errors import CannotAppendMessage
 from rill.protocol.buffer import DecodeError
-from rill.protocol.iggy.layout import walk_stored
 from rill.protocol.iggy.messages import Message, encode_messages
 from rill.server.storage.durability import Durability, FsyncPolicy
 from rill.server.storage.formats.iggy_v1 import stamp_batch
@@ -200,10 +199,9 @@ def test_the_stored_high_watermark_survives_a_reopen_and_follows_a_cut(
 
 
 # ---------------------------------------------------------------------- a follower's appends
-def shipped(log, offset: int, count: int) -> tuple[bytes, bytes]:
+def shipped(log, offset: int, count: int) -> bytes:
     _, chunks = log.read(offset, count)
-    records = b"".join(chunks)
-    return records, array("I", [parts.start for parts in walk_stored(records)]).tobytes()
+    return b"".join(chunks)
 
 
 def test_a_follower_holds_the_leaders_records(make_log) -> None:
@@ -213,8 +211,8 @@ def test_a_follower_holds_the_leaders_records(make_log) -> None:
         leader.append(encode_messages([Message(b"m" * 90, id=10 * number + n + 1)
                                        for n in range(3)]), 1_000 + number)
     for offset in range(0, 36, 5):
-        records, positions = shipped(leader, offset, 5)
-        assert follower.append_replicated(records, positions, offset) == (
+        records = shipped(leader, offset, 5)
+        assert follower.append_replicated(records, offset) == (
             offset, min(offset + 4, 35))
     assert everything(follower) == everything(leader)
     assert starts(follower) == starts(leader) and len(starts(leader)) > 1
@@ -226,19 +224,19 @@ def test_records_out_of_place_are_refused_and_nothing_is_written(make_log) -> No
     follower = make_log(name="follower")
     leader.append(encode_messages([Message(b"a", id=1), Message(b"b", id=2),
                                    Message(b"c", id=3)]), 1_000)
-    records, positions = shipped(leader, 0, 3)
+    records = shipped(leader, 0, 3)
     before = everything(follower)
     with pytest.raises(CannotAppendMessage, match="start at offset 1, this log's next offset is 0"):
-        follower.append_replicated(records, positions, 1)
-    later, later_positions = shipped(leader, 1, 2)
-    with pytest.raises(DecodeError, match="expected offset 0"):
-        follower.append_replicated(later, later_positions, 0)
+        follower.append_replicated(records, 1)
+    later = shipped(leader, 1, 2)
+    with pytest.raises(DecodeError, match="has offset 1, expected 0"):
+        follower.append_replicated(later, 0)
     corrupt = bytearray(records)
     corrupt[-1] ^= 0xFF
     with pytest.raises(DecodeError):
-        follower.append_replicated(bytes(corrupt), positions, 0)
+        follower.append_replicated(bytes(corrupt), 0)
     assert everything(follower) == before
-    assert follower.append_replicated(records, positions, 0) == (0, 2)
+    assert follower.append_replicated(records, 0) == (0, 2)
 
 
 def test_a_follower_of_kafka_batches_holds_the_leaders_batches(make_log) -> None:
@@ -246,11 +244,11 @@ def test_a_follower_of_kafka_batches_holds_the_leaders_batches(make_log) -> None
     whole = make_log(segment_size=SEGMENT_SIZE["kafka-v2"], record_format="kafka-v2",
                      name="whole")
     _, chunks = leader.read(0, 1_000)
-    assert whole.append_replicated(b"".join(chunks), None, 0) == (0, 35)
+    assert whole.append_replicated(b"".join(chunks), 0) == (0, 35)
     assert everything(whole) == everything(leader) and starts(whole) == starts(leader)
     assert whole.epoch_end(EPOCH) == (EPOCH, 36)
     with pytest.raises(DecodeError, match="do not scan cleanly"):
-        whole.append_replicated(b"".join(chunks)[:30], None, 36)
+        whole.append_replicated(b"".join(chunks)[:30], 36)
     assert everything(whole) == everything(leader)
 
 

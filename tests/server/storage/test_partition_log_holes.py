@@ -118,7 +118,7 @@ def test_a_follower_counts_the_leaders_records(make_log) -> None:
     leader = holed(make_log(record_format="kafka-v2"))
     returned, chunks = leader.read(0, leader.next_offset)
     follower = make_log(record_format="kafka-v2", name="follower")
-    assert follower.append_replicated(b"".join(chunks), None, 0) == (0, 10000)
+    assert follower.append_replicated(b"".join(chunks), 0) == (0, 10000)
     assert (follower.messages_count, follower.next_offset) == (5, 10001)
 
 

@@ -5,7 +5,6 @@ and whatever is out of place is refused with nothing written."""
 from __future__ import annotations
 
 import struct
-from array import array
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,6 @@ from formats.test_formats import ANSWERS, FRAME, NAME, TEST_BATCH_V1, epoch_answ
 
 from rill.errors import CannotAppendMessage
 from rill.protocol.buffer import DecodeError
-from rill.protocol.iggy.layout import walk_stored
 from rill.protocol.iggy.messages import Message, encode_messages
 from rill.server.storage import formats
 from rill.server.storage.durability import Durability, FsyncPolicy
@@ -23,11 +21,10 @@ from rill.server.storage.partition_log import LogSettings, PartitionLog
 SETTINGS = LogSettings(segment_size=2_000)
 
 
-def shipped(log: PartitionLog, offset: int, count: int) -> tuple[bytes, bytes]:
-    """What a leader ships: its stored records from ``offset`` and where each starts."""
+def shipped(log: PartitionLog, offset: int, count: int) -> bytes:
+    """What a leader ships: its stored records from ``offset``."""
     _, chunks = log.read(offset, count)
-    records = b"".join(chunks)
-    return records, array("I", [parts.start for parts in walk_stored(records)]).tobytes()
+    return b"".join(chunks)
 
 
 def test_a_follower_holds_the_leaders_bytes(tmp_path: Path) -> None:
@@ -38,8 +35,8 @@ def test_a_follower_holds_the_leaders_bytes(tmp_path: Path) -> None:
         leader.append(encode_messages([Message(b"m" * 90, id=10 * number + n) for n in range(3)]),
                       1_000 + number)
     for offset in range(0, 36, 5):  # shipped in pieces that do not follow the batches
-        records, positions = shipped(leader, offset, 5)
-        assert follower.append_replicated(records, positions, offset) == (
+        records = shipped(leader, offset, 5)
+        assert follower.append_replicated(records, offset) == (
             offset, min(offset + 4, 35))
     assert follower.next_offset == leader.next_offset == 36
     assert follower.segments_count == leader.segments_count > 1
@@ -58,21 +55,39 @@ def test_records_out_of_place_are_refused_and_nothing_is_written(tmp_path: Path)
     leader = PartitionLog.open(tmp_path / "leader", SETTINGS, durability, clean_shutdown=True)
     follower = PartitionLog.open(tmp_path / "follower", SETTINGS, durability, clean_shutdown=True)
     leader.append(encode_messages([b"a", b"b", b"c"]), 1_000)
-    records, positions = shipped(leader, 0, 3)
+    records = shipped(leader, 0, 3)
     before = snapshot(tmp_path / "follower")
     with pytest.raises(CannotAppendMessage, match="start at offset 1, this log's next offset is 0"):
-        follower.append_replicated(records, positions, 1)
-    later, later_positions = shipped(leader, 1, 2)
-    with pytest.raises(DecodeError, match="expected offset 0"):
-        follower.append_replicated(later, later_positions, 0)  # offsets 1, 2 where 0 belongs
+        follower.append_replicated(records, 1)
+    later = shipped(leader, 1, 2)
+    with pytest.raises(DecodeError, match="has offset 1, expected 0"):
+        follower.append_replicated(later, 0)  # offsets 1, 2 where 0 belongs
     corrupt = bytearray(records)
     corrupt[-1] ^= 0xFF  # a payload byte: the checksum no longer matches
     with pytest.raises(DecodeError):
-        follower.append_replicated(bytes(corrupt), positions, 0)
+        follower.append_replicated(bytes(corrupt), 0)
     assert snapshot(tmp_path / "follower") == before and follower.next_offset == 0
-    assert follower.append_replicated(records, positions, 0) == (0, 2)
+    assert follower.append_replicated(records, 0) == (0, 2)
     leader.close()
     follower.close()
+
+
+def test_records_older_than_the_logs_last_are_refused(tmp_path: Path) -> None:
+    """Timestamps never go back along a log: a leader's records stamped before what this
+    replica last holds (another leader's history) are refused, nothing written."""
+    durability = Durability(FsyncPolicy.NEVER)
+    newer = PartitionLog.open(tmp_path / "newer", SETTINGS, durability, clean_shutdown=True)
+    older = PartitionLog.open(tmp_path / "older", SETTINGS, durability, clean_shutdown=True)
+    follower = PartitionLog.open(tmp_path / "follower", SETTINGS, durability, clean_shutdown=True)
+    newer.append(encode_messages([b"a", b"b"]), 2_000)
+    older.append(encode_messages([b"a", b"b", b"c"]), 1_000)
+    assert follower.append_replicated(shipped(newer, 0, 2), 0) == (0, 1)
+    before = snapshot(tmp_path / "follower")
+    with pytest.raises(DecodeError, match="timestamp 1000, before 2000"):
+        follower.append_replicated(shipped(older, 2, 1), 2)
+    assert snapshot(tmp_path / "follower") == before and follower.next_offset == 2
+    for log in (newer, older, follower):
+        log.close()
 
 
 # ---------------------------------------------------------------------- a batch-index format
@@ -110,13 +125,13 @@ def test_a_follower_of_a_batch_format_holds_the_leaders_bytes(batch_logs, tmp_pa
     fill_epochs(leader)  # 15 offsets in 7 batches over 3 segments, epochs 1, 3, 5
     whole = batch_logs("whole")  # everything in one append: split into the leader's segments
     first, data = leader_bytes(leader, 0, 100)
-    assert whole.append_replicated(data, None, first) == (0, 14)
+    assert whole.append_replicated(data, first) == (0, 14)
     pieces = batch_logs("pieces")  # batch runs that do not follow the segments
     offset = 0
     while offset < leader.next_offset:
         first, data = leader_bytes(leader, offset, 3)
         assert first == offset
-        offset = pieces.append_replicated(data, None, first)[1] + 1
+        offset = pieces.append_replicated(data, first)[1] + 1
     for follower in (whole, pieces):
         assert snapshot(tmp_path / follower.directory.name) == snapshot(tmp_path / "leader")
         assert follower.next_offset == 15 and follower.segments_count == 3
@@ -137,24 +152,24 @@ def test_a_follower_refuses_batches_out_of_place_and_writes_nothing(batch_logs, 
     follower = batch_logs("follower")
     _, first_batches = leader_bytes(leader, 0, 5)  # offsets 0-4: two batches
     first_offset, later = leader_bytes(leader, 6, 4)  # offsets 6-9
-    assert follower.append_replicated(first_batches, None, 0) == (0, 4)
+    assert follower.append_replicated(first_batches, 0) == (0, 4)
     before = snapshot(tmp_path / "follower")
     with pytest.raises(CannotAppendMessage, match="start at offset 6, this log's next offset is 5"):
-        follower.append_replicated(later, None, first_offset)
+        follower.append_replicated(later, first_offset)
     with pytest.raises(DecodeError, match="do not scan cleanly: batch at byte 0 is not offset 5"):
-        follower.append_replicated(later, None, 5)  # offsets 6-9 where 5 belongs
+        follower.append_replicated(later, 5)  # offsets 6-9 where 5 belongs
     _, batch = leader_bytes(leader, 5, 1)  # offset 5, epoch 1
     corrupt = bytearray(batch)
     corrupt[-1] ^= 0xFF  # a body byte: the checksum no longer matches
     with pytest.raises(DecodeError, match="bad checksum"):
-        follower.append_replicated(bytes(corrupt), None, 5)
+        follower.append_replicated(bytes(corrupt), 5)
     with pytest.raises(DecodeError, match="do not scan cleanly"):
-        follower.append_replicated(batch + later[:20], None, 5)  # a torn batch after a good one
-    with pytest.raises(DecodeError, match="do not scan cleanly: no batch"):
-        follower.append_replicated(b"", None, 5)
+        follower.append_replicated(batch + later[:20], 5)  # a torn batch after a good one
+    with pytest.raises(DecodeError, match="do not scan cleanly: no record"):
+        follower.append_replicated(b"", 5)
     stale = bytearray(batch)
     struct.pack_into("<I", stale, 20, 0)  # the frame's epoch (not in its checksum): 0 after 1
     with pytest.raises(DecodeError, match="leader epoch 0, below the 1 before it"):
-        follower.append_replicated(bytes(stale), None, 5)
+        follower.append_replicated(bytes(stale), 5)
     assert snapshot(tmp_path / "follower") == before and follower.next_offset == 5
-    assert follower.append_replicated(batch + later, None, 5) == (5, 9)
+    assert follower.append_replicated(batch + later, 5) == (5, 9)

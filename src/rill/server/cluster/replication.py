@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -29,7 +28,7 @@ from rill import errors
 from rill.protocol.peer import codec
 from rill.server.cluster.partition_state import PartitionState
 from rill.server.cluster.peer_link import PeerLink, PeerRefused, PeerUnavailable
-from rill.server.storage.formats.iggy_v1 import stored_positions
+from rill.server.storage.index_entry import INDEX_ENTRY, INDEX_ENTRY_SIZE
 
 if TYPE_CHECKING:
     from rill.server.core.model import Partition
@@ -283,25 +282,33 @@ class Follower:
                 if per_record:
                     self._append_per_record(body, first, header["epochs"])
                 else:
-                    log_.append_replicated(body, None, first)
+                    log_.append_replicated(body, first)
                 await log_.wait_durable()  # the policy's sync before reporting the new end
             mark = min(int(header["high_watermark"]), log_.next_offset)
             if mark > partition.high_watermark or not partition.high_watermark_known:
                 partition.high_watermark = mark
 
     def _append_per_record(self, body: bytes, first: int, epochs: list[list[int]]) -> None:
-        """A per-record format's records, each run at its epoch (the records carry none)."""
+        """A per-record format's records, each run at its epoch (the records carry none). One
+        run (the common case) is one append; several are split where the scan's index entries
+        put their records."""
         log_ = self.partition.log
-        starts = array("I")
-        starts.frombytes(stored_positions(body))
-        runs = epochs or [[log_.leader_epoch, first]]
+        runs = [(epoch, start) for epoch, start in (epochs or [[log_.leader_epoch, first]])]
+        if len(runs) == 1:
+            log_.leader_epoch = runs[0][0]
+            log_.append_replicated(body, first)
+            return
+        scanned = log_.format.scan(body, 0, first, first, 0, verify_checksums=False)
+        entries = memoryview(scanned.index_entries)
+        count = scanned.count
+
+        def byte_at(record: int) -> int:
+            return (INDEX_ENTRY.unpack_from(entries, record * INDEX_ENTRY_SIZE)[1]
+                    if record < count else len(body))
+
         for number, (epoch, start) in enumerate(runs):
-            end = runs[number + 1][1] if number + 1 < len(runs) else first + len(starts)
+            end = runs[number + 1][1] if number + 1 < len(runs) else first + count
             if end <= start:
                 continue
-            lo, hi = start - first, end - first
-            byte_lo = starts[lo]
-            byte_hi = starts[hi] if hi < len(starts) else len(body)
             log_.leader_epoch = epoch  # the leader's epoch of this run (never below the last)
-            rebased = array("I", [position - byte_lo for position in starts[lo:hi]])
-            log_.append_replicated(body[byte_lo:byte_hi], rebased.tobytes(), start)
+            log_.append_replicated(body[byte_at(start - first):byte_at(end - first)], start)

@@ -40,9 +40,8 @@ from rill.errors import CannotAppendMessage, FeatureUnavailable
 from rill.protocol.buffer import DecodeError
 from rill.server.storage.formats import RecordFormat, conversion, format_named, iggy_v1, kafka_v2
 from rill.server.storage.formats.iggy_v1 import StampedBatch, uniform_positions
-from rill.server.storage.formats.iggy_v1_checks import KIND_GOOD
-from rill.server.storage.replica import epochs_after
-from rill.server.storage.index_entry import INDEX_ENTRY, MAX_POSITION, build_index_entries
+from rill.server.storage.replica import check_replicated, epochs_after
+from rill.server.storage.index_entry import MAX_POSITION, build_index_entries
 from rill.server.storage.log_reads import LogReads
 from rill.server.storage.truncation import TruncationRefused, check_cut
 
@@ -454,8 +453,7 @@ class MemoryLog(LogReads):
         if boundary.size_bytes >= self.settings.segment_size:
             self._seal_active()
 
-    def append_replicated(self, records: bytes, positions: bytes | memoryview | None,
-                          first_offset: int) -> tuple[int, int]:
+    def append_replicated(self, records: bytes, first_offset: int) -> tuple[int, int]:
         """As ``PartitionLog.append_replicated``: a leader's records kept byte for byte."""
         if first_offset != self.next_offset:
             raise CannotAppendMessage(reason=(
@@ -463,40 +461,19 @@ class MemoryLog(LogReads):
                 f"this log's next offset is {self.next_offset}"))
         if self.format.batch_index:
             return self._append_replicated_batches(records, first_offset)
-        if positions is None:
-            raise ValueError(f"format {self.format.name}: a follower's append needs the "
-                             "positions of the records")
-        starts = self.format.check_stored(records, positions)
-        timestamps = []
-        previous = self._last_timestamp
-        for index, start in enumerate(starts):
-            offset, _, timestamp = self.format.record_head(records, start)
-            if offset != first_offset + index or timestamp < previous:
-                raise DecodeError(f"record {index}: offset {offset} or timestamp {timestamp} "
-                                  f"out of order (expected offset {first_offset + index}, a "
-                                  f"timestamp from {previous})")
-            timestamps.append(timestamp)
-            previous = timestamp
-        epoch = self._stamping_epoch()
         active = self._segment_for(len(records))
-        relative, base = first_offset - active.start_offset, active.size_bytes
-        entries = bytearray(INDEX_ENTRY.size * len(starts))
-        for index, start in enumerate(starts):
-            INDEX_ENTRY.pack_into(entries, index * INDEX_ENTRY.size, relative + index,
-                                  base + start, timestamps[index])
-        self._write(active, records, entries, epoch, timestamps[0], len(starts), timestamps[-1])
-        return first_offset, first_offset + len(starts) - 1
+        scanned = self.format.scan(records, 0, first_offset, active.start_offset,
+                                   self._last_timestamp, position_base=active.size_bytes)
+        check_replicated(scanned, records, first_offset)
+        self._write(active, records, scanned.index_entries, self._stamping_epoch(),
+                    scanned.first_timestamp, scanned.count, scanned.last_timestamp)
+        return first_offset, first_offset + scanned.count - 1
 
     def _append_replicated_batches(self, records: bytes, first_offset: int) -> tuple[int, int]:
         """Whole batches the format's ``scan`` walks cleanly, epochs never decreasing, each
         into the segment a leader's append would have put it in."""
         scanned = self.format.scan(records, 0, first_offset, first_offset, self._last_timestamp)
-        if scanned.stop_kind != KIND_GOOD or scanned.end_position != len(records) or not (
-                scanned.count):
-            raise DecodeError(
-                f"the leader's batches from offset {first_offset} do not scan cleanly: "
-                f"{scanned.stop_reason or 'no batch'} (byte {scanned.end_position} of "
-                f"{len(records)})")
+        check_replicated(scanned, records, first_offset)
         units = _units(scanned.index_entries, self.format, first_offset, 0, self._leader_epoch)
         previous = self.last_epoch
         for first, _, _, epoch, _ in units:

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING
 
 from rill.errors import CannotAppendMessage
 from rill.protocol.buffer import DecodeError
-from rill.protocol.iggy.layout import STORED_HEAD
 from rill.server.storage.batch_segment import BatchSegment
 from rill.server.storage.checkpoints import (
     LeaderEpochs,
@@ -37,8 +36,8 @@ from rill.server.storage.checkpoints import (
     write_high_watermark,
 )
 from rill.server.storage.durability import Durability
-from rill.server.storage.formats.iggy_v1_checks import KIND_GOOD
-from rill.server.storage.index_entry import INDEX_ENTRY, INDEX_ENTRY_SIZE, MAX_POSITION
+from rill.server.storage.formats.iggy_v1_checks import KIND_GOOD, ScanResult
+from rill.server.storage.index_entry import INDEX_ENTRY, MAX_POSITION
 from rill.server.storage.recovery import recover_tail
 from rill.server.storage.truncation import TruncationPlan, carry_out, check_cut
 
@@ -224,20 +223,18 @@ class ReplicaLog:
         if tail.size_bytes >= self.settings.segment_size:
             self._seal_active()
 
-    def append_replicated(self, records: bytes, positions: bytes | memoryview | None,
-                          first_offset: int) -> tuple[int, int]:
+    def append_replicated(self, records: bytes, first_offset: int) -> tuple[int, int]:
         """A follower's append (cluster-design.md): a leader's records as the leader stored
         them -- offsets, timestamps, ids and checksums (a batch format: whole batches, their
         leader epochs too) kept byte for byte -- at exactly the offsets they carry, which must
         run on from ``first_offset`` = this log's end. A rejected append writes nothing.
         Returns (first, last) offsets.
 
-        Per-record formats (iggy-v1; ``positions``: where each record starts, u32 array
-        bytes): checked as staged records are (layout, checksums, limits:
-        ``check_stored_records``), plus the offsets (``first_offset`` + i) and timestamps
-        (never below the log's last). Batch-index formats (``positions`` unused, None): see
-        ``_append_replicated_batches``. Per-record Python work here: the replication path is
-        not yet a hot path."""
+        Per-record formats (iggy-v1): one ``scan`` of the records (in C when built) checks
+        each as recovery does (layout, checksum, header map), the offsets (``first_offset`` +
+        i), the timestamps (never below the log's last) and builds the index entries at the
+        places the records take in the active segment. Batch-index formats: see
+        ``_append_replicated_batches``."""
         self._settle()
         if first_offset != self.next_offset:
             raise CannotAppendMessage(reason=(
@@ -245,30 +242,14 @@ class ReplicaLog:
                 f"this log's next offset is {self.next_offset}"))
         if self.format.batch_index:
             return self._append_replicated_batches(records, first_offset)
-        if positions is None:
-            raise ValueError(f"format {self.format.name}: a follower's append needs the "
-                             "positions of the records")
-        starts = self.format.check_stored(records, positions)
-        timestamps = []
-        previous = self._last_timestamp
-        for index, start in enumerate(starts):
-            offset, _, timestamp = STORED_HEAD.unpack_from(records, start)
-            if offset != first_offset + index or timestamp < previous:
-                raise DecodeError(f"record {index}: offset {offset} or timestamp {timestamp} "
-                                  f"out of order (expected offset {first_offset + index}, a "
-                                  f"timestamp from {previous})")
-            timestamps.append(timestamp)
-            previous = timestamp
-        self._stamping_epoch()  # the leader's epoch of these records (set by the caller)
         active = self._segment_for(len(records))
-        relative, base = first_offset - active.start_offset, active.size_bytes
-        index_entries = bytearray(INDEX_ENTRY_SIZE * len(starts))
-        for index, start in enumerate(starts):
-            INDEX_ENTRY.pack_into(index_entries, index * INDEX_ENTRY_SIZE, relative + index,
-                                  base + start, timestamps[index])
-        self._write(active, records, index_entries, timestamps[0], len(starts),
-                    last_timestamp=timestamps[-1])
-        return first_offset, first_offset + len(starts) - 1
+        scanned = self.format.scan(records, 0, first_offset, active.start_offset,
+                                   self._last_timestamp, position_base=active.size_bytes)
+        check_replicated(scanned, records, first_offset)
+        self._stamping_epoch()  # the leader's epoch of these records (set by the caller)
+        self._write(active, records, scanned.index_entries, scanned.first_timestamp,
+                    scanned.count, last_timestamp=scanned.last_timestamp)
+        return first_offset, first_offset + scanned.count - 1
 
     def _append_replicated_batches(self, records: bytes, first_offset: int) -> tuple[int, int]:
         """``append_replicated`` for a batch-index format: ``records`` must be whole batches
@@ -281,12 +262,7 @@ class ReplicaLog:
         holds the leader's files byte for byte however the bytes are shipped."""
         entry_size = self.format.index_entry_size
         scanned = self.format.scan(records, 0, first_offset, first_offset, self._last_timestamp)
-        if scanned.stop_kind != KIND_GOOD or scanned.end_position != len(records) or not (
-                scanned.count):
-            raise DecodeError(
-                f"the leader's batches from offset {first_offset} do not scan cleanly: "
-                f"{scanned.stop_reason or 'no batch'} (byte {scanned.end_position} of "
-                f"{len(records)})")
+        check_replicated(scanned, records, first_offset)
         entries = scanned.index_entries
         numbers = len(entries) // entry_size
         heads = [INDEX_ENTRY.unpack_from(entries, number * entry_size)
@@ -330,3 +306,13 @@ def epochs_after(pairs: list[tuple[int, int]], offset: int) -> list[tuple[int, i
     every later one."""
     return [(epoch, max(start, offset)) for number, (epoch, start) in enumerate(pairs)
             if number + 1 >= len(pairs) or pairs[number + 1][1] > offset]
+
+
+def check_replicated(scanned: ScanResult, records: bytes, first_offset: int) -> None:
+    """A leader's records must scan cleanly to their end: else DecodeError, nothing written."""
+    if scanned.stop_kind != KIND_GOOD or scanned.end_position != len(records) or not (
+            scanned.count):
+        raise DecodeError(
+            f"the leader's records from offset {first_offset} do not scan cleanly: "
+            f"{scanned.stop_reason or 'no record'} (byte {scanned.end_position} of "
+            f"{len(records)})")

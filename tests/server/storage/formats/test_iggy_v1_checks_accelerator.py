@@ -26,6 +26,7 @@ from rill.server.storage.formats.iggy_v1_checks import (
     verify_records_python,
 )
 from rill.server.storage.formats.iggy_v1 import stamp_batch_python
+from rill.server.storage.index_entry import MAX_POSITION
 
 _stamp = iggy_v1.ACCELERATOR
 needs_twin = pytest.mark.skipif(_stamp is None, reason="the C extension is not built or disabled")
@@ -75,8 +76,8 @@ def same_verify(log, index, first=START, relative=0, base=0):  # type: ignore[no
 
 
 def same_scan(data, start=0, offset=START, segment_start=START,  # type: ignore[no-untyped-def]
-              previous=0, max_count=2**64 - 1, checksums=True):
-    args = (data, start, offset, segment_start, previous, max_count, checksums)
+              previous=0, max_count=2**64 - 1, checksums=True, base=0):
+    args = (data, start, offset, segment_start, previous, max_count, checksums, base)
     expected = outcome(scan_records_python, *args)
     assert outcome(iggy_v1_checks._scan_records_accelerated, *args) == expected
     return expected
@@ -121,6 +122,14 @@ def test_valid_segments_verify_and_scan_alike(fixed_ids: None, batches: list) ->
         assert same_verify(log[position:], index[number * 16:], START + number, number,
                            position)[0] == count - number
         assert same_scan(log, position, START + number, max_count=1)[1] == 1
+    shifted = same_scan(log, base=1_000)  # a follower's records placed 1,000 bytes in
+    assert shifted[1:3] == (count, len(log)) and shifted[6:] == (KIND_GOOD, None)
+    assert [struct.unpack_from("<III", shifted[3], at)[:2] for at in range(0, len(index), 16)] == [
+        (relative, position + 1_000)
+        for relative, position in (struct.unpack_from("<II", index, at)
+                                   for at in range(0, len(index), 16))]
+    overflowing = same_scan(log, base=MAX_POSITION + 1)  # past what an entry's u32 can hold
+    assert overflowing[1] == 0 and overflowing[6] == KIND_STRUCTURE
 
 
 @needs_twin

@@ -437,13 +437,13 @@ def test_a_follower_ends_byte_identical(tmp_path: Path) -> None:
         while offset < leader.next_offset - 3:  # all but the last batch, a few at a time
             _, shipped = read_all(leader, offset, 4)
             first = struct.unpack_from(">q", shipped, 0)[0]
-            offset = follower.append_replicated(shipped, None, first)[1] + 1
+            offset = follower.append_replicated(shipped, first)[1] + 1
         _, last = read_all(leader, offset, 1)
         bad = bytearray(last)
         bad[70] ^= 1
         with pytest.raises(DecodeError, match="CRC-32C"):
-            follower.append_replicated(bytes(bad), None, offset)
-        assert follower.append_replicated(last, None, offset) == (24, 26)
+            follower.append_replicated(bytes(bad), offset)
+        assert follower.append_replicated(last, offset) == (24, 26)
         for name in sorted(path.name for path in (tmp_path / "leader").iterdir()):
             assert (tmp_path / "follower" / name).read_bytes() == (
                 tmp_path / "leader" / name).read_bytes(), name
@@ -464,9 +464,9 @@ def test_a_follower_refuses_batches_that_do_not_carry_its_next_offset(tmp_path: 
         _, first = read_all(leader, 0, 1)
         _, second = read_all(leader, 2, 1)
         with pytest.raises(DecodeError, match="carries offset 2, not 0"):
-            follower.append_replicated(second, None, 0)
+            follower.append_replicated(second, 0)
         assert follower.next_offset == 0
-        assert follower.append_replicated(first + second, None, 0) == (0, 4)
+        assert follower.append_replicated(first + second, 0) == (0, 4)
     finally:
         leader.close()
         follower.close()
@@ -478,7 +478,7 @@ def test_a_stored_batch_holds_last_offset_delta_plus_one_offsets(tmp_path: Path)
                             Durability(FsyncPolicy.NEVER), True)
     try:
         compacted = resign(corrupted(build(3), 23, struct.pack(">i", 4)))  # offsets 0..4
-        assert log.append_replicated(compacted, None, 0) == (0, 4)
+        assert log.append_replicated(compacted, 0) == (0, 4)
         assert log.next_offset == 5
     finally:
         log.close()

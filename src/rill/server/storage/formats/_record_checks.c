@@ -303,6 +303,7 @@ PyObject *checks_verify(PyObject *module, PyObject *const *args, Py_ssize_t narg
 typedef struct {
     const uint8_t *data;
     uint64_t length, start, offset, segment_start, previous_timestamp, max_count;
+    uint64_t position_base; /* added to each entry's position (the data's place in a segment) */
     int checksums;
     /* out */
     uint8_t *entries; /* PyMem_Raw; count entries */
@@ -338,7 +339,7 @@ static void scan_records(scan_job *job)
     uint64_t position = job->start, offset = job->offset, previous = job->previous_timestamp;
     while (position < job->length && job->count < job->max_count) {
         uint64_t stop = 0;
-        if (position > MAX_POSITION) {
+        if (position + job->position_base > MAX_POSITION) {
             f->position = position;
             f->offset = offset;
             f->fault = FAULT_POSITION_OVERFLOW;
@@ -376,7 +377,7 @@ static void scan_records(scan_job *job)
         }
         uint8_t *entry = job->entries + INDEX_ENTRY_SIZE * job->count;
         store_le32(entry, (uint32_t)(offset - job->segment_start));
-        store_le32(entry + 4, (uint32_t)position);
+        store_le32(entry + 4, (uint32_t)(position + job->position_base));
         store_le64(entry + 8, timestamp);
         if (job->count == 0) job->first_timestamp = timestamp;
         job->count++;
@@ -389,20 +390,22 @@ static void scan_records(scan_job *job)
 }
 
 /* scan(view, start_position, expected_offset, segment_start, previous_timestamp, max_count,
- *      verify_checksums) -> (count, end_position, index_entries, first_timestamp,
- *                            last_timestamp, kind, reason) */
+ *      verify_checksums, position_base) -> (count, end_position, index_entries,
+ *                                           first_timestamp, last_timestamp, kind, reason) */
 PyObject *checks_scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 7) {
+    if (nargs != 8) {
         PyErr_SetString(PyExc_TypeError, "scan(view, start_position, expected_offset, "
                                          "segment_start, previous_timestamp, max_count, "
-                                         "verify_checksums) takes 7 arguments");
+                                         "verify_checksums, position_base) takes 8 arguments");
         return NULL;
     }
     scan_job job;
     memset(&job, 0, sizeof job);
-    unsigned long long values[5];
+    unsigned long long values[5], base;
     if (uint64_arguments(args + 1, 5, values) < 0) return NULL;
+    if (uint64_arguments(args + 7, 1, &base) < 0) return NULL;
+    job.position_base = base;
     job.start = values[0];
     job.offset = values[1];
     job.segment_start = values[2];

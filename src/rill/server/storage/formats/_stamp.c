@@ -339,8 +339,8 @@ static PyMethodDef stamp_methods[] = {
      "-> (count, kind, reason): records checked against their index entries."},
     {"scan", (PyCFunction)(void (*)(void))checks_scan, METH_FASTCALL,
      "scan(view, start_position, expected_offset, segment_start, previous_timestamp,\n"
-     "max_count, verify_checksums) -> (count, end_position, index_entries, first_timestamp,\n"
-     "last_timestamp, kind, reason): records walked from a position."},
+     "max_count, verify_checksums, position_base) -> (count, end_position, index_entries,\n"
+     "first_timestamp, last_timestamp, kind, reason): records walked from a position."},
     {"find_record", (PyCFunction)(void (*)(void))checks_find_record, METH_FASTCALL,
      "find_record(view, start, first_offset, last_offset) -> (position, offset) or None."},
 #if RILL_HAVE_CONVERSION

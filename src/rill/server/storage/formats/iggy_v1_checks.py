@@ -162,10 +162,12 @@ def scan_records_python(
     previous_timestamp: int = 0,
     max_count: int = _NO_LIMIT,
     verify_checksums: bool = True,
+    position_base: int = 0,
 ) -> ScanResult:
     """Walk records from ``start_position``, offsets densely from ``expected_offset``, at most
     ``max_count``, timestamps from ``previous_timestamp`` on; index entries relative to
-    ``segment_start``."""
+    ``segment_start``, their positions ``position_base`` past the record's place in ``data``
+    (where the data will sit in a segment)."""
     view = _bytes_view(data)
     length = len(view)
     entries: list[bytes] = []
@@ -174,7 +176,7 @@ def scan_records_python(
     kind, reason = KIND_GOOD, None
     while position < length and len(entries) < max_count:
         where = f"record at byte {position} (offset {offset})"
-        if position > MAX_POSITION:
+        if position + position_base > MAX_POSITION:
             kind, reason = KIND_STRUCTURE, f"{where} starts past the u32 positions of an index"
             break
         kind, reason, end = _check_record(view, length, position, offset, 0, None,
@@ -192,8 +194,8 @@ def scan_records_python(
                 kind, reason = KIND_TIMESTAMP, (
                     f"{where} has timestamp {timestamp}, after the next record's {following}")
                 break
-        entries.append(INDEX_ENTRY.pack((offset - segment_start) & 0xFFFF_FFFF, position,
-                                        timestamp))
+        entries.append(INDEX_ENTRY.pack((offset - segment_start) & 0xFFFF_FFFF,
+                                        position + position_base, timestamp))
         if first_timestamp is None:
             first_timestamp = timestamp
         previous = timestamp
@@ -251,10 +253,11 @@ def _verify_records_accelerated(  # type: ignore[no-untyped-def]
 
 def _scan_records_accelerated(  # type: ignore[no-untyped-def]
     data, start_position, expected_offset, segment_start, previous_timestamp=0,
-    max_count=_NO_LIMIT, verify_checksums=True,
+    max_count=_NO_LIMIT, verify_checksums=True, position_base=0,
 ) -> ScanResult:
     return ScanResult(*ACCELERATOR.scan(data, start_position, expected_offset, segment_start,
-                                        previous_timestamp, max_count, verify_checksums))
+                                        previous_timestamp, max_count, verify_checksums,
+                                        position_base))
 
 
 def _find_record_accelerated(  # type: ignore[no-untyped-def]
