@@ -110,9 +110,10 @@ def test_slowloris_with_60_mib_announcements_stays_bounded(rill_factory):
         admin.create_topic(1, "t", partitions_count=1)
     before = rss(server)
     strangers = [connect(server) for _ in range(64)]
-    members = [connect(server) for _ in range(16)]
-    for member in members:
-        login(member)
+    members = []
+    for _ in range(16):  # each logged in at once: 16 bcrypt checks on a loaded machine can
+        members.append(connect(server))  # outlast the 10 s a connection may stay a stranger
+        login(members[-1])
     announcement = struct.pack("<II", 60 * MIB + 4, 101)
     for sock in strangers + members:
         sock.sendall(announcement + b"\x00" * 4096)
@@ -326,7 +327,10 @@ def test_frames_announced_and_trickled_stop_no_other_connection(rill_factory):
         login(other)
         while time.monotonic() - started < 3:
             for sock in abusers:
-                sock.sendall(b"\x00" * 100)
+                try:
+                    sock.sendall(b"\x00" * 100)
+                except OSError:  # closed by the rate rule already: what is asserted below
+                    pass
             began = time.monotonic()
             other.sendall(PING)
             assert response(other) == (0, b"")
