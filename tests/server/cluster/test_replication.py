@@ -69,7 +69,7 @@ class LeaderLink:
         if header["fetch_offset"] >= log.next_offset:
             raise Caught()
         fields, records = answer_fetch(self.leader, header)
-        return Message(kind | codec.ANSWER, 1, {"status": "ok", **fields}, records)
+        return Message(kind | codec.ANSWER, 1, {"status": "ok", **fields}, b"".join(records))
 
 
 def follow(follower_partition: Partition, leader: LeaderReplica) -> LeaderLink:

@@ -809,8 +809,8 @@ class ClusterNode:
         if offset >= log_.next_offset and wait > 0:
             await self._wait_append(leader, offset, wait)
             leader = self._leading(key, header["leader_epoch"])
-        fields, body = answer_fetch(leader, header)
-        return codec.answer(message, fields, body)
+        fields, chunks = answer_fetch(leader, header)
+        return codec.answer(message, fields, chunks=chunks)
 
     async def _wait_append(self, leader: LeaderReplica, offset: int, wait: float) -> None:
         log_ = leader.partition.log

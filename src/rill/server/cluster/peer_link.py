@@ -9,7 +9,6 @@ with an error status raises ``PeerRefused`` (``status``: the error's name).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import hmac
 import itertools
@@ -18,6 +17,9 @@ from typing import Any
 from rill.protocol.framing import NEED_DATA, Frame, LargeFrame
 from rill.protocol.peer import codec
 from rill.protocol.peer.codec import Message
+
+
+LARGE_ANSWER_BUFFER = 8 * 1024 * 1024  # a fetch answer (4 MiB of records at most) in one piece
 
 
 class PeerUnavailable(Exception):
@@ -41,49 +43,28 @@ class PeerLink:
         self.host, self.port = host, port
         self.node_id = node_id
         self.secret = secret
-        self._writer: asyncio.StreamWriter | None = None
+        self._protocol: _LinkProtocol | None = None
         self._pending: dict[int, asyncio.Future[Message]] = {}
         self._numbers = itertools.count(1)
-        self._reader_task: asyncio.Task[None] | None = None
         self.closed = False
 
     async def open(self, timeout: float = 2.0) -> None:
+        loop = asyncio.get_running_loop()
         try:
-            reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), timeout)
+            _, self._protocol = await asyncio.wait_for(
+                loop.create_connection(lambda: _LinkProtocol(self), self.host, self.port),
+                timeout)
         except (OSError, TimeoutError) as error:
             self.closed = True
             raise PeerUnavailable(f"peer {self.host}:{self.port}: {error}") from None
-        self._reader_task = asyncio.create_task(self._read(reader))
         await self.request(codec.HELLO, {"node_id": self.node_id,
                                          "proof": proof(self.secret, self.node_id)},
                            timeout=timeout)
 
-    async def _read(self, reader: asyncio.StreamReader) -> None:
-        decoder = codec.PeerFrameDecoder()
-        try:
-            while True:
-                data = await reader.read(256 * 1024)
-                if not data:
-                    break
-                decoder.feed(data)
-                while True:
-                    frame = decoder.next_frame()
-                    if frame is NEED_DATA:
-                        break
-                    if isinstance(frame, LargeFrame):
-                        decoder.start_large_frame()
-                        continue
-                    if not isinstance(frame, Frame):
-                        raise ConnectionError(f"bad peer frame {frame!r}")
-                    message = codec.decode(frame.code, frame.payload)
-                    waiter = self._pending.pop(message.correlation, None)
-                    if waiter is not None and not waiter.done():
-                        waiter.set_result(message)
-        except (OSError, ConnectionError, ValueError):
-            pass
-        finally:
-            self._fail_all()
+    def _deliver(self, message: Message) -> None:
+        waiter = self._pending.pop(message.correlation, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(message)
 
     def _fail_all(self) -> None:
         self.closed = True
@@ -94,14 +75,15 @@ class PeerLink:
 
     async def request(self, kind: int, header: dict[str, Any], body: bytes = b"",
                       timeout: float = 5.0) -> Message:
-        if self.closed or self._writer is None:
+        protocol = self._protocol
+        if self.closed or protocol is None:
             raise PeerUnavailable(f"peer {self.host}:{self.port}: link closed")
         correlation = next(self._numbers)
         waiter: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
         self._pending[correlation] = waiter
         try:
-            self._writer.writelines(codec.encode(Message(kind, correlation, header, body)))
-            await self._writer.drain()
+            protocol.transport.writelines(codec.encode(Message(kind, correlation, header, body)))
+            await protocol.drained()
             answer = await asyncio.wait_for(waiter, timeout)
         except (OSError, TimeoutError) as error:
             self._pending.pop(correlation, None)
@@ -117,16 +99,71 @@ class PeerLink:
 
     def close(self) -> None:
         self.closed = True
-        if self._writer is not None:
-            self._writer.close()
-        if self._reader_task is not None:
-            self._reader_task.cancel()
+        if self._protocol is not None:
+            self._protocol.transport.close()
         self._fail_all()
 
     async def wait_closed(self) -> None:
-        if self._reader_task is not None:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._reader_task
+        if self._protocol is not None:
+            await self._protocol.lost.wait()
+
+
+class _LinkProtocol(asyncio.BufferedProtocol):
+    """A link's reading and flow control: bytes arrive straight into the decoder's buffers (a
+    large answer -- a fetch's records -- into a buffer of its own, allocated once at its size
+    and never reused, so its body stays valid for whoever holds the answer), and each answer
+    goes to its waiter; writing waits while the transport's buffer is full."""
+
+    def __init__(self, link: PeerLink) -> None:
+        self.link = link
+        self.decoder = codec.PeerFrameDecoder(large_first_chunk=LARGE_ANSWER_BUFFER)
+        self.transport: asyncio.Transport = None  # type: ignore[assignment]  # (connection_made)
+        self.lost = asyncio.Event()
+        self._resumed: asyncio.Future[None] | None = None  # while writing is paused
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.decoder.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        decoder = self.decoder
+        decoder.buffer_updated(nbytes)
+        try:
+            while True:
+                frame = decoder.next_frame()
+                if frame is NEED_DATA:
+                    return
+                if isinstance(frame, LargeFrame):
+                    decoder.start_large_frame()
+                    continue
+                if not isinstance(frame, Frame):
+                    raise ValueError(f"bad peer frame {frame!r}")
+                self.link._deliver(codec.decode(frame.code, frame.payload))
+        except ValueError:  # (DecodeError too): the link is unusable
+            self.transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.link._fail_all()
+        self.lost.set()
+        self.resume_writing()
+
+    def pause_writing(self) -> None:
+        if self._resumed is None:
+            self._resumed = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self._resumed is not None:
+            if not self._resumed.done():
+                self._resumed.set_result(None)
+            self._resumed = None
+
+    async def drained(self) -> None:
+        if self.transport.is_closing():
+            raise ConnectionResetError("the link is closed")
+        if self._resumed is not None:
+            await asyncio.shield(self._resumed)
 
 
 class PeerLinks:

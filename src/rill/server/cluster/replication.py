@@ -156,22 +156,23 @@ class LeaderReplica:
                 for node, progress in sorted(self.progress.items())]
 
 
-def answer_fetch(leader: LeaderReplica, header: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+def answer_fetch(leader: LeaderReplica, header: dict[str, Any]
+                 ) -> tuple[dict[str, Any], list[bytes]]:
     """The records from the follower's fetch offset, up to ``max_bytes`` (at least one unit
-    when any), with the epochs they carry and the high watermark."""
+    when any), as the log's chunks (sent as they are, not joined), with the epochs they carry
+    and the high watermark."""
     partition = leader.partition
     log_ = partition.log
     offset = int(header["fetch_offset"])
     max_bytes = min(int(header.get("max_bytes", FETCH_MAX_BYTES)), FETCH_MAX_BYTES)
-    body = b""
+    chunks: list[bytes] = []
     count = 0
     if offset < log_.next_offset:
-        count, chunks = log_.read(offset, log_.next_offset - offset, max_bytes)
-        body = b"".join(chunks)  # type: ignore[arg-type]  # (bytes: no regions asked)
+        count, chunks = log_.read(offset, log_.next_offset - offset, max_bytes)  # type: ignore[assignment]  # (bytes: no regions asked)
     epochs = log_.epochs_from(offset) if count else []
     return ({"high_watermark": partition.high_watermark, "log_start": log_.first_offset,
              "log_end": log_.next_offset, "count": count,
-             "epochs": [list(pair) for pair in epochs]}, body)
+             "epochs": [list(pair) for pair in epochs]}, chunks)
 
 
 class Follower:
@@ -276,7 +277,7 @@ class Follower:
                 timeout=FETCH_MAX_WAIT_MS / 1000 + 5)
             self.fetches += 1
             header = answer.header
-            body = bytes(answer.body)
+            body = answer.body  # (a view of the answer's own buffer: never reused)
             if body:
                 first = log_.next_offset
                 if per_record:
