@@ -809,7 +809,7 @@ class ClusterNode:
         if offset >= log_.next_offset and wait > 0:
             await self._wait_append(leader, offset, wait)
             leader = self._leading(key, header["leader_epoch"])
-        fields, chunks = answer_fetch(leader, header)
+        fields, chunks = answer_fetch(leader, header, regions=True)
         return codec.answer(message, fields, chunks=chunks)
 
     async def _wait_append(self, leader: LeaderReplica, offset: int, wait: float) -> None:

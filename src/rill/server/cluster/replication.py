@@ -31,6 +31,7 @@ from rill.server.cluster.peer_link import PeerLink, PeerRefused, PeerUnavailable
 from rill.server.storage.index_entry import INDEX_ENTRY, INDEX_ENTRY_SIZE
 
 if TYPE_CHECKING:
+    from rill.server.storage.file_region import FileRegion
     from rill.server.core.model import Partition
 
 log = logging.getLogger(__name__)
@@ -156,19 +157,20 @@ class LeaderReplica:
                 for node, progress in sorted(self.progress.items())]
 
 
-def answer_fetch(leader: LeaderReplica, header: dict[str, Any]
-                 ) -> tuple[dict[str, Any], list[bytes]]:
+def answer_fetch(leader: LeaderReplica, header: dict[str, Any], regions: bool = False
+                 ) -> tuple[dict[str, Any], list[bytes | FileRegion]]:
     """The records from the follower's fetch offset, up to ``max_bytes`` (at least one unit
-    when any), as the log's chunks (sent as they are, not joined), with the epochs they carry
-    and the high watermark."""
+    when any), as the log's chunks (sent as they are, not joined; with ``regions``, large
+    verified ranges as file regions for the transport to sendfile), with the epochs they
+    carry and the high watermark."""
     partition = leader.partition
     log_ = partition.log
     offset = int(header["fetch_offset"])
     max_bytes = min(int(header.get("max_bytes", FETCH_MAX_BYTES)), FETCH_MAX_BYTES)
-    chunks: list[bytes] = []
+    chunks: list[bytes | FileRegion] = []
     count = 0
     if offset < log_.next_offset:
-        count, chunks = log_.read(offset, log_.next_offset - offset, max_bytes)  # type: ignore[assignment]  # (bytes: no regions asked)
+        count, chunks = log_.read(offset, log_.next_offset - offset, max_bytes, regions=regions)
     epochs = log_.epochs_from(offset) if count else []
     return ({"high_watermark": partition.high_watermark, "log_start": log_.first_offset,
              "log_end": log_.next_offset, "count": count,
