@@ -187,3 +187,32 @@ def test_an_acks_all_wait_ends_when_the_isr_holds_the_records_or_the_leader_step
             await leader.replicated(5, 0.05)
 
     asyncio.run(scenario())
+
+
+def test_a_leader_answers_a_large_fetch_with_file_regions_of_its_log(tmp_path) -> None:
+    """A fetch answer's large verified ranges are regions of the log files (the peer listener
+    sends them by sendfile), holding exactly the records a read returns."""
+    from rill.server.storage.durability import Durability, FsyncPolicy
+    from rill.server.storage.file_region import FileRegion
+    from rill.server.storage.partition_log import LogSettings, PartitionLog
+
+    log = PartitionLog.open(tmp_path / "leader", LogSettings(segment_size=1 << 20),
+                            Durability(FsyncPolicy.NEVER), clean_shutdown=True)
+    partition = Partition(1, 1, 1, 0, log)
+    for number in range(4):
+        log.append(memoryview(encode_messages([IggyMessage(bytes([number]) * 1000, id=n + 1)
+                                               for n in range(100)])), 1_000 + number)
+    leader = leading(partition, 0)
+    header = {"fetch_offset": 0, "max_bytes": 1 << 20}
+    fields, parts = answer_fetch(leader, header, regions=True)
+    try:
+        assert fields["count"] == 400
+        assert any(type(part) is FileRegion for part in parts)
+        sent = b"".join(part.read() if type(part) is FileRegion else bytes(part) for part in parts)
+        assert sent == contents(partition)
+        assert all(type(part) is not FileRegion for part in answer_fetch(leader, header)[1])
+    finally:
+        for part in parts:
+            if type(part) is FileRegion:
+                part.close()
+        log.close()
