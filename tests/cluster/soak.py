@@ -162,7 +162,8 @@ def run_soak(cluster: LocalCluster, out: Path, plan: list[str], pause_seconds: f
     wait_until(lambda: full_isr(bootstrap, cluster.size), "every partition led with its full ISR",
                recovery_limit)
     history = History(out / "history.jsonl")
-    workload = Workload(bootstrap, TOPIC, history, partitions=PARTITIONS, producers=3, consumers=2)
+    workload = Workload(bootstrap, TOPIC, history, partitions=PARTITIONS, producers=3, consumers=2,
+                        iggy_nodes=[node.address("tcp") for node in cluster.nodes])
     result = SoakResult()
     workload.start()
     try:

@@ -1,5 +1,6 @@
 """The workload end to end on one standalone node (no cluster runtime needed): kafka-python
-and confluent-kafka producers (acks=all, idempotent) and a consumer group record a history,
+and confluent-kafka producers (acks=all, idempotent), rill's SDK over Iggy's protocol and a
+consumer group record a history,
 the final read and the replica dump read back, and the checker finds the run clean."""
 
 from __future__ import annotations
@@ -13,14 +14,22 @@ from cluster.workload import History, Workload, create_topic, dump_replicas, fin
 ACKS_WANTED = 400
 
 
+def iggy_acks(history: History) -> int:
+    """Sends the Iggy producer (the third, ``p2``) had acknowledged."""
+    history._file.flush()
+    with open(history.path) as lines:
+        return sum('"process": "p2", "type": "ok"' in line for line in lines)
+
+
 def test_a_fault_free_run_records_a_history_the_checker_finds_clean(local_cluster, tmp_path):
     cluster = local_cluster(size=1, cluster=False)
     node = cluster.node(0)
     create_topic(node.kafka, "soak", 3, 1)
     history = History(tmp_path / "history.jsonl")
-    workload = Workload(node.kafka, "soak", history, partitions=3, producers=2, consumers=2).start()
+    workload = Workload(node.kafka, "soak", history, partitions=3, producers=2, consumers=2,
+                        iggy_nodes=[node.address("tcp")]).start()
     deadline = time.monotonic() + 120
-    while len(history.acks) < ACKS_WANTED:  # an outside process's progress: polled
+    while len(history.acks) < ACKS_WANTED or not iggy_acks(history):  # (polled: another process)
         assert time.monotonic() < deadline, f"only {len(history.acks)} sends acknowledged"
         time.sleep(0.2)
     assert workload.stop() == []

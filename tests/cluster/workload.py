@@ -1,4 +1,4 @@
-"""The workload of the fault runs: Kafka producers of unique values and consumers in a group
+"""The workload of the fault runs: Kafka (and Iggy) producers of unique values and consumers in a group
 with commits, each recording what it did into one history for ``logcheck``; then the final
 drain of every partition from its leader and the dump of every replica's log.
 
@@ -218,6 +218,58 @@ class ConfluentProducer(Client):
         producer.flush(30)
 
 
+class IggyProducer(Client):
+    """rill's own SDK over Iggy's TCP protocol to any node (a node that does not lead the
+    partition proxies the SEND to its leader; a SEND on a replicated topic is acknowledged
+    once the ISR holds it): each SEND is ``batch`` values to one partition of the Kafka
+    topic's stream, all ``ok`` together or all ``info`` (no offsets: a SEND answers none).
+    On any error it goes on through the next node."""
+
+    def __init__(self, *args: Any, nodes: list[str], stream: str = "kafka", batch: int = 20,
+                 **options: Any) -> None:
+        super().__init__(*args, **options)
+        self.nodes, self.stream, self.batch = nodes, stream, batch
+
+    def work(self) -> None:
+        from rill.client import Client as RillClient
+
+        number, turn = 0, 0
+        client: Any = None
+        while not self.stop.is_set():
+            if client is None:
+                address = self.nodes[turn % len(self.nodes)]
+                turn += 1
+                try:
+                    client = RillClient(address, reconnect=False, timeout=BATCH_WAIT)
+                    client.connect()
+                    client.login_user(USER, PASSWORD)
+                except Exception:  # noqa: BLE001 -- that node is down: the next one
+                    if client is not None:
+                        client.close()
+                    client = None
+                    time.sleep(0.2)
+                    continue
+            partition = number // self.batch % self.partitions
+            values = [f"{self.process}-{number + n}" for n in range(self.batch)]
+            number += self.batch
+            for value in values:
+                self.history.record(self.process, "invoke", "send", key=partition, value=value)
+            try:
+                client.send_messages(self.stream, self.topic, [value.encode() for value in values],
+                                     partitioning=partition + 1)
+            except Exception as error:  # noqa: BLE001 -- whether it landed is unknown
+                for value in values:
+                    self.history.record(self.process, "info", "send", key=partition, value=value,
+                                        error=repr(error)[:200])
+                client.close()
+                client = None
+                continue
+            for value in values:
+                self.history.record(self.process, "ok", "send", key=partition, value=value)
+        if client is not None:
+            client.close()
+
+
 class GroupConsumer(Client):
     """kafka-python in group ``group``, manual commits after each poll."""
 
@@ -358,17 +410,21 @@ def dump_partition(partition_dir: Path, record_format: str | None) -> dict[str, 
 
 
 class Workload:
-    """Producers (kafka-python and confluent-kafka, acks=all, idempotent) and group consumers
-    on one topic, all recording into one ``History``; ``stop()`` ends and joins them."""
+    """Producers (kafka-python and confluent-kafka, acks=all, idempotent; with ``iggy_nodes``
+    one more over Iggy's protocol) and group consumers on one topic, all recording into one
+    ``History``; ``stop()`` ends and joins them."""
 
     def __init__(self, bootstrap: str, topic: str, history: History, partitions: int = 3,
-                 producers: int = 3, consumers: int = 2, idempotent: bool = True) -> None:
+                 producers: int = 3, consumers: int = 2, idempotent: bool = True,
+                 iggy_nodes: list[str] | None = None) -> None:
         self.bootstrap, self.topic, self.history, self.partitions = bootstrap, topic, history, partitions
         self.stopping = threading.Event()
         common = (bootstrap, topic, partitions, history, self.stopping)
         kinds = (KafkaPythonProducer, ConfluentProducer)
         self.clients: list[Client] = [
             kinds[index % 2](f"p{index}", *common, idempotent=idempotent) for index in range(producers)]
+        if iggy_nodes:  # one more producer, over Iggy's protocol
+            self.clients.append(IggyProducer(f"p{producers}", *common, nodes=iggy_nodes))
         self.clients += [GroupConsumer(f"c{index}", *common) for index in range(consumers)]
 
     def start(self) -> Workload:
