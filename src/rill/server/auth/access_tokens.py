@@ -10,7 +10,10 @@ seconds. Verification allows ``clock_skew`` of leeway and requires every claim.
 The secret: 64 random bytes generated at the first start into ``paths.jwt_secret`` (file mode
 0600 in a 0700 directory, written by ``storage.durability.write_private_file``, so a crash never
 leaves a torn secret) and read back at every later start, so tokens survive a restart. No secret ships
-with rill.
+with rill. A cluster node's secret is the cluster's instead (one per cluster, kept in etcd
+beside the peer secret: ``cluster.node``): from ``await_secret`` (before the listeners start)
+until ``use_secret``, issuing and verifying refuse with a clear line, so no token is ever
+signed with a secret the other nodes do not hold.
 
 Revocation (logout, refresh): the token id is written to the metadata store with the token's
 expiry and kept in memory; every verification checks it. ``run_cleaner`` forgets revocations
@@ -82,12 +85,32 @@ class JwtManager:
             raise errors.InvalidJwtAlgorithm(config.algorithm)
         self.config = config
         self._secret = secret
+        self._waiting = False  # a cluster node before it has the cluster's secret
         self._store = store
         self._revoked: dict[str, int] = store.load_revoked_access_tokens()
+
+    # -- the secret ------------------------------------------------------------------------
+
+    def await_secret(self) -> None:
+        """Refuse to issue or verify until ``use_secret`` (a cluster node's, from etcd)."""
+        self._waiting = True
+
+    def use_secret(self, secret: bytes) -> None:
+        if len(secret) < 32:
+            raise errors.InvalidJwtSecret(reason="Invalid JWT secret: fewer than 32 bytes")
+        self._secret = secret
+        self._waiting = False
+
+    def _check_secret(self) -> None:
+        if self._waiting:
+            raise errors.ClusterUnavailable(reason=(
+                "HTTP access tokens wait for the cluster's signing secret (this node has not "
+                "joined the cluster yet)"))
 
     # -- issuing ---------------------------------------------------------------------------
 
     def issue(self, user_id: int) -> AccessToken:
+        self._check_secret()
         config = self.config
         now = int(time.time())
         lifetime = config.access_token_expiry
@@ -104,6 +127,7 @@ class JwtManager:
 
     def verify(self, token: str) -> AccessToken:
         """The token's claims; 78 ``invalid_access_token`` when it is bad, expired or revoked."""
+        self._check_secret()
         config = self.config
         try:
             claims = jwt.decode(

@@ -34,6 +34,7 @@ import logging
 import secrets
 import time
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from rill import errors
 from rill.protocol.peer import codec
@@ -52,6 +53,7 @@ from rill.server.cluster.coordinator import (
     WatchBatch,
 )
 from rill.server.cluster.election import Election
+from rill.server.cluster.group_members import ClusterGroupRoster
 from rill.server.cluster.keys import ClusterKeys
 from rill.server.cluster.leases import LeaseKeeper
 from rill.server.cluster.partition_state import PartitionState, expand, shrink
@@ -59,7 +61,11 @@ from rill.server.cluster.peer_link import PeerLink, PeerLinks, PeerRefused, Peer
 from rill.server.cluster.replication import Follower, LeaderReplica, answer_fetch
 from rill.server.cluster.watch import ResumingWatch, Resync
 from rill.server.core.catalog import (
+    ConsumerGroupRow,
+    GroupCreated,
+    GroupDeleted,
     PartitionRow,
+    PersonalAccessTokenRow,
     PartitionsCreated,
     PositionRow,
     PositionStored,
@@ -74,6 +80,7 @@ from rill.server.core.catalog import (
 )
 from rill.server.core.cluster_view import UNPLACED, NodeInfo, Placement
 from rill.server.core.model import FOLLOWER, LEADER, Partition
+from rill.server.core.tokens import TokenDeleted, TokenStored
 
 if TYPE_CHECKING:
     from rill.server.config import ClusterConfig
@@ -119,6 +126,7 @@ class ClusterNode:
         self.counters = {"isr_shrinks": 0, "isr_expands": 0, "leader_elections": 0,
                          "fenced_requests": 0}
         self.catalog = ClusterCatalog(core.state.store, self)
+        self.roster = ClusterGroupRoster(self)  # Iggy groups' members on every node
         self.listeners: dict[str, tuple[str, int]] = {}
 
     # -- ClusterView ---------------------------------------------------------------------------
@@ -205,6 +213,9 @@ class ClusterNode:
         core.state.store = self.catalog  # type: ignore[assignment]
         core.cluster = self
         self.catalog.follow(core.apply)
+        core.consumer_groups.membership.share(self.roster)
+        if core.access_tokens is not None:  # HTTP's tokens wait for the cluster's secret
+            core.access_tokens.await_secret()
         core.append_hooks.append(self._appended)
         for stream in core.state.streams.values():
             for topic in stream.topics.values():
@@ -217,6 +228,8 @@ class ClusterNode:
         self.listeners = listeners
         self.secret = await self._secret()
         self.links.secret = self.secret
+        if self.core.access_tokens is not None:
+            self.core.access_tokens.use_secret(await self._jwt_secret())
         await self._register()
         snapshot = await self.coordinator.range(self.keys.root, prefix=True)
         await self._apply_snapshot(snapshot.kvs, snapshot.revision)
@@ -274,6 +287,19 @@ class ClusterNode:
         assert isinstance(kvs, tuple) and kvs
         return kvs[0].value
 
+    async def _jwt_secret(self) -> bytes:
+        """The cluster's HTTP token signing secret (``jwt-secret``): made by the first node
+        that needs one (64 random bytes, as a standalone server's), then read by every node,
+        so a token one node issued verifies on the others."""
+        made = secrets.token_hex(64).encode()
+        key = self.keys.jwt_secret
+        result = await self.coordinator.txn([Compare.missing(key)], [Put(key, made)], [Get(key)])
+        if result.succeeded:
+            return bytes.fromhex(made.decode())
+        kvs = result.results[0]
+        assert isinstance(kvs, tuple) and kvs
+        return bytes.fromhex(kvs[0].value.decode())
+
     def peer_proof(self, node_id: int) -> str | None:
         return proof(self.secret, node_id) if self.secret else None
 
@@ -297,6 +323,7 @@ class ClusterNode:
                     await asyncio.sleep(1.0)
             log.info("cluster %r: node %d joined again (member epoch %d)", self.name,
                      self._node_id, self.member_epoch)
+            await self.roster.rejoin()
             self._elect.set()
 
     # -- applying etcd's state -----------------------------------------------------------------
@@ -305,8 +332,11 @@ class ClusterNode:
         streams: dict[int, dict[str, Any]] = {}
         topics: dict[tuple[int, int], dict[str, Any]] = {}
         others: list[KeyValue] = []
+        members: list[KeyValue] = []
         for kv in kvs:
-            if kv.key.startswith(self.keys.streams):
+            if kv.key.startswith(self.keys.group_members):
+                members.append(kv)
+            elif kv.key.startswith(self.keys.streams):
                 streams[int(kv.key[len(self.keys.streams):])] = json.loads(kv.value)
             elif kv.key.startswith(self.keys.topics):
                 topics[ClusterKeys.numbers(kv.key, self.keys.topics)] = json.loads(kv.value)  # type: ignore[index]
@@ -326,8 +356,24 @@ class ClusterNode:
             await self._topic_put(topics[key], own=False)
         for kv in others:
             await self._apply_put(kv, snapshot=True)
+        await self._forget_missing(others)
+        self.roster.load(members)
         self._set_applied(revision)
         self._elect.set()
+
+    async def _forget_missing(self, kvs: list[KeyValue]) -> None:
+        """Groups and tokens this node holds that etcd does not (deleted while it was away)."""
+        keys = self.keys
+        held = {kv.key for kv in kvs}
+        groups = self.core.consumer_groups
+        for (stream_id, topic_id), of_topic in list(groups.topics.items()):
+            for group in list(of_topic.values()):
+                if keys.group(stream_id, topic_id, group.id) not in held:
+                    await self.catalog.apply_elsewhere(
+                        GroupDeleted(stream_id, topic_id, group.id, group.key))
+        for row in self.catalog.local.load_personal_access_tokens():
+            if keys.token(row.user_id, row.name) not in held:
+                await self.catalog.apply_elsewhere(TokenDeleted(row.user_id, row.name))
 
     async def _watch(self, start: int) -> None:
         while True:
@@ -452,6 +498,17 @@ class ClusterNode:
                 await self.catalog.apply_elsewhere(PositionStored(PositionRow(**value)))
         elif kv.key.startswith(keys.ids):
             self.id_blocks[kv.key[len(keys.ids):].decode()] = int(kv.value)
+        elif kv.key.startswith(keys.group_members):
+            self.roster.apply_put(kv)
+        elif kv.key.startswith(keys.groups):
+            value = json.loads(kv.value)
+            if snapshot or value.get("proposal") not in self._own_proposals:
+                await self.catalog.apply_elsewhere(GroupCreated(ConsumerGroupRow(**value["row"])))
+        elif kv.key.startswith(keys.tokens):
+            value = json.loads(kv.value)
+            if snapshot or value.get("proposal") not in self._own_proposals:
+                await self.catalog.apply_elsewhere(
+                    TokenStored(PersonalAccessTokenRow(**value["row"])))
 
     async def _apply_delete(self, kv: KeyValue) -> None:
         keys = self.keys
@@ -482,6 +539,21 @@ class ClusterNode:
             await self.catalog.apply_elsewhere(UserDeleted(int(kv.key[len(keys.users):])))
         elif kv.key.startswith(keys.controller):
             self._elect.set()
+        elif kv.key.startswith(keys.group_members):
+            self.roster.apply_delete(kv)
+        elif kv.key.startswith(keys.groups) or kv.key.startswith(keys.tokens):
+            if kv.key in self.own_deletions:
+                self.own_deletions.discard(kv.key)
+                return
+            if kv.key.startswith(keys.groups):
+                stream_id, topic_id, group_id = ClusterKeys.numbers(kv.key, keys.groups)
+                position_name = self.core.consumer_groups.membership.position_name(group_id)
+                await self.catalog.apply_elsewhere(
+                    GroupDeleted(stream_id, topic_id, group_id, position_name))
+            else:
+                user_id, _, name = kv.key[len(keys.tokens):].partition(b"/")
+                await self.catalog.apply_elsewhere(
+                    TokenDeleted(int(user_id), unquote(name.decode())))
 
     def _refresh_offline(self) -> None:
         for key, state in self.partition_states.items():

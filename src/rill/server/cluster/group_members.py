@@ -1,0 +1,160 @@
+"""Iggy consumer groups' members across the cluster (issue 30 item 7).
+
+Owns: ``ClusterGroupRoster``, the ``core.consumer_groups.GroupRoster`` of a cluster node. The
+design: a group's members live on the nodes their clients are connected to, so each node puts
+its own clients' memberships in etcd, ``group-members/<stream>/<topic>/<group>/<node>/<client>``
+under **its member lease**: a member leaves everywhere when its client leaves or disconnects
+(the key is deleted) and when its node dies (etcd ends the lease within its TTL). Every node
+applies these keys from its watch, like the rest of the catalog, and deals the partitions with
+the same pure function (``core.consumer_groups.deal``) over the same member list, in join
+order = the keys' create_revision (a member that joins again keeps its place, as on one
+node). No node coordinates: there is nothing to hand over when one dies, and the controller
+is not on the path of a JOIN.
+
+* A JOIN answers once this node's watch applied the member's key (its own deal includes it);
+  a LEAVE once it applied the deletion. A disconnect deletes the key in the background.
+* A member key is put only while the group's key exists (a compare), so a group deleted
+  meanwhile refuses the JOIN (5000); deleting a group deletes its members' keys.
+* A node that lost its member lease (paused past its TTL) puts its clients' memberships again
+  under its new lease when it joins again (at the end of the join order).
+* Members' partitions move between two nodes' deals as each applies a change: for the
+  milliseconds between them a partition may be dealt twice (documented in the README).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import TYPE_CHECKING, Callable
+
+from rill import errors
+from rill.server.cluster.coordinator import Compare, CoordinatorError, Delete, Get, KeyValue, Put
+from rill.server.cluster.keys import ClusterKeys
+from rill.server.core.consumer_groups import MemberKey, Membership
+
+if TYPE_CHECKING:
+    from rill.server.cluster.node import ClusterNode
+
+log = logging.getLogger(__name__)
+
+
+class ClusterGroupRoster:
+    def __init__(self, node: ClusterNode) -> None:
+        self.node = node
+        # every node's members: membership -> (node id, client id) -> create_revision
+        self._members: dict[Membership, dict[MemberKey, int]] = {}
+        self._own: set[tuple[Membership, int]] = set()  # this node's clients' memberships
+        self._watchers: list[Callable[[Membership], None]] = []
+        self._background: set[asyncio.Task[None]] = set()
+
+    @property
+    def node_id(self) -> int:
+        return self.node.node_id
+
+    def members(self, membership: Membership) -> list[MemberKey]:
+        held = self._members.get(membership, {})
+        return sorted(held, key=lambda member: (held[member], member))
+
+    def watch(self, changed: Callable[[Membership], None]) -> None:
+        self._watchers.append(changed)
+
+    def _changed(self, membership: Membership) -> None:
+        for changed in self._watchers:
+            changed(membership)
+
+    # -- this node's clients -------------------------------------------------------------------
+
+    async def join(self, membership: Membership, client_id: int) -> None:
+        node = self.node
+        self._own.add((membership, client_id))
+        try:
+            revision = await self._put(membership, client_id)
+        except BaseException:
+            self._own.discard((membership, client_id))
+            raise
+        await node.applied(revision)
+
+    async def _put(self, membership: Membership, client_id: int) -> int:
+        node, keys = self.node, self.node.keys
+        lease = node.lease
+        if lease is None or not lease.valid:
+            raise errors.ClusterUnavailable(reason=(
+                f"node {node.node_id} holds no member lease now: cannot join a group"))
+        key = keys.group_member(*membership, node.node_id, client_id)
+        group = keys.group(*membership)
+        value = json.dumps({"node_id": node.node_id, "client_id": client_id}).encode()
+        try:
+            result = await node.coordinator.txn(
+                [Compare.version(group, ">", 0), Compare.missing(key)],
+                [Put(key, value, lease.lease)], [Get(group)])
+        except CoordinatorError as error:
+            raise errors.ClusterUnavailable(reason=f"etcd cannot take the join now: {error}") \
+                from None
+        if not result.succeeded and not result.results[0]:
+            raise errors.ConsumerGroupIdNotFound(membership[2], membership[1],
+                                                 field="group_id")
+        return result.revision  # (a member already: it keeps its place)
+
+    async def leave(self, membership: Membership, client_id: int) -> None:
+        self._own.discard((membership, client_id))
+        key = self.node.keys.group_member(*membership, self.node.node_id, client_id)
+        try:
+            result = await self.node.coordinator.txn((), [Delete(key)])
+        except CoordinatorError as error:
+            raise errors.ClusterUnavailable(reason=f"etcd cannot take the leave now: {error}") \
+                from None
+        await self.node.applied(result.revision)
+
+    def left(self, membership: Membership, client_id: int) -> None:
+        async def leave() -> None:
+            try:
+                await self.leave(membership, client_id)
+            except (errors.RillError, CoordinatorError) as error:
+                log.warning("group %s: client %d left, but its member key stays until this "
+                            "node's lease ends: %s", "/".join(map(str, membership)), client_id,
+                            error)
+        task = asyncio.ensure_future(leave())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def rejoin(self) -> None:
+        """This node's clients' memberships again, under the node's new member lease."""
+        for membership, client_id in sorted(self._own):
+            try:
+                await self._put(membership, client_id)
+            except errors.RillError as error:
+                log.warning("group %s: client %d could not join again: %s",
+                            "/".join(map(str, membership)), client_id, error)
+
+    # -- applying etcd's state -----------------------------------------------------------------
+
+    def _parse(self, key: bytes) -> tuple[Membership, MemberKey]:
+        stream_id, topic_id, group_id, node_id, client_id = ClusterKeys.numbers(
+            key, self.node.keys.group_members)
+        return (stream_id, topic_id, group_id), (node_id, client_id)
+
+    def apply_put(self, kv: KeyValue) -> None:
+        membership, member = self._parse(kv.key)
+        held = self._members.setdefault(membership, {})
+        if held.get(member) != kv.create_revision:
+            held[member] = kv.create_revision
+            self._changed(membership)
+
+    def apply_delete(self, kv: KeyValue) -> None:
+        membership, member = self._parse(kv.key)
+        held = self._members.get(membership, {})
+        if held.pop(member, None) is not None:
+            if not held:
+                del self._members[membership]
+            self._changed(membership)
+
+    def load(self, kvs: list[KeyValue]) -> None:
+        """Every member key at one revision (a snapshot): the roster becomes exactly that."""
+        old, self._members = self._members, {}
+        for kv in kvs:
+            membership, member = self._parse(kv.key)
+            self._members.setdefault(membership, {})[member] = kv.create_revision
+        for membership in set(old) | set(self._members):
+            if old.get(membership) != self._members.get(membership):
+                self._changed(membership)

@@ -1,0 +1,162 @@
+"""Iggy consumer groups and personal access tokens across three cluster nodes in this process,
+on the coordinator's memory twin (``cluster.group_members``, ``cluster.catalog``): a group made
+on one node exists on every node with its id; members joined on different nodes are dealt
+disjoint partitions covering the topic, the same on every node; a member whose node's lease
+ends leaves everywhere; a token made on one node logs in on another, and a deleted one on none.
+The deal itself (``core.consumer_groups.deal``) is a pure function tested beside it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from test_node_twin import Link, node_config, until
+
+from rill import errors
+from rill.server.app import Server
+from rill.server.cluster.memory_coordinator import MemoryCoordinator
+from rill.server.core.consumer_groups import deal
+from rill.server.core.types import TopicSpec
+
+
+def test_deal_is_round_robin_over_members_in_their_order() -> None:
+    assert deal([(1, 7), (2, 3)], 5) == {(1, 7): [1, 3, 5], (2, 3): [2, 4]}
+    assert deal([(2, 3), (1, 7)], 2) == {(2, 3): [1], (1, 7): [2]}
+    assert deal(["a", "b", "c"], 2) == {"a": [1], "b": [2], "c": []}
+    assert deal([], 3) == {}
+
+
+async def _cluster(tmp_path: Path) -> tuple[MemoryCoordinator, dict[int, Link], dict[int, Server]]:
+    twin = MemoryCoordinator()
+    links = {n: Link(twin) for n in (1, 2, 3)}
+    servers = {n: Server(node_config(tmp_path, n), coordinator=links[n]) for n in (1, 2, 3)}
+    for server in servers.values():
+        await server.start()
+    await until(lambda: all(s.cluster.controller_id for s in servers.values()), "a controller")
+    return twin, links, servers
+
+
+def _session(server: Server, port: int):
+    broker = server.core.broker
+    session = broker.connect(f"127.0.0.1:{port}", "tcp")
+    broker.authenticate_as(session, 1)
+    return session
+
+
+def _assigned(servers: dict[int, Server], group) -> dict[int, dict[tuple[int, int], list[int]]]:
+    """Per node: (node, client) -> partitions of its own members."""
+    found = {}
+    for n, server in servers.items():
+        members = server.core.consumer_groups.membership.members(group)
+        found[n] = {(n, client): list(member.partitions) for client, member in members.items()}
+    return found
+
+
+def test_groups_are_made_on_every_node_and_members_anywhere_share_the_partitions(
+        tmp_path: Path) -> None:
+    async def scenario() -> None:
+        twin, links, servers = await _cluster(tmp_path)
+        try:
+            core = servers[1].core
+            admin = _session(servers[1], 1)
+            await core.broker.create_namespace(admin, "s")
+            await core.broker.create_topic(admin, 1, TopicSpec("t", partitions_count=6,
+                                                               replication_factor=1))
+            await until(lambda: all(1 in s.core.state.streams and 1 in
+                                    s.core.state.streams[1].topics for s in servers.values()),
+                        "the topic on every node")
+            made = await core.consumer_groups.create_consumer_group(admin, 1, 1, "g")
+            assert made.id == 1
+            groups = {}
+            for n, server in servers.items():
+                topic = server.core.state.streams[1].topics[1]
+                group = await until(lambda: server.core.consumer_groups.groups_of(topic).get(1),
+                                    f"the group on node {n}")
+                assert group.name == "g" and group.partitions_count == 6
+                groups[n] = group
+            # the same name or id made on another node is refused there
+            with pytest.raises(errors.ConsumerGroupNameAlreadyExists):
+                await servers[3].core.consumer_groups.create_consumer_group(
+                    _session(servers[3], 2), 1, 1, "g")
+
+            sessions = {}
+            for n in (1, 2, 3):
+                sessions[n] = _session(servers[n], 10 + n)
+                membership = servers[n].core.consumer_groups.membership
+                await membership.join(sessions[n], groups[n])
+
+            def settled():
+                found = _assigned(servers, groups[1])
+                dealt = [p for node in found.values() for ps in node.values() for p in ps]
+                return found if sorted(dealt) == [1, 2, 3, 4, 5, 6] else None
+
+            found = await until(settled, "the partitions dealt over the three nodes' members")
+            assert all(len(ps) == 2 for node in found.values() for ps in node.values())
+            # every node lists every member, with the same partitions
+            listings = [servers[n].core.consumer_groups.membership.listing(groups[n])
+                        for n in (1, 2, 3)]
+            assert listings[0] == listings[1] == listings[2] and len(listings[0]) == 3
+
+            # node 3 loses its lease (cut off from etcd): its member leaves everywhere
+            links[3].set_cut(True)
+            for _ in range(8):
+                await twin.advance(0.5)
+
+            def survivors():
+                found = _assigned({n: servers[n] for n in (1, 2)}, groups[1])
+                dealt = sorted(p for node in found.values() for ps in node.values() for p in ps)
+                return found if dealt == [1, 2, 3, 4, 5, 6] else None
+
+            found = await until(survivors, "nodes 1 and 2 taking node 3's partitions")
+            assert all(len(ps) == 3 for node in found.values() for ps in node.values())
+            assert len(servers[1].core.consumer_groups.membership.listing(groups[1])) == 2
+
+            # a leave on node 2 is seen on node 1, which takes every partition
+            await servers[2].core.consumer_groups.membership.leave(sessions[2], groups[2])
+            await until(lambda: _assigned({1: servers[1]}, groups[1])[1].get(
+                (1, sessions[1].client_id)) == [1, 2, 3, 4, 5, 6], "node 1 reading everything")
+
+            # deleting the group on node 2 deletes it on node 1
+            await servers[2].core.consumer_groups.delete_consumer_group(
+                _session(servers[2], 3), 1, 1, 1)
+            topic = servers[1].core.state.streams[1].topics[1]
+            await until(lambda: not servers[1].core.consumer_groups.groups_of(topic),
+                        "the group gone on node 1")
+        finally:
+            links[3].set_cut(False)
+            for server in servers.values():
+                await server.stop()
+
+    asyncio.run(scenario())
+
+
+def test_tokens_made_on_one_node_log_in_on_the_others_until_deleted(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        twin, links, servers = await _cluster(tmp_path)
+        try:
+            tokens = {n: servers[n].core.tokens for n in servers}
+            raw = await tokens[1].create_personal_access_token(_session(servers[1], 1), "ci-token", 0)
+
+            def logs_in(n: int) -> bool:
+                session = servers[n].core.broker.connect(f"127.0.0.1:{100 + n}", "tcp")
+                try:
+                    return tokens[n].login_with_personal_access_token(session, raw) == 1
+                except errors.RillError:
+                    return False
+
+            for n in (2, 3):
+                await until(lambda: logs_in(n), f"the token logging in on node {n}")
+            assert [t.name for t in tokens[3].get_personal_access_tokens(
+                _session(servers[3], 2))] == ["ci-token"]
+            with pytest.raises(errors.PersonalAccessTokenAlreadyExists):
+                await tokens[2].create_personal_access_token(_session(servers[2], 3), "ci-token", 0)
+
+            await tokens[3].delete_personal_access_token(_session(servers[3], 4), "ci-token")
+            for n in (1, 2):
+                await until(lambda: not logs_in(n), f"the token refused on node {n}")
+        finally:
+            for server in servers.values():
+                await server.stop()
+
+    asyncio.run(scenario())
