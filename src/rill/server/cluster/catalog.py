@@ -25,7 +25,8 @@ import asyncio
 import dataclasses
 import json
 import logging
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from rill import errors
 from rill.server.cluster.coordinator import Compare, CoordinatorError, Put
@@ -36,9 +37,9 @@ from rill.server.core.catalog import (
     ConsumerGroupRow,
     GroupCreated,
     GroupDeleted,
-    PersonalAccessTokenRow,
     PartitionRow,
     PartitionsCreated,
+    PersonalAccessTokenRow,
     PositionRow,
     PositionStored,
     StreamCreated,

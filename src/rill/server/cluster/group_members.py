@@ -26,10 +26,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from rill import errors
-from rill.server.cluster.coordinator import Compare, CoordinatorError, Delete, Get, KeyValue, Put
+from rill.server.cluster.coordinator import (
+    Compare,
+    CoordinatorError,
+    Delete,
+    Get,
+    KeyValue,
+    Put,
+)
 from rill.server.cluster.keys import ClusterKeys
 from rill.server.core.consumer_groups import MemberKey, Membership
 

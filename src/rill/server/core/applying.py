@@ -22,10 +22,10 @@ from rill.server.core.catalog import (
     CatalogChange,
     GroupCreated,
     GroupDeleted,
-    PositionRow,
-    PositionStored,
     PartitionRow,
     PartitionsCreated,
+    PositionRow,
+    PositionStored,
     StreamCreated,
     StreamDeleted,
     StreamRenamed,
@@ -41,7 +41,11 @@ from rill.server.core.catalog import (
 from rill.server.core.consumer_groups import ConsumerGroupService
 from rill.server.core.model import Partition, Stream, Topic
 from rill.server.core.state import CoreState
-from rill.server.core.tokens import PersonalAccessTokenService, TokenDeleted, TokenStored
+from rill.server.core.tokens import (
+    PersonalAccessTokenService,
+    TokenDeleted,
+    TokenStored,
+)
 from rill.server.core.users import UserService
 from rill.server.storage.directories import remove_tree, write_manifest
 

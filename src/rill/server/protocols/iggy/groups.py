@@ -41,8 +41,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from rill import errors
-from rill.server.core.broker import Group
-from rill.server.core.consumer_groups import GroupRoster, MemberKey, deal
+from rill.server.core.broker import Group, GroupRoster, MemberKey, deal
 from rill.server.core.types import Session
 
 Membership = tuple[int, int, int]  # (stream id, topic id, group id)
