@@ -2,7 +2,8 @@
 on the coordinator's memory twin (``cluster.group_members``, ``cluster.catalog``): a group made
 on one node exists on every node with its id; members joined on different nodes are dealt
 disjoint partitions covering the topic, the same on every node; a member whose node's lease
-ends leaves everywhere; a token made on one node logs in on another, and a deleted one on none.
+ends leaves everywhere; a token made on one node logs in on another, and a deleted one on none;
+an HTTP access token verifies on every node, and one revoked on one node is refused by all.
 The deal itself (``core.consumer_groups.deal``) is a pure function tested beside it."""
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ def test_groups_are_made_on_every_node_and_members_anywhere_share_the_partitions
 
 def test_tokens_made_on_one_node_log_in_on_the_others_until_deleted(tmp_path: Path) -> None:
     async def scenario() -> None:
-        twin, links, servers = await _cluster(tmp_path)
+        _, _, servers = await _cluster(tmp_path)
         try:
             tokens = {n: servers[n].core.tokens for n in servers}
             raw = await tokens[1].create_personal_access_token(_session(servers[1], 1), "ci-token", 0)
@@ -155,6 +156,33 @@ def test_tokens_made_on_one_node_log_in_on_the_others_until_deleted(tmp_path: Pa
             await tokens[3].delete_personal_access_token(_session(servers[3], 4), "ci-token")
             for n in (1, 2):
                 await until(lambda: not logs_in(n), f"the token refused on node {n}")
+        finally:
+            for server in servers.values():
+                await server.stop()
+
+    asyncio.run(scenario())
+
+
+def test_http_access_tokens_verify_on_every_node_and_a_revocation_reaches_them_all(
+        tmp_path: Path) -> None:
+    async def scenario() -> None:
+        _, _, servers = await _cluster(tmp_path)
+        try:
+            jwts = {n: servers[n].core.access_tokens for n in servers}
+            issued = jwts[1].issue(1)
+            for n in (2, 3):  # one signing secret: the cluster's
+                assert jwts[n].verify(issued.token).user_id == 1
+            jwts[1].revoke(jwts[1].verify(issued.token))
+
+            def refused(n: int) -> bool:
+                try:
+                    jwts[n].verify(issued.token)
+                    return False
+                except errors.InvalidAccessToken:
+                    return True
+
+            for n in (2, 3):
+                await until(lambda: refused(n), f"the revoked token refused on node {n}")
         finally:
             for server in servers.values():
                 await server.stop()

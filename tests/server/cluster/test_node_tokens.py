@@ -1,7 +1,8 @@
 """Personal access tokens and HTTP access tokens across three real rill nodes over a real etcd
 cluster: a token made on one node logs in on the others, a deleted one is refused everywhere,
 an expired one too; etcd holds only its hash; a JWT one node's HTTP issued is accepted by
-the others' (one signing secret per cluster, in etcd)."""
+the others' (one signing secret per cluster, in etcd), and one logged out on one node is
+refused by all."""
 
 from __future__ import annotations
 
@@ -79,3 +80,9 @@ def test_an_http_access_token_issued_by_one_node_is_accepted_by_the_others(clust
     for node_id in (1, 2, 3):
         answer = httpx.get(urls[node_id] + "/streams", headers=bearer, timeout=10)
         assert answer.status_code == 200, (node_id, answer.text)
+    # logged out on node 2: refused by every node
+    assert httpx.delete(urls[2] + "/users/logout", headers=bearer, timeout=10).status_code == 204
+    for node_id in (1, 3):
+        assert wait_for(lambda: httpx.get(urls[node_id] + "/streams", headers=bearer,
+                                          timeout=10).status_code == 401,
+                        what=f"the logged-out token refused by node {node_id}")

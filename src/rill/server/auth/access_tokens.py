@@ -16,7 +16,10 @@ until ``use_secret``, issuing and verifying refuse with a clear line, so no toke
 signed with a secret the other nodes do not hold.
 
 Revocation (logout, refresh): the token id is written to the metadata store with the token's
-expiry and kept in memory; every verification checks it. ``run_cleaner`` forgets revocations
+expiry and kept in memory; every verification checks it. In a cluster every revocation is also
+published (``share_revocations``: etcd's ``revoked/<token id>``, until the token's expiry) and
+other nodes' arrive through ``apply_revoked``, so a token logged out on one node is refused by
+all (once their watch delivered it: milliseconds). ``run_cleaner`` forgets revocations
 of tokens that would have expired anyway.
 """
 
@@ -28,6 +31,7 @@ import os
 import secrets
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,6 +92,7 @@ class JwtManager:
         self._waiting = False  # a cluster node before it has the cluster's secret
         self._store = store
         self._revoked: dict[str, int] = store.load_revoked_access_tokens()
+        self._publish: Callable[[str, int], None] | None = None
 
     # -- the secret ------------------------------------------------------------------------
 
@@ -149,6 +154,19 @@ class JwtManager:
     def revoke(self, token: AccessToken) -> None:
         self._store.revoke_access_token(token.token_id, token.expiry)
         self._revoked[token.token_id] = token.expiry
+        if self._publish is not None:
+            self._publish(token.token_id, token.expiry)
+
+    def share_revocations(self, publish: Callable[[str, int], None]) -> None:
+        """From now on every revocation here is also given to ``publish`` (token id, expiry in
+        unix seconds): a cluster's other nodes learn of it."""
+        self._publish = publish
+
+    def apply_revoked(self, token_id: str, expiry: int) -> None:
+        """Another node revoked ``token_id``."""
+        if token_id not in self._revoked:
+            self._store.revoke_access_token(token_id, expiry)
+            self._revoked[token_id] = expiry
 
     def refresh(self, token: str) -> AccessToken:
         """Revoke a still-valid token and issue a new one for the same user."""

@@ -17,7 +17,8 @@ permissions, password hash and SCRAM credentials), ``groups/<stream>/<topic>/<id
 put by the node its client is connected to under that node's member lease: gone with the
 node; the key's create_revision is the member's place in the join order),
 ``tokens/<user id>/<name, percent-encoded>`` (personal access tokens: user, name, BLAKE3
-hash, expiry; never the raw token) and ``jwt-secret`` (the HTTP access tokens' signing secret, made by the first
+hash, expiry; never the raw token), ``revoked/<token id>`` (HTTP access tokens revoked, kept
+under a lease that ends with the token's expiry) and ``jwt-secret`` (the HTTP access tokens' signing secret, made by the first
 node).
 """
 
@@ -46,6 +47,7 @@ class ClusterKeys:
         self.group_members = self.root + b"group-members/"
         self.tokens = self.root + b"tokens/"
         self.jwt_secret = self.root + b"jwt-secret"
+        self.revoked = self.root + b"revoked/"
 
     def member(self, node_id: int) -> bytes:
         return self.members + str(node_id).encode()
@@ -110,6 +112,9 @@ class ClusterKeys:
 
     def user_tokens(self, user_id: int) -> bytes:
         return self.tokens + f"{user_id}/".encode()
+
+    def revocation(self, token_id: str) -> bytes:
+        return self.revoked + quote(token_id, safe="").encode()
 
     def id_block(self, name: str) -> bytes:
         return self.ids + name.encode()

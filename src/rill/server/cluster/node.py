@@ -90,6 +90,7 @@ log = logging.getLogger(__name__)
 
 ISR_CHECK = 0.5  # seconds between a leader's looks at its followers
 HW_CHECKPOINT_ROUNDS = 10  # high watermarks are stored every 10 looks (5 s)
+MAX_LEASE_TTL = 9_000_000_000  # etcd's MaxLeaseTTL (seconds)
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -121,6 +122,7 @@ class ClusterNode:
         self._own_proposals: set[str] = set()
         self.own_deletions: set[bytes] = set()  # keys this node's own changes delete
         self._tasks: list[asyncio.Task[Any]] = []
+        self._background: set[asyncio.Future[None]] = set()
         self._elect = asyncio.Event()
         self.lease: LeaseKeeper | None = None
         self.counters = {"isr_shrinks": 0, "isr_expands": 0, "leader_elections": 0,
@@ -216,6 +218,7 @@ class ClusterNode:
         core.consumer_groups.membership.share(self.roster)
         if core.access_tokens is not None:  # HTTP's tokens wait for the cluster's secret
             core.access_tokens.await_secret()
+            core.access_tokens.share_revocations(self._publish_revocation)
         core.append_hooks.append(self._appended)
         for stream in core.state.streams.values():
             for topic in stream.topics.values():
@@ -299,6 +302,25 @@ class ClusterNode:
         kvs = result.results[0]
         assert isinstance(kvs, tuple) and kvs
         return bytes.fromhex(kvs[0].value.decode())
+
+    def _publish_revocation(self, token_id: str, expiry: int) -> None:
+        """An HTTP access token revoked here, put in etcd (``revoked/<id>``) for the other
+        nodes, under a lease that ends once the token would have expired anyway (in the
+        background: the revocation holds here at once)."""
+        skew = int(self.core.config.http.jwt.clock_skew)
+        ttl = max(1, min(expiry - int(time.time()) + skew + 1, MAX_LEASE_TTL))
+
+        async def publish() -> None:
+            try:
+                grant = await self.coordinator.grant_lease(ttl)
+                await self.coordinator.put(self.keys.revocation(token_id), str(expiry).encode(),
+                                           grant.id)
+            except CoordinatorError as error:
+                log.warning("access token %s revoked on node %d only (etcd: %s)", token_id,
+                            self._node_id, error)
+        task = asyncio.ensure_future(publish())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def peer_proof(self, node_id: int) -> str | None:
         return proof(self.secret, node_id) if self.secret else None
@@ -500,6 +522,10 @@ class ClusterNode:
             self.id_blocks[kv.key[len(keys.ids):].decode()] = int(kv.value)
         elif kv.key.startswith(keys.group_members):
             self.roster.apply_put(kv)
+        elif kv.key.startswith(keys.revoked):
+            if self.core.access_tokens is not None:
+                self.core.access_tokens.apply_revoked(
+                    unquote(kv.key[len(keys.revoked):].decode()), int(kv.value))
         elif kv.key.startswith(keys.groups):
             value = json.loads(kv.value)
             if snapshot or value.get("proposal") not in self._own_proposals:
