@@ -4,7 +4,7 @@ on one node exists on every node with its id; members joined on different nodes 
 disjoint partitions covering the topic, the same on every node; a member whose node's lease
 ends leaves everywhere; a token made on one node logs in on another, and a deleted one on none;
 an HTTP access token verifies on every node, and one revoked on one node is refused by all.
-The deal itself (``core.consumer_groups.deal``) is a pure function tested beside it."""
+The deal itself (``core.consumer_groups.deal``) is a pure function tested beside its module."""
 
 from __future__ import annotations
 
@@ -17,15 +17,7 @@ from test_node_twin import Link, node_config, until
 from rill import errors
 from rill.server.app import Server
 from rill.server.cluster.memory_coordinator import MemoryCoordinator
-from rill.server.core.consumer_groups import deal
 from rill.server.core.types import TopicSpec
-
-
-def test_deal_is_round_robin_over_members_in_their_order() -> None:
-    assert deal([(1, 7), (2, 3)], 5) == {(1, 7): [1, 3, 5], (2, 3): [2, 4]}
-    assert deal([(2, 3), (1, 7)], 2) == {(2, 3): [1], (1, 7): [2]}
-    assert deal(["a", "b", "c"], 2) == {"a": [1], "b": [2], "c": []}
-    assert deal([], 3) == {}
 
 
 async def _cluster(tmp_path: Path) -> tuple[MemoryCoordinator, dict[int, Link], dict[int, Server]]:
