@@ -124,6 +124,46 @@ def test_groups_are_made_on_every_node_and_members_anywhere_share_the_partitions
     asyncio.run(scenario())
 
 
+def test_partitions_added_and_a_topic_deleted_elsewhere_reach_every_nodes_groups(
+        tmp_path: Path) -> None:
+    async def scenario() -> None:
+        _, _, servers = await _cluster(tmp_path)
+        try:
+            core = servers[1].core
+            admin = _session(servers[1], 1)
+            await core.broker.create_namespace(admin, "s")
+            await core.broker.create_topic(admin, 1, TopicSpec("t", partitions_count=2,
+                                                               replication_factor=1))
+            await core.consumer_groups.create_consumer_group(admin, 1, 1, "g")
+
+            def group_on(n: int):
+                stream = servers[n].core.state.streams.get(1)
+                topic = stream.topics.get(1) if stream is not None else None
+                return servers[n].core.consumer_groups.groups_of(topic).get(1) if topic else None
+
+            group = await until(lambda: group_on(3), "the group on node 3")
+            member = _session(servers[3], 20)
+            await servers[3].core.consumer_groups.membership.join(member, group)
+            await until(lambda: group_on(3).partitions_count == 2, "two partitions")
+            await servers[2].core.partitions.create_partitions(_session(servers[2], 21), 1, 1, 2)
+            await until(lambda: group_on(3).partitions_count == 4,
+                        "node 3's group counting the partitions node 2 added")
+            members = servers[3].core.consumer_groups.membership.members(group_on(3))
+            await until(lambda: members[member.client_id].partitions == [1, 2, 3, 4],
+                        "node 3's member dealt the new partitions")
+
+            await core.topics.delete_topic(admin, 1, 1)
+            await until(lambda: 1 not in servers[3].core.state.streams[1].topics,
+                        "the topic gone on node 3")
+            assert not servers[3].core.consumer_groups.topics.get((1, 1))
+            assert member.consumer_groups == []  # its member let go
+        finally:
+            for server in servers.values():
+                await server.stop()
+
+    asyncio.run(scenario())
+
+
 def test_tokens_made_on_one_node_log_in_on_the_others_until_deleted(tmp_path: Path) -> None:
     async def scenario() -> None:
         _, _, servers = await _cluster(tmp_path)

@@ -229,6 +229,8 @@ class Controller:
         min_isr = min(node.settings.min_insync_replicas, factor)
         new = args["partitions"]
         topic["partitions"] = topic["partitions"] + new
+        # the proposer's own change: its watch leaves the new partitions to its catalog
+        topic["proposal"] = args.get("proposal")
         states = [first_state(replicas, min_isr)
                   for replicas in self._assignment(factor, len(new))]
         puts = [Put(keys.topic(stream_id, topic_id), json.dumps(topic).encode())]

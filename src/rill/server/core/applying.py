@@ -111,13 +111,16 @@ def apply(state: CoreState, groups: ConsumerGroupService, users: UserService,
                     if row.id not in topic.partitions:
                         topic.partitions[row.id] = state.open_partition(topic, row.id,
                                                                         row.created_at)
+                groups.partitions_changed(topic)  # its groups deal the new ones too
     elif isinstance(change, TopicDeleted):
         topic = _topic(state, change.stream_id, change.topic_id)
         if topic is not None:
+            groups.topic_deleted(topic)
             apply_topic_deleted(state, topic)
     elif isinstance(change, StreamDeleted):
         stream = state.streams.get(change.stream_id)
         if stream is not None:
+            groups.stream_deleted(stream)
             for topic in list(stream.topics.values()):
                 apply_topic_deleted(state, topic)
             del state.streams[stream.id]
