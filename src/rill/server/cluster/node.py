@@ -9,7 +9,7 @@ peer requests (``serve_peer``). Its life:
    served on a stale belief.
 2. ``start`` (the listeners are bound, their addresses known): a member lease (kept alive with
    a local deadline), the member key ``members/<id>`` under it (its create_revision: the member
-   epoch), the cluster's peer secret, then everything under ``/rill/<name>/`` read at one
+   epoch), the cluster's peer secret and HTTP token signing secret, then everything under ``/rill/<name>/`` read at one
    revision R and applied (streams and topics created or deleted locally to match, partition
    states), then a watch from R + 1 applying every change in order, and a campaign for the
    controller's election (``Controller`` while it leads).
@@ -19,6 +19,10 @@ peer requests (``serve_peer``). Its life:
 4. A leader checks its followers every ``ISR_CHECK`` seconds: one behind for
    ``replica_lag_max`` leaves the ISR, one caught up returns (compare-and-swap on the
    partition's mod_revision: a deposed leader changes nothing).
+
+Iggy consumer groups' members (``group_members.ClusterGroupRoster``: this node's clients'
+memberships under its member lease, every node's applied from the watch) and HTTP access
+token revocations (``revoked/<id>``) are applied from the same watch.
 
 The data path never calls etcd: appends, fetches and the high watermark are local and peer
 traffic. With etcd unreachable, partitions keep their leaders and ISR; catalog changes fail
