@@ -4,7 +4,7 @@ exists on every node with the same id; members connected to different nodes are 
 disjoint partitions covering the topic, and every node lists them all; their polls read
 through the partitions' leaders and commit the group's offsets to etcd, seen from another
 node; when a node is killed (-9) its member leaves with its lease and the survivors take its
-partitions; a LEAVE is seen everywhere."""
+partitions; a LEAVE is seen everywhere; a member's claims go with it."""
 
 from __future__ import annotations
 
@@ -111,6 +111,7 @@ def test_members_on_different_nodes_share_the_partitions_and_survive_a_killed_no
     clients[2].delete_consumer_group(1, 1, 1)
     wait_for(lambda: clients[1].get_consumer_group(1, 1, 1) is None, what="group gone on 1")
     assert not cluster.read(cluster.keys.groups) and not cluster.read(cluster.keys.group_members)
+    assert not cluster.read(cluster.keys.group_claims)
     assert not [key for key, _ in cluster.read(cluster.keys.offsets) if b"iggy-group" in key]
     for client in clients.values():
         client.close()
@@ -131,3 +132,5 @@ def test_a_disconnected_member_leaves_on_every_node(cluster) -> None:
         wait_for(lambda: watcher.get_consumer_group(1, 1, 1).group.members_count == 0,
                  what="node 3 dropping the disconnected member")
     assert not cluster.read(cluster.keys.group_members)
+    wait_for(lambda: not cluster.read(cluster.keys.group_claims),
+             what="the member's claims let go")

@@ -124,6 +124,56 @@ def test_groups_are_made_on_every_node_and_members_anywhere_share_the_partitions
     asyncio.run(scenario())
 
 
+def test_a_partition_moves_to_its_new_member_only_once_its_old_member_let_go(
+        tmp_path: Path) -> None:
+    """Claims: node 1 has not applied node 2's join yet (its watch is cut), so its member
+    still holds every partition; node 2's new member is dealt half of them but reads none
+    until node 1 applies the join and lets them go."""
+    async def scenario() -> None:
+        twin, links, servers = await _cluster(tmp_path)
+        try:
+            core = servers[1].core
+            admin = _session(servers[1], 1)
+            await core.broker.create_namespace(admin, "s")
+            await core.broker.create_topic(admin, 1, TopicSpec("t", partitions_count=4,
+                                                               replication_factor=1))
+            await core.consumer_groups.create_consumer_group(admin, 1, 1, "g")
+            groups = {n: await until(lambda: servers[n].core.consumer_groups.groups_of(
+                servers[n].core.state.streams[1].topics[1]).get(1), f"the group on {n}")
+                for n in (1, 2)}
+            sessions = {n: _session(servers[n], 30 + n) for n in (1, 2)}
+
+            def polls(n: int, times: int = 8) -> set[int]:
+                return {servers[n].core.consumer_groups.member_partition(
+                    sessions[n], 1, 1, 1, 0, advance=True)[0] for _ in range(times)}
+
+            await servers[1].core.consumer_groups.membership.join(sessions[1], groups[1])
+            await until(lambda: polls(1) == {1, 2, 3, 4}, "node 1's member reading everything")
+
+            links[1].set_cut(True)  # node 1 applies nothing from now on
+            await servers[2].core.consumer_groups.membership.join(sessions[2], groups[2])
+            members = servers[2].core.consumer_groups.membership.members(groups[2])
+            assert members[sessions[2].client_id].partitions == [2, 4]  # dealt, not claimed
+            await asyncio.sleep(0.5)
+            assert polls(2) == {0}  # nothing to read: node 1's member still holds them
+            assert polls(1) == {1, 2, 3, 4}
+
+            links[1].set_cut(False)  # node 1 applies the join: lets 2 and 4 go
+            for _ in range(100):  # (its watch retries on the twin's clock)
+                if polls(2) == {2, 4}:
+                    break
+                await twin.advance(0.2)
+                await asyncio.sleep(0.05)
+            assert polls(2) == {2, 4}
+            assert polls(1) == {1, 3}
+        finally:
+            links[1].set_cut(False)
+            for server in servers.values():
+                await server.stop()
+
+    asyncio.run(scenario())
+
+
 def test_partitions_added_and_a_topic_deleted_elsewhere_reach_every_nodes_groups(
         tmp_path: Path) -> None:
     async def scenario() -> None:

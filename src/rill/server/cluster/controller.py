@@ -181,7 +181,8 @@ class Controller:
             [self.leadership.fence(),
              Compare.mod_revision(key, "==", current.mod_revision)],
             [Delete(key), Delete(keys.group_name(stream_id, topic_id, name)),
-             Delete(keys.group_members_of(stream_id, topic_id, group_id), prefix=True)])
+             Delete(keys.group_members_of(stream_id, topic_id, group_id), prefix=True),
+             Delete(keys.group_claims_of(stream_id, topic_id, group_id), prefix=True)])
         if not result.succeeded:
             raise errors.ClusterUnavailable(reason="the group changed meanwhile: try again")
         return {"revision": result.revision}

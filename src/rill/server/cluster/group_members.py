@@ -17,8 +17,16 @@ is not on the path of a JOIN.
   meanwhile refuses the JOIN (5000); deleting a group deletes its members' keys.
 * A node that lost its member lease (paused past its TTL) puts its clients' memberships again
   under its new lease when it joins again (at the end of the join order).
-* Members' partitions move between two nodes' deals as each applies a change: for the
-  milliseconds between them a partition may be dealt twice (documented in the README).
+* **Claims** make a partition's reader exclusive across nodes: the deal moves a partition from
+  one member to another as each node applies a membership change, milliseconds apart, so a
+  member reads a partition only while its node holds the partition's claim
+  (``group-claims/<stream>/<topic>/<group>/<partition>``, put under the node's member lease
+  when the partition is dealt to one of its members and the claim is free; deleted by its
+  holder once its deal moved the partition away; gone with the holder's lease when its node
+  dies). Until the old holder let go, the new member's polls skip the partition (a poll with
+  no claimed partition reads nothing). Safety rests on the compares (a claim is put only when
+  missing); a node paused past its lease may read a partition for as long as it stays paused,
+  as any lease holder (its commits still go through the partition's leader).
 """
 
 from __future__ import annotations
@@ -47,6 +55,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def _claim_value(node_id: int, client_id: int) -> bytes:
+    return json.dumps({"node_id": node_id, "client_id": client_id}).encode()
+
+
 class ClusterGroupRoster:
     def __init__(self, node: ClusterNode) -> None:
         self.node = node
@@ -55,6 +67,12 @@ class ClusterGroupRoster:
         self._own: set[tuple[Membership, int]] = set()  # this node's clients' memberships
         self._watchers: list[Callable[[Membership], None]] = []
         self._background: set[asyncio.Task[None]] = set()
+        # claims: membership -> partition id -> (node id, client id) reading it
+        self._claims: dict[Membership, dict[int, MemberKey]] = {}
+        # what this node's deal gives its own members: membership -> partition -> client id
+        self._wanted: dict[Membership, dict[int, int]] = {}
+        self._settling: dict[Membership, asyncio.Task[None]] = {}
+        self._unsettled: set[Membership] = set()
 
     @property
     def node_id(self) -> int:
@@ -135,7 +153,83 @@ class ClusterGroupRoster:
                 log.warning("group %s: client %d could not join again: %s",
                             "/".join(map(str, membership)), client_id, error)
 
+    # -- claims -------------------------------------------------------------------------------
+
+    def holds(self, membership: Membership, partition_id: int, client_id: int) -> bool:
+        """Whether this node's client ``client_id`` holds the partition's claim."""
+        return self._claims.get(membership, {}).get(partition_id) == (self.node_id, client_id)
+
+    def settle(self, membership: Membership, dealt: dict[int, list[int]]) -> None:
+        """This node's members of the group are dealt ``dealt`` (client id -> partitions)
+        now: claims it holds for partitions dealt elsewhere are let go, free ones dealt here
+        are taken (in the background; again whenever a claim of the group is let go)."""
+        self._wanted[membership] = {partition: client for client, partitions in dealt.items()
+                                    for partition in partitions}
+        self._settle_later(membership)
+
+    def _settle_later(self, membership: Membership) -> None:
+        self._unsettled.add(membership)
+        task = self._settling.get(membership)
+        if task is None or task.done():
+            task = self._settling[membership] = asyncio.ensure_future(self._settle(membership))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _settle(self, membership: Membership) -> None:
+        node, keys, me = self.node, self.node.keys, self.node.node_id
+        while membership in self._unsettled:
+            self._unsettled.discard(membership)
+            wanted = self._wanted.get(membership, {})
+            held = dict(self._claims.get(membership, {}))
+            try:
+                for partition_id, holder in held.items():
+                    if holder[0] == me and wanted.get(partition_id) != holder[1]:
+                        key = keys.group_claim(*membership, partition_id)
+                        await node.coordinator.txn(
+                            [Compare.value(key, "==", _claim_value(*holder))], [Delete(key)])
+                lease = node.lease
+                for partition_id, client_id in sorted(wanted.items()):
+                    if partition_id in held or lease is None or not lease.valid:
+                        continue
+                    key = keys.group_claim(*membership, partition_id)
+                    await node.coordinator.txn(
+                        [Compare.version(keys.group(*membership), ">", 0),
+                         Compare.missing(key)],
+                        [Put(key, _claim_value(me, client_id), lease.lease)])
+            except CoordinatorError as error:
+                log.info("group %s: claims wait for etcd: %s", "/".join(map(str, membership)),
+                         error)
+                await asyncio.sleep(1.0)
+                self._unsettled.add(membership)
+            if not wanted:
+                self._wanted.pop(membership, None)
+
     # -- applying etcd's state -----------------------------------------------------------------
+
+    def apply_claim_put(self, kv: KeyValue) -> None:
+        stream_id, topic_id, group_id, partition_id = ClusterKeys.numbers(
+            kv.key, self.node.keys.group_claims)
+        value = json.loads(kv.value)
+        membership = (stream_id, topic_id, group_id)
+        self._claims.setdefault(membership, {})[partition_id] = (value["node_id"],
+                                                                 value["client_id"])
+
+    def apply_claim_delete(self, kv: KeyValue) -> None:
+        stream_id, topic_id, group_id, partition_id = ClusterKeys.numbers(
+            kv.key, self.node.keys.group_claims)
+        membership = (stream_id, topic_id, group_id)
+        claims = self._claims.get(membership, {})
+        if claims.pop(partition_id, None) is not None and not claims:
+            del self._claims[membership]
+        if self._wanted.get(membership):
+            self._settle_later(membership)  # a partition dealt here may be free now
+
+    def load_claims(self, kvs: list[KeyValue]) -> None:
+        self._claims = {}
+        for kv in kvs:
+            self.apply_claim_put(kv)
+        for membership in list(self._wanted):
+            self._settle_later(membership)
 
     def _parse(self, key: bytes) -> tuple[Membership, MemberKey]:
         stream_id, topic_id, group_id, node_id, client_id = ClusterKeys.numbers(

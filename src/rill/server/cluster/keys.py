@@ -16,6 +16,9 @@ permissions, password hash and SCRAM credentials), ``groups/<stream>/<topic>/<id
 ``group-members/<stream>/<topic>/<group>/<node id>/<client id>`` (a group's members, each
 put by the node its client is connected to under that node's member lease: gone with the
 node; the key's create_revision is the member's place in the join order),
+``group-claims/<stream>/<topic>/<group>/<partition>`` (which member reads a group's partition
+now: put by its node under its member lease once the partition is dealt to it and the claim
+is free, deleted when the deal moves it elsewhere),
 ``tokens/<user id>/<name, percent-encoded>`` (personal access tokens: user, name, BLAKE3
 hash, expiry; never the raw token), ``revoked/<token id>`` (HTTP access tokens revoked, kept
 under a lease that ends with the token's expiry) and ``jwt-secret`` (the HTTP access tokens' signing secret, made by the first
@@ -45,6 +48,7 @@ class ClusterKeys:
         self.groups = self.root + b"groups/"
         self.group_names = self.root + b"group-names/"
         self.group_members = self.root + b"group-members/"
+        self.group_claims = self.root + b"group-claims/"
         self.tokens = self.root + b"tokens/"
         self.jwt_secret = self.root + b"jwt-secret"
         self.revoked = self.root + b"revoked/"
@@ -91,14 +95,16 @@ class ClusterKeys:
         return self.group_names + f"{stream_id}/{topic_id}/".encode() + quote(
             name, safe="").encode()
 
-    def topic_groups(self, stream_id: int, topic_id: int) -> tuple[bytes, bytes, bytes]:
-        """The prefixes of a topic's groups, their names and their members."""
+    def topic_groups(self, stream_id: int, topic_id: int) -> tuple[bytes, ...]:
+        """The prefixes of a topic's groups, their names, members and claims."""
         tail = f"{stream_id}/{topic_id}/".encode()
-        return self.groups + tail, self.group_names + tail, self.group_members + tail
+        return (self.groups + tail, self.group_names + tail, self.group_members + tail,
+                self.group_claims + tail)
 
-    def stream_groups(self, stream_id: int) -> tuple[bytes, bytes, bytes]:
+    def stream_groups(self, stream_id: int) -> tuple[bytes, ...]:
         tail = f"{stream_id}/".encode()
-        return self.groups + tail, self.group_names + tail, self.group_members + tail
+        return (self.groups + tail, self.group_names + tail, self.group_members + tail,
+                self.group_claims + tail)
 
     def group_member(self, stream_id: int, topic_id: int, group_id: int, node_id: int,
                      client_id: int) -> bytes:
@@ -106,6 +112,13 @@ class ClusterKeys:
 
     def group_members_of(self, stream_id: int, topic_id: int, group_id: int) -> bytes:
         return self.group_members + f"{stream_id}/{topic_id}/{group_id}/".encode()
+
+    def group_claim(self, stream_id: int, topic_id: int, group_id: int, partition_id: int
+                    ) -> bytes:
+        return self.group_claims + f"{stream_id}/{topic_id}/{group_id}/{partition_id}".encode()
+
+    def group_claims_of(self, stream_id: int, topic_id: int, group_id: int) -> bytes:
+        return self.group_claims + f"{stream_id}/{topic_id}/{group_id}/".encode()
 
     def token(self, user_id: int, name: str) -> bytes:
         return self.tokens + f"{user_id}/".encode() + quote(name, safe="").encode()

@@ -359,9 +359,12 @@ class ClusterNode:
         topics: dict[tuple[int, int], dict[str, Any]] = {}
         others: list[KeyValue] = []
         members: list[KeyValue] = []
+        claims: list[KeyValue] = []
         for kv in kvs:
             if kv.key.startswith(self.keys.group_members):
                 members.append(kv)
+            elif kv.key.startswith(self.keys.group_claims):
+                claims.append(kv)
             elif kv.key.startswith(self.keys.streams):
                 streams[int(kv.key[len(self.keys.streams):])] = json.loads(kv.value)
             elif kv.key.startswith(self.keys.topics):
@@ -383,6 +386,7 @@ class ClusterNode:
         for kv in others:
             await self._apply_put(kv, snapshot=True)
         await self._forget_missing(others)
+        self.roster.load_claims(claims)
         self.roster.load(members)
         self._set_applied(revision)
         self._elect.set()
@@ -526,6 +530,8 @@ class ClusterNode:
             self.id_blocks[kv.key[len(keys.ids):].decode()] = int(kv.value)
         elif kv.key.startswith(keys.group_members):
             self.roster.apply_put(kv)
+        elif kv.key.startswith(keys.group_claims):
+            self.roster.apply_claim_put(kv)
         elif kv.key.startswith(keys.revoked):
             if self.core.access_tokens is not None:
                 self.core.access_tokens.apply_revoked(
@@ -571,6 +577,8 @@ class ClusterNode:
             self._elect.set()
         elif kv.key.startswith(keys.group_members):
             self.roster.apply_delete(kv)
+        elif kv.key.startswith(keys.group_claims):
+            self.roster.apply_claim_delete(kv)
         elif kv.key.startswith(keys.groups) or kv.key.startswith(keys.tokens):
             if kv.key in self.own_deletions:
                 self.own_deletions.discard(kv.key)

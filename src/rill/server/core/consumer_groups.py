@@ -18,7 +18,8 @@ groups, and asks it for a member's partition.
 * Partitions are dealt by ``deal``, a pure function of the members in join order: partition
   ids 1..N round robin (partition i, 0-based, to member i mod M). In a cluster the members
   of every node are shared through a ``GroupRoster`` (``cluster.group_members``), so every
-  node deals the same partitions to the same members.
+  node deals the same partitions to the same members, and a member reads a partition only
+  while it holds its claim (no two members anywhere read one partition at once).
 """
 
 from __future__ import annotations
@@ -70,6 +71,14 @@ class GroupRoster(Protocol):
 
     def left(self, membership: Membership, client_id: int) -> None:
         """This node's client is gone (a disconnect): dropped in the background."""
+
+    def settle(self, membership: Membership, dealt: dict[int, list[int]]) -> None:
+        """This node's members (client id -> partitions) were dealt ``dealt``: the roster
+        takes the partitions' claims for them (and lets go of the others) when it can."""
+
+    def holds(self, membership: Membership, partition_id: int, client_id: int) -> bool:
+        """Whether this node's member ``client_id`` may read the partition now (it holds
+        its claim: no other member anywhere does)."""
 
     def watch(self, changed: Callable[[Membership], None]) -> None: ...
 

@@ -20,10 +20,11 @@ Invariants and decisions (where the wire reference leaves a choice):
 * In a cluster (``share``: a ``GroupRoster``) the members are those of every node, in the
   order the roster holds them (when etcd stored each join); a JOIN or LEAVE answers once the
   roster holds the change, and every node rebalances its own members when a group's member
-  set changes anywhere (a node's death included: its members leave with its lease). Each
-  node deals from the member set it has applied, so for the few milliseconds between two
-  nodes applying the same change, a moved partition may be polled by its old and its new
-  member (as in any rebalance that does not stop the world).
+  set changes anywhere (a node's death included: its members leave with its lease). For the
+  milliseconds between two nodes applying the same change their deals differ, so a member
+  reads only the partitions whose claim its node holds (``GroupRoster.holds``; taken and let
+  go by ``settle`` after every rebalance): until the old member's node lets go, the new
+  member's group polls skip the partition (none claimed: an empty answer, as below).
 * Joining again while already a member keeps the member's place in the join order and still
   rebalances (every cursor restarts).
 * Leaving a group one is not a member of succeeds silently (Iggy behaviour) and changes
@@ -137,6 +138,8 @@ class IggyGroupMembers:
             member.cursor = 0
             member.current_partition = 0
         if not local:
+            if self.roster is not None:  # its claims go (its last member here left)
+                self.roster.settle(group.membership, {})
             return
         self._known[group.membership] = group
         if self.roster is None:
@@ -147,12 +150,18 @@ class IggyGroupMembers:
         for (node_id, client_id), partitions in deal(order, group.partitions_count).items():
             if node_id == me and client_id in local:
                 local[client_id].partitions.extend(partitions)
+        if self.roster is not None:
+            self.roster.settle(group.membership,
+                               {client_id: list(member.partitions)
+                                for client_id, member in local.items()})
 
     def forget(self, group: Group) -> None:
         """The group is gone (deleted, or its topic or stream): its members are let go."""
         self._known.pop(group.membership, None)
         for member in self._groups.pop(group.membership, {}).values():
             _forget(member.session, group.membership)
+        if self.roster is not None:
+            self.roster.settle(group.membership, {})
 
     def client_disconnected(self, session: Session,
                             find: Callable[[Membership], Group | None]) -> None:
@@ -174,7 +183,17 @@ class IggyGroupMembers:
         if member is None:
             raise errors.ConsumerGroupMemberNotFound(session.client_id, group.id, group.topic_id)
         if advance:
-            return member.next_partition() if member.partitions else 0
+            if not member.partitions:
+                return 0
+            if self.roster is None:
+                return member.next_partition()
+            current = member.current_partition
+            for _ in member.partitions:  # the next one whose claim it holds
+                partition_id = member.next_partition()
+                if self.roster.holds(group.membership, partition_id, session.client_id):
+                    return partition_id
+            member.current_partition = current
+            return 0  # (its partitions' claims are not let go yet)
         if member.current_partition == 0:
             raise errors.PartitionNotFound(0, group.topic_id, group.stream_id, field="partition_id")
         return member.current_partition
