@@ -270,3 +270,44 @@ def test_http_access_tokens_verify_on_every_node_and_a_revocation_reaches_them_a
                 await server.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_node_back_from_a_stop_has_the_groups_and_tokens_changed_meanwhile(
+        tmp_path: Path) -> None:
+    async def scenario() -> None:
+        _, links, servers = await _cluster(tmp_path)
+        try:
+            core = servers[1].core
+            admin = _session(servers[1], 1)
+            await core.broker.create_namespace(admin, "s")
+            await core.broker.create_topic(admin, 1, TopicSpec("t", partitions_count=1,
+                                                               replication_factor=1))
+            await core.consumer_groups.create_consumer_group(admin, 1, 1, "old")
+            raw = await core.tokens.create_personal_access_token(admin, "old-token", 0)
+
+            def node3_groups() -> list[str]:
+                stream = servers[3].core.state.streams.get(1)
+                topic = stream.topics.get(1) if stream is not None else None
+                return sorted(g.name for g in servers[3].core.consumer_groups.groups_of(
+                    topic).values()) if topic else []
+
+            await until(lambda: node3_groups() == ["old"], "the group on node 3")
+            await until(lambda: servers[3].core.tokens.by_user.get(1), "the token on node 3")
+            await servers[3].stop()
+
+            await core.consumer_groups.delete_consumer_group(admin, 1, 1, 1)
+            await core.consumer_groups.create_consumer_group(admin, 1, 1, "new")
+            await core.tokens.delete_personal_access_token(admin, "old-token")
+
+            servers[3] = Server(node_config(tmp_path, 3), coordinator=links[3])
+            await servers[3].start()
+            assert node3_groups() == ["new"]  # applied from etcd at start
+            assert not servers[3].core.tokens.by_user.get(1)
+            with pytest.raises(errors.ResourceNotFound):
+                servers[3].core.tokens.login_with_personal_access_token(
+                    servers[3].core.broker.connect("127.0.0.1:40", "tcp"), raw)
+        finally:
+            for server in servers.values():
+                await server.stop()
+
+    asyncio.run(scenario())

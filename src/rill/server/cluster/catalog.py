@@ -285,9 +285,19 @@ class ClusterCatalog:
                 return
         elif isinstance(change, GroupCreated):
             row = change.row
-            if any((g.stream_id, g.topic_id, g.id) == (row.stream_id, row.topic_id, row.id)
-                   for g in local.load_consumer_groups()):
+            held = next((g for g in local.load_consumer_groups()
+                         if (g.stream_id, g.topic_id, g.id) == (row.stream_id, row.topic_id,
+                                                                 row.id)), None)
+            if held == row:
                 return
+            if held is not None:  # deleted and made again while this node was away
+                gone = GroupDeleted(row.stream_id, row.topic_id, row.id,
+                                    self.node.core.consumer_groups.membership.position_name(
+                                        row.id))
+                await local.delete_consumer_group(gone.stream_id, gone.topic_id, gone.id,
+                                                  gone.consumer)
+                if self._apply is not None:
+                    self._apply(gone)
             try:
                 await local.create_consumer_group(row)
             except CatalogConflict as conflict:  # its topic is gone here, or a name clash
