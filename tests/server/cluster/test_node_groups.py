@@ -50,13 +50,13 @@ def test_members_on_different_nodes_share_the_partitions_and_survive_a_killed_no
     clients[1].create_stream("s", 1)
     clients[1].create_topic(1, "t", partitions_count=PARTITIONS, replication_factor=3)
     for partition_id in range(1, PARTITIONS + 1):
-        wait_for(lambda: cluster.leader_of(1, 1, partition_id), what="a leader")
+        wait_for(lambda partition_id=partition_id: cluster.leader_of(1, 1, partition_id), what="a leader")
         clients[2].send_messages(1, 1, [f"p{partition_id}-{n}" for n in range(20)],
                                  partitioning=partition_id)  # (proxied to the leader)
     made = clients[1].create_consumer_group(1, 1, "workers")
     assert made.group.id == 1
     for n in (2, 3):  # the same id on every node
-        group = wait_for(lambda: clients[n].get_consumer_group(1, 1, 1), what=f"group on {n}")
+        group = wait_for(lambda n=n: clients[n].get_consumer_group(1, 1, 1), what=f"group on {n}")
         assert group.group.name == "workers" and group.group.partitions_count == PARTITIONS
 
     for n in (1, 2, 3):

@@ -64,7 +64,7 @@ def test_groups_are_made_on_every_node_and_members_anywhere_share_the_partitions
             groups = {}
             for n, server in servers.items():
                 topic = server.core.state.streams[1].topics[1]
-                group = await until(lambda: server.core.consumer_groups.groups_of(topic).get(1),
+                group = await until(lambda server=server, topic=topic: server.core.consumer_groups.groups_of(topic).get(1),
                                     f"the group on node {n}")
                 assert group.name == "g" and group.partitions_count == 6
                 groups[n] = group
@@ -138,7 +138,7 @@ def test_a_partition_moves_to_its_new_member_only_once_its_old_member_let_go(
             await core.broker.create_topic(admin, 1, TopicSpec("t", partitions_count=4,
                                                                replication_factor=1))
             await core.consumer_groups.create_consumer_group(admin, 1, 1, "g")
-            groups = {n: await until(lambda: servers[n].core.consumer_groups.groups_of(
+            groups = {n: await until(lambda n=n: servers[n].core.consumer_groups.groups_of(
                 servers[n].core.state.streams[1].topics[1]).get(1), f"the group on {n}")
                 for n in (1, 2)}
             sessions = {n: _session(servers[n], 30 + n) for n in (1, 2)}
@@ -229,7 +229,7 @@ def test_tokens_made_on_one_node_log_in_on_the_others_until_deleted(tmp_path: Pa
                     return False
 
             for n in (2, 3):
-                await until(lambda: logs_in(n), f"the token logging in on node {n}")
+                await until(lambda n=n: logs_in(n), f"the token logging in on node {n}")
             assert [t.name for t in tokens[3].get_personal_access_tokens(
                 _session(servers[3], 2))] == ["ci-token"]
             with pytest.raises(errors.PersonalAccessTokenAlreadyExists):
@@ -237,7 +237,7 @@ def test_tokens_made_on_one_node_log_in_on_the_others_until_deleted(tmp_path: Pa
 
             await tokens[3].delete_personal_access_token(_session(servers[3], 4), "ci-token")
             for n in (1, 2):
-                await until(lambda: not logs_in(n), f"the token refused on node {n}")
+                await until(lambda n=n: not logs_in(n), f"the token refused on node {n}")
         finally:
             for server in servers.values():
                 await server.stop()
@@ -264,7 +264,7 @@ def test_http_access_tokens_verify_on_every_node_and_a_revocation_reaches_them_a
                     return True
 
             for n in (2, 3):
-                await until(lambda: refused(n), f"the revoked token refused on node {n}")
+                await until(lambda n=n: refused(n), f"the revoked token refused on node {n}")
         finally:
             for server in servers.values():
                 await server.stop()

@@ -43,7 +43,7 @@ def test_a_token_made_on_one_node_logs_in_on_every_node_until_deleted(cluster) -
     with cluster.client(1) as client:
         token = client.create_personal_access_token("deploy-bot")
     for node_id in (2, 3):
-        assert wait_for(lambda: logs_in(cluster, node_id, token) is True,
+        assert wait_for(lambda node_id=node_id: logs_in(cluster, node_id, token) is True,
                         what=f"the token logging in on node {node_id}")
     stored = cluster.read(cluster.keys.tokens)
     assert [value["row"]["token_hash"] for _, value in stored] == [hash_token(token)]
@@ -55,7 +55,7 @@ def test_a_token_made_on_one_node_logs_in_on_every_node_until_deleted(cluster) -
     with cluster.client(2) as client:
         client.delete_personal_access_token("deploy-bot")
     for node_id in (1, 3):
-        assert wait_for(lambda: logs_in(cluster, node_id, token) == "resource_not_found",
+        assert wait_for(lambda node_id=node_id: logs_in(cluster, node_id, token) == "resource_not_found",
                         what=f"the deleted token refused on node {node_id}")
     assert not cluster.read(cluster.keys.tokens)
 
@@ -64,10 +64,10 @@ def test_an_expired_token_is_refused_on_every_node(cluster) -> None:
     with cluster.client(1) as client:
         token = client.create_personal_access_token("short-lived", expiry=3_000_000)  # 3 s
     for node_id in (1, 2, 3):
-        assert wait_for(lambda: logs_in(cluster, node_id, token) in (
+        assert wait_for(lambda node_id=node_id: logs_in(cluster, node_id, token) in (
             True, "personal_access_token_expired"), what=f"the token known on {node_id}")
     for node_id in (1, 2, 3):
-        assert wait_for(lambda: logs_in(cluster, node_id, token) ==
+        assert wait_for(lambda node_id=node_id: logs_in(cluster, node_id, token) ==
                         "personal_access_token_expired", what=f"the token expired on {node_id}")
 
 
@@ -83,6 +83,6 @@ def test_an_http_access_token_issued_by_one_node_is_accepted_by_the_others(clust
     # logged out on node 2: refused by every node
     assert httpx.delete(urls[2] + "/users/logout", headers=bearer, timeout=10).status_code == 204
     for node_id in (1, 3):
-        assert wait_for(lambda: httpx.get(urls[node_id] + "/streams", headers=bearer,
+        assert wait_for(lambda node_id=node_id: httpx.get(urls[node_id] + "/streams", headers=bearer,
                                           timeout=10).status_code == 401,
                         what=f"the logged-out token refused by node {node_id}")
