@@ -27,7 +27,7 @@ from rill.protocol.primitives import CompressionAlgorithm
 from rill.protocol.iggy.primitives import Identifier
 from rill.server.config import ServerConfig
 from rill.server.core.broker import PartitionRef, TopicRef
-from rill.server.core.consumer_groups import NoMembership
+from rill.server.core.consumer_groups import NoMembership, deal
 from rill.server.core.core import Core
 from in_process_core import run_with_broker, twin_core
 
@@ -418,3 +418,10 @@ def test_a_groups_positions_are_stored_under_the_name_its_protocol_gives(tmp_pat
                    for partition in core.state.find_topic("ns", "t").partitions.values())
 
     run_with_broker(tmp_path, scenario)
+
+
+def test_deal_is_round_robin_over_members_in_their_order() -> None:
+    assert deal([(1, 7), (2, 3)], 5) == {(1, 7): [1, 3, 5], (2, 3): [2, 4]}
+    assert deal([(2, 3), (1, 7)], 2) == {(2, 3): [1], (1, 7): [2]}
+    assert deal(["a", "b", "c"], 2) == {"a": [1], "b": [2], "c": []}
+    assert deal([], 3) == {}

@@ -304,3 +304,34 @@ def test_a_failed_store_write_changes_nothing(tmp_path):
     assert asyncio.run(tokens.delete_expired()) == 1
     assert [row.name for row in store.store.load_personal_access_tokens()] == ["kept"]
     store.store.close()
+
+
+def test_tokens_another_node_made_or_deleted_are_applied(tmp_path):
+    """``core.applying``: a cluster catalog's ``TokenStored`` / ``TokenDeleted`` (another
+    node's change) reach the token service as its own confirmation would."""
+    from rill.server.core import applying
+    from rill.server.core.catalog import PersonalAccessTokenRow
+    from rill.server.core.consumer_groups import ConsumerGroupService, NoMembership
+    from rill.server.core.tokens import TokenDeleted, TokenStored, hash_token, new_token
+
+    config = ServerConfig()
+    config.root.password_hash_cost = 4
+    state = CoreState(config, DataPaths(tmp_path), MemoryCatalog(), durability=None,
+                      permissioner=Permissioner())
+    users = UserService(state, lambda: (), lambda user_id: None)
+    asyncio.run(users.load(create_root=True))
+    tokens = PersonalAccessTokenService(state, users)
+    groups = ConsumerGroupService(state, NoMembership())
+    raw = new_token()
+    row = PersonalAccessTokenRow(1, "elsewhere", hash_token(raw), 0)
+    applying.apply(state, groups, users, TokenStored(row), tokens)
+    assert tokens.login_with_personal_access_token(Session(2, "127.0.0.1:2", "tcp"), raw) == 1
+    assert [t.name for t in tokens.get_personal_access_tokens(
+        Session(1, "127.0.0.1:1", "tcp", user_id=1))] == ["elsewhere"]
+    # a token of a user this node does not hold is not applied
+    applying.apply(state, groups, users, TokenStored(
+        PersonalAccessTokenRow(9, "orphan", hash_token(new_token()), 0)), tokens)
+    assert 9 not in tokens.by_user
+    applying.apply(state, groups, users, TokenDeleted(1, "elsewhere"), tokens)
+    with pytest.raises(errors.ResourceNotFound):
+        tokens.login_with_personal_access_token(Session(3, "127.0.0.1:3", "tcp"), raw)

@@ -10,10 +10,16 @@ seconds. Verification allows ``clock_skew`` of leeway and requires every claim.
 The secret: 64 random bytes generated at the first start into ``paths.jwt_secret`` (file mode
 0600 in a 0700 directory, written by ``storage.durability.write_private_file``, so a crash never
 leaves a torn secret) and read back at every later start, so tokens survive a restart. No secret ships
-with rill.
+with rill. A cluster node's secret is the cluster's instead (one per cluster, kept in etcd
+beside the peer secret: ``cluster.node``): from ``await_secret`` (before the listeners start)
+until ``use_secret``, issuing and verifying refuse with a clear line, so no token is ever
+signed with a secret the other nodes do not hold.
 
 Revocation (logout, refresh): the token id is written to the metadata store with the token's
-expiry and kept in memory; every verification checks it. ``run_cleaner`` forgets revocations
+expiry and kept in memory; every verification checks it. In a cluster every revocation is also
+published (``share_revocations``: etcd's ``revoked/<token id>``, until the token's expiry) and
+other nodes' arrive through ``apply_revoked``, so a token logged out on one node is refused by
+all (once their watch delivered it: milliseconds). ``run_cleaner`` forgets revocations
 of tokens that would have expired anyway.
 """
 
@@ -25,6 +31,7 @@ import os
 import secrets
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,12 +89,33 @@ class JwtManager:
             raise errors.InvalidJwtAlgorithm(config.algorithm)
         self.config = config
         self._secret = secret
+        self._waiting = False  # a cluster node before it has the cluster's secret
         self._store = store
         self._revoked: dict[str, int] = store.load_revoked_access_tokens()
+        self._publish: Callable[[str, int], None] | None = None
+
+    # -- the secret ------------------------------------------------------------------------
+
+    def await_secret(self) -> None:
+        """Refuse to issue or verify until ``use_secret`` (a cluster node's, from etcd)."""
+        self._waiting = True
+
+    def use_secret(self, secret: bytes) -> None:
+        if len(secret) < 32:
+            raise errors.InvalidJwtSecret(reason="Invalid JWT secret: fewer than 32 bytes")
+        self._secret = secret
+        self._waiting = False
+
+    def _check_secret(self) -> None:
+        if self._waiting:
+            raise errors.ClusterUnavailable(reason=(
+                "HTTP access tokens wait for the cluster's signing secret (this node has not "
+                "joined the cluster yet)"))
 
     # -- issuing ---------------------------------------------------------------------------
 
     def issue(self, user_id: int) -> AccessToken:
+        self._check_secret()
         config = self.config
         now = int(time.time())
         lifetime = config.access_token_expiry
@@ -104,6 +132,7 @@ class JwtManager:
 
     def verify(self, token: str) -> AccessToken:
         """The token's claims; 78 ``invalid_access_token`` when it is bad, expired or revoked."""
+        self._check_secret()
         config = self.config
         try:
             claims = jwt.decode(
@@ -125,6 +154,19 @@ class JwtManager:
     def revoke(self, token: AccessToken) -> None:
         self._store.revoke_access_token(token.token_id, token.expiry)
         self._revoked[token.token_id] = token.expiry
+        if self._publish is not None:
+            self._publish(token.token_id, token.expiry)
+
+    def share_revocations(self, publish: Callable[[str, int], None]) -> None:
+        """From now on every revocation here is also given to ``publish`` (token id, expiry in
+        unix seconds): a cluster's other nodes learn of it."""
+        self._publish = publish
+
+    def apply_revoked(self, token_id: str, expiry: int) -> None:
+        """Another node revoked ``token_id``."""
+        if token_id not in self._revoked:
+            self._store.revoke_access_token(token_id, expiry)
+            self._revoked[token_id] = expiry
 
     def refresh(self, token: str) -> AccessToken:
         """Revoke a still-valid token and issue a new one for the same user."""

@@ -10,10 +10,13 @@ revision, after the local copy took it. Changes other nodes made arrive on the w
 Cluster-wide id blocks (Kafka producer ids) are a compare-and-swap on ``ids/<name>``.
 
 Users go through the controller too (``users/<id>``: the whole row, so every node logs them in
-alike). Consumer positions are stored in etcd (``offsets/...``, coalesced: ``PositionWrites``)
-and applied on every node. Kept per node in this step (documented in the README): personal
-access tokens and consumer groups' memberships. Purging a stream or topic is refused in a cluster (it would need every
-replica truncated).
+alike), and so do personal access tokens (``tokens/<user>/<name>``: the hash and the expiry,
+never the raw token) and Iggy consumer groups (``groups/...``: id and name; a deleted group's
+stored positions go with it in etcd). Consumer positions are stored in etcd (``offsets/...``,
+coalesced: ``PositionWrites``) and applied on every node. A group's members are not catalog
+rows: each node puts its own clients' memberships under its member lease
+(``cluster.group_members``). Purging a stream or topic is refused in a cluster (it would need
+every replica truncated).
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from typing import TYPE_CHECKING, Any, Callable
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from rill import errors
 from rill.server.cluster.coordinator import Compare, CoordinatorError, Put
@@ -29,8 +34,12 @@ from rill.server.core.catalog import (
     Catalog,
     CatalogChange,
     CatalogConflict,
+    ConsumerGroupRow,
+    GroupCreated,
+    GroupDeleted,
     PartitionRow,
     PartitionsCreated,
+    PersonalAccessTokenRow,
     PositionRow,
     PositionStored,
     StreamCreated,
@@ -44,9 +53,12 @@ from rill.server.core.catalog import (
     UserRow,
     UserUpdated,
 )
+from rill.server.core.tokens import TokenDeleted, TokenStored
 
 if TYPE_CHECKING:
     from rill.server.cluster.node import ClusterNode
+
+log = logging.getLogger(__name__)
 
 
 class ClusterCatalog:
@@ -176,6 +188,49 @@ class ClusterCatalog:
             asyncio.get_running_loop().call_later(30, self.node.own_deletions.discard, key)
         await self.local.delete_user(user_id)
 
+    # -- consumer groups and personal access tokens (the same on every node) --------------------
+
+    async def _propose_deletion(self, keys: list[bytes], op: str, args: dict[str, Any]) -> None:
+        """A change that deletes ``keys``: their watch events are this node's own change."""
+        self.node.own_deletions.update(keys)
+        try:
+            await self.node.propose(op, args)
+        finally:
+            loop = asyncio.get_running_loop()
+            for key in keys:
+                loop.call_later(30, self.node.own_deletions.discard, key)
+
+    async def create_consumer_group(self, row: ConsumerGroupRow) -> ConsumerGroupRow:
+        await self.node.propose("create_group", {"row": dataclasses.asdict(row)})
+        return await self.local.create_consumer_group(row)
+
+    async def delete_consumer_group(self, stream_id: int, topic_id: int, group_id: int,
+                                    consumer: str) -> None:
+        await self._propose_deletion(
+            [self.node.keys.group(stream_id, topic_id, group_id)], "delete_group",
+            {"stream_id": stream_id, "topic_id": topic_id, "group_id": group_id,
+             "consumer": consumer})
+        await self.local.delete_consumer_group(stream_id, topic_id, group_id, consumer)
+
+    async def create_personal_access_token(self, row: PersonalAccessTokenRow
+                                           ) -> PersonalAccessTokenRow:
+        await self.node.propose("create_token", {"row": dataclasses.asdict(row)})
+        return await self.local.create_personal_access_token(row)
+
+    async def delete_personal_access_token(self, user_id: int, name: str) -> None:
+        await self._propose_deletion([self.node.keys.token(user_id, name)], "delete_tokens",
+                                     {"tokens": [[user_id, name]]})
+        await self.local.delete_personal_access_token(user_id, name)
+
+    async def delete_personal_access_tokens(self, hashes: list[str]) -> None:
+        wanted = set(hashes)
+        tokens = [[row.user_id, row.name] for row in self.local.load_personal_access_tokens()
+                  if row.token_hash in wanted]
+        if tokens:
+            await self._propose_deletion([self.node.keys.token(*token) for token in tokens],
+                                         "delete_tokens", {"tokens": tokens})
+        await self.local.delete_personal_access_tokens(hashes)
+
     async def store_position(self, row: PositionRow) -> PositionRow:
         """Stored in etcd (``offsets/...``), then in the local copy. Coalesced: positions
         stored while a write to etcd is under way go together in the next one, a consumer's
@@ -193,7 +248,7 @@ class ClusterCatalog:
         await local.update_permissions(row.id, row.permissions)
         await local.change_password(row.id, row.password_hash, row.scram_credentials)
 
-    async def apply_elsewhere(self, change: CatalogChange) -> None:
+    async def apply_elsewhere(self, change: CatalogChange | TokenStored | TokenDeleted) -> None:
         """A change another node made (or one this node made before a restart): the local copy
         takes it, then the core."""
         local = self.local
@@ -228,8 +283,55 @@ class ClusterCatalog:
                 await local.store_position(change.row)
             except CatalogConflict:  # its partition is gone here
                 return
+        elif isinstance(change, GroupCreated):
+            row = change.row
+            held = next((g for g in local.load_consumer_groups()
+                         if (g.stream_id, g.topic_id, g.id) == (row.stream_id, row.topic_id,
+                                                                 row.id)), None)
+            if held == row:
+                return
+            if held is not None:  # deleted and made again while this node was away
+                gone = GroupDeleted(row.stream_id, row.topic_id, row.id,
+                                    self.node.core.consumer_groups.membership.position_name(
+                                        row.id))
+                await local.delete_consumer_group(gone.stream_id, gone.topic_id, gone.id,
+                                                  gone.consumer)
+                if self._apply is not None:
+                    self._apply(gone)
+            try:
+                await local.create_consumer_group(row)
+            except CatalogConflict as conflict:  # its topic is gone here, or a name clash
+                log.warning("consumer group %s of topic %d/%d not applied here: %s", row.name,
+                            row.stream_id, row.topic_id, conflict)
+                return
+        elif isinstance(change, GroupDeleted):
+            if not any((g.stream_id, g.topic_id, g.id) ==
+                       (change.stream_id, change.topic_id, change.id)
+                       for g in local.load_consumer_groups()):
+                return
+            await local.delete_consumer_group(change.stream_id, change.topic_id, change.id,
+                                              change.consumer)
+        elif isinstance(change, TokenStored):
+            row = change.row
+            held = next((t for t in local.load_personal_access_tokens()
+                         if (t.user_id, t.name) == (row.user_id, row.name)), None)
+            if held == row:
+                return
+            if held is not None:
+                await local.delete_personal_access_token(row.user_id, row.name)
+                if self._apply is not None:
+                    self._apply(TokenDeleted(row.user_id, row.name))  # type: ignore[arg-type]
+            try:
+                await local.create_personal_access_token(row)
+            except CatalogConflict:  # its user is gone here
+                return
+        elif isinstance(change, TokenDeleted):
+            if not any((t.user_id, t.name) == (change.user_id, change.name)
+                       for t in local.load_personal_access_tokens()):
+                return
+            await local.delete_personal_access_token(change.user_id, change.name)
         if self._apply is not None:
-            self._apply(change)
+            self._apply(change)  # type: ignore[arg-type]
 
 
 def user_json(row: UserRow) -> dict[str, Any]:

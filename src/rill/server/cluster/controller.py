@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ELECTIONS_PER_TXN = 60
+DELETES_PER_TXN = 100  # etcd's --max-txn-ops is 128
 
 
 class Controller:
@@ -70,7 +71,10 @@ class Controller:
                 [fence], [Delete(keys.stream(stream_id)), Delete(keys.stream_name(name)),
                           Delete(keys.topics + f"{stream_id}/".encode(), prefix=True),
                           Delete(keys.topic_names + f"{stream_id}/".encode(), prefix=True),
-                          Delete(keys.partitions + f"{stream_id}/".encode(), prefix=True)])
+                          Delete(keys.partitions + f"{stream_id}/".encode(), prefix=True),
+                          Delete(keys.offsets + f"{stream_id}/".encode(), prefix=True),
+                          *(Delete(prefix, prefix=True)
+                            for prefix in keys.stream_groups(stream_id))])
             return {"revision": result.revision}
         if op == "create_topic":
             return await self._create_topic(args)
@@ -83,7 +87,10 @@ class Controller:
             result = await coordinator.txn(
                 [fence], [Delete(keys.topic(stream_id, topic_id)),
                           Delete(keys.topic_name(stream_id, name)),
-                          Delete(keys.topic_partitions(stream_id, topic_id), prefix=True)])
+                          Delete(keys.topic_partitions(stream_id, topic_id), prefix=True),
+                          Delete(keys.offsets + f"{stream_id}/{topic_id}/".encode(), prefix=True),
+                          *(Delete(prefix, prefix=True)
+                            for prefix in keys.topic_groups(stream_id, topic_id))])
             return {"revision": result.revision}
         if op == "create_partitions":
             return await self._create_partitions(args)
@@ -106,9 +113,79 @@ class Controller:
         if op == "delete_user":
             result = await coordinator.txn(
                 [fence], [Delete(keys.user(args["id"])),
-                          Delete(keys.user_name(args["username"]))])
+                          Delete(keys.user_name(args["username"])),
+                          Delete(keys.user_tokens(args["id"]), prefix=True)])
             return {"revision": result.revision}
+        if op == "create_group":
+            return await self._create_group(args)
+        if op == "delete_group":
+            return await self._delete_group(args)
+        if op == "create_token":
+            row = args["row"]
+            key = keys.token(row["user_id"], row["name"])
+            # (no compare on users/<id>: the root user of each node is not kept in etcd; a
+            # token of a user deleted meanwhile is applied nowhere, as its user is gone)
+            result = await coordinator.txn([fence, Compare.missing(key)],
+                                           [Put(key, json.dumps(args).encode())])
+            if not result.succeeded:
+                raise errors.PersonalAccessTokenAlreadyExists(row["name"], row["user_id"], reason=(
+                    f"Personal access token {row['name']!r} of user {row['user_id']} already "
+                    f"exists (or this controller was replaced)"))
+            return {"revision": result.revision}
+        if op == "delete_tokens":
+            deletes = [Delete(keys.token(user_id, name)) for user_id, name in args["tokens"]]
+            revision = 0
+            for start in range(0, max(len(deletes), 1), DELETES_PER_TXN):
+                result = await coordinator.txn([fence], deletes[start:start + DELETES_PER_TXN])
+                if not result.succeeded:
+                    raise errors.ClusterUnavailable(reason="this controller was replaced: try again")
+                revision = result.revision
+            return {"revision": revision}
         raise errors.InvalidCommand(reason=f"unknown catalog change {op!r}")
+
+    async def _create_group(self, args: dict[str, Any]) -> dict[str, Any]:
+        keys = self.node.keys
+        row = args["row"]
+        stream_id, topic_id, group_id = row["stream_id"], row["topic_id"], row["id"]
+        key, name = (keys.group(stream_id, topic_id, group_id),
+                     keys.group_name(stream_id, topic_id, row["name"]))
+        result = await self.node.coordinator.txn(
+            [self.leadership.fence(), Compare.version(keys.topic(stream_id, topic_id), ">", 0),
+             Compare.missing(key), Compare.missing(name)],
+            [Put(key, json.dumps(args).encode()), Put(name, str(group_id).encode())])
+        if not result.succeeded:
+            raise errors.ConsumerGroupNameAlreadyExists(row["name"], topic_id, reason=(
+                f"Consumer group with ID {group_id} or name {row['name']} already exists in "
+                f"topic {topic_id} of stream {stream_id}, or the topic is gone (or this "
+                f"controller was replaced)"))
+        return {"revision": result.revision}
+
+    async def _delete_group(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The group's row and name, its members, and the positions stored under its name in
+        every partition of its topic."""
+        node, keys = self.node, self.node.keys
+        stream_id, topic_id, group_id = args["stream_id"], args["topic_id"], args["group_id"]
+        key = keys.group(stream_id, topic_id, group_id)
+        current = await node.coordinator.get(key)
+        if current is None:
+            raise errors.ConsumerGroupIdNotFound(group_id, topic_id)
+        name = json.loads(current.value)["row"]["name"]
+        topic = await node.coordinator.get(keys.topic(stream_id, topic_id))
+        partitions = [p["id"] for p in json.loads(topic.value)["partitions"]] if topic else []
+        operations = [Delete(keys.offset(stream_id, topic_id, partition_id, args["consumer"]))
+                      for partition_id in partitions]
+        for start in range(0, len(operations), DELETES_PER_TXN):  # positions first
+            await node.coordinator.txn([self.leadership.fence()],
+                                       operations[start:start + DELETES_PER_TXN])
+        result = await node.coordinator.txn(
+            [self.leadership.fence(),
+             Compare.mod_revision(key, "==", current.mod_revision)],
+            [Delete(key), Delete(keys.group_name(stream_id, topic_id, name)),
+             Delete(keys.group_members_of(stream_id, topic_id, group_id), prefix=True),
+             Delete(keys.group_claims_of(stream_id, topic_id, group_id), prefix=True)])
+        if not result.succeeded:
+            raise errors.ClusterUnavailable(reason="the group changed meanwhile: try again")
+        return {"revision": result.revision}
 
     def _assignment(self, replication_factor: int, count: int) -> list[tuple[int, ...]]:
         live = sorted(self.node.members)
@@ -153,6 +230,8 @@ class Controller:
         min_isr = min(node.settings.min_insync_replicas, factor)
         new = args["partitions"]
         topic["partitions"] = topic["partitions"] + new
+        # the proposer's own change: its watch leaves the new partitions to its catalog
+        topic["proposal"] = args.get("proposal")
         states = [first_state(replicas, min_isr)
                   for replicas in self._assignment(factor, len(new))]
         puts = [Put(keys.topic(stream_id, topic_id), json.dumps(topic).encode())]

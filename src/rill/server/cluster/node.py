@@ -9,7 +9,7 @@ peer requests (``serve_peer``). Its life:
    served on a stale belief.
 2. ``start`` (the listeners are bound, their addresses known): a member lease (kept alive with
    a local deadline), the member key ``members/<id>`` under it (its create_revision: the member
-   epoch), the cluster's peer secret, then everything under ``/rill/<name>/`` read at one
+   epoch), the cluster's peer secret and HTTP token signing secret, then everything under ``/rill/<name>/`` read at one
    revision R and applied (streams and topics created or deleted locally to match, partition
    states), then a watch from R + 1 applying every change in order, and a campaign for the
    controller's election (``Controller`` while it leads).
@@ -19,6 +19,10 @@ peer requests (``serve_peer``). Its life:
 4. A leader checks its followers every ``ISR_CHECK`` seconds: one behind for
    ``replica_lag_max`` leaves the ISR, one caught up returns (compare-and-swap on the
    partition's mod_revision: a deposed leader changes nothing).
+
+Iggy consumer groups' members (``group_members.ClusterGroupRoster``: this node's clients'
+memberships under its member lease, every node's applied from the watch) and HTTP access
+token revocations (``revoked/<id>``) are applied from the same watch.
 
 The data path never calls etcd: appends, fetches and the high watermark are local and peer
 traffic. With etcd unreachable, partitions keep their leaders and ISR; catalog changes fail
@@ -34,6 +38,7 @@ import logging
 import secrets
 import time
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from rill import errors
 from rill.protocol.peer import codec
@@ -52,6 +57,7 @@ from rill.server.cluster.coordinator import (
     WatchBatch,
 )
 from rill.server.cluster.election import Election
+from rill.server.cluster.group_members import ClusterGroupRoster
 from rill.server.cluster.keys import ClusterKeys
 from rill.server.cluster.leases import LeaseKeeper
 from rill.server.cluster.partition_state import PartitionState, expand, shrink
@@ -59,8 +65,12 @@ from rill.server.cluster.peer_link import PeerLink, PeerLinks, PeerRefused, Peer
 from rill.server.cluster.replication import Follower, LeaderReplica, answer_fetch
 from rill.server.cluster.watch import ResumingWatch, Resync
 from rill.server.core.catalog import (
+    ConsumerGroupRow,
+    GroupCreated,
+    GroupDeleted,
     PartitionRow,
     PartitionsCreated,
+    PersonalAccessTokenRow,
     PositionRow,
     PositionStored,
     StreamCreated,
@@ -74,6 +84,7 @@ from rill.server.core.catalog import (
 )
 from rill.server.core.cluster_view import UNPLACED, NodeInfo, Placement
 from rill.server.core.model import FOLLOWER, LEADER, Partition
+from rill.server.core.tokens import TokenDeleted, TokenStored
 
 if TYPE_CHECKING:
     from rill.server.config import ClusterConfig
@@ -83,6 +94,7 @@ log = logging.getLogger(__name__)
 
 ISR_CHECK = 0.5  # seconds between a leader's looks at its followers
 HW_CHECKPOINT_ROUNDS = 10  # high watermarks are stored every 10 looks (5 s)
+MAX_LEASE_TTL = 9_000_000_000  # etcd's MaxLeaseTTL (seconds)
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -114,11 +126,13 @@ class ClusterNode:
         self._own_proposals: set[str] = set()
         self.own_deletions: set[bytes] = set()  # keys this node's own changes delete
         self._tasks: list[asyncio.Task[Any]] = []
+        self._background: set[asyncio.Future[None]] = set()
         self._elect = asyncio.Event()
         self.lease: LeaseKeeper | None = None
         self.counters = {"isr_shrinks": 0, "isr_expands": 0, "leader_elections": 0,
                          "fenced_requests": 0}
         self.catalog = ClusterCatalog(core.state.store, self)
+        self.roster = ClusterGroupRoster(self)  # Iggy groups' members on every node
         self.listeners: dict[str, tuple[str, int]] = {}
 
     # -- ClusterView ---------------------------------------------------------------------------
@@ -205,6 +219,10 @@ class ClusterNode:
         core.state.store = self.catalog  # type: ignore[assignment]
         core.cluster = self
         self.catalog.follow(core.apply)
+        core.consumer_groups.membership.share(self.roster)
+        if core.access_tokens is not None:  # HTTP's tokens wait for the cluster's secret
+            core.access_tokens.await_secret()
+            core.access_tokens.share_revocations(self._publish_revocation)
         core.append_hooks.append(self._appended)
         for stream in core.state.streams.values():
             for topic in stream.topics.values():
@@ -217,6 +235,8 @@ class ClusterNode:
         self.listeners = listeners
         self.secret = await self._secret()
         self.links.secret = self.secret
+        if self.core.access_tokens is not None:
+            self.core.access_tokens.use_secret(await self._jwt_secret())
         await self._register()
         snapshot = await self.coordinator.range(self.keys.root, prefix=True)
         await self._apply_snapshot(snapshot.kvs, snapshot.revision)
@@ -274,6 +294,38 @@ class ClusterNode:
         assert isinstance(kvs, tuple) and kvs
         return kvs[0].value
 
+    async def _jwt_secret(self) -> bytes:
+        """The cluster's HTTP token signing secret (``jwt-secret``): made by the first node
+        that needs one (64 random bytes, as a standalone server's), then read by every node,
+        so a token one node issued verifies on the others."""
+        made = secrets.token_hex(64).encode()
+        key = self.keys.jwt_secret
+        result = await self.coordinator.txn([Compare.missing(key)], [Put(key, made)], [Get(key)])
+        if result.succeeded:
+            return bytes.fromhex(made.decode())
+        kvs = result.results[0]
+        assert isinstance(kvs, tuple) and kvs
+        return bytes.fromhex(kvs[0].value.decode())
+
+    def _publish_revocation(self, token_id: str, expiry: int) -> None:
+        """An HTTP access token revoked here, put in etcd (``revoked/<id>``) for the other
+        nodes, under a lease that ends once the token would have expired anyway (in the
+        background: the revocation holds here at once)."""
+        skew = int(self.core.config.http.jwt.clock_skew)
+        ttl = max(1, min(expiry - int(time.time()) + skew + 1, MAX_LEASE_TTL))
+
+        async def publish() -> None:
+            try:
+                grant = await self.coordinator.grant_lease(ttl)
+                await self.coordinator.put(self.keys.revocation(token_id), str(expiry).encode(),
+                                           grant.id)
+            except CoordinatorError as error:
+                log.warning("access token %s revoked on node %d only (etcd: %s)", token_id,
+                            self._node_id, error)
+        task = asyncio.ensure_future(publish())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
     def peer_proof(self, node_id: int) -> str | None:
         return proof(self.secret, node_id) if self.secret else None
 
@@ -297,6 +349,7 @@ class ClusterNode:
                     await asyncio.sleep(1.0)
             log.info("cluster %r: node %d joined again (member epoch %d)", self.name,
                      self._node_id, self.member_epoch)
+            await self.roster.rejoin()
             self._elect.set()
 
     # -- applying etcd's state -----------------------------------------------------------------
@@ -305,8 +358,14 @@ class ClusterNode:
         streams: dict[int, dict[str, Any]] = {}
         topics: dict[tuple[int, int], dict[str, Any]] = {}
         others: list[KeyValue] = []
+        members: list[KeyValue] = []
+        claims: list[KeyValue] = []
         for kv in kvs:
-            if kv.key.startswith(self.keys.streams):
+            if kv.key.startswith(self.keys.group_members):
+                members.append(kv)
+            elif kv.key.startswith(self.keys.group_claims):
+                claims.append(kv)
+            elif kv.key.startswith(self.keys.streams):
                 streams[int(kv.key[len(self.keys.streams):])] = json.loads(kv.value)
             elif kv.key.startswith(self.keys.topics):
                 topics[ClusterKeys.numbers(kv.key, self.keys.topics)] = json.loads(kv.value)  # type: ignore[index]
@@ -326,8 +385,25 @@ class ClusterNode:
             await self._topic_put(topics[key], own=False)
         for kv in others:
             await self._apply_put(kv, snapshot=True)
+        await self._forget_missing(others)
+        self.roster.load_claims(claims)
+        self.roster.load(members)
         self._set_applied(revision)
         self._elect.set()
+
+    async def _forget_missing(self, kvs: list[KeyValue]) -> None:
+        """Groups and tokens this node holds that etcd does not (deleted while it was away)."""
+        keys = self.keys
+        held = {kv.key for kv in kvs}
+        groups = self.core.consumer_groups
+        for (stream_id, topic_id), of_topic in list(groups.topics.items()):
+            for group in list(of_topic.values()):
+                if keys.group(stream_id, topic_id, group.id) not in held:
+                    await self.catalog.apply_elsewhere(
+                        GroupDeleted(stream_id, topic_id, group.id, group.key))
+        for row in self.catalog.local.load_personal_access_tokens():
+            if keys.token(row.user_id, row.name) not in held:
+                await self.catalog.apply_elsewhere(TokenDeleted(row.user_id, row.name))
 
     async def _watch(self, start: int) -> None:
         while True:
@@ -452,6 +528,23 @@ class ClusterNode:
                 await self.catalog.apply_elsewhere(PositionStored(PositionRow(**value)))
         elif kv.key.startswith(keys.ids):
             self.id_blocks[kv.key[len(keys.ids):].decode()] = int(kv.value)
+        elif kv.key.startswith(keys.group_members):
+            self.roster.apply_put(kv)
+        elif kv.key.startswith(keys.group_claims):
+            self.roster.apply_claim_put(kv)
+        elif kv.key.startswith(keys.revoked):
+            if self.core.access_tokens is not None:
+                self.core.access_tokens.apply_revoked(
+                    unquote(kv.key[len(keys.revoked):].decode()), int(kv.value))
+        elif kv.key.startswith(keys.groups):
+            value = json.loads(kv.value)
+            if snapshot or value.get("proposal") not in self._own_proposals:
+                await self.catalog.apply_elsewhere(GroupCreated(ConsumerGroupRow(**value["row"])))
+        elif kv.key.startswith(keys.tokens):
+            value = json.loads(kv.value)
+            if snapshot or value.get("proposal") not in self._own_proposals:
+                await self.catalog.apply_elsewhere(
+                    TokenStored(PersonalAccessTokenRow(**value["row"])))
 
     async def _apply_delete(self, kv: KeyValue) -> None:
         keys = self.keys
@@ -482,6 +575,23 @@ class ClusterNode:
             await self.catalog.apply_elsewhere(UserDeleted(int(kv.key[len(keys.users):])))
         elif kv.key.startswith(keys.controller):
             self._elect.set()
+        elif kv.key.startswith(keys.group_members):
+            self.roster.apply_delete(kv)
+        elif kv.key.startswith(keys.group_claims):
+            self.roster.apply_claim_delete(kv)
+        elif kv.key.startswith(keys.groups) or kv.key.startswith(keys.tokens):
+            if kv.key in self.own_deletions:
+                self.own_deletions.discard(kv.key)
+                return
+            if kv.key.startswith(keys.groups):
+                stream_id, topic_id, group_id = ClusterKeys.numbers(kv.key, keys.groups)
+                position_name = self.core.consumer_groups.membership.position_name(group_id)
+                await self.catalog.apply_elsewhere(
+                    GroupDeleted(stream_id, topic_id, group_id, position_name))
+            else:
+                user_id, _, name = kv.key[len(keys.tokens):].partition(b"/")
+                await self.catalog.apply_elsewhere(
+                    TokenDeleted(int(user_id), unquote(name.decode())))
 
     def _refresh_offline(self) -> None:
         for key, state in self.partition_states.items():

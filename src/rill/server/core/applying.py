@@ -6,7 +6,8 @@ Owns: ``apply`` (a change another node made, delivered by the catalog: ``Catalog
 here (``apply_position``: ``core.consumer_offsets``; ``apply_stream_renamed``:
 ``core.streams``; ``apply_topic_updated``: ``core.topics``; a group's and a user's, which
 their services keep: ``ConsumerGroupService`` and ``UserService``, ``apply_created``,
-``apply_updated``, ``apply_deleted``), so that a change confirmed for this node and one
+``apply_updated``, ``apply_deleted``; a personal access token's, kept by
+``PersonalAccessTokenService``: ``TokenStored``, ``TokenDeleted``), so that a change confirmed for this node and one
 delivered from elsewhere leave the same model (and the same manifests: a stream's or topic's
 ``stream.json``/``topic.json`` follow the catalog, best effort, as a start writes a missing one
 again). A change of something the model does not hold (deleted here meanwhile) is dropped.
@@ -21,10 +22,10 @@ from rill.server.core.catalog import (
     CatalogChange,
     GroupCreated,
     GroupDeleted,
-    PositionRow,
-    PositionStored,
     PartitionRow,
     PartitionsCreated,
+    PositionRow,
+    PositionStored,
     StreamCreated,
     StreamDeleted,
     StreamRenamed,
@@ -40,6 +41,11 @@ from rill.server.core.catalog import (
 from rill.server.core.consumer_groups import ConsumerGroupService
 from rill.server.core.model import Partition, Stream, Topic
 from rill.server.core.state import CoreState
+from rill.server.core.tokens import (
+    PersonalAccessTokenService,
+    TokenDeleted,
+    TokenStored,
+)
 from rill.server.core.users import UserService
 from rill.server.storage.directories import remove_tree, write_manifest
 
@@ -54,9 +60,17 @@ def topic_row(topic: Topic) -> TopicRow:
 
 
 def apply(state: CoreState, groups: ConsumerGroupService, users: UserService,
-          change: CatalogChange) -> None:
-    """A change confirmed elsewhere, applied as the node's own confirmation of it would be."""
-    if isinstance(change, (GroupCreated, GroupDeleted)):
+          change: CatalogChange | TokenStored | TokenDeleted,
+          tokens: PersonalAccessTokenService | None = None) -> None:
+    """A change confirmed elsewhere, applied as the node's own confirmation of it would be
+    (``tokens``: where token changes go; without it they are refused)."""
+    if isinstance(change, (TokenStored, TokenDeleted)) and tokens is not None:
+        if isinstance(change, TokenStored):
+            if change.row.user_id in users.users:
+                tokens.apply_stored(change.row)
+        else:
+            tokens.apply_deleted(change.user_id, change.name)
+    elif isinstance(change, (GroupCreated, GroupDeleted)):
         _apply_group(state, groups, change)
     elif isinstance(change, UserCreated):
         if change.row.id not in users.users:
@@ -97,13 +111,16 @@ def apply(state: CoreState, groups: ConsumerGroupService, users: UserService,
                     if row.id not in topic.partitions:
                         topic.partitions[row.id] = state.open_partition(topic, row.id,
                                                                         row.created_at)
+                groups.partitions_changed(topic)  # its groups deal the new ones too
     elif isinstance(change, TopicDeleted):
         topic = _topic(state, change.stream_id, change.topic_id)
         if topic is not None:
+            groups.topic_deleted(topic)
             apply_topic_deleted(state, topic)
     elif isinstance(change, StreamDeleted):
         stream = state.streams.get(change.stream_id)
         if stream is not None:
+            groups.stream_deleted(stream)
             for topic in list(stream.topics.values()):
                 apply_topic_deleted(state, topic)
             del state.streams[stream.id]

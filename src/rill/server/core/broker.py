@@ -29,7 +29,7 @@ from rill.server.auth.scram import ScramExchange
 from rill.server.config import ServerConfig
 from rill.server.core.cluster_view import ACKS_LEADER, ClusterView
 from rill.server.core.columnar import ColumnarRead
-from rill.server.core.consumer_groups import Group, GroupMembership
+from rill.server.core.consumer_groups import Group, GroupMembership, GroupRoster, MemberKey, deal
 from rill.server.core.facades import Access, Catalog, Groups, ServerInfo, Staging
 from rill.server.core.messages import PartitionReader
 from rill.server.core.model import Session, Stream, Topic
@@ -57,8 +57,9 @@ if TYPE_CHECKING:
 
 # what the broker's calls answer, besides ``core.types``: re-exported here, so that a protocol
 # imports the core's door and its neutral types, never a service module
-__all__ = ["Broker", "ColumnarRead", "Group", "GroupMembership", "PartitionReader",
-           "PartitionRef", "PersonalAccessToken", "ServerStats", "TopicRef", "User"]
+__all__ = ["Broker", "ColumnarRead", "Group", "GroupMembership", "GroupRoster", "MemberKey",
+           "PartitionReader", "PartitionRef", "PersonalAccessToken", "ServerStats", "TopicRef", "User",
+           "deal"]
 
 
 _ALLOWING: dict[str, tuple[Action, ...]] = {

@@ -15,12 +15,18 @@ groups, and asks it for a member's partition.
 * With a partition id a group consumer addresses that partition, with no membership check
   (the group must still exist); without one, the membership picks it (0: the member has none
   to read; what a read of none answers is the protocol's rule).
+* Partitions are dealt by ``deal``, a pure function of the members in join order: partition
+  ids 1..N round robin (partition i, 0-based, to member i mod M). In a cluster the members
+  of every node are shared through a ``GroupRoster`` (``cluster.group_members``), so every
+  node deals the same partitions to the same members, and a member reads a partition only
+  while it holds its claim (no two members anywhere read one partition at once).
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Callable, Protocol, TypeVar
 
 from rill import errors
 from rill.server.auth.permissioner import Action
@@ -32,6 +38,49 @@ from rill.server.core.types import Ref
 
 TopicKey = tuple[int, int]  # (stream id, topic id)
 Membership = tuple[int, int, int]  # (stream id, topic id, group id)
+MemberKey = tuple[int, int]  # (node id, client id): a member wherever its client is connected
+K = TypeVar("K", bound=Hashable)
+
+
+def deal(members: Sequence[K], partitions_count: int) -> dict[K, list[int]]:
+    """Each member's partitions: ids 1..``partitions_count`` dealt round robin over
+    ``members`` in their order (partition i, 0-based, to member i mod M); every member has an
+    entry, empty when there are more members than partitions."""
+    dealt: dict[K, list[int]] = {member: [] for member in members}
+    if members:
+        for index in range(partitions_count):
+            dealt[members[index % len(members)]].append(index + 1)
+    return dealt
+
+
+class GroupRoster(Protocol):
+    """The members of every node's groups, shared (a cluster's: ``cluster.group_members``).
+    A node tells it its own clients' joins and leaves; it calls ``watch``'s function with a
+    group's membership whenever that group's member set changed (on any node)."""
+
+    node_id: int
+
+    def members(self, membership: Membership) -> list[MemberKey]:
+        """The group's members on every node, in join order."""
+
+    async def join(self, membership: Membership, client_id: int) -> None:
+        """This node's client joined; returns once the roster holds it."""
+
+    async def leave(self, membership: Membership, client_id: int) -> None:
+        """This node's client left; returns once the roster dropped it."""
+
+    def left(self, membership: Membership, client_id: int) -> None:
+        """This node's client is gone (a disconnect): dropped in the background."""
+
+    def settle(self, membership: Membership, dealt: dict[int, list[int]]) -> None:
+        """This node's members (client id -> partitions) were dealt ``dealt``: the roster
+        takes the partitions' claims for them (and lets go of the others) when it can."""
+
+    def holds(self, membership: Membership, partition_id: int, client_id: int) -> bool:
+        """Whether this node's member ``client_id`` may read the partition now (it holds
+        its claim: no other member anywhere does)."""
+
+    def watch(self, changed: Callable[[Membership], None]) -> None: ...
 
 
 class GroupMembership(Protocol):
@@ -54,6 +103,9 @@ class GroupMembership(Protocol):
     def member_partition(self, session: Session, group: Group, advance: bool) -> int:
         """The partition id a member addresses without naming one (0: none to read)."""
 
+    def share(self, roster: GroupRoster) -> None:
+        """From now on members are shared with other nodes through ``roster``."""
+
 
 class NoMembership:
     """Groups with no protocol to manage their members: every member is unknown."""
@@ -72,6 +124,9 @@ class NoMembership:
 
     def member_partition(self, session: Session, group: Group, advance: bool) -> int:
         raise errors.ConsumerGroupMemberNotFound(session.client_id, group.id, group.topic_id)
+
+    def share(self, roster: GroupRoster) -> None:
+        pass
 
 
 @dataclass(eq=False)

@@ -246,7 +246,7 @@ class Core:
     def apply(self, change: CatalogChange) -> None:
         """A change the catalog confirmed that this node did not make (``Catalog.follow``),
         applied to the model as this node's own confirmation of it is (``core.applying``)."""
-        applying.apply(self.state, self.consumer_groups, self.users, change)
+        applying.apply(self.state, self.consumer_groups, self.users, change, self.tokens)
 
     def _appended(self, log: Log) -> None:
         """Every append, whatever its path (an append, an admitted one, a staged commit)."""

@@ -13,6 +13,10 @@ Invariants:
   ``expiry_at <= now``;
 * a deleted user's tokens disappear with it (the store cascades; ``_forget_user`` keeps
   memory in step).
+
+In a cluster the catalog makes a token on every node (etcd holds its hash, never the raw
+token): another node's creation or deletion reaches this node as ``TokenStored`` /
+``TokenDeleted`` (``core.applying``), applied by ``apply_stored`` / ``apply_deleted``.
 """
 
 from __future__ import annotations
@@ -41,6 +45,21 @@ TOKEN_BYTES = 50  # 68 Base64 characters
 NAME_LENGTH = (3, 30)  # wire §2.8, error 50
 TOKEN_LENGTH = (1, 100)  # a presented token, wire §2.8, error 53
 NEVER_EXPIRES = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TokenStored:
+    """A token another node created (the catalog's change, delivered by ``Catalog.follow``)."""
+
+    row: PersonalAccessTokenRow
+
+
+@dataclass(frozen=True, slots=True)
+class TokenDeleted:
+    """A token another node deleted (or expired and cleaned)."""
+
+    user_id: int
+    name: str
 
 
 @dataclass(eq=False)
@@ -169,6 +188,19 @@ class PersonalAccessTokenService:
         identity = self.users.log_in(session, user)
         throttle.succeeded(session.address, user.username, token=True)
         return identity
+
+    # -- confirmed changes of other nodes (``core.applying``) ------------------------------
+
+    def apply_stored(self, row: PersonalAccessTokenRow) -> None:
+        held = self.by_user.get(row.user_id, {}).get(row.name)
+        if held is not None:
+            self._forget(held)
+        self._remember(PersonalAccessToken(row.user_id, row.name, row.token_hash, row.expiry_at))
+
+    def apply_deleted(self, user_id: int, name: str) -> None:
+        held = self.by_user.get(user_id, {}).get(name)
+        if held is not None:
+            self._forget(held)
 
     # -- the cleaner -----------------------------------------------------------------------
 

@@ -482,13 +482,13 @@ def _members(broker: Broker) -> IggyGroupMembers:
 def get_consumer_group(broker: Broker, session: Session, c):
     group = broker.groups.get_consumer_group(
         session, c.stream_id.value, c.topic_id.value, c.group_id.value)
-    return views.group_details(group, _members(broker).members(group))
+    return views.group_details(group, _members(broker).listing(group))
 
 
 @command
 def get_consumer_groups(broker: Broker, session: Session, c):
     members = _members(broker)
-    return [views.group_record(group, members.members(group))
+    return [views.group_record(group, members.listing(group))
             for group in broker.groups.get_consumer_groups(
                 session, c.stream_id.value, c.topic_id.value)]
 
@@ -497,7 +497,7 @@ def get_consumer_groups(broker: Broker, session: Session, c):
 async def create_consumer_group(broker: Broker, session: Session, c):
     group = await broker.groups.create_consumer_group(
         session, c.stream_id.value, c.topic_id.value, c.name, c.group_id or 0)
-    return views.group_details(group, {})
+    return views.group_details(group, [])
 
 
 @command
@@ -507,14 +507,14 @@ async def delete_consumer_group(broker: Broker, session: Session, c) -> None:
 
 
 @command
-def join_consumer_group(broker: Broker, session: Session, c) -> None:
-    _members(broker).join(session, broker.groups.get_consumer_group(
+async def join_consumer_group(broker: Broker, session: Session, c) -> None:
+    await _members(broker).join(session, broker.groups.get_consumer_group(
         session, c.stream_id.value, c.topic_id.value, c.group_id.value))
 
 
 @command
-def leave_consumer_group(broker: Broker, session: Session, c) -> None:
-    _members(broker).leave(session, broker.groups.get_consumer_group(
+async def leave_consumer_group(broker: Broker, session: Session, c) -> None:
+    await _members(broker).leave(session, broker.groups.get_consumer_group(
         session, c.stream_id.value, c.topic_id.value, c.group_id.value))
 
 

@@ -15,7 +15,16 @@ Invariants and decisions (where the wire reference leaves a choice):
   empty until clients join again.
 * Member order is join order. Every join, leave, disconnect, CREATE_PARTITIONS and
   DELETE_PARTITIONS rebalances: assignments, cursors and "current partition" are cleared and
-  partition ids 1..N are dealt round-robin (partition i, 0-based, goes to member i mod M).
+  partition ids 1..N are dealt round-robin (partition i, 0-based, goes to member i mod M:
+  ``core.consumer_groups.deal``).
+* In a cluster (``share``: a ``GroupRoster``) the members are those of every node, in the
+  order the roster holds them (when etcd stored each join); a JOIN or LEAVE answers once the
+  roster holds the change, and every node rebalances its own members when a group's member
+  set changes anywhere (a node's death included: its members leave with its lease). For the
+  milliseconds between two nodes applying the same change their deals differ, so a member
+  reads only the partitions whose claim its node holds (``GroupRoster.holds``; taken and let
+  go by ``settle`` after every rebalance): until the old member's node lets go, the new
+  member's group polls skip the partition (none claimed: an empty answer, as below).
 * Joining again while already a member keeps the member's place in the join order and still
   rebalances (every cursor restarts).
 * Leaving a group one is not a member of succeeds silently (Iggy behaviour) and changes
@@ -33,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from rill import errors
-from rill.server.core.broker import Group
+from rill.server.core.broker import Group, GroupRoster, MemberKey, deal
 from rill.server.core.types import Session
 
 Membership = tuple[int, int, int]  # (stream id, topic id, group id)
@@ -61,25 +70,61 @@ class Member:
 
 class IggyGroupMembers:
     def __init__(self) -> None:
-        self._groups: dict[Membership, dict[int, Member]] = {}  # client id -> member, join order
+        # this node's members: client id -> member, join order
+        self._groups: dict[Membership, dict[int, Member]] = {}
+        self._known: dict[Membership, Group] = {}  # the groups this node has members of
+        self.roster: GroupRoster | None = None
 
     def members(self, group: Group) -> dict[int, Member]:
+        """This node's members of ``group``."""
         return self._groups.get(group.membership, {})
+
+    def listing(self, group: Group) -> list[tuple[int, list[int]]]:
+        """Every member of ``group`` (on every node, in a cluster) as (client id,
+        partitions), in join order."""
+        if self.roster is None:
+            return [(client_id, member.partitions)
+                    for client_id, member in self.members(group).items()]
+        dealt = deal(self.roster.members(group.membership), group.partitions_count)
+        return [(client_id, partitions) for (_, client_id), partitions in dealt.items()]
 
     # -- JOIN and LEAVE --------------------------------------------------------------------
 
-    def join(self, session: Session, group: Group) -> None:
+    async def join(self, session: Session, group: Group) -> None:
         members = self._groups.setdefault(group.membership, {})
+        self._known[group.membership] = group
         if session.client_id not in members:
             members[session.client_id] = Member(session)
             session.consumer_groups.append(group.membership)
+        if self.roster is not None:
+            try:
+                await self.roster.join(group.membership, session.client_id)
+            except BaseException:
+                if members.get(session.client_id) is not None and \
+                        members[session.client_id].session is session:
+                    del members[session.client_id]
+                    _forget(session, group.membership)
+                raise
         self.rebalance(group)
 
-    def leave(self, session: Session, group: Group) -> None:
+    async def leave(self, session: Session, group: Group) -> None:
         if self.members(group).pop(session.client_id, None) is None:
             return  # not a member: nothing changes (Iggy answers OK too)
         _forget(session, group.membership)
+        if self.roster is not None:
+            await self.roster.leave(group.membership, session.client_id)
         self.rebalance(group)
+
+    # -- sharing (a cluster) ---------------------------------------------------------------
+
+    def share(self, roster: GroupRoster) -> None:
+        self.roster = roster
+        roster.watch(self._roster_changed)
+
+    def _roster_changed(self, membership: Membership) -> None:
+        group = self._known.get(membership)
+        if group is not None and self._groups.get(membership):
+            self.rebalance(group)
 
     # -- what the core tells (GroupMembership) ---------------------------------------------
 
@@ -87,20 +132,36 @@ class IggyGroupMembers:
         return group_position_name(group_id)
 
     def rebalance(self, group: Group) -> None:
-        members = list(self.members(group).values())
-        for member in members:
+        local = self.members(group)
+        for member in local.values():
             member.partitions.clear()
             member.cursor = 0
             member.current_partition = 0
-        if not members:
+        if not local:
+            if self.roster is not None:  # its claims go (its last member here left)
+                self.roster.settle(group.membership, {})
             return
-        for index in range(group.partitions_count):
-            members[index % len(members)].partitions.append(index + 1)
+        self._known[group.membership] = group
+        if self.roster is None:
+            order: list[MemberKey] = [(0, client_id) for client_id in local]
+            me = 0
+        else:
+            order, me = self.roster.members(group.membership), self.roster.node_id
+        for (node_id, client_id), partitions in deal(order, group.partitions_count).items():
+            if node_id == me and client_id in local:
+                local[client_id].partitions.extend(partitions)
+        if self.roster is not None:
+            self.roster.settle(group.membership,
+                               {client_id: list(member.partitions)
+                                for client_id, member in local.items()})
 
     def forget(self, group: Group) -> None:
         """The group is gone (deleted, or its topic or stream): its members are let go."""
+        self._known.pop(group.membership, None)
         for member in self._groups.pop(group.membership, {}).values():
             _forget(member.session, group.membership)
+        if self.roster is not None:
+            self.roster.settle(group.membership, {})
 
     def client_disconnected(self, session: Session,
                             find: Callable[[Membership], Group | None]) -> None:
@@ -109,6 +170,8 @@ class IggyGroupMembers:
         for membership in list(session.consumer_groups):
             group = find(membership)
             if group is not None and self.members(group).pop(session.client_id, None):
+                if self.roster is not None:
+                    self.roster.left(membership, session.client_id)
                 self.rebalance(group)
         session.consumer_groups.clear()
 
@@ -120,7 +183,17 @@ class IggyGroupMembers:
         if member is None:
             raise errors.ConsumerGroupMemberNotFound(session.client_id, group.id, group.topic_id)
         if advance:
-            return member.next_partition() if member.partitions else 0
+            if not member.partitions:
+                return 0
+            if self.roster is None:
+                return member.next_partition()
+            current = member.current_partition
+            for _ in member.partitions:  # the next one whose claim it holds
+                partition_id = member.next_partition()
+                if self.roster.holds(group.membership, partition_id, session.client_id):
+                    return partition_id
+            member.current_partition = current
+            return 0  # (its partitions' claims are not let go yet)
         if member.current_partition == 0:
             raise errors.PartitionNotFound(0, group.topic_id, group.stream_id, field="partition_id")
         return member.current_partition

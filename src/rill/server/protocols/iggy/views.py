@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Mapping
+from collections.abc import Sequence
 
 from rill.protocol.iggy.commands.topics import record_format_short
 from rill.protocol.iggy.primitives import ConsumerKind, Transport
@@ -38,7 +38,6 @@ from rill.server.core.types import ConsumerLag as LagRow
 from rill.server.core.types import PartitionEnd as PartitionEndRow
 from rill.server.storage.file_region import FileRegion
 from rill.server.protocols.iggy.consumers import CONSUMER_PREFIX
-from rill.server.protocols.iggy.groups import Member
 
 U32_MAX = 0xFFFF_FFFF
 U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
@@ -166,13 +165,14 @@ def partition_end(row: PartitionEndRow) -> PartitionEnd:
     return PartitionEnd(row.partition_id, row.next_offset, row.bytes_after)
 
 
-def group_record(group: Group, members: Mapping[int, Member]) -> GroupRecord:
+def group_record(group: Group, members: Sequence[tuple[int, list[int]]]) -> GroupRecord:
+    """``members``: (client id, partitions) of every member (``IggyGroupMembers.listing``)."""
     return GroupRecord(group.id, group.partitions_count, len(members), group.name)
 
 
-def group_details(group: Group, members: Mapping[int, Member]) -> ConsumerGroupDetails:
-    listed = [ConsumerGroupMember(client_id, member.partitions)
-              for client_id, member in members.items()]
+def group_details(group: Group, members: Sequence[tuple[int, list[int]]]
+                  ) -> ConsumerGroupDetails:
+    listed = [ConsumerGroupMember(client_id, partitions) for client_id, partitions in members]
     return ConsumerGroupDetails(group_record(group, members), listed)
 
 
