@@ -16,7 +16,7 @@ Invariants and decisions (where the wire reference leaves a choice):
 * Member order is join order. Every join, leave, disconnect, CREATE_PARTITIONS and
   DELETE_PARTITIONS rebalances: assignments, cursors and "current partition" are cleared and
   partition ids 1..N are dealt round-robin (partition i, 0-based, goes to member i mod M:
-  ``core.consumer_groups.deal``).
+  the broker's ``deal``).
 * In a cluster (``share``: a ``GroupRoster``) the members are those of every node, in the
   order the roster holds them (when etcd stored each join); a JOIN or LEAVE answers once the
   roster holds the change, and every node rebalances its own members when a group's member
