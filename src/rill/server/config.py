@@ -409,6 +409,9 @@ class ClusterConfig:
     min_insync_replicas: int = 2  # acks=all is refused while the ISR is smaller
     member_lease_ttl: float = field(default=2.0, metadata={"parse": parse_lease_ttl})
     replica_lag_max: float = _duration("10 s")  # a follower behind this long leaves the ISR
+    # how often the controller moves leadership back to each partition's preferred replica
+    # (the assignment's first) where it is live and in the ISR again; 0: never
+    preferred_leader_check: float = _duration("30 s")
     # fetch answers go from the log files to the socket by sendfile (the kernel copies them;
     # measured about a third of the sender's CPU of reading and writing them)
     sendfile: bool = True

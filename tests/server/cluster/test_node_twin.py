@@ -216,3 +216,69 @@ def test_a_leader_cut_off_past_its_lease_is_replaced_and_its_late_write_never_co
                 await server.stop()
 
     asyncio.run(scenario())
+
+
+def test_leadership_returns_to_the_preferred_replica_once_it_is_back_in_sync(
+        tmp_path: Path) -> None:
+    """The preferred leader (the assignment's first replica) loses its lease and is replaced;
+    when it is back and in the ISR again the controller hands leadership back to it at a new
+    epoch, and what was committed meanwhile is all there."""
+    async def scenario() -> None:
+        twin = MemoryCoordinator()
+        links = {n: Link(twin) for n in (1, 2, 3)}
+        configs = {n: node_config(tmp_path, n) for n in (1, 2, 3)}
+        for config in configs.values():
+            config.cluster.preferred_leader_check = 0.2
+        servers = {n: Server(configs[n], coordinator=links[n]) for n in (1, 2, 3)}
+        try:
+            for server in servers.values():
+                await server.start()
+            await until(lambda: all(s.cluster.controller_id for s in servers.values()),
+                        "a controller")
+            core = servers[1].core
+            session = core.broker.connect("127.0.0.1:1", "tcp")
+            core.broker.authenticate_as(session, 1)
+            await core.broker.create_namespace(session, "s")
+            await core.broker.create_topic(session, 1, TopicSpec("t", partitions_count=1,
+                                                                 replication_factor=3))
+
+            first = await until(lambda: servers[1].cluster.partition_states.get((1, 1, 1)),
+                                "the partition's state")
+            preferred = first.replicas[0]
+            observer = servers[next(n for n in (1, 2, 3) if n != preferred)]
+
+            def state():  # etcd's state, as a node never cut off sees it
+                return observer.cluster.partition_states.get((1, 1, 1))
+
+            assert first.leader == preferred
+            links[preferred].set_cut(True)
+            for _ in range(8):
+                await twin.advance(0.5)
+            await until(lambda: (found := state()) is not None and found.leader not in (
+                None, preferred), "a failover")
+            acting = state().leader
+            broker = servers[acting].core.broker
+            writer = broker.connect("127.0.0.1:2", "tcp")
+            broker.authenticate_as(writer, 1)
+            for n in range(3):
+                await broker.append(writer, PartitionRef(1, 1, 1),
+                                    encode_messages([b"meanwhile-%d" % n]), acks=ACKS_ALL,
+                                    ack_timeout=10)
+            links[preferred].set_cut(False)
+            for _ in range(200):
+                found = state()
+                if found is not None and found.leader == preferred:
+                    break
+                await twin.advance(0.2)
+                await asyncio.sleep(0.05)
+            back = state()
+            assert back.leader == preferred and back.leader_epoch > first.leader_epoch + 1
+            assert preferred in back.isr
+            await until(lambda: servers[preferred].core.state.streams[1].topics[1]
+                        .partitions[1].role == LEADER, "the preferred replica leading")
+            assert stored(servers[preferred]).count(b"meanwhile-") == 3
+        finally:
+            for server in servers.values():
+                await server.stop()
+
+    asyncio.run(scenario())

@@ -12,6 +12,7 @@ from rill.server.cluster.partition_state import (
     elect,
     expand,
     first_state,
+    prefer,
     shrink,
 )
 
@@ -73,3 +74,17 @@ def test_the_leader_shrinks_and_expands_its_isr_but_never_drops_itself() -> None
     grown = expand(shrunk, 3)
     assert grown is not None and grown.isr == (1, 2, 3)
     assert expand(grown, 3) is None and expand(grown, 9) is None
+
+
+def test_leadership_goes_back_to_the_preferred_replica_once_it_is_live_and_in_sync() -> None:
+    """After a failover node 2 leads what node 1 was assigned first; once node 1 is live and
+    back in the ISR, an orderly election at the next epoch gives it back (the leaders spread
+    as the assignment spread them). Out of the ISR, dead, or leading already: no change."""
+    moved = PartitionState((1, 2, 3), 2, 5, (2, 3, 1), 2)
+    back = prefer(moved, live={1, 2, 3})
+    assert back is not None
+    assert (back.leader, back.leader_epoch, back.isr) == (1, 6, (2, 3, 1))
+    assert prefer(back, live={1, 2, 3}) is None
+    assert prefer(PartitionState((1, 2, 3), 2, 5, (2, 3), 2), live={1, 2, 3}) is None
+    assert prefer(moved, live={2, 3}) is None
+    assert prefer(PartitionState((1, 2, 3), None, 5, (1,), 2), live={2, 3}) is None

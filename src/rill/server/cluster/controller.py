@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from rill import errors
 from rill.server.cluster.coordinator import Compare, Delete, Put
 from rill.server.cluster.election import Leadership
-from rill.server.cluster.partition_state import PartitionState, assign, elect, first_state
+from rill.server.cluster.partition_state import PartitionState, assign, elect, first_state, prefer
 
 if TYPE_CHECKING:
     from rill.server.cluster.node import ClusterNode
@@ -260,6 +260,30 @@ class Controller:
             new = elect(state, live, restarted)
             if new is not None:
                 changes.append((key, state, new))
+        return await self._write_states(changes)
+
+    async def balance(self) -> int:
+        """One pass moving leadership back to each partition's preferred replica where it is
+        live and in the ISR (``partition_state.prefer``), skipping partitions an election is
+        due for. Returns how many partitions changed."""
+        node = self.node
+        live = set(node.members)
+        changes = []
+        for key, state in list(node.partition_states.items()):
+            restarted = [member for member, epoch in node.member_epochs.items()
+                         if epoch > state.revision]
+            if elect(state, live, restarted) is None:
+                new = prefer(state, live)
+                if new is not None:
+                    changes.append((key, state, new))
+        return await self._write_states(changes)
+
+    async def _write_states(
+            self, changes: list[tuple[tuple[int, int, int], PartitionState, PartitionState]]
+            ) -> int:
+        """The new states, ``ELECTIONS_PER_TXN`` partitions a transaction, each comparing the
+        controller's fence and the partition's epoch (mod_revision)."""
+        node = self.node
         changed = 0
         for start in range(0, len(changes), ELECTIONS_PER_TXN):
             group = changes[start:start + ELECTIONS_PER_TXN]

@@ -751,10 +751,15 @@ class ClusterNode:
     async def _control(self) -> None:
         assert self.lease is not None and self.controller is not None
         controller = self.controller
+        every = self.settings.preferred_leader_check
+        balanced = time.monotonic()
         while self.lease.valid:
             self._elect.clear()
             try:
                 await controller.elect_all()
+                if every and time.monotonic() - balanced >= every:
+                    balanced = time.monotonic()
+                    await controller.balance()
             except CoordinatorError as error:
                 log.warning("controller: elections wait for etcd: %s", error)
             with contextlib.suppress(TimeoutError):

@@ -4,7 +4,8 @@
 Owns: ``PartitionState`` (etcd's ``partitions/<s>/<t>/<p>`` value: replicas, leader, leader
 epoch, ISR, minimum ISR; its key's mod_revision is the **partition epoch**, which every
 change compares), the replica assignment of a new topic (``assign``), the controller's
-election (``elect``) and the leader's ISR changes (``shrink``, ``expand``).
+election (``elect``), the move of leadership back to the preferred replica (``prefer``) and the
+leader's ISR changes (``shrink``, ``expand``).
 
 Invariants: the ISR is never empty (the last member stays in it even when it dies: it holds
 everything committed, and the partition waits for it rather than electing a replica that may
@@ -80,6 +81,19 @@ def elect(state: PartitionState, live: Collection[int],
     if leader == state.leader and isr == state.isr and epoch == state.leader_epoch:
         return None
     return replace(state, leader=leader, leader_epoch=epoch, isr=isr)
+
+
+def prefer(state: PartitionState, live: Collection[int]) -> PartitionState | None:
+    """Leadership back to the preferred replica (the assignment's first) once it is live and
+    in the ISR again, at epoch + 1: after a failover the survivors lead everything, and this
+    spreads the leaders as the assignment did. An orderly election -- every ISR member holds
+    what was committed -- so nothing acknowledged to acks=all is lost (the old leader's
+    uncommitted tail is cut, as in any election). None: nothing to change."""
+    preferred = state.replicas[0]
+    if (state.leader is None or state.leader == preferred or preferred not in state.isr
+            or preferred not in live):
+        return None
+    return replace(state, leader=preferred, leader_epoch=state.leader_epoch + 1)
 
 
 def shrink(state: PartitionState, out: Collection[int]) -> PartitionState | None:
