@@ -50,7 +50,7 @@ from rill.server.core.types import (
 
 from rill.server.core.system import ServerStats
 from rill.server.core.tokens import PersonalAccessToken
-from rill.server.core.users import User
+from rill.server.core.users import ROOT_USER_ID, User
 
 if TYPE_CHECKING:
     from rill.server.core.core import Core
@@ -126,6 +126,11 @@ class Broker:
         if found is None:
             raise errors.InvalidCredentials()
         return users.log_in(session, found)
+
+    def authenticate_node(self, session: Session) -> int:
+        """Log a peer link in once it proved the cluster's secret (another node): as the root
+        user, so that the connection loop's limits for logged-in links apply to it."""
+        return self.authenticate_as(session, ROOT_USER_ID)
 
     def begin_scram(self, session: Session, mechanism: str, client_first: bytes
                     ) -> ScramExchange:

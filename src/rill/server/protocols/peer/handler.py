@@ -75,7 +75,7 @@ class PeerProtocol:
                             session.address)
                 return _CLOSE
             self._nodes[session] = node_id
-            core.broker.authenticate_as(session, 1)  # a node: the link's limits are a user's
+            core.broker.authenticate_node(session)
             return Reply(codec.encode(codec.answer(message)))
         node_id = self._nodes.get(session)
         if node_id is None:
