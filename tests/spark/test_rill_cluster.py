@@ -153,3 +153,23 @@ def test_a_streaming_query_reads_each_partition_from_its_leader_across_a_leader_
     assert len(got) == len(set(got)), "records read twice"
     assert {(p, o): v for p, o, v in got} == expected
     assert len(expected) >= 3000
+
+
+def test_the_exactly_once_sink_refuses_a_cluster_and_the_at_least_once_sink_writes_to_it(
+        spark, implementation, nodes) -> None:
+    with nodes.client(1) as client:
+        client.create_stream("s", 1)
+        client.create_topic(1, "t", partitions_count=2, replication_factor=3)
+    options = {"servers": f"{nodes.nodes[2].address},{_http(nodes.nodes[3])}",
+               "username": "iggy", "password": "iggy", "stream": "s", "topic": "t",
+               **implementation}
+    frame = spark.range(100).selectExpr("cast(id as string) as value", "cast(id % 2 + 1 as int) as partition")
+    with pytest.raises(Exception) as refused:
+        frame.write.format("rill").options(**options, sinkMode="exactlyOnce").mode("append").save()
+    assert "option 'sinkMode': exactlyOnce is not supported on a rill cluster yet" in str(
+        refused.value)
+    frame.write.format("rill").options(**options, sinkMode="atLeastOnce").mode("append").save()
+    written = (spark.read.format("rill").options(**options).load()
+               .selectExpr("partition", "cast(value as string) as value").collect())
+    assert sorted((row.partition, int(row.value)) for row in written) == sorted(
+        (n % 2 + 1, n) for n in range(100))
