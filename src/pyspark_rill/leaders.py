@@ -31,7 +31,7 @@ from rill import errors
 from rill.client import Client
 from rill.client.cluster import LISTENERS, ClusterMap
 
-from pyspark_rill.connection import RillConnectionError, _login, connection_failure
+from pyspark_rill.connection import _login, connection_failure
 from pyspark_rill.options import ConnectionOptions, RillOptionError
 
 log = logging.getLogger(__name__)
@@ -273,6 +273,3 @@ def close_all() -> None:
         if cluster is not None:
             cluster.close()
 
-
-__all__ = ["ClusterReads", "Attempts", "cluster_of", "close_all", "not_a_cluster_read",
-           "RETRIED", "REFUSED", "RillConnectionError"]

@@ -175,9 +175,8 @@ EXACTLY_ONCE_ON_A_CLUSTER = (
 
 def check_not_a_cluster(options: WriteOptions) -> None:
     """The exactly-once sink refuses a rill cluster (known by an HTTP API in 'servers')."""
-    if options.exactly_once:
-        if cluster_of(options.connection) is not None:
-            raise RillOptionError(EXACTLY_ONCE_ON_A_CLUSTER)
+    if options.exactly_once and cluster_of(options.connection) is not None:
+        raise RillOptionError(EXACTLY_ONCE_ON_A_CLUSTER)
 
 
 def check_target(options: WriteOptions) -> None:

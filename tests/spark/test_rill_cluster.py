@@ -163,7 +163,8 @@ def test_the_exactly_once_sink_refuses_a_cluster_and_the_at_least_once_sink_writ
     options = {"servers": f"{nodes.nodes[2].address},{_http(nodes.nodes[3])}",
                "username": "iggy", "password": "iggy", "stream": "s", "topic": "t",
                **implementation}
-    frame = spark.range(100).selectExpr("cast(id as string) as value", "cast(id % 2 + 1 as int) as partition")
+    frame = spark.range(100).selectExpr("cast(id as string) as value",
+                                        "cast(id % 2 + 1 as int) as partition")
     with pytest.raises(Exception) as refused:
         frame.write.format("rill").options(**options, sinkMode="exactlyOnce").mode("append").save()
     assert "option 'sinkMode': exactlyOnce is not supported on a rill cluster yet" in str(
