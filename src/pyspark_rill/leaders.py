@@ -14,7 +14,8 @@ is asked again *from the same offset* of the new leader -- reads are by offset a
 the high watermark, so nothing is lost or read twice. A read that makes no progress for option
 ``failoverTimeout`` seconds (60) fails with one line naming the partition and the option.
 
-Standalone: when 'servers' names no HTTP API, or ``GET /cluster`` answers ``"standalone"``,
+Standalone: when 'servers' names no HTTP API, or ``GET /cluster`` answers ``"standalone"`` (or
+404: a server from before the route),
 ``cluster_of`` is None and reads go through ``connection`` exactly as on a single server.
 """
 
@@ -95,7 +96,12 @@ class ClusterReads:
         try:
             client.connect()
             _login(client, self.options)
-            return client.get_cluster()
+            try:
+                return client.get_cluster()
+            except (errors.ResourceNotFound, errors.HttpResponseError) as error:
+                if isinstance(error, errors.HttpResponseError) and error.args_values[:1] != (404,):
+                    raise
+                return {"mode": "standalone"}  # a server from before GET /cluster
         finally:
             client.close()
 

@@ -25,7 +25,8 @@ import java.util.concurrent.ConcurrentHashMap;
  * not_leader_for_partition, 11201 leader_not_available) or a lost connection, wait (0.2 s
  * doubling to 2 s), read the map again and ask the leader it names from the same offset; fail
  * with one line naming option failoverTimeout when a read made no progress for that long.
- * Standalone ('servers' names no HTTP API, or the map says "standalone"): {@link #of} is null
+ * Standalone ('servers' names no HTTP API, or the map says "standalone", or GET /cluster is 404):
+ * {@link #of} is null
  * and reads go as on a single server.
  */
 final class Leaders {
@@ -156,10 +157,15 @@ final class Leaders {
                 .POST(HttpRequest.BodyPublishers.ofString(JSON.writeValueAsString(login))));
         String token = identity.path("access_token").path("token").asText();
         return exchange(HttpRequest.newBuilder(URI.create(base + "/cluster"))
-                .header("Authorization", "Bearer " + token).GET());
+                .header("Authorization", "Bearer " + token).GET(), true);
     }
 
     private JsonNode exchange(HttpRequest.Builder request) throws IOException {
+        return exchange(request, false);
+    }
+
+    /** The JSON answer; {@code missingIsStandalone}: a 404 (a server from before GET /cluster) is a standalone one. */
+    private JsonNode exchange(HttpRequest.Builder request, boolean missingIsStandalone) throws IOException {
         HttpResponse<String> response;
         try {
             response = http.send(request.timeout(Duration.ofSeconds(10)).build(),
@@ -173,6 +179,9 @@ final class Leaders {
         if (response.statusCode() == 401 || response.statusCode() == 403) {
             throw new IllegalArgumentException("options 'username'/'password' or 'token': the cluster's HTTP API "
                     + "refused them (" + response.statusCode() + "): " + response.body());
+        }
+        if (response.statusCode() == 404 && missingIsStandalone) {
+            return JSON.createObjectNode().put("mode", "standalone");
         }
         if (response.statusCode() != 200) {
             throw new IOException("HTTP " + response.statusCode() + " " + response.body());
