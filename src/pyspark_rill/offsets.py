@@ -13,6 +13,7 @@ Owns: ``discover`` (partitions and their bounds: oldest stored offset, next offs
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from rill.client import Client, Consumer, PollingStrategy
 
@@ -46,9 +47,11 @@ def canonical(offsets: Offsets) -> Offsets:
     return {key: {p: int(offsets[key][p]) for p in sorted(offsets[key])} for key in sorted(offsets)}
 
 
-def discover(client: Client, stream: str, topics: tuple[str, ...]) -> Discovered:
+def discover(client: Client, stream: str, topics: tuple[str, ...],
+             bounds_of: Callable[[str, str, int], Bounds] | None = None) -> Discovered:
     """Every partition of ``topics`` with its bounds; a missing stream or topic is an error
-    naming the option."""
+    naming the option. ``bounds_of(stream, topic, partition)``: where a partition's bounds are
+    asked (a cluster: its leader); else ``client``, every partition's request in flight."""
     if client.get_stream(stream) is None:
         raise RillOptionError(f"option 'stream': stream {stream!r} does not exist (or this "
                               "user may not read it)")
@@ -59,11 +62,18 @@ def discover(client: Client, stream: str, topics: tuple[str, ...]) -> Discovered
             raise RillOptionError(f"option 'topic': topic {topic!r} does not exist in stream "
                                   f"{stream!r} (or this user may not read it)")
         for partition in details.partitions:
+            if bounds_of is not None:
+                pending.append((topic_key(stream, topic), str(partition.id),
+                                bounds_of(stream, topic, partition.id)))
+                continue
             future = client.submit(client.async_client.poll_messages_columnar(
                 stream, topic, partition.id, 0, 0))
             pending.append((topic_key(stream, topic), str(partition.id), future))
     found: Discovered = {topic_key(stream, topic): {} for topic in topics}
     for key, partition, future in pending:
+        if isinstance(future, Bounds):
+            found[key][partition] = future
+            continue
         bounds = future.result()
         found[key][partition] = Bounds(bounds.first_offset, bounds.next_offset)
     return found

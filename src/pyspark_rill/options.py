@@ -19,11 +19,16 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
 CONNECTION_OPTIONS = ("servers", "transport", "username", "password", "token", "caFile",
-                      "verifyCertificate", "reconnectAttempts", "reconnectBackoff")
+                      "verifyCertificate", "reconnectAttempts", "reconnectBackoff",
+                      "failoverTimeout")
 # how long a query waits for a server that went away: 10 tries, waits of 1, 2, 4, 8, 8, ... s
 # (about a minute), enough for a restart of the server
 DEFAULT_RECONNECT_ATTEMPTS = 10
 DEFAULT_RECONNECT_BACKOFF = 1.0
+# how long a read of a rill cluster waits for a partition's leader (refusals, a lost leader)
+# before failing: enough for an election after a node's death (seconds)
+DEFAULT_FAILOVER_TIMEOUT = 60.0
+HTTP_SCHEMES = ("http://", "https://")
 READ_OPTIONS = (
     "stream", "topic", "topics", "startingOffsets", "endingOffsets", "startingTimestamp",
     "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "failOnDataLoss", "headersFormat",
@@ -107,17 +112,31 @@ def _choice(options: Mapping[str, str], name: str, choices: tuple[str, ...], def
 
 
 def parse_servers(text: str) -> list[str]:
-    """``host:port`` or a comma-separated list of them (tried in order when connecting)."""
+    """``host:port`` or a comma-separated list of them (tried in order when connecting); an
+    entry ``http://host:port`` (or ``https://``) is a node's HTTP API, where the map of a rill
+    cluster is read (``split_servers``)."""
     servers = [server.strip() for server in text.split(",") if server.strip()]
     for server in servers:
-        host, _, port = server.rpartition(":")
+        address = next((server[len(scheme):] for scheme in HTTP_SCHEMES
+                        if server.lower().startswith(scheme)), server).rstrip("/")
+        host, _, port = address.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise RillOptionError(
-                f"option 'servers' must be host:port or a comma-separated list of them, got "
-                f"{text!r}")
+                f"option 'servers' must be host:port or a comma-separated list of them (a "
+                f"cluster node's HTTP API as http://host:port), got {text!r}")
     if not servers:
         raise RillOptionError("option 'servers' is empty")
+    if all(server.lower().startswith(HTTP_SCHEMES) for server in servers):
+        raise RillOptionError(
+            f"option 'servers' names only HTTP APIs ({text!r}): give at least one server's "
+            "host:port (its Iggy TCP or QUIC listener) too")
     return servers
+
+
+def split_servers(servers: list[str]) -> tuple[str, str]:
+    """(the host:port entries, the http(s):// entries), each comma-joined."""
+    http = [server for server in servers if server.lower().startswith(HTTP_SCHEMES)]
+    return (",".join(server for server in servers if server not in http), ",".join(http))
 
 
 @dataclass(frozen=True)
@@ -133,10 +152,14 @@ class ConnectionOptions:
     # seconds and doubling up to 8 times it
     reconnect_attempts: int = DEFAULT_RECONNECT_ATTEMPTS
     reconnect_backoff: float = DEFAULT_RECONNECT_BACKOFF
+    # the HTTP APIs of 'servers' (comma-joined; "" = none): where a cluster's map is read
+    cluster_http: str = ""
+    failover_timeout: float = DEFAULT_FAILOVER_TIMEOUT
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ConnectionOptions:
-        servers = ",".join(parse_servers(_get(options, "servers") or "127.0.0.1:8090"))
+        servers, cluster_http = split_servers(
+            parse_servers(_get(options, "servers") or "127.0.0.1:8090"))
         transport = (_get(options, "transport") or "tcp").strip().lower()
         if transport not in TRANSPORTS:
             raise RillOptionError(
@@ -157,7 +180,8 @@ class ConnectionOptions:
         verify = _boolean(options, "verifyCertificate", True)
         return cls(servers, transport, username, password, token, ca_file, verify,
                    _count(options, "reconnectAttempts", DEFAULT_RECONNECT_ATTEMPTS),
-                   _seconds(options, "reconnectBackoff", DEFAULT_RECONNECT_BACKOFF))
+                   _seconds(options, "reconnectBackoff", DEFAULT_RECONNECT_BACKOFF),
+                   cluster_http, _seconds(options, "failoverTimeout", DEFAULT_FAILOVER_TIMEOUT))
 
 
 def parse_topics(options: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:

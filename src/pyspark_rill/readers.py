@@ -7,7 +7,8 @@ a pickled copy, so it only uses the options and the partition it is given.
 
 Correctness lives in Spark's checkpoint: offsets are the ``offsets.canonical`` JSON, a range
 is planned from concrete offsets (never "latest" at read time), and reads go by offset with
-POLL_MESSAGES_COLUMNAR. ``commit`` may store a consumer offset (option ``consumerName``) so
+POLL_MESSAGES_COLUMNAR. When rill is a cluster (``leaders``), every partition is read from its
+leader, and a failover is ridden out by asking the new leader from the same offset. ``commit`` may store a consumer offset (option ``consumerName``) so
 that lag shows up in rill's tools, nothing more.
 """
 
@@ -34,6 +35,7 @@ from rill.client import Consumer
 from pyspark_rill import offsets as offs
 from pyspark_rill.arrow_read import RangeSpec, RillDataLossError, read_range
 from pyspark_rill.connection import RillConnectionError, connect, link_lost, with_client
+from pyspark_rill.leaders import REFUSED, RETRIED, cluster_of, not_a_cluster_read
 from pyspark_rill.options import ReadOptions
 
 log = logging.getLogger(__name__)
@@ -65,11 +67,45 @@ def plan_ranges(start: offs.Offsets, end: offs.Offsets, min_partitions: int | No
     return split
 
 
+def discover(options: ReadOptions) -> offs.Discovered:
+    """The partitions of the query's topics and their bounds (in a cluster, each partition's
+    from its leader)."""
+    connection = options.connection
+    cluster = cluster_of(connection)
+    if cluster is None:
+        try:
+            return with_client(connection, lambda client: offs.discover(
+                client, options.stream, options.topics))
+        except REFUSED as error:
+            raise not_a_cluster_read(connection, error) from None
+
+    def bounds_of(stream: str, topic: str, partition: int) -> offs.Bounds:
+        reply = cluster.on_leader(stream, topic, partition, lambda client: (
+            client.poll_messages_columnar(stream, topic, partition, 0, 0)))
+        return offs.Bounds(reply.first_offset, reply.next_offset)
+
+    return cluster.on_any(lambda client: offs.discover(
+        client, options.stream, options.topics, bounds_of))
+
+
+def at_timestamp(options: ReadOptions, found: offs.Discovered) -> offs.Offsets:
+    cluster = cluster_of(options.connection)
+    if cluster is None:
+        return with_client(options.connection, lambda client: offs.at_timestamp(
+            client, found, options.starting_timestamp_us))
+    return cluster.on_any(lambda client: offs.at_timestamp(
+        client, found, options.starting_timestamp_us))
+
+
 def _read(options: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     """The partition's range; after a lost link, the rest of it (from the offset after the
     last row handed to Spark), so a server restart neither fails the task nor repeats a row."""
     spec: RangeSpec | None = partition.value
     if spec is None:  # Spark plans one empty partition when partitions() returned none
+        return
+    cluster = cluster_of(options.connection)
+    if cluster is not None:
+        yield from _read_from_leaders(cluster, options, spec)
         return
     started, lost = time.monotonic(), 0
     while True:
@@ -86,6 +122,29 @@ def _read(options: ReadOptions, partition: InputPartition) -> Iterator[pa.Record
         except (errors.Disconnected, errors.CannotEstablishConnection) as error:
             lost += 1
             link_lost(options.connection, error, lost, started)
+        except REFUSED as error:
+            raise not_a_cluster_read(options.connection, error) from None
+
+
+def _read_from_leaders(cluster, options: ReadOptions, spec: RangeSpec
+                       ) -> Iterator[pa.RecordBatch]:
+    """``_read`` on a cluster: from the partition's leader; after a refusal or a lost leader,
+    the rest of the range from the leader the map names next (``leaders.Attempts``)."""
+    attempts = cluster.attempts(f"{spec.stream}/{spec.topic} partition {spec.partition}")
+    while True:
+        try:
+            attempts.address, client = cluster.leader(spec.stream, spec.topic, spec.partition)
+            for batch in read_range(client, spec, options.typed_headers,
+                                    options.fetch_max_messages, options.fetch_max_bytes,
+                                    options.fail_on_data_loss):
+                yield batch
+                attempts.progressed()
+                if batch.num_rows:
+                    spec = replace(spec, start=batch.column("offset")[-1].as_py() + 1,
+                                   from_earliest=False)
+            return
+        except RETRIED as error:
+            attempts.failed(error)
 
 
 class RillBatchReader(DataSourceReader):
@@ -94,11 +153,9 @@ class RillBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         options = self.options
-        found = with_client(options.connection,
-                            lambda client: offs.discover(client, options.stream, options.topics))
+        found = discover(options)
         if options.starting_timestamp_us is not None:
-            start = with_client(options.connection, lambda client: offs.at_timestamp(
-                client, found, options.starting_timestamp_us))
+            start = at_timestamp(options, found)
         else:
             start = offs.resolve(options.starting, found, "startingOffsets", offs.EARLIEST)
         end = offs.clamp_ending(
@@ -116,16 +173,13 @@ class RillStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: offs.Offsets | None = None  # Trigger.AvailableNow: never read past it
 
     def _discover(self) -> offs.Discovered:
-        options = self.options
-        return with_client(options.connection,
-                           lambda client: offs.discover(client, options.stream, options.topics))
+        return discover(self.options)
 
     def initialOffset(self) -> dict:
         options = self.options
         found = self._discover()
         if options.starting_timestamp_us is not None:
-            return with_client(options.connection, lambda client: offs.at_timestamp(
-                client, found, options.starting_timestamp_us))
+            return at_timestamp(options, found)
         return offs.resolve(options.starting, found, "startingOffsets", offs.EARLIEST)
 
     def getDefaultReadLimit(self) -> ReadLimit:

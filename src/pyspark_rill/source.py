@@ -16,7 +16,12 @@ from pyspark_rill.options import RillOptionError, check_known
 from pyspark_rill.options import ReadOptions, WriteOptions
 from pyspark_rill.readers import RillBatchReader, RillStreamReader
 from pyspark_rill.schema import read_ddl
-from pyspark_rill.writers import RillBatchWriter, RillStreamWriter, check_target
+from pyspark_rill.writers import (
+    RillBatchWriter,
+    RillStreamWriter,
+    check_not_a_cluster,
+    check_target,
+)
 
 
 class RillDataSource(DataSource):
@@ -52,6 +57,7 @@ class RillDataSource(DataSource):
         if overwrite:
             raise RillOptionError("rill topics are append-only: write with mode('append')")
         options = WriteOptions.parse(self.options)
+        check_not_a_cluster(options)
         if options.stream is not None and options.topic is not None:
             check_target(options)  # fails now, before any task runs (as the JVM writer)
         return options

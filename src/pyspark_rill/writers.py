@@ -61,6 +61,7 @@ from rill.protocol.iggy.responses.transactions import CommitOutcome, StageOutcom
 
 from pyspark_rill.arrow_write import WriteSpec, encode_batch
 from pyspark_rill.connection import connect, connection_failure, with_client
+from pyspark_rill.leaders import cluster_of
 from pyspark_rill.options import RillOptionError, WriteOptions
 
 log = logging.getLogger(__name__)
@@ -162,6 +163,20 @@ def _write(options: WriteOptions, spec: WriteSpec, batches: Iterator[pa.RecordBa
 def missing_topic(stream: str, topic: str) -> RillOptionError:
     return RillOptionError(f"topic {topic!r} of stream {stream!r} does not exist (named by option "
                            "or column 'stream'/'topic')")
+
+
+EXACTLY_ONCE_ON_A_CLUSTER = (
+    "option 'sinkMode': exactlyOnce is not supported on a rill cluster yet (its staged appends "
+    "are kept by the node that takes them, not replicated, and would not survive a failover); "
+    "use sinkMode=atLeastOnce (its sends are proxied to each partition's leader and "
+    "replicated), or a "
+    "standalone rill server")
+
+
+def check_not_a_cluster(options: WriteOptions) -> None:
+    """The exactly-once sink refuses a rill cluster (known by an HTTP API in 'servers')."""
+    if options.exactly_once and cluster_of(options.connection) is not None:
+        raise RillOptionError(EXACTLY_ONCE_ON_A_CLUSTER)
 
 
 def check_target(options: WriteOptions) -> None:

@@ -68,6 +68,10 @@ def test_topics_json_offsets_and_timestamps() -> None:
     ({"reconnectattempts": "many"}, "reconnectAttempts"),
     ({"reconnectbackoff": "0"}, "reconnectBackoff"),
     ({"reconnectbackoff": "soon"}, "reconnectBackoff"),
+    ({"failovertimeout": "0"}, "failoverTimeout"),
+    ({"failovertimeout": "never"}, "failoverTimeout"),
+    ({"servers": "http://10.0.0.1:3000"}, "servers"),
+    ({"servers": "127.0.0.1:8090,http://10.0.0.1"}, "servers"),
 ])
 def test_bad_read_options_name_the_option(extra: dict[str, str], named: str) -> None:
     with pytest.raises(RillOptionError, match=named):
@@ -108,3 +112,14 @@ def test_spark_options_are_known() -> None:
 def test_servers_may_be_a_list() -> None:
     parsed = ReadOptions.parse(lowered(servers=" 10.0.0.1:8090, 10.0.0.2:8090 "), streaming=False)
     assert parsed.connection.servers == "10.0.0.1:8090,10.0.0.2:8090"
+
+
+def test_servers_may_name_a_cluster_nodes_http_api() -> None:
+    default = ReadOptions.parse(lowered(), streaming=True).connection
+    assert (default.cluster_http, default.failover_timeout) == ("", 60.0)
+    parsed = ReadOptions.parse(lowered(
+        servers="10.0.0.1:8090, http://10.0.0.1:3000,10.0.0.2:8090,https://10.0.0.2:3000/",
+        failoverTimeout="12.5"), streaming=True).connection
+    assert parsed.servers == "10.0.0.1:8090,10.0.0.2:8090"
+    assert parsed.cluster_http == "http://10.0.0.1:3000,https://10.0.0.2:3000/"
+    assert parsed.failover_timeout == 12.5

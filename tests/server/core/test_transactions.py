@@ -131,6 +131,16 @@ def test_a_commit_with_a_wrong_count_or_missing_handle_fails_whole(client) -> No
     assert client.commit_staged_messages("q", 1, [(0, 1, 2), (1, 1, 0)]).messages_count == 2
 
 
+def corrupted(count: int, bad: int) -> tuple[bytes, bytes]:
+    """``count`` stored records of one size whose ``bad``-th payload no longer matches its
+    checksum."""
+    positions, records = encode_stored_records([b"%08d" % n for n in range(count)], unix_ms=1)
+    size = len(records) // count
+    spoiled = bytearray(records)
+    spoiled[(bad + 1) * size - 1] ^= 1
+    return positions, bytes(spoiled)
+
+
 def test_bad_stages_are_refused_at_stage_time(client) -> None:
     positions, records = encode_stored_records([b"abc", b"def"], unix_ms=1)
     for bad in (
@@ -138,6 +148,8 @@ def test_bad_stages_are_refused_at_stage_time(client) -> None:
         (positions[:4], records),  # positions disagree with the records
         (positions, records[:-1] + b"X"),  # a checksum does not match
         (bytes(4), bytes(46)),  # a payload_length of 0
+        corrupted(100, 50),  # one record of many (of one size) has a wrong checksum
+        corrupted(100, 0),
     ):
         with pytest.raises(errors.InvalidCommand):
             client.stage_messages("q", 1, 0, 1, 1, "t", bad, partitioning=1)

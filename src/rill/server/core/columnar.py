@@ -4,6 +4,11 @@ Owns: the columnar read. It reads by offset only (no consumer, no stored offset,
 auto-commit), so a reader that keeps its own positions -- the Spark connector, which keeps
 them in Spark's checkpoint -- can fetch ranges fast. The work is done by the partition log
 (``Log.read_columnar``): index columns and one log read, no per-message work.
+
+In a cluster, as every read by offset: only the partition's leader answers (a follower refuses,
+``NotLeaderForPartition`` naming the leader, or ``LeaderNotAvailable``), and only records below
+the high watermark are returned, with the high watermark as the reply's next offset (records
+above it may not survive a failover).
 """
 
 from __future__ import annotations
@@ -11,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rill.server.auth.permissioner import Action
-from rill.server.core.messages import log_bounds
-from rill.server.core.model import Session
+from rill.server.core.cluster_view import ACKS_LEADER
+from rill.server.core.messages import check_leads, log_bounds
+from rill.server.core.model import LEADER, Session
 from rill.server.core.state import CoreState
 from rill.server.core.types import LogBounds, Ref
 from rill.server.storage.columnar import ColumnarRange
@@ -37,4 +43,13 @@ class ColumnarReadService:
         state.authorize(session, Action.READ_MESSAGES, topic.stream_id, topic.id)
         partition = state.find_partition(topic, partition_id)
         log = partition.log
-        return ColumnarRead(partition.id, log_bounds(partition), log.read_columnar(offset, count, max_bytes))
+        if partition.placement is None:  # standalone: the log as it is
+            return ColumnarRead(partition.id, log_bounds(partition),
+                                log.read_columnar(offset, count, max_bytes))
+        if partition.role != LEADER:
+            check_leads(partition, topic, ACKS_LEADER)
+        high_watermark = partition.high_watermark
+        count = max(0, min(count, high_watermark - max(offset, log.first_offset)))
+        return ColumnarRead(partition.id,
+                            LogBounds(log.first_offset, high_watermark, high_watermark),
+                            log.read_columnar(offset, count, max_bytes))

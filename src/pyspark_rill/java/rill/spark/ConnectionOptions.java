@@ -13,7 +13,9 @@ import java.util.Map;
  * Owns: the shared option helpers (lookup of Spark's lower-cased keys, numbers, seconds).
  */
 class ConnectionOptions implements Serializable {
-    final List<String> servers;
+    final List<String> servers;  // the host:port entries of 'servers'
+    final List<String> clusterHttp;  // its http(s):// entries: where a cluster's map is read
+    final double failoverTimeout;  // seconds a read of a cluster waits for a partition's leader
     final String username;
     final String password;
     final String token;
@@ -37,7 +39,18 @@ class ConnectionOptions implements Serializable {
         }
         pythonTransport = !transport.equals("tcp") || get(options, "caFile", null) != null
                 ? "option 'transport': quic" : null;
-        servers = parseServers(get(options, "servers", "127.0.0.1:8090"));
+        List<String> all = parseServers(get(options, "servers", "127.0.0.1:8090"));
+        servers = new ArrayList<>();
+        clusterHttp = new ArrayList<>();
+        for (String server : all) {
+            (isHttp(server) ? clusterHttp : servers).add(server);
+        }
+        if (servers.isEmpty()) {
+            throw new IllegalArgumentException("option 'servers' names only HTTP APIs ('"
+                    + String.join(",", all) + "'): give at least one server's host:port (its Iggy TCP or QUIC "
+                    + "listener) too");
+        }
+        failoverTimeout = seconds(options, "failoverTimeout", 60.0);
         username = get(options, "username", System.getenv("RILL_USERNAME"));
         password = get(options, "password", System.getenv("RILL_PASSWORD"));
         token = get(options, "token", System.getenv("RILL_TOKEN"));
@@ -97,6 +110,11 @@ class ConnectionOptions implements Serializable {
                 + "got '" + text + "'");
     }
 
+    static boolean isHttp(String server) {
+        String lower = server.toLowerCase(Locale.ROOT);
+        return lower.startsWith("http://") || lower.startsWith("https://");
+    }
+
     static List<String> parseServers(String text) {
         List<String> servers = new ArrayList<>();
         for (String item : text.split(",")) {
@@ -104,16 +122,23 @@ class ConnectionOptions implements Serializable {
             if (server.isEmpty()) {
                 continue;
             }
-            int colon = server.lastIndexOf(':');
-            boolean good = colon > 0 && colon < server.length() - 1;
+            String address = server;
+            if (isHttp(server)) {
+                address = server.substring(server.indexOf("://") + 3);
+                while (address.endsWith("/")) {
+                    address = address.substring(0, address.length() - 1);
+                }
+            }
+            int colon = address.lastIndexOf(':');
+            boolean good = colon > 0 && colon < address.length() - 1;
             if (good) {
-                String port = server.substring(colon + 1);
+                String port = address.substring(colon + 1);
                 good = port.chars().allMatch(Character::isDigit) && port.length() <= 5
                         && Integer.parseInt(port) > 0 && Integer.parseInt(port) < 65536;
             }
             if (!good) {
                 throw new IllegalArgumentException("option 'servers' must be host:port or a comma-separated "
-                        + "list of them, got '" + text + "'");
+                        + "list of them (a cluster node's HTTP API as http://host:port), got '" + text + "'");
             }
             servers.add(server);
         }

@@ -23,7 +23,7 @@ import java.util.TreeSet;
 final class ReadOptions extends ConnectionOptions {
     static final List<String> KNOWN = Arrays.asList(
             "servers", "transport", "username", "password", "token", "caFile", "verifyCertificate",
-            "reconnectAttempts", "reconnectBackoff",
+            "reconnectAttempts", "reconnectBackoff", "failoverTimeout",
             "stream", "topic", "topics", "startingOffsets", "endingOffsets", "startingTimestamp",
             "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "failOnDataLoss", "headersFormat",
             "minPartitions", "fetchMaxMessages", "fetchMaxBytes", "consumerName",

@@ -39,6 +39,10 @@ final class RillBatch implements Batch {
 
     /** "stream/topic" -> partition id -> {first, next}. */
     static Map<String, Map<String, long[]>> discover(ReadOptions options) {
+        Leaders cluster = Leaders.of(options);
+        if (cluster != null) {
+            return discover(options, cluster);
+        }
         int lost = 0;
         long started = 0;
         while (true) {
@@ -50,6 +54,9 @@ final class RillBatch implements Batch {
                 return found;
             } catch (RillConnection.StatusException error) {
                 connection.release();
+                if (Leaders.refused(error)) {
+                    throw Leaders.notAClusterRead(options, error);
+                }
                 throw new IllegalArgumentException("the rill server refused a read of stream '" + options.stream
                         + "': " + error.getMessage());
             } catch (IOException error) {
@@ -62,6 +69,39 @@ final class RillBatch implements Batch {
                 throw error;
             }
         }
+    }
+
+    /** {@link #discover} on a cluster: the metadata from any node, each partition's bounds from its leader. */
+    private static Map<String, Map<String, long[]>> discover(ReadOptions options, Leaders cluster) {
+        Map<String, int[]> partitions = cluster.onAny(connection -> {
+            if (!connection.streamExists(options.stream)) {
+                throw new IllegalArgumentException("option 'stream': stream '" + options.stream
+                        + "' does not exist (or this user may not read it)");
+            }
+            Map<String, int[]> ids = new TreeMap<>();
+            for (String topic : options.topics) {
+                int[] found = connection.partitions(options.stream, topic);
+                if (found == null) {
+                    throw new IllegalArgumentException("option 'topic': topic '" + topic + "' does not exist in "
+                            + "stream '" + options.stream + "' (or this user may not read it)");
+                }
+                ids.put(topic, found);
+            }
+            return ids;
+        });
+        Map<String, Map<String, long[]>> found = new TreeMap<>();
+        for (Map.Entry<String, int[]> topic : partitions.entrySet()) {
+            Map<String, long[]> parts = new TreeMap<>();
+            for (int id : topic.getValue()) {
+                parts.put(String.valueOf(id), cluster.onLeader(options.stream, topic.getKey(), id, connection -> {
+                    connection.call(RillConnection.POLL_COLUMNAR,
+                            RillConnection.columnarRequest(options.stream, topic.getKey(), id, 0, 0, 0));
+                    return new long[] {Wire.getLong(connection.reply, 4), Wire.getLong(connection.reply, 12)};
+                }));
+            }
+            found.put(options.stream + "/" + topic.getKey(), parts);
+        }
+        return found;
     }
 
     private static Map<String, Map<String, long[]>> discover(ReadOptions options, RillConnection connection)

@@ -26,7 +26,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  * Two requests stay in flight ahead of the reply being converted, as in the Python reader;
  * the data-loss rules and messages are the Python reader's (pyspark_rill/arrow_read.py).
  * A lost connection is opened again and the read goes on from the first row not yet handed
- * to Spark.
+ * to Spark. When rill is a cluster ({@link Leaders}), the range is read from the partition's
+ * leader, and after a refusal or a lost leader from the leader the map names next, from the
+ * same first row not yet handed to Spark.
  */
 final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
     private static final int PREFETCH = 2;
@@ -48,6 +50,8 @@ final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
     private long lostAt;
     private Mode mode = Mode.UNKNOWN;
     private final KafkaRecords kafka = new KafkaRecords();
+    private final Leaders cluster;  // null: a standalone server
+    private final Leaders.Attempts attempts;
 
     private final int capacity;
     private final ReplyVector.Batch rows = new ReplyVector.Batch();
@@ -64,6 +68,9 @@ final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
         this.options = options;
         this.range = range;
         this.position = this.requested = range.start;
+        cluster = Leaders.of(options);
+        attempts = cluster == null ? null
+                : cluster.attempts(range.stream + "/" + range.topic + " partition " + range.partition);
         capacity = (int) Math.max(1, Math.min(options.fetchMaxMessages, range.end - range.start));
         StructType schema = RillProvider.schema(options.typedHeaders);
         ConstantColumnVector stream = new ConstantColumnVector(capacity, DataTypes.StringType);
@@ -105,11 +112,20 @@ final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
             try {
                 return fetch();
             } catch (RillConnection.StatusException error) {
-                throw new IllegalStateException(range.stream + "/" + range.topic + " partition " + range.partition
-                        + ": the server refused the read: " + error.getMessage());
+                if (!Leaders.refused(error)) {
+                    throw new IllegalStateException(range.stream + "/" + range.topic + " partition "
+                            + range.partition + ": the server refused the read: " + error.getMessage());
+                }
+                if (cluster == null) {
+                    throw Leaders.notAClusterRead(options, error);
+                }
+                dropConnection();
+                attempts.failed(error);
             } catch (IOException error) {
                 dropConnection();
-                if (lost++ == 0) {
+                if (cluster != null) {
+                    attempts.failed(error);
+                } else if (lost++ == 0) {
                     lostAt = System.nanoTime();
                 }
             }
@@ -119,7 +135,8 @@ final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
 
     private boolean fetch() throws IOException {
         if (connection == null) {
-            connection = lost == 0 ? RillConnection.borrow(options) : RillConnection.again(options, lost, lostAt);
+            connection = cluster != null ? cluster.leader(range.stream, range.topic, range.partition)
+                    : lost == 0 ? RillConnection.borrow(options) : RillConnection.again(options, lost, lostAt);
             requested = position;
         }
         if (mode == Mode.UNKNOWN) {
@@ -170,6 +187,9 @@ final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
             fill(reply, base, count, usable);
             rows.sparse = !dense;
             lost = 0;
+            if (attempts != null) {
+                attempts.progressed();
+            }
             position = usable == count ? last + 1 : range.end;  // on after the last record taken
             if (position != asked[0] + asked[1]) {  // a short or shifted reply: ask again from position
                 while (!inFlight.isEmpty()) {
@@ -224,6 +244,9 @@ final class RillColumnarReader implements PartitionReader<ColumnarBatch> {
                 dataLoss(asked, Math.min(first, range.end));
             }
             lost = 0;
+            if (attempts != null) {
+                attempts.progressed();
+            }
             if (length == recordsAt) {  // nothing stored from there on
                 if (next < range.end) {
                     dataLoss(Math.max(asked, next), range.end);

@@ -39,6 +39,7 @@ final class RillConnection implements Closeable {
     private static final Map<String, ConcurrentLinkedQueue<RillConnection>> IDLE = new ConcurrentHashMap<>();
 
     final ConnectionOptions options;
+    final String poolKey;  // the options' key, and in a cluster the node's address
     private final Socket socket;
     private final DataInputStream in;
     private final OutputStream out;
@@ -56,8 +57,9 @@ final class RillConnection implements Closeable {
         }
     }
 
-    private RillConnection(ConnectionOptions options, Socket socket) throws IOException {
+    private RillConnection(ConnectionOptions options, Socket socket, String poolKey) throws IOException {
         this.options = options;
+        this.poolKey = poolKey;
         this.socket = socket;
         this.in = new DataInputStream(new BufferedInputStream(socket.getInputStream(), 1 << 16));
         this.out = new BufferedOutputStream(socket.getOutputStream(), 1 << 12);
@@ -72,7 +74,49 @@ final class RillConnection implements Closeable {
 
     /** Back to the pool (only a connection with no request in flight). */
     void release() {
-        IDLE.computeIfAbsent(options.connectionKey(), key -> new ConcurrentLinkedQueue<>()).add(this);
+        IDLE.computeIfAbsent(poolKey, key -> new ConcurrentLinkedQueue<>()).add(this);
+    }
+
+    /**
+     * An idle pooled connection to the node at {@code server} (host:port, a cluster's node),
+     * or a new logged-in one: one try, an IOException when it cannot be made ({@link Leaders}).
+     */
+    static RillConnection borrowAt(ConnectionOptions options, String server) throws IOException {
+        String key = options.connectionKey() + "\u0000@" + server;
+        ConcurrentLinkedQueue<RillConnection> idle = IDLE.get(key);
+        RillConnection pooled = idle == null ? null : idle.poll();
+        if (pooled != null) {
+            return pooled;
+        }
+        Socket socket = connectTo(server);
+        RillConnection connection = null;
+        try {
+            connection = new RillConnection(options, socket, key);
+            connection.login();
+            return connection;
+        } catch (StatusException error) {
+            closeQuietly(socket);
+            throw new IllegalArgumentException("options 'username'/'password' or 'token': "
+                    + "the server refused the login: " + error.getMessage());
+        } catch (IOException error) {
+            closeQuietly(socket);
+            throw error;
+        }
+    }
+
+    private static Socket connectTo(String server) throws IOException {
+        int colon = server.lastIndexOf(':');
+        Socket socket = new Socket();
+        try {
+            socket.setTcpNoDelay(true);
+            socket.setReceiveBufferSize(4 << 20);
+            socket.connect(new InetSocketAddress(server.substring(0, colon),
+                    Integer.parseInt(server.substring(colon + 1))), 5000);
+            return socket;
+        } catch (IOException | RuntimeException error) {
+            closeQuietly(socket);
+            throw error;
+        }
     }
 
     /**
@@ -86,21 +130,16 @@ final class RillConnection implements Closeable {
         for (int attempt = 1; attempt <= rounds; attempt++) {
             failures.clear();
             for (String server : options.servers) {
-                int colon = server.lastIndexOf(':');
-                Socket socket = new Socket();
+                Socket socket;
                 try {
-                    socket.setTcpNoDelay(true);
-                    socket.setReceiveBufferSize(4 << 20);
-                    socket.connect(new InetSocketAddress(server.substring(0, colon),
-                            Integer.parseInt(server.substring(colon + 1))), 5000);
+                    socket = connectTo(server);
                 } catch (IOException error) {
-                    closeQuietly(socket);
                     failures.add(server + ": " + error.getMessage());
                     continue;
                 }
                 RillConnection connection = null;
                 try {
-                    connection = new RillConnection(options, socket);
+                    connection = new RillConnection(options, socket, options.connectionKey());
                     connection.login();
                     return connection;
                 } catch (StatusException error) {
@@ -231,6 +270,8 @@ final class RillConnection implements Closeable {
             case 11000: return " (staged messages not found: expired, or dropped by an abort)";
             case 11001: return " (staged messages count mismatch)";
             case 11002: return " (producer owner mismatch)";
+            case 11200: return " (not_leader_for_partition: this node does not lead the partition)";
+            case 11201: return " (leader_not_available: the partition has no leader now)";
             default: return "";
         }
     }
