@@ -312,6 +312,28 @@ def test_a_journal_from_before_owners_is_migrated_at_start(tmp_path) -> None:
     run_core(data_dir, restarted)
 
 
+def test_staged_appends_are_refused_on_a_partition_in_a_cluster(tmp_path) -> None:
+    """Staging files and the commit journal are one node's (not replicated): in a cluster a
+    stage, and a commit of what was staged before the partition was placed, are refused with
+    FeatureUnavailable, nothing appended; standalone, the same requests work."""
+    from rill.server.core.cluster_view import Placement
+
+    async def scenario(core: Core, session) -> None:
+        partition = core.state.streams[1].topics[1].partitions[1]
+        await execute(core, session, stage("p", 1, 0, b"before"))
+        partition.placement = Placement(1, 1, (1, 2, 3), (1, 2, 3), 2)
+        with pytest.raises(errors.FeatureUnavailable, match="not replicated"):
+            await execute(core, session, stage("p", 2, 0, b"placed"))
+        with pytest.raises(errors.FeatureUnavailable, match="not replicated"):
+            await execute(core, session, CommitStagedMessages("p", 1, (StagedHandle(0, 1, 1),)))
+        assert partition.log.next_offset == 0
+        partition.placement = None
+        await execute(core, session, CommitStagedMessages("p", 1, (StagedHandle(0, 1, 1),)))
+        assert partition.log.next_offset == 1
+
+    run_core(tmp_path / "data", scenario)
+
+
 # ---------------------------------------------------------------- crash inside a commit
 
 

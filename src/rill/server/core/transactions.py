@@ -156,6 +156,7 @@ class TransactionService:
         state.authorize(session, Action.WRITE_MESSAGES, topic.stream_id, topic.id)
         partition = state.find_partition(
             topic, partition if type(partition) is int else partition(topic))  # type: ignore[operator]
+        check_not_replicated(partition, topic)
         producer = self.producers.setdefault(producer_id, Producer())
         producer.check_owner(producer_id, owner)
         if producer.is_committed(batch_id):
@@ -286,6 +287,7 @@ class TransactionService:
                     raise errors.TopicIdNotFound(entry.topic_id, entry.stream_id)
                 self.state.authorize(session, Action.WRITE_MESSAGES, topic.stream_id, topic.id)
                 targets[key] = self.state.find_partition(topic, entry.partition_id)
+                check_not_replicated(targets[key], topic)
         return targets
 
     def _apply(
@@ -495,6 +497,16 @@ def _offset_columns(count: int) -> tuple[bytes, bytes, bytes]:
     """Bytes 0, 1 and 2 of the little-endian offsets 0 .. count - 1 (count < 2**24)."""
     offsets = array("Q", range(count)).tobytes()
     return offsets[0::8], offsets[1::8], offsets[2::8]
+
+
+def check_not_replicated(partition: Partition, topic: Topic) -> None:
+    """Staged appends are one node's: its staging files and commit journal are not replicated,
+    a commit does not wait for the ISR, and a replay after a failover could append a batch
+    twice. In a cluster they are refused (FeatureUnavailable, nothing staged or appended)."""
+    if partition.placement is not None:
+        raise errors.FeatureUnavailable(reason=(
+            f"staged appends (exactly-once writes) are not replicated yet: "
+            f"partition {partition.id} of topic {topic.name} is in a cluster"))
 
 
 def _check_not_full(topic: Topic, adding: int) -> None:
