@@ -83,7 +83,10 @@ FAILOVER_COLUMNS = ("Cycle", "Killed node", "Controller", "Partitions it led", "
 class ClusterBenchOptions:
     messages_per_batch: int = 1000
     message_size: int = 1000
-    batches: int = 100  # per producer (one per partition): 100 MB each at the default sizes
+    batches: int = 100  # per producer: 100 MB each at the default sizes
+    # Iggy producers on each partition, each with one SEND in flight (rill's SDK waits for each
+    # answer: more of them keep more batches in flight, as a Kafka client's in-flight requests do)
+    producers_per_partition: int = 1
     runs: int = 3
     failovers: int | None = None  # None: 1 on a cluster the bench starts, 0 on an existing one
     etcd_members: int = 3
@@ -114,7 +117,8 @@ _ADDRESS = re.compile(r"^[^\s:/]+:\d{1,5}$")
 def validate(options: ClusterBenchOptions) -> None:
     """Raise ``OptionsError`` (one line) when ``options`` cannot run."""
     for name, flag in (("messages_per_batch", "--messages-per-batch"), ("message_size", "--message-size"),
-                       ("batches", "--batches"), ("runs", "--runs")):
+                       ("batches", "--batches"), ("runs", "--runs"),
+                       ("producers_per_partition", "--producers-per-partition")):
         value = getattr(options, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise OptionsError(f"{flag} must be a positive whole number (got {value!r})")
@@ -279,13 +283,16 @@ def _run_iggy_case(target: Target, options: ClusterBenchOptions, case: Case, str
         "warmup": 0.0, "request_timeout": options.request_timeout,
     }
     try:
-        producers = [ActorSpec(slot=index, name=f"producer-{partition}", kind="producer", role="producer",
-                               address=leaders[partition], partitions=(partition,), **common)
-                     for index, partition in enumerate(sorted(leaders))]
+        each = options.producers_per_partition
+        placed = [(partition, number) for partition in sorted(leaders) for number in range(1, each + 1)]
+        producers = [ActorSpec(slot=index, name=f"producer-{partition}" + (f"-{number}" if each > 1 else ""),
+                               kind="producer", role="producer", address=leaders[partition],
+                               partitions=(partition,), **common)
+                     for index, (partition, number) in enumerate(placed)]
         sent = run_actors(producers, title=f"{case.label}: send", progress=options.progress)
         consumers = [ActorSpec(slot=index, name=f"consumer-{partition}", kind="consumer", role="consumer",
                                address=leaders[partition], partitions=(partition,), consumer_id=partition,
-                               **common)
+                               **{**common, "batches": options.batches * each})
                      for index, partition in enumerate(sorted(leaders))]
         read = run_actors(consumers, title=f"{case.label}: read", progress=options.progress)
     finally:

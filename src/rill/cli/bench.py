@@ -307,7 +307,10 @@ def cluster(
     ctx: typer.Context,
     messages_per_batch: int = typer.Option(1000, "--messages-per-batch", "-m", help="Messages in each batch."),
     message_size: int = typer.Option(1000, "--message-size", help="Payload bytes of each message."),
-    batches: int = typer.Option(100, "--batches", "-b", help="Batches per producer (one per partition)."),
+    batches: int = typer.Option(100, "--batches", "-b", help="Batches per producer."),
+    producers_per_partition: int = typer.Option(
+        1, "--producers-per-partition", help="Iggy producers on each partition (each has one SEND in "
+        "flight; Kafka's clients keep several requests in flight on their own)."),
     runs: int = typer.Option(3, "--runs", help="Runs of every throughput case (the table shows medians)."),
     failovers: Optional[int] = typer.Option(
         None, "--failovers", help="Leader kill cycles (default 1; 0 with --http: a cluster the bench "
@@ -337,7 +340,7 @@ def cluster(
 
     options = ClusterBenchOptions(
         messages_per_batch=messages_per_batch, message_size=message_size, batches=batches, runs=runs,
-        failovers=failovers, etcd_members=etcd_members, http=http, bootstrap=bootstrap,
+        producers_per_partition=producers_per_partition, failovers=failovers, etcd_members=etcd_members, http=http, bootstrap=bootstrap,
         protocols=tuple(name.strip().lower() for name in protocols.split(",") if name.strip()),
         fsync=fsync.lower(), username=username, password=password, start_stream_id=start_stream_id,
         progress=_show_progress(ctx, no_progress),
