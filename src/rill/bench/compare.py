@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rill.bench.compare_report import CLIENTS, PHASES, finish_report
+from rill.bench.cpu import cost_figures
 from rill.bench.machine import measure_machine
 from rill.bench.peers import (
     FSYNC_MODES,
@@ -114,7 +115,7 @@ def _run_rill(workload: Workload, workdir: Path) -> tuple[dict[str, Any], dict[s
             messages_per_batch=batch, message_size=workload.message_size,
             batches=math.ceil(workload.messages / batch), transport="tcp",
             server_address=server.addresses["tcp"], fsync=workload.fsync,
-            cleanup=False, progress=False,
+            cleanup=False, progress=False, server_pid=server.pid,
         )
         publish = run_scenario("send", options)
         consume = run_scenario("poll", options)
@@ -126,14 +127,15 @@ def _run_rill(workload: Workload, workdir: Path) -> tuple[dict[str, Any], dict[s
 def _run_peer(peer: Peer, workdir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     peer.start(workdir)
     try:
+        pids = peer.server_pids()
         producer = run_async(peer.publish)
         consumer = run_async(peer.consume)
         options = {**peer.workload.to_dict(), **peer.describe()}
     finally:
         peer.stop()
     return (
-        scenario_report("send", options, [producer], target=peer.name),
-        scenario_report("poll", options, [consumer], target=peer.name),
+        scenario_report("send", options, [producer], target=peer.name, server_pids=pids),
+        scenario_report("poll", options, [consumer], target=peer.name, server_pids=pids),
     )
 
 
@@ -149,11 +151,16 @@ def run_target(target: str, workload: Workload, workdir: Path) -> tuple[dict[str
 
 def _figures(scenario: dict[str, Any], kind: str, message_size: int) -> dict[str, Any] | None:
     """The row's figures. MB/s counts payload bytes for every target alike (rill's own reports
-    count the bytes of the encoded messages: kept as ``reported_mb_per_s``)."""
+    count the bytes of the encoded messages: kept as ``reported_mb_per_s``); the server's cost
+    (``cpu_s``, ``cpu_s_per_million``, ``cpu_s_per_gb``: None when it was not measured) counts
+    every server process the target started, over the measured phase only."""
     overall = scenario.get("overall", {}).get(kind)
     if not overall:
         return None
+    messages = overall["messages"]
+    cpu = (scenario.get("server_cpu") or {}).get("cpu_s")
     return {
+        **cost_figures(cpu, messages, messages * message_size),
         "messages": overall["messages"],
         "seconds": overall["seconds"],
         "msg_per_s": overall["msg_per_s"],
@@ -258,9 +265,15 @@ def median_row(rounds: list[dict[str, Any]]) -> dict[str, Any]:
             return {**row, "reason": f"round {number}: {row['reason']}"}
     row = {**rounds[0], "rounds": [{phase: one[phase] for phase in PHASES} for one in rounds]}
     for phase in PHASES:
-        row[phase] = {figure: statistics.median(one[phase][figure] for one in rounds)
+        row[phase] = {figure: _median([one[phase][figure] for one in rounds])
                       for figure in rounds[0][phase]}
     return row
+
+
+def _median(values: list[Any]) -> Any:
+    """The median of the rounds that have the figure (a cost not measured is None)."""
+    known = [value for value in values if value is not None]
+    return statistics.median(known) if known else None
 
 
 def _progress(console: Any, enabled: bool) -> Progress:

@@ -25,6 +25,7 @@ from typing import Any
 from rill.bench import options as layout
 from rill.bench import setup
 from rill.bench.actors import ActorSpec
+from rill.bench.cpu import CpuMeter, PhaseCost
 from rill.bench.options import BenchOptions, validate
 from rill.bench.results import scenario_report
 from rill.bench.runner import run_actors
@@ -38,26 +39,29 @@ def run_scenario(name: str, options: BenchOptions) -> dict[str, Any]:
         with RillServer(fsync=options.fsync, transports=(options.transport,)) as server:
             trusting = dataclasses.replace(options, ca_file=server.certificate)
             return run_on(name, trusting, server.addresses[options.transport], server.describe(),
-                          cleanup=False)
+                          cleanup=False, server_pid=server.pid)
     return run_on(name, options, options.server_address, f"existing server {options.server_address}",
-                  cleanup=options.cleanup)
+                  cleanup=options.cleanup, server_pid=options.server_pid)
 
 
 def run_on(name: str, options: BenchOptions, address: str, server_label: str,
-           cleanup: bool) -> dict[str, Any]:
-    """Run ``name`` against the server at ``address`` (options already validated)."""
+           cleanup: bool, server_pid: int | None = None) -> dict[str, Any]:
+    """Run ``name`` against the server at ``address`` (options already validated); with
+    ``server_pid`` the server's CPU over the measured phase is in the report (``server_cpu``)."""
     seeded = _in_loop(_prepare(name, options, address))
+    cost = PhaseCost(CpuMeter([server_pid]))
     try:
         actors = run_actors(
             actor_specs(name, options, address), title=name, duration=options.duration,
-            progress=options.progress,
+            progress=options.progress, cost=cost,
         )
     finally:
         if cleanup:
             _in_loop(_cleanup(options, address))
     report_options = options.report_options()
     report_options.update(server=server_label, address=address, seeded_messages=seeded)
-    return scenario_report(name, report_options, actors, target=options.target)
+    return scenario_report(name, report_options, actors, target=options.target,
+                           server_cpu=cost.seconds, server_pids=cost.pids)
 
 
 def actor_specs(name: str, options: BenchOptions, address: str) -> list[ActorSpec]:

@@ -91,6 +91,15 @@ def _print_scenario(out: Output, scenario: dict[str, Any]) -> None:
     title = (f"{scenario.get('label') or scenario['scenario']}: {options['transport']}, "
              f"{options.get('server', '')}")
     out.table(SUMMARY_COLUMNS, rows, title=title)
+    cost = scenario.get("server_cpu") or {}
+    if cost.get("measured"):
+        out.console.print(
+            f"server CPU (user + system): {cost['cpu_s']:.3f} s, "
+            f"{_number(cost['cpu_s_per_million'])} s per million messages, "
+            f"{_number(cost['cpu_s_per_gb'])} s per GB of payload", highlight=False)
+    elif cost:
+        out.console.print("server CPU: not measured (an existing server without --server-pid)",
+                          highlight=False)
 
 
 def _number(value: Any) -> str:
@@ -187,6 +196,9 @@ _FLAGS: tuple[tuple[str, Any, Any, frozenset[str]], ...] = (
     ("password", str, typer.Option("iggy", "--password", help="Password of --username."), _ALL),
     ("start_stream_id", int, typer.Option(3_000_000, "--start-stream-id", help="Streams are this + 1, + 2, ..."),
      _ALL),
+    ("server_pid", Optional[int], typer.Option(
+        None, "--server-pid", help="The process id of --server-address's server, to report its CPU "
+        "(a server the benchmark starts is measured anyway)."), _ALL),
     ("keep_streams", bool, typer.Option(False, "--keep-streams",
                                         help="Do not delete the bench streams of --server-address at the end."),
      _ALL),
@@ -216,6 +228,7 @@ def _scenario_command(name: str) -> Callable[..., None]:
             start_stream_id=values["start_stream_id"], cleanup=not values["keep_streams"],
             progress=_show_progress(ctx, values["no_progress"]), shared_streams=values["shared_streams"],
             ca_file=values["ca_file"], verify_certificate=not values["insecure"],
+            server_pid=values["server_pid"],
         )
         scenario = _run_guarded(ctx, values["server_address"], lambda: run_scenario(name, options))
         report = new_report(f"rill bench {name}")

@@ -9,8 +9,11 @@ A peer's life: ``start(workdir)`` launches its server on 127.0.0.1 (a child proc
 its files under ``workdir``) with the workload's fsync policy; ``publish()`` sends every
 message in batches (pipelines) and returns the producer's ``ActorResult``; ``consume()`` reads
 every message back in batches and returns the consumer's; ``stop()`` ends the server. Every
-batch round trip is recorded with ``rill.bench.results.Recorder``, so each row of the table has
-the same figures (throughput over the whole run, p99 of the batch round trips). Clients run in
+batch round trip is recorded with the ``Recorder`` that ``recorder(kind)`` gives, so each row of
+the table has the same figures (throughput over the whole run, p99 of the batch round trips) and
+the server's cost: the recorder samples the CPU of the server's process tree
+(``server_pids()``, ``rill.bench.cpu``) when the driver starts its clock and when it finishes,
+so connecting and creating topics are not counted. Clients run in
 this process on uvloop; servers always run in their own processes.
 
 Fairness rules kept by every driver: the same message count and size, payload bytes counted
@@ -31,7 +34,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable, TypeVar
 
-from rill.bench.results import ActorResult
+from rill.bench.cpu import CpuMeter
+from rill.bench.results import ActorResult, Recorder
 
 FSYNC_MODES = ("interval", "always")
 T = TypeVar("T")
@@ -119,6 +123,15 @@ class Peer(abc.ABC):
     def describe(self) -> dict[str, Any]:
         """The server's settings for the report (and tests)."""
         return {"peer": self.name, "client": self.client, "port": self.port}
+
+    def server_pids(self) -> list[int]:
+        """The processes whose CPU is the server's (each with its descendants)."""
+        return [] if self.process is None else [self.process.pid]
+
+    def recorder(self, kind: str) -> Recorder:
+        """The recorder of this driver's ``kind`` ("producer" | "consumer") phase, metering the
+        server's CPU from its ``start()`` to its ``finish()``."""
+        return Recorder(f"{self.name}-{kind}", kind, cpu=CpuMeter(self.server_pids()))
 
     def stop(self) -> None:
         if self.process is not None:
@@ -208,6 +221,9 @@ class RillListenerPeer(Peer):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "fsync": self.workload.fsync}
+
+    def server_pids(self) -> list[int]:
+        return [] if self.server is None or self.server.pid is None else [self.server.pid]
 
     def stop(self) -> None:
         server, self.server = self.server, None

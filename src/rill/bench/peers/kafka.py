@@ -57,7 +57,7 @@ from rill.bench.peers import (
     free_port,
     wait_for_port,
 )
-from rill.bench.results import ActorResult, Recorder
+from rill.bench.results import ActorResult
 from rill.protocol.kafka import (
     apis,
     decode_response,
@@ -177,7 +177,7 @@ class KafkaPeer(Peer):
         payloads = self.workload.payloads()
         size = self.workload.message_size
         produce, flush, clock = producer.produce, producer.flush, time.perf_counter
-        recorder = Recorder(f"{self.name}-producer", "producer")
+        recorder = self.recorder("producer")
         recorder.start()
         for count in self.workload.batch_sizes():
             started = clock()
@@ -199,7 +199,7 @@ class KafkaPeer(Peer):
             consumer.assign([TopicPartition(TOPIC, 0, 0)])
             batch, remaining = self.workload.batch, self.workload.messages
             poll, clock = consumer.consume, time.perf_counter
-            recorder = Recorder(f"{self.name}-consumer", "consumer")
+            recorder = self.recorder("consumer")
             recorder.start()
             while remaining > 0:
                 started = clock()
@@ -256,7 +256,7 @@ class RillKafkaWirePeer(RillKafkaPeer):
             size = self.workload.message_size
             requests: dict[int, bytes] = {}
             clock = time.perf_counter
-            recorder = Recorder(f"{self.name}-producer", "producer")
+            recorder = self.recorder("producer")
             recorder.start()
             for count in self.workload.batch_sizes():
                 request = requests.get(count) or requests.setdefault(
@@ -278,7 +278,7 @@ class RillKafkaWirePeer(RillKafkaPeer):
             size, remaining = self.workload.message_size, self.workload.messages
             budget = self.workload.batch * (size + 64) + 4096  # about one batch per Fetch
             offset, clock = 0, time.perf_counter
-            recorder = Recorder(f"{self.name}-consumer", "consumer")
+            recorder = self.recorder("consumer")
             recorder.start()
             while remaining > 0:
                 started = clock()

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from rill.bench.peers import RillListenerPeer
-from rill.bench.results import ActorResult, Recorder
+from rill.bench.results import ActorResult
 
 TOPIC = "rill-bench"
 
@@ -51,7 +51,7 @@ class RillTankPeer(RillListenerPeer):
             code = await client.create_topic(TOPIC, 1)
             if code not in (0, 1):
                 raise RuntimeError(f"CreateTopic {TOPIC} answered {code}")
-            recorder = Recorder(f"{self.name}-producer", "producer")
+            recorder = self.recorder("producer")
             recorder.start()
             for count in self.workload.batch_sizes():
                 started = clock()
@@ -67,7 +67,7 @@ class RillTankPeer(RillListenerPeer):
         clock = time.perf_counter
         seq, remaining, size = 1, self.workload.messages, self.workload.message_size
         async with TankClient("127.0.0.1", self.port) as client:
-            recorder = Recorder(f"{self.name}-consumer", "consumer")
+            recorder = self.recorder("consumer")
             recorder.start()
             while remaining > 0:
                 started = clock()
