@@ -34,6 +34,11 @@ conclusion, the Kafka and the TANK tables each have a CPU-cost ratio column (ril
 the protocol row ÷ its base: below 1 rill spent less CPU per message); "not measured" when a
 side has no figure (an existing server, or no ``/proc``).
 
+Round trips (``compare.run_compare(round_trips=N)``): each target that has a round-trip driver
+adds ``round_trip`` figures to its row (one message, produce → a consumer tailing with a long
+poll: p50 / p99 of N round trips, the server's CPU per million of them); ``round_trip_table``
+puts them in the conclusion, each with its ÷ rill (Iggy) p50, structured as ``round_trip``.
+
 A run of several rounds (``compare.median_row``) has rows of medians: its ratios are ratios of
 the medians, every table says so in a note, and the Kafka and TANK entries also keep each
 round's own ratio (``rounds``), whose range their cells' titles show.
@@ -491,6 +496,55 @@ def tank_table(entries: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+ROUND_TRIP_COLUMNS = ["target", "fsync", "round trips", "p50 ms", "p99 ms", "max ms",
+                      "server CPU-s / M msg", "p50 ÷ rill (Iggy) p50"]
+
+
+def round_trip_entries(comparison: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every row that measured round trips: its figures and its p50 ÷ rill's (Iggy) on the same
+    fsync mode (None when rill did not measure them)."""
+    rill = {row["fsync"]: row["round_trip"] for row in comparison
+            if row["target"] == "rill" and row["status"] == "ok" and row.get("round_trip")}
+    entries = []
+    for row in comparison:
+        trips = row.get("round_trip") if row["status"] == "ok" else None
+        if not trips:
+            continue
+        base = rill.get(row["fsync"])
+        entries.append({"target": row["target"], "fsync": row["fsync"], **trips,
+                        "p50_vs_rill": None if base is None or row["target"] == "rill"
+                        else ratio(trips["p50_ms"], base["p50_ms"])})
+    return entries
+
+
+def round_trip_table(entries: list[dict[str, Any]], targets_without: list[str]) -> dict[str, Any]:
+    """The one-message round trip of every target that has one."""
+    rows: list[list[Any]] = []
+    for entry in entries:
+        versus = entry["p50_vs_rill"]
+        rows.append([NAMES[entry["target"]], FSYNC_NAMES[entry["fsync"]], entry["messages"],
+                     entry["p50_ms"], entry["p99_ms"], entry.get("max_ms"),
+                     _cost(entry.get("cpu_s_per_million")),
+                     "—" if versus is None else ratio_cell(
+                         versus, False, f"{NAMES[entry['target']]} round trip p50 ÷ rill's (Iggy)")])
+    notes = [
+        "One message at a time: a producer sends it and waits for the acknowledgement while a "
+        "consumer on its own connection long-polls at the tail; a round trip is from the "
+        "produce's start to the consumer's receipt, the next message is sent once it arrived. "
+        "Both clients are Python (uvloop) in one process, after untimed warm-up round trips.",
+        "How each protocol tails: Iggy (rill): WAIT_FOR_MESSAGES (rill's long poll, 1030) then a "
+        "POLL of the message, two requests; Kafka (rill-kafka-wire): Fetch with max_wait_ms and "
+        "min_bytes 1; TANK: Consume with max_wait_ms and min_bytes 1.",
+        "server CPU-s / M msg: the server's CPU over the round trips, per million of them.",
+    ]
+    if targets_without:
+        notes.append("No round-trip driver: " + ", ".join(NAMES[target] for target in targets_without)
+                     + " (tansu answers a Fetch at the tail only when max_wait_ms has passed, "
+                     "noida-db has no long poll; NATS and Redis are not driven here).")
+    return {"title": "One message: produce → tailing consumer (round trip)",
+            "columns": ROUND_TRIP_COLUMNS, "rows": rows, "notes": notes}
+
+
 def finish_report(report: dict[str, Any], comparison: list[dict[str, Any]],
                   capabilities: list[dict[str, Any]]) -> None:
     """Fill ``report`` from the measured rows: ratios, the conclusion, the chart, the tables."""
@@ -507,6 +561,12 @@ def finish_report(report: dict[str, Any], comparison: list[dict[str, Any]],
     if tank:
         report["tank"] = tank
         report["summary"].insert(0, tank_table(tank))
+    if report["workload"].get("round_trips"):
+        trips = round_trip_entries(comparison)
+        report["round_trip"] = trips
+        without = [target for target in dict.fromkeys(row["target"] for row in comparison if row["status"] == "ok")
+                   if not any(entry["target"] == target for entry in trips)]
+        report["summary"].insert(0, round_trip_table(trips, without))
     report["bars"].append(throughput_bars(comparison))
     report["tables"].append(comparison_table(comparison, report["workload"]))
     rounds = report["workload"].get("rounds", 1)

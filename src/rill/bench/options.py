@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-SCENARIOS = ("send", "poll", "send-and-poll", "consumer-group-poll")
+SCENARIOS = ("send", "poll", "send-and-poll", "consumer-group-poll", "round-trip")
 TRANSPORTS = ("tcp", "quic", "http")
 FSYNC_POLICIES = ("never", "interval", "always")
 MAX_STREAM_ID = 0xFFFF_FFFF
@@ -183,6 +183,12 @@ def validate(scenario: str, options: BenchOptions) -> None:
         raise OptionsError(f"--server-pid must be a process id (got {options.server_pid!r})")
     if options.request_timeout <= 0:
         raise OptionsError("request timeout must be positive")
+    if scenario == "round-trip":
+        if options.duration is not None:
+            raise OptionsError("round-trip counts round trips: give --batches (one message each), not --duration")
+        if options.transport == "http":
+            raise OptionsError("round-trip needs --transport tcp or quic: the HTTP API has no long poll")
+        return
     producers, consumers = actors_of(scenario, options)
     if scenario == "consumer-group-poll":
         if options.transport == "http":

@@ -39,6 +39,7 @@ app = typer.Typer(
 )
 
 DEFAULT_OUTPUT_DIR = Path("bench-results")
+SMALL_REQUEST = (100, 100)  # --small-requests: messages per request, payload bytes
 SUMMARY_COLUMNS = ("Actor", "Messages", "MB/s", "msg/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms")
 
 SCENARIO_HELP = {
@@ -46,6 +47,8 @@ SCENARIO_HELP = {
     "poll": "Consumers read their partitions by offset (seeding data first when there is not enough).",
     "send-and-poll": "Producers and consumers at the same time: consumers read what producers write.",
     "consumer-group-poll": "Consumer-group members poll without a partition id; the server spreads the partitions.",
+    "round-trip": "One message at a time, produce → a consumer tailing with rill's long poll; --batches round "
+                  "trips, p50/p99 of each.",
 }
 SCENARIO_EXAMPLES = {
     "send": ("rill bench send", "rill bench send --producers 4 --partitions 4 --batches 500",
@@ -57,6 +60,8 @@ SCENARIO_EXAMPLES = {
                       "rill bench send-and-poll --transport http --message-size 200"),
     "consumer-group-poll": ("rill bench consumer-group-poll --consumers 4 --partitions 4",
                             "rill bench consumer-group-poll --consumers 4 --consumer-groups 2 --partitions 2"),
+    "round-trip": ("rill bench round-trip", "rill bench round-trip --batches 5000 --message-size 100",
+                   "rill bench round-trip --fsync always --transport quic"),
 }
 
 
@@ -158,6 +163,7 @@ def _run_guarded(ctx: typer.Context, address: str | None, action: Callable[[], A
 
 
 _ALL = frozenset(SCENARIO_HELP)
+_BATCHED = _ALL - {"round-trip"}  # round-trip: one message per request, counted by --batches
 _WITH_PRODUCERS = frozenset({"send", "send-and-poll"})
 _WITH_CONSUMERS = frozenset({"poll", "send-and-poll", "consumer-group-poll"})
 
@@ -168,19 +174,22 @@ _FLAGS: tuple[tuple[str, Any, Any, frozenset[str]], ...] = (
      _WITH_PRODUCERS),
     ("consumers", int, typer.Option(1, "--consumers", help="Consumers, each in its own process."),
      _WITH_CONSUMERS),
-    ("streams", int, typer.Option(1, "--streams", help="Bench streams (ids from --start-stream-id + 1)."), _ALL),
-    ("partitions", int, typer.Option(1, "--partitions", help="Partitions of topic 1 of each stream."), _ALL),
+    ("streams", int, typer.Option(1, "--streams", help="Bench streams (ids from --start-stream-id + 1)."), _BATCHED),
+    ("partitions", int, typer.Option(1, "--partitions", help="Partitions of topic 1 of each stream."), _BATCHED),
     ("consumer_groups", int, typer.Option(1, "--consumer-groups", help="Consumer groups (cg-1, cg-2, ...)."),
      frozenset({"consumer-group-poll"})),
     ("messages_per_batch", int, typer.Option(1000, "--messages-per-batch", "-m", help="Messages in each batch."),
-     _ALL),
+     _BATCHED),
+    ("small_requests", bool, typer.Option(
+        False, "--small-requests", help="Small requests: 100 messages of 100 B per batch (sets --messages-per-batch "
+        "and --message-size)."), frozenset({"send", "poll", "send-and-poll"})),
     ("message_size", int, typer.Option(1000, "--message-size", help="Payload bytes of each message."), _ALL),
-    ("batches", int, typer.Option(1000, "--batches", "-b", help="Batches per actor (ignored with --duration)."),
-     _ALL),
+    ("batches", int, typer.Option(1000, "--batches", "-b", help="Batches per actor (ignored with --duration); "
+                                  "round-trip: round trips."), _ALL),
     ("duration", Optional[float], typer.Option(None, "--duration", "-d",
-                                               help="Seconds each actor runs (wins over --batches)."), _ALL),
+                                               help="Seconds each actor runs (wins over --batches)."), _BATCHED),
     ("warmup", float, typer.Option(0.0, "--warmup", "-w", help="Seconds of untimed traffic before measuring."),
-     _ALL),
+     _BATCHED),
     ("transport", str, typer.Option("tcp", "--transport", metavar="tcp|quic|http", help="Client transport."),
      _ALL),
     ("server_address", Optional[str], typer.Option(
@@ -203,7 +212,7 @@ _FLAGS: tuple[tuple[str, Any, Any, frozenset[str]], ...] = (
                                         help="Do not delete the bench streams of --server-address at the end."),
      _ALL),
     ("shared_streams", bool, typer.Option(False, "--shared-streams",
-                                          help="Let actors share a stream without a partition each."), _ALL),
+                                          help="Let actors share a stream without a partition each."), _BATCHED),
     ("output_dir", Path, typer.Option(DEFAULT_OUTPUT_DIR, "--output-dir", help="Where the reports go."), _ALL),
     ("json_only", bool, typer.Option(False, "--json-only", help="Write the JSON report only (no HTML)."), _ALL),
     ("no_progress", bool, typer.Option(False, "--no-progress", help="No live progress display."), _ALL),
@@ -218,6 +227,8 @@ def _scenario_command(name: str) -> Callable[..., None]:
 
         defaults = {parameter: option.default for parameter, _, option, _ in _FLAGS}
         values = {**defaults, **flags}
+        if values["small_requests"]:
+            values.update(messages_per_batch=SMALL_REQUEST[0], message_size=SMALL_REQUEST[1])
         options = BenchOptions(
             producers=values["producers"], consumers=values["consumers"], streams=values["streams"],
             partitions=values["partitions"], consumer_groups=values["consumer_groups"],

@@ -13,7 +13,10 @@ batch round trip is recorded with the ``Recorder`` that ``recorder(kind)`` gives
 the table has the same figures (throughput over the whole run, p99 of the batch round trips) and
 the server's cost: the recorder samples the CPU of the server's process tree
 (``server_pids()``, ``rill.bench.cpu``) when the driver starts its clock and when it finishes,
-so connecting and creating topics are not counted. Clients run in
+so connecting and creating topics are not counted. A driver that can also measure the
+one-message round trip (``rill.bench.round_trip``: produce → a consumer tailing with a long poll)
+implements ``round_trip()``; it runs after ``consume()`` when ``Workload.round_trips`` asks for
+it, on the same server, from the end of what was published. Clients run in
 this process on uvloop; servers always run in their own processes.
 
 Fairness rules kept by every driver: the same message count and size, payload bytes counted
@@ -58,10 +61,11 @@ class Workload:
     message_size: int = 1000
     batch: int = 1000
     fsync: str = "interval"
+    round_trips: int = 0  # one-message round trips measured after consume (0: none)
 
     def __post_init__(self) -> None:
-        if self.messages < 1 or self.message_size < 1 or self.batch < 1:
-            raise ValueError("messages, message_size and batch must be positive")
+        if self.messages < 1 or self.message_size < 1 or self.batch < 1 or self.round_trips < 0:
+            raise ValueError("messages, message_size and batch must be positive, round_trips not negative")
         if self.fsync not in FSYNC_MODES:
             raise ValueError(f"fsync must be one of {', '.join(FSYNC_MODES)}, not {self.fsync!r}")
 
@@ -101,6 +105,11 @@ class Peer(abc.ABC):
     @abc.abstractmethod
     async def consume(self) -> ActorResult:
         """Read every published message back; one recorded round trip per batch."""
+
+    async def round_trip(self) -> ActorResult | None:
+        """``workload.round_trips`` one-message round trips (produce → tailing consumer), or
+        None when this driver has none."""
+        return None
 
     def _prepare(self, workdir: Path, client_module: str, client_hint: str,
                   binary: str | None, binary_hint: str) -> str:
