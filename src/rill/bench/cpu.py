@@ -138,9 +138,10 @@ class PhaseCost:
         self._begun: float | None = None
         self.seconds: float | None = None
 
-    def begin(self) -> None:
+    def begin(self, sampled: float | None = None) -> None:
+        """Measuring starts now (or it started when the meter read ``sampled``)."""
         if self.meter is not None:
-            self._begun = self.meter()
+            self._begun = self.meter() if sampled is None else sampled
 
     def end(self) -> None:
         if self.meter is not None and self._begun is not None:
@@ -149,3 +150,16 @@ class PhaseCost:
     @property
     def pids(self) -> list[int]:
         return [] if self.meter is None else list(self.meter.pids)
+
+
+class SampleInto:
+    """A barrier's action (picklable, it runs in whichever process arrives last): the meter's
+    reading, stored in a shared ``multiprocessing.Value("d")`` -- the start of a phase taken
+    before any party is released."""
+
+    def __init__(self, meter: CpuMeter, value: Any):
+        self.meter = meter
+        self.value = value
+
+    def __call__(self) -> None:
+        self.value.value = self.meter()

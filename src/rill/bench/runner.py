@@ -5,7 +5,8 @@ several cores, each with its own uvloop), shares with them the live counters and
 barrier (``rill.bench.actors.Shared``), shows the progress display while they run, tells
 consumers when every producer is done, and returns their ``ActorResult`` values. The parent
 takes part in the barrier (from a helper thread) so it knows when measuring begins; with a
-``cost`` (``rill.bench.cpu.PhaseCost``) it samples the server's CPU there and again once every
+``cost`` (``rill.bench.cpu.PhaseCost``) the server's CPU is sampled by the barrier's action
+(in the last party to arrive, before any is released: ``cpu.SampleInto``) and again once every
 actor has reported, so the phase's cost leaves out connecting, logging in and warming up.
 
 Failure handling: the first actor that fails stops the run -- the others are told to stop, the
@@ -24,7 +25,7 @@ from typing import Any
 
 from rill import errors
 from rill.bench.actors import ActorSpec, Shared, actor_main
-from rill.bench.cpu import PhaseCost
+from rill.bench.cpu import PhaseCost, SampleInto
 from rill.bench.progress import BenchProgress
 from rill.bench.results import ActorResult
 
@@ -44,9 +45,12 @@ def run_actors(specs: list[ActorSpec], *, title: str = "", duration: float | Non
     if not specs:
         return []
     context = multiprocessing.get_context("spawn")
+    started_cpu = context.Value("d", -1.0, lock=False)
+    metered = cost is not None and cost.meter is not None
     shared = Shared(
         counters=context.Array("q", len(specs), lock=False),
-        barrier=context.Barrier(len(specs) + 1),
+        barrier=context.Barrier(len(specs) + 1,
+                                action=SampleInto(cost.meter, started_cpu) if metered else None),
         producers_done=context.Event(),
         stop=context.Event(),
         results=context.Queue(),
@@ -64,8 +68,8 @@ def run_actors(specs: list[ActorSpec], *, title: str = "", duration: float | Non
     def wait_for_start() -> None:
         try:
             shared.barrier.wait()
-            if cost is not None:
-                cost.begin()
+            if metered:
+                cost.begin(started_cpu.value)
             measuring.set()
         except threading.BrokenBarrierError:
             pass
@@ -101,7 +105,7 @@ def run_actors(specs: list[ActorSpec], *, title: str = "", duration: float | Non
                         shown_start = True
                     display.update(_sums(specs, shared.counters))
             display.update(_sums(specs, shared.counters))
-        if cost is not None and not failures:
+        if metered and not failures:
             measuring.wait(JOIN_TIMEOUT)  # the barrier's thread has sampled the start
             cost.end()
     except BaseException:
