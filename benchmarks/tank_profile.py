@@ -57,11 +57,11 @@ def profile(messages: int, batch: int, size: int, phase: str, workdir: Path) -> 
     wrapper.chmod(0o755)
     server = RillServer(data_dir=workdir / "data", fsync="interval", transports=("tcp",), tank=True,
                         python=str(wrapper))
-    server.start()
     peer = RillTankPeer(Workload(max(messages, 1), size, batch))
-    peer.server, peer.port = server, int(server.addresses["tank"].rsplit(":", 1)[1])
     requests = 0
+    server.start()
     try:
+        peer.server, peer.port = server, int(server.addresses["tank"].rsplit(":", 1)[1])
         if not messages:
             time.sleep(1.0)  # the idle server settles as the loaded one did before its load
             return output, 0
