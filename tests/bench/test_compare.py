@@ -28,6 +28,9 @@ def _check_figures(figures: dict, messages: int = MESSAGES) -> None:
     assert figures["msg_per_s"] > 0 and figures["mb_per_s"] > 0
     assert 0 < figures["p50_ms"] <= figures["p99_ms"]
     assert figures["mb_per_s"] == pytest.approx(figures["msg_per_s"] * SIZE / 1e6, rel=1e-3)
+    # the server's cost over the phase: every target's processes are metered
+    assert figures["cpu_s"] > 0
+    assert figures["cpu_s_per_million"] == pytest.approx(figures["cpu_s"] / messages * 1e6, rel=1e-4)
 
 
 def test_compare_all_targets_both_fsync_modes(tmp_path):
@@ -43,7 +46,8 @@ def test_compare_all_targets_both_fsync_modes(tmp_path):
 
     assert report["workload"] == {"messages": MESSAGES, "message_size": SIZE, "batch": 1000,
                                   "fsync_modes": ["interval", "always"],
-                                  "targets": ["rill", "nats", "redis", "bare"], "rounds": 1}
+                                  "targets": ["rill", "nats", "redis", "bare"], "rounds": 1,
+                                  "round_trips": 0}
     rows = report["comparison"]
     assert [(row["target"], row["fsync"]) for row in rows] == [
         (target, fsync) for fsync in ("interval", "always") for target in ("rill", "nats", "redis", "bare")
@@ -252,4 +256,4 @@ def test_command_signature_matches_the_brief():
 
     parameters = inspect.signature(compare_command).parameters
     assert list(parameters) == ["messages", "message_size", "batch", "fsync", "peers",
-                                "output_dir", "rounds", "no_progress"]
+                                "output_dir", "rounds", "round_trips", "no_progress"]

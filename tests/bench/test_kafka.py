@@ -139,7 +139,7 @@ def _app() -> typer.Typer:
 
 
 def test_cli_kafka_smoke(tmp_path):
-    result = CliRunner().invoke(_app(), ["bench", "kafka", "--messages", "2000", "--peers", "rill,rill-kafka",
+    result = CliRunner().invoke(_app(), ["bench", "kafka", "--messages", "2000", "--peers", "rill,rill-kafka", "--round-trips", "20",
                                          "--output-dir", str(tmp_path), "--no-progress"])
     assert result.exit_code == 0, result.output
     assert "Kafka protocol" in result.output and "rill-kafka ÷ rill (Iggy listener)" in result.output

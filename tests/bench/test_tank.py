@@ -46,7 +46,7 @@ def test_iggy_and_tank_listeners_in_one_run(tmp_path):
 def test_the_command_line(tmp_path):
     app = typer.Typer()
     register(app)
-    result = CliRunner().invoke(app, ["tank", "--messages", "2000", "--no-progress",
+    result = CliRunner().invoke(app, ["tank", "--messages", "2000", "--round-trips", "20", "--no-progress",
                                       "--output-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "tank.json").exists()

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rill.bench.compare_report import CLIENTS, PHASES, finish_report
+from rill.bench.cpu import cost_figures
 from rill.bench.machine import measure_machine
 from rill.bench.peers import (
     FSYNC_MODES,
@@ -71,8 +72,10 @@ class CompareError(ValueError):
 
 def check_options(
     messages: int, message_size: int, batch: int, fsync_modes: tuple[str, ...] | list[str],
-    peers: tuple[str, ...] | list[str], rounds: int = 1,
+    peers: tuple[str, ...] | list[str], rounds: int = 1, round_trips: int = 0,
 ) -> None:
+    if not isinstance(round_trips, int) or isinstance(round_trips, bool) or round_trips < 0:
+        raise CompareError(f"round trips must be zero or a positive whole number (got {round_trips!r})")
     for name, value in (("messages", messages), ("message size", message_size), ("batch", batch),
                         ("rounds", rounds)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -94,8 +97,9 @@ def check_options(
 # --- running one target -----------------------------------------------------------------------
 
 
-def _run_rill(workload: Workload, workdir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """rill's publish and consume scenarios against one server it starts with this fsync."""
+def _run_rill(workload: Workload, workdir: Path) -> dict[str, dict[str, Any]]:
+    """rill's publish and consume scenarios against one server it starts with this fsync (and
+    the one-message round trips over Iggy, when the workload asks for them)."""
     try:
         from rill.bench.options import BenchOptions
         from rill.bench.scenarios import run_scenario
@@ -114,31 +118,54 @@ def _run_rill(workload: Workload, workdir: Path) -> tuple[dict[str, Any], dict[s
             messages_per_batch=batch, message_size=workload.message_size,
             batches=math.ceil(workload.messages / batch), transport="tcp",
             server_address=server.addresses["tcp"], fsync=workload.fsync,
-            cleanup=False, progress=False,
+            cleanup=False, progress=False, server_pid=server.pid,
         )
-        publish = run_scenario("send", options)
-        consume = run_scenario("poll", options)
-        return publish, consume
+        phases = {"publish": run_scenario("send", options), "consume": run_scenario("poll", options)}
+        if workload.round_trips:
+            phases["round_trip"] = _rill_round_trip(workload, options, server)
+        return phases
     finally:
         server.stop()
 
 
-def _run_peer(peer: Peer, workdir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+def _rill_round_trip(workload: Workload, options: Any, server: Any) -> dict[str, Any]:
+    from rill.bench.cpu import CpuMeter
+    from rill.bench.results import Recorder
+    from rill.bench.round_trip import iggy_round_trips
+
+    recorder = Recorder("rill-round-trip", "producer", cpu=CpuMeter([server.pid]))
+    result = run_async(lambda: iggy_round_trips(
+        server.addresses["tcp"], options.stream_ids()[0], 1, workload.round_trips,
+        workload.message_size, recorder))
+    return scenario_report("round-trip", {**workload.to_dict(), "messages_per_batch": 1,
+                                          "server": server.describe()},
+                           [result], target="rill", server_pids=[server.pid])
+
+
+def _run_peer(peer: Peer, workdir: Path) -> dict[str, dict[str, Any]]:
     peer.start(workdir)
     try:
+        pids = peer.server_pids()
         producer = run_async(peer.publish)
         consumer = run_async(peer.consume)
+        trips = run_async(peer.round_trip) if peer.workload.round_trips else None
         options = {**peer.workload.to_dict(), **peer.describe()}
     finally:
         peer.stop()
-    return (
-        scenario_report("send", options, [producer], target=peer.name),
-        scenario_report("poll", options, [consumer], target=peer.name),
-    )
+    phases = {
+        "publish": scenario_report("send", options, [producer], target=peer.name, server_pids=pids),
+        "consume": scenario_report("poll", options, [consumer], target=peer.name, server_pids=pids),
+    }
+    if trips is not None:
+        phases["round_trip"] = scenario_report("round-trip", {**options, "messages_per_batch": 1},
+                                               [trips], target=peer.name, server_pids=pids)
+    return phases
 
 
-def run_target(target: str, workload: Workload, workdir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(publish scenario, consume scenario) of one target; PeerUnavailable when it cannot run."""
+def run_target(target: str, workload: Workload, workdir: Path) -> dict[str, dict[str, Any]]:
+    """The scenarios of one target by phase (``publish``, ``consume``, and ``round_trip`` when
+    the workload asks for round trips and the target has them); PeerUnavailable when it
+    cannot run."""
     if target == "rill":
         return _run_rill(workload, workdir)
     return _run_peer(peer_classes()[target](workload), workdir)
@@ -149,11 +176,16 @@ def run_target(target: str, workload: Workload, workdir: Path) -> tuple[dict[str
 
 def _figures(scenario: dict[str, Any], kind: str, message_size: int) -> dict[str, Any] | None:
     """The row's figures. MB/s counts payload bytes for every target alike (rill's own reports
-    count the bytes of the encoded messages: kept as ``reported_mb_per_s``)."""
+    count the bytes of the encoded messages: kept as ``reported_mb_per_s``); the server's cost
+    (``cpu_s``, ``cpu_s_per_million``, ``cpu_s_per_gb``: None when it was not measured) counts
+    every server process the target started, over the measured phase only."""
     overall = scenario.get("overall", {}).get(kind)
     if not overall:
         return None
+    messages = overall["messages"]
+    cpu = (scenario.get("server_cpu") or {}).get("cpu_s")
     return {
+        **cost_figures(cpu, messages, messages * message_size),
         "messages": overall["messages"],
         "seconds": overall["seconds"],
         "msg_per_s": overall["msg_per_s"],
@@ -161,6 +193,7 @@ def _figures(scenario: dict[str, Any], kind: str, message_size: int) -> dict[str
         "reported_mb_per_s": overall["mb_per_s"],
         "p50_ms": overall["latency_ms"]["p50"],
         "p99_ms": overall["latency_ms"]["p99"],
+        "max_ms": overall["latency_ms"]["max"],
     }
 
 
@@ -179,22 +212,25 @@ def run_compare(
     machine: bool = True,
     report_name: str = "compare",
     rounds: int = 1,
+    round_trips: int = 0,
 ) -> dict[str, Any]:
     """Run the workload against every target for every fsync mode (``rounds`` times,
     interleaved: see the module doc), then (``machine``) measure the machine alone; print the
     tables (rich) and, with ``output_dir``, write ``<report_name>.json`` and
-    ``<report_name>.html`` there. Returns the report."""
+    ``<report_name>.html`` there. With ``round_trips``, every target that has a round-trip
+    driver then measures that many one-message round trips (produce → tailing consumer,
+    ``rill.bench.round_trip``) on the same server. Returns the report."""
     fsync_modes, peers = tuple(fsync_modes), tuple(dict.fromkeys(peers))
-    check_options(messages, message_size, batch, fsync_modes, peers, rounds)
+    check_options(messages, message_size, batch, fsync_modes, peers, rounds, round_trips)
     batch = min(batch, messages)
     say = _progress(console, progress)
     report = new_report(f"rill bench {report_name}")
     report["workload"] = {"messages": messages, "message_size": message_size, "batch": batch,
                           "fsync_modes": list(fsync_modes), "targets": list(peers),
-                          "rounds": rounds}
+                          "rounds": rounds, "round_trips": round_trips}
     comparison: list[dict[str, Any]] = []
     for fsync in fsync_modes:
-        workload = Workload(messages, message_size, batch, fsync)
+        workload = Workload(messages, message_size, batch, fsync, round_trips)
         measured: dict[str, list[dict[str, Any]]] = {target: [] for target in peers}
         for number in range(1, rounds + 1):
             round_name = f" · round {number} of {rounds}" if rounds > 1 else ""
@@ -219,11 +255,12 @@ def run_compare(
 def _measure(target: str, workload: Workload, report: dict[str, Any], say: Progress,
              round_name: str = "") -> dict[str, Any]:
     row: dict[str, Any] = {"target": target, "fsync": workload.fsync, "client": CLIENTS[target],
-                           "status": "ok", "reason": None, "publish": None, "consume": None}
+                           "status": "ok", "reason": None, "publish": None, "consume": None,
+                           "round_trip": None}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix=f"rill-compare-{target}-") as workdir:
         try:
-            publish, consume = run_target(target, workload, Path(workdir))
+            phases = run_target(target, workload, Path(workdir))
         except PeerUnavailable as unavailable:
             row.update(status="not available", reason=unavailable.reason)
         except Exception as error:  # a peer that broke mid-run is a row too, never dropped
@@ -231,19 +268,23 @@ def _measure(target: str, workload: Workload, report: dict[str, Any], say: Progr
     if row["status"] != "ok":
         say(f"  {target}: {row['status']}: {row['reason']}")
         return row
-    for phase, scenario in (("publish", publish), ("consume", consume)):
+    for phase, scenario in phases.items():
         scenario["target"] = target
         scenario["fsync"] = workload.fsync
-        scenario["phase"] = phase
-        scenario["label"] = f"{target} · fsync {workload.fsync} · {phase}{round_name}"
+        scenario["phase"] = phase.replace("_", "-")
+        scenario["label"] = f"{target} · fsync {workload.fsync} · {phase.replace('_', ' ')}{round_name}"
         report["scenarios"].append(scenario)
-    row["publish"] = _figures(publish, "producers", workload.message_size)
-    row["consume"] = _figures(consume, "consumers", workload.message_size)
+    row["publish"] = _figures(phases["publish"], "producers", workload.message_size)
+    row["consume"] = _figures(phases["consume"], "consumers", workload.message_size)
+    if "round_trip" in phases:
+        row["round_trip"] = _figures(phases["round_trip"], "producers", workload.message_size)
     if row["publish"] is None or row["consume"] is None:
         row.update(status="failed", reason="the run reported no producer or consumer figures")
     else:
+        trips = row["round_trip"]
+        trip_words = f", round trip p50 {trips['p50_ms']:.3f} ms" if trips else ""
         say(f"  {target}: publish {row['publish']['msg_per_s']:,.0f} msg/s, consume "
-            f"{row['consume']['msg_per_s']:,.0f} msg/s ({time.perf_counter() - started:.1f} s)")
+            f"{row['consume']['msg_per_s']:,.0f} msg/s{trip_words} ({time.perf_counter() - started:.1f} s)")
     return row
 
 
@@ -256,11 +297,21 @@ def median_row(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     for number, row in enumerate(rounds, 1):
         if row["status"] != "ok":
             return {**row, "reason": f"round {number}: {row['reason']}"}
-    row = {**rounds[0], "rounds": [{phase: one[phase] for phase in PHASES} for one in rounds]}
-    for phase in PHASES:
-        row[phase] = {figure: statistics.median(one[phase][figure] for one in rounds)
+    phases = [*PHASES, *(["round_trip"] if all(one.get("round_trip") for one in rounds) else [])]
+    row = {**rounds[0], "rounds": [{phase: one.get(phase) for phase in (*PHASES, "round_trip")}
+                                   for one in rounds]}
+    for phase in phases:
+        row[phase] = {figure: _median([one[phase][figure] for one in rounds])
                       for figure in rounds[0][phase]}
+    if len(phases) == len(PHASES):
+        row["round_trip"] = None
     return row
+
+
+def _median(values: list[Any]) -> Any:
+    """The median of the rounds that have the figure (a cost not measured is None)."""
+    known = [value for value in values if value is not None]
+    return statistics.median(known) if known else None
 
 
 def _progress(console: Any, enabled: bool) -> Progress:

@@ -27,6 +27,18 @@ Likewise a ``rill-tank`` row (rill's TANK listener, ``rill bench tank``): ``tank
 conclusion with rill-tank ÷ rill (the Iggy listener), msg/s publish and consume, against issue
 14's floor ``TANK_FLOORS["rill"]``; structured as ``tank``.
 
+Cost: every row's phases carry the server's CPU seconds (user + system, every process of the
+target, over the measured phase: ``rill.bench.cpu``) per million messages and per GB of payload;
+``row_cost`` adds publish and consume (what moving a message through the server costs). The
+conclusion, the Kafka and the TANK tables each have a CPU-cost ratio column (rill ÷ target, or
+the protocol row ÷ its base: below 1 rill spent less CPU per message); "not measured" when a
+side has no figure (an existing server, or no ``/proc``).
+
+Round trips (``compare.run_compare(round_trips=N)``): each target that has a round-trip driver
+adds ``round_trip`` figures to its row (one message, produce → a consumer tailing with a long
+poll: p50 / p99 of N round trips, the server's CPU per million of them); ``round_trip_table``
+puts them in the conclusion, each with its ÷ rill (Iggy) p50, structured as ``round_trip``.
+
 A run of several rounds (``compare.median_row``) has rows of medians: its ratios are ratios of
 the medians, every table says so in a note, and the Kafka and TANK entries also keep each
 round's own ratio (``rounds``), whose range their cells' titles show.
@@ -77,21 +89,26 @@ KAFKA_PAIRS = (("rill-kafka-wire", "rill"), ("rill-kafka", "rill"),
 # issue 13: the Kafka path ≥ 0.70 × the Iggy path; rill with confluent-kafka ≥ 2 × tansu (MB/s)
 KAFKA_FLOORS = {("rill-kafka-wire", "rill"): 0.70, ("rill-kafka", "tansu"): 2.0}
 KAFKA_COLUMNS = ["ratio", "fsync", "publish MB/s ratio", "consume MB/s ratio", "floor",
-                 "publish meets floor", "consume meets floor"]
+                 "publish meets floor", "consume meets floor",
+                 "server CPU-s / M msg ratio (lower = less CPU)"]
 TANK_FLOORS = {"rill": 0.60}  # issue 14: the TANK path ≥ 60% of the Iggy path's msg/s
 TANK_COLUMNS = ["rill-tank ÷", "fsync", "publish msg/s ratio", "consume msg/s ratio", "floor",
-                "publish meets floor", "consume meets floor"]
+                "publish meets floor", "consume meets floor",
+                "server CPU-s / M msg ratio (lower = less CPU)"]
 FSYNC_NAMES = {"interval": "every second", "always": "always"}
 COLUMNS = [
     "target", "fsync", "client",
     "publish msg/s", "publish MB/s", "publish p99 ms",
     "consume msg/s", "consume MB/s", "consume p99 ms",
+    "publish server CPU-s / M msg", "consume server CPU-s / M msg",
+    "server CPU-s / GB (publish + consume)",
     "rill ÷ target (publish msg/s)", "rill ÷ target (consume msg/s)",
 ]
+COST_WORDS = "server CPU-s per million msg, publish + consume"
 SUMMARY_COLUMNS = ["target", "fsync"] + [
     f"{phase} {words} ({'higher' if higher else 'lower'} = rill better)"
     for phase in PHASES for _, words, higher in RATIO_FIGURES
-]
+] + [f"{COST_WORDS} (lower = rill better)"]
 MACHINE_COLUMNS = ["machine capability", "fsync", "how", "MB/s",
                    "rill publish MB/s ÷ it", "rill consume MB/s ÷ it"]
 
@@ -110,6 +127,27 @@ def ratio_cell(value: float | None, higher_is_better: bool | None, title: str = 
         return "n/a"
     good = None if value == 1 or higher_is_better is None else (value > 1) == higher_is_better
     return {"ratio": value, "text": f"{value:.3g}{suffix}", "good": good, "title": title}
+
+
+def row_cost(row: dict[str, Any] | None, figure: str = "cpu_s_per_million") -> float | None:
+    """The server's CPU per million messages (or per GB: ``cpu_s_per_gb``) to publish and then
+    consume, publish's plus consume's; None when the row did not run or was not metered."""
+    if row is None or row.get("status") != "ok":
+        return None
+    values = [(row.get(phase) or {}).get(figure) for phase in PHASES]
+    if any(value is None for value in values):
+        return None
+    return round(sum(values), 4)
+
+
+def cost_ratio(row: dict[str, Any] | None, base: dict[str, Any] | None) -> float | None:
+    """``row``'s CPU per million messages ÷ ``base``'s (publish + consume)."""
+    return ratio(row_cost(row), row_cost(base))
+
+
+def cost_cell(value: float | None, title: str) -> Any:
+    """A CPU-cost ratio cell: below 1 the first side spent less CPU per message (good)."""
+    return "not measured" if value is None else ratio_cell(value, False, title)
 
 
 def round_ratios(row: dict[str, Any] | None, base: dict[str, Any] | None,
@@ -142,6 +180,9 @@ def add_ratios(comparison: list[dict[str, Any]]) -> None:
     for row in comparison:
         rill = rill_rows.get(row["fsync"])
         ok = row["status"] == "ok" and rill is not None and row["target"] != "rill"
+        row["cpu_s_per_million"] = row_cost(row)
+        row["cpu_s_per_gb"] = row_cost(row, "cpu_s_per_gb")
+        row["rill_cost_ratio"] = cost_ratio(rill, row) if ok else None
         row["rill_ratio"] = {
             phase: {figure: ratio(rill[phase].get(figure), row[phase].get(figure))
                     for figure, _, _ in RATIO_FIGURES} if ok else None
@@ -189,6 +230,8 @@ def summary_tables(comparison: list[dict[str, Any]], fractions: list[dict[str, A
             for figure, words, higher in RATIO_FIGURES:
                 title = f"rill ÷ {NAMES[row['target']]}, {phase} {words}, fsync {FSYNC_NAMES[row['fsync']]}"
                 head.append(ratio_cell(ratios[phase][figure], higher, title))
+        head.append(cost_cell(row.get("rill_cost_ratio"),
+                              f"rill ÷ {NAMES[row['target']]}, {COST_WORDS}, fsync {FSYNC_NAMES[row['fsync']]}"))
         rows.append(head)
     tables = [{
         "title": "Conclusion: rill ÷ each target",
@@ -198,6 +241,9 @@ def summary_tables(comparison: list[dict[str, Any]], fractions: list[dict[str, A
             "Each cell is rill's figure divided by the target's, on the same fsync mode. "
             "Throughput (msg/s): above 1× rill moved more. Latency (batch round trip, p50 / p99): "
             "below 1× rill answered sooner. On the page, green: rill better; red: the target better.",
+            "Server CPU: the CPU seconds (user + system) of every process of each server over its "
+            "measured publish and consume phases, per million messages; below 1× rill spent less "
+            "CPU per message.",
         ],
     }]
     if fractions:
@@ -253,6 +299,9 @@ def comparison_table(comparison: list[dict[str, Any]], workload: dict[str, Any])
             figures = row[phase]
             cells += [round(figures["msg_per_s"]), round(figures["mb_per_s"], 1), figures["p99_ms"]]
         for phase in PHASES:
+            cells.append(_cost(row[phase].get("cpu_s_per_million")))
+        cells.append(_cost(row_cost(row, "cpu_s_per_gb")))
+        for phase in PHASES:
             ratios = row["rill_ratio"][phase]
             cells.append("—" if row["target"] == "rill" else
                          "n/a" if ratios is None or ratios["msg_per_s"] is None else f"{ratios['msg_per_s']:.2f}×")
@@ -273,11 +322,19 @@ def comparison_table(comparison: list[dict[str, Any]], workload: dict[str, Any])
             "trips (one send / pipeline / publish_async batch, one poll / XRANGE / fetch).",
             "clients (Python, uvloop): "
             + "; ".join(f"{name}: {text}" for name, text in CLIENTS.items()) + ".",
+            "server CPU-s: user + system seconds of every process of the server (rill, or the "
+            "peer's broker and its children) from the first to the last round trip of the phase "
+            "(connecting, creating topics and starting the server are not counted), per million "
+            "messages and per GB (10^9 bytes) of payload; \"not measured\" without /proc.",
             "rill ÷ target compares msg/s on the same fsync mode. The bare row is a minimal "
             "Python server that only appends frames to a file (and streams the file back) with "
             "no per-message work: a reference point, not a limit (rill can beat it).",
         ],
     }
+
+
+def _cost(value: float | None) -> Any:
+    return "not measured" if value is None else value
 
 
 def _comparison_title(comparison: list[dict[str, Any]]) -> str:
@@ -333,6 +390,7 @@ def kafka_ratios(comparison: list[dict[str, Any]]) -> list[dict[str, Any]]:
             floor = KAFKA_FLOORS.get((target, other))
             entries.append({
                 "target": target, "against": other, "fsync": fsync, "floor": floor, **ratios,
+                "cpu_s_per_million": cost_ratio(kafka, base),
                 "meets": {phase: None if floor is None or ratios[phase] is None else ratios[phase] >= floor
                           for phase in PHASES},
                 "rounds": round_ratios(kafka, base, "mb_per_s"),
@@ -356,6 +414,8 @@ def kafka_table(entries: list[dict[str, Any]]) -> dict[str, Any]:
         for phase in PHASES:
             meets = entry["meets"][phase]
             cells.append("—" if floor is None else "not measured" if meets is None else "yes" if meets else "no")
+        cells.append(cost_cell(entry.get("cpu_s_per_million"),
+                               f"{label}, {COST_WORDS}, fsync {FSYNC_NAMES[entry['fsync']]}"))
         rows.append(cells)
     return {
         "title": "Kafka protocol: rill's Kafka listener ÷ rill's Iggy listener and ÷ Kafka peers",
@@ -400,6 +460,7 @@ def tank_ratios(comparison: list[dict[str, Any]]) -> list[dict[str, Any]]:
                   ratio(tank[phase]["msg_per_s"], base[phase]["msg_per_s"]) for phase in PHASES}
         floor = TANK_FLOORS["rill"]
         entries.append({"against": "rill", "fsync": fsync, "floor": floor, **ratios,
+                        "cpu_s_per_million": cost_ratio(tank, base),
                         "meets": {phase: None if ratios[phase] is None else ratios[phase] >= floor
                                   for phase in PHASES},
                         "rounds": round_ratios(tank, base, "msg_per_s")})
@@ -418,6 +479,8 @@ def tank_table(entries: list[dict[str, Any]]) -> dict[str, Any]:
         for phase in PHASES:
             meets = entry["meets"][phase]
             cells.append("not measured" if meets is None else "yes" if meets else "no")
+        cells.append(cost_cell(entry.get("cpu_s_per_million"),
+                               f"rill-tank ÷ rill, {COST_WORDS}, fsync {FSYNC_NAMES[entry['fsync']]}"))
         rows.append(cells)
     return {
         "title": "TANK protocol: rill's TANK listener ÷ rill's Iggy listener",
@@ -427,8 +490,59 @@ def tank_table(entries: list[dict[str, Any]]) -> dict[str, Any]:
             "msg/s, same workload and fsync mode, measured in this run; both rows use rill's own "
             "clients (TankClient for TANK; send, poll for Iggy).",
             "Floor (issue 14): the TANK path ≥ 0.60 × the Iggy path's msg/s, both directions.",
+            "Server CPU ratio: rill-tank's server CPU seconds per million messages (publish + "
+            "consume) ÷ the Iggy listener's; below 1× the TANK path spent less CPU per message.",
         ],
     }
+
+
+ROUND_TRIP_COLUMNS = ["target", "fsync", "round trips", "p50 ms", "p99 ms", "max ms",
+                      "server CPU-s / M msg", "p50 ÷ rill (Iggy) p50"]
+
+
+def round_trip_entries(comparison: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every row that measured round trips: its figures and its p50 ÷ rill's (Iggy) on the same
+    fsync mode (None when rill did not measure them)."""
+    rill = {row["fsync"]: row["round_trip"] for row in comparison
+            if row["target"] == "rill" and row["status"] == "ok" and row.get("round_trip")}
+    entries = []
+    for row in comparison:
+        trips = row.get("round_trip") if row["status"] == "ok" else None
+        if not trips:
+            continue
+        base = rill.get(row["fsync"])
+        entries.append({"target": row["target"], "fsync": row["fsync"], **trips,
+                        "p50_vs_rill": None if base is None or row["target"] == "rill"
+                        else ratio(trips["p50_ms"], base["p50_ms"])})
+    return entries
+
+
+def round_trip_table(entries: list[dict[str, Any]], targets_without: list[str]) -> dict[str, Any]:
+    """The one-message round trip of every target that has one."""
+    rows: list[list[Any]] = []
+    for entry in entries:
+        versus = entry["p50_vs_rill"]
+        rows.append([NAMES[entry["target"]], FSYNC_NAMES[entry["fsync"]], entry["messages"],
+                     entry["p50_ms"], entry["p99_ms"], entry.get("max_ms"),
+                     _cost(entry.get("cpu_s_per_million")),
+                     "—" if versus is None else ratio_cell(
+                         versus, False, f"{NAMES[entry['target']]} round trip p50 ÷ rill's (Iggy)")])
+    notes = [
+        "One message at a time: a producer sends it and waits for the acknowledgement while a "
+        "consumer on its own connection long-polls at the tail; a round trip is from the "
+        "produce's start to the consumer's receipt, the next message is sent once it arrived. "
+        "Both clients are Python (uvloop) in one process, after untimed warm-up round trips.",
+        "How each protocol tails: Iggy (rill): WAIT_FOR_MESSAGES (rill's long poll, 1030) then a "
+        "POLL of the message, two requests; Kafka (rill-kafka-wire): Fetch with max_wait_ms and "
+        "min_bytes 1; TANK: Consume with max_wait_ms and min_bytes 1.",
+        "server CPU-s / M msg: the server's CPU over the round trips, per million of them.",
+    ]
+    if targets_without:
+        notes.append("No round-trip driver: " + ", ".join(NAMES[target] for target in targets_without)
+                     + " (tansu answers a Fetch at the tail only when max_wait_ms has passed, "
+                     "noida-db has no long poll; NATS and Redis are not driven here).")
+    return {"title": "One message: produce → tailing consumer (round trip)",
+            "columns": ROUND_TRIP_COLUMNS, "rows": rows, "notes": notes}
 
 
 def finish_report(report: dict[str, Any], comparison: list[dict[str, Any]],
@@ -447,6 +561,12 @@ def finish_report(report: dict[str, Any], comparison: list[dict[str, Any]],
     if tank:
         report["tank"] = tank
         report["summary"].insert(0, tank_table(tank))
+    if report["workload"].get("round_trips"):
+        trips = round_trip_entries(comparison)
+        report["round_trip"] = trips
+        without = [target for target in dict.fromkeys(row["target"] for row in comparison if row["status"] == "ok")
+                   if not any(entry["target"] == target for entry in trips)]
+        report["summary"].insert(0, round_trip_table(trips, without))
     report["bars"].append(throughput_bars(comparison))
     report["tables"].append(comparison_table(comparison, report["workload"]))
     rounds = report["workload"].get("rounds", 1)

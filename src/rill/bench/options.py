@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-SCENARIOS = ("send", "poll", "send-and-poll", "consumer-group-poll")
+SCENARIOS = ("send", "poll", "send-and-poll", "consumer-group-poll", "round-trip")
 TRANSPORTS = ("tcp", "quic", "http")
 FSYNC_POLICIES = ("never", "interval", "always")
 MAX_STREAM_ID = 0xFFFF_FFFF
@@ -63,6 +63,8 @@ class BenchOptions:
     ca_file: str | None = None  # trust this certificate (QUIC); a server the tool starts: its own
     verify_certificate: bool = True  # False: accept any certificate (--insecure)
     target: str = "rill"  # what the report says was measured (``rill bench compare`` names peers)
+    server_pid: int | None = None  # the process of ``server_address``, to meter its CPU (a server
+    # the tool starts is metered anyway)
 
     # -- derived --------------------------------------------------------------------------------
 
@@ -177,8 +179,16 @@ def validate(scenario: str, options: BenchOptions) -> None:
                            "the server refuses request bodies over 2 MB and JSON grows payloads by a third")
     if options.transport == "quic" and options.messages_per_batch * (options.message_size + 24) > 9_900_000:
         raise OptionsError("over quic a batch must stay under 10 MB (--messages-per-batch × --message-size)")
+    if options.server_pid is not None and (not isinstance(options.server_pid, int) or options.server_pid < 1):
+        raise OptionsError(f"--server-pid must be a process id (got {options.server_pid!r})")
     if options.request_timeout <= 0:
         raise OptionsError("request timeout must be positive")
+    if scenario == "round-trip":
+        if options.duration is not None:
+            raise OptionsError("round-trip counts round trips: give --batches (one message each), not --duration")
+        if options.transport == "http":
+            raise OptionsError("round-trip needs --transport tcp or quic: the HTTP API has no long poll")
+        return
     producers, consumers = actors_of(scenario, options)
     if scenario == "consumer-group-poll":
         if options.transport == "http":

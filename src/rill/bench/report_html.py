@@ -6,7 +6,8 @@ when it has one — its "summary" tables (a ratio cell, ``{"ratio", "text", "goo
 shows as ``td.ratio``, green when ``good``, red when not) and its "bars" (grouped bar charts) —
 so it is read without scrolling on a 1280 × 800 screen; then the machine; for each scenario a
 summary table (each kind overall, then every actor: MB/s, msg/s, latency p50/p90/p99/p99.9,
-average and maximum), a throughput-over-time chart (the "timeline" of each kind) and a latency
+average and maximum), the server's cost when the run metered it ("server_cpu": CPU seconds,
+per million messages, per GB of payload), a throughput-over-time chart (the "timeline" of each kind) and a latency
 distribution chart per kind (its "latency_histogram", log-spaced bins, percentile markers).
 The summaries come before the runs: every entry of "tables" (with its notes), then of "curves"
 (an x/y line chart, one line per series), then the scenarios. Reports from other tools that follow the same shape render too; missing keys are
@@ -35,6 +36,8 @@ OPTION_LABELS = (
     ("batches", "batches/actor"), ("duration", "duration (s)"), ("warmup", "warm-up (s)"),
     ("fsync", "fsync"), ("server", "server"),
 )
+COST_COLUMNS = ("server CPU-s (user + system)", "CPU-s per million messages", "CPU-s per GB of payload",
+                "messages counted", "server processes")
 MAX_ACTOR_LINES = 8  # the timeline chart draws each actor too when there are at most this many
 
 STYLE = """
@@ -149,6 +152,7 @@ def _scenario(index: int, scenario: dict[str, Any]) -> str:
     for actor in actors:
         rows.append(("", _summary_row(actor.get("actor", "?"), actor.get("kind", ""), actor)))
     parts.append(_table(SUMMARY_COLUMNS, rows, "summary"))
+    parts.append(_cost(scenario.get("server_cpu")))
     parts.append('<div class="charts">')
     timeline: dict[str, list[list[float]]] = {}
     for kind, summary in overall.items():
@@ -168,6 +172,18 @@ def _scenario(index: int, scenario: dict[str, Any]) -> str:
         ))
     parts.append("</div></section>")
     return "\n".join(parts)
+
+
+def _cost(cost: dict[str, Any] | None) -> str:
+    """The server's cost over the run's measured phase (words when it was not measured)."""
+    if not cost:
+        return ""
+    if not cost.get("measured"):
+        return ('<p class="note">server CPU: not measured (a server the bench did not start and '
+                "no --server-pid, or no /proc)</p>")
+    row = [cost.get("cpu_s"), cost.get("cpu_s_per_million"), cost.get("cpu_s_per_gb"),
+           cost.get("messages"), ", ".join(str(pid) for pid in cost.get("pids") or []) or "—"]
+    return _table(COST_COLUMNS, [("", row)], "cost")
 
 
 def _extra_table(index: int, table: dict[str, Any], prefix: str = "table", css_class: str = "") -> str:

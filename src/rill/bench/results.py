@@ -24,7 +24,9 @@ import time
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
+
+from rill.bench.cpu import cost_figures
 
 PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p999", 99.9))
 DEFAULT_BUCKET_SECONDS = 0.25
@@ -45,6 +47,7 @@ class ActorResult:
     # bucket start (time.time(), a multiple of bucket_seconds) -> [messages, bytes]
     timeline: dict[float, list[int]] = field(default_factory=dict)
     bucket_seconds: float = DEFAULT_BUCKET_SECONDS
+    server_cpu_seconds: float | None = None  # the server's CPU over this actor's run, when metered
 
     @property
     def ended_at(self) -> float:
@@ -74,6 +77,7 @@ class ActorResult:
             "latencies_us": self.latencies_us.tobytes(),
             "timeline": [[start, counts[0], counts[1]] for start, counts in self.timeline.items()],
             "bucket_seconds": self.bucket_seconds,
+            "server_cpu_seconds": self.server_cpu_seconds,
         }
 
     @classmethod
@@ -84,15 +88,21 @@ class ActorResult:
             data["actor"], data["kind"], data["started_at"], data["seconds"], data["messages"],
             data["bytes"], latencies,
             {start: [messages, size] for start, messages, size in data["timeline"]},
-            data["bucket_seconds"],
+            data["bucket_seconds"], data.get("server_cpu_seconds"),
         )
 
 
 class Recorder:
-    """Records one actor's batches. ``start()``, then ``record()`` after each round trip."""
+    """Records one actor's batches. ``start()``, then ``record()`` after each round trip.
+    With ``cpu`` (a ``rill.bench.cpu.CpuMeter`` of the server) it is sampled at ``start()`` and
+    at ``finish()``: the result's ``server_cpu_seconds`` (a driver in the client's process
+    measures the phase it runs)."""
 
-    def __init__(self, actor: str, kind: str, bucket_seconds: float = DEFAULT_BUCKET_SECONDS):
+    def __init__(self, actor: str, kind: str, bucket_seconds: float = DEFAULT_BUCKET_SECONDS,
+                 cpu: Callable[[], float] | None = None):
         self.actor = actor
+        self.cpu = cpu if cpu else None
+        self._cpu_started = 0.0
         self.kind = kind
         self.bucket_seconds = bucket_seconds
         self.messages = 0
@@ -103,6 +113,8 @@ class Recorder:
         self._started = 0.0
 
     def start(self) -> None:
+        if self.cpu is not None:
+            self._cpu_started = self.cpu()
         self._started_wall = time.time()
         self._started = time.perf_counter()
 
@@ -124,9 +136,11 @@ class Recorder:
         return time.perf_counter() - self._started
 
     def finish(self) -> ActorResult:
+        elapsed = self.elapsed()
+        cpu = None if self.cpu is None else self.cpu() - self._cpu_started
         return ActorResult(
-            self.actor, self.kind, self._started_wall, self.elapsed(), self.messages,
-            self.bytes, self.latencies_us, self.timeline, self.bucket_seconds,
+            self.actor, self.kind, self._started_wall, elapsed, self.messages,
+            self.bytes, self.latencies_us, self.timeline, self.bucket_seconds, cpu,
         )
 
 
@@ -207,10 +221,27 @@ def _kind_summary(actors: list[ActorResult], origin: float) -> dict[str, Any]:
     }
 
 
+def server_cost(cpu_seconds: float | None, overall: dict[str, Any], message_size: int | None,
+                pids: list[int] | None = None) -> dict[str, Any]:
+    """The server's cost over a measured phase: its CPU seconds (user + system), per million
+    messages and per GB of payload. The messages are the producers' when the phase has
+    producers (each is written once, and read by whoever reads it), else the consumers';
+    payload bytes are messages × ``message_size``."""
+    kind = overall.get("producers") or overall.get("consumers") or {}
+    messages = kind.get("messages", 0)
+    return {**cost_figures(cpu_seconds, messages, messages * (message_size or 0)),
+            "messages": messages, "measured": cpu_seconds is not None, "pids": pids or []}
+
+
 def scenario_report(
-    scenario: str, options: dict[str, Any], actors: list[ActorResult], target: str = "rill"
+    scenario: str, options: dict[str, Any], actors: list[ActorResult], target: str = "rill",
+    server_cpu: float | None = None, server_pids: list[int] | None = None,
 ) -> dict[str, Any]:
-    """JSON-ready result of one run: options, overall per kind, and every actor."""
+    """JSON-ready result of one run: options, overall per kind, every actor, and the server's
+    cost (``server_cpu``: its CPU seconds over the measured phase, None when not measured;
+    with a single metered actor, that actor's)."""
+    if server_cpu is None and len(actors) == 1:
+        server_cpu = actors[0].server_cpu_seconds
     origin = min((actor.started_at for actor in actors), default=0.0)
     overall = {}
     for kind in ("producer", "consumer"):
@@ -222,6 +253,7 @@ def scenario_report(
         "target": target,
         "options": options,
         "overall": overall,
+        "server_cpu": server_cost(server_cpu, overall, options.get("message_size"), server_pids),
         "actors": [
             {**actor.summary(), "timeline": _merged_timeline([actor], origin)}
             for actor in sorted(actors, key=lambda actor: (actor.kind, actor.actor))

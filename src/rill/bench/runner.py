@@ -4,7 +4,10 @@ Owns: ``run_actors``: starts one "spawn" process per ``ActorSpec`` (so several a
 several cores, each with its own uvloop), shares with them the live counters and the start
 barrier (``rill.bench.actors.Shared``), shows the progress display while they run, tells
 consumers when every producer is done, and returns their ``ActorResult`` values. The parent
-takes part in the barrier (from a helper thread) so it knows when measuring begins.
+takes part in the barrier (from a helper thread) so it knows when measuring begins; with a
+``cost`` (``rill.bench.cpu.PhaseCost``) the server's CPU is sampled by the barrier's action
+(in the last party to arrive, before any is released: ``cpu.SampleInto``) and again once every
+actor has reported, so the phase's cost leaves out connecting, logging in and warming up.
 
 Failure handling: the first actor that fails stops the run -- the others are told to stop, the
 barrier is broken so no one waits forever, and the failure is raised here: the ``rill.errors``
@@ -22,6 +25,7 @@ from typing import Any
 
 from rill import errors
 from rill.bench.actors import ActorSpec, Shared, actor_main
+from rill.bench.cpu import PhaseCost, SampleInto
 from rill.bench.progress import BenchProgress
 from rill.bench.results import ActorResult
 
@@ -35,14 +39,18 @@ class BenchError(RuntimeError):
 
 
 def run_actors(specs: list[ActorSpec], *, title: str = "", duration: float | None = None,
-               progress: bool = True) -> list[ActorResult]:
-    """Run every actor to its end; their results in ``specs`` order."""
+               progress: bool = True, cost: PhaseCost | None = None) -> list[ActorResult]:
+    """Run every actor to its end; their results in ``specs`` order (``cost``: see the module
+    doc)."""
     if not specs:
         return []
     context = multiprocessing.get_context("spawn")
+    started_cpu = context.Value("d", -1.0, lock=False)
+    metered = cost is not None and cost.meter is not None
     shared = Shared(
         counters=context.Array("q", len(specs), lock=False),
-        barrier=context.Barrier(len(specs) + 1),
+        barrier=context.Barrier(len(specs) + 1,
+                                action=SampleInto(cost.meter, started_cpu) if metered else None),
         producers_done=context.Event(),
         stop=context.Event(),
         results=context.Queue(),
@@ -60,6 +68,8 @@ def run_actors(specs: list[ActorSpec], *, title: str = "", duration: float | Non
     def wait_for_start() -> None:
         try:
             shared.barrier.wait()
+            if metered:
+                cost.begin(started_cpu.value)
             measuring.set()
         except threading.BrokenBarrierError:
             pass
@@ -95,6 +105,9 @@ def run_actors(specs: list[ActorSpec], *, title: str = "", duration: float | Non
                         shown_start = True
                     display.update(_sums(specs, shared.counters))
             display.update(_sums(specs, shared.counters))
+        if metered and not failures:
+            measuring.wait(JOIN_TIMEOUT)  # the barrier's thread has sampled the start
+            cost.end()
     except BaseException:
         shared.stop.set()
         shared.barrier.abort()

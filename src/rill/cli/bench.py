@@ -39,6 +39,7 @@ app = typer.Typer(
 )
 
 DEFAULT_OUTPUT_DIR = Path("bench-results")
+SMALL_REQUEST = (100, 100)  # --small-requests: messages per request, payload bytes
 SUMMARY_COLUMNS = ("Actor", "Messages", "MB/s", "msg/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms")
 
 SCENARIO_HELP = {
@@ -46,6 +47,8 @@ SCENARIO_HELP = {
     "poll": "Consumers read their partitions by offset (seeding data first when there is not enough).",
     "send-and-poll": "Producers and consumers at the same time: consumers read what producers write.",
     "consumer-group-poll": "Consumer-group members poll without a partition id; the server spreads the partitions.",
+    "round-trip": "One message at a time, produce → a consumer tailing with rill's long poll; --batches round "
+                  "trips, p50/p99 of each.",
 }
 SCENARIO_EXAMPLES = {
     "send": ("rill bench send", "rill bench send --producers 4 --partitions 4 --batches 500",
@@ -57,6 +60,8 @@ SCENARIO_EXAMPLES = {
                       "rill bench send-and-poll --transport http --message-size 200"),
     "consumer-group-poll": ("rill bench consumer-group-poll --consumers 4 --partitions 4",
                             "rill bench consumer-group-poll --consumers 4 --consumer-groups 2 --partitions 2"),
+    "round-trip": ("rill bench round-trip", "rill bench round-trip --batches 5000 --message-size 100",
+                   "rill bench round-trip --fsync always --transport quic"),
 }
 
 
@@ -91,6 +96,15 @@ def _print_scenario(out: Output, scenario: dict[str, Any]) -> None:
     title = (f"{scenario.get('label') or scenario['scenario']}: {options['transport']}, "
              f"{options.get('server', '')}")
     out.table(SUMMARY_COLUMNS, rows, title=title)
+    cost = scenario.get("server_cpu") or {}
+    if cost.get("measured"):
+        out.console.print(
+            f"server CPU (user + system): {cost['cpu_s']:.3f} s, "
+            f"{_number(cost['cpu_s_per_million'])} s per million messages, "
+            f"{_number(cost['cpu_s_per_gb'])} s per GB of payload", highlight=False)
+    elif cost:
+        out.console.print("server CPU: not measured (an existing server without --server-pid)",
+                          highlight=False)
 
 
 def _number(value: Any) -> str:
@@ -149,6 +163,7 @@ def _run_guarded(ctx: typer.Context, address: str | None, action: Callable[[], A
 
 
 _ALL = frozenset(SCENARIO_HELP)
+_BATCHED = _ALL - {"round-trip"}  # round-trip: one message per request, counted by --batches
 _WITH_PRODUCERS = frozenset({"send", "send-and-poll"})
 _WITH_CONSUMERS = frozenset({"poll", "send-and-poll", "consumer-group-poll"})
 
@@ -159,19 +174,22 @@ _FLAGS: tuple[tuple[str, Any, Any, frozenset[str]], ...] = (
      _WITH_PRODUCERS),
     ("consumers", int, typer.Option(1, "--consumers", help="Consumers, each in its own process."),
      _WITH_CONSUMERS),
-    ("streams", int, typer.Option(1, "--streams", help="Bench streams (ids from --start-stream-id + 1)."), _ALL),
-    ("partitions", int, typer.Option(1, "--partitions", help="Partitions of topic 1 of each stream."), _ALL),
+    ("streams", int, typer.Option(1, "--streams", help="Bench streams (ids from --start-stream-id + 1)."), _BATCHED),
+    ("partitions", int, typer.Option(1, "--partitions", help="Partitions of topic 1 of each stream."), _BATCHED),
     ("consumer_groups", int, typer.Option(1, "--consumer-groups", help="Consumer groups (cg-1, cg-2, ...)."),
      frozenset({"consumer-group-poll"})),
     ("messages_per_batch", int, typer.Option(1000, "--messages-per-batch", "-m", help="Messages in each batch."),
-     _ALL),
+     _BATCHED),
+    ("small_requests", bool, typer.Option(
+        False, "--small-requests", help="Small requests: 100 messages of 100 B per batch (sets --messages-per-batch "
+        "and --message-size)."), frozenset({"send", "poll", "send-and-poll"})),
     ("message_size", int, typer.Option(1000, "--message-size", help="Payload bytes of each message."), _ALL),
-    ("batches", int, typer.Option(1000, "--batches", "-b", help="Batches per actor (ignored with --duration)."),
-     _ALL),
+    ("batches", int, typer.Option(1000, "--batches", "-b", help="Batches per actor (ignored with --duration); "
+                                  "round-trip: round trips."), _ALL),
     ("duration", Optional[float], typer.Option(None, "--duration", "-d",
-                                               help="Seconds each actor runs (wins over --batches)."), _ALL),
+                                               help="Seconds each actor runs (wins over --batches)."), _BATCHED),
     ("warmup", float, typer.Option(0.0, "--warmup", "-w", help="Seconds of untimed traffic before measuring."),
-     _ALL),
+     _BATCHED),
     ("transport", str, typer.Option("tcp", "--transport", metavar="tcp|quic|http", help="Client transport."),
      _ALL),
     ("server_address", Optional[str], typer.Option(
@@ -187,11 +205,14 @@ _FLAGS: tuple[tuple[str, Any, Any, frozenset[str]], ...] = (
     ("password", str, typer.Option("iggy", "--password", help="Password of --username."), _ALL),
     ("start_stream_id", int, typer.Option(3_000_000, "--start-stream-id", help="Streams are this + 1, + 2, ..."),
      _ALL),
+    ("server_pid", Optional[int], typer.Option(
+        None, "--server-pid", help="The process id of --server-address's server, to report its CPU "
+        "(a server the benchmark starts is measured anyway)."), _ALL),
     ("keep_streams", bool, typer.Option(False, "--keep-streams",
                                         help="Do not delete the bench streams of --server-address at the end."),
      _ALL),
     ("shared_streams", bool, typer.Option(False, "--shared-streams",
-                                          help="Let actors share a stream without a partition each."), _ALL),
+                                          help="Let actors share a stream without a partition each."), _BATCHED),
     ("output_dir", Path, typer.Option(DEFAULT_OUTPUT_DIR, "--output-dir", help="Where the reports go."), _ALL),
     ("json_only", bool, typer.Option(False, "--json-only", help="Write the JSON report only (no HTML)."), _ALL),
     ("no_progress", bool, typer.Option(False, "--no-progress", help="No live progress display."), _ALL),
@@ -206,6 +227,8 @@ def _scenario_command(name: str) -> Callable[..., None]:
 
         defaults = {parameter: option.default for parameter, _, option, _ in _FLAGS}
         values = {**defaults, **flags}
+        if values["small_requests"]:
+            values.update(messages_per_batch=SMALL_REQUEST[0], message_size=SMALL_REQUEST[1])
         options = BenchOptions(
             producers=values["producers"], consumers=values["consumers"], streams=values["streams"],
             partitions=values["partitions"], consumer_groups=values["consumer_groups"],
@@ -216,6 +239,7 @@ def _scenario_command(name: str) -> Callable[..., None]:
             start_stream_id=values["start_stream_id"], cleanup=not values["keep_streams"],
             progress=_show_progress(ctx, values["no_progress"]), shared_streams=values["shared_streams"],
             ca_file=values["ca_file"], verify_certificate=not values["insecure"],
+            server_pid=values["server_pid"],
         )
         scenario = _run_guarded(ctx, values["server_address"], lambda: run_scenario(name, options))
         report = new_report(f"rill bench {name}")

@@ -11,7 +11,10 @@ Also ``kafka_command`` (``rill bench kafka``): the same run over the Kafka proto
 Iggy listener beside its Kafka listener and the Kafka peers kafka-bare, tansu and noida-db
 (confluent-kafka as their client), five interleaved rounds by default (``--rounds``: every
 command has it, one round by default elsewhere), no machine rows, reports ``kafka.json`` and
-``kafka.html``.
+``kafka.html``. Every command has ``--round-trips N`` (one-message round trips, produce → tailing
+consumer, after each target's run: 1,000 by default for ``kafka`` and ``tank``, none for
+``compare``); ``kafka`` and ``tank`` have ``--small-requests`` (100 messages of 100 B per
+request).
 """
 
 from __future__ import annotations
@@ -38,6 +41,19 @@ KAFKA_EXAMPLES = examples(
 )
 FSYNC_CHOICES = {"both": ("interval", "always"), "interval": ("interval",), "always": ("always",)}
 KAFKA_ROUNDS = 5  # issue 13's floors are judged on medians: one run of this VM is one noisy draw
+ROUND_TRIPS = 1000  # the default of --round-trips for kafka and tank
+SMALL_REQUEST = (100, 100)  # --small-requests: messages per request, payload bytes
+
+
+def _round_trips_option(default: int) -> Any:
+    return typer.Option(default, "--round-trips", help="After each target's run, this many "
+                        "one-message round trips (produce → a consumer tailing with a long poll) "
+                        "on the targets that have them; 0: none.")
+
+
+def _small_option() -> Any:
+    return typer.Option(False, "--small-requests", help="Small requests: 100 messages of 100 B "
+                        "per batch (sets --batch and --message-size).")
 
 
 def _rounds_option(default: int) -> Any:
@@ -67,6 +83,7 @@ def compare_command(
         Path("bench-results"), "--output-dir", help="Where compare.json and compare.html go."
     ),
     rounds: int = _rounds_option(1),
+    round_trips: int = _round_trips_option(0),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress lines on stderr."),
 ) -> None:
     """Compare rill with NATS JetStream, Redis Streams, a bare server and the machine.
@@ -84,7 +101,7 @@ def compare_command(
     A peer that is missing is shown as "not available: <reason>".
     """
     _run(messages, message_size, batch, fsync, _targets(peers), no_progress, output_dir,
-         rounds=rounds)
+         rounds=rounds, round_trips=round_trips)
 
 
 def _targets(peers: str) -> tuple[str, ...]:
@@ -92,26 +109,30 @@ def _targets(peers: str) -> tuple[str, ...]:
 
 
 def _run(messages: int, message_size: int, batch: int, fsync: str, targets: tuple[str, ...],
-         no_progress: bool, output_dir: Path, rounds: int = 1, **report: Any) -> None:
+         no_progress: bool, output_dir: Path, rounds: int = 1, round_trips: int = 0,
+         small_requests: bool = False, **report: Any) -> None:
     """Check the options (a bad one: one line, exit 2), then run the comparison."""
     from rill.bench.compare import CompareError, check_options, run_compare
 
+    if small_requests:
+        batch, message_size = SMALL_REQUEST
     modes = FSYNC_CHOICES.get(fsync.strip().lower())
     if modes is None:
         raise fail(f"--fsync must be one of {', '.join(FSYNC_CHOICES)} (got {fsync!r})", EXIT_USAGE)
     try:
-        check_options(messages, message_size, batch, modes, targets, rounds)
+        check_options(messages, message_size, batch, modes, targets, rounds, round_trips)
     except CompareError as error:
         raise fail(_flag_names(str(error)), EXIT_USAGE) from None
     run_compare(messages, message_size=message_size, batch=batch, fsync_modes=modes,
                 peers=targets, progress=not no_progress, output_dir=output_dir, rounds=rounds,
-                **report)
+                round_trips=round_trips, **report)
 
 
 def _flag_names(message: str) -> str:
     """The option names a person typed, in place of run_compare's parameter words."""
     for word, flag in (("messages", "--messages"), ("message size", "--message-size"),
-                       ("batch", "--batch"), ("rounds", "--rounds"), ("target", "--peers target"),
+                       ("batch", "--batch"), ("rounds", "--rounds"), ("round trips", "--round-trips"),
+                       ("target", "--peers target"),
                        ("fsync mode", "--fsync mode")):
         if message.startswith(word + " ") or message.startswith("unknown " + word):
             return message.replace(word, flag, 1)
@@ -140,6 +161,8 @@ def kafka_command(
         Path("bench-results"), "--output-dir", help="Where kafka.json and kafka.html go."
     ),
     rounds: int = _rounds_option(KAFKA_ROUNDS),
+    round_trips: int = _round_trips_option(ROUND_TRIPS),
+    small_requests: bool = _small_option(),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress lines on stderr."),
 ) -> None:
     """rill's Kafka listener beside its Iggy listener and beside Kafka brokers.
@@ -158,14 +181,19 @@ def kafka_command(
     reference, no floor).
     Every server is started on 127.0.0.1 and stopped after its row.
     A peer that is missing is shown as "not available: <reason>".
+    Each row also shows the server's CPU seconds per million messages and per GB.
+    Then 1,000 one-message round trips (--round-trips) over Iggy and rill-kafka-wire.
+    --small-requests: 100 messages of 100 B per request.
     """
     _run(messages, message_size, batch, fsync, _targets(peers), no_progress, output_dir,
-         rounds=rounds, machine=False, report_name="kafka")
+         rounds=rounds, round_trips=round_trips, small_requests=small_requests, machine=False,
+         report_name="kafka")
 
 
 TANK_EXAMPLES = examples(
     "rill bench tank",
     "rill bench tank --messages 1000000 --output-dir out/",
+    "rill bench tank --small-requests --round-trips 0",
 )
 
 
@@ -184,6 +212,8 @@ def tank_command(
         Path("bench-results"), "--output-dir", help="Where tank.json and tank.html go."
     ),
     rounds: int = _rounds_option(1),
+    round_trips: int = _round_trips_option(ROUND_TRIPS),
+    small_requests: bool = _small_option(),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress lines on stderr."),
 ) -> None:
     """rill's TANK listener beside its Iggy listener.
@@ -194,11 +224,16 @@ def tank_command(
     The conclusion shows rill-tank ÷ rill in msg/s, publish and consume, against issue 14's
     floor (0.60 × Iggy).
     Every server is started on 127.0.0.1 and stopped after its row.
+    Each row also shows the server's CPU seconds per million messages and per GB, and the
+    conclusion the CPU ratio of the TANK path to the Iggy path.
+    Then 1,000 one-message round trips (--round-trips) over both listeners.
+    --small-requests: 100 messages (bundles) of 100 B per request.
     """
     from rill.bench.compare import TANK_TARGETS
 
     _run(messages, message_size, batch, fsync, TANK_TARGETS, no_progress, output_dir,
-         rounds=rounds, machine=False, report_name="tank")
+         rounds=rounds, round_trips=round_trips, small_requests=small_requests, machine=False,
+         report_name="tank")
 
 
 def register(bench_app: typer.Typer) -> None:

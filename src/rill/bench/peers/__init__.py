@@ -9,8 +9,14 @@ A peer's life: ``start(workdir)`` launches its server on 127.0.0.1 (a child proc
 its files under ``workdir``) with the workload's fsync policy; ``publish()`` sends every
 message in batches (pipelines) and returns the producer's ``ActorResult``; ``consume()`` reads
 every message back in batches and returns the consumer's; ``stop()`` ends the server. Every
-batch round trip is recorded with ``rill.bench.results.Recorder``, so each row of the table has
-the same figures (throughput over the whole run, p99 of the batch round trips). Clients run in
+batch round trip is recorded with the ``Recorder`` that ``recorder(kind)`` gives, so each row of
+the table has the same figures (throughput over the whole run, p99 of the batch round trips) and
+the server's cost: the recorder samples the CPU of the server's process tree
+(``server_pids()``, ``rill.bench.cpu``) when the driver starts its clock and when it finishes,
+so connecting and creating topics are not counted. A driver that can also measure the
+one-message round trip (``rill.bench.round_trip``: produce → a consumer tailing with a long poll)
+implements ``round_trip()``; it runs after ``consume()`` when ``Workload.round_trips`` asks for
+it, on the same server, from the end of what was published. Clients run in
 this process on uvloop; servers always run in their own processes.
 
 Fairness rules kept by every driver: the same message count and size, payload bytes counted
@@ -31,7 +37,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable, TypeVar
 
-from rill.bench.results import ActorResult
+from rill.bench.cpu import CpuMeter
+from rill.bench.results import ActorResult, Recorder
 
 FSYNC_MODES = ("interval", "always")
 T = TypeVar("T")
@@ -54,10 +61,11 @@ class Workload:
     message_size: int = 1000
     batch: int = 1000
     fsync: str = "interval"
+    round_trips: int = 0  # one-message round trips measured after consume (0: none)
 
     def __post_init__(self) -> None:
-        if self.messages < 1 or self.message_size < 1 or self.batch < 1:
-            raise ValueError("messages, message_size and batch must be positive")
+        if self.messages < 1 or self.message_size < 1 or self.batch < 1 or self.round_trips < 0:
+            raise ValueError("messages, message_size and batch must be positive, round_trips not negative")
         if self.fsync not in FSYNC_MODES:
             raise ValueError(f"fsync must be one of {', '.join(FSYNC_MODES)}, not {self.fsync!r}")
 
@@ -98,6 +106,11 @@ class Peer(abc.ABC):
     async def consume(self) -> ActorResult:
         """Read every published message back; one recorded round trip per batch."""
 
+    async def round_trip(self) -> ActorResult | None:
+        """``workload.round_trips`` one-message round trips (produce → tailing consumer), or
+        None when this driver has none."""
+        return None
+
     def _prepare(self, workdir: Path, client_module: str, client_hint: str,
                   binary: str | None, binary_hint: str) -> str:
         """What every server peer checks before it starts: its Python client imports, its
@@ -119,6 +132,15 @@ class Peer(abc.ABC):
     def describe(self) -> dict[str, Any]:
         """The server's settings for the report (and tests)."""
         return {"peer": self.name, "client": self.client, "port": self.port}
+
+    def server_pids(self) -> list[int]:
+        """The processes whose CPU is the server's (each with its descendants)."""
+        return [] if self.process is None else [self.process.pid]
+
+    def recorder(self, kind: str) -> Recorder:
+        """The recorder of this driver's ``kind`` ("producer" | "consumer") phase, metering the
+        server's CPU from its ``start()`` to its ``finish()``."""
+        return Recorder(f"{self.name}-{kind}", kind, cpu=CpuMeter(self.server_pids()))
 
     def stop(self) -> None:
         if self.process is not None:
@@ -208,6 +230,9 @@ class RillListenerPeer(Peer):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "fsync": self.workload.fsync}
+
+    def server_pids(self) -> list[int]:
+        return [] if self.server is None or self.server.pid is None else [self.server.pid]
 
     def stop(self) -> None:
         server, self.server = self.server, None

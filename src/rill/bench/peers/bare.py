@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from rill.bench.peers import Peer, PeerUnavailable, Workload, stop_process
-from rill.bench.results import ActorResult, Recorder
+from rill.bench.results import ActorResult
 from rill.protocol.iggy.framing import REQUEST_HEADER, RESPONSE_HEADER
 
 POLL_CODE = 100
@@ -240,7 +240,7 @@ class BarePeer(Peer):
         for count in set(workload.batch_sizes()):
             frames[count] = send_frame_payload(payloads[:count])
         transport = await self._connect()
-        recorder = Recorder("bare-producer", "producer")
+        recorder = self.recorder("producer")
         perf_counter = time.perf_counter
         size = workload.message_size
         self._sent = []
@@ -260,7 +260,7 @@ class BarePeer(Peer):
         if not self._sent:
             raise RuntimeError("bare: consume() needs a publish() first")
         transport = await self._connect()
-        recorder = Recorder("bare-consumer", "consumer")
+        recorder = self.recorder("consumer")
         perf_counter = time.perf_counter
         size = self.workload.message_size
         try:

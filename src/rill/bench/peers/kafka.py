@@ -35,11 +35,20 @@ also create it on first use).
   ``consume(num_messages=batch)`` until every message is read; a round trip is one
   ``consume`` call (librdkafka prefetches in the background, as any of its users gets).
 
+Round trip (``rill.bench.round_trip``, ``rill-kafka-wire`` only: rill's Kafka codec on asyncio
+streams, ``_AsyncKafkaLink``): Produce v9 of a one-record batch (acks=all) on one
+connection; on another, Fetch v12 from the next offset with ``max_wait_ms`` and ``min_bytes`` 1,
+the broker's long poll. One untimed record first tells the tail's offset (its Produce answer's
+base offset). The peers have none: tansu answers a Fetch at the tail only when ``max_wait_ms``
+has passed (a produce does not wake it: about 1 s per message), noida-db answers at once with
+nothing (no long poll).
+
 Payload bytes are counted per message (``len(message)``), MB = 10**6 bytes of payload.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 import socket
@@ -57,7 +66,7 @@ from rill.bench.peers import (
     free_port,
     wait_for_port,
 )
-from rill.bench.results import ActorResult, Recorder
+from rill.bench.results import ActorResult
 from rill.protocol.kafka import (
     apis,
     decode_response,
@@ -177,7 +186,7 @@ class KafkaPeer(Peer):
         payloads = self.workload.payloads()
         size = self.workload.message_size
         produce, flush, clock = producer.produce, producer.flush, time.perf_counter
-        recorder = Recorder(f"{self.name}-producer", "producer")
+        recorder = self.recorder("producer")
         recorder.start()
         for count in self.workload.batch_sizes():
             started = clock()
@@ -199,7 +208,7 @@ class KafkaPeer(Peer):
             consumer.assign([TopicPartition(TOPIC, 0, 0)])
             batch, remaining = self.workload.batch, self.workload.messages
             poll, clock = consumer.consume, time.perf_counter
-            recorder = Recorder(f"{self.name}-consumer", "consumer")
+            recorder = self.recorder("consumer")
             recorder.start()
             while remaining > 0:
                 started = clock()
@@ -256,7 +265,7 @@ class RillKafkaWirePeer(RillKafkaPeer):
             size = self.workload.message_size
             requests: dict[int, bytes] = {}
             clock = time.perf_counter
-            recorder = Recorder(f"{self.name}-producer", "producer")
+            recorder = self.recorder("producer")
             recorder.start()
             for count in self.workload.batch_sizes():
                 request = requests.get(count) or requests.setdefault(
@@ -272,13 +281,47 @@ class RillKafkaWirePeer(RillKafkaPeer):
         finally:
             link.close()
 
+    async def round_trip(self) -> ActorResult:
+        from rill.bench.round_trip import WAIT_MS, run_round_trips
+
+        self.create_topic()
+        request = _produce_request(self.workload.payloads()[:1])
+        producer, tail = await _AsyncKafkaLink.open(self.port), await _AsyncKafkaLink.open(self.port)
+        try:
+            async def produce() -> int:
+                body = await producer.call(apis.PRODUCE, 9, request)
+                partition = body.responses[0].partition_responses[0]
+                if partition.error_code:
+                    raise RuntimeError(f"Produce answered Kafka error {partition.error_code}")
+                return partition.base_offset
+
+            cursor = await produce() + 1
+            budget = self.workload.message_size + 4096
+
+            async def receive() -> None:
+                nonlocal cursor
+                while True:
+                    body = await tail.call(apis.FETCH, 12, _fetch_request(cursor, budget, WAIT_MS))
+                    partition = body.responses[0].partitions[0]
+                    if partition.error_code:
+                        raise RuntimeError(f"Fetch answered Kafka error {partition.error_code}")
+                    count, cursor = _count_records(partition.records, cursor)
+                    if count:
+                        return
+
+            return await run_round_trips(produce, receive, self.workload.round_trips,
+                                         self.recorder("producer"), self.workload.message_size)
+        finally:
+            producer.close()
+            tail.close()
+
     async def consume(self) -> ActorResult:
         link = await _KafkaLink.open(self.port)
         try:
             size, remaining = self.workload.message_size, self.workload.messages
             budget = self.workload.batch * (size + 64) + 4096  # about one batch per Fetch
             offset, clock = 0, time.perf_counter
-            recorder = Recorder(f"{self.name}-consumer", "consumer")
+            recorder = self.recorder("consumer")
             recorder.start()
             while remaining > 0:
                 started = clock()
@@ -316,10 +359,10 @@ def _produce_request(payloads: list[bytes]) -> Any:
     return _Produce(transactional_id=None, acks=-1, timeout_ms=30_000, topic_data=(data,))
 
 
-def _fetch_request(offset: int, max_bytes: int) -> Any:
+def _fetch_request(offset: int, max_bytes: int, max_wait_ms: int = 1000) -> Any:
     partition = _Fetch.FetchTopic.FetchPartition(partition=0, fetch_offset=offset,
                                                  partition_max_bytes=max_bytes)
-    return _Fetch(replica_id=-1, max_wait_ms=1000, min_bytes=1, max_bytes=max_bytes,
+    return _Fetch(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
                   isolation_level=0, session_id=0, session_epoch=-1,
                   topics=(_Fetch.FetchTopic(topic=TOPIC, partitions=(partition,)),),
                   forgotten_topics_data=(), rack_id="")
@@ -378,6 +421,30 @@ class _KafkaLink:
 
     def close(self) -> None:
         self.sock.close()
+
+
+class _AsyncKafkaLink:
+    """One connection speaking Kafka with rill's codec on asyncio streams, one request at a
+    time (two of them share an event loop: the round trip's producer and tail)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.correlation = 0
+
+    @classmethod
+    async def open(cls, port: int) -> _AsyncKafkaLink:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return cls(reader, writer)
+
+    async def call(self, api_key: int, version: int, body: Any) -> Any:
+        self.correlation += 1
+        self.writer.write(encode_request(api_key, version, self.correlation, body))
+        (size,) = _SIZE.unpack(await self.reader.readexactly(4))
+        return decode_response(api_key, version, await self.reader.readexactly(size)).body
+
+    def close(self) -> None:
+        self.writer.close()
 
 
 class TansuPeer(KafkaPeer):

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rill.bench.peers import Peer, PeerUnavailable, Workload, free_port, wait_for_port
-from rill.bench.results import ActorResult, Recorder
+from rill.bench.results import ActorResult
 
 STREAM = "RILLBENCH"
 SUBJECT = "rillbench.data"
@@ -128,7 +128,7 @@ class NatsPeer(Peer):
             publish_async = js.publish_async
             gather = asyncio.gather
             perf_counter = time.perf_counter
-            recorder = Recorder("nats-producer", "producer")
+            recorder = self.recorder("producer")
             recorder.start()
             for count in workload.batch_sizes():
                 started = perf_counter()
@@ -155,7 +155,7 @@ class NatsPeer(Peer):
                 ),
             )
             perf_counter = time.perf_counter
-            recorder = Recorder("nats-consumer", "consumer")
+            recorder = self.recorder("consumer")
             remaining = workload.messages
             recorder.start()
             while remaining > 0:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rill.bench.peers import Peer, PeerUnavailable, Workload, wait_for_port
-from rill.bench.results import ActorResult, Recorder
+from rill.bench.results import ActorResult
 
 STREAM_KEY = b"rillbench"
 FIELD = b"d"
@@ -124,7 +124,7 @@ class RedisPeer(Peer):
         client = self._connect()
         try:
             perf_counter = time.perf_counter
-            recorder = Recorder("redis-producer", "producer")
+            recorder = self.recorder("producer")
             recorder.start()
             for count in workload.batch_sizes():
                 started = perf_counter()
@@ -143,7 +143,7 @@ class RedisPeer(Peer):
         client = self._connect()
         try:
             perf_counter = time.perf_counter
-            recorder = Recorder("redis-consumer", "consumer")
+            recorder = self.recorder("consumer")
             start: bytes = b"-"
             remaining = workload.messages
             recorder.start()

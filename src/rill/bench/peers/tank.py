@@ -15,6 +15,10 @@ TANK listener on 127.0.0.1, port 0, and ``rill.client.tank.TankClient`` (the bun
   by one), as rill's Iggy consumer counts a POLL reply and ``rill-kafka-wire`` a Fetch's
   batch headers: clients of the same cost, so that the listeners are what is compared.
 
+* round trip (``rill.bench.round_trip``): Produce of a one-message bundle on one connection; on
+  another, Consume from the tail (the next seq, learnt with ``SEQ_ONLY_NEW``) with ``max_wait_ms``
+  and ``min_bytes`` 1, the broker's long poll.
+
 Payload bytes are counted per message (consume: messages × the workload's message size),
 MB = 10**6 bytes of payload.
 """
@@ -25,7 +29,7 @@ import time
 from pathlib import Path
 
 from rill.bench.peers import RillListenerPeer
-from rill.bench.results import ActorResult, Recorder
+from rill.bench.results import ActorResult
 
 TOPIC = "rill-bench"
 
@@ -51,7 +55,7 @@ class RillTankPeer(RillListenerPeer):
             code = await client.create_topic(TOPIC, 1)
             if code not in (0, 1):
                 raise RuntimeError(f"CreateTopic {TOPIC} answered {code}")
-            recorder = Recorder(f"{self.name}-producer", "producer")
+            recorder = self.recorder("producer")
             recorder.start()
             for count in self.workload.batch_sizes():
                 started = clock()
@@ -60,6 +64,34 @@ class RillTankPeer(RillListenerPeer):
                 recorder.record(clock() - started, count, count * size)
         return recorder.finish()
 
+    async def round_trip(self) -> ActorResult:
+        from rill.bench.round_trip import WAIT_MS, run_round_trips
+        from rill.client.tank import TankClient
+        from rill.protocol.tank.messages import SEQ_ONLY_NEW
+
+        payload = self.workload.payloads()[:1]
+        async with TankClient("127.0.0.1", self.port) as producer, \
+                TankClient("127.0.0.1", self.port) as tail:
+            code = await producer.create_topic(TOPIC, 1)
+            if code not in (0, 1):
+                raise RuntimeError(f"CreateTopic {TOPIC} answered {code}")
+            (end,) = await tail.consume([(TOPIC, 0, SEQ_ONLY_NEW)])
+            cursor = end.next_seq
+
+            async def produce() -> None:
+                await producer.produce(TOPIC, 0, payload, timestamps=time.time_ns() // 1_000_000)
+
+            async def receive() -> None:
+                nonlocal cursor
+                while True:
+                    (part,) = await tail.consume([(TOPIC, 0, cursor)], max_wait_ms=WAIT_MS, min_bytes=1)
+                    if part.values:
+                        cursor = part.next_seq
+                        return
+
+            return await run_round_trips(produce, receive, self.workload.round_trips,
+                                         self.recorder("producer"), self.workload.message_size)
+
     async def consume(self) -> ActorResult:
         from rill.client.tank import TankClient
         from rill.protocol.tank.bundles import decode_header, split_chunk
@@ -67,7 +99,7 @@ class RillTankPeer(RillListenerPeer):
         clock = time.perf_counter
         seq, remaining, size = 1, self.workload.messages, self.workload.message_size
         async with TankClient("127.0.0.1", self.port) as client:
-            recorder = Recorder(f"{self.name}-consumer", "consumer")
+            recorder = self.recorder("consumer")
             recorder.start()
             while remaining > 0:
                 started = clock()
