@@ -20,7 +20,7 @@ from rill.bench.cluster import CASES, ClusterBenchOptions, validate
 from rill.bench.options import OptionsError
 
 BOUNDED = ["--batches", "3", "--messages-per-batch", "50", "--message-size", "200", "--runs", "1",
-           "--failovers", "1", "--no-progress"]
+           "--failovers", "1", "--no-progress", "--producers-per-partition", "2"]
 
 
 def bench(*args: str, cwd, env=None, **popen) -> subprocess.Popen[str]:
@@ -84,9 +84,12 @@ def test_a_bounded_run_prints_sane_figures_and_stops_every_process(tmp_path):
             assert figures[key] > 0 and math.isfinite(figures[key]), (case.key, key, figures)
         if case.replication_factor == 1:
             assert figures["send_ratio"] == figures["read_ratio"] == 1.0
+        (cpu,) = throughput["figures"]["server_cpu_s_per_gb_sent"][case.key]  # the nodes' CPU
+        assert cpu > 0 and math.isfinite(cpu), (case.key, cpu)
     for scenario in report["scenarios"]:  # every message sent was read back
         overall = scenario["overall"]
-        assert overall["producers"]["messages"] == overall["consumers"]["messages"] == 3 * 3 * 50
+        producers = 2 * 3 if scenario["options"]["case"].startswith("iggy") else 3  # 2 a partition
+        assert overall["producers"]["messages"] == overall["consumers"]["messages"] == producers * 3 * 50
 
     (cycle,) = failover["figures"]["cycles"]
     assert cycle["seconds"] > 0 and cycle["killed"] != cycle["controller"]

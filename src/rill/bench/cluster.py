@@ -40,6 +40,7 @@ from typing import Any
 
 from rill import errors
 from rill.bench.actors import ActorSpec, send_region
+from rill.bench.cpu import CpuMeter
 from rill.bench.cluster_kafka import (
     KafkaActor,
     create_topic,
@@ -74,7 +75,7 @@ CASES = (
 )
 PROTOCOLS = ("iggy", "kafka")
 THROUGHPUT_COLUMNS = ("Case", "RF", "acks", "send msg/s", "send MB/s", "send ÷ RF 1",
-                      "read msg/s", "read MB/s", "read ÷ RF 1")
+                      "read msg/s", "read MB/s", "read ÷ RF 1", "server CPU-s/GB sent")
 FAILOVER_COLUMNS = ("Cycle", "Killed node", "Controller", "Partitions it led", "Seconds to a write",
                     "Failed writes")
 
@@ -274,7 +275,20 @@ async def _delete_stream(target: Target, options: ClusterBenchOptions, stream_id
 # --- throughput ----------------------------------------------------------------------------------
 
 
-def _run_iggy_case(target: Target, options: ClusterBenchOptions, case: Case, stream_id: int) -> list[Any]:
+def _node_meter(target: Target) -> CpuMeter | None:
+    """The CPU of the nodes of a cluster the bench started (None for an existing one)."""
+    if target.launcher is None:
+        return None
+    meter = CpuMeter([node.process.pid for node in target.launcher.nodes.values()
+                      if node.running and node.process is not None])
+    return meter or None
+
+
+def _run_iggy_case(target: Target, options: ClusterBenchOptions, case: Case, stream_id: int
+                   ) -> tuple[list[Any], float | None]:
+    """The case's actors' results, and the nodes' CPU seconds over the send phase (None:
+    not measured)."""
+    meter = _node_meter(target)
     leaders = asyncio.run(_create_topic(target, options, stream_id, case.replication_factor))
     common: dict[str, Any] = {
         "transport": "tcp", "username": options.username, "password": options.password,
@@ -289,7 +303,9 @@ def _run_iggy_case(target: Target, options: ClusterBenchOptions, case: Case, str
                                kind="producer", role="producer", address=leaders[partition],
                                partitions=(partition,), **common)
                      for index, (partition, number) in enumerate(placed)]
+        started = meter() if meter else None
         sent = run_actors(producers, title=f"{case.label}: send", progress=options.progress)
+        send_cpu = meter() - started if meter and started is not None else None
         consumers = [ActorSpec(slot=index, name=f"consumer-{partition}", kind="consumer", role="consumer",
                                address=leaders[partition], partitions=(partition,), consumer_id=partition,
                                **{**common, "batches": options.batches * each})
@@ -297,22 +313,26 @@ def _run_iggy_case(target: Target, options: ClusterBenchOptions, case: Case, str
         read = run_actors(consumers, title=f"{case.label}: read", progress=options.progress)
     finally:
         asyncio.run(_delete_stream(target, options, stream_id))
-    return [*sent, *read]
+    return [*sent, *read], send_cpu
 
 
-def _run_kafka_case(target: Target, options: ClusterBenchOptions, case: Case, topic: str) -> list[Any]:
+def _run_kafka_case(target: Target, options: ClusterBenchOptions, case: Case, topic: str
+                    ) -> tuple[list[Any], float | None]:
     assert target.bootstrap is not None
+    meter = _node_meter(target)
     create_topic(target.bootstrap, topic, PARTITIONS, case.replication_factor)
     try:
         wait_in_sync(target.bootstrap, topic, PARTITIONS, case.replication_factor)
         actors = [KafkaActor(f"{kind}-{partition + 1}", kind, target.bootstrap, topic, partition, case.acks,
                              options.messages_per_batch, options.message_size, options.batches)
                   for kind in ("producer", "consumer") for partition in range(PARTITIONS)]
+        started = meter() if meter else None
         sent = run_kafka_actors([actor for actor in actors if actor.kind == "producer"])
+        send_cpu = meter() - started if meter and started is not None else None
         read = run_kafka_actors([actor for actor in actors if actor.kind == "consumer"])
     finally:
         delete_topic(target.bootstrap, topic)
-    return [*sent, *read]
+    return [*sent, *read], send_cpu
 
 
 def run_throughput(target: Target, options: ClusterBenchOptions) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -320,6 +340,7 @@ def run_throughput(target: Target, options: ClusterBenchOptions) -> tuple[list[d
     cases = [case for case in CASES if case.protocol in options.protocols]
     scenarios: list[dict[str, Any]] = []
     figures: dict[str, list[dict[str, float]]] = {case.key: [] for case in cases}
+    cpu_per_gb: dict[str, list[float | None]] = {case.key: [] for case in cases}
     stream_id = options.start_stream_id
     stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime())
     for run in range(1, options.runs + 1):
@@ -327,9 +348,14 @@ def run_throughput(target: Target, options: ClusterBenchOptions) -> tuple[list[d
         for case in cases:
             stream_id += 1
             if case.protocol == "iggy":
-                actors = _run_iggy_case(target, options, case, stream_id)
+                actors, send_cpu = _run_iggy_case(target, options, case, stream_id)
+                producers = PARTITIONS * options.producers_per_partition
             else:
-                actors = _run_kafka_case(target, options, case, f"rill-bench-cluster-{stamp}-{run}-{case.key}")
+                actors, send_cpu = _run_kafka_case(target, options, case,
+                                                   f"rill-bench-cluster-{stamp}-{run}-{case.key}")
+                producers = PARTITIONS
+            sent_gb = producers * options.batches * options.messages_per_batch * options.message_size / 1e9
+            cpu_per_gb[case.key].append(None if send_cpu is None else send_cpu / sent_gb)
             report_options = {**options.report_options(), "case": case.key, "run": run,
                               "replication_factor": case.replication_factor, "acks": case.acks,
                               "transport": "kafka" if case.protocol == "kafka" else "tcp",
@@ -355,15 +381,23 @@ def run_throughput(target: Target, options: ClusterBenchOptions) -> tuple[list[d
         rows.append([case.label, case.replication_factor, case.acks, median["send_msg"], median["send_mb"],
                      _ratio_cell(median["send_ratio"], [run["send_ratio"] for run in figures[case.key]]),
                      median["read_msg"], median["read_mb"],
-                     _ratio_cell(median["read_ratio"], [run["read_ratio"] for run in figures[case.key]])])
+                     _ratio_cell(median["read_ratio"], [run["read_ratio"] for run in figures[case.key]]),
+                     _cpu_cell(cpu_per_gb[case.key])])
     table = {"title": f"Cluster throughput: 3 partitions, 3 producers then 3 consumers, median of "
                       f"{options.runs} run{'s' if options.runs > 1 else ''}",
              "columns": list(THROUGHPUT_COLUMNS), "rows": rows,
              "notes": ["÷ RF 1: the case's msg/s over its protocol's RF 1 case in the same run (median of runs).",
                        (f"{options.batches} batches of {options.messages_per_batch} × {options.message_size} B "
                         "per producer; every producer and consumer talks to its partition's leader.")],
-             "figures": {"medians": medians, "runs": figures}}
+             "figures": {"medians": medians, "runs": figures, "server_cpu_s_per_gb_sent": cpu_per_gb}}
+    table["notes"].append("server CPU-s/GB sent: the 3 nodes' CPU seconds (user + system) over the "
+                          "send phase per GB of payload sent (a cluster the bench started only).")
     return scenarios, table
+
+
+def _cpu_cell(values: list[float | None]) -> Any:
+    measured = [value for value in values if value is not None]
+    return round(statistics.median(measured), 2) if measured else "-"
 
 
 def _ratio_cell(median: float, runs: list[float]) -> dict[str, Any]:
