@@ -88,10 +88,15 @@ final class RillConnection implements Closeable {
         if (pooled != null) {
             return pooled;
         }
-        Socket socket = connectTo(server);
-        RillConnection connection = null;
+        return loggedIn(options, connectTo(server), key);
+    }
+
+    /** A connection over ``socket``, logged in (a refused login is the options' fault: one
+     *  line naming them); the socket is closed when this fails. */
+    private static RillConnection loggedIn(ConnectionOptions options, Socket socket, String key)
+            throws IOException {
         try {
-            connection = new RillConnection(options, socket, key);
+            RillConnection connection = new RillConnection(options, socket, key);
             connection.login();
             return connection;
         } catch (StatusException error) {
@@ -137,17 +142,9 @@ final class RillConnection implements Closeable {
                     failures.add(server + ": " + error.getMessage());
                     continue;
                 }
-                RillConnection connection = null;
                 try {
-                    connection = new RillConnection(options, socket, options.connectionKey());
-                    connection.login();
-                    return connection;
-                } catch (StatusException error) {
-                    closeQuietly(socket);
-                    throw new IllegalArgumentException("options 'username'/'password' or 'token': "
-                            + "the server refused the login: " + error.getMessage());
+                    return loggedIn(options, socket, options.connectionKey());
                 } catch (IOException error) {
-                    closeQuietly(socket);
                     failures.add(server + ": " + error.getMessage());
                 }
             }
