@@ -14,11 +14,22 @@ from cluster.workload import History, Workload, create_topic, dump_replicas, fin
 ACKS_WANTED = 400
 
 
-def iggy_acks(history: History) -> int:
-    """Sends the Iggy producer (the third, ``p2``) had acknowledged."""
+def recorded(history: History, fragment: str) -> int:
+    """Lines of the history so far holding ``fragment`` (the clients are other threads and
+    processes: their progress is polled)."""
     history._file.flush()
     with open(history.path) as lines:
-        return sum('"process": "p2", "type": "ok"' in line for line in lines)
+        return sum(fragment in line for line in lines)
+
+
+def iggy_acks(history: History) -> int:
+    """Sends the Iggy producer (the third, ``p2``) had acknowledged."""
+    return recorded(history, '"process": "p2", "type": "ok"')
+
+
+def polls(history: History) -> int:
+    """Polls the consumers had answered (a group's first join can take seconds)."""
+    return recorded(history, '"type": "ok", "f": "poll"')
 
 
 def test_a_fault_free_run_records_a_history_the_checker_finds_clean(local_cluster, tmp_path):
@@ -29,7 +40,7 @@ def test_a_fault_free_run_records_a_history_the_checker_finds_clean(local_cluste
     workload = Workload(node.kafka, "soak", history, partitions=3, producers=2, consumers=2,
                         iggy_nodes=[node.address("tcp")]).start()
     deadline = time.monotonic() + 120
-    while len(history.acks) < ACKS_WANTED or not iggy_acks(history):  # (polled: another process)
+    while len(history.acks) < ACKS_WANTED or not iggy_acks(history) or not polls(history):
         assert time.monotonic() < deadline, f"only {len(history.acks)} sends acknowledged"
         time.sleep(0.2)
     assert workload.stop() == []
