@@ -12,7 +12,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from test_node_twin import Link, node_config, until
+from test_node_twin import Link, node_config, three_nodes, until
 
 from rill import errors
 from rill.server.app import Server
@@ -22,12 +22,18 @@ from rill.server.core.types import TopicSpec
 
 async def _cluster(tmp_path: Path) -> tuple[MemoryCoordinator, dict[int, Link], dict[int, Server]]:
     twin = MemoryCoordinator()
-    links = {n: Link(twin) for n in (1, 2, 3)}
-    servers = {n: Server(node_config(tmp_path, n), coordinator=links[n]) for n in (1, 2, 3)}
-    for server in servers.values():
-        await server.start()
-    await until(lambda: all(s.cluster.controller_id for s in servers.values()), "a controller")
+    links, servers = await three_nodes(tmp_path, twin)
     return twin, links, servers
+
+
+async def _topic(server: Server, partitions: int):
+    """Stream 1 "s" with topic 1 "t" of ``partitions`` (RF 1), made through ``server``;
+    returns the root session it used."""
+    admin = _session(server, 1)
+    await server.core.broker.create_namespace(admin, "s")
+    await server.core.broker.create_topic(admin, 1, TopicSpec("t", partitions_count=partitions,
+                                                              replication_factor=1))
+    return admin
 
 
 def _session(server: Server, port: int):
@@ -52,10 +58,7 @@ def test_groups_are_made_on_every_node_and_members_anywhere_share_the_partitions
         twin, links, servers = await _cluster(tmp_path)
         try:
             core = servers[1].core
-            admin = _session(servers[1], 1)
-            await core.broker.create_namespace(admin, "s")
-            await core.broker.create_topic(admin, 1, TopicSpec("t", partitions_count=6,
-                                                               replication_factor=1))
+            admin = await _topic(servers[1], 6)
             await until(lambda: all(1 in s.core.state.streams and 1 in
                                     s.core.state.streams[1].topics for s in servers.values()),
                         "the topic on every node")
@@ -133,10 +136,7 @@ def test_a_partition_moves_to_its_new_member_only_once_its_old_member_let_go(
         twin, links, servers = await _cluster(tmp_path)
         try:
             core = servers[1].core
-            admin = _session(servers[1], 1)
-            await core.broker.create_namespace(admin, "s")
-            await core.broker.create_topic(admin, 1, TopicSpec("t", partitions_count=4,
-                                                               replication_factor=1))
+            admin = await _topic(servers[1], 4)
             await core.consumer_groups.create_consumer_group(admin, 1, 1, "g")
             groups = {n: await until(lambda n=n: servers[n].core.consumer_groups.groups_of(
                 servers[n].core.state.streams[1].topics[1]).get(1), f"the group on {n}")
@@ -180,10 +180,7 @@ def test_partitions_added_and_a_topic_deleted_elsewhere_reach_every_nodes_groups
         _, _, servers = await _cluster(tmp_path)
         try:
             core = servers[1].core
-            admin = _session(servers[1], 1)
-            await core.broker.create_namespace(admin, "s")
-            await core.broker.create_topic(admin, 1, TopicSpec("t", partitions_count=2,
-                                                               replication_factor=1))
+            admin = await _topic(servers[1], 2)
             await core.consumer_groups.create_consumer_group(admin, 1, 1, "g")
 
             def group_on(n: int):
@@ -278,10 +275,7 @@ def test_a_node_back_from_a_stop_has_the_groups_and_tokens_changed_meanwhile(
         _, links, servers = await _cluster(tmp_path)
         try:
             core = servers[1].core
-            admin = _session(servers[1], 1)
-            await core.broker.create_namespace(admin, "s")
-            await core.broker.create_topic(admin, 1, TopicSpec("t", partitions_count=1,
-                                                               replication_factor=1))
+            admin = await _topic(servers[1], 1)
             await core.consumer_groups.create_consumer_group(admin, 1, 1, "old")
             raw = await core.tokens.create_personal_access_token(admin, "old-token", 0)
 

@@ -134,6 +134,38 @@ async def until(check, what: str, timeout: float = 15.0):
     return found
 
 
+async def three_nodes(tmp_path: Path, twin: MemoryCoordinator, **cluster_settings: float
+                      ) -> tuple[dict[int, Link], dict[int, Server]]:
+    """Nodes 1-3 on ``twin`` (``cluster_settings``: ``[cluster]`` values), started, with a
+    controller elected."""
+    links = {n: Link(twin) for n in (1, 2, 3)}
+    configs = {n: node_config(tmp_path, n) for n in (1, 2, 3)}
+    for config in configs.values():
+        for name, value in cluster_settings.items():
+            setattr(config.cluster, name, value)
+    servers = {n: Server(configs[n], coordinator=links[n]) for n in (1, 2, 3)}
+    try:
+        for server in servers.values():
+            await server.start()
+        await until(lambda: all(s.cluster.controller_id for s in servers.values()),
+                    "a controller")
+    except BaseException:
+        for server in servers.values():
+            await server.stop()
+        raise
+    return links, servers
+
+
+async def replicated_topic(server: Server) -> None:
+    """Stream 1 "s" with topic 1 "t" of one partition, replicated on 3 nodes."""
+    core = server.core
+    session = core.broker.connect("127.0.0.1:1", "tcp")
+    core.broker.authenticate_as(session, 1)
+    await core.broker.create_namespace(session, "s")
+    await core.broker.create_topic(session, 1, TopicSpec("t", partitions_count=1,
+                                                         replication_factor=3))
+
+
 def stored(server: Server) -> bytes:
     log = server.core.state.streams[1].topics[1].partitions[1].log
     _, chunks = log.read(log.first_offset, log.next_offset - log.first_offset)
@@ -144,19 +176,9 @@ def test_a_leader_cut_off_past_its_lease_is_replaced_and_its_late_write_never_co
         tmp_path: Path) -> None:
     async def scenario() -> None:
         twin = MemoryCoordinator()
-        links = {n: Link(twin) for n in (1, 2, 3)}
-        servers = {n: Server(node_config(tmp_path, n), coordinator=links[n]) for n in (1, 2, 3)}
+        links, servers = await three_nodes(tmp_path, twin)
         try:
-            for server in servers.values():
-                await server.start()
-            await until(lambda: all(s.cluster.controller_id for s in servers.values()),
-                        "a controller")
-            core = servers[1].core
-            session = core.broker.connect("127.0.0.1:1", "tcp")
-            core.broker.authenticate_as(session, 1)
-            await core.broker.create_namespace(session, "s")
-            await core.broker.create_topic(session, 1, TopicSpec("t", partitions_count=1,
-                                                                 replication_factor=3))
+            await replicated_topic(servers[1])
 
             def leader() -> int | None:
                 for n, server in servers.items():
@@ -225,22 +247,9 @@ def test_leadership_returns_to_the_preferred_replica_once_it_is_back_in_sync(
     epoch, and what was committed meanwhile is all there."""
     async def scenario() -> None:
         twin = MemoryCoordinator()
-        links = {n: Link(twin) for n in (1, 2, 3)}
-        configs = {n: node_config(tmp_path, n) for n in (1, 2, 3)}
-        for config in configs.values():
-            config.cluster.preferred_leader_check = 0.2
-        servers = {n: Server(configs[n], coordinator=links[n]) for n in (1, 2, 3)}
+        links, servers = await three_nodes(tmp_path, twin, preferred_leader_check=0.2)
         try:
-            for server in servers.values():
-                await server.start()
-            await until(lambda: all(s.cluster.controller_id for s in servers.values()),
-                        "a controller")
-            core = servers[1].core
-            session = core.broker.connect("127.0.0.1:1", "tcp")
-            core.broker.authenticate_as(session, 1)
-            await core.broker.create_namespace(session, "s")
-            await core.broker.create_topic(session, 1, TopicSpec("t", partitions_count=1,
-                                                                 replication_factor=3))
+            await replicated_topic(servers[1])
 
             first = await until(lambda: servers[1].cluster.partition_states.get((1, 1, 1)),
                                 "the partition's state")
