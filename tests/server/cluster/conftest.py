@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -33,6 +34,19 @@ def etcd(etcd_cluster):
     etcd_cluster.heal()
     yield etcd_cluster
     etcd_cluster.heal()
+
+
+@pytest.fixture
+def cluster(etcd, tmp_path, request):
+    """Three real rill nodes on the session's etcd, under a cluster name of their own (the test
+    module's and a count), stopped by pid at the end."""
+    from rill_cluster import RillCluster
+
+    name = request.module.__name__.rpartition(".")[2].removeprefix("test_").replace("_", "-")
+    nodes = RillCluster(etcd, tmp_path, f"{name}-{next(_prefixes)}-{time.time_ns()}")
+    nodes.start()
+    yield nodes
+    nodes.stop()
 
 
 @dataclass

@@ -17,14 +17,6 @@ from rill.client import PollingStrategy
 _names = itertools.count()
 
 
-@pytest.fixture
-def cluster(etcd, tmp_path):
-    nodes = RillCluster(etcd, tmp_path, f"node-test-{next(_names)}-{time.time_ns()}")
-    nodes.start()
-    yield nodes
-    nodes.stop()
-
-
 def wait_for(check, timeout: float = 15.0, what: str = "the condition"):
     deadline = time.monotonic() + timeout
     while True:

@@ -8,28 +8,14 @@ partitions; a LEAVE is seen everywhere; a member's claims go with it."""
 
 from __future__ import annotations
 
-import itertools
-import time
-
-import pytest
-from rill_cluster import RillCluster
 from test_node import wait_for
 
 from rill import errors
 from rill.client import PollingStrategy
 from rill.protocol.iggy.primitives import Consumer
 
-_names = itertools.count()
 PARTITIONS = 6
 GROUP = Consumer.group(1)
-
-
-@pytest.fixture
-def cluster(etcd, tmp_path):
-    nodes = RillCluster(etcd, tmp_path, f"groups-test-{next(_names)}-{time.time_ns()}")
-    nodes.start()
-    yield nodes
-    nodes.stop()
 
 
 def polled_partitions(client, rounds: int = 2) -> set[int]:

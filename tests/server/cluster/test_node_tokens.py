@@ -6,8 +6,6 @@ refused by all."""
 
 from __future__ import annotations
 
-import itertools
-import time
 
 import httpx
 import pytest
@@ -18,15 +16,6 @@ from rill import errors
 from rill.client import Client
 from rill.server.core.tokens import hash_token
 
-_names = itertools.count()
-
-
-@pytest.fixture
-def cluster(etcd, tmp_path):
-    nodes = RillCluster(etcd, tmp_path, f"tokens-test-{next(_names)}-{time.time_ns()}")
-    nodes.start()
-    yield nodes
-    nodes.stop()
 
 
 def logs_in(cluster: RillCluster, node_id: int, token: str) -> bool | str:
