@@ -19,6 +19,7 @@ import pytest
 
 from rill import errors
 from rill.protocol.iggy.messages import encode_messages
+from rill.protocol.peer import codec
 from rill.server.app import Server
 from rill.server.cluster.coordinator import (
     Compare,
@@ -34,7 +35,7 @@ from rill.server.cluster.memory_coordinator import MemoryCoordinator
 from rill.server.config import ServerConfig
 from rill.server.core.cluster_view import ACKS_ALL
 from rill.server.core.model import LEADER
-from rill.server.core.broker import PartitionRef
+from rill.server.core.broker import PartitionRef, TopicRef
 from rill.server.core.types import TopicSpec
 
 
@@ -286,6 +287,71 @@ def test_leadership_returns_to_the_preferred_replica_once_it_is_back_in_sync(
             await until(lambda: servers[preferred].core.state.streams[1].topics[1]
                         .partitions[1].role == LEADER, "the preferred replica leading")
             assert stored(servers[preferred]).count(b"meanwhile-") == 3
+        finally:
+            for server in servers.values():
+                await server.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_partition_made_again_under_the_same_ids_serves_no_replica_of_the_old_one(
+        tmp_path: Path) -> None:
+    """A topic deleted and created again with the same ids is another partition (another
+    incarnation: its etcd key's create_revision) even at the same leader epoch: no follower of
+    the old one is left, and a fetch naming the old incarnation is refused (a stale follower
+    that were answered would report its old log end as this partition's progress)."""
+    async def scenario() -> None:
+        twin = MemoryCoordinator()
+        _, servers = await three_nodes(tmp_path, twin)
+        try:
+            await replicated_topic(servers[1])
+            old = await until(lambda: (found := servers[1].cluster.partition_states.get(
+                (1, 1, 1))) and found.created and found, "the partition's state")
+            leader = servers[old.leader]
+            session = leader.core.broker.connect("127.0.0.1:2", "tcp")
+            leader.core.broker.authenticate_as(session, 1)
+            for n in range(3):
+                await leader.core.broker.append(session, PartitionRef(1, 1, 1),
+                                                encode_messages([b"old-%d" % n]),
+                                                acks=ACKS_ALL, ack_timeout=10)
+            admin = servers[1].core.broker.connect("127.0.0.1:3", "tcp")
+            servers[1].core.broker.authenticate_as(admin, 1)
+            await servers[1].core.broker.delete_topic(admin, TopicRef(1, 1))
+            await servers[1].core.broker.create_topic(admin, 1, TopicSpec(
+                "t", partitions_count=1, topic_id=1, replication_factor=3))
+
+            def made_again() -> bool:
+                return all((state := server.cluster.partition_states.get((1, 1, 1)))
+                           is not None and state.created > old.created
+                           for server in servers.values())
+
+            await until(made_again, "the new partition's state on every node")
+            new = servers[1].cluster.partition_states[(1, 1, 1)]
+            assert new.leader_epoch == old.leader_epoch  # the epoch cannot tell them apart
+            leader = servers[new.leader]
+            await until(lambda: (1, 1, 1) in leader.cluster.leaders, "the new leader leading")
+            for n, server in servers.items():  # every follower is the new partition's
+                if n != new.leader:
+                    follower = await until(lambda: server.cluster.followers.get((1, 1, 1)),
+                                           f"node {n} following")
+                    assert follower.incarnation == new.created
+
+            follower_id = next(n for n in (1, 2, 3) if n != new.leader)
+
+            def fetch(incarnation: int) -> codec.Message:
+                return codec.Message(codec.FETCH, 1, {
+                    "stream_id": 1, "topic_id": 1, "partition_id": 1,
+                    "incarnation": incarnation, "replica_id": follower_id,
+                    "member_epoch": leader.cluster.member_epochs[follower_id],
+                    "leader_epoch": new.leader_epoch, "fetch_offset": 0, "max_wait_ms": 0,
+                    "max_bytes": 1024})
+
+            fenced = leader.cluster.counters["fenced_requests"]
+            stale = await leader.cluster.serve_peer(follower_id, fetch(old.created))
+            assert stale.header["status"] == "not_leader_for_partition"
+            assert leader.cluster.counters["fenced_requests"] == fenced + 1
+            current = await leader.cluster.serve_peer(follower_id, fetch(new.created))
+            assert current.header["status"] == codec.OK
         finally:
             for server in servers.values():
                 await server.stop()

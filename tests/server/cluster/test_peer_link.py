@@ -125,3 +125,35 @@ def test_a_peer_that_is_not_listening_is_unavailable() -> None:
         assert link.closed
 
     run(scenario)
+
+
+def test_a_request_cancelled_as_its_answer_arrives_ends_cancelled() -> None:
+    """A follower is stopped by cancelling its task; a cancellation that lands in the same turn
+    of the loop as the answer it waits for must not be lost (Python 3.11's ``wait_for`` would
+    return the answer, and the stopped follower would go on fetching)."""
+    async def answer(request: Message, writer: asyncio.StreamWriter) -> None:
+        writer.writelines(codec.encode(codec.answer(request, {"size": 1})))
+
+    async def scenario() -> None:
+        peer = ScriptedPeer(answer)
+        link = PeerLink(*(await peer.start()), 2, b"secret")
+        await link.open()
+        asking: asyncio.Task[Message] | None = None
+        deliver = link._deliver
+
+        def deliver_then_cancel(message: Message) -> None:
+            deliver(message)  # the waiter is done ...
+            assert asking is not None
+            asking.cancel()  # ... and its task is cancelled in the same turn
+
+        link._deliver = deliver_then_cancel  # type: ignore[method-assign]
+        try:
+            asking = asyncio.create_task(link.request(codec.FETCH, {"size": 1}, timeout=10))
+            with pytest.raises(asyncio.CancelledError):
+                await asking
+        finally:
+            link.close()
+            await link.wait_closed()
+            await peer.stop()
+
+    run(scenario)

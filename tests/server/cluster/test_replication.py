@@ -74,7 +74,7 @@ class LeaderLink:
 
 def follow(follower_partition: Partition, leader: LeaderReplica) -> LeaderLink:
     link = LeaderLink(leader)
-    follower = Follower(follower_partition, 1, leader.epoch, None, 2, lambda: 7, lambda: None)
+    follower = Follower(follower_partition, 1, leader.epoch, 0, None, 2, lambda: 7, lambda: None)
 
     async def run() -> None:
         await follower._truncate(link)  # type: ignore[arg-type]

@@ -258,7 +258,8 @@ class EtcdGateway(Coordinator):
             try:
                 response = await self._client.send(request, stream=True)
                 lines = response.aiter_lines()
-                first = await asyncio.wait_for(self._next_line(lines), self.request_timeout)
+                async with asyncio.timeout(self.request_timeout):
+                    first = await self._next_line(lines)
             except (TimeoutError, httpx.HTTPError, StopAsyncIteration) as error:
                 failure: CoordinatorError = CoordinatorUnavailable(f"etcd at {endpoint}: {error!r}")
             else:

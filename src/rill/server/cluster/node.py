@@ -464,7 +464,8 @@ class ClusterNode:
             async with self._applied:
                 await self._applied.wait_for(lambda: self.applied_revision >= revision)
         try:
-            await asyncio.wait_for(until(), timeout)
+            async with asyncio.timeout(timeout):
+                await until()
         except TimeoutError:
             raise errors.ClusterUnavailable(reason=(
                 f"etcd confirmed the change at revision {revision} but this node's watch has "
@@ -511,7 +512,7 @@ class ClusterNode:
             self._elect.set()
         elif kv.key.startswith(keys.partitions):
             key = ClusterKeys.numbers(kv.key, keys.partitions)
-            state = PartitionState.from_json(kv.value, kv.mod_revision)
+            state = PartitionState.from_json(kv.value, kv.mod_revision, kv.create_revision)
             self.partition_states[key] = state  # type: ignore[index]
             self._place(key, state)  # type: ignore[arg-type]
             self._elect.set()
@@ -647,6 +648,7 @@ class ClusterNode:
                 follower = self.followers.get(key)
                 if follower is None or follower.leader_id != state.leader or \
                         follower.leader_epoch != state.leader_epoch or \
+                        follower.incarnation != state.created or \
                         follower.partition is not partition:
                     self._stop_following(key)
                     self._start_following(key, partition, state)
@@ -699,15 +701,15 @@ class ClusterNode:
             await fresh.open()
             return fresh
 
-        follower = Follower(partition, leader_id, state.leader_epoch, link, self._node_id,
-                            lambda: self.member_epoch, self._elect.set)
+        follower = Follower(partition, leader_id, state.leader_epoch, state.created, link,
+                            self._node_id, lambda: self.member_epoch, self._elect.set)
         self.followers[key] = follower
         follower.start()
 
     def _stop_following(self, key: tuple[int, int, int]) -> None:
         follower = self.followers.pop(key, None)
-        if follower is not None and follower.task is not None:
-            follower.task.cancel()
+        if follower is not None:
+            follower.stop_soon()
 
     # -- the controller ------------------------------------------------------------------------
 
@@ -763,7 +765,8 @@ class ClusterNode:
             except CoordinatorError as error:
                 log.warning("controller: elections wait for etcd: %s", error)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._elect.wait(), 1.0)
+                async with asyncio.timeout(1.0):
+                    await self._elect.wait()
             if self.controller_node not in (None, self._node_id):
                 return  # the election moved on (this node's key is gone)
 
@@ -864,7 +867,7 @@ class ClusterNode:
                 return await self._serve_fetch(node_id, message)
             if kind == codec.EPOCH_END:
                 key = (header["stream_id"], header["topic_id"], header["partition_id"])
-                leader = self._leading(key, header["leader_epoch"])
+                leader = self._leading(key, header["leader_epoch"], header["incarnation"])
                 found = leader.partition.log.epoch_end(int(header["epoch"]))
                 if found is None:
                     return codec.answer(message, {"epoch": None,
@@ -891,11 +894,14 @@ class ClusterNode:
             return codec.refusal(message, "invalid_command", f"malformed peer request: {error}")
         return codec.refusal(message, "invalid_command", f"unknown peer request kind {kind}")
 
-    def _leading(self, key: Any, epoch: Any) -> LeaderReplica:
+    def _leading(self, key: Any, epoch: Any, incarnation: Any) -> LeaderReplica:
+        """The partition this node leads at ``epoch``, of that ``incarnation`` (a follower of a
+        partition deleted and made again under the same ids is refused like one of no
+        partition: its log is another partition's)."""
         key = tuple(int(part) for part in key)
         leader = self.leaders.get(key)  # type: ignore[arg-type]
         state = self.partition_states.get(key)  # type: ignore[arg-type]
-        if leader is None:
+        if leader is None or int(incarnation) != leader.state.created:
             self.counters["fenced_requests"] += 1
             raise errors.NotLeaderForPartition(key[2], key[1], state.leader if state else "none")
         if int(epoch) < leader.epoch:
@@ -908,7 +914,7 @@ class ClusterNode:
     async def _serve_fetch(self, node_id: int, message: Message) -> Message:
         header = message.header
         key = (header["stream_id"], header["topic_id"], header["partition_id"])
-        leader = self._leading(key, header["leader_epoch"])
+        leader = self._leading(key, header["leader_epoch"], header["incarnation"])
         if int(header["member_epoch"]) != self.member_epochs.get(int(header["replica_id"])):
             self.counters["fenced_requests"] += 1
             return codec.refusal(message, "fenced_member", (
@@ -923,7 +929,7 @@ class ClusterNode:
         wait = min(int(header.get("max_wait_ms", 0)), 5000) / 1000
         if offset >= log_.next_offset and wait > 0:
             await self._wait_append(leader, offset, wait)
-            leader = self._leading(key, header["leader_epoch"])
+            leader = self._leading(key, header["leader_epoch"], header["incarnation"])
         fields, chunks = answer_fetch(leader, header, regions=True)
         return codec.answer(message, fields, chunks=chunks)
 

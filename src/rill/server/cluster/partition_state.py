@@ -3,7 +3,8 @@
 
 Owns: ``PartitionState`` (etcd's ``partitions/<s>/<t>/<p>`` value: replicas, leader, leader
 epoch, ISR, minimum ISR; its key's mod_revision is the **partition epoch**, which every
-change compares), the replica assignment of a new topic (``assign``), the controller's
+change compares, and its create_revision the partition's **incarnation**: a partition deleted
+and made again under the same ids is another one, and replicas of the two never mix), the replica assignment of a new topic (``assign``), the controller's
 election (``elect``), the move of leadership back to the preferred replica (``prefer``) and the
 leader's ISR changes (``shrink``, ``expand``).
 
@@ -28,6 +29,7 @@ class PartitionState:
     isr: tuple[int, ...]
     min_isr: int
     revision: int = 0  # the key's mod_revision (the partition epoch); 0: not stored yet
+    created: int = 0  # the key's create_revision (the incarnation); 0: not stored yet
 
     def to_json(self) -> bytes:
         return json.dumps({"replicas": list(self.replicas), "leader": self.leader,
@@ -35,10 +37,10 @@ class PartitionState:
                            "min_isr": self.min_isr}, separators=(",", ":")).encode()
 
     @classmethod
-    def from_json(cls, value: bytes, revision: int) -> PartitionState:
+    def from_json(cls, value: bytes, revision: int, created: int = 0) -> PartitionState:
         data = json.loads(value)
         return cls(tuple(data["replicas"]), data["leader"], int(data["leader_epoch"]),
-                   tuple(data["isr"]), int(data["min_isr"]), revision)
+                   tuple(data["isr"]), int(data["min_isr"]), revision, created)
 
 
 def assign(nodes: Sequence[int], replication_factor: int, partitions: int,

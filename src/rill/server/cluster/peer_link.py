@@ -51,9 +51,9 @@ class PeerLink:
     async def open(self, timeout: float = 2.0) -> None:
         loop = asyncio.get_running_loop()
         try:
-            _, self._protocol = await asyncio.wait_for(
-                loop.create_connection(lambda: _LinkProtocol(self), self.host, self.port),
-                timeout)
+            async with asyncio.timeout(timeout):
+                _, self._protocol = await loop.create_connection(
+                    lambda: _LinkProtocol(self), self.host, self.port)
         except (OSError, TimeoutError) as error:
             self.closed = True
             raise PeerUnavailable(f"peer {self.host}:{self.port}: {error}") from None
@@ -84,7 +84,10 @@ class PeerLink:
         try:
             protocol.transport.writelines(codec.encode(Message(kind, correlation, header, body)))
             await protocol.drained()
-            answer = await asyncio.wait_for(waiter, timeout)
+            # (asyncio.timeout, not wait_for: Python 3.11's wait_for returns an answer that
+            # arrived as the caller was cancelled, and the cancellation is lost)
+            async with asyncio.timeout(timeout):
+                answer = await waiter
         except (OSError, TimeoutError) as error:
             self._pending.pop(correlation, None)
             if isinstance(error, TimeoutError):

@@ -117,7 +117,8 @@ class LeaderReplica:
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append((last_offset, waiter))
         try:
-            await asyncio.wait_for(waiter, timeout)
+            async with asyncio.timeout(timeout):
+                await waiter
         except TimeoutError:
             raise errors.ReplicationTimedOut() from None
 
@@ -180,12 +181,14 @@ def answer_fetch(leader: LeaderReplica, header: dict[str, Any], regions: bool = 
 class Follower:
     """Copies ``partition`` from its leader at ``leader_epoch`` until stopped."""
 
-    def __init__(self, partition: Partition, leader_id: int, leader_epoch: int,
+    def __init__(self, partition: Partition, leader_id: int, leader_epoch: int, incarnation: int,
                  link: Callable[[], Any], node_id: int, member_epoch: Callable[[], int],
                  on_fenced: Callable[[], None]) -> None:
         self.partition = partition
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
+        self.incarnation = incarnation  # the partition's (``PartitionState.created``)
+        self.stopped = False  # once set, no further request goes out (``stop_soon``)
         self.link = link  # coroutine function: a fresh PeerLink to the leader
         self.node_id = node_id
         self.member_epoch = member_epoch
@@ -201,7 +204,15 @@ class Follower:
         p = self.partition
         return f"{p.stream_id}/{p.topic_id}/{p.id}"
 
+    def stop_soon(self) -> None:
+        """Stop without waiting: the task is cancelled, and the flag ends its loop even if a
+        cancellation is lost (one that lands as an awaited answer arrives)."""
+        self.stopped = True
+        if self.task is not None:
+            self.task.cancel()
+
     async def stop(self) -> None:
+        self.stopped = True
         if self.task is not None:
             self.task.cancel()
             try:
@@ -211,12 +222,13 @@ class Follower:
 
     def _ids(self) -> dict[str, int]:
         p = self.partition
-        return {"stream_id": p.stream_id, "topic_id": p.topic_id, "partition_id": p.id}
+        return {"stream_id": p.stream_id, "topic_id": p.topic_id, "partition_id": p.id,
+                "incarnation": self.incarnation}
 
     async def _run(self) -> None:
         backoff = 0.05
         fetched = self.fetches
-        while True:
+        while not self.stopped:
             link: PeerLink | None = None
             try:
                 link = await self.link()
@@ -246,12 +258,14 @@ class Follower:
     async def _truncate(self, link: PeerLink) -> None:
         """KIP-101/279: cut this log where it leaves the leader's."""
         log_ = self.partition.log
-        while True:
+        while not self.stopped:
             last = log_.last_epoch
             if last is None or log_.next_offset == log_.first_offset:
                 return
             answer = await link.request(codec.EPOCH_END, {
                 **self._ids(), "leader_epoch": self.leader_epoch, "epoch": last})
+            if self.stopped:
+                return
             epoch, end = answer.header["epoch"], int(answer.header["end_offset"])
             cut = min(end, log_.next_offset)
             if epoch is not None and epoch < last:
@@ -271,13 +285,15 @@ class Follower:
         partition = self.partition
         log_ = partition.log
         per_record = not log_.settings.record_format.startswith("kafka")
-        while True:
+        while not self.stopped:
             answer = await link.request(codec.FETCH, {
                 **self._ids(), "replica_id": self.node_id, "member_epoch": self.member_epoch(),
                 "leader_epoch": self.leader_epoch, "fetch_offset": log_.next_offset,
                 "max_wait_ms": FETCH_MAX_WAIT_MS, "max_bytes": FETCH_MAX_BYTES},
                 timeout=FETCH_MAX_WAIT_MS / 1000 + 5)
             self.fetches += 1
+            if self.stopped:
+                return
             header = answer.header
             body = answer.body  # (a view of the answer's own buffer: never reused)
             if body:

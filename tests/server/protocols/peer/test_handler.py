@@ -58,8 +58,8 @@ def test_only_a_link_that_proves_the_secret_is_served(tmp_path: Path) -> None:
             await link.open()  # HELLO with the secret answers
             try:
                 await link.request(codec.FETCH, {
-                    "stream_id": 1, "topic_id": 1, "partition_id": 1, "leader_epoch": 1,
-                    "fetch_offset": 0, "replica_id": 2, "member_epoch": 1})
+                    "stream_id": 1, "topic_id": 1, "partition_id": 1, "incarnation": 1,
+                    "leader_epoch": 1, "fetch_offset": 0, "replica_id": 2, "member_epoch": 1})
                 raise AssertionError("a fetch of a partition it does not lead was answered")
             except PeerRefused as refused:
                 assert refused.status == "not_leader_for_partition"
