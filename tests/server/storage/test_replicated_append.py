@@ -4,7 +4,9 @@ and whatever is out of place is refused with nothing written."""
 
 from __future__ import annotations
 
+import asyncio
 import struct
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -173,3 +175,58 @@ def test_a_follower_refuses_batches_out_of_place_and_writes_nothing(batch_logs, 
         follower.append_replicated(bytes(stale), 5)
     assert snapshot(tmp_path / "follower") == before and follower.next_offset == 5
     assert follower.append_replicated(batch + later, 5) == (5, 9)
+
+
+def test_a_follower_append_off_the_event_loop_leaves_the_same_files(tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    """``append_replicated_async`` (its file writes in a worker thread, so a write waiting on
+    the disk never holds up the event loop) leaves the files the synchronous append leaves, in
+    both kinds of format and across segments; what it refuses writes nothing; a caller
+    cancelled while its write runs still gets the write published whole."""
+    monkeypatch.setitem(formats.FORMATS, NAME, TEST_BATCH_V1)
+    durability = Durability(FsyncPolicy.NEVER)
+
+    async def scenario() -> None:
+        leader = PartitionLog.open(tmp_path / "leader", SETTINGS, durability, clean_shutdown=True)
+        for number in range(12):
+            leader.append(encode_messages([Message(b"m" * 90, id=10 * number + n)
+                                           for n in range(3)]), 1_000 + number)
+        threaded = replace(SETTINGS, append_thread_min_size=1)
+        follower = PartitionLog.open(tmp_path / "follower", threaded, durability,
+                                     clean_shutdown=True)
+        corrupt = bytearray(shipped(leader, 0, 5))
+        corrupt[-1] ^= 0xFF
+        before = snapshot(tmp_path / "follower")
+        with pytest.raises(DecodeError):
+            await follower.append_replicated_async(bytes(corrupt), 0)
+        assert snapshot(tmp_path / "follower") == before and follower.next_offset == 0
+        copying = asyncio.ensure_future(follower.append_replicated_async(shipped(leader, 0, 5), 0))
+        await asyncio.sleep(0)  # its write is in the worker now
+        copying.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await copying
+        for offset in range(5, 30, 5):  # (settles the cancelled one first)
+            assert await follower.append_replicated_async(shipped(leader, offset, 5), offset) == (
+                offset, offset + 4)
+        # the last two batches at once: the log's last timestamp is the last record's
+        assert await follower.append_replicated_async(shipped(leader, 30, 6), 30) == (30, 35)
+        assert follower.last_timestamp == leader.last_timestamp == 1_011
+        assert follower.segments_count == leader.segments_count > 1
+        assert snapshot(tmp_path / "follower") == snapshot(tmp_path / "leader")
+
+        batch_leader = PartitionLog.open(tmp_path / "batch-leader", BATCH_SETTINGS, durability,
+                                         clean_shutdown=True)
+        fill_epochs(batch_leader)
+        batch_follower = PartitionLog.open(tmp_path / "batch-follower", replace(
+            BATCH_SETTINGS, append_thread_min_size=1), durability, clean_shutdown=True)
+        first, data = leader_bytes(batch_leader, 0, 100)
+        assert await batch_follower.append_replicated_async(data, first) == (0, 14)
+        assert batch_follower.segments_count == 3
+        assert snapshot(tmp_path / "batch-follower") == snapshot(tmp_path / "batch-leader")
+        assert epoch_answers(batch_follower) == ANSWERS
+        assert batch_follower.last_timestamp == batch_leader.last_timestamp
+        for log in (leader, follower, batch_leader, batch_follower):
+            log.close()
+        await durability.stop()
+
+    asyncio.run(scenario())

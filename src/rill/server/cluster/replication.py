@@ -299,15 +299,16 @@ class Follower:
             if body:
                 first = log_.next_offset
                 if per_record:
-                    self._append_per_record(body, first, header["epochs"])
+                    await self._append_per_record(body, first, header["epochs"])
                 else:
-                    log_.append_replicated(body, first)
+                    await log_.append_replicated_async(body, first)
                 await log_.wait_durable()  # the policy's sync before reporting the new end
             mark = min(int(header["high_watermark"]), log_.next_offset)
             if mark > partition.high_watermark or not partition.high_watermark_known:
                 partition.high_watermark = mark
 
-    def _append_per_record(self, body: bytes, first: int, epochs: list[list[int]]) -> None:
+    async def _append_per_record(self, body: bytes, first: int, epochs: list[list[int]]
+                                 ) -> None:
         """A per-record format's records, each run at its epoch (the records carry none). One
         run (the common case) is one append; several are split where the scan's index entries
         put their records."""
@@ -315,7 +316,7 @@ class Follower:
         runs = [(epoch, start) for epoch, start in (epochs or [[log_.leader_epoch, first]])]
         if len(runs) == 1:
             log_.leader_epoch = runs[0][0]
-            log_.append_replicated(body, first)
+            await log_.append_replicated_async(body, first)
             return
         scanned = log_.format.scan(body, 0, first, first, 0, verify_checksums=False)
         entries = memoryview(scanned.index_entries)
@@ -330,4 +331,5 @@ class Follower:
             if end <= start:
                 continue
             log_.leader_epoch = epoch  # the leader's epoch of this run (never below the last)
-            log_.append_replicated(body[byte_at(start - first):byte_at(end - first)], start)
+            await log_.append_replicated_async(body[byte_at(start - first):byte_at(end - first)],
+                                               start)

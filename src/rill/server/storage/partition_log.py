@@ -144,14 +144,24 @@ def _stamp_and_write(segment: Segment, raw_messages: bytes | bytearray | memoryv
     return batch
 
 
+def _write_only(segment: Segment, batch: StampedBatch) -> StampedBatch:
+    """Runs in a worker thread: the file half of a batch already checked and indexed (a
+    follower's copy of its leader's records)."""
+    segment.write(batch.records, batch.index_entries)
+    return batch
+
+
 class _PendingAppend:
     """An append whose stamping and writes run in a worker thread, not yet published."""
 
-    __slots__ = ("segment", "timestamp", "work", "finished", "offsets", "error")
+    __slots__ = ("segment", "timestamp", "last_timestamp", "work", "finished", "offsets",
+                 "error")
 
-    def __init__(self, segment: Segment, timestamp: int, work: Future[StampedBatch]) -> None:
+    def __init__(self, segment: Segment, timestamp: int, work: Future[StampedBatch],
+                 last_timestamp: int | None = None) -> None:
         self.segment = segment
         self.timestamp = timestamp
+        self.last_timestamp = last_timestamp  # (records that keep their own: the last one's)
         self.work = work
         self.finished = asyncio.wrap_future(work)  # resolves on the event loop
         self.offsets: tuple[int, int] | None = None
@@ -398,11 +408,33 @@ class PartitionLog(LogReads, ReplicaLog):
         try:
             batch = pending.work.result()
             self._write(pending.segment, batch.records, batch.index_entries, pending.timestamp,
-                        batch.count, written=True)
+                        batch.count, written=True, last_timestamp=pending.last_timestamp)
         except BaseException as error:  # noqa: BLE001 - handed to the appending coroutine
             pending.error = error
         else:
             pending.offsets = (batch.first_offset, batch.last_offset)
+
+    async def _write_async(self, active: Segment, records: bytes | bytearray | memoryview,
+                           index_entries: bytearray, timestamp: int, count: int,
+                           last_timestamp: int) -> None:
+        """``_write`` for the event loop: the file half in a worker thread (a write into the
+        page cache can wait milliseconds on the disk's writeback of the same file), published
+        here once done, even if the caller is cancelled meanwhile. The caller planned the
+        entries at the segment's current end: nothing may be in flight."""
+        if self._pending is not None:
+            raise CannotAppendMessage(reason=(
+                f"Cannot append message: partition log {self.directory} has an append in "
+                f"flight"))
+        first = active.next_offset
+        batch = StampedBatch(records, index_entries, count, first, first + count - 1,
+                             timestamp)  # type: ignore[arg-type]
+        work = self._durability.append_executor().submit(_write_only, active, batch)
+        pending = self._pending = _PendingAppend(active, timestamp, work, last_timestamp)
+        pending.finished.add_done_callback(lambda finished: self._finished(pending, finished))
+        await asyncio.wait({pending.finished})
+        self._settle(pending)
+        if pending.error is not None:
+            raise pending.error
 
     def _prepare(self, raw_messages: bytes | bytearray | memoryview, now_us: int
                  ) -> tuple[Segment, int]:

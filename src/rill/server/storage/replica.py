@@ -24,8 +24,9 @@ start at or after it are dropped, a stored high watermark above it is lowered to
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rill.errors import CannotAppendMessage
 from rill.protocol.buffer import DecodeError
@@ -45,6 +46,11 @@ if TYPE_CHECKING:
     from rill.server.storage.formats import RecordFormat
     from rill.server.storage.partition_log import LogSettings
     from rill.server.storage.segment import Segment
+
+
+# one write of a follower's append: (segment, records, index entries, first timestamp, count,
+# last timestamp)
+_Write = tuple[Any, Any, bytearray, int, int, int]
 
 
 class ReplicaLog:
@@ -72,6 +78,8 @@ class ReplicaLog:
         def _write(self, active: Segment, records: bytes | bytearray,
                    index_entries: bytearray, timestamp: int, count: int,
                    written: bool = False, last_timestamp: int | None = None) -> None: ...
+        async def _write_async(self, active: Segment, records: Any, index_entries: bytearray,
+                               timestamp: int, count: int, last_timestamp: int) -> None: ...
 
     def _open_replica_state(self) -> None:
         """At open: a per-record format's leader-epoch checkpoint, the stored high watermark."""
@@ -234,25 +242,46 @@ class ReplicaLog:
         each as recovery does (layout, checksum, header map), the offsets (``first_offset`` +
         i), the timestamps (never below the log's last) and builds the index entries at the
         places the records take in the active segment. Batch-index formats: see
-        ``_append_replicated_batches``."""
+        ``_replicated_batch_writes``."""
         self._settle()
+        for write in self._replicated_writes(records, first_offset):
+            self._write(*write[:5], last_timestamp=write[5])
+        return first_offset, self.next_offset - 1
+
+    async def append_replicated_async(self, records: bytes, first_offset: int
+                                      ) -> tuple[int, int]:
+        """``append_replicated`` for the event loop: the same checks and index entries here,
+        each write's file half in a worker thread, published here (``_write_async``), for
+        ``append_thread_min_size`` bytes or more (less: inline, as the hop would cost more
+        than the write) unless the log's ``append_threads`` is "never"."""
+        if (len(records) < self.settings.append_thread_min_size
+                or self.settings.append_threads == "never"):
+            return self.append_replicated(records, first_offset)
+        self._settle()
+        for write in self._replicated_writes(records, first_offset):
+            await self._write_async(*write)
+        return first_offset, self.next_offset - 1
+
+    def _replicated_writes(self, records: bytes, first_offset: int) -> Iterator[_Write]:
+        """The checked writes of ``append_replicated``, each planned at the end the one before
+        it left (its caller writes and publishes each before asking for the next); every
+        check runs before the first is handed out."""
         if first_offset != self.next_offset:
             raise CannotAppendMessage(reason=(
                 f"Cannot append message: the leader's records start at offset {first_offset}, "
                 f"this log's next offset is {self.next_offset}"))
         if self.format.batch_index:
-            return self._append_replicated_batches(records, first_offset)
+            return self._replicated_batch_writes(records, first_offset)
         active = self._segment_for(len(records))
         scanned = self.format.scan(records, 0, first_offset, active.start_offset,
                                    self._last_timestamp, position_base=active.size_bytes)
         check_replicated(scanned, records, first_offset)
         self._stamping_epoch()  # the leader's epoch of these records (set by the caller)
-        self._write(active, records, scanned.index_entries, scanned.first_timestamp,
-                    scanned.count, last_timestamp=scanned.last_timestamp)
-        return first_offset, first_offset + scanned.count - 1
+        return iter([(active, records, scanned.index_entries, scanned.first_timestamp,
+                      scanned.count, scanned.last_timestamp)])
 
-    def _append_replicated_batches(self, records: bytes, first_offset: int) -> tuple[int, int]:
-        """``append_replicated`` for a batch-index format: ``records`` must be whole batches
+    def _replicated_batch_writes(self, records: bytes, first_offset: int) -> Iterator[_Write]:
+        """``_replicated_writes`` for a batch-index format: ``records`` must be whole batches
         that the format's ``scan`` walks cleanly to their end (checksums verified), offsets
         dense from ``first_offset``, timestamps from the log's last on, leader epochs never
         decreasing from the log's last; the entries ``scan`` builds (epochs included) are the
@@ -277,10 +306,18 @@ class ReplicaLog:
                                       f"{first_offset + heads[number][0]} has leader epoch "
                                       f"{epoch}, below the {previous} before it")
                 previous = epoch
+        return self._batch_groups(records, first_offset, scanned.count, entries, heads)
+
+    def _batch_groups(self, records: bytes, first_offset: int, count: int, entries: bytearray,
+                      heads: list[tuple[int, int, int]]) -> Iterator[_Write]:
+        """One write per run of checked batches that share a segment, each planned once the
+        one before it is published (a full segment is sealed in between)."""
+        entry_size = self.format.index_entry_size
+        numbers = len(heads)
         ends = [head[1] for head in heads[1:]] + [len(records)]
-        end_offset = first_offset + scanned.count
+        end_offset = first_offset + count
         number = 0
-        while number < numbers:  # one write per run of batches that share a segment
+        while number < numbers:
             active = self._segment_for(ends[number] - heads[number][1])
             start, base = heads[number][1], active.size_bytes
             last = number
@@ -294,11 +331,9 @@ class ReplicaLog:
                 INDEX_ENTRY.pack_into(group, at * entry_size, relative + shift,
                                       position - start + base, timestamp)
             group_end = (first_offset + heads[last + 1][0]) if last + 1 < numbers else end_offset
-            self._write(active, records[start:ends[last]], group, heads[number][2],
-                        group_end - (first_offset + heads[number][0]),
-                        last_timestamp=heads[last][2])
+            yield (active, records[start:ends[last]], group, heads[number][2],
+                   group_end - (first_offset + heads[number][0]), heads[last][2])
             number = last + 1
-        return first_offset, end_offset - 1
 
 
 def epochs_after(pairs: list[tuple[int, int]], offset: int) -> list[tuple[int, int]]:
