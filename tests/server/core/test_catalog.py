@@ -8,10 +8,12 @@ twin."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from dataclasses import replace
 
 import pytest
 
+from rill.protocol.iggy.messages import encode_messages
 from rill.protocol.permissions import GlobalPermissions, Permissions
 from rill.protocol.primitives import UserStatus
 from rill.server.config import ServerConfig
@@ -223,6 +225,55 @@ def test_a_user_changed_elsewhere_is_applied_as_the_same_change_made_here(tmp_pa
             await catalog.change_elsewhere(UserDeleted(9))
             assert sorted(users) == [1]
             assert [row.id for row in catalog.load_users()] == [1]
+        finally:
+            await core.stop()
+
+    asyncio.run(main())
+
+
+def test_a_topic_and_a_stream_deleted_elsewhere_lose_their_files_off_the_event_loop(
+        tmp_path, monkeypatch):
+    """A deletion applied from elsewhere frees the directory's path at once (a topic made again
+    under the same ids finds it free) and unlinks the files in a worker thread, not on the
+    event loop every client of this node waits on."""
+    from rill.server.core import applying
+    from rill.server.core.catalog import StreamDeleted, TopicDeleted
+
+    config = ServerConfig()
+    config.system.path = str(tmp_path / "data")
+    config.root.password_hash_cost = 4
+    removed_in: list[str] = []
+    remove_trees = applying.remove_trees
+
+    def watched(paths):  # the real removal, noting where it ran
+        removed_in.append(threading.current_thread().name)
+        remove_trees(paths)
+
+    monkeypatch.setattr(applying, "remove_trees", watched)
+
+    async def main() -> None:
+        core = Core(config, catalog=MemoryCatalog())
+        await core.start()
+        try:
+            broker = core.broker
+            session = broker.connect("127.0.0.1:1", "tcp")
+            await broker.authenticate(session, "iggy", "iggy")
+            stream = await broker.create_namespace(session, "s")
+            topic = await broker.create_topic(session, "s", TopicSpec("t", partitions_count=2))
+            await broker.append(session, PartitionRef("s", "t", 1), encode_messages([b"x"] * 10))
+            paths = core.state.paths
+            topic_dir, stream_dir = paths.topic_dir(stream.id, topic.id), paths.stream_dir(stream.id)
+            assert topic_dir.is_dir()
+            core.apply(TopicDeleted(stream.id, topic.id))
+            assert not topic_dir.exists() and topic.id not in stream.topics
+            core.apply(StreamDeleted(stream.id))
+            assert not stream_dir.exists()
+            for _ in range(200):
+                if len(removed_in) == 2 and not any(stream_dir.parent.iterdir()):
+                    break
+                await asyncio.sleep(0.01)
+            assert list(stream_dir.parent.iterdir()) == []  # the tombstones are gone too
+            assert len(removed_in) == 2 and threading.main_thread().name not in removed_in
         finally:
             await core.stop()
 
