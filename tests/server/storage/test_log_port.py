@@ -11,6 +11,8 @@ which every read and bound of the port must answer the same (the same bytes incl
 
 from __future__ import annotations
 
+import asyncio
+
 import re
 from array import array
 
@@ -217,6 +219,29 @@ def test_a_follower_holds_the_leaders_records(make_log) -> None:
     assert everything(follower) == everything(leader)
     assert starts(follower) == starts(leader) and len(starts(leader)) > 1
     assert follower.offset_for_timestamp(1_005) == 15
+
+
+def test_a_follower_keeps_the_leaders_epoch_runs_of_per_record_records(make_log) -> None:
+    """One answer of records from several leader epochs, appended with the leader's runs
+    (each at its epoch, a run may start a segment), off the event loop or not."""
+    leader = make_log(segment_size=2_000, name="leader")
+    for epoch, number in ((1, 0), (1, 1), (3, 2), (3, 3), (4, 4)):
+        leader.leader_epoch = epoch
+        leader.append(encode_messages([Message(b"m" * 300, id=10 * number + n + 1)
+                                       for n in range(3)]), 1_000 + number)
+    runs = [list(pair) for pair in leader.epochs_from(0)]
+    for name, threaded in (("follower", False), ("threaded", True)):
+        follower = make_log(segment_size=2_000, name=name)
+        if threaded:
+            appended = asyncio.run(follower.append_replicated_async(shipped(leader, 0, 15), 0,
+                                                                    runs))
+        else:
+            appended = follower.append_replicated(shipped(leader, 0, 15), 0, runs)
+        assert appended == (0, 14)
+        assert everything(follower) == everything(leader)
+        assert starts(follower) == starts(leader) and len(starts(leader)) > 1
+        assert [follower.epoch_end(epoch) for epoch in (1, 2, 3, 4)] == [
+            (1, 6), (1, 6), (3, 12), (4, 15)]
 
 
 def test_records_out_of_place_are_refused_and_nothing_is_written(make_log) -> None:

@@ -230,3 +230,36 @@ def test_a_follower_append_off_the_event_loop_leaves_the_same_files(tmp_path: Pa
         await durability.stop()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("threaded", [False, True])
+def test_records_of_several_leader_epochs_are_appended_each_at_its_epoch(tmp_path: Path,
+                                                                         threaded: bool) -> None:
+    """A per-record format's records carry no epoch: the leader's answer says where each of
+    its epochs starts, and the follower's log keeps the same runs (its epoch checkpoint, and
+    its files, are the leader's), including when a run starts a new segment."""
+    durability = Durability(FsyncPolicy.NEVER)
+    settings = replace(SETTINGS, append_thread_min_size=1 if threaded else 1 << 30)
+
+    async def scenario() -> None:
+        leader = PartitionLog.open(tmp_path / "leader", settings, durability, clean_shutdown=True)
+        for epoch, number in ((1, 0), (1, 1), (3, 2), (3, 3), (4, 4)):
+            leader.leader_epoch = epoch
+            leader.append(encode_messages([Message(b"m" * 300, id=10 * number + n)
+                                           for n in range(3)]), 1_000 + number)
+        assert leader.segments_count > 1
+        follower = PartitionLog.open(tmp_path / "follower", settings, durability,
+                                     clean_shutdown=True)
+        runs = [list(pair) for pair in leader.epochs_from(0)]
+        assert runs == [[1, 0], [3, 6], [4, 12]]
+        assert await follower.append_replicated_async(shipped(leader, 0, 15), 0, runs) == (0, 14)
+        assert [follower.epoch_end(epoch) for epoch in (1, 2, 3, 4)] == [
+            leader.epoch_end(epoch) for epoch in (1, 2, 3, 4)] == [(1, 6), (1, 6), (3, 12),
+                                                                   (4, 15)]
+        assert follower.leader_epoch == 4
+        assert snapshot(tmp_path / "follower") == snapshot(tmp_path / "leader")
+        leader.close()
+        follower.close()
+        await durability.stop()
+
+    asyncio.run(scenario())

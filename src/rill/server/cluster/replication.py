@@ -28,7 +28,6 @@ from rill import errors
 from rill.protocol.peer import codec
 from rill.server.cluster.partition_state import PartitionState
 from rill.server.cluster.peer_link import PeerLink, PeerRefused, PeerUnavailable
-from rill.server.storage.index_entry import INDEX_ENTRY, INDEX_ENTRY_SIZE
 
 if TYPE_CHECKING:
     from rill.server.storage.file_region import FileRegion
@@ -298,38 +297,10 @@ class Follower:
             body = answer.body  # (a view of the answer's own buffer: never reused)
             if body:
                 first = log_.next_offset
-                if per_record:
-                    await self._append_per_record(body, first, header["epochs"])
-                else:
-                    await log_.append_replicated_async(body, first)
+                # (a per-record format's records carry no epoch: the answer's runs say them)
+                await log_.append_replicated_async(body, first,
+                                                   header["epochs"] if per_record else None)
                 await log_.wait_durable()  # the policy's sync before reporting the new end
             mark = min(int(header["high_watermark"]), log_.next_offset)
             if mark > partition.high_watermark or not partition.high_watermark_known:
                 partition.high_watermark = mark
-
-    async def _append_per_record(self, body: bytes, first: int, epochs: list[list[int]]
-                                 ) -> None:
-        """A per-record format's records, each run at its epoch (the records carry none). One
-        run (the common case) is one append; several are split where the scan's index entries
-        put their records."""
-        log_ = self.partition.log
-        runs = [(epoch, start) for epoch, start in (epochs or [[log_.leader_epoch, first]])]
-        if len(runs) == 1:
-            log_.leader_epoch = runs[0][0]
-            await log_.append_replicated_async(body, first)
-            return
-        scanned = log_.format.scan(body, 0, first, first, 0, verify_checksums=False)
-        entries = memoryview(scanned.index_entries)
-        count = scanned.count
-
-        def byte_at(record: int) -> int:
-            return (INDEX_ENTRY.unpack_from(entries, record * INDEX_ENTRY_SIZE)[1]
-                    if record < count else len(body))
-
-        for number, (epoch, start) in enumerate(runs):
-            end = runs[number + 1][1] if number + 1 < len(runs) else first + count
-            if end <= start:
-                continue
-            log_.leader_epoch = epoch  # the leader's epoch of this run (never below the last)
-            await log_.append_replicated_async(body[byte_at(start - first):byte_at(end - first)],
-                                               start)

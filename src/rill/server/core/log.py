@@ -24,7 +24,7 @@ timestamps are µs and never decrease; a log keeps its records in one ``record_f
 from __future__ import annotations
 
 from array import array
-from typing import Callable, Iterable, Protocol
+from typing import Callable, Iterable, Protocol, Sequence
 
 from rill.server.storage.columnar import ColumnarRange
 from rill.server.storage.file_region import FileRegion
@@ -85,7 +85,12 @@ class Log(Protocol):
     def append_stamped(self, records: bytearray, positions: array, now_us: int
                        ) -> tuple[int, int]: ...
 
-    def append_replicated(self, records: bytes, first_offset: int) -> tuple[int, int]: ...
+    def append_replicated(self, records: bytes, first_offset: int,
+                          epochs: Sequence[Sequence[int]] | None = None) -> tuple[int, int]: ...
+
+    async def append_replicated_async(self, records: bytes, first_offset: int,
+                                      epochs: Sequence[Sequence[int]] | None = None
+                                      ) -> tuple[int, int]: ...
 
     # -- durability ------------------------------------------------------------------------
     async def wait_durable(self) -> None: ...

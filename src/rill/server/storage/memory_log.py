@@ -34,14 +34,14 @@ import struct
 from array import array
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from rill.errors import CannotAppendMessage, FeatureUnavailable
 from rill.protocol.buffer import DecodeError
 from rill.server.storage.formats import RecordFormat, conversion, format_named, iggy_v1, kafka_v2
 from rill.server.storage.formats.iggy_v1 import StampedBatch, uniform_positions
 from rill.server.storage.replica import check_replicated, epochs_after
-from rill.server.storage.index_entry import MAX_POSITION, build_index_entries
+from rill.server.storage.index_entry import INDEX_ENTRY, MAX_POSITION, build_index_entries
 from rill.server.storage.log_reads import LogReads
 from rill.server.storage.truncation import TruncationRefused, check_cut
 
@@ -453,8 +453,15 @@ class MemoryLog(LogReads):
         if boundary.size_bytes >= self.settings.segment_size:
             self._seal_active()
 
-    def append_replicated(self, records: bytes, first_offset: int) -> tuple[int, int]:
-        """As ``PartitionLog.append_replicated``: a leader's records kept byte for byte."""
+    async def append_replicated_async(self, records: bytes, first_offset: int,
+                                      epochs: Sequence[Sequence[int]] | None = None
+                                      ) -> tuple[int, int]:
+        return self.append_replicated(records, first_offset, epochs)
+
+    def append_replicated(self, records: bytes, first_offset: int,
+                          epochs: Sequence[Sequence[int]] | None = None) -> tuple[int, int]:
+        """As ``PartitionLog.append_replicated``: a leader's records kept byte for byte (a
+        per-record format's at the ``epochs`` runs given, each at its epoch)."""
         if first_offset != self.next_offset:
             raise CannotAppendMessage(reason=(
                 f"Cannot append message: the leader's records start at offset {first_offset}, "
@@ -465,6 +472,22 @@ class MemoryLog(LogReads):
         scanned = self.format.scan(records, 0, first_offset, active.start_offset,
                                    self._last_timestamp, position_base=active.size_bytes)
         check_replicated(scanned, records, first_offset)
+        runs = [(int(epoch), int(start)) for epoch, start in epochs or ()
+                if start < first_offset + scanned.count]
+        if len(runs) > 1:  # one append per run, split where the scan put the records
+            count, entries, base = scanned.count, scanned.index_entries, active.size_bytes
+            ends = [INDEX_ENTRY.unpack_from(entries, record * INDEX_ENTRY.size)[1] - base
+                    for record in range(count)] + [len(records)]
+            for number, (epoch, start) in enumerate(runs):
+                start = max(start, first_offset)
+                end = runs[number + 1][1] if number + 1 < len(runs) else first_offset + count
+                if end > start:
+                    self.leader_epoch = epoch
+                    self.append_replicated(records[ends[start - first_offset]:
+                                                   ends[end - first_offset]], start)
+            return first_offset, first_offset + count - 1
+        if runs:
+            self.leader_epoch = runs[0][0]
         self._write(active, records, scanned.index_entries, self._stamping_epoch(),
                     scanned.first_timestamp, scanned.count, scanned.last_timestamp)
         return first_offset, first_offset + scanned.count - 1

@@ -24,7 +24,7 @@ start at or after it are dropped, a stored high watermark above it is lowered to
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -231,7 +231,8 @@ class ReplicaLog:
         if tail.size_bytes >= self.settings.segment_size:
             self._seal_active()
 
-    def append_replicated(self, records: bytes, first_offset: int) -> tuple[int, int]:
+    def append_replicated(self, records: bytes, first_offset: int,
+                          epochs: Sequence[Sequence[int]] | None = None) -> tuple[int, int]:
         """A follower's append (cluster-design.md): a leader's records as the leader stored
         them -- offsets, timestamps, ids and checksums (a batch format: whole batches, their
         leader epochs too) kept byte for byte -- at exactly the offsets they carry, which must
@@ -241,14 +242,17 @@ class ReplicaLog:
         Per-record formats (iggy-v1): one ``scan`` of the records (in C when built) checks
         each as recovery does (layout, checksum, header map), the offsets (``first_offset`` +
         i), the timestamps (never below the log's last) and builds the index entries at the
-        places the records take in the active segment. Batch-index formats: see
+        places the records take in the active segment. Their records carry no epoch:
+        ``epochs`` gives the leader's (epoch, first offset) runs over them (None: all at
+        ``leader_epoch``), each appended at its epoch. Batch-index formats: see
         ``_replicated_batch_writes``."""
         self._settle()
-        for write in self._replicated_writes(records, first_offset):
+        for write in self._replicated_writes(records, first_offset, epochs):
             self._write(*write[:5], last_timestamp=write[5])
         return first_offset, self.next_offset - 1
 
-    async def append_replicated_async(self, records: bytes, first_offset: int
+    async def append_replicated_async(self, records: bytes, first_offset: int,
+                                      epochs: Sequence[Sequence[int]] | None = None
                                       ) -> tuple[int, int]:
         """``append_replicated`` for the event loop: the same checks and index entries here,
         each write's file half in a worker thread, published here (``_write_async``), for
@@ -256,13 +260,14 @@ class ReplicaLog:
         than the write) unless the log's ``append_threads`` is "never"."""
         if (len(records) < self.settings.append_thread_min_size
                 or self.settings.append_threads == "never"):
-            return self.append_replicated(records, first_offset)
+            return self.append_replicated(records, first_offset, epochs)
         self._settle()
-        for write in self._replicated_writes(records, first_offset):
+        for write in self._replicated_writes(records, first_offset, epochs):
             await self._write_async(*write)
         return first_offset, self.next_offset - 1
 
-    def _replicated_writes(self, records: bytes, first_offset: int) -> Iterator[_Write]:
+    def _replicated_writes(self, records: bytes, first_offset: int,
+                           epochs: Sequence[Sequence[int]] | None) -> Iterator[_Write]:
         """The checked writes of ``append_replicated``, each planned at the end the one before
         it left (its caller writes and publishes each before asking for the next); every
         check runs before the first is handed out."""
@@ -276,9 +281,41 @@ class ReplicaLog:
         scanned = self.format.scan(records, 0, first_offset, active.start_offset,
                                    self._last_timestamp, position_base=active.size_bytes)
         check_replicated(scanned, records, first_offset)
-        self._stamping_epoch()  # the leader's epoch of these records (set by the caller)
-        return iter([(active, records, scanned.index_entries, scanned.first_timestamp,
-                      scanned.count, scanned.last_timestamp)])
+        runs = [(int(epoch), int(start)) for epoch, start in epochs or ()
+                if start < first_offset + scanned.count]
+        if len(runs) <= 1:
+            if runs:
+                self.leader_epoch = runs[0][0]
+            self._stamping_epoch()  # the leader's epoch of these records
+            return iter([(active, records, scanned.index_entries, scanned.first_timestamp,
+                          scanned.count, scanned.last_timestamp)])
+        return self._epoch_runs(records, first_offset, scanned, active.size_bytes, runs)
+
+    def _epoch_runs(self, records: bytes, first_offset: int, scanned: ScanResult, base: int,
+                    runs: list[tuple[int, int]]) -> Iterator[_Write]:
+        """One write per epoch run of checked per-record records, split where the scan put
+        their records; each planned once the one before it is published (its segment may
+        have been sealed in between)."""
+        entries, count = memoryview(scanned.index_entries), scanned.count
+
+        def byte_at(record: int) -> int:
+            return (INDEX_ENTRY.unpack_from(entries, record * INDEX_ENTRY.size)[1] - base
+                    if record < count else len(records))
+
+        for number, (epoch, start) in enumerate(runs):
+            start = max(start, first_offset)
+            end = runs[number + 1][1] if number + 1 < len(runs) else first_offset + count
+            if end <= start:
+                continue
+            piece = records[byte_at(start - first_offset):byte_at(end - first_offset)]
+            active = self._segment_for(len(piece))
+            placed = self.format.scan(piece, 0, start, active.start_offset,
+                                      self._last_timestamp, position_base=active.size_bytes,
+                                      verify_checksums=False)
+            self.leader_epoch = epoch  # the leader's epoch of this run (never below the last)
+            self._stamping_epoch()
+            yield (active, piece, placed.index_entries, placed.first_timestamp, placed.count,
+                   placed.last_timestamp)
 
     def _replicated_batch_writes(self, records: bytes, first_offset: int) -> Iterator[_Write]:
         """``_replicated_writes`` for a batch-index format: ``records`` must be whole batches
