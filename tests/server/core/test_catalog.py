@@ -57,19 +57,29 @@ class RewritingCatalog(MemoryCatalog):
         return await super().store_position(replace(row, next_offset=0, note="kept"))
 
 
-def test_the_model_holds_what_the_catalog_confirmed(tmp_path):
+def config_at(tmp_path) -> ServerConfig:
     config = ServerConfig()
     config.system.path = str(tmp_path / "data")
     config.root.password_hash_cost = 4
+    return config
+
+
+async def logged_in(core: Core):
+    """The core's broker and a session of the root user on it."""
+    session = core.broker.connect("127.0.0.1:1", "tcp")
+    await core.broker.authenticate(session, "iggy", "iggy")
+    return core.broker, session
+
+
+def test_the_model_holds_what_the_catalog_confirmed(tmp_path):
+    config = config_at(tmp_path)
     catalog = RewritingCatalog()
 
     async def main() -> None:
         core = Core(config, catalog=catalog)
         await core.start()
         try:
-            broker = core.broker
-            session = broker.connect("127.0.0.1:1", "tcp")
-            await broker.authenticate(session, "iggy", "iggy")
+            broker, session = await logged_in(core)
             stream = await broker.create_namespace(session, "ns")
             topic = await broker.create_topic(session, "ns", TopicSpec("t", partitions_count=1))
             assert stream.created_at == 42 and core.state.streams[1].created_at == 42
@@ -90,18 +100,14 @@ def test_the_model_holds_what_the_catalog_confirmed(tmp_path):
 
 
 def test_a_change_made_elsewhere_is_applied_as_the_same_change_made_here(tmp_path):
-    config = ServerConfig()
-    config.system.path = str(tmp_path / "data")
-    config.root.password_hash_cost = 4
+    config = config_at(tmp_path)
     catalog = MemoryCatalog()
 
     async def main() -> None:
         core = Core(config, catalog=catalog)
         await core.start()
         try:
-            broker = core.broker
-            session = broker.connect("127.0.0.1:1", "tcp")
-            await broker.authenticate(session, "iggy", "iggy")
+            broker, session = await logged_in(core)
             here = await broker.create_namespace(session, "here")
             there = await broker.create_namespace(session, "there")
             mine = await broker.create_topic(session, "here", TopicSpec("t", partitions_count=1))
@@ -179,9 +185,7 @@ def test_a_change_made_elsewhere_is_applied_as_the_same_change_made_here(tmp_pat
 def test_a_user_changed_elsewhere_is_applied_as_the_same_change_made_here(tmp_path):
     """Users too: created, given permissions, deactivated (logged out everywhere), renamed
     and deleted by another node, each as the same change made here."""
-    config = ServerConfig()
-    config.system.path = str(tmp_path / "data")
-    config.root.password_hash_cost = 4
+    config = config_at(tmp_path)
     catalog = MemoryCatalog()
     readers = Permissions(GlobalPermissions(read_streams=True))
 
@@ -239,9 +243,7 @@ def test_a_topic_and_a_stream_deleted_elsewhere_lose_their_files_off_the_event_l
     from rill.server.core import applying
     from rill.server.core.catalog import StreamDeleted, TopicDeleted
 
-    config = ServerConfig()
-    config.system.path = str(tmp_path / "data")
-    config.root.password_hash_cost = 4
+    config = config_at(tmp_path)
     removed_in: list[str] = []
     remove_trees = applying.remove_trees
 
@@ -255,9 +257,7 @@ def test_a_topic_and_a_stream_deleted_elsewhere_lose_their_files_off_the_event_l
         core = Core(config, catalog=MemoryCatalog())
         await core.start()
         try:
-            broker = core.broker
-            session = broker.connect("127.0.0.1:1", "tcp")
-            await broker.authenticate(session, "iggy", "iggy")
+            broker, session = await logged_in(core)
             stream = await broker.create_namespace(session, "s")
             topic = await broker.create_topic(session, "s", TopicSpec("t", partitions_count=2))
             await broker.append(session, PartitionRef("s", "t", 1), encode_messages([b"x"] * 10))
