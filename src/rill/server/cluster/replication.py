@@ -122,20 +122,15 @@ class LeaderReplica:
             raise errors.ReplicationTimedOut() from None
 
     def step_down(self, leader: int | None) -> int:
-        """This node no longer leads: every acks=all write still waiting is answered with
-        ``ReplicationTimedOut``, an unknown outcome, never with ``NotLeaderForPartition``. It
-        was appended here, and a replica that copied it may lead now and keep it; a refusal
-        before writing would let the Iggy proxy, an HTTP redirect or a TANK client send it
-        again and store it twice. Returns how many."""
+        """This node no longer leads: every acks=all write still waiting is refused (it was
+        appended here but never committed); returns how many."""
         self.stepped_down = True
         refused = 0
         for _, waiter in self._waiters:
             if not waiter.done():
                 refused += 1
-                waiter.set_exception(errors.ReplicationTimedOut(reason=(
-                    f"node {self.node_id} stopped leading partition {self.partition.id} "
-                    f"(its leader is now {leader if leader is not None else 'none'}) while the "
-                    f"records waited for the in-sync replicas: they may still be committed")))
+                waiter.set_exception(errors.NotLeaderForPartition(
+                    self.partition.id, "", leader if leader is not None else "none"))
         self._waiters = []
         return refused
 
