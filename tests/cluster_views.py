@@ -5,7 +5,8 @@ in-process server, without etcd or other nodes.
 A test gives the members and the controller, places partitions (``place``: leader, epoch,
 replicas, ISR; this node leads when the leader is its node id) and commits offsets by hand
 (``commit``: what a follower's fetch does on a real leader), which wakes acks=all writes and
-long polls as the real view does.
+long polls as the real view does; placing another leader answers the acks=all writes waiting
+here ``LeaderSteppedDown``, as ``LeaderReplica.step_down`` does.
 """
 
 from __future__ import annotations
@@ -58,7 +59,12 @@ class StaticClusterView:
         isr = replicas if isr is None else isr
         offline = tuple(replica for replica in replicas if replica not in self._nodes)
         partition.placement = Placement(leader, leader_epoch, replicas, isr, min_isr, offline)
+        was_leader = partition.role == LEADER
         partition.role = LEADER if leader == self._node_id else FOLLOWER
+        if was_leader and partition.role != LEADER:  # wake the acks=all writes waiting here
+            event = self._commits.pop(id(partition), None)
+            if event is not None:
+                event.set()
         if partition.role == LEADER:
             if leader_epoch > partition.leader_epoch:
                 partition.leader_epoch = leader_epoch
@@ -76,10 +82,10 @@ class StaticClusterView:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while partition.high_watermark <= last_offset:
-            if partition.role != LEADER:
+            if partition.role != LEADER:  # stepped down: appended here, outcome unknown
                 placement = partition.placement
-                raise errors.NotLeaderForPartition(partition.id, "",
-                                                   placement.leader if placement else None)
+                raise errors.LeaderSteppedDown(self._node_id, partition.id,
+                                               placement.leader if placement else None)
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise errors.ReplicationTimedOut()

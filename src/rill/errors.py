@@ -394,6 +394,20 @@ for _code, _name, _template in ERROR_TABLE:
     _BY_NAME[_name] = _cls
 
 
+class LeaderSteppedDown(_BY_NAME["replication_timed_out"]):  # type: ignore[misc]
+    """An acks=all write appended on a leader that stopped leading before every in-sync replica
+    held it: its outcome is unknown (a replica that copied it may lead now and keep it). On the
+    wire it is ``replication_timed_out`` for Iggy and HTTP and REPLICA_ACK_TIMEOUT for TANK, so
+    no proxy, redirect or client sends it again to the new leader; Kafka answers
+    NOT_LEADER_OR_FOLLOWER, as Kafka does (an idempotent producer's retry is deduplicated)."""
+
+    def __init__(self, node_id: int, partition_id: int, leader: int | None) -> None:
+        super().__init__(reason=(
+            f"node {node_id} stopped leading partition {partition_id} (its leader is now "
+            f"{leader if leader is not None else 'none'}) while the records waited for the "
+            f"in-sync replicas: they may still be committed"))
+
+
 def error_class(code: int) -> type[RillError]:
     """The exception class for a wire status; unknown codes map to a plain RillError subclass."""
     cls = _BY_CODE.get(code)

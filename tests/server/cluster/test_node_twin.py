@@ -223,7 +223,7 @@ def test_a_leader_cut_off_past_its_lease_is_replaced_and_its_late_write_never_co
                     break
                 await twin.advance(0.2)
                 await asyncio.sleep(0.05)
-            with pytest.raises(errors.NotLeaderForPartition):
+            with pytest.raises(errors.LeaderSteppedDown, match="stopped leading"):
                 await late
             assert servers[old].cluster.counters["fenced_requests"] >= 1
             for _ in range(100):  # its lease is gone: it joins again, a follower of the new

@@ -122,17 +122,20 @@ class LeaderReplica:
             raise errors.ReplicationTimedOut() from None
 
     def step_down(self, leader: int | None) -> int:
-        """This node no longer leads: every acks=all write still waiting is refused (it was
-        appended here but never committed); returns how many."""
+        """This node no longer leads: every acks=all write still waiting is answered
+        ``LeaderSteppedDown``, an unknown outcome (it was appended here, and a replica that
+        copied it may lead now and keep it), never a refusal before writing, which would let
+        the Iggy proxy, an HTTP redirect or a TANK client send it again and store it twice.
+        Returns how many."""
         self.stepped_down = True
-        refused = 0
+        answered = 0
         for _, waiter in self._waiters:
             if not waiter.done():
-                refused += 1
-                waiter.set_exception(errors.NotLeaderForPartition(
-                    self.partition.id, "", leader if leader is not None else "none"))
+                answered += 1
+                waiter.set_exception(errors.LeaderSteppedDown(
+                    self.node_id, self.partition.id, leader))
         self._waiters = []
-        return refused
+        return answered
 
     def lagging(self, lag_max: float) -> list[int]:
         """ISR followers that have not caught up for ``lag_max`` seconds."""

@@ -87,7 +87,7 @@ class ClusterView(Protocol):
         """Until the partition's high watermark passes ``last_offset`` (every ISR member holds
         the records up to it): the wait of an acks=all write, after the local append. Raises
         ``errors.ReplicationTimedOut`` after ``timeout`` seconds (the write may still commit),
-        ``errors.NotLeaderForPartition`` when this node stopped leading meanwhile."""
+        ``errors.LeaderSteppedDown`` (one of them) when this node stopped leading meanwhile."""
         ...
 
     async def forward(self, node_id: int, protocol: str, user_id: int, request: bytes) -> bytes:

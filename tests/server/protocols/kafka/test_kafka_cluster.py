@@ -239,6 +239,21 @@ def test_acks_all_not_replicated_in_time_is_request_timed_out(node, raw):
     assert log_end(node, topic) == 1  # written on the leader: it may still commit
 
 
+def test_acks_all_whose_leader_steps_down_meanwhile_is_not_leader_as_kafka_answers(node, raw):
+    topic = new_topic(node, raw)
+    place(node, topic, 0, leader=1, epoch=1, replicas=(1, 2), isr=(1, 2))
+    produce(raw, topic, one(), acks=-1, send_only=True)
+    while log_end(node, topic) < 1:  # appended here, waiting for node 2
+        node.call(lambda: None)
+    place(node, topic, 0, leader=2, epoch=2, replicas=(1, 2), isr=(1, 2))
+    from rill.protocol.kafka import decode_response
+    answer = decode_response(apis.PRODUCE, 9, raw.receive()).body
+    # Kafka's own answer (a client refreshes its metadata and retries at node 2; an idempotent
+    # producer's retry is deduplicated there), not the unknown outcome Iggy and TANK are told
+    assert answer.responses[0].partition_responses[0].error_code == (
+        ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+
 def test_aiokafka_acks_all_is_refused_with_not_enough_replicas(node, raw):
     from aiokafka import AIOKafkaProducer
     from aiokafka.errors import NotEnoughReplicasError

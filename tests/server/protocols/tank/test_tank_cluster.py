@@ -122,6 +122,22 @@ def test_a_replicated_produce_is_answered_once_committed(node):
     assert bytes(run(node, work)) == bytes([ProduceError.OK])
 
 
+def test_a_replicated_produce_whose_leader_steps_down_meanwhile_is_an_ack_timeout(node):
+    topic = new_topic(node)
+    place(node, topic, 0, leader=1, replicas=(1, 2), isr=(1, 2))
+
+    async def work(client):
+        answer = asyncio.ensure_future(client._call(produce_request(1, [Batch(topic, 0, [b"v"])])))
+        while log_end(node, topic) < 1:
+            await asyncio.sleep(0.01)
+        place(node, topic, 0, leader=2, epoch=2, replicas=(1, 2), isr=(1, 2))
+        return (await answer).errors
+
+    # appended here and maybe held by node 2: 0x03 (outcome unknown), never 0xfc naming node
+    # 2, which a TANK client takes for "not written, send it there"
+    assert bytes(run(node, work)) == bytes([ProduceError.REPLICA_ACK_TIMEOUT])
+
+
 def test_discover_topology_lists_the_members(node):
     topic = new_topic(node, partitions=3)
     place(node, topic, 0, leader=1)

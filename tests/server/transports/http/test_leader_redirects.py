@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import base64
 import struct
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -51,9 +53,9 @@ def topic_on_both(nodes, topic: str, partitions: int = 1) -> None:
             assert created.status_code == 200, created.text
 
 
-def place(nodes, topic, partition_id, leader, replicas=(1, 2)):
+def place(nodes, topic, partition_id, leader, replicas=(1, 2), min_isr=1):
     for server in nodes:
-        server.place(STREAM, topic, partition_id, leader, 1, replicas, None, 1)
+        server.place(STREAM, topic, partition_id, leader, 1, replicas, None, min_isr)
 
 
 def send_body(partition_id: int, payload: bytes = b"x") -> dict:
@@ -103,3 +105,26 @@ def test_no_leader_is_503(nodes):
         answer = client.post(f"/streams/{STREAM}/topics/leaderless/messages", json=send_body(1))
     assert answer.status_code == 503
     assert answer.json()["code"] == "leader_not_available"
+
+
+def test_a_send_whose_leader_steps_down_meanwhile_is_504_not_a_redirect(nodes):
+    one, two = nodes
+    topic_on_both(nodes, "stepdown")
+    place(nodes, "stepdown", 1, leader=1, min_isr=2)
+
+    def log_end(server) -> int:
+        return server.call(lambda: server.partition(STREAM, "stepdown", 1).log.next_offset)
+
+    with api(one) as client, ThreadPoolExecutor(1) as pool:
+        sent = pool.submit(client.post, f"/streams/{STREAM}/topics/stepdown/messages",
+                           json=send_body(1))
+        while log_end(one) < 1:  # appended here, waiting for node 2
+            time.sleep(0.01)
+        place(nodes, "stepdown", 1, leader=2, min_isr=2)
+        answer = sent.result(30)
+    # appended on node 1 and maybe copied by node 2: an unknown outcome, never a 307 that a
+    # client follows to store it again on node 2
+    assert answer.status_code == 504
+    assert answer.json()["code"] == "replication_timed_out"
+    assert "stopped leading" in answer.json()["reason"]
+    assert (log_end(one), log_end(two)) == (1, 0)

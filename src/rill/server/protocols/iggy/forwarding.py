@@ -18,7 +18,9 @@ there). The rules:
   forwarded never is again (its session's transport is ``peer``): a stale placement answers
   the refusal instead of bouncing between nodes;
 * a partition with no leader is LeaderNotAvailable (11201), a leader that cannot be reached
-  too (``ClusterView.forward``);
+  too (``ClusterView.forward``); a write this node appended and then stopped leading before
+  the ISR held it is never proxied (``LeaderReplica.step_down`` answers it
+  ``LeaderSteppedDown``, a ``ReplicationTimedOut``: sent again, it could be stored twice);
 * a replicated partition's SEND waits for every in-sync replica (``dispatch.send_messages``:
   ``acks=ACKS_ALL``; Iggy has no acks setting, and an OK means stored).
 """

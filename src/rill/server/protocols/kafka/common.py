@@ -85,9 +85,11 @@ def kafka_error(error: Exception, cluster: bool = False) -> ErrorCode:
 # the cluster's refusals (``core.cluster_view``; never raised on a standalone server): every
 # Kafka client refreshes its metadata on NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE and the
 # epoch errors, and retries NOT_ENOUGH_REPLICAS and REQUEST_TIMED_OUT (a timed-out acks=all
-# write may still be committed: idempotence makes the retry safe)
+# write may still be committed: idempotence makes the retry safe); a write whose leader
+# stepped down while it waited for the ISR is NOT_LEADER_OR_FOLLOWER, as Kafka answers it
 _CLUSTER_ERRORS: dict[type, ErrorCode] = {
     errors.NotLeaderForPartition: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    errors.LeaderSteppedDown: ErrorCode.NOT_LEADER_OR_FOLLOWER,
     errors.LeaderNotAvailable: ErrorCode.LEADER_NOT_AVAILABLE,
     errors.NotEnoughReplicas: ErrorCode.NOT_ENOUGH_REPLICAS,
     errors.ReplicationTimedOut: ErrorCode.REQUEST_TIMED_OUT,
