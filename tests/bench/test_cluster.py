@@ -20,7 +20,7 @@ from rill.bench.cluster import CASES, ClusterBenchOptions, validate
 from rill.bench.options import OptionsError
 
 BOUNDED = ["--batches", "3", "--messages-per-batch", "50", "--message-size", "200", "--runs", "1",
-           "--failovers", "1", "--no-progress", "--producers-per-partition", "2"]
+           "--failovers", "1", "--no-progress", "--producers-per-partition", "2", "--in-flight", "2"]
 
 
 def bench(*args: str, cwd, env=None, **popen) -> subprocess.Popen[str]:
@@ -148,6 +148,7 @@ def _interrupt(process, bench_process, started: set[int], signum: int) -> None:
     [
         (["--etcd-members", "2"], "error: --etcd-members must be 1 or 3 (got 2)"),
         (["--runs", "0"], "error: --runs must be a positive whole number (got 0)"),
+        (["--in-flight", "0"], "error: --in-flight must be a positive whole number (got 0)"),
         (["--http", "127.0.0.1:3000", "--failovers", "2"],
          "error: --failovers needs a cluster the bench starts (it kills a node): give --failovers 0 with --http"),
         (["--http", "nowhere"], "error: --http must be HOST:PORT (got 'nowhere')"),

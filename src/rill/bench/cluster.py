@@ -88,6 +88,9 @@ class ClusterBenchOptions:
     # Iggy producers on each partition, each with one SEND in flight (rill's SDK waits for each
     # answer: more of them keep more batches in flight, as a Kafka client's in-flight requests do)
     producers_per_partition: int = 1
+    # batches each Kafka producer keeps unanswered at most; 1 waits for each answer, as rill's
+    # Iggy SDK producers do (Kafka's Java client allows 5 by default)
+    in_flight: int = 1
     runs: int = 3
     failovers: int | None = None  # None: 1 on a cluster the bench starts, 0 on an existing one
     etcd_members: int = 3
@@ -119,7 +122,8 @@ def validate(options: ClusterBenchOptions) -> None:
     """Raise ``OptionsError`` (one line) when ``options`` cannot run."""
     for name, flag in (("messages_per_batch", "--messages-per-batch"), ("message_size", "--message-size"),
                        ("batches", "--batches"), ("runs", "--runs"),
-                       ("producers_per_partition", "--producers-per-partition")):
+                       ("producers_per_partition", "--producers-per-partition"),
+                       ("in_flight", "--in-flight")):
         value = getattr(options, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise OptionsError(f"{flag} must be a positive whole number (got {value!r})")
@@ -324,7 +328,8 @@ def _run_kafka_case(target: Target, options: ClusterBenchOptions, case: Case, to
     try:
         wait_in_sync(target.bootstrap, topic, PARTITIONS, case.replication_factor)
         actors = [KafkaActor(f"{kind}-{partition + 1}", kind, target.bootstrap, topic, partition, case.acks,
-                             options.messages_per_batch, options.message_size, options.batches)
+                             options.messages_per_batch, options.message_size, options.batches,
+                             options.in_flight)
                   for kind in ("producer", "consumer") for partition in range(PARTITIONS)]
         started = meter() if meter else None
         sent = run_kafka_actors([actor for actor in actors if actor.kind == "producer"])
@@ -388,7 +393,10 @@ def run_throughput(target: Target, options: ClusterBenchOptions) -> tuple[list[d
              "columns": list(THROUGHPUT_COLUMNS), "rows": rows,
              "notes": ["÷ RF 1: the case's msg/s over its protocol's RF 1 case in the same run (median of runs).",
                        (f"{options.batches} batches of {options.messages_per_batch} × {options.message_size} B "
-                        "per producer; every producer and consumer talks to its partition's leader.")],
+                        "per producer; every producer and consumer talks to its partition's leader; "
+                        f"a Kafka producer keeps {options.in_flight} batch{'es' if options.in_flight > 1 else ''} "
+                        f"in flight at most, an Iggy producer one ({options.producers_per_partition} "
+                        "per partition).")],
              "figures": {"medians": medians, "runs": figures, "server_cpu_s_per_gb_sent": cpu_per_gb}}
     table["notes"].append("server CPU-s/GB sent: the 3 nodes' CPU seconds (user + system) over the "
                           "send phase per GB of payload sent (a cluster the bench started only).")

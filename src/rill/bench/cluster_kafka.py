@@ -8,14 +8,18 @@ partitions and replication factor) and ``wait_in_sync`` (Metadata until every pa
 leader and its full ISR).
 
 The clients follow Metadata to each partition's leader (librdkafka does), as any Kafka user's
-would. A producer's batch is ``messages_per_batch`` × ``produce`` then ``flush``: one
-ProduceRequest of one RecordBatch, one in flight (``KafkaPeer``'s client, with ``acks`` set);
-a round trip is from the first produce to the flush's end. A consumer is assigned its
-partition at offset 0 (no group) and ``consume``s until it read every message.
+would. A producer's batch is ``messages_per_batch`` × ``produce``: one ProduceRequest of one
+RecordBatch (full, so librdkafka sends it at once). It keeps ``in_flight`` batches unanswered
+at most, producing the next one while earlier ones wait for their acks, as a Kafka client's
+``max.in.flight.requests.per.connection`` allows (5 by default in Kafka's Java client); 1
+waits for each answer. A batch's round trip is from its first produce to the delivery report of its
+last message. A consumer is assigned its partition at offset 0 (no group) and ``consume``s
+until it read every message.
 """
 
 from __future__ import annotations
 
+import collections
 import multiprocessing
 import queue
 import time
@@ -46,6 +50,7 @@ class KafkaActor:
     messages_per_batch: int
     message_size: int
     batches: int
+    in_flight: int = 1  # batches a producer keeps unanswered at most
 
     def batch_bytes(self) -> int:
         return self.messages_per_batch * (self.message_size + 64) + 4096
@@ -72,28 +77,49 @@ def _produce(actor: KafkaActor, barrier: Any) -> ActorResult:
     from confluent_kafka import KafkaException, Producer
 
     failures: list[Any] = []
+    acknowledged = 0  # messages whose delivery report came
 
     def delivered(error: Any, message: Any) -> None:
+        nonlocal acknowledged
+        acknowledged += 1
         if error is not None:
             failures.append(error)
 
     producer = Producer({**actor.producer_config(), "on_delivery": delivered})
     producer.list_topics(actor.topic, timeout=TIMEOUT)  # learn the leader before the clock
     body = payload(actor.message_size)
-    produce, flush, clock = producer.produce, producer.flush, time.perf_counter
+    size = actor.messages_per_batch
+    produce, poll, clock = producer.produce, producer.poll, time.perf_counter
     barrier.wait(TIMEOUT * 10)
     recorder = Recorder(actor.name, "producer")
     recorder.start()
+    began: collections.deque[float] = collections.deque()  # each unanswered batch's start
+    answered = 0  # batches
+
+    def settle(most: int) -> None:
+        """Poll until at most ``most`` batches are unanswered, recording each answered one."""
+        nonlocal answered
+        waited_since = clock()
+        while True:
+            while began and acknowledged >= (answered + 1) * size:
+                answered += 1
+                recorder.record(clock() - began.popleft(), size, size * actor.message_size)
+            if failures:
+                raise KafkaException(failures[0])
+            if len(began) <= most:
+                return
+            if clock() - waited_since > TIMEOUT:
+                raise KafkaException(f"{len(began) * size} messages not acknowledged within "
+                                     f"{TIMEOUT:g} s")
+            poll(0.05)
+
     for _ in range(actor.batches):
-        began = clock()
-        for _ in range(actor.messages_per_batch):
+        began.append(clock())
+        for _ in range(size):
             produce(actor.topic, body, partition=actor.partition)
-        left = flush(TIMEOUT)
-        if failures or left:
-            raise KafkaException(failures[0] if failures else f"{left} messages not acknowledged "
-                                 f"within {TIMEOUT:g} s")
-        recorder.record(clock() - began, actor.messages_per_batch,
-                        actor.messages_per_batch * actor.message_size)
+        settle(actor.in_flight - 1)
+    producer.flush(TIMEOUT)
+    settle(0)
     return recorder.finish()
 
 

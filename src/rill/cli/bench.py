@@ -334,7 +334,10 @@ def cluster(
     batches: int = typer.Option(100, "--batches", "-b", help="Batches per producer."),
     producers_per_partition: int = typer.Option(
         1, "--producers-per-partition", help="Iggy producers on each partition (each has one SEND in "
-        "flight; Kafka's clients keep several requests in flight on their own)."),
+        "flight)."),
+    in_flight: int = typer.Option(
+        1, "--in-flight", help="Batches each Kafka producer keeps unanswered at most (1 waits for "
+        "each answer, as the Iggy producers do; Kafka's Java client allows 5)."),
     runs: int = typer.Option(3, "--runs", help="Runs of every throughput case (the table shows medians)."),
     failovers: Optional[int] = typer.Option(
         None, "--failovers", help="Leader kill cycles (default 1; 0 with --http: a cluster the bench "
@@ -364,7 +367,7 @@ def cluster(
 
     options = ClusterBenchOptions(
         messages_per_batch=messages_per_batch, message_size=message_size, batches=batches, runs=runs,
-        producers_per_partition=producers_per_partition, failovers=failovers, etcd_members=etcd_members, http=http, bootstrap=bootstrap,
+        producers_per_partition=producers_per_partition, in_flight=in_flight, failovers=failovers, etcd_members=etcd_members, http=http, bootstrap=bootstrap,
         protocols=tuple(name.strip().lower() for name in protocols.split(",") if name.strip()),
         fsync=fsync.lower(), username=username, password=password, start_stream_id=start_stream_id,
         progress=_show_progress(ctx, no_progress),
