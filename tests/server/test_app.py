@@ -16,8 +16,6 @@ import pytest
 
 from rill import errors
 from rill.client import Client
-from rill.protocol.iggy.commands.users import ChangePassword
-from rill.protocol.iggy.primitives import Identifier
 from rill.server.app import Server, is_loopback
 from rill.server.config import ServerConfig
 from rill.server.core.model import Session

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from rill import errors
-from rill.client import Client, UserStatus
+from rill.client import UserStatus
 from rill.protocol.permissions import (
     GlobalPermissions,
     Permissions,

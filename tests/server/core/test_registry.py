@@ -8,7 +8,6 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from rill.protocol.iggy.commands.streams import CreateStream
 from rill.server.config import ServerConfig
 from in_process_core import twin_core
 from rill.server.core.model import Session

@@ -15,12 +15,6 @@ from blake3 import blake3
 from rill import errors
 from rill.client import Client, UserStatus
 from rill.protocol.permissions import GlobalPermissions, Permissions
-from rill.protocol.iggy.commands.tokens import (
-    CreatePersonalAccessToken,
-    DeletePersonalAccessToken,
-    GetPersonalAccessTokens,
-    LoginWithPersonalAccessToken,
-)
 from rill.protocol.primitives import EXPIRY_NEVER
 from rill.server.auth.permissioner import Permissioner
 from rill.server.config import ServerConfig

@@ -10,10 +10,7 @@ import pytest
 
 from rill import errors
 from rill.client import AsyncClient, Client, UserStatus
-from rill.protocol.iggy.commands.users import (ChangePassword, CreateUser, DeleteUser, LoginUser,
-                                          UpdatePermissions, UpdateUser)
 from rill.protocol.permissions import GlobalPermissions, Permissions, StreamPermissions
-from rill.protocol.iggy.primitives import Identifier
 from rill.server.auth.passwords import verify_password
 from rill.server.auth.permissioner import Action, Permissioner
 from rill.server.config import ServerConfig

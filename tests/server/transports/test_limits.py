@@ -11,7 +11,6 @@ import threading
 import time
 
 import psutil
-import pytest
 
 from rill.client import Client
 from rill.errors import Unauthorized

@@ -31,7 +31,7 @@ from kafka import TopicPartition as KpTopicPartition
 from rill import errors
 from rill.client import Client, HeaderKind, HeaderValue, Message, PollingStrategy
 from rill.protocol.kafka.errors import ErrorCode
-from test_kafka_data import batch, fetch, list_offset, produce
+from test_kafka_data import list_offset, produce
 from kafka_link import Raw, bootstrap
 from test_kafka_idempotence import idempotent_batch, new_producer
 

@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 kafka = pytest.importorskip("kafka")
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer  # noqa: E402
 from kafka.admin import NewTopic  # noqa: E402
 
 from rill.protocol.kafka import apis, request_class  # noqa: E402

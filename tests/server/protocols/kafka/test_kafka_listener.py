@@ -18,7 +18,7 @@ from kafka.errors import (
     TopicAlreadyExistsError,
 )
 
-from rill.protocol.kafka import apis, decode_response, encode_request, request_class
+from rill.protocol.kafka import apis, encode_request, request_class
 from rill.protocol.kafka.errors import ErrorCode
 from rill.server.protocols.kafka.dispatch import SERVED
 from kafka_link import KAFKA_ENV, Raw, bootstrap

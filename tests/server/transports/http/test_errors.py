@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import socket
 
-import httpx
 import pytest
 from http_helpers import bearer, error_of, unique
 
