@@ -357,3 +357,31 @@ def test_a_partition_made_again_under_the_same_ids_serves_no_replica_of_the_old_
                 await server.stop()
 
     asyncio.run(scenario())
+
+
+def test_an_acks_all_wait_begun_after_this_node_stopped_leading_is_an_unknown_outcome(
+        tmp_path: Path) -> None:
+    """The acks=all wait starts after the local append, which may await (a worker thread's
+    write, an fsync): a node that stopped leading meanwhile answers LeaderSteppedDown (Iggy
+    and HTTP ``replication_timed_out``), never "not the leader", which the Iggy proxy, an HTTP
+    redirect or a TANK client would take for "not written" and send again."""
+    async def scenario() -> None:
+        twin = MemoryCoordinator()
+        _, servers = await three_nodes(tmp_path, twin)
+        try:
+            await replicated_topic(servers[1])
+            state = await until(lambda: servers[1].cluster.partition_states.get((1, 1, 1)),
+                                "the partition's state")
+            follower = next(n for n in (1, 2, 3) if n != state.leader)
+            partition = await until(lambda: servers[follower].core.state.streams.get(1) and (
+                servers[follower].core.state.streams[1].topics[1].partitions[1]),
+                "the partition on a follower")
+            with pytest.raises(errors.LeaderSteppedDown,
+                               match=f"node {follower} stopped leading partition 1 "
+                                     f"\\(its leader is now {state.leader}\\)"):
+                await servers[follower].cluster.replicated(partition, 0, 1.0)
+        finally:
+            for server in servers.values():
+                await server.stop()
+
+    asyncio.run(scenario())

@@ -156,11 +156,14 @@ class ClusterNode:
         return self.members.get(node_id)
 
     async def replicated(self, partition: Partition, last_offset: int, timeout: float) -> None:
+        """The acks=all wait, after the records were appended here. This node may have stopped
+        leading while the append awaited (a worker thread's write, an fsync): that is
+        ``LeaderSteppedDown`` too, an unknown outcome, never a refusal before writing."""
         leader = self.leaders.get((partition.stream_id, partition.topic_id, partition.id))
         if leader is None or leader.partition is not partition:
             placement = partition.placement
-            raise errors.NotLeaderForPartition(partition.id, "", placement.leader
-                                               if placement is not None else "none")
+            raise errors.LeaderSteppedDown(self._node_id, partition.id,
+                                           placement.leader if placement is not None else None)
         await leader.replicated(last_offset, timeout)
 
     async def forward(self, node_id: int, protocol: str, user_id: int, request: bytes) -> bytes:
