@@ -408,6 +408,18 @@ class LeaderSteppedDown(_BY_NAME["replication_timed_out"]):  # type: ignore[misc
             f"in-sync replicas: they may still be committed"))
 
 
+class LeaderAnswerLost(_BY_NAME["replication_timed_out"]):  # type: ignore[misc]
+    """A request this node forwarded to a partition's leader (the Iggy proxy) was sent, but
+    the leader's answer never came: a write may have been applied, so its outcome is unknown
+    (``replication_timed_out`` on the wire), never "leader not available", which a client
+    would take for "not written" and send again."""
+
+    def __init__(self, node_id: int, cause: object) -> None:
+        super().__init__(reason=(
+            f"node {node_id}, the partition's leader, was sent the request but its answer was "
+            f"lost ({cause}): it may have been applied"))
+
+
 def error_class(code: int) -> type[RillError]:
     """The exception class for a wire status; unknown codes map to a plain RillError subclass."""
     cls = _BY_CODE.get(code)

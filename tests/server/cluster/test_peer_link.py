@@ -13,7 +13,7 @@ import pytest
 
 from rill.protocol.peer import codec
 from rill.protocol.peer.codec import Message
-from rill.server.cluster.peer_link import PeerLink, PeerUnavailable
+from rill.server.cluster.peer_link import PeerAnswerLost, PeerLink, PeerUnavailable
 
 
 class ScriptedPeer:
@@ -101,11 +101,14 @@ def test_a_peer_that_goes_away_or_sends_garbage_fails_what_waits(ending: str) ->
         link = PeerLink(*(await peer.start()), 2, b"secret")
         await link.open()
         try:
-            with pytest.raises(PeerUnavailable, match="link closed"):
+            # sent, then the link ended: the peer may have acted on it
+            with pytest.raises(PeerAnswerLost, match="link closed"):
                 await link.request(codec.FETCH, {"size": 1}, timeout=10)
             assert link.closed
-            with pytest.raises(PeerUnavailable, match="link closed"):
+            # not sent at all: plainly unavailable, safe to send elsewhere
+            with pytest.raises(PeerUnavailable, match="link closed") as refused:
                 await link.request(codec.FETCH, {"size": 1})
+            assert not isinstance(refused.value, PeerAnswerLost)
         finally:
             link.close()
             await link.wait_closed()
@@ -120,8 +123,9 @@ def test_a_peer_that_is_not_listening_is_unavailable() -> None:
         host, port = await peer.start()
         await peer.stop()
         link = PeerLink(host, port, 2, b"secret")
-        with pytest.raises(PeerUnavailable):
+        with pytest.raises(PeerUnavailable) as refused:
             await link.open()
+        assert not isinstance(refused.value, PeerAnswerLost)  # nothing was sent
         assert link.closed
 
     run(scenario)
@@ -157,3 +161,35 @@ def test_a_request_cancelled_as_its_answer_arrives_ends_cancelled() -> None:
             await peer.stop()
 
     run(scenario)
+
+
+class Links:
+    """``ClusterNode.links`` whose request fails as ``failure`` says."""
+
+    def __init__(self, failure: Exception) -> None:
+        self.failure = failure
+
+    async def request(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        raise self.failure
+
+
+@pytest.mark.parametrize(("failure", "expected"), [
+    (PeerAnswerLost("peer 127.0.0.1:1: no answer in 35.0 s"), "LeaderAnswerLost"),
+    (PeerUnavailable("peer 127.0.0.1:1: connection refused"), "LeaderNotAvailable"),
+])
+def test_a_forward_whose_answer_is_lost_is_told_apart_from_one_never_sent(failure, expected
+                                                                          ) -> None:
+    """``ClusterNode.forward`` on this link's failures: sent and unanswered is an unknown
+    outcome (the leader may have applied it); never sent is a leader not available."""
+    from types import SimpleNamespace
+
+    from rill import errors
+    from rill.server.cluster.node import ClusterNode
+    from rill.server.core.cluster_view import NodeInfo
+
+    node = SimpleNamespace(members={2: NodeInfo(2, {"peer": ("127.0.0.1", 1)})},
+                           links=Links(failure))
+    with pytest.raises(errors.RillError) as raised:
+        asyncio.run(ClusterNode.forward(node, 2, "iggy", 1, b"frame"))  # type: ignore[arg-type]
+    assert type(raised.value).__name__ == expected
+    assert "node 2" in raised.value.reason

@@ -61,7 +61,14 @@ from rill.server.cluster.group_members import ClusterGroupRoster
 from rill.server.cluster.keys import ClusterKeys
 from rill.server.cluster.leases import LeaseKeeper
 from rill.server.cluster.partition_state import PartitionState, expand, shrink
-from rill.server.cluster.peer_link import PeerLink, PeerLinks, PeerRefused, PeerUnavailable, proof
+from rill.server.cluster.peer_link import (
+    PeerAnswerLost,
+    PeerLink,
+    PeerLinks,
+    PeerRefused,
+    PeerUnavailable,
+    proof,
+)
 from rill.server.cluster.replication import Follower, LeaderReplica, answer_fetch
 from rill.server.cluster.watch import ResumingWatch, Resync
 from rill.server.core.catalog import (
@@ -175,6 +182,8 @@ class ClusterNode:
             answer = await self.links.request(*address, codec.FORWARD,
                                               {"protocol": protocol, "user_id": user_id},
                                               request, timeout=35.0)
+        except PeerAnswerLost as error:  # sent: the leader may have applied it
+            raise errors.LeaderAnswerLost(node_id, error) from None
         except PeerUnavailable as error:
             raise errors.LeaderNotAvailable(reason=f"node {node_id}: {error}") from None
         except PeerRefused as refusal:

@@ -26,6 +26,11 @@ class PeerUnavailable(Exception):
     """The node could not be reached, or did not answer in time."""
 
 
+class PeerAnswerLost(PeerUnavailable):
+    """The request was sent, but its answer never came (the link closed, failed or timed out
+    first): the peer may have acted on it."""
+
+
 class PeerRefused(Exception):
     def __init__(self, status: str, message: str) -> None:
         super().__init__(f"{status}: {message}")
@@ -70,7 +75,7 @@ class PeerLink:
         self.closed = True
         for waiter in self._pending.values():
             if not waiter.done():
-                waiter.set_exception(PeerUnavailable(f"peer {self.host}:{self.port}: link closed"))
+                waiter.set_exception(PeerAnswerLost(f"peer {self.host}:{self.port}: link closed"))
         self._pending.clear()
 
     async def request(self, kind: int, header: dict[str, Any], body: bytes = b"",
@@ -91,10 +96,10 @@ class PeerLink:
         except (OSError, TimeoutError) as error:
             self._pending.pop(correlation, None)
             if isinstance(error, TimeoutError):
-                raise PeerUnavailable(f"peer {self.host}:{self.port}: no answer in "
-                                      f"{timeout} s") from None
+                raise PeerAnswerLost(f"peer {self.host}:{self.port}: no answer in "
+                                     f"{timeout} s") from None
             self.close()
-            raise PeerUnavailable(f"peer {self.host}:{self.port}: {error}") from None
+            raise PeerAnswerLost(f"peer {self.host}:{self.port}: {error}") from None
         status = answer.header.get("status")
         if status != codec.OK:
             raise PeerRefused(str(status), str(answer.header.get("message", "")))

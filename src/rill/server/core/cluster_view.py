@@ -95,7 +95,9 @@ class ClusterView(Protocol):
         ``node_id`` over the peer link, acting as user ``user_id``, and return the answer's
         whole frame: how a protocol whose clients know no leaders (Iggy) reaches a
         partition's leader. The leader runs it with ``Broker.forwarded[protocol]``. Raises
-        ``errors.LeaderNotAvailable`` when the node cannot be reached."""
+        ``errors.LeaderNotAvailable`` when the node cannot be reached (nothing was sent), and
+        ``errors.LeaderAnswerLost`` when the request was sent but its answer never came (it
+        may have been applied)."""
         ...
 
     def status(self) -> dict[str, Any]:

@@ -175,6 +175,33 @@ def test_a_send_whose_leader_steps_down_meanwhile_is_never_proxied(nodes):
     assert (stored(one, "stepdown", 1), stored(two, "stepdown", 1)) == (1, 0)
 
 
+def test_a_proxied_send_whose_answer_is_lost_is_unknown_and_a_poll_may_be_retried(nodes):
+    one, two = nodes
+    same_topic_on_both(nodes, "lost", 1)
+    place(nodes, "lost", 1, leader=2, replicas=(2,))
+    two.commit(STREAM, "lost", 1, 0)
+    reach_two = one.view.peers[2]
+
+    async def applied_then_lost(protocol: str, user_id: int, frame: bytes) -> bytes:
+        await reach_two(protocol, user_id, frame)  # node 2 runs it; its answer never comes
+        raise errors.LeaderAnswerLost(2, "peer 127.0.0.1:1: link closed")
+
+    one.view.peers[2] = applied_then_lost
+    try:
+        async def work(client):
+            # stored on node 2 and maybe acknowledged there: "leader not available" would have
+            # the client (rill's SDK does) send it again and store it twice
+            with pytest.raises(errors.ReplicationTimedOut):
+                await client.send_messages(STREAM, "lost", [Message(b"a")], 1)
+            with pytest.raises(errors.LeaderNotAvailable):  # a read: safe to send again
+                await client.poll_messages(STREAM, "lost", 7, 1, PollingStrategy.first(), 10)
+
+        run(one, work)
+    finally:
+        one.view.peers[2] = reach_two
+    assert stored(two, "lost", 1) == 1
+
+
 def test_create_topic_takes_the_replication_factor(nodes):
     one, _two = nodes
     same_topic_on_both(nodes, "factor", 1, factor=2)

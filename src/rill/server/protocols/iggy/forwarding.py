@@ -18,9 +18,11 @@ there). The rules:
   forwarded never is again (its session's transport is ``peer``): a stale placement answers
   the refusal instead of bouncing between nodes;
 * a partition with no leader is LeaderNotAvailable (11201), a leader that cannot be reached
-  too (``ClusterView.forward``); a write this node appended and then stopped leading before
-  the ISR held it is never proxied (``LeaderReplica.step_down`` answers it
-  ``LeaderSteppedDown``, a ``ReplicationTimedOut``: sent again, it could be stored twice);
+  too (``ClusterView.forward``), but a SEND the leader was sent and never answered is
+  ``LeaderAnswerLost`` (``replication_timed_out``: it may be stored); a write this node
+  appended and then stopped leading before the ISR held it is never proxied
+  (``LeaderReplica.step_down`` answers it ``LeaderSteppedDown``, a ``ReplicationTimedOut``:
+  sent again, it could be stored twice);
 * a replicated partition's SEND waits for every in-sync replica (``dispatch.send_messages``:
   ``acks=ACKS_ALL``; Iggy has no acks setting, and an OK means stored).
 """
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 
 from rill import errors
 from rill.protocol.iggy.commands.base import Command
+from rill.protocol.iggy.commands.messages import SendMessages
 from rill.protocol.iggy.framing import encode_request
 from rill.server.core.broker import Broker
 from rill.server.core.types import Session
@@ -65,4 +68,10 @@ async def forward(broker: Broker, session: Session, leader: int, command: Comman
     if cluster is None:  # (placements exist only in a cluster)
         raise errors.LeaderNotAvailable(reason="no cluster to forward the request in")
     frame = encode_request(command.CODE, command.encode())
-    return Relayed(await cluster.forward(leader, PROTOCOL, session.user_id, frame))
+    try:
+        return Relayed(await cluster.forward(leader, PROTOCOL, session.user_id, frame))
+    except errors.LeaderAnswerLost as lost:
+        if command.CODE == SendMessages.CODE:  # may be stored: sent again, stored twice
+            raise
+        # a read or an offset store (which the same value only sets again) is safe to retry
+        raise errors.LeaderNotAvailable(reason=lost.reason) from None
