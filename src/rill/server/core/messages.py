@@ -106,9 +106,14 @@ class MessageService:
         if topic.max_topic_size != MAX_TOPIC_SIZE_UNLIMITED and topic.size_bytes >= topic.max_topic_size:
             raise errors.TopicFull(topic.id, topic.stream_id)
         placement = chosen.placement
-        if placement is not None:
-            check_leads(chosen, topic, acks)
         partition_log = chosen.log
+        if placement is not None:
+            # an append in flight (ours would wait for it) ends first, so that this node
+            # still leads when ours starts: one started after a step-down would land in a
+            # follower's log, among the new leader's records
+            await partition_log.wait_idle()
+            placement = chosen.placement
+            check_leads(chosen, topic, acks)
         try:
             reserve = state.store.reserve
             if reserve is not None and not reserve.room_for_data():

@@ -281,6 +281,9 @@ class MemoryLog(LogReads):
         self._write(active, batch.records, batch.index_entries, epoch, timestamp, batch.count)
         return batch.first_offset, batch.last_offset
 
+    async def wait_idle(self) -> None:
+        """Nothing is ever in flight here: every append is done when it returns."""
+
     async def append_async(self, raw_messages: bytes | bytearray | memoryview, now_us: int,
                            gaps: bool = False) -> tuple[int, int]:
         return self.append(raw_messages, now_us, gaps)

@@ -311,14 +311,20 @@ class PartitionLog(LogReads, ReplicaLog):
         self._write(active, batch.records, batch.index_entries, timestamp, batch.count)
         return batch.first_offset, batch.last_offset
 
+    async def wait_idle(self) -> None:
+        """Until no append is in flight (``append_async``'s or a follower's), each published:
+        what a caller awaits before checking a rule that must still hold when its own append
+        starts (``append_async`` then starts it with no await in between)."""
+        while self._pending is not None:
+            await asyncio.wait({self._pending.finished})
+            self._settle()
+
     async def append_async(
         self, raw_messages: bytes | bytearray | memoryview, now_us: int, gaps: bool = False
     ) -> tuple[int, int]:
         """``append`` for the event loop: a large region is stamped and written in a worker
         thread while the loop serves others, then published here. Same result, same errors."""
-        while self._pending is not None:  # one in flight per log; waiters go in arrival order
-            await asyncio.wait({self._pending.finished})
-            self._settle()
+        await self.wait_idle()  # one in flight per log; waiters go in arrival order
         if not _use_thread(self, len(raw_messages)):
             return self.append(raw_messages, now_us, gaps)
         stamp = self._stamp(gaps)
