@@ -29,10 +29,9 @@ from rill.bench.cluster_kafka import (
     wait_in_sync,
 )
 from rill.bench.cluster_launch import LocalCluster
-from rill.bench.cpu import CpuMeter
+from rill.bench.cpu import TICKS, CpuMeter
 
 PARTITIONS = 3
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 def _machine() -> list[int]:
@@ -51,7 +50,8 @@ def _disk_written(device: str) -> tuple[int, int]:
 
 def _device_of(path: str) -> str:
     """The block device (e.g. ``vda``) holding ``path``, for its /proc/diskstats line."""
-    major, minor = divmod(os.stat(path).st_dev, 256)
+    device = os.stat(path).st_dev
+    major, minor = os.major(device), os.minor(device)
     name = Path(f"/sys/dev/block/{major}:{minor}").resolve().name
     return Path(f"/sys/class/block/{name}/..").resolve().name if (
         Path(f"/sys/class/block/{name}/partition").exists()) else name
@@ -79,8 +79,8 @@ def one_case(cluster: LocalCluster, topic: str, replication_factor: int, acks: s
     idle, iowait = machine[3], machine[4]
     return {"mb_per_s": PARTITIONS * batches * 1000 * 1000 / 1e6 / wall,
             "nodes_cores": nodes / wall,
-            "busy_cores": (sum(machine) - idle - iowait) / TICK / wall,
-            "iowait_cores": iowait / TICK / wall,
+            "busy_cores": (sum(machine) - idle - iowait) / TICKS / wall,
+            "iowait_cores": iowait / TICKS / wall,
             "disk_mb_per_s": disk[0] * 512 / 1e6 / wall,
             "disk_busy": disk[1] / 1000 / wall}
 
