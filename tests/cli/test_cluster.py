@@ -5,11 +5,11 @@ node that does not answer, and a standalone server are each one error line."""
 
 from __future__ import annotations
 
-import socket
 
 import pytest
 
 from cluster_thread_servers import ThreadServer, cluster_of, create_topic, place
+from rill.bench.ports import free_port
 from rill.server.core.cluster_view import NodeInfo
 
 from .helpers import Cli, assert_error_line
@@ -23,12 +23,6 @@ def nodes(tmp_path):
     yield started
     for node in started:
         node.stop()
-
-
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def set_up(nodes, others=()):
@@ -78,7 +72,7 @@ def test_status_as_tables_over_the_http_transport(nodes, tmp_path):
 
 
 def test_a_member_that_does_not_answer_is_one_line_and_its_lag_unknown(nodes, tmp_path):
-    silent = NodeInfo(3, {"http": ("127.0.0.1", closed_port())})
+    silent = NodeInfo(3, {"http": ("127.0.0.1", free_port())})
     set_up(nodes, others=(silent,))
     cli = Cli(nodes[0].tcp_address, tmp_path / "home")
     result = cli.run("--json", "cluster", "status", "--http", nodes[0].http_address,
@@ -94,7 +88,7 @@ def test_a_member_that_does_not_answer_is_one_line_and_its_lag_unknown(nodes, tm
 
 def test_a_node_that_does_not_answer_and_a_standalone_server_are_one_line(nodes, tmp_path):
     cli = Cli(nodes[0].tcp_address, tmp_path / "home")
-    down = cli.run("cluster", "status", "--http", f"127.0.0.1:{closed_port()}", login=False,
+    down = cli.run("cluster", "status", "--http", f"127.0.0.1:{free_port()}", login=False,
                    ok=False, **LOGIN)
     assert_error_line(down, "127.0.0.1", exit_code=3)
     standalone = cli.run("cluster", "status", "--http", nodes[0].http_address, login=False,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import socket
 import zipfile
 from typing import Any
 
@@ -11,6 +10,7 @@ import typer
 
 import rill
 
+from rill.bench.ports import free_port
 from rill.cli.main import app
 from rill.client import PollingStrategy
 
@@ -39,9 +39,7 @@ def test_ping_stats_and_snapshot(cli, tmp_path):
 
 
 def test_connection_failures_transports_and_help(tmp_path):
-    with socket.socket() as probe:  # a port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # a port nobody listens on
     offline = Cli(f"127.0.0.1:{port}", tmp_path / "rill-home")
     refused, quic, usage, helped = offline.run_many(
         {"args": ("-u", "iggy", "-p", "iggy", "stream", "list"), "login": False},

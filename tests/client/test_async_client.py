@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import socket
 import struct
 
 import pytest
 
 from rill import errors
+from rill.bench.ports import free_port
 from rill.client import AsyncClient, Consumer, Message, Partitioning, PollingStrategy
 from rill.protocol.iggy.codes import COMMANDS_BY_NAME, decode_command
 from rill.protocol.iggy.commands.columnar import PollMessagesColumnar, PollStoredBatches
@@ -323,9 +323,7 @@ def test_calls_before_connect_or_after_close_raise_not_connected():
 
 
 def test_giving_up_after_connect_attempts_raises_cannot_establish_connection():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # nobody listens there
 
     async def main():
         client = AsyncClient(f"127.0.0.1:{port}", reconnect_interval=0, connect_attempts=3)

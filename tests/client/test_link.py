@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import socket
 
 import pytest
 
 from rill import errors
+from rill.bench.ports import free_port
 from rill.client import Client, Message, Partitioning
 from rill.client.link import BlockingLink
 
@@ -46,9 +46,7 @@ def test_errors_are_the_sdks(rill_server):
 
 
 def test_a_closed_port_reads_as_the_clients_connection_error():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        address = f"127.0.0.1:{probe.getsockname()[1]}"
+    address = f"127.0.0.1:{free_port()}"  # nobody listens there
     messages = []
     for opened in (Client(address, reconnect=False), BlockingLink(address)):
         with pytest.raises(errors.CannotEstablishConnection) as caught:

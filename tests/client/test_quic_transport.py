@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import socket
 import ssl
 
 import pytest
 
 from rill import errors
+from rill.bench.ports import free_port
 from rill.client import (
     AsyncClient,
     Client,
@@ -201,9 +201,7 @@ def test_certificates_are_verified_by_default(rill_server, tmp_path):
 
 
 def test_nobody_listening_is_a_connection_failure():
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]  # a UDP port nobody listens on once closed
+    port = free_port()  # a UDP port nobody listens on
 
     async def main():
         client = AsyncClient(f"127.0.0.1:{port}", transport="quic", reconnect=False, connect_timeout=5)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 
 import pytest
 
 from rill import errors
+from rill.bench.ports import free_port
 from rill.client import AsyncClient, Client, PollingStrategy
 
 
@@ -41,16 +41,8 @@ def test_no_reconnect_when_disabled(rill_factory):
 # --- giving up (issue 11): connect() fails at once, reconnects are bounded -------------------
 
 
-def _closed_port(kind: int) -> int:
-    """A local port nothing listens on (bound and released at once)."""
-    with socket.socket(socket.AF_INET, kind) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _closed_address(transport: str) -> str:
-    kind = socket.SOCK_DGRAM if transport == "quic" else socket.SOCK_STREAM
-    return f"127.0.0.1:{_closed_port(kind)}"
+    return f"127.0.0.1:{free_port()}"  # nobody listens there, on TCP or UDP
 
 
 @pytest.mark.parametrize("transport", ["tcp", "quic", "http"])

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import socket
 
 import pytest
 
 from rill import errors
+from rill.bench.ports import free_port
 from rill.client.tcp import SCRATCH_SIZE, TcpTransport, _LinkProtocol
 from rill.client.transport import parse_address, payload_parts
 from rill.protocol.iggy import framing
@@ -189,9 +189,7 @@ def test_closing_fails_pending_requests_with_disconnected():
 
 
 def test_connect_to_a_closed_port_raises_os_error():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # nobody listens there
 
     async def main():
         with pytest.raises(OSError):

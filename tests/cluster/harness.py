@@ -41,7 +41,9 @@ from pathlib import Path
 from typing import Any, Self, TypeVar
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "server" / "cluster"))
-from etcd_cluster import EtcdCluster, EtcdMember, free_ports
+from etcd_cluster import EtcdCluster, EtcdMember
+
+from rill.bench.ports import free_ports
 
 T = TypeVar("T")
 STARTUP_TIMEOUT = 60.0

@@ -25,12 +25,14 @@ leader is still the leader on waking. Between cycles the run waits
 until every partition has its full ISR again. At the end: the workload stops, the final read
 drains every partition from its leader, the nodes stop cleanly, every replica's log is read
 from its data directory, and ``logcheck`` judges the whole. Files: ``history.jsonl``,
-``final.json``, ``replicas.json`` and ``report.json`` in ``out``.
+``final.json``, ``replicas.json``, ``report.json`` and ``kafka-python.log`` (that client's
+own log, INFO and up, to tell a stalled producer's cause) in ``out``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,6 +164,12 @@ def run_soak(cluster: LocalCluster, out: Path, plan: list[str], pause_seconds: f
     wait_until(lambda: full_isr(bootstrap, cluster.size), "every partition led with its full ISR",
                recovery_limit)
     history = History(out / "history.jsonl")
+    client_log = logging.FileHandler(out / "kafka-python.log")
+    client_log.setFormatter(logging.Formatter("%(at)s %(threadName)s %(name)s %(levelname)s %(message)s"))
+    client_log.addFilter(lambda record: setattr(record, "at", f"{history.now():.6f}") or True)  # history's clock
+    kafka_logger = logging.getLogger("kafka")
+    kafka_logger.addHandler(client_log)
+    kafka_logger.setLevel(logging.INFO)
     workload = Workload(bootstrap, TOPIC, history, partitions=PARTITIONS, producers=3, consumers=2,
                         iggy_nodes=[node.address("tcp") for node in cluster.nodes])
     result = SoakResult()
@@ -208,6 +216,8 @@ def run_soak(cluster: LocalCluster, out: Path, plan: list[str], pause_seconds: f
     finally:
         result.client_errors = workload.stop()
         history.close()
+        kafka_logger.removeHandler(client_log)
+        client_log.close()
     final = final_read(bootstrap, TOPIC, PARTITIONS)
     for node in cluster.nodes:
         node.stop()

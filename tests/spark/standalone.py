@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,18 +22,14 @@ from pathlib import Path
 
 import pyspark
 
+from rill.bench.ports import free_port
+
 BIN = Path(pyspark.__file__).parent / "bin"
 LOOPBACK = "127.0.0.1"
 EXECUTOR_MEMORY = "512m"
 # short-lived JVMs on a small machine: the quick JIT tier only (C2's compile threads would take
 # most of the CPU a short job gets), a serial GC
 QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((LOOPBACK, 0))
-        return probe.getsockname()[1]
 
 
 class StandaloneCluster:

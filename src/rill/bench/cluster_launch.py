@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -29,23 +28,11 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
+from rill.bench.ports import free_ports
 from rill.bench.server import RillServer, ServerStartError
 
 ETCD_STARTUP_TIMEOUT = 60.0
 NODES = 3
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct ports that were free on 127.0.0.1 a moment ago (etcd takes no port 0)."""
-    probes = []
-    for _ in range(count):
-        probe = socket.socket()
-        probe.bind(("127.0.0.1", 0))
-        probes.append(probe)
-    ports = [probe.getsockname()[1] for probe in probes]
-    for probe in probes:
-        probe.close()
-    return ports
 
 
 class LocalEtcd:

@@ -32,7 +32,8 @@ from typing import Any
 
 import psutil
 
-from rill.bench.peers import free_port, stop_process
+from rill.bench.peers import stop_process
+from rill.bench.ports import free_port
 
 BLOCK = 1024 * 1024
 DISK_MIB = 128

@@ -13,12 +13,13 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from rill.bench.ports import free_ports
 
 STARTUP_TIMEOUT = 60.0
 
@@ -28,18 +29,6 @@ def etcd_binary() -> str:
     assert found, ("etcd is not on PATH: install Debian's etcd-server (apt-get install "
                    "etcd-server; ./run test does it)")
     return found
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = []
-    for _ in range(count):
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sockets.append(sock)
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
 
 
 class EtcdMember:

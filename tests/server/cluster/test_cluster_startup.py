@@ -11,8 +11,8 @@ import subprocess
 import sys
 
 import pytest
-from etcd_cluster import free_ports
 
+from rill.bench.ports import free_ports
 from rill.server.cluster.etcd_gateway import EtcdGateway
 from rill.server.cluster.keys import ClusterKeys
 from rill.server.cluster.memory_coordinator import MemoryCoordinator

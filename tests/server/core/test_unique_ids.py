@@ -72,3 +72,13 @@ def test_callers_during_a_reservation_share_its_block():
     assert catalog.reservations == 2  # 0..3, then 4..7: one block at a time
     assert all(ids.handed_out("p", number) for number in numbers)
     assert not ids.handed_out("p", 6)
+
+
+def test_numbers_another_node_handed_out_count_as_handed_out():
+    catalog = MemoryCatalog()  # one catalog, two nodes' ids: a cluster's shared reservations
+    here, there = UniqueIds(lambda: catalog, block=4), UniqueIds(lambda: catalog, block=4)
+    mine = asyncio.run(_take(here, "p", 1))  # block 0..3
+    theirs = asyncio.run(_take(there, "p", 2))  # block 4..7
+    assert all(here.handed_out("p", number) for number in mine + theirs)
+    assert not here.handed_out("p", 1) and not here.handed_out("p", 8)
+    assert not there.handed_out("p", 6)

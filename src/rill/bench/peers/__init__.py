@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, TypeVar
 
 from rill.bench.cpu import CpuMeter
+from rill.bench.ports import free_port
 from rill.bench.results import ActorResult, Recorder
 
 FSYNC_MODES = ("interval", "always")
@@ -155,13 +156,6 @@ class Peer(abc.ABC):
 
 
 # --- helpers shared by the drivers ------------------------------------------------------------
-
-
-def free_port() -> int:
-    """A port that was free on 127.0.0.1 a moment ago (for servers that cannot take port 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def wait_for_port(

@@ -63,9 +63,9 @@ from rill.bench.peers import (
     PeerUnavailable,
     RillListenerPeer,
     Workload,
-    free_port,
     wait_for_port,
 )
+from rill.bench.ports import free_port
 from rill.bench.results import ActorResult
 from rill.protocol.kafka import (
     apis,

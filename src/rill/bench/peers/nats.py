@@ -26,7 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rill.bench.peers import Peer, PeerUnavailable, Workload, free_port, wait_for_port
+from rill.bench.peers import Peer, PeerUnavailable, Workload, wait_for_port
+from rill.bench.ports import free_port
 from rill.bench.results import ActorResult
 
 STREAM = "RILLBENCH"

@@ -5,8 +5,9 @@ Owns: the rule. Numbers are reserved from the catalog in blocks (a cluster's: fr
 unique across its nodes) (``BLOCK`` at a time,
 ``Catalog.reserve_ids``: on disk before the first of a block is handed out) and handed out
 from memory; a restart starts at the next block, so the rest of a block in use when the server
-stopped is skipped, never reused. The end of the current block bounds every number handed out
-so far. A reservation is awaited (the catalog confirms it); callers that need a number while
+stopped is skipped, never reused. Every number below the catalog's reservations may have been
+handed out (by this server before a restart, or by another node of a cluster from its own
+block), except the rest of this server's current block. A reservation is awaited (the catalog confirms it); callers that need a number while
 one is under way wait for it and take theirs from the same block, so concurrent callers
 never reserve a block each.
 """
@@ -44,7 +45,8 @@ class UniqueIds:
         return number
 
     def handed_out(self, name: str, number: int) -> bool:
-        """Whether ``number`` may have been returned for ``name`` (now or before a restart)."""
-        if name in self._next:
-            return 0 <= number < self._next[name]
+        """Whether ``number`` may have been returned for ``name``: by this server, now or
+        before a restart, or by another node of its cluster."""
+        if self._next.get(name, 0) <= number < self._end.get(name, 0):
+            return False  # the rest of our own block: nobody else has it
         return 0 <= number < self._catalog().reserved_ids(name)

@@ -9,7 +9,6 @@ producer: every acknowledged record is in the log exactly once, and no record tw
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 
@@ -20,6 +19,7 @@ from kafka import KafkaProducer
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
+from rill.bench.ports import free_port
 from rill.protocol.kafka import apis, decode_response, encode_request, request_class
 from rill.protocol.kafka.errors import ErrorCode
 from rill.server.protocols.kafka import producers
@@ -349,14 +349,8 @@ def test_kafka_python_default_producer_is_idempotent_and_round_trips(server, raw
 # -- kill -9 under an idempotent producer --------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_kill_9_under_an_idempotent_producer_loses_and_duplicates_nothing(tmp_path):
-    port = _free_port()
+    port = free_port()
     env = {**DURABLE_ENV, "RILL_KAFKA_ADDRESS": f"127.0.0.1:{port}"}
     process = RillProcess(tmp_path / "data", env=env).start()
     try:
