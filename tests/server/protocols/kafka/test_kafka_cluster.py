@@ -152,6 +152,24 @@ def test_a_partition_not_placed_yet_has_no_leader(node, raw):
     assert (partition.error_code, partition.leader_id) == (ErrorCode.LEADER_NOT_AVAILABLE, -1)
 
 
+def test_a_leader_that_is_no_live_broker_is_answered_as_no_leader(node, raw):
+    """The partition state still names a node whose member lease ended (the controller has not
+    elected another yet): Metadata lists no such broker, so it names no leader either, as Kafka
+    does. The soak found kafka-python 3.0's sender failing on every turn (UnknownBrokerIdError)
+    and never sending again after a leader named but not listed."""
+    topic = new_topic(node, raw, partitions=2)
+    place(node, topic, 0, leader=4, epoch=6, replicas=(4, 1, 2), isr=(4, 1, 2))
+    place(node, topic, 1, leader=2, epoch=3, replicas=(2, 4, 1), isr=(2, 1))
+    for version in (0, 1, 7, 12):
+        body = metadata(raw, topic, version)
+        assert 4 not in {broker.node_id for broker in body.brokers}
+        got = {p.partition_index: (p.error_code, p.leader_id, list(p.replica_nodes))
+               for p in body.topics[0].partitions}
+        assert got == {0: (ErrorCode.LEADER_NOT_AVAILABLE, -1, [4, 1, 2]), 1: (0, 2, [2, 4, 1])}
+        if version >= 7:
+            assert [p.leader_epoch for p in body.topics[0].partitions] == [6, 3]
+
+
 def test_metadata_says_no_controller_while_electing(node, raw):
     view = node.view
     node.call(setattr, view, "_controller_id", None)

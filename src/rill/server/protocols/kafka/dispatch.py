@@ -92,10 +92,15 @@ _Metadata = response_class(apis.METADATA)
 _MetadataPartition = _Metadata.MetadataResponseTopic.MetadataResponsePartition
 
 
-def _metadata_partition(index: int, partition: Partition | None, clustered: bool) -> Any:
+def _metadata_partition(index: int, partition: Partition | None, live: frozenset[int] | None
+                        ) -> Any:
+    """``live``: the broker ids this Metadata lists (None: standalone). A leader not among
+    them (its member lease ended; the controller has not elected another yet) is answered as
+    no leader, as Kafka does: a client told of a leader it has no address for cannot send to
+    it (kafka-python 3.0's sender then fails on every turn until it is restarted)."""
     placement = partition.placement if partition is not None else None
     if placement is None:
-        if clustered:  # not placed yet (the node has not applied its state): no leader
+        if live is not None:  # not placed yet (the node has not applied its state): no leader
             return _MetadataPartition(
                 error_code=int(ErrorCode.LEADER_NOT_AVAILABLE), partition_index=index,
                 leader_id=-1, leader_epoch=-1, replica_nodes=(), isr_nodes=(),
@@ -104,6 +109,8 @@ def _metadata_partition(index: int, partition: Partition | None, clustered: bool
             error_code=0, partition_index=index, leader_id=NODE_ID, leader_epoch=0,
             replica_nodes=(NODE_ID,), isr_nodes=(NODE_ID,), offline_replicas=())
     leader = placement.leader
+    if leader is not None and live is not None and leader not in live:
+        leader = None
     return _MetadataPartition(
         error_code=int(ErrorCode.LEADER_NOT_AVAILABLE if leader is None else ErrorCode.NONE),
         partition_index=index, leader_id=-1 if leader is None else leader,
@@ -111,11 +118,11 @@ def _metadata_partition(index: int, partition: Partition | None, clustered: bool
         isr_nodes=placement.isr, offline_replicas=placement.offline)
 
 
-def _metadata_topic(topic: Topic, clustered: bool = False) -> Any:
+def _metadata_topic(topic: Topic, live: frozenset[int] | None = None) -> Any:
     partitions = topic.partitions
     return _Metadata.MetadataResponseTopic(
         error_code=0, name=topic.name, topic_id=topic_id(topic), is_internal=False,
-        partitions=tuple(_metadata_partition(index, partitions.get(index + 1), clustered)
+        partitions=tuple(_metadata_partition(index, partitions.get(index + 1), live)
                          for index in range(len(partitions))),
         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
@@ -148,21 +155,22 @@ async def metadata(core: Core, session: Session, settings: KafkaSettings, reques
     if request.api_version == 0 and not requested:
         requested = None  # v0: an empty list means every topic
     topics = []  # built a few hundred at a time: 10,000 topics took the loop for 0.6 s
-    clustered = core.broker.cluster is not None
+    brokers, controller = _brokers(core, settings)
+    live = (frozenset(broker.node_id for broker in brokers)
+            if core.broker.cluster is not None else None)
     if requested is None:
         for number, topic in enumerate(
                 kafka_topics(core, session, settings, "describe").values(), 1):
-            topics.append(_metadata_topic(topic, clustered))
+            topics.append(_metadata_topic(topic, live))
             if number % TOPICS_PER_TURN == 0:
                 await asyncio.sleep(0)
     else:
         auto_create = settings.auto_create_topics and body.allow_auto_topic_creation
         for number, entry in enumerate(requested, 1):
             topics.append(await _requested_topic(core, session, settings, entry.name,
-                                                 auto_create))
+                                                 auto_create, live))
             if number % TOPICS_PER_TURN == 0:
                 await asyncio.sleep(0)
-    brokers, controller = _brokers(core, settings)
     return _Metadata(
         throttle_time_ms=0, brokers=brokers,
         cluster_id=settings.cluster_id, controller_id=controller, topics=tuple(topics),
@@ -170,13 +178,14 @@ async def metadata(core: Core, session: Session, settings: KafkaSettings, reques
 
 
 async def _requested_topic(core: Core, session: Session, settings: KafkaSettings,
-                           name: str | None, auto_create: bool) -> Any:
+                           name: str | None, auto_create: bool, live: frozenset[int] | None
+                           ) -> Any:
     if not valid_name(name):
         return _metadata_error(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
     topic = kafka_topics(core, session, settings).get(name)
     if topic is not None:
         if core.broker.topic_allows(session, topic, "describe"):
-            return _metadata_topic(topic, core.broker.cluster is not None)
+            return _metadata_topic(topic, live)
         return _metadata_error(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     if not auto_create:
         return _metadata_error(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -186,9 +195,9 @@ async def _requested_topic(core: Core, session: Session, settings: KafkaSettings
                                              record_format=RECORD_FORMAT))
     except errors.RillError as error:
         if isinstance(error, errors.TopicNameAlreadyExists):  # created meanwhile
-            return await _requested_topic(core, session, settings, name, False)
+            return await _requested_topic(core, session, settings, name, False, live)
         return _metadata_error(name, kafka_error(error))
-    return _metadata_topic(topic, core.broker.cluster is not None)
+    return _metadata_topic(topic, live)
 
 
 # -- CreateTopics (19) -----------------------------------------------------------------------
