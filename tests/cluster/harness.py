@@ -371,7 +371,7 @@ class LocalCluster:
 
     def _node(self, machine: Machine) -> RillNode:
         if self.network is not None:  # a namespace of its own: the default ports are free
-            ports = {"tcp": 8090, "http": 3000, "kafka": 9092, "peer": 8093}
+            ports = {"tcp": 8090, "http": 3000, "kafka": 9092, "peer": 8093, "tank": 11011}
         else:
             ports = dict(zip(("tcp", "http", "kafka", "peer", "tank"), free_ports(5)))
         host = machine.host
@@ -379,10 +379,11 @@ class LocalCluster:
                "RILL_TCP_ADDRESS": f"{host}:{ports['tcp']}", "RILL_HTTP_ADDRESS": f"{host}:{ports['http']}",
                "RILL_KAFKA_ENABLED": "true", "RILL_KAFKA_ADDRESS": f"{host}:{ports['kafka']}",
                "RILL_KAFKA_ADVERTISED_ADDRESS": f"{host}:{ports['kafka']}"}
-        if "tank" in ports:  # TANK's root user is allowed on loopback only
-            env.update({"RILL_TANK_ENABLED": "true", "RILL_TANK_ADDRESS": f"{host}:{ports['tank']}"})
-        if self.network is not None:  # a private network of the harness's own
-            env["RILL_ROOT_ALLOW_DEFAULT_PASSWORD"] = "true"
+        env.update({"RILL_TANK_ENABLED": "true", "RILL_TANK_ADDRESS": f"{host}:{ports['tank']}"})
+        if self.network is not None:  # a private network of the harness's own: root's default
+            # password, and TANK clients (no authentication) acting as root off loopback
+            env.update({"RILL_ROOT_ALLOW_DEFAULT_PASSWORD": "true", "RILL_TANK_USER": "iggy",
+                        "RILL_TANK_ALLOW_PRIVILEGED_USER": "true"})
         if self.cluster:
             own = machine.etcd.client_url  # its own member first, as a machine's local etcd
             endpoints = [own] + [url for url in self.etcd.endpoints if url != own]

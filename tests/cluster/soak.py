@@ -2,9 +2,9 @@
 ``benchmarks/cluster_soak.py`` and of the bounded soak test.
 
 A run: topic ``soak`` (3 partitions, RF 3) is created, the ``workload.Workload`` starts
-(3 producers, acks=all, idempotent; 2 group consumers), then for each cycle a victim is
-picked — a node leading a partition and not the controller (Metadata's word), else any
-leader — and faulted:
+(3 Kafka producers, acks=all, idempotent; one Iggy and one TANK producer; 2 group
+consumers), then for each cycle a victim is picked — a node leading a partition and not the
+controller (Metadata's word), else any leader — and faulted:
 
 ``kill``      kill -9 of the node; restarted on its data once a new leader acknowledged (or
               after ``failover_limit``)
@@ -171,7 +171,8 @@ def run_soak(cluster: LocalCluster, out: Path, plan: list[str], pause_seconds: f
     kafka_logger.addHandler(client_log)
     kafka_logger.setLevel(logging.INFO)
     workload = Workload(bootstrap, TOPIC, history, partitions=PARTITIONS, producers=3, consumers=2,
-                        iggy_nodes=[node.address("tcp") for node in cluster.nodes])
+                        iggy_nodes=[node.address("tcp") for node in cluster.nodes],
+                        tank_nodes=[node.address("tank") for node in cluster.nodes])
     result = SoakResult()
     workload.start()
     try:

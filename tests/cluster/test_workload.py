@@ -1,6 +1,6 @@
 """The workload end to end on one standalone node (no cluster runtime needed): kafka-python
-and confluent-kafka producers (acks=all, idempotent), rill's SDK over Iggy's protocol and a
-consumer group record a history,
+and confluent-kafka producers (acks=all, idempotent), rill's SDK over Iggy's protocol, rill's
+TANK client and a consumer group record a history,
 the final read and the replica dump read back, and the checker finds the run clean."""
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ def recorded(history: History, fragment: str) -> int:
         return sum(fragment in line for line in lines)
 
 
-def iggy_acks(history: History) -> int:
-    """Sends the Iggy producer (the third, ``p2``) had acknowledged."""
-    return recorded(history, '"process": "p2", "type": "ok"')
+def acks_of(history: History, process: str) -> int:
+    """Sends ``process`` had acknowledged (the Iggy producer is the third, ``p2``; the TANK
+    one the fourth, ``p3``)."""
+    return recorded(history, f'"process": "{process}", "type": "ok"')
 
 
 def polls(history: History) -> int:
@@ -38,9 +39,10 @@ def test_a_fault_free_run_records_a_history_the_checker_finds_clean(local_cluste
     create_topic(node.kafka, "soak", 3, 1)
     history = History(tmp_path / "history.jsonl")
     workload = Workload(node.kafka, "soak", history, partitions=3, producers=2, consumers=2,
-                        iggy_nodes=[node.address("tcp")]).start()
+                        iggy_nodes=[node.address("tcp")], tank_nodes=[node.address("tank")]).start()
     deadline = time.monotonic() + 120
-    while len(history.acks) < ACKS_WANTED or not iggy_acks(history) or not polls(history):
+    while (len(history.acks) < ACKS_WANTED or not acks_of(history, "p2")
+           or not acks_of(history, "p3") or not polls(history)):
         assert time.monotonic() < deadline, f"only {len(history.acks)} sends acknowledged"
         time.sleep(0.2)
     assert workload.stop() == []

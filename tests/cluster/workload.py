@@ -1,4 +1,4 @@
-"""The workload of the fault runs: Kafka (and Iggy) producers of unique values and consumers in a group
+"""The workload of the fault runs: Kafka (and Iggy and TANK) producers of unique values and consumers in a group
 with commits, each recording what it did into one history for ``logcheck``; then the final
 drain of every partition from its leader and the dump of every replica's log.
 
@@ -6,7 +6,8 @@ drain of every partition from its leader and the dump of every replica's log.
 value is ``"<process>-<n>"``, unique in the run; ``key`` is the Kafka partition. A send
 is ``ok`` with its offset once the client reports it acknowledged, ``info`` on any error:
 after a client's own retries an error never proves that no attempt was written (a timeout,
-a lost link, NOT_ENOUGH_REPLICAS_AFTER_APPEND), so none counts as ``fail``. A consumer's
+a lost link, NOT_ENOUGH_REPLICAS_AFTER_APPEND), so none counts as ``fail`` -- but for TANK's
+refusals before writing (0xfc, 0xfd, 0x04): a TANK produce is one attempt. A consumer's
 session starts at each assignment (``assign`` ok); each poll is recorded in the order the
 client handed the records out, and the next offset of each partition it read is committed
 after it (``commit`` ok; ``fail`` when the group refused it: CommitFailedError).
@@ -271,6 +272,73 @@ class IggyProducer(Client):
             client.close()
 
 
+class TankProducer(Client):
+    """rill's TANK client (``nodes``: each node's TANK listener), one connection per node: each
+    produce is one bundle of ``batch`` values to one partition, sent to the node that last
+    acknowledged that partition, acknowledged once the ISR holds it. OK: ``ok`` (no offsets:
+    TANK answers none). A refusal before anything was written -- 0xfc (another node leads),
+    0xfd (no leader), 0x04 (the ISR below its minimum) -- is ``fail``: the checker then proves
+    that none of them landed. 0x03 (not copied in time), 0x02, a lost link or no answer:
+    ``info``. After any of these the partition's next produce goes to the next node."""
+
+    REFUSED = frozenset({0x04, 0xFC, 0xFD})
+
+    def __init__(self, *args: Any, nodes: list[str], batch: int = 20, **options: Any) -> None:
+        super().__init__(*args, **options)
+        self.nodes, self.batch = nodes, batch
+
+    def work(self) -> None:
+        import asyncio
+
+        asyncio.run(self._work())
+
+    async def _work(self) -> None:
+        import asyncio
+
+        from rill.client.tank import Batch, TankClient
+
+        clients: dict[int, Any] = {}  # node index -> its connection
+        target = dict.fromkeys(range(self.partitions), 0)  # partition -> node index to send to
+        number = 0
+        while not self.stop.is_set():
+            partition = number // self.batch % self.partitions
+            node = target[partition]
+            if node not in clients:
+                host, port = self.nodes[node].rsplit(":", 1)
+                client = TankClient(host, int(port), client_id=self.process)
+                try:
+                    await asyncio.wait_for(client.connect(), 5)
+                except (OSError, asyncio.TimeoutError):  # that node is down: the next one
+                    await client.close()
+                    target[partition] = (node + 1) % len(self.nodes)
+                    await asyncio.sleep(0.1)
+                    continue
+                clients[node] = client
+            values = [f"{self.process}-{number + n}" for n in range(self.batch)]
+            number += self.batch
+            for value in values:
+                self.history.record(self.process, "invoke", "send", key=partition, value=value)
+            code = None
+            try:
+                [(_, _, code)] = await asyncio.wait_for(clients[node].produce_batches(
+                    [Batch(self.topic, partition, [value.encode() for value in values])]), BATCH_WAIT)
+            except Exception as error:  # noqa: BLE001 -- whether it landed is unknown
+                kind, reason = "info", repr(error)[:200]
+                await clients.pop(node).close()
+            else:
+                kind = "ok" if code == 0 else "fail" if code in self.REFUSED else "info"
+                reason = f"TANK produce error 0x{code:02x}"
+            for value in values:
+                fields = {} if kind == "ok" else {"error": reason}
+                self.history.record(self.process, kind, "send", key=partition, value=value, **fields)
+            if kind != "ok":
+                target[partition] = (node + 1) % len(self.nodes)
+                if code != 0xFC:
+                    await asyncio.sleep(0.1)  # no leader yet, the ISR short, a link lost
+        for client in clients.values():
+            await client.close()
+
+
 class GroupConsumer(Client):
     """kafka-python in group ``group``, manual commits after each poll."""
 
@@ -412,12 +480,12 @@ def dump_partition(partition_dir: Path, record_format: str | None) -> dict[str, 
 
 class Workload:
     """Producers (kafka-python and confluent-kafka, acks=all, idempotent; with ``iggy_nodes``
-    one more over Iggy's protocol) and group consumers on one topic, all recording into one
-    ``History``; ``stop()`` ends and joins them."""
+    one more over Iggy's protocol, with ``tank_nodes`` one over TANK's) and group consumers on
+    one topic, all recording into one ``History``; ``stop()`` ends and joins them."""
 
     def __init__(self, bootstrap: str, topic: str, history: History, partitions: int = 3,
                  producers: int = 3, consumers: int = 2, idempotent: bool = True,
-                 iggy_nodes: list[str] | None = None) -> None:
+                 iggy_nodes: list[str] | None = None, tank_nodes: list[str] | None = None) -> None:
         self.bootstrap, self.topic, self.history, self.partitions = bootstrap, topic, history, partitions
         self.stopping = threading.Event()
         common = (bootstrap, topic, partitions, history, self.stopping)
@@ -425,7 +493,9 @@ class Workload:
         self.clients: list[Client] = [
             kinds[index % 2](f"p{index}", *common, idempotent=idempotent) for index in range(producers)]
         if iggy_nodes:  # one more producer, over Iggy's protocol
-            self.clients.append(IggyProducer(f"p{producers}", *common, nodes=iggy_nodes))
+            self.clients.append(IggyProducer(f"p{len(self.clients)}", *common, nodes=iggy_nodes))
+        if tank_nodes:  # and one over TANK's
+            self.clients.append(TankProducer(f"p{len(self.clients)}", *common, nodes=tank_nodes))
         self.clients += [GroupConsumer(f"c{index}", *common) for index in range(consumers)]
 
     def start(self) -> Workload:
