@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster_thread_servers import ThreadServer, cluster_of, create_topic, place
+from cluster_servers import ClusterServer, cluster_of, create_topic, place
 from rill.bench.ports import free_port
 from rill.server.core.cluster_view import NodeInfo
 
@@ -19,7 +19,7 @@ LOGIN = {"RILL_USERNAME": "iggy", "RILL_PASSWORD": "iggy"}  # the same user on e
 
 @pytest.fixture
 def nodes(tmp_path):
-    started = [ThreadServer(tmp_path / f"node{index}").start() for index in (1, 2)]
+    started = [ClusterServer(tmp_path / f"node{index}", index).start() for index in (1, 2)]
     yield started
     for node in started:
         node.stop()
@@ -28,9 +28,9 @@ def nodes(tmp_path):
 def set_up(nodes, others=()):
     for node in nodes:
         create_topic(node, "orders", "eu", 2)
-    views = cluster_of(nodes, controller_id=2, name="prod", others=others)
-    place(nodes, views, "orders", "eu", 1, 1, 4, (1, 2), (1, 2))
-    place(nodes, views, "orders", "eu", 2, 2, 9, (2, 1), (2,))
+    views = cluster_of(nodes, controller_id=2, name="prod", extra_nodes=others)
+    place(nodes, "orders", "eu", 1, 1, 4, (1, 2), (1, 2))
+    place(nodes, "orders", "eu", 2, 2, 9, (2, 1), (2,))
     views[0].followers[(1, 1, 1)] = [{"node_id": 2, "fetch_offset": 10, "lag_messages": 3,
                                       "lag_seconds": 0.5}]
     views[1].followers[(1, 1, 2)] = [{"node_id": 1, "fetch_offset": 2, "lag_messages": 7,
@@ -40,8 +40,8 @@ def set_up(nodes, others=()):
 
 def test_status_as_json_takes_each_followers_lag_from_the_partitions_leader(nodes, tmp_path):
     set_up(nodes)
-    cli = Cli(nodes[0].tcp_address, tmp_path / "home")
-    status = cli.run("--json", "cluster", "status", "--http", nodes[0].http_address,
+    cli = Cli(nodes[0].endpoint("tcp"), tmp_path / "home")
+    status = cli.run("--json", "cluster", "status", "--http", nodes[0].endpoint("http"),
                      login=False, **LOGIN).json()
     assert (status["name"], status["node_id"], status["controller_id"]) == ("prod", 1, 2)
     assert [member["node_id"] for member in status["members"]] == [1, 2]
@@ -59,10 +59,10 @@ def test_status_as_json_takes_each_followers_lag_from_the_partitions_leader(node
 
 def test_status_as_tables_over_the_http_transport(nodes, tmp_path):
     set_up(nodes)
-    cli = Cli(nodes[1].http_address, tmp_path / "home")
+    cli = Cli(nodes[1].endpoint("http"), tmp_path / "home")
     out = cli.run("--transport", "http", "cluster", "status", login=False, **LOGIN,
                   COLUMNS="160").stdout
-    assert "prod" in out and "node 2 at " + nodes[1].http_address in out
+    assert "prod" in out and "node 2 at " + nodes[1].endpoint("http") in out
     assert "2 (controller)" in out
     lines = [line for line in out.splitlines() if "orders" in line]
     assert len(lines) == 2
@@ -74,8 +74,8 @@ def test_status_as_tables_over_the_http_transport(nodes, tmp_path):
 def test_a_member_that_does_not_answer_is_one_line_and_its_lag_unknown(nodes, tmp_path):
     silent = NodeInfo(3, {"http": ("127.0.0.1", free_port())})
     set_up(nodes, others=(silent,))
-    cli = Cli(nodes[0].tcp_address, tmp_path / "home")
-    result = cli.run("--json", "cluster", "status", "--http", nodes[0].http_address,
+    cli = Cli(nodes[0].endpoint("tcp"), tmp_path / "home")
+    result = cli.run("--json", "cluster", "status", "--http", nodes[0].endpoint("http"),
                      login=False, ok=False, **LOGIN)
     assert_error_line(result, "node 3 at 127.0.0.1:", exit_code=1)
     assert "did not answer" in result.error_lines[0]
@@ -87,11 +87,11 @@ def test_a_member_that_does_not_answer_is_one_line_and_its_lag_unknown(nodes, tm
 
 
 def test_a_node_that_does_not_answer_and_a_standalone_server_are_one_line(nodes, tmp_path):
-    cli = Cli(nodes[0].tcp_address, tmp_path / "home")
+    cli = Cli(nodes[0].endpoint("tcp"), tmp_path / "home")
     down = cli.run("cluster", "status", "--http", f"127.0.0.1:{free_port()}", login=False,
                    ok=False, **LOGIN)
     assert_error_line(down, "127.0.0.1", exit_code=3)
-    standalone = cli.run("cluster", "status", "--http", nodes[0].http_address, login=False,
+    standalone = cli.run("cluster", "status", "--http", nodes[0].endpoint("http"), login=False,
                          ok=False, **LOGIN)
     assert_error_line(standalone, "runs standalone", exit_code=1)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from cluster_thread_servers import ThreadServer
+from cluster_servers import ClusterServer
 from rill.server.core.types import TopicSpec
 
 from .helpers import Cli
@@ -17,7 +17,7 @@ LOGIN = {"RILL_USERNAME": "iggy", "RILL_PASSWORD": "iggy"}
 
 @pytest.fixture
 def node(tmp_path):
-    server = ThreadServer(tmp_path / "data").start()
+    server = ClusterServer(tmp_path / "data", 1).start()
     specs: list[TopicSpec] = []
     catalog = server.core.broker.catalog
     create_topic = catalog.create_topic
@@ -33,7 +33,7 @@ def node(tmp_path):
 
 
 def test_the_cli_option_reaches_the_topic_spec(node, tmp_path):
-    cli = Cli(node.tcp_address, tmp_path / "home")
+    cli = Cli(node.endpoint("tcp"), tmp_path / "home")
     cli.run("stream", "create", "orders", login=False, **LOGIN)
     created = cli.run("--json", "topic", "create", "orders", "eu", "--partitions", "3",
                       "--replication-factor", "3", login=False, **LOGIN).json()

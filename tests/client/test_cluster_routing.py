@@ -11,51 +11,48 @@ import asyncio
 
 import pytest
 
-from cluster_thread_servers import ThreadServer, cluster_of, create_topic, place
+from cluster_servers import ClusterServer, cluster_of, create_topic, place
 from rill import errors
 from rill.client import AsyncClient, Client, ClusterRouting, Message, PollingStrategy
 
 
 @pytest.fixture
 def nodes(tmp_path):
-    started = [ThreadServer(tmp_path / f"node{index}").start() for index in (1, 2)]
+    started = [ClusterServer(tmp_path / f"node{index}", index).start() for index in (1, 2)]
     for node in started:
         create_topic(node, "orders", "eu", 2)
-    views = cluster_of(started)
-    for view in views:
+    for view in cluster_of(started):
         view.instant_followers = True  # (should SEND wait for the ISR)
-    place(started, views, "orders", "eu", 1, 1, 1, (1, 2))
-    place(started, views, "orders", "eu", 2, 2, 1, (2, 1))
-    yield started, views
+    place(started, "orders", "eu", 1, 1, 1, (1, 2))
+    place(started, "orders", "eu", 2, 2, 1, (2, 1))
+    yield started
     for node in started:
-        if node.thread.is_alive():
-            node.stop()
+        node.stop()  # (nothing for a node a test stopped)
 
 
 def stored(node, partition_id: int) -> int:
-    return node.on_loop(lambda: node.partition("orders", "eu", partition_id).log.next_offset)
+    return node.call(lambda: node.partition("orders", "eu", partition_id).log.next_offset)
 
 
 def routed(node) -> AsyncClient:
-    return AsyncClient(node.tcp_address, cluster=ClusterRouting(node.http_address))
+    return AsyncClient(node.endpoint("tcp"), cluster=ClusterRouting(node.endpoint("http")))
 
 
 def test_without_routing_a_node_refuses_a_partition_it_does_not_lead(nodes):
-    (first, _second), _views = nodes
-    with Client(first.tcp_address) as client:
+    first, _second = nodes
+    with Client(first.endpoint("tcp")) as client:
         client.login_user("iggy", "iggy")
         with pytest.raises((errors.NotLeaderForPartition, errors.LeaderNotAvailable)):
             client.send_messages("orders", "eu", [Message(b"x")], partitioning=2)
 
 
-def commit(node, view, partition_id: int) -> None:
+def commit(node, partition_id: int) -> None:
     """The partition's high watermark to its log end, as the ISR's fetches would move it."""
-    node.on_loop(lambda: view.commit(node.partition("orders", "eu", partition_id),
-                                     node.partition("orders", "eu", partition_id).log.next_offset))
+    node.commit("orders", "eu", partition_id)
 
 
 def test_sends_and_polls_go_to_each_partitions_leader(nodes):
-    (first, second), views = nodes
+    first, second = nodes
 
     async def main() -> None:
         async with routed(first) as client:
@@ -63,7 +60,7 @@ def test_sends_and_polls_go_to_each_partitions_leader(nodes):
             await client.send_messages("orders", "eu", [Message(b"one")], partitioning=1)
             await client.send_messages("orders", "eu", [Message(b"two"), Message(b"three")],
                                        partitioning=2)
-            commit(second, views[1], 2)
+            commit(second, 2)
             polled = await client.poll_messages("orders", "eu", partition_id=2, consumer=1,
                                                 strategy=PollingStrategy.first(), count=10)
             assert [m.payload for m in polled.messages] == [b"two", b"three"]
@@ -77,13 +74,13 @@ def test_sends_and_polls_go_to_each_partitions_leader(nodes):
 
 
 def test_a_new_leader_is_found_by_the_old_ones_refusal(nodes):
-    (first, second), views = nodes
+    first, second = nodes
 
     async def main() -> None:
         async with routed(first) as client:
             await client.login_user("iggy", "iggy")
             await client.send_messages("orders", "eu", [Message(b"a")], partitioning=2)
-            place([first, second], views, "orders", "eu", 2, 1, 2, (1, 2))  # node 1 leads now
+            place([first, second], "orders", "eu", 2, 1, 2, (1, 2))  # node 1 leads now
             await client.send_messages("orders", "eu", [Message(b"b")], partitioning=2)
             assert client.cluster_router.refreshes == 2
 
@@ -95,14 +92,14 @@ def test_a_new_leader_is_found_by_the_old_ones_refusal(nodes):
 def test_a_leader_gone_is_found_by_the_dropped_link(nodes, map_from):
     """(With the map read from the node that went away, it is read from another member's
     http listener the last map named.)"""
-    (first, second), views = nodes
-    client = Client(first.tcp_address, cluster=ClusterRouting(nodes[0][map_from].http_address))
+    first, second = nodes
+    client = Client(first.endpoint("tcp"), cluster=ClusterRouting(nodes[map_from].endpoint("http")))
     try:
         client.connect()
         client.login_user("iggy", "iggy")
         client.send_messages("orders", "eu", [Message(b"a")], partitioning=2)
         second.stop()
-        place([first], views[:1], "orders", "eu", 2, 1, 2, (1, 2))  # node 1 took over
+        place([first], "orders", "eu", 2, 1, 2, (1, 2))  # node 1 took over
         # the request on the dropped link may have been applied: it is raised, never re-sent
         with pytest.raises((errors.Disconnected, errors.NotConnected)):
             client.send_messages("orders", "eu", [Message(b"b")], partitioning=2)
@@ -113,7 +110,7 @@ def test_a_leader_gone_is_found_by_the_dropped_link(nodes, map_from):
 
 
 def test_concurrent_sends_share_one_connection_per_node_and_one_map_read(nodes):
-    (first, second), views = nodes
+    first, second = nodes
 
     async def main() -> None:
         async with routed(first) as client:
@@ -121,9 +118,9 @@ def test_concurrent_sends_share_one_connection_per_node_and_one_map_read(nodes):
             await asyncio.gather(*(client.send_messages("orders", "eu", [Message(b"%d" % n)],
                                                         partitioning=2) for n in range(20)))
             assert list(client.cluster_router.clients) == [2]
-            assert second.on_loop(lambda: len(second.server.supervisor.connections)) == 1
+            assert second.call(lambda: len(second.server.supervisor.connections)) == 1
             assert client.cluster_router.refreshes == 1
-            place([first, second], views, "orders", "eu", 2, 1, 2, (1, 2))  # node 1 leads now
+            place([first, second], "orders", "eu", 2, 1, 2, (1, 2))  # node 1 leads now
             await asyncio.gather(*(client.send_messages("orders", "eu", [Message(b"%d" % n)],
                                                         partitioning=2) for n in range(20)))
             assert client.cluster_router.refreshes == 2  # every refusal saw the one new map

@@ -190,6 +190,27 @@ def process_state(pid: int) -> str:
         return stat.read().rpartition(")")[2].split()[0]
 
 
+def node_env(node_id: int, host: str, ports: dict[str, int], etcd_endpoints: list[str] | None,
+             cluster_name: str, lease_ttl: float | None = None) -> dict[str, str]:
+    """The settings of a real node on ``host``: Iggy TCP, HTTP, Kafka (advertised as bound) and
+    TANK on ``ports``, QUIC off; with ``etcd_endpoints``, a member of cluster ``cluster_name``
+    whose peer link is on ``ports["peer"]`` (``lease_ttl``: its member lease, else the
+    default)."""
+    env = {"RILL_QUIC_ENABLED": "false",
+           "RILL_TCP_ADDRESS": f"{host}:{ports['tcp']}", "RILL_HTTP_ADDRESS": f"{host}:{ports['http']}",
+           "RILL_KAFKA_ENABLED": "true", "RILL_KAFKA_ADDRESS": f"{host}:{ports['kafka']}",
+           "RILL_KAFKA_ADVERTISED_ADDRESS": f"{host}:{ports['kafka']}",
+           "RILL_TANK_ENABLED": "true", "RILL_TANK_ADDRESS": f"{host}:{ports['tank']}"}
+    if etcd_endpoints:
+        env.update({"RILL_CLUSTER_ETCD_ENDPOINTS": ",".join(etcd_endpoints),
+                    "RILL_CLUSTER_NODE_ID": str(node_id),
+                    "RILL_CLUSTER_PEER_ADDRESS": f"{host}:{ports['peer']}",
+                    "RILL_CLUSTER_NAME": cluster_name})
+        if lease_ttl is not None:
+            env["RILL_CLUSTER_MEMBER_LEASE_TTL"] = str(lease_ttl)
+    return env
+
+
 class RillNode:
     """One ``rill serve`` process of a machine, at fixed addresses (kept across restarts)."""
 
@@ -375,23 +396,16 @@ class LocalCluster:
         else:
             ports = dict(zip(("tcp", "http", "kafka", "peer", "tank"), free_ports(5)))
         host = machine.host
-        env = {"RILL_LOGGING_LEVEL": "warning", "RILL_QUIC_ENABLED": "false",
-               "RILL_TCP_ADDRESS": f"{host}:{ports['tcp']}", "RILL_HTTP_ADDRESS": f"{host}:{ports['http']}",
-               "RILL_KAFKA_ENABLED": "true", "RILL_KAFKA_ADDRESS": f"{host}:{ports['kafka']}",
-               "RILL_KAFKA_ADVERTISED_ADDRESS": f"{host}:{ports['kafka']}"}
-        env.update({"RILL_TANK_ENABLED": "true", "RILL_TANK_ADDRESS": f"{host}:{ports['tank']}"})
+        endpoints = None
+        if self.cluster:
+            own = machine.etcd.client_url  # its own member first, as a machine's local etcd
+            endpoints = [own] + [url for url in self.etcd.endpoints if url != own]
+        env = node_env(machine.node_id, host, ports, endpoints, self.name, self.lease_ttl)
+        env["RILL_LOGGING_LEVEL"] = "warning"
         if self.network is not None:  # a private network of the harness's own: root's default
             # password, and TANK clients (no authentication) acting as root off loopback
             env.update({"RILL_ROOT_ALLOW_DEFAULT_PASSWORD": "true", "RILL_TANK_USER": "iggy",
                         "RILL_TANK_ALLOW_PRIVILEGED_USER": "true"})
-        if self.cluster:
-            own = machine.etcd.client_url  # its own member first, as a machine's local etcd
-            endpoints = [own] + [url for url in self.etcd.endpoints if url != own]
-            env.update({"RILL_CLUSTER_ETCD_ENDPOINTS": ",".join(endpoints),
-                        "RILL_CLUSTER_NODE_ID": str(machine.node_id),
-                        "RILL_CLUSTER_PEER_ADDRESS": f"{host}:{ports['peer']}",
-                        "RILL_CLUSTER_NAME": self.name,
-                        "RILL_CLUSTER_MEMBER_LEASE_TTL": str(self.lease_ttl)})
         env.update(self.extra_env)
         return RillNode(machine.node_id, host, self.directory / f"node{machine.node_id}", env,
                         machine.namespace, ports)

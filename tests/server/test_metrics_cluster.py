@@ -8,12 +8,12 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from cluster_thread_servers import ThreadServer, cluster_of, create_topic, place
+from cluster_servers import ClusterServer, cluster_of, create_topic, place
 
 
 @pytest.fixture
 def node(tmp_path):
-    server = ThreadServer(tmp_path / "data").start()
+    server = ClusterServer(tmp_path / "data", 1).start()
     yield server
     server.stop()
 
@@ -36,8 +36,8 @@ def test_a_standalone_server_has_no_cluster_metrics(node):
 def test_cluster_metrics_follow_the_views_status_at_each_scrape(node):
     create_topic(node, "orders", "eu", 2)
     [view] = cluster_of([node])
-    place([node], [view], "orders", "eu", 1, 1, 3, (1, 2, 3), (1, 2))
-    place([node], [view], "orders", "eu", 2, 2, 5, (2, 1))  # led elsewhere: no lag here
+    place([node], "orders", "eu", 1, 1, 3, (1, 2, 3), (1, 2))
+    place([node], "orders", "eu", 2, 2, 5, (2, 1))  # led elsewhere: no lag here
     view.followers[(1, 1, 1)] = [
         {"node_id": 2, "fetch_offset": 40, "lag_messages": 2, "lag_seconds": 0.25},
         {"node_id": 3, "fetch_offset": 0, "lag_messages": 42, "lag_seconds": 9.5}]

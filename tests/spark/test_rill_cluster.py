@@ -114,11 +114,11 @@ def test_a_streaming_query_reads_each_partition_from_its_leader_across_a_leader_
         client.create_topic(1, "t", partitions_count=len(PARTITIONS), replication_factor=3)
     victim = nodes.leader_of(1, 1, 1)
     survivor = next(node for node in (1, 2, 3) if node != victim)
-    producer = Producer(nodes.nodes[survivor].address)
+    producer = Producer(nodes.nodes[survivor].address("tcp"))
     producer.start()
     # the victim's Iggy address first: the query's first connection dies with it too
-    servers = ",".join([nodes.nodes[victim].address]
-                       + [nodes.nodes[n].address for n in (1, 2, 3) if n != victim]
+    servers = ",".join([nodes.nodes[victim].address("tcp")]
+                       + [nodes.nodes[n].address("tcp") for n in (1, 2, 3) if n != victim]
                        + [_http(nodes.nodes[survivor])])
     output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     query = (spark.readStream.format("rill")
@@ -160,7 +160,7 @@ def test_the_exactly_once_sink_refuses_a_cluster_and_the_at_least_once_sink_writ
     with nodes.client(1) as client:
         client.create_stream("s", 1)
         client.create_topic(1, "t", partitions_count=2, replication_factor=3)
-    options = {"servers": f"{nodes.nodes[2].address},{_http(nodes.nodes[3])}",
+    options = {"servers": f"{nodes.nodes[2].address('tcp')},{_http(nodes.nodes[3])}",
                "username": "iggy", "password": "iggy", "stream": "s", "topic": "t",
                **implementation}
     frame = spark.range(100).selectExpr("cast(id as string) as value",

@@ -230,13 +230,13 @@ def test_a_paused_leader_that_wakes_up_acknowledges_nothing(cluster) -> None:
     from kafka.admin import NewTopic
     from kafka.errors import KafkaError
 
-    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap(1))
+    admin = KafkaAdminClient(bootstrap_servers=cluster.nodes[1].kafka)
     admin.create_topics([NewTopic("fenced", num_partitions=1, replication_factor=3)])
     admin.close()
     stream_id = next(s.id for s in cluster.client(1).get_streams() if s.name == "kafka")
     topic_id = 1
     old = cluster.leader_of(stream_id, topic_id, 1)
-    producer = KafkaProducer(bootstrap_servers=cluster.kafka_bootstrap(old), acks="all",
+    producer = KafkaProducer(bootstrap_servers=cluster.nodes[old].kafka, acks="all",
                              retries=0, request_timeout_ms=20_000, max_block_ms=20_000)
     producer.send("fenced", b"before", partition=0).get(timeout=20)  # metadata: old leads
     before = cluster.state(stream_id, topic_id, 1)
@@ -267,14 +267,14 @@ def test_kafka_clients_see_the_leaders_etcd_holds_from_any_bootstrap_node(cluste
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
 
-    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap(2))
+    admin = KafkaAdminClient(bootstrap_servers=cluster.nodes[2].kafka)
     admin.create_topics([NewTopic("seen", num_partitions=3, replication_factor=3)])
     admin.close()
     stream_id = next(s.id for s in cluster.client(1).get_streams() if s.name == "kafka")
     truth = {p - 1: cluster.state(stream_id, 1, p) for p in (1, 2, 3)}
     for node_id in (1, 2, 3):
         listed = json_.loads(subprocess.run(
-            ["kcat", "-L", "-J", "-b", cluster.kafka_bootstrap(node_id), "-t", "seen"],
+            ["kcat", "-L", "-J", "-b", cluster.nodes[node_id].kafka, "-t", "seen"],
             capture_output=True, text=True, timeout=30, check=True).stdout)
         assert sorted(broker["id"] for broker in listed["brokers"]) == [1, 2, 3]
         (topic,) = listed["topics"]
@@ -283,7 +283,7 @@ def test_kafka_clients_see_the_leaders_etcd_holds_from_any_bootstrap_node(cluste
             assert partition["leader"] == state["leader"]
             assert [r["id"] for r in partition["replicas"]] == state["replicas"]
             assert sorted(r["id"] for r in partition["isrs"]) == sorted(state["isr"])
-        admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap(node_id))
+        admin = KafkaAdminClient(bootstrap_servers=cluster.nodes[node_id].kafka)
         (described,) = admin.describe_topics(["seen"])
         admin.close()
         for partition in described["partitions"]:
@@ -300,7 +300,7 @@ def test_a_user_created_on_one_node_logs_in_on_every_node(cluster) -> None:
         admin.create_user("alice", "secret-1")
     for node_id in (2, 3):
         def logged_in() -> bool:
-            with Client(cluster.nodes[node_id].address) as client:
+            with Client(cluster.nodes[node_id].address("tcp")) as client:
                 client.connect()
                 try:
                     client.login_user("alice", "secret-1")
@@ -311,7 +311,7 @@ def test_a_user_created_on_one_node_logs_in_on_every_node(cluster) -> None:
     with cluster.client(3) as admin:
         alice = next(u for u in admin.get_users() if u.username == "alice")
         admin.change_password(alice.id, "secret-1", "secret-2")
-    with Client(cluster.nodes[1].address) as client:
+    with Client(cluster.nodes[1].address("tcp")) as client:
         client.connect()
         wait_for(lambda: _logs_in(client, "alice", "secret-2"), what="the new password on node 1")
     with cluster.client(2) as admin:

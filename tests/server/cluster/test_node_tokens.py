@@ -20,7 +20,7 @@ from rill.server.core.tokens import hash_token
 
 def logs_in(cluster: RillCluster, node_id: int, token: str) -> bool | str:
     """True when ``token`` logs in on the node, else the refusal's error name."""
-    with Client(cluster.nodes[node_id].address) as client:
+    with Client(cluster.nodes[node_id].address("tcp")) as client:
         try:
             client.login_with_personal_access_token(token)
             return True

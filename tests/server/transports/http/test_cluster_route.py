@@ -7,14 +7,13 @@ import httpx
 import pytest
 from http_helpers import bearer
 
-from cluster_thread_servers import StatusView, ThreadServer
+from cluster_servers import ClusterServer, StatusView, create_topic
 from rill.server.core.cluster_view import NodeInfo
-from rill.server.core.types import TopicSpec
 
 
 @pytest.fixture
 def node(tmp_path):
-    server = ThreadServer(tmp_path / "data").start()
+    server = ClusterServer(tmp_path / "data", 1).start()
     yield server
     server.stop()
 
@@ -45,27 +44,26 @@ def test_the_cluster_needs_a_login_and_the_server_read_rule(node):
 
 
 def test_a_cluster_node_answers_its_views_status(node):
-    async def set_up():
-        core = node.core
-        broker = core.broker
-        session = broker.connect("127.0.0.1:1", "tcp")
-        await broker.authenticate(session, "iggy", "iggy")
-        await broker.create_namespace(session, "orders")
-        await broker.create_topic(session, "orders", TopicSpec("eu", partitions_count=2))
-        view = StatusView(core, 1, [node.node_info(1), NodeInfo(2, {"http": ("127.0.0.1", 9)})],
-                          controller_id=2, name="prod")
-        view.place(node.partition("orders", "eu", 1), 1, 4, (1, 2, 3), (1, 2))
-        view.place(node.partition("orders", "eu", 2), 2, 7, (2, 1), (2, 1))
+    create_topic(node, "orders", "eu", 2)
+    view = node.join([node.node_info(), NodeInfo(2, {"http": ("127.0.0.1", 9)})],
+                     controller_id=2, name="prod", view=StatusView)
+    node.place("orders", "eu", 1, 1, 4, (1, 2, 3), (1, 2))
+    node.place("orders", "eu", 2, 2, 7, (2, 1), (2, 1))
+
+    def lag_and_counters() -> None:
         view.followers[(1, 1, 1)] = [{"node_id": 2, "fetch_offset": 0, "lag_messages": 0,
                                       "lag_seconds": 0.0}]
         view.counters["isr_shrinks"] = 3
 
-    node.on_loop(set_up)
+    node.call(lag_and_counters)
     status = httpx.get(f"{node.http_url}/cluster", headers=bearer(node.http_url)).json()
     assert (status["mode"], status["name"], status["node_id"], status["controller_id"]) == (
         "cluster", "prod", 1, 2)
     assert [member["node_id"] for member in status["members"]] == [1, 2]
-    assert status["members"][0]["listeners"]["http"] == node.http_address
+    assert status["members"][0]["listeners"] == {
+        "iggy_tcp": node.endpoint("tcp"), "http": node.endpoint("http"),
+        "kafka": node.endpoint("kafka"), "tank": node.endpoint("tank")}
+    assert status["members"][1]["listeners"] == {"http": "127.0.0.1:9"}
     first, second = status["partitions"]
     assert (first["stream"], first["topic"], first["partition_id"], first["leader"],
             first["leader_epoch"], first["replicas"], first["isr"], first["offline"],

@@ -17,9 +17,8 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
 from browser import headless_chromium
-from cluster_thread_servers import StatusView, ThreadServer
+from cluster_servers import ClusterServer, StatusView, create_topic
 from rill.server.core.cluster_view import NodeInfo
-from rill.server.core.types import TopicSpec
 
 ARTIFACTS = Path(__file__).resolve().parents[4] / "test-artifacts" / "console"
 WAIT = 30
@@ -27,7 +26,7 @@ WAIT = 30
 
 @pytest.fixture
 def node(tmp_path):
-    server = ThreadServer(tmp_path / "data").start()
+    server = ClusterServer(tmp_path / "data", 1).start()
     yield server
     server.stop()
 
@@ -86,23 +85,19 @@ def test_a_user_without_the_server_read_permission_is_told_what_it_needs(browser
 
 
 def test_the_cluster_page_shows_members_and_partitions_with_leader_epoch_isr_and_lag(browser, node):
-    async def set_up():
-        core = node.core
-        broker = core.broker
-        session = broker.connect("127.0.0.1:1", "tcp")
-        await broker.authenticate(session, "iggy", "iggy")
-        await broker.create_namespace(session, "orders")
-        await broker.create_topic(session, "orders", TopicSpec("eu", partitions_count=2))
-        view = StatusView(core, 1, [node.node_info(1),
-                                    NodeInfo(2, {"http": ("127.0.0.1", 9), "kafka": ("127.0.0.1", 19)})],
-                          controller_id=2, name="prod")
-        view.place(node.partition("orders", "eu", 1), 1, 4, (1, 2, 3), (1, 2))
-        view.place(node.partition("orders", "eu", 2), 2, 7, (2, 1))
+    create_topic(node, "orders", "eu", 2)
+    view = node.join([node.node_info(),
+                      NodeInfo(2, {"http": ("127.0.0.1", 9), "kafka": ("127.0.0.1", 19)})],
+                     controller_id=2, name="prod", view=StatusView)
+    node.place("orders", "eu", 1, 1, 4, (1, 2, 3), (1, 2))
+    node.place("orders", "eu", 2, 2, 7, (2, 1))
+
+    def lag_and_counters() -> None:
         view.followers[(1, 1, 1)] = [{"node_id": 2, "fetch_offset": 10, "lag_messages": 5,
                                       "lag_seconds": 1.5}]
         view.counters.update(under_replicated_partitions=1, isr_shrinks=2)
 
-    node.on_loop(set_up)
+    node.call(lag_and_counters)
     open_cluster_page(browser, node)
     facts = text_of(browser, "#cluster-facts")
     for line in ("Cluster\nprod", "This node\n1", "Controller\nnode 2", "Live members\n2",
@@ -110,7 +105,8 @@ def test_the_cluster_page_shows_members_and_partitions_with_leader_epoch_isr_and
         assert line in facts, facts
     members = cells(browser, "Live members")
     assert [row[0] for row in members] == ["1 (this node)", "2 (controller)"]
-    assert f"http {node.http_address}" in members[0][1]
+    assert members[0][1] == ", ".join(f"{name} {node.endpoint(listener)}" for name, listener in (
+        ("kafka", "kafka"), ("tank", "tank"), ("iggy_tcp", "tcp"), ("http", "http")))
     assert members[1][1] == "http 127.0.0.1:9, kafka 127.0.0.1:19"
     assert cells(browser, "Partitions by leader") == [
         ["orders / eu / 1", "1", "4", "1, 2, 3", "1, 2", "3", "node 2: 5 messages, 1.5 s"],
