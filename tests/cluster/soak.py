@@ -170,6 +170,8 @@ def run_soak(cluster: LocalCluster, out: Path, plan: list[str], pause_seconds: f
     kafka_logger = logging.getLogger("kafka")
     kafka_logger.addHandler(client_log)
     kafka_logger.setLevel(logging.INFO)
+    producer_ids = logging.getLogger("kafka.producer.transaction_manager")  # InitProducerId's
+    producer_ids.setLevel(logging.DEBUG)  # requests and answers (rare: after a reset)
     workload = Workload(bootstrap, TOPIC, history, partitions=PARTITIONS, producers=3, consumers=2,
                         iggy_nodes=[node.address("tcp") for node in cluster.nodes],
                         tank_nodes=[node.address("tank") for node in cluster.nodes])
@@ -218,6 +220,7 @@ def run_soak(cluster: LocalCluster, out: Path, plan: list[str], pause_seconds: f
         result.client_errors = workload.stop()
         history.close()
         kafka_logger.removeHandler(client_log)
+        producer_ids.setLevel(logging.NOTSET)
         client_log.close()
     final = final_read(bootstrap, TOPIC, PARTITIONS)
     for node in cluster.nodes:

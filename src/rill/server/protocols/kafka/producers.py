@@ -62,6 +62,7 @@ partition, so two produces of one partition never both pass the check).
 from __future__ import annotations
 
 import asyncio
+import logging
 import weakref
 from collections import deque
 from typing import Any, Callable
@@ -74,6 +75,8 @@ from rill.server.core.core import Core
 from rill.server.core.types import AppendResult, Partition, Session, Topic
 from rill.server.protocols.kafka.common import RECORD_FORMAT, KafkaSettings, kafka_error
 from rill.server.storage.formats.kafka_v2 import producer_batches
+
+log = logging.getLogger(__name__)
 
 ID_NAME = "kafka-producer-id"  # the name of the producer ids in ``broker.new_id``
 KEPT_BATCHES = 5
@@ -359,6 +362,9 @@ async def init_producer_id(core: Core, session: Session, settings: KafkaSettings
                                        producer_id=producer_id, producer_epoch=epoch + 1)
         producer_id = await core.broker.new_id(session, ID_NAME)
     except errors.RillError as error:
-        return _refused(kafka_error(error, cluster=True))
+        code = kafka_error(error, cluster=True)
+        log.warning("InitProducerId (producer %d epoch %d) refused with %s: %s", producer_id,
+                    epoch, code.name, error)  # rare; a client may retry it for ever
+        return _refused(code)
     return _InitProducerId(throttle_time_ms=0, error_code=0, producer_id=producer_id,
                            producer_epoch=0)
