@@ -1,6 +1,7 @@
-"""The workload of the fault runs: Kafka (and Iggy and TANK) producers of unique values and consumers in a group
-with commits, each recording what it did into one history for ``logcheck``; then the final
-drain of every partition from its leader and the dump of every replica's log.
+"""The workload of the fault runs: Kafka (and Iggy and TANK) producers of unique values and
+consumers in a group with commits, each recording what it did into one history for
+``logcheck``; then the final drain of every partition from its leader and the dump of every
+replica's log.
 
 ``History`` writes the JSON lines of ``logcheck``'s schema (its docstring). A producer's
 value is ``"<process>-<n>"``, unique in the run; ``key`` is the Kafka partition. A send
@@ -320,8 +321,9 @@ class TankProducer(Client):
                 self.history.record(self.process, "invoke", "send", key=partition, value=value)
             code = None
             try:
-                [(_, _, code)] = await asyncio.wait_for(clients[node].produce_batches(
-                    [Batch(self.topic, partition, [value.encode() for value in values])]), BATCH_WAIT)
+                batch = Batch(self.topic, partition, [value.encode() for value in values])
+                [(_, _, code)] = await asyncio.wait_for(
+                    clients[node].produce_batches([batch]), BATCH_WAIT)
             except Exception as error:  # noqa: BLE001 -- whether it landed is unknown
                 kind, reason = "info", repr(error)[:200]
                 await clients.pop(node).close()
@@ -330,7 +332,8 @@ class TankProducer(Client):
                 reason = f"TANK produce error 0x{code:02x}"
             for value in values:
                 fields = {} if kind == "ok" else {"error": reason}
-                self.history.record(self.process, kind, "send", key=partition, value=value, **fields)
+                self.history.record(self.process, kind, "send", key=partition, value=value,
+                                    **fields)
             if kind != "ok":
                 target[partition] = (node + 1) % len(self.nodes)
                 if code != 0xFC:

@@ -7,9 +7,9 @@ unique across its nodes) (``BLOCK`` at a time,
 from memory; a restart starts at the next block, so the rest of a block in use when the server
 stopped is skipped, never reused. Every number below the catalog's reservations may have been
 handed out (by this server before a restart, or by another node of a cluster from its own
-block), except the rest of this server's current block. A reservation is awaited (the catalog confirms it); callers that need a number while
-one is under way wait for it and take theirs from the same block, so concurrent callers
-never reserve a block each.
+block), except the rest of this server's current block. A reservation is awaited (the catalog
+confirms it); callers that need a number while one is under way wait for it and take theirs
+from the same block, so concurrent callers never reserve a block each.
 """
 
 from __future__ import annotations
