@@ -347,6 +347,13 @@ def encode_bundle(values: Sequence, keys: Sequence | None = None,
     return b"".join((header, body))
 
 
+def snappy_if_smaller(data: bytes | bytearray | memoryview) -> bytes | None:
+    """``data`` as one raw Snappy block (codec 1's format, and Kafka's unframed snappy), or
+    None when that would not be smaller (incompressible data is kept as it is)."""
+    packed = cramjam.snappy.compress_raw(data)
+    return bytes(packed) if len(packed) < len(data) else None
+
+
 # --- chunks ----------------------------------------------------------------------------------
 
 

@@ -1,10 +1,12 @@
 """TANK bundles <-> Kafka RecordBatch v2 (magic 2), sans-I/O: how rill stores what TANK clients
 produce and serves what any protocol stored to TANK clients (issue 14, one log).
 
-Owns: ``batch_from_bundle`` (a decoded bundle's columns -> one uncompressed RecordBatch v2:
-key -> record key, TANK timestamp ms -> record timestamp, values as they are, no headers,
-CreateTime, no producer: producerId -1, epoch -1, baseSequence -1; baseOffset 0 and
-partitionLeaderEpoch 0 for the log to stamp; CRC-32C over attributes..end via ``crc32c``),
+Owns: ``batch_from_bundle`` (a decoded bundle's columns -> one RecordBatch v2: key ->
+record key, TANK timestamp ms -> record timestamp, values as they are, no headers, CreateTime,
+no producer: producerId -1, epoch -1, baseSequence -1; baseOffset 0 and partitionLeaderEpoch 0
+for the log to stamp; CRC-32C over attributes..end via ``crc32c``; with ``compress``, the
+records section as one raw Snappy block, Kafka's snappy codec, when that is smaller: how a
+Snappy bundle is stored),
 ``BatchHead`` / ``batch_head`` (the 61-byte header, once per batch), ``batch_columns`` (a
 stored batch's inflated records section -> keys, values, timestamps, offset deltas) and
 ``first_record_offset`` (the offset of a stored batch's first record, from as few of its
@@ -30,10 +32,12 @@ from rill.protocol.kafka import record_batch
 from rill.protocol.kafka.record_batch import CODEC_MASK, CONTROL, HEADER, HEADER_SIZE
 from rill.protocol.tank.bundles import (
     ACCELERATOR,
+    CODEC_SNAPPY,
     ERR_LENGTH,
     ERR_TRUNCATED,
     ERROR_TYPES,
     encode_set_python,
+    snappy_if_smaller,
 )
 from rill.protocol.tank.primitives import encode_varint
 
@@ -186,10 +190,12 @@ else:  # not built, RILL_PURE_PYTHON=1, or built from an older source
 # --- batches (once per batch, in Python) -----------------------------------------------------
 
 
-def batch_from_bundle(keys, values, timestamps, offset_deltas=None) -> bytes:
-    """One uncompressed RecordBatch v2 holding a bundle's messages: offsets 0..n-1, or
-    ``offset_deltas`` (increasing, from 0 up: explicit sequence numbers with holes; a rare
-    path, encoded in Python), lastOffsetDelta being the last of them."""
+def batch_from_bundle(keys, values, timestamps, offset_deltas=None, *,
+                      compress: bool = False) -> bytes:
+    """One RecordBatch v2 holding a bundle's messages: offsets 0..n-1, or ``offset_deltas``
+    (increasing, from 0 up: explicit sequence numbers with holes; a rare path, encoded in
+    Python), lastOffsetDelta being the last of them. ``compress``: its records section as one
+    raw Snappy block (Kafka's snappy codec) when that is smaller, else uncompressed."""
     count = len(values)
     if not count:
         raise InvalidColumns("a batch needs at least one record")
@@ -209,7 +215,11 @@ def batch_from_bundle(keys, values, timestamps, offset_deltas=None) -> bytes:
         last_delta = offset_deltas[-1]
     if type(records) is str:
         raise InvalidColumns(records)
-    return record_batch.build(records, count, last_delta, base, highest, leader_epoch=0)
+    attributes = 0
+    if compress and (packed := snappy_if_smaller(records)) is not None:
+        records, attributes = packed, record_batch.SNAPPY
+    return record_batch.build(records, count, last_delta, base, highest, attributes,
+                              leader_epoch=0)
 
 
 class BatchHead(NamedTuple):
@@ -278,10 +288,12 @@ def first_record_offset(data) -> int | None:
     return base + delta
 
 
-def contiguous_bundle(head: BatchHead, records) -> tuple[bytes, int, int] | None:
-    """The records of the batch ``head`` as one non-sparse, uncompressed bundle, with the
-    first and last offset deltas; None when its offsets have holes (a compacted batch: the
-    caller numbers it explicitly). A ``TankDecodeError`` when it does not parse."""
+def contiguous_bundle(head: BatchHead, records, compress: bool = False
+                      ) -> tuple[bytes, int, int] | None:
+    """The (inflated) records of the batch ``head`` as one non-sparse bundle, with the first
+    and last offset deltas; None when its offsets have holes (a compacted batch: the caller
+    numbers it explicitly). ``compress``: its message set as one Snappy block (codec 1) when
+    that is smaller. A ``TankDecodeError`` when it does not parse."""
     found = records_to_set(records, head.count, head.base_timestamp, head.append_time)
     if len(found) == 2:
         kind, text = found
@@ -290,7 +302,11 @@ def contiguous_bundle(head: BatchHead, records) -> tuple[bytes, int, int] | None
     if last - first != head.count - 1:
         return None
     count = head.count
-    header = bytes((count << 2,)) if count < 16 else b"\x00" + encode_varint(count)
+    codec = 0
+    if compress and (packed := snappy_if_smaller(message_set)) is not None:
+        message_set, codec = packed, CODEC_SNAPPY
+    header = (bytes((count << 2 | codec,)) if count < 16
+              else bytes((codec,)) + encode_varint(count))
     return header + message_set, first, last
 
 

@@ -24,7 +24,8 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
 from rill.client import Client, HeaderValue, Message, PollingStrategy
-from rill.client.tank import TankClient, TankProduceError
+from rill.client.tank import TankClient, TankProduceError, consume_request
+from rill.protocol.tank.bundles import split_chunk
 from rill.protocol.tank.errors import ProduceError
 from server_process import RillProcess
 
@@ -76,6 +77,18 @@ def tank_read(server, name: str, partition: int, seq: int = 0):
             return (await client.consume([(name, partition, seq)]))[0]
 
     return asyncio.run(read())
+
+
+def tank_codecs(server, name: str, partition: int) -> list[int]:
+    """The codec of each bundle a TANK Consume from the first seq answers with."""
+    async def read():
+        async with TankClient(*server.tank_address) as client:
+            return await client._call(consume_request(next(client._ids), [(name, partition, 1)]))
+
+    chunk = bytes(asyncio.run(read()).topics[0].partitions[0].chunk)
+    bundles, partial = split_chunk(chunk)
+    assert bundles and not partial
+    return [bundle[0] & 3 for bundle in bundles]
 
 
 # -- TANK -> everyone ------------------------------------------------------------------------
@@ -209,6 +222,8 @@ def test_tank_consumes_what_kafka_produced(server, compression):
     assert fetched.timestamps == [TS + i for i in range(60)]
     middle = tank_read(server, name, 0, 33)
     assert middle.seqs[0] == 33 and middle.values[0] == b"value-32"
+    # a compressed batch reaches TANK compressed: TANK's one codec, Snappy (issue 31 item 3)
+    assert set(tank_codecs(server, name, 0)) == ({0} if compression == "none" else {1})
 
 
 def test_tank_consumes_what_the_iggy_sdk_produced_and_produces_into_it(server, iggy):

@@ -6,13 +6,20 @@ data intact across a restart."""
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 
 import pytest
 
 from rill.client.tank import Batch, TankClient, TankProduceError, consume_request
 from rill.protocol.tank import messages as m
-from rill.protocol.tank.bundles import decode_chunk, split_chunk
+from rill.protocol.tank.bundles import (
+    CODEC_SNAPPY,
+    FLAG_SPARSE,
+    decode_chunk,
+    encode_bundle,
+    split_chunk,
+)
 from rill.protocol.tank.errors import ConsumeFlag, ProduceError
 from server_process import RillProcess, session
 
@@ -412,3 +419,87 @@ def test_first_available_is_the_first_stored_number_when_explicit_numbers_came_f
     assert (part.flag, part.base, part.hwm, bytes(part.chunk)) == (0, 100, 106, b"")
     assert everything.seqs == [100, 101, 105, 106]
     assert in_a_hole.seqs == [105, 106]  # a hole after the first: the next stored number
+
+
+# -- compression kept (issue 31 item 3) -------------------------------------------------------
+
+EVENTS = [b'{"user": %d, "page": "/products/%d", "action": "view", "ok": true}' % (i, i % 7)
+          for i in range(200)]  # compressible, as real events are
+EVENT_KEYS = [b"user-%d" % (i % 13) for i in range(200)]
+
+
+def stored_sizes(server, name: str) -> list[int]:
+    """Each partition's stored bytes, as an Iggy client's GET_TOPIC reports them."""
+    with session(server) as iggy:
+        return [p.size_bytes for p in iggy.get_topic("kafka", name).partitions]
+
+
+def chunk_of(response: m.ConsumeResponse) -> bytes:
+    return bytes(response.topics[0].partitions[0].chunk)
+
+
+def codecs(chunk: bytes) -> list[int]:
+    """The compression codec of each bundle of a chunk (flags bits 0-1)."""
+    bundles, partial = split_chunk(chunk)
+    assert bundles and not partial
+    return [bundle[0] & 3 for bundle in bundles]
+
+
+def test_a_snappy_bundle_is_stored_and_served_compressed(server):
+    """The same messages produced plain into partition 0 and as one Snappy bundle into
+    partition 1: partition 1 keeps a fraction of the bytes on disk and its consumer gets a
+    Snappy bundle of about the produced size (TANK serves what was produced), with the same
+    messages, keys and timestamps; the plain one stays plain."""
+    produced = encode_bundle(EVENTS, EVENT_KEYS, TS, codec=CODEC_SNAPPY)
+
+    async def scenario():
+        async with TankClient(*server.tank_address) as client:
+            name = await topic(client, 2)
+            await client.produce(name, 0, EVENTS, keys=EVENT_KEYS, timestamps=TS)
+            await client.produce(name, 1, EVENTS, keys=EVENT_KEYS, timestamps=TS,
+                                 codec="snappy")
+            raw = [await raw_consume(client, [(name, p, 1)]) for p in (0, 1)]
+            fetched = [(await client.consume([(name, p, 1)]))[0] for p in (0, 1)]
+            return name, raw, fetched
+
+    name, raw, fetched = run(scenario())
+    plain, packed = chunk_of(raw[0]), chunk_of(raw[1])
+    assert codecs(plain) == [0] and codecs(packed) == [1]
+    assert len(packed) <= len(produced) * 1.25 and len(packed) * 3 < len(plain)
+    plain_stored, packed_stored = stored_sizes(server, name)
+    assert packed_stored * 2 < plain_stored
+    for got in fetched:
+        assert (got.seqs, got.values, got.keys, got.timestamps) == (
+            list(range(1, 201)), EVENTS, EVENT_KEYS, [TS] * 200)
+
+
+def test_a_snappy_bundle_that_does_not_shrink_is_stored_and_served_plain(server):
+    noise = [os.urandom(100) for _ in range(50)]
+
+    async def scenario():
+        async with TankClient(*server.tank_address) as client:
+            name = await topic(client)
+            await client.produce(name, 0, noise, timestamps=TS, codec="snappy")
+            return await raw_consume(client, [(name, 0, 1)])
+
+    answer = run(scenario())
+    assert codecs(chunk_of(answer)) == [0]
+    assert decode_chunk(chunk_of(answer), 1).values == noise
+
+
+def test_a_sparse_snappy_bundle_with_holes_is_served_sparse_and_compressed(server):
+    async def scenario():
+        async with TankClient(*server.tank_address) as client:
+            name = await topic(client)
+            await client.produce(name, 0, EVENTS[:3], seqs=[5, 9, 10], timestamps=TS,
+                                 codec="snappy")
+            await client.produce(name, 0, EVENTS[3:], timestamps=TS + 1, codec="snappy")
+            return (await raw_consume(client, [(name, 0, 0)]),
+                    (await client.consume([(name, 0, 0)]))[0])
+
+    answer, fetched = run(scenario())
+    bundles, _partial = split_chunk(chunk_of(answer))
+    assert [bundle[0] & 3 for bundle in bundles] == [1, 1]
+    assert bundles[0][0] & FLAG_SPARSE
+    assert fetched.seqs == [5, 9, 10, *range(11, 208)]
+    assert fetched.values == EVENTS

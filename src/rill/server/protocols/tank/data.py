@@ -24,12 +24,16 @@ Owns: these rules.
   becomes the last of them. TANK appends with explicit numbers are serialized per partition
   between check and append (``TankSettings.numbered_append_lock``); an append by another
   protocol in that moment would shift them (logged);
-* the messages become **one** uncompressed RecordBatch v2 (``protocol.tank.record_batches``,
-  the per-message loop in C) appended through ``broker.append``, stamped at the batch's
+* the messages become **one** RecordBatch v2 (``protocol.tank.record_batches``, the
+  per-message loop in C) appended through ``broker.append``, stamped at the batch's
   maxTimestamp like the Kafka listener's batches, so Kafka, Iggy, HTTP, the CLI and Spark read
-  key and timestamp; a failed append (storage, permissions) is 0x02. Every 0x02 is logged at
-  info, once per client address and cause, then at most once a minute with a count
-  (``logs.Refusals``): a client retrying a bad produce does not flood the log.
+  key and timestamp; a failed append (storage, permissions) is 0x02. A Snappy bundle (codec 1)
+  is stored compressed, as produced: its records section as one raw Snappy block (Kafka's
+  snappy codec, which every Kafka client and every rill reader inflates), unless that is not
+  smaller; a codec-0 bundle, and any bundle into an ``iggy-v1`` topic, is stored
+  uncompressed. Every 0x02 is logged at info, once per client address and cause, then at most
+  once a minute with a count (``logs.Refusals``): a client retrying a bad produce does not
+  flood the log.
 
 **In a cluster** (``Broker.cluster``; tank-wire-reference §5.3, §6.3): a partition another
 node leads is answered 0xfc and that leader's ``tank`` address (addr4:u32 port:u16) by Produce
@@ -51,10 +55,14 @@ the partition's first produce gave explicit numbers from 100):
   0xFFFF, unknown partition 0xff, a read failure (storage, permissions) 0xfb;
 * data: the stored batches from the one holding ``seq`` (whole batches, at least one, up to
   ``fetch_size`` stored bytes: the whole-bundles rule of §6.5), one bundle per stored batch
-  (uncompressed; Kafka-compressed batches inflated, ``protocol.kafka.record_batch.decompress``;
-  control batches skipped; an ``iggy-v1`` topic read through the broker's conversion), the
-  per-record loops in C; a bundle is SPARSE wherever numbering does not continue from the
-  bundle before it (gaps), and the header's ``base`` is the first bundle's first seq;
+  (control batches skipped; an ``iggy-v1`` topic read through the broker's conversion), the
+  per-record loops in C; a stored batch that is compressed (a Snappy bundle stored as
+  produced, or a Kafka producer's gzip/snappy/lz4/zstd batch) is inflated
+  (``protocol.kafka.record_batch.decompress``) and served as a Snappy bundle (codec 1, TANK's
+  only codec; uncompressed where Snappy would not be smaller), so a consumer gets about the
+  bytes TANK would send it; an uncompressed one is served uncompressed. A bundle is SPARSE
+  wherever numbering does not continue from the bundle before it (gaps), and the header's
+  ``base`` is the first bundle's first seq;
 * long poll (§6.6): when ``max_wait_ms`` > 0 and every partition is at EOF the request waits
   (its answer comes later: the connection answers the requests sent behind it meanwhile, as
   TANK does)
@@ -74,7 +82,7 @@ from typing import Awaitable
 from rill import errors
 from rill.protocol.kafka.record_batch import decompress
 from rill.protocol.tank import messages as m
-from rill.protocol.tank.bundles import decode_bundle, encode_bundle, frame_bundle
+from rill.protocol.tank.bundles import CODEC_SNAPPY, decode_bundle, encode_bundle, frame_bundle
 from rill.protocol.tank.errors import ConsumeFlag, ProduceError, TankDecodeError
 from rill.protocol.tank.record_batches import (
     HEADER_SIZE,
@@ -128,7 +136,9 @@ async def _produce_partition(core: Core, session: Session, settings: TankSetting
     acks = ACKS_ALL if placement is not None and len(placement.replicas) > 1 else ACKS_LEADER
     try:
         bundle = decode_bundle(part.bundle, max_set_size=MAX_SET_SIZE)
-        batch = batch_from_bundle(bundle.keys, bundle.values, bundle.timestamps)
+        compress = bundle.codec == CODEC_SNAPPY and topic.record_format == RECORD_FORMAT
+        batch = batch_from_bundle(bundle.keys, bundle.values, bundle.timestamps,
+                                  compress=compress)
     except (TankDecodeError, InvalidColumns) as error:
         _refused(session, topic, part, "refused", error)
         return ProduceError.SYSTEM
@@ -149,7 +159,7 @@ async def _produce_partition(core: Core, session: Session, settings: TankSetting
             gaps = first != next_seq or seqs[-1] - first + 1 != len(seqs)
             if gaps:  # the offsets skip where the numbers do
                 batch = batch_from_bundle(bundle.keys, bundle.values, bundle.timestamps,
-                                          [seq - next_seq for seq in seqs])
+                                          [seq - next_seq for seq in seqs], compress=compress)
             result = await broker.append(session, where, batch, batch_time_us(batch), gaps,
                                          record_format=RECORD_FORMAT, acks=acks,
                                          ack_timeout=ack_timeout)
@@ -208,8 +218,9 @@ async def produce(core: Core, session: Session, settings: TankSettings,
 
 
 def build_chunk(data) -> tuple[list[bytes], int]:
-    """Stored RecordBatch v2 bytes -> (framed bundles, first seq), one bundle per batch; a
-    bundle is SPARSE where numbering does not continue from the one before. (.., 0): none."""
+    """Stored RecordBatch v2 bytes -> (framed bundles, first seq), one bundle per batch, a
+    compressed batch as a Snappy bundle; a bundle is SPARSE where numbering does not continue
+    from the one before. (.., 0): none."""
     view = memoryview(data)
     at, end = 0, len(view)
     out: list[bytes] = []
@@ -224,9 +235,10 @@ def build_chunk(data) -> tuple[list[bytes], int]:
         if head.control or head.count < 1:
             continue
         records = batch[HEADER_SIZE:]
-        if head.codec:
+        compressed = head.codec != 0
+        if compressed:
             records = decompress(head.codec, records)
-        whole = contiguous_bundle(head, records)
+        whole = contiguous_bundle(head, records, compressed)
         if whole is not None:
             bundle, first_delta, last_delta = whole
             first = head.base_offset + first_delta + 1
@@ -237,7 +249,8 @@ def build_chunk(data) -> tuple[list[bytes], int]:
             first = head.base_offset + first_delta + 1
             seqs = (range(first, first + head.count) if whole is not None  # a jump only
                     else [head.base_offset + delta + 1 for delta in deltas])  # holes (rare)
-            bundle = encode_bundle(values, keys, timestamps, seqs)
+            bundle = encode_bundle(values, keys, timestamps, seqs,
+                                   codec=CODEC_SNAPPY if compressed else 0)
         out.append(frame_bundle(bundle))
         if next_seq is None:
             base = first
