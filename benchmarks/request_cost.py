@@ -7,7 +7,9 @@ directory (fsync never), feed Iggy frames to a ``TcpConnection`` with a stand-in
 counts replies, and time SEND of 10 x 100-byte messages and POLL of 10 messages by offset; then
 Kafka frames to a Kafka ``TcpConnection`` (as root), with ``--topics`` other topics in the Kafka
 stream beside the one written: Produce v9 of 10 x 100-byte records and Metadata v12 of that one
-topic (what a request costs among many topics). The process CPU time per request, best of
+topic (what a request costs among many topics); then TANK frames to a TANK ``TcpConnection``
+in the same stream (so among the same topics): Produce of one bundle of 10 x 100 B and Consume
+of one bundle from a fixed seq. The process CPU time per request, best of
 ``--repeats``. Variants run interleaved, ``--runs`` times, and the medians are printed with each
 variant's ratio to the first.
 
@@ -50,6 +52,13 @@ try:
 except ImportError:  # a tree from before storage/formats/
     from rill.server.storage.records import ACCELERATED
 from rill.server.transports.tcp import TcpConnection, TcpListener
+try:
+    from rill.client.tank import Batch, consume_request, produce_request
+    from rill.protocol.tank.messages import CreateTopicRequest, encode_request as tank_frame
+    from rill.server.protocols.tank.dispatch import TankSettings
+    from rill.server.protocols.tank.handler import TankProtocol
+except ImportError:  # a tree without the TANK listener
+    TankProtocol = None
 
 SENDS, POLLS, REPEATS, TOPICS = (int(value) for value in sys.argv[1:5])
 
@@ -151,6 +160,16 @@ async def main():
     for _ in range(200):
         await request(kafka[0][1], link)
     timed += [(name, data, count, link) for name, data, count in kafka]
+    if TankProtocol is not None:
+        tank = connect(core, TankProtocol(TankSettings("kafka", time.time()), 1))
+        await request(tank_frame(CreateTopicRequest(1, "tk", 1, b"")), tank)
+        produce = tank_frame(produce_request(2, [Batch("tk", 0, [b"x" * 100] * 10, None,
+                                                        1_700_000_000_000)]))
+        for _ in range(200):
+            await request(produce, tank)
+        consume = tank_frame(consume_request(3, [("tk", 0, 11)], fetch_size=1))
+        timed += [("tank produce 10 x 100 B", produce, SENDS, tank),
+                  ("tank consume 10", consume, POLLS, tank)]
     figures = {}
     for name, data, count, link in timed:
         best = float("inf")

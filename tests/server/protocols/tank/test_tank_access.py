@@ -11,7 +11,12 @@ import sys
 import pytest
 
 from rill.client.tank import TankClient, TankProduceError
-from rill.protocol.permissions import GlobalPermissions, Permissions
+from rill.protocol.permissions import (
+    GlobalPermissions,
+    Permissions,
+    StreamPermissions,
+    TopicPermissions,
+)
 from rill.protocol.tank.errors import ConsumeFlag, CreateTopicError, ProduceError
 from server_process import RillProcess, session
 
@@ -182,6 +187,34 @@ def test_a_named_users_permissions_apply_to_every_tank_request(tmp_path):
         assert fetched.flag == ConsumeFlag.OK and fetched.values == [b"x"]
         assert produce(address, "guarded") == ProduceError.SYSTEM  # may read, not write
         assert consume(address, "guarded").hwm == 1
+    finally:
+        process.kill()
+
+
+def test_rights_on_one_topic_reach_that_topic_only(tmp_path):
+    """A user with no stream-wide rights but read rights on one topic consumes that topic over
+    TANK; the topic beside it stays unknown to it, and it may not write."""
+    process = RillProcess(tmp_path / "data", env=TANK_ENV).start()
+    try:
+        for name in ("granted", "withheld"):
+            assert create(process.tank_address, name) == CreateTopicError.OK  # as root
+            assert produce(process.tank_address, name) == ProduceError.OK
+        with session(process) as iggy:
+            stream = iggy.get_stream("kafka").id
+            topic = iggy.get_topic("kafka", "granted").id
+            iggy.create_user("one-topic", "secret-3", permissions=Permissions(
+                GlobalPermissions(), {stream: StreamPermissions(topics={
+                    topic: TopicPermissions(read_topic=True, poll_messages=True)})}))
+        process.stop()
+
+        process = RillProcess(tmp_path / "data", env={**TANK_ENV,
+                                                      "RILL_TANK_USER": "one-topic"}).start()
+        address = process.tank_address
+        fetched = consume(address, "granted")
+        assert fetched.flag == ConsumeFlag.OK and fetched.values == [b"x"]
+        assert consume(address, "withheld").flag == -1  # unknown topic
+        assert produce(address, "granted") == ProduceError.SYSTEM  # may read, not write
+        assert produce(address, "withheld") == ProduceError.UNKNOWN_TOPIC
     finally:
         process.kill()
 

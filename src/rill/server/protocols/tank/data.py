@@ -103,7 +103,7 @@ from rill.server.protocols.tank.dispatch import (
     leadership,
     numbers,
     ref,
-    topics,
+    topic_named,
 )
 from rill.server.storage.formats.kafka_v2 import batch_time_us
 
@@ -195,13 +195,12 @@ def _refused(session: Session, topic: Topic, part: m.ProducePartition, what: str
 
 async def produce(core: Core, session: Session, settings: TankSettings,
                   request: m.ProduceRequest) -> m.ProduceResponse:
-    known = topics(core, session, settings)
     codes: list[int] = []
     endpoints: dict[int, tuple[str, int]] = {}
     ack_timeout = request.ack_timeout / 1000 if request.ack_timeout > 0 else (
         _DEFAULT_ACK_TIMEOUT)
     for entry in request.topics:
-        topic = known.get(entry.name)
+        topic = topic_named(core, session, settings, entry.name)
         for part in entry.partitions:
             if topic is None:
                 codes.append(ProduceError.UNKNOWN_TOPIC)
@@ -360,11 +359,10 @@ def consume(core: Core, session: Session, settings: TankSettings, request: m.Con
             ) -> m.ConsumeResponse | Awaitable[m.ConsumeResponse]:
     """The answer now, or (every partition at EOF and ``max_wait_ms`` > 0) an awaitable of the
     answer after the long poll: the connection answers the requests behind it meanwhile."""
-    known = topics(core, session, settings)
     answered = False
     plan: list[tuple[str, int, list[_Wanted] | None]] = []
     for entry in request.topics:
-        topic = known.get(entry.name)
+        topic = topic_named(core, session, settings, entry.name)
         if topic is None:
             plan.append((entry.name, len(entry.partitions), None))
             answered = True

@@ -92,6 +92,17 @@ def topics(core: Core, session: Session, settings: TankSettings) -> dict[str, To
     return {topic.name: topic for topic in found}
 
 
+def topic_named(core: Core, session: Session, settings: TankSettings, name: str
+                ) -> Topic | None:
+    """The TANK namespace's topic ``name``; None when there is none or the session may not
+    read it (the request path's lookup: by name, never a listing of the namespace)."""
+    try:
+        return core.broker.describe_topics(session, settings.stream, (name,))[0]
+    except (errors.StreamNameNotFound, errors.StreamIdNotFound, errors.TopicNameNotFound,
+            errors.Unauthorized, errors.Unauthenticated):
+        return None
+
+
 def leadership(core: Core, topic: Topic, partition: int) -> tuple[bool, tuple[str, int] | None]:
     """Whether another node answers for ``topic``'s TANK partition ``partition`` (0-based),
     and then its leader's TANK address (None: no leader, or one TANK cannot be sent to); (False,
@@ -169,7 +180,7 @@ def first_available(core: Core, session: Session, where: PartitionRef,
 
 def discover_partitions(core: Core, session: Session, settings: TankSettings,
                         request: m.DiscoverPartitionsRequest) -> m.DiscoverPartitionsResponse:
-    topic = topics(core, session, settings).get(request.topic)
+    topic = topic_named(core, session, settings, request.topic)
     empty = m.DiscoverPartitionsResponse(request.request_id, request.topic, ())
     if topic is None:
         return empty
@@ -240,7 +251,7 @@ async def create_topic(core: Core, session: Session, settings: TankSettings,
 
 def reload_conf(core: Core, session: Session, settings: TankSettings,
                 request: m.ReloadConfRequest) -> m.ReloadConfResponse:
-    topic = topics(core, session, settings).get(request.topic)
+    topic = topic_named(core, session, settings, request.topic)
     if topic is None:
         code = ReloadConfError.UNKNOWN_TOPIC
     elif not 0 <= request.partition < len(topic.partitions):
