@@ -17,13 +17,15 @@ from rill.protocol.tank.record_batches import (
     InvalidColumns,
     batch_columns,
     batch_from_bundle,
+    batch_from_set,
     batch_head,
     contiguous_bundle,
     decode_records_python,
     encode_records_python,
     records_to_set_python,
+    set_to_records_python,
 )
-from rill.protocol.tank.bundles import decode_bundle
+from rill.protocol.tank.bundles import decode_bundle, encode_set
 
 SEEDS = range(40)
 
@@ -45,6 +47,7 @@ def test_the_accelerator_is_built_and_used():
     assert record_batches.encode_records is _bundles.encode_records
     assert record_batches.decode_records is _bundles.decode_records
     assert record_batches.records_to_set is _bundles.records_to_set
+    assert record_batches.set_to_records is _bundles.set_to_records
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -162,3 +165,65 @@ def test_records_to_set_twins_agree_and_make_the_bundle_of_the_columns(seed):
         count = head.count + rng.choice([0, 0, 1, -1])
         assert (_bundles.records_to_set(cut, count, 0, -1)
                 == records_to_set_python(cut, count, 0, -1))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_set_to_records_twins_agree_and_make_the_batch_of_the_columns(seed):
+    """The Produce hot path (a bundle's message set straight into a batch) stores exactly the
+    batch the columns path makes, from both twins; TANK's "same timestamp as the last" flag
+    included (encode_set writes it for runs of equal times)."""
+    rng = random.Random(4000 + seed)
+    keys, values, timestamps = random_columns(rng)
+    if rng.random() < 0.5:  # runs of equal timestamps, as TANK's client sends them
+        timestamps = [timestamps[index // 7 * 7] for index in range(len(timestamps))]
+    message_set = encode_set(keys, values, timestamps, None)
+    c = _bundles.set_to_records(message_set, len(values))
+    assert c == set_to_records_python(message_set, len(values))
+    assert c[1:] == (timestamps[0], max(timestamps))
+    for compress in (False, True):
+        assert (batch_from_set(message_set, len(values), compress=compress)
+                == batch_from_bundle(keys, values, timestamps, compress=compress))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_set_to_records_twins_agree_on_malformed_sets(seed):
+    rng = random.Random(5000 + seed)
+    keys, values, timestamps = random_columns(rng)
+    message_set = encode_set(keys, values, timestamps, None)
+    for _ in range(20):
+        broken = bytearray(message_set)
+        choice = rng.random()
+        if choice < 0.4:
+            broken = broken[: rng.randrange(len(broken))]
+        elif choice < 0.7:
+            broken[rng.randrange(len(broken))] = rng.randrange(256)
+        else:
+            broken += rng.randbytes(rng.randint(1, 12))
+        count = len(values) + rng.choice([0, 0, 1, -1, 1 << 20])
+        found = _bundles.set_to_records(bytes(broken), count)
+        assert found == set_to_records_python(bytes(broken), count)
+        if len(found) == 3:  # still a valid set: the columns path agrees
+            assert found[0] == encode_records_python(
+                *decode_bundle_columns(bytes(broken), count), found[1])
+
+
+def decode_bundle_columns(message_set: bytes, count: int):
+    from rill.protocol.tank.bundles import decode_set_python
+
+    keys, values, timestamps, _seqs = decode_set_python(message_set, count, False, 1, 0)
+    return keys, values, timestamps
+
+
+def test_set_to_records_twins_agree_on_sets_no_batch_can_hold():
+    for keys, values, timestamps in [
+        (None, [b"a"], [1 << 63]),  # above Kafka's signed 64-bit time
+        (None, [b"a", b"b"], [5, (1 << 64) - 1]),
+    ]:
+        message_set = encode_set(keys, values, timestamps, None)
+        c = _bundles.set_to_records(message_set, len(values))
+        assert type(c) is str and c.startswith("timestamp ")
+        assert c == set_to_records_python(message_set, len(values))
+        with pytest.raises(InvalidColumns, match="above 2"):
+            batch_from_set(message_set, len(values))
+    assert (_bundles.set_to_records(b"", 0) == set_to_records_python(b"", 0)
+            == "a batch needs at least one record")

@@ -25,6 +25,14 @@
  *                                                  message set (encode_set of decode_records'
  *                                                  columns), no Python object per record
  *     -> (kind, text)                              malformed
+ * set_to_records(data, count)
+ *     -> (records, base_timestamp, max_timestamp)  a non-sparse message set as a RecordBatch v2
+ *                                                  records section (encode_records of
+ *                                                  decode_set's columns, base = the first
+ *                                                  message's time), no Python object per message:
+ *                                                  the Produce hot path
+ *     -> (kind, text)                              malformed (decode_set's kind and text)
+ *     -> str                                       valid, but no batch can hold it
  *
  * Invariants: every length is bounds-checked before it is used; nothing is read past ``data``;
  * ``count`` is checked against the input size before any list is allocated (a message takes at
@@ -839,6 +847,143 @@ done:
     return out;
 }
 
+/* One message of a non-sparse set (decode_set's walk, no objects): 0 ok, else *out is the fault */
+typedef struct {
+    uint64_t ts;
+    Py_ssize_t key_at, key_size; /* key_size -1: none */
+    Py_ssize_t value_at, value_size;
+} SetMessage;
+
+static int parse_message(const uint8_t *data, Py_ssize_t end, Py_ssize_t *offset, Py_ssize_t index,
+                         uint64_t *timestamp, SetMessage *msg, PyObject **out) {
+    Py_ssize_t at = *offset;
+    if (at >= end) goto truncated;
+    uint8_t flags = data[at++];
+    if (flags & ~MSG_KNOWN_FLAGS) {
+        *out = fault(ERR_BUNDLE, "message %zd: unknown flags 0x%02x", index, flags);
+        return -1;
+    }
+    if (!(flags & MSG_USE_LAST_TS)) {
+        if (end - at < 8) goto truncated;
+        *timestamp = load_u64(data + at);
+        at += 8;
+    }
+    msg->ts = *timestamp;
+    msg->key_size = -1;
+    if (flags & MSG_HAVE_KEY) {
+        if (at >= end) goto truncated;
+        Py_ssize_t size = data[at++];
+        if (end - at < size) goto truncated;
+        msg->key_at = at;
+        msg->key_size = size;
+        at += size;
+    }
+    uint64_t size;
+    int bad = read_varint(data, end, &at, &size);
+    if (bad == 1) goto truncated;
+    if (bad == 2) {
+        *out = fault(ERR_VARINT, "message %zd: varint longer than 32 bits", index);
+        return -1;
+    }
+    if ((uint64_t)(end - at) < size) goto truncated;
+    msg->value_at = at;
+    msg->value_size = (Py_ssize_t)size;
+    *offset = at + (Py_ssize_t)size;
+    return 0;
+truncated:
+    *out = fault(ERR_TRUNCATED, "message %zd: the message set ends inside it", index);
+    return -1;
+}
+
+static inline Py_ssize_t record_body(const SetMessage *msg, uint64_t base, Py_ssize_t index) {
+    return 1 + varint_size(zigzag((int64_t)(msg->ts - base))) + varint_size(zigzag(index)) +
+           (msg->key_size < 0 ? 1 : varint_size(zigzag(msg->key_size)) + msg->key_size) +
+           varint_size(zigzag(msg->value_size)) + msg->value_size + 1;
+}
+
+static PyObject *set_to_records(PyObject *module, PyObject *args) {
+    Py_buffer buffer;
+    unsigned long long count_arg;
+    if (!PyArg_ParseTuple(args, "y*O&", &buffer, to_u64, &count_arg)) return NULL;
+    const uint8_t *data = buffer.buf;
+    Py_ssize_t end = buffer.len;
+    PyObject *out = NULL, *records = NULL;
+    if (count_arg > (unsigned long long)(end / 2)) {
+        out = fault(ERR_TRUNCATED, "%llu messages cannot fit in %zd bytes", count_arg, end);
+        goto done;
+    }
+    Py_ssize_t count = (Py_ssize_t)count_arg;
+    /* pass 1: walk and validate (decode_set's rules and texts), times, the first long value */
+    Py_ssize_t offset = 0, too_long = -1;
+    uint64_t timestamp = 0, base = 0, highest = 0;
+    SetMessage msg;
+    for (Py_ssize_t index = 0; index < count; index++) {
+        if (parse_message(data, end, &offset, index, &timestamp, &msg, &out) < 0) goto done;
+        if (index == 0) base = msg.ts;
+        if (msg.ts > highest) highest = msg.ts;
+        if (too_long < 0 && (uint64_t)msg.value_size > (uint64_t)INT32_MAX) too_long = index;
+    }
+    if (offset != end) {
+        out = fault(ERR_LENGTH, "%zd bytes left after the last message", end - offset);
+        goto done;
+    }
+    if (!count) {
+        out = PyUnicode_FromString("a batch needs at least one record");
+        goto done;
+    }
+    if (highest > INT64_MAX_U) {
+        out = PyUnicode_FromFormat("timestamp %llu above 2^63-1", (unsigned long long)highest);
+        goto done;
+    }
+    if (too_long >= 0) {
+        out = PyUnicode_FromFormat("record %zd: value longer than 2^31-1 bytes", too_long);
+        goto done;
+    }
+    /* pass 2: size; pass 3: write, every write checked against the allocation */
+    Py_ssize_t total = 0;
+    offset = 0;
+    timestamp = 0;
+    for (Py_ssize_t index = 0; index < count; index++) {
+        if (parse_message(data, end, &offset, index, &timestamp, &msg, &out) < 0) goto done;
+        Py_ssize_t body = record_body(&msg, base, index);
+        total += varint_size(zigzag(body)) + body;
+    }
+    if (!(records = PyBytes_FromStringAndSize(NULL, total))) goto done;
+    uint8_t *put = (uint8_t *)PyBytes_AS_STRING(records);
+    uint8_t *limit = put + total;
+    offset = 0;
+    timestamp = 0;
+    for (Py_ssize_t index = 0; index < count; index++) {
+        if (parse_message(data, end, &offset, index, &timestamp, &msg, &out) < 0) goto done;
+        Py_ssize_t body = record_body(&msg, base, index);
+        if (limit - put < varint_size(zigzag(body)) + body) goto changed;
+        put = write_varint(put, zigzag(body));
+        *put++ = 0; /* attributes */
+        put = write_varint(put, zigzag((int64_t)(msg.ts - base)));
+        put = write_varint(put, zigzag(index));
+        if (msg.key_size < 0) {
+            *put++ = 1; /* zigzag(-1) */
+        } else {
+            put = write_varint(put, zigzag(msg.key_size));
+            memcpy(put, data + msg.key_at, (size_t)msg.key_size);
+            put += msg.key_size;
+        }
+        put = write_varint(put, zigzag(msg.value_size));
+        memcpy(put, data + msg.value_at, (size_t)msg.value_size);
+        put += msg.value_size;
+        *put++ = 0; /* no headers */
+    }
+    if (put != limit) goto changed;
+    out = Py_BuildValue("(OKK)", records, (unsigned long long)base, (unsigned long long)highest);
+    goto done;
+changed:
+    PyErr_SetString(PyExc_RuntimeError, "set_to_records: the message set changed while it was read");
+done:
+    Py_XDECREF(records);
+    PyBuffer_Release(&buffer);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"decode_set", decode_set, METH_VARARGS,
      "decode_set(data, count, sparse, first_seq, last_seq) -> (keys, values, timestamps, seqs) "
@@ -851,6 +996,9 @@ static PyMethodDef methods[] = {
     {"records_to_set", records_to_set, METH_VARARGS,
      "records_to_set(records, count, base_timestamp, append_time) -> (message set, first offset "
      "delta, last offset delta) or (error kind, text)"},
+    {"set_to_records", set_to_records, METH_VARARGS,
+     "set_to_records(message_set, count) -> (records, base_timestamp, max_timestamp), "
+     "(error kind, text) when malformed, or str when no batch can hold it"},
     {"decode_records", decode_records, METH_VARARGS,
      "decode_records(records, count, base_timestamp, append_time) -> (keys, values, timestamps, "
      "offset_deltas) or (error kind, text)"},

@@ -6,7 +6,7 @@ record key, TANK timestamp ms -> record timestamp, values as they are, no header
 no producer: producerId -1, epoch -1, baseSequence -1; baseOffset 0 and partitionLeaderEpoch 0
 for the log to stamp; CRC-32C over attributes..end via ``crc32c``; with ``compress``, the
 records section as one raw Snappy block, Kafka's snappy codec, when that is smaller: how a
-Snappy bundle is stored),
+Snappy bundle is stored; ``batch_from_set``: the same from a non-sparse bundle's message set),
 ``BatchHead`` / ``batch_head`` (the 61-byte header, once per batch), ``batch_columns`` (a
 stored batch's inflated records section -> keys, values, timestamps, offset deltas) and
 ``first_record_offset`` (the offset of a stored batch's first record, from as few of its
@@ -14,9 +14,11 @@ bytes as tell it: a partition whose first produce used explicit TANK numbers beg
 hole, and its first stored number is that record's).
 
 The per-record loops are ``_bundles.c`` (``encode_records`` / ``decode_records`` /
-``records_to_set``, the last one a stored batch's records straight into a TANK message set,
-the Consume hot path: ``contiguous_bundle``) with the pure-Python twins
-``encode_records_python`` / ``decode_records_python`` / ``records_to_set_python`` here as the
+``records_to_set`` / ``set_to_records``: the third a stored batch's records straight into a
+TANK message set, the Consume hot path, ``contiguous_bundle``; the fourth a non-sparse
+bundle's message set straight into a batch's records, the Produce hot path,
+``batch_from_set``) with the pure-Python twins ``encode_records_python`` /
+``decode_records_python`` / ``records_to_set_python`` / ``set_to_records_python`` here as the
 reference (same results, same error kinds and texts:
 ``tests/protocol/tank/test_record_batch_twins.py``).
 Reading: a record key longer than 255 bytes (TANK keys are ``str8``) is dropped (None), a null
@@ -36,6 +38,7 @@ from rill.protocol.tank.bundles import (
     ERR_LENGTH,
     ERR_TRUNCATED,
     ERROR_TYPES,
+    decode_set_python,
     encode_set_python,
     snappy_if_smaller,
 )
@@ -177,14 +180,34 @@ def records_to_set_python(data, count: int, base_timestamp: int, append_time: in
     return encode_set_python(keys, values, timestamps, None), deltas[0], deltas[-1]
 
 
-if ACCELERATOR is not None and hasattr(ACCELERATOR, "records_to_set"):
+def set_to_records_python(data, count: int):
+    """A non-sparse message set of ``count`` messages -> (records section, base timestamp,
+    max timestamp): ``encode_records`` of ``decode_set``'s columns, based at the first
+    message's time; ``(kind, text)`` when the set is malformed, a ``str`` when it is valid but
+    no batch can hold it."""
+    found = decode_set_python(data, count, False, 1, 0)
+    if len(found) == 2:
+        return found
+    keys, values, timestamps, _seqs = found
+    if not values:
+        return "a batch needs at least one record"
+    highest = max(timestamps)
+    if highest > MAX_TIMESTAMP:
+        return f"timestamp {highest} above 2^63-1"
+    records = encode_records_python(keys, values, timestamps, timestamps[0])
+    return records if type(records) is str else (records, timestamps[0], highest)
+
+
+if ACCELERATOR is not None and hasattr(ACCELERATOR, "set_to_records"):
     encode_records = ACCELERATOR.encode_records
     decode_records = ACCELERATOR.decode_records
     records_to_set = ACCELERATOR.records_to_set
+    set_to_records = ACCELERATOR.set_to_records
 else:  # not built, RILL_PURE_PYTHON=1, or built from an older source
     encode_records = encode_records_python
     decode_records = decode_records_python
     records_to_set = records_to_set_python
+    set_to_records = set_to_records_python
 
 
 # --- batches (once per batch, in Python) -----------------------------------------------------
@@ -219,6 +242,24 @@ def batch_from_bundle(keys, values, timestamps, offset_deltas=None, *,
     if compress and (packed := snappy_if_smaller(records)) is not None:
         records, attributes = packed, record_batch.SNAPPY
     return record_batch.build(records, count, last_delta, base, highest, attributes,
+                              leader_epoch=0)
+
+
+def batch_from_set(message_set, count: int, *, compress: bool = False) -> bytes:
+    """``batch_from_bundle`` of a non-sparse bundle's message set, in one C pass with no Python
+    object per message (``set_to_records``): the Produce hot path. A ``TankDecodeError`` when
+    the set is malformed, ``InvalidColumns`` when no batch can hold it."""
+    found = set_to_records(message_set, count)
+    if type(found) is str:
+        raise InvalidColumns(found)
+    if len(found) == 2:
+        kind, text = found
+        raise ERROR_TYPES[kind](text)
+    records, base, highest = found
+    attributes = 0
+    if compress and (packed := snappy_if_smaller(records)) is not None:
+        records, attributes = packed, record_batch.SNAPPY
+    return record_batch.build(records, count, count - 1, base, highest, attributes,
                               leader_epoch=0)
 
 

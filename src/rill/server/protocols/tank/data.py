@@ -82,13 +82,21 @@ from typing import Awaitable
 from rill import errors
 from rill.protocol.kafka.record_batch import decompress
 from rill.protocol.tank import messages as m
-from rill.protocol.tank.bundles import CODEC_SNAPPY, decode_bundle, encode_bundle, frame_bundle
+from rill.protocol.tank.bundles import (
+    CODEC_SNAPPY,
+    decode_bundle,
+    decode_header,
+    encode_bundle,
+    frame_bundle,
+    message_set,
+)
 from rill.protocol.tank.errors import ConsumeFlag, ProduceError, TankDecodeError
 from rill.protocol.tank.record_batches import (
     HEADER_SIZE,
     InvalidColumns,
     batch_columns,
     batch_from_bundle,
+    batch_from_set,
     batch_head,
     contiguous_bundle,
 )
@@ -135,17 +143,23 @@ async def _produce_partition(core: Core, session: Session, settings: TankSetting
     placement = topic.partitions[part.partition + 1].placement
     acks = ACKS_ALL if placement is not None and len(placement.replicas) > 1 else ACKS_LEADER
     try:
-        bundle = decode_bundle(part.bundle, max_set_size=MAX_SET_SIZE)
-        compress = bundle.codec == CODEC_SNAPPY and topic.record_format == RECORD_FORMAT
-        batch = batch_from_bundle(bundle.keys, bundle.values, bundle.timestamps,
-                                  compress=compress)
+        header = decode_header(part.bundle)
+        compress = header.codec == CODEC_SNAPPY and topic.record_format == RECORD_FORMAT
+        if header.sparse or part.first_seq:  # explicit numbers: the columns are needed
+            bundle = decode_bundle(part.bundle, max_set_size=MAX_SET_SIZE)
+            batch = batch_from_bundle(bundle.keys, bundle.values, bundle.timestamps,
+                                      compress=compress)
+            first = bundle.seqs[0] if bundle.sparse else part.first_seq
+        else:  # the common shape: the message set straight into a batch, one C pass
+            batch = batch_from_set(message_set(part.bundle, header, MAX_SET_SIZE),
+                                   header.count, compress=compress)
+            first = 0
     except (TankDecodeError, InvalidColumns) as error:
         _refused(session, topic, part, "refused", error)
         return ProduceError.SYSTEM
     where = ref(settings, topic.name, part.partition)
     broker = core.broker
     try:
-        first = bundle.seqs[0] if bundle.sparse else (part.first_seq or 0)
         if not first:
             await broker.append(session, where, batch, batch_time_us(batch),
                                 record_format=RECORD_FORMAT, acks=acks,
