@@ -271,7 +271,7 @@ def test_request_memory_is_taken_while_queued_and_given_back_when_served(tmp_pat
         assert memory.used == 450 * kib and link.paused == 1  # spent: the link stops reading
         small.submit(1, memoryview(bytes(60)))  # holding under ALWAYS_READ_BYTES: still read
         assert small_link.paused == 0
-        await link.replies_count(2)
+        await link.replies_count(1)  # both replies, written together
         await settle(connection)
         await small_link.replies_count(1)
         await settle(small)
@@ -316,7 +316,8 @@ def test_every_request_is_counted_by_protocol_kind_transport_and_outcome(tmp_pat
         connection = BinaryConnection(core, link, "10.0.0.1:1", "tcp", CountedProtocol())
         for code in (1, 1, 2, 7, 300):
             connection.submit(code, memoryview(b"p"))
-        await link.replies_count(5)
+        await link.replies_count(1)  # pipelined: the five replies are written together
+        assert b"".join(reply for _tag, reply in link.replies) == b"x" * 5
         requests = core.metrics.requests
         assert {key: (series.outcomes, series.latency.count)
                 for key, series in requests.items()} == {
@@ -341,6 +342,74 @@ def test_nothing_is_counted_while_metrics_are_off(tmp_path):
         connection.submit(1, memoryview(b"p"))
         await link.replies_count(1)
         assert core.metrics.requests == {}
+        connection.close()
+        await finished(connection)
+
+    run_with_core(tmp_path, scenario)
+
+
+class EchoProtocol(CountedProtocol):
+    """Answers each request with its payload; code 9 first waits for ``release``."""
+
+    name = "echo"
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+
+    async def handle_request(self, core, session, code, payload):
+        from rill.server.protocols import Reply
+
+        if code == 9:
+            await self.release.wait()
+        return Reply([bytes(payload)])
+
+
+def test_the_replies_of_pipelined_requests_are_written_together_in_order(tmp_path):
+    async def scenario(core: Core) -> None:
+        link = FakeLink()
+        connection = BinaryConnection(core, link, "10.0.0.1:1", "tcp", EchoProtocol())
+        for number in range(6):
+            connection.submit(1, memoryview(b"<%d>" % number))
+        await link.replies_count(1)
+        await settle(connection)
+        assert link.replies == [(None, b"<0><1><2><3><4><5>")]  # one write, in order
+        connection.submit(1, memoryview(b"<alone>"))  # nothing behind it: written at once
+        await link.replies_count(2)
+        assert link.replies[1] == (None, b"<alone>")
+        connection.close()
+        await finished(connection)
+
+    run_with_core(tmp_path, scenario)
+
+
+def test_a_held_reply_is_not_kept_waiting_by_a_slow_request_behind_it(tmp_path):
+    async def scenario(core: Core) -> None:
+        link = FakeLink()
+        protocol = EchoProtocol()
+        connection = BinaryConnection(core, link, "10.0.0.1:1", "tcp", protocol)
+        connection.submit(1, memoryview(b"fast"))
+        connection.submit(9, memoryview(b"slow"))  # waits until released
+        await link.replies_count(1)
+        await settle(connection)
+        assert link.replies == [(None, b"fast")]  # out while "slow" still waits
+        protocol.release.set()
+        await link.replies_count(2)
+        assert link.replies[1] == (None, b"slow")
+        connection.close()
+        await finished(connection)
+
+    run_with_core(tmp_path, scenario)
+
+
+def test_tagged_replies_are_never_held(tmp_path):
+    """A link with tags (QUIC: a stream per request) gets every reply on its own."""
+    async def scenario(core: Core) -> None:
+        link = FakeLink()
+        connection = BinaryConnection(core, link, "10.0.0.1:1", "quic", EchoProtocol())
+        for number in range(3):
+            connection.submit(1, memoryview(b"%d" % number), number)
+        await link.replies_count(3)
+        assert link.replies == [(0, b"0"), (1, b"1"), (2, b"2")]
         connection.close()
         await finished(connection)
 

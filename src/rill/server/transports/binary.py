@@ -33,6 +33,12 @@ Invariants:
   that the principal may not make anywhere is refused from its header, before its body is
   read (``refusal_before_body``); A reply is let go as soon as the
   link has it (a 400 MB poll answer is not kept until the next request);
+* pipelined requests: a small reply whose request has others queued right behind it (on a
+  link without tags: TCP) is held back, up to ``HELD_REPLY_BYTES`` in all, and written
+  together with theirs when the queue runs dry -- one socket write for a burst of requests instead of one
+  each. Held replies are written before anything else is (a later reply, a file region, a
+  refusal, a close), before the loop waits on the link's writing, and at the event loop's
+  next turn in any case (a request behind them that waits does not hold them back);
 * timeouts (``transports.limits``): the ``Supervisor`` closes a link that has not logged in
   within ``unauthenticated_timeout``, that is logged in and idle for ``idle_timeout``, whose
   request has been arriving for longer than ``request_timeout``, or whose large request arrives
@@ -74,6 +80,10 @@ MAX_QUEUED_BYTES = 64 * 1024 * 1024  # ask the link to stop reading while this m
 ALWAYS_READ_BYTES = 256 * 1024
 # the most request codes whose metrics a link keeps at hand (more: looked up each time)
 KEPT_SERIES = 64
+# replies of pipelined requests held back to be written together, at most (bytes); a reply
+# this large is written at once (its bytes cost more than the write call saved)
+HELD_REPLY_BYTES = 64 * 1024
+_PLAIN = (bytes, bytearray, memoryview)
 
 Buffer = bytes | bytearray | memoryview
 
@@ -144,6 +154,9 @@ class BinaryConnection:
         self.wakeup = asyncio.Event()
         self.later: set[asyncio.Task] = set()  # replies that come later (Reply.later)
         self.can_write = asyncio.Event()
+        self.held: list[Buffer] = []  # replies of pipelined requests, to write together
+        self.held_bytes = 0
+        self.flush_soon: asyncio.Handle | None = None
         self.can_write.set()
         self._large_frame_progress = getattr(link, "large_frame_progress", lambda: None)
         self.session = core.connect(address, transport)
@@ -236,6 +249,11 @@ class BinaryConnection:
         if self.closed:
             return
         self.closed = True
+        self.held.clear()
+        self.held_bytes = 0
+        if self.flush_soon is not None:
+            self.flush_soon.cancel()
+            self.flush_soon = None
         for item in self.queue:
             if type(item) is not _Refusal:
                 self.memory.give_back(len(item[1]))
@@ -253,6 +271,7 @@ class BinaryConnection:
     def _close_for_core(self) -> None:
         """The core ended the session (heartbeat): close the link, which then calls close()."""
         if not self.closed:
+            self.flush()
             self.link.close_link()
 
     # -- timeouts (called by the Supervisor) -----------------------------------------------
@@ -288,6 +307,40 @@ class BinaryConnection:
         self.link.close_link()
         self.close()
 
+    # -- replies ---------------------------------------------------------------------------
+
+    def _send(self, tag: Any, parts: Sequence[Buffer]) -> None:
+        """Hand a reply to the link, or hold it back for the replies of the requests queued
+        right behind it (see the module's invariants)."""
+        if tag is None and all(type(part) in _PLAIN for part in parts):
+            held = self.held
+            queue = self.queue
+            size = sum(len(part) for part in parts)
+            if size < HELD_REPLY_BYTES and queue and type(queue[0]) is not _Refusal:
+                held.extend(parts)  # more right behind: held for them
+                self.held_bytes += size
+                if self.held_bytes >= HELD_REPLY_BYTES:
+                    self.flush()
+                elif self.flush_soon is None:
+                    self.flush_soon = asyncio.get_running_loop().call_soon(self.flush)
+                return
+            if held:  # the last of a burst: written with the ones held
+                held.extend(parts)
+                self.flush()
+                return
+        self.flush()
+        self.link.send_reply(tag, parts)
+
+    def flush(self) -> None:
+        """Write the held replies, if any, in one go."""
+        if self.flush_soon is not None:
+            self.flush_soon.cancel()
+            self.flush_soon = None
+        if self.held and not self.closed:
+            held, self.held = self.held, []
+            self.held_bytes = 0
+            self.link.send_reply(None, held)
+
     # -- the loop --------------------------------------------------------------------------
 
     async def _reply_later(self, tag: Any, later) -> None:
@@ -303,8 +356,9 @@ class BinaryConnection:
         if self.closed:
             return
         self.last_request = time.monotonic()
-        self.link.send_reply(tag, reply.parts)
+        self._send(tag, reply.parts)
         if reply.close:
+            self.flush()
             self.link.close_link()
 
     def _measured(self, code: int, outcome: str, seconds: float) -> None:
@@ -332,6 +386,7 @@ class BinaryConnection:
                     continue
                 item = queue.popleft()
                 if type(item) is _Refusal:
+                    self.flush()
                     link.send_reply(item.tag, self.protocol.error_reply(item.status).parts)
                     link.close_link()
                     return
@@ -355,18 +410,20 @@ class BinaryConnection:
                     task = asyncio.ensure_future(self._reply_later(tag, reply.later))
                     self.later.add(task)
                     task.add_done_callback(self.later.discard)
-                link.send_reply(tag, reply.parts)
+                self._send(tag, reply.parts)
                 close = reply.close
                 reply = None  # the link has the bytes; don't keep them until the next request
                 self.last_request = time.monotonic()
                 self.serving = False
                 if close:
+                    self.flush()
                     link.close_link()
                     return
                 self._maybe_resume()
                 if self.drain_waiter and not queue:
                     self._resume_drain_waiter()
                 if not self.can_write.is_set():
+                    self.flush()
                     await self.can_write.wait()
         except Exception:
             log.exception("connection %s failed", self.session.address)
