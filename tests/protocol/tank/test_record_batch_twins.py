@@ -25,7 +25,8 @@ from rill.protocol.tank.record_batches import (
     records_to_set_python,
     set_to_records_python,
 )
-from rill.protocol.tank.bundles import decode_bundle, encode_set
+from rill.protocol.tank.bundles import decode_bundle, encode_set, frame_bundle, split_chunk
+from rill.protocol.tank.primitives import encode_varint
 
 SEEDS = range(40)
 
@@ -152,7 +153,16 @@ def test_records_to_set_twins_agree_and_make_the_bundle_of_the_columns(seed):
         c = _bundles.records_to_set(records, head.count, head.base_timestamp, append_time)
         assert c == records_to_set_python(records, head.count, head.base_timestamp, append_time)
         assert c[1:] == (0, len(values) - 1)
-    bundle, first, last = contiguous_bundle(head, records)
+        # framed: the whole uncompressed bundle in its chunk frame, from both twins
+        framed = _bundles.records_to_set(records, head.count, head.base_timestamp,
+                                         append_time, True)
+        assert framed == records_to_set_python(records, head.count, head.base_timestamp,
+                                               append_time, True)
+        assert framed[0] == frame_bundle(bytes((len(values) << 2,)) + c[0] if len(values) < 16
+                                         else b"\x00" + encode_varint(len(values)) + c[0])
+    framed, first, last = contiguous_bundle(head, records)
+    (bundle,), partial = split_chunk(framed)
+    assert not partial
     decoded = decode_bundle(bundle, 1)
     assert not decoded.sparse and decoded.values == values
     assert decoded.keys == (keys if keys is not None else [None] * len(values))
@@ -163,8 +173,9 @@ def test_records_to_set_twins_agree_and_make_the_bundle_of_the_columns(seed):
         broken[rng.randrange(len(broken))] = rng.randrange(256)
         cut = bytes(broken[: rng.randrange(1, len(broken) + 1)])
         count = head.count + rng.choice([0, 0, 1, -1])
-        assert (_bundles.records_to_set(cut, count, 0, -1)
-                == records_to_set_python(cut, count, 0, -1))
+        for framed in (False, True):
+            assert (_bundles.records_to_set(cut, count, 0, -1, framed)
+                    == records_to_set_python(cut, count, 0, -1, framed))
 
 
 @pytest.mark.parametrize("seed", SEEDS)

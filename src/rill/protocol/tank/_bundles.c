@@ -20,10 +20,13 @@
  *                                                  longer than 255 bytes become None, null values
  *                                                  b"", negative timestamps 0
  *     -> (kind, text)                              malformed
- * records_to_set(records, count, base_timestamp, append_time)
+ * records_to_set(records, count, base_timestamp, append_time, framed=False)
  *     -> (message_set, first_delta, last_delta)    the same records as a non-sparse TANK
  *                                                  message set (encode_set of decode_records'
- *                                                  columns), no Python object per record
+ *                                                  columns), no Python object per record;
+ *                                                  framed: as one whole uncompressed bundle in
+ *                                                  its chunk frame, varint(len) ++ header ++
+ *                                                  set, written in place (no copy after)
  *     -> (kind, text)                              malformed
  * set_to_records(data, count)
  *     -> (records, base_timestamp, max_timestamp)  a non-sparse message set as a RecordBatch v2
@@ -782,7 +785,9 @@ static PyObject *records_to_set(PyObject *module, PyObject *args) {
     Py_buffer buffer;
     Py_ssize_t count;
     long long base, append_time;
-    if (!PyArg_ParseTuple(args, "y*nLL", &buffer, &count, &base, &append_time)) return NULL;
+    int framed = 0;
+    if (!PyArg_ParseTuple(args, "y*nLL|p", &buffer, &count, &base, &append_time, &framed))
+        return NULL;
     const uint8_t *data = buffer.buf;
     Py_ssize_t end = buffer.len;
     PyObject *out = NULL, *set = NULL;
@@ -807,9 +812,21 @@ static PyObject *records_to_set(PyObject *module, PyObject *args) {
         out = fault(ERR_LENGTH, "%zd bytes left after the last record", end - offset);
         goto done;
     }
-    if (!(set = PyBytes_FromStringAndSize(NULL, size))) goto done;
+    /* framed: varint(bundle length) and the bundle header (codec 0, the count) go first */
+    Py_ssize_t header = framed ? (count < 16 ? 1 : 1 + varint_size((uint64_t)count)) : 0;
+    Py_ssize_t prefix = framed ? varint_size((uint64_t)(header + size)) + header : 0;
+    if (!(set = PyBytes_FromStringAndSize(NULL, prefix + size))) goto done;
     uint8_t *put = (uint8_t *)PyBytes_AS_STRING(set);
-    uint8_t *limit = put + size;
+    uint8_t *limit = put + prefix + size;
+    if (framed) {
+        put = write_varint(put, (uint64_t)(header + size));
+        if (count < 16) {
+            *put++ = (uint8_t)(count << 2);
+        } else {
+            *put++ = 0;
+            put = write_varint(put, (uint64_t)count);
+        }
+    }
     offset = 0;
     for (Py_ssize_t index = 0; index < count; index++) {
         int64_t previous = last_ts;
@@ -994,8 +1011,8 @@ static PyMethodDef methods[] = {
      "encode_records(keys, values, timestamps, base_timestamp) -> RecordBatch v2 records, or "
      "str naming the fault"},
     {"records_to_set", records_to_set, METH_VARARGS,
-     "records_to_set(records, count, base_timestamp, append_time) -> (message set, first offset "
-     "delta, last offset delta) or (error kind, text)"},
+     "records_to_set(records, count, base_timestamp, append_time, framed=False) -> (message set "
+     "or framed bundle, first offset delta, last offset delta) or (error kind, text)"},
     {"set_to_records", set_to_records, METH_VARARGS,
      "set_to_records(message_set, count) -> (records, base_timestamp, max_timestamp), "
      "(error kind, text) when malformed, or str when no batch can hold it"},

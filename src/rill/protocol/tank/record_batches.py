@@ -40,6 +40,7 @@ from rill.protocol.tank.bundles import (
     ERROR_TYPES,
     decode_set_python,
     encode_set_python,
+    frame_bundle,
     snappy_if_smaller,
 )
 from rill.protocol.tank.primitives import encode_varint
@@ -168,16 +169,26 @@ def decode_records_python(data, count: int, base_timestamp: int, append_time: in
     return keys, values, timestamps, deltas
 
 
-def records_to_set_python(data, count: int, base_timestamp: int, append_time: int):
+def records_to_set_python(data, count: int, base_timestamp: int, append_time: int,
+                          framed: bool = False):
     """A records section -> (non-sparse TANK message set, first offset delta, last offset
-    delta), or ``(kind, text)``: ``encode_set`` of ``decode_records``' columns."""
+    delta), or ``(kind, text)``: ``encode_set`` of ``decode_records``' columns. ``framed``:
+    the set as one whole uncompressed bundle in its chunk frame (``frame_bundle``)."""
     if count < 1:
         return ERR_TRUNCATED, f"{count} records cannot fit in {len(data)} bytes"
     found = decode_records_python(data, count, base_timestamp, append_time)
     if len(found) == 2:
         return found
     keys, values, timestamps, deltas = found
-    return encode_set_python(keys, values, timestamps, None), deltas[0], deltas[-1]
+    message_set = encode_set_python(keys, values, timestamps, None)
+    if framed:
+        message_set = frame_bundle(_bundle_header(count, 0) + message_set)
+    return message_set, deltas[0], deltas[-1]
+
+
+def _bundle_header(count: int, codec: int) -> bytes:
+    """A non-sparse bundle's header: the codec and the count (in the flags when below 16)."""
+    return bytes((count << 2 | codec,)) if count < 16 else bytes((codec,)) + encode_varint(count)
 
 
 def set_to_records_python(data, count: int):
@@ -331,24 +342,25 @@ def first_record_offset(data) -> int | None:
 
 def contiguous_bundle(head: BatchHead, records, compress: bool = False
                       ) -> tuple[bytes, int, int] | None:
-    """The (inflated) records of the batch ``head`` as one non-sparse bundle, with the first
-    and last offset deltas; None when its offsets have holes (a compacted batch: the caller
+    """The (inflated) records of the batch ``head`` as one non-sparse bundle in its chunk
+    frame (``frame_bundle``'s bytes, built in place when uncompressed), with the first and
+    last offset deltas; None when its offsets have holes (a compacted batch: the caller
     numbers it explicitly). ``compress``: its message set as one Snappy block (codec 1) when
     that is smaller. A ``TankDecodeError`` when it does not parse."""
-    found = records_to_set(records, head.count, head.base_timestamp, head.append_time)
+    found = records_to_set(records, head.count, head.base_timestamp, head.append_time,
+                           not compress)
     if len(found) == 2:
         kind, text = found
         raise ERROR_TYPES[kind](text)
-    message_set, first, last = found
+    framed, first, last = found
     if last - first != head.count - 1:
         return None
-    count = head.count
+    if not compress:
+        return framed, first, last
     codec = 0
-    if compress and (packed := snappy_if_smaller(message_set)) is not None:
-        message_set, codec = packed, CODEC_SNAPPY
-    header = (bytes((count << 2 | codec,)) if count < 16
-              else bytes((codec,)) + encode_varint(count))
-    return header + message_set, first, last
+    if (packed := snappy_if_smaller(framed)) is not None:
+        framed, codec = packed, CODEC_SNAPPY
+    return frame_bundle(_bundle_header(head.count, codec) + framed), first, last
 
 
 def batch_columns(head: BatchHead, records) -> tuple[list, list, list, list]:

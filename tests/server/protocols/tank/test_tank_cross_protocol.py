@@ -222,8 +222,10 @@ def test_tank_consumes_what_kafka_produced(server, compression):
     assert fetched.timestamps == [TS + i for i in range(60)]
     middle = tank_read(server, name, 0, 33)
     assert middle.seqs[0] == 33 and middle.values[0] == b"value-32"
-    # a compressed batch reaches TANK compressed: TANK's one codec, Snappy (issue 31 item 3)
-    assert set(tank_codecs(server, name, 0)) == ({0} if compression == "none" else {1})
+    # a compressed batch reaches TANK compressed: TANK's one codec, Snappy (issue 31 item 3);
+    # a batch too small for Snappy to shrink (a lone record under load) stays uncompressed
+    codecs = set(tank_codecs(server, name, 0))
+    assert codecs == {0} if compression == "none" else 1 in codecs
 
 
 def test_tank_consumes_what_the_iggy_sdk_produced_and_produces_into_it(server, iggy):

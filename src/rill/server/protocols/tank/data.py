@@ -253,7 +253,7 @@ def build_chunk(data) -> tuple[list[bytes], int]:
             records = decompress(head.codec, records)
         whole = contiguous_bundle(head, records, compressed)
         if whole is not None:
-            bundle, first_delta, last_delta = whole
+            framed, first_delta, last_delta = whole
             first = head.base_offset + first_delta + 1
         if whole is None or (next_seq is not None and first != next_seq):
             # holes inside the batch, or a jump from the bundle before: explicit numbers
@@ -262,9 +262,9 @@ def build_chunk(data) -> tuple[list[bytes], int]:
             first = head.base_offset + first_delta + 1
             seqs = (range(first, first + head.count) if whole is not None  # a jump only
                     else [head.base_offset + delta + 1 for delta in deltas])  # holes (rare)
-            bundle = encode_bundle(values, keys, timestamps, seqs,
-                                   codec=CODEC_SNAPPY if compressed else 0)
-        out.append(frame_bundle(bundle))
+            framed = frame_bundle(encode_bundle(values, keys, timestamps, seqs,
+                                                codec=CODEC_SNAPPY if compressed else 0))
+        out.append(framed)
         if next_seq is None:
             base = first
         next_seq = head.base_offset + last_delta + 2
