@@ -414,3 +414,24 @@ def test_tagged_replies_are_never_held(tmp_path):
         await finished(connection)
 
     run_with_core(tmp_path, scenario)
+
+
+def test_replies_to_large_requests_are_not_held_for_long(tmp_path):
+    """Replies are held while the requests they answer add up to less than
+    HELD_REQUEST_BYTES: behind large requests (a Kafka producer's big batches) a reply goes out
+    about as soon as it would have, so the client's window of requests refills."""
+    from rill.server.transports.binary import HELD_REQUEST_BYTES
+
+    async def scenario(core: Core) -> None:
+        link = FakeLink()
+        connection = BinaryConnection(core, link, "10.0.0.1:1", "tcp", CountedProtocol())
+        large = memoryview(bytes(HELD_REQUEST_BYTES * 2 // 3))
+        for _ in range(4):
+            connection.submit(1, large)
+        await link.replies_count(2)
+        await settle(connection)
+        assert [reply for _tag, reply in link.replies] == [b"xx", b"xx"]
+        connection.close()
+        await finished(connection)
+
+    run_with_core(tmp_path, scenario)

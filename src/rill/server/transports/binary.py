@@ -34,8 +34,9 @@ Invariants:
   read (``refusal_before_body``); A reply is let go as soon as the
   link has it (a 400 MB poll answer is not kept until the next request);
 * pipelined requests: a small reply whose request has others queued right behind it (on a
-  link without tags: TCP) is held back, up to ``HELD_REPLY_BYTES`` in all, and written
-  together with theirs when the queue runs dry -- one socket write for a burst of requests instead of one
+  link without tags: TCP) is held back, up to ``HELD_REPLY_BYTES`` of replies answering up to
+  ``HELD_REQUEST_BYTES`` of requests, and written together with theirs when the queue runs
+  dry -- one socket write for a burst of requests instead of one
   each. Held replies are written before anything else is (a later reply, a file region, a
   refusal, a close), before the loop waits on the link's writing, and at the event loop's
   next turn in any case (a request behind them that waits does not hold them back);
@@ -83,6 +84,11 @@ KEPT_SERIES = 64
 # replies of pipelined requests held back to be written together, at most (bytes); a reply
 # this large is written at once (its bytes cost more than the write call saved)
 HELD_REPLY_BYTES = 64 * 1024
+# while replies are held, the requests they answer may hold at most this much payload: the
+# first held reply waits for no more than the serving of about this many request bytes (large
+# requests -- a Kafka producer's 1 MB batches -- get their replies at once, so the client's
+# window of requests in flight refills as soon as it would have)
+HELD_REQUEST_BYTES = 64 * 1024
 _PLAIN = (bytes, bytearray, memoryview)
 
 Buffer = bytes | bytearray | memoryview
@@ -156,6 +162,7 @@ class BinaryConnection:
         self.can_write = asyncio.Event()
         self.held: list[Buffer] = []  # replies of pipelined requests, to write together
         self.held_bytes = 0
+        self.held_requests = 0  # the payload bytes of the requests whose replies are held
         self.flush_soon: asyncio.Handle | None = None
         self.can_write.set()
         self._large_frame_progress = getattr(link, "large_frame_progress", lambda: None)
@@ -250,7 +257,7 @@ class BinaryConnection:
             return
         self.closed = True
         self.held.clear()
-        self.held_bytes = 0
+        self.held_bytes = self.held_requests = 0
         if self.flush_soon is not None:
             self.flush_soon.cancel()
             self.flush_soon = None
@@ -309,16 +316,19 @@ class BinaryConnection:
 
     # -- replies ---------------------------------------------------------------------------
 
-    def _send(self, tag: Any, parts: Sequence[Buffer]) -> None:
+    def _send(self, tag: Any, parts: Sequence[Buffer], request_size: int = 0) -> None:
         """Hand a reply to the link, or hold it back for the replies of the requests queued
-        right behind it (see the module's invariants)."""
+        right behind it (see the module's invariants); ``request_size``: the payload bytes of
+        the request it answers."""
         if tag is None and all(type(part) in _PLAIN for part in parts):
             held = self.held
             queue = self.queue
             size = sum(len(part) for part in parts)
-            if size < HELD_REPLY_BYTES and queue and type(queue[0]) is not _Refusal:
+            if (size < HELD_REPLY_BYTES and self.held_requests + request_size < HELD_REQUEST_BYTES
+                    and queue and type(queue[0]) is not _Refusal):
                 held.extend(parts)  # more right behind: held for them
                 self.held_bytes += size
+                self.held_requests += request_size
                 if self.held_bytes >= HELD_REPLY_BYTES:
                     self.flush()
                 elif self.flush_soon is None:
@@ -338,7 +348,7 @@ class BinaryConnection:
             self.flush_soon = None
         if self.held and not self.closed:
             held, self.held = self.held, []
-            self.held_bytes = 0
+            self.held_bytes = self.held_requests = 0
             self.link.send_reply(None, held)
 
     # -- the loop --------------------------------------------------------------------------
@@ -410,7 +420,7 @@ class BinaryConnection:
                     task = asyncio.ensure_future(self._reply_later(tag, reply.later))
                     self.later.add(task)
                     task.add_done_callback(self.later.discard)
-                self._send(tag, reply.parts)
+                self._send(tag, reply.parts, size)
                 close = reply.close
                 reply = None  # the link has the bytes; don't keep them until the next request
                 self.last_request = time.monotonic()
