@@ -3,9 +3,10 @@ package rill.spark;
 import java.io.IOException;
 import java.security.SecureRandom;
 import java.util.ArrayDeque;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
-import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.zip.CRC32;
@@ -40,14 +41,50 @@ final class RillDataWriter implements DataWriter<InternalRow> {
     private final long batchId;
     private final int taskId;
     private final long attemptId;
-    private final Map<String, Pending> pending = new LinkedHashMap<>();
-    private final Map<String, Integer> partitionsCounts = new HashMap<>();
+    private final List<Pending> pending = new ArrayList<>();  // every request being built, first-use order
+    private final Map<String, Target> targets = new HashMap<>();
+    private Target lastTarget;  // the previous row's: most rows go where the one before went
+    private final WriteSchema.ValueBytes value = new WriteSchema.ValueBytes();
     private final ArrayDeque<Integer> inFlight = new ArrayDeque<>();  // rows of each request sent
     private final CRC32 crc = new CRC32();
     private final SplittableRandom random;
     private RillConnection connection;
     private long staged;
     private boolean done;  // the batch was committed before, or this run was aborted: nothing more to stage
+
+    /** One target topic: its partitions count (0: not asked yet) and its requests being built, by partition
+     *  choice (0: balanced), found without a string or a boxed key per row. */
+    private static final class Target {
+        static final int DIRECT = 1024;  // partition choices below this are looked up in an array
+        final String stream;
+        final String topic;
+        int partitionsCount;
+        final Pending[] direct = new Pending[DIRECT];
+        Map<Long, Pending> others;
+
+        Target(String stream, String topic) {
+            this.stream = stream;
+            this.topic = topic;
+        }
+
+        Pending get(long partition) {
+            if (partition >= 0 && partition < DIRECT) {
+                return direct[(int) partition];
+            }
+            return others == null ? null : others.get(partition);
+        }
+
+        void put(long partition, Pending rows) {
+            if (partition >= 0 && partition < DIRECT) {
+                direct[(int) partition] = rows;
+            } else {
+                if (others == null) {
+                    others = new HashMap<>();
+                }
+                others.put(partition, rows);
+            }
+        }
+    }
 
     /** The rows of one request being built: one target and partition choice. */
     private static final class Pending {
@@ -102,26 +139,32 @@ final class RillDataWriter implements DataWriter<InternalRow> {
         if (done) {
             return;
         }
-        byte[] value = schema.value(row);
+        schema.locateValue(row, value);
         String stream = schema.target(row, schema.stream, options.stream, "stream");
         String topic = schema.target(row, schema.topic, options.topic, "topic");
+        Target target = lastTarget;
+        if (target == null || !target.stream.equals(stream) || !target.topic.equals(topic)) {
+            target = target(stream, topic);
+            lastTarget = target;
+        }
         byte[] key = schema.key(row);
         long partition = schema.partition(row);
         if (partition == 0 && key != null) {
-            int count = partitionsCount(stream, topic);
+            int count = partitionsCount(target);
             long chosen = (XXHASH.hash(key, 0, key.length, 0) & 0xffffffffL) % count;
             partition = chosen == 0 ? count : chosen;
         }
         byte[] headers = schema.headers(row, key);
         byte[] id = schema.id(row);
         int headersLength = headers == null ? 0 : headers.length;
-        String name = stream + "\u0000" + topic + "\u0000" + partition;
-        Pending into = pending.get(name);
+        Pending into = target.get(partition);
         if (into == null) {
             into = new Pending(stream, topic, partition);
-            pending.put(name, into);
+            target.put(partition, into);
+            pending.add(into);
         }
-        int size = (producer != null ? 45 : 24) + headersLength + value.length;
+        int valueLength = value.length;
+        int size = (producer != null ? 45 : 24) + headersLength + valueLength;
         if (into.count > 0 && into.length + size + ROW_OVERHEAD * (into.count + 1) > options.maxRequestBytes) {
             flush(into);
         }
@@ -130,8 +173,9 @@ final class RillDataWriter implements DataWriter<InternalRow> {
         int at = into.length;
         into.positions[into.count++] = at;
         if (producer != null) {  // offset u64 | state u8 | timestamp u64: placeholders the commit fills in
-            Arrays.fill(to, at, at + 17, (byte) 0);
+            Wire.putLong(to, at, 0);
             to[at + 8] = 1;
+            Wire.putLong(to, at + 9, 0);
             at += 17;
         }
         if (id != null) {
@@ -142,10 +186,8 @@ final class RillDataWriter implements DataWriter<InternalRow> {
             Arrays.fill(to, at, at + 16, (byte) 0);  // the server assigns one
         }
         at += 16;
+        int checksumAt = at;
         if (producer != null) {
-            crc.reset();
-            crc.update(value, 0, value.length);
-            Wire.putInt(to, at, (int) crc.getValue());
             at += 4;
         }
         Wire.putInt(to, at, headersLength);
@@ -154,9 +196,24 @@ final class RillDataWriter implements DataWriter<InternalRow> {
             System.arraycopy(headers, 0, to, at, headersLength);
             at += headersLength;
         }
-        Wire.putInt(to, at, value.length);
-        System.arraycopy(value, 0, to, at + 4, value.length);
-        into.length = at + 4 + value.length;
+        Wire.putInt(to, at, valueLength);
+        value.copyTo(to, at + 4);
+        if (producer != null) {  // over the copied bytes: the checksum always matches what is sent
+            crc.reset();
+            crc.update(to, at + 4, valueLength);
+            Wire.putInt(to, checksumAt, (int) crc.getValue());
+        }
+        into.length = at + 4 + valueLength;
+    }
+
+    private Target target(String stream, String topic) {
+        String name = stream + "\u0000" + topic;
+        Target target = targets.get(name);
+        if (target == null) {
+            target = new Target(stream, topic);
+            targets.put(name, target);
+        }
+        return target;
     }
 
     /** A UUIDv7 at {@code at}: 48 bits of Unix milliseconds, version 7, the RFC variant, random bits. */
@@ -184,18 +241,15 @@ final class RillDataWriter implements DataWriter<InternalRow> {
         return connection;
     }
 
-    private int partitionsCount(String stream, String topic) throws IOException {
-        String name = stream + "\u0000" + topic;
-        Integer count = partitionsCounts.get(name);
-        if (count == null) {
-            int[] ids = connection().partitions(stream, topic);
+    private int partitionsCount(Target target) throws IOException {
+        if (target.partitionsCount == 0) {
+            int[] ids = connection().partitions(target.stream, target.topic);
             if (ids == null) {
-                throw missingTopic(stream, topic);
+                throw missingTopic(target.stream, target.topic);
             }
-            count = Math.max(ids.length, 1);
-            partitionsCounts.put(name, count);
+            target.partitionsCount = Math.max(ids.length, 1);
         }
-        return count;
+        return target.partitionsCount;
     }
 
     static IllegalArgumentException missingTopic(String stream, String topic) {
@@ -260,7 +314,7 @@ final class RillDataWriter implements DataWriter<InternalRow> {
     @Override
     public WriterCommitMessage commit() {
         try {
-            for (Pending rows : pending.values()) {
+            for (Pending rows : pending) {
                 flush(rows);
             }
             while (!inFlight.isEmpty()) {
