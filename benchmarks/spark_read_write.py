@@ -8,7 +8,8 @@ Starts a rill server (fsync interval) in a temporary directory and a local Spark
   by the Python data source and, when its jar is built (``pyspark_rill/java/build.sh``), by
   the JVM implementation too (the session is built with ``pyspark_rill.configure``);
 * write: a cached DataFrame of the same rows -> a rill topic with ``sinkMode=exactlyOnce``
-  (by each implementation), and -> Parquet;
+  (by each implementation), and -> Parquet (each write path is warmed up first, as the
+  reads are: one untimed write of the rows);
 * with ``--kafka``, also a Kafka-format topic of the same rows, written by confluent-kafka
   through rill's Kafka listener, read by each implementation -> ``noop`` (the ratio to the
   Iggy-format read says what the Kafka format costs);
@@ -263,6 +264,11 @@ def run(spark, client: Client, options: dict, work: str, args) -> dict[str, list
         assert source.load().count() == args.rows
     frame = spark.read.parquet(parquet_path).cache()
     assert frame.count() == args.rows
+    if writes:  # warm-up of each write path too (the Parquet one was warmed above)
+        for name in implementations:
+            client.create_topic("bench", "warm-up", partitions_count=2)
+            write_rill(frame, options, "warm-up", name)
+            client.delete_topic("bench", "warm-up")
     results: dict[str, list[float]] = {name: [] for name in (
         *((*(f"read rill {name} -> noop" for name in implementations),
            *(f"read kafka-format {name} -> noop" for name in kafka), "read parquet -> noop")
@@ -294,10 +300,8 @@ def run(spark, client: Client, options: dict, work: str, args) -> dict[str, list
             topic = f"sink-{name}-{number}"
             client.create_topic("bench", topic, partitions_count=2)
             results[f"write -> rill {name} exactlyOnce"].append(timed(
-                lambda: frame.write.format("rill").options(**options, topic=topic,
-                                                           sinkMode="exactlyOnce",
-                                                           implementation=name)
-                .mode("append").save(), f"write -> rill {name} exactlyOnce"))
+                lambda: write_rill(frame, options, topic, name),
+                f"write -> rill {name} exactlyOnce"))
             assert client.get_topic("bench", topic).topic.messages_count == args.rows
             client.delete_topic("bench", topic)
         if writes:
@@ -308,6 +312,11 @@ def run(spark, client: Client, options: dict, work: str, args) -> dict[str, list
             f"{name} {args.rows / seconds[-1] / 1e6:.2f}M rows/s"
             for name, seconds in results.items()), flush=True)
     return results
+
+
+def write_rill(frame, options: dict, topic: str, implementation: str) -> None:
+    frame.write.format("rill").options(**options, topic=topic, sinkMode="exactlyOnce",
+                                       implementation=implementation).mode("append").save()
 
 
 def report(results: dict[str, list[float]], rows: int) -> None:
