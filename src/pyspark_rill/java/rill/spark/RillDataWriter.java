@@ -29,9 +29,19 @@ import org.apache.spark.sql.connector.write.WriterCommitMessage;
  * CRC-32 checksums made here; a reply "already committed" or "run aborted" stops the staging
  * (nothing more would be kept). A failing attempt drops its own handle (best effort: the
  * driver's commit drops unnamed handles anyway).
+ *
+ * <p>atLeastOnce on a rill cluster ({@link Leaders#of} not null): each request goes to its
+ * partition's leader, as the map says (a balanced request is given a partition here,
+ * round-robin from a random one), on this task's link to that node: no node proxies a task's
+ * rows to another. A request the leader refuses (11200, 11201: a failover; 11202, 11203: too few
+ * in-sync replicas to acknowledge it, or not copied in time) or whose link drops is sent again
+ * to the leader the map then names, by the reads' rule ({@link Leaders.Attempts}, option
+ * failoverTimeout); a request lost with its link may so be stored twice: at least once.
  */
 final class RillDataWriter implements DataWriter<InternalRow> {
     static final int IN_FLIGHT = 4;
+    static final int NOT_ENOUGH_REPLICAS = 11202;
+    static final int REPLICATION_TIMED_OUT = 11203;
     private static final int ROW_OVERHEAD = 64;  // request bytes a message takes besides payload and headers
     private static final XXHash32 XXHASH = XXHashFactory.fastestJavaInstance().hash32();
 
@@ -45,12 +55,32 @@ final class RillDataWriter implements DataWriter<InternalRow> {
     private final Map<String, Target> targets = new HashMap<>();
     private Target lastTarget;  // the previous row's: most rows go where the one before went
     private final WriteSchema.ValueBytes value = new WriteSchema.ValueBytes();
-    private final ArrayDeque<Integer> inFlight = new ArrayDeque<>();  // rows of each request sent
+    private final ArrayDeque<Sent> inFlight = new ArrayDeque<>();  // the requests sent, oldest first
+    private Leaders cluster;  // atLeastOnce on a rill cluster, else null (known at the first request)
+    private boolean clusterKnown;
+    private final Map<String, RillConnection> leaderLinks = new HashMap<>();  // node address -> this task's link
     private final CRC32 crc = new CRC32();
     private final SplittableRandom random;
     private RillConnection connection;
     private long staged;
     private boolean done;  // the batch was committed before, or this run was aborted: nothing more to stage
+
+    /** A request sent and not yet answered: its rows, the link it went on (null: none could be made), and
+     *  on a cluster what it takes to send it again. */
+    private static final class Sent {
+        final int count;
+        RillConnection link;
+        byte[] request;  // cluster: the payload, to send again after a failover
+        String stream;
+        String topic;
+        int partition;
+        IOException failure;  // cluster: why it could not be sent
+
+        Sent(int count, RillConnection link) {
+            this.count = count;
+            this.link = link;
+        }
+    }
 
     /** One target topic: its partitions count (0: not asked yet) and its requests being built, by partition
      *  choice (0: balanced), found without a string or a boxed key per row. */
@@ -59,6 +89,7 @@ final class RillDataWriter implements DataWriter<InternalRow> {
         final String stream;
         final String topic;
         int partitionsCount;
+        int nextBalanced = -1;  // cluster: the partition a balanced request goes to next, less 1 (-1: not chosen)
         final Pending[] direct = new Pending[DIRECT];
         Map<Long, Pending> others;
 
@@ -261,7 +292,9 @@ final class RillDataWriter implements DataWriter<InternalRow> {
         if (rows.count == 0) {
             return;
         }
-        if (!done) {
+        if (!done && producer == null && cluster() != null) {
+            sendToLeader(rows);
+        } else if (!done) {
             RillConnection link = connection();
             Wire head = new Wire();
             if (producer != null) {
@@ -285,29 +318,136 @@ final class RillDataWriter implements DataWriter<InternalRow> {
             }
             link.send(producer != null ? RillConnection.STAGE_MESSAGES : RillConnection.SEND_MESSAGES, head,
                     positions, positionsLength, rows.records, rows.length);
-            inFlight.add(rows.count);
-            while (inFlight.size() >= IN_FLIGHT) {
-                settle();
-            }
+            inFlight.add(new Sent(rows.count, link));
+        }
+        while (inFlight.size() >= IN_FLIGHT) {
+            settle();
         }
         rows.length = 0;
         rows.count = 0;
     }
 
-    private void settle() throws IOException {
-        int count = inFlight.poll();
-        try {
-            connection.receive();
-        } catch (RillConnection.StatusException error) {
-            if (error.status == RillWrite.OWNER_MISMATCH && producer != null) {
-                throw producer.notTheOwner();
-            }
-            throw RillWrite.refused("write", options, error);
+    private Leaders cluster() {
+        if (!clusterKnown) {
+            cluster = Leaders.of(options);
+            clusterKnown = true;
         }
-        if (producer != null && connection.reply[0] != 0) {
-            done = true;  // already committed (a replay) or this run was aborted
-        } else {
-            staged += count;
+        return cluster;
+    }
+
+    /** Sends {@code rows} (atLeastOnce, a cluster) to their partition's leader; a failure is left to {@link #settle}. */
+    private void sendToLeader(Pending rows) throws IOException {
+        int partition = (int) rows.partition;
+        if (partition == 0) {  // balanced: round-robin from a random partition
+            Target target = target(rows.stream, rows.topic);
+            int count = partitionsCount(target);
+            if (target.nextBalanced < 0) {
+                target.nextBalanced = random.nextInt(count);
+            }
+            partition = target.nextBalanced % count + 1;
+            target.nextBalanced = partition % count;
+        }
+        Sent sent = new Sent(rows.count, null);
+        sent.stream = rows.stream;
+        sent.topic = rows.topic;
+        sent.partition = partition;
+        Wire head = new Wire().ident(rows.stream).ident(rows.topic).u8(2).u8(4).u32(partition);
+        sent.request = Arrays.copyOf(head.bytes(), head.length() + rows.length);
+        System.arraycopy(rows.records, 0, sent.request, head.length(), rows.length);
+        try {
+            String address = cluster.leaderAddress(rows.stream, rows.topic, partition);
+            RillConnection link = leaderLinks.get(address);
+            if (link == null) {
+                link = RillConnection.borrowAt(options, address);
+                leaderLinks.put(address, link);
+            }
+            sent.link = link;
+            link.send(RillConnection.SEND_MESSAGES, new Wire(), sent.request, sent.request.length, sent.request, 0);
+        } catch (IOException error) {
+            if (sent.link != null) {
+                forget(sent.link);
+            }
+            sent.link = null;
+            sent.failure = error;
+        }
+        inFlight.add(sent);
+    }
+
+    /** Closes a link that failed (and no longer uses it). */
+    private void forget(RillConnection link) {
+        leaderLinks.values().remove(link);
+        if (link == connection) {
+            connection = null;
+        }
+        link.close();
+    }
+
+    private void settle() throws IOException {
+        Sent sent = inFlight.poll();
+        if (sent.link != null) {
+            try {
+                sent.link.receive();
+                if (producer != null && sent.link.reply[0] != 0) {
+                    done = true;  // already committed (a replay) or this run was aborted
+                } else {
+                    staged += sent.count;
+                }
+                return;
+            } catch (RillConnection.StatusException error) {
+                if (sent.request == null || !sendAgainAfter(error)) {
+                    if (error.status == RillWrite.OWNER_MISMATCH && producer != null) {
+                        throw producer.notTheOwner();
+                    }
+                    throw RillWrite.refused("write", options, error);
+                }
+                sent.failure = error;  // not the leader (any more): ask the map again
+            } catch (IOException error) {
+                if (sent.request == null) {
+                    throw error;
+                }
+                forget(sent.link);
+                sent.failure = error;
+            }
+        }
+        sendAgain(sent);
+        staged += sent.count;
+    }
+
+    /** Whether a send refused so goes again (to a cluster): 11200 not the leader, 11201 no leader, 11202 too few
+     *  in-sync replicas, 11203 not copied to them in time (it may be stored: then twice, at least once). */
+    private static boolean sendAgainAfter(RillConnection.StatusException refusal) {
+        return Leaders.refused(refusal) || refusal.status == NOT_ENOUGH_REPLICAS
+                || refusal.status == REPLICATION_TIMED_OUT;
+    }
+
+    /** {@code sent} once more, to the leader the map names after the rule's wait, until it lands or
+     *  option failoverTimeout passes (then the task fails, in one line). */
+    private void sendAgain(Sent sent) throws IOException {
+        Leaders.Attempts attempts = cluster.attempts(sent.stream + "/" + sent.topic + " partition " + sent.partition);
+        IOException error = sent.failure;
+        while (true) {
+            attempts.failed(error);
+            RillConnection link = null;
+            try {
+                link = RillConnection.borrowAt(options, cluster.leaderAddress(sent.stream, sent.topic, sent.partition));
+                link.send(RillConnection.SEND_MESSAGES, new Wire(), sent.request, sent.request.length, sent.request, 0);
+                link.receive();
+                link.release();
+                return;
+            } catch (RillConnection.StatusException refusal) {
+                if (link != null) {
+                    link.release();
+                }
+                if (!sendAgainAfter(refusal)) {
+                    throw RillWrite.refused("write", options, refusal);
+                }
+                error = refusal;
+            } catch (IOException failure) {
+                if (link != null) {
+                    link.close();
+                }
+                error = failure;
+            }
         }
     }
 
@@ -343,20 +483,17 @@ final class RillDataWriter implements DataWriter<InternalRow> {
     /** The attempt failed: let its requests land, then drop its handle (best effort). */
     @Override
     public void abort() {
-        if (connection != null) {
+        while (!inFlight.isEmpty()) {
+            Sent sent = inFlight.poll();
+            if (sent.link == null || (sent.link != connection && !leaderLinks.containsValue(sent.link))) {
+                continue;  // never sent, or its link was closed
+            }
             try {
-                while (!inFlight.isEmpty()) {
-                    inFlight.poll();
-                    try {
-                        connection.receive();
-                    } catch (RillConnection.StatusException ignored) {
-                        // the attempt is failing anyway
-                    }
-                }
+                sent.link.receive();
+            } catch (RillConnection.StatusException ignored) {
+                // the attempt is failing anyway
             } catch (IOException error) {
-                connection.close();
-                connection = null;
-                inFlight.clear();
+                forget(sent.link);
             }
         }
         if (producer == null) {
@@ -375,6 +512,14 @@ final class RillDataWriter implements DataWriter<InternalRow> {
 
     @Override
     public void close() {
+        for (RillConnection link : leaderLinks.values()) {
+            if (inFlight.isEmpty()) {
+                link.release();
+            } else {
+                link.close();
+            }
+        }
+        leaderLinks.clear();
         if (connection != null) {
             if (inFlight.isEmpty()) {
                 connection.release();
