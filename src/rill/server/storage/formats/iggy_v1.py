@@ -40,8 +40,12 @@ Staged records (rill extension 1010-1011): a writer sends STAGE_MESSAGES records
 stored layout (``rill.protocol.iggy.stored``) with their positions; the server checks them when they
 are staged (``check_stored_records``: layout, checksums, SEND's limits), and at commit writes
 their real offsets and timestamp in place (``restamp_records``) before one segment write
-(``PartitionLog.append_stamped``). Both steps avoid per-record Python work for records of one
-size, the common case, with strided slices compared or assigned in C.
+(``PartitionLog.append_stamped``). Both steps avoid per-record Python work: the C twins of
+``_staged.c`` (``check_staged_layout``, ``restamp``, ``uniform_size``; references
+``check_staged_layout_python``, ``restamp_records_python``, ``uniform_record_size_python``,
+held to the same results by ``tests/server/storage/formats/test_staged_accelerator.py``) loop
+over the records without the GIL; the references use strided slices (records of one size) or
+one call per record.
 """
 
 from __future__ import annotations
