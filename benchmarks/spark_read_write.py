@@ -8,7 +8,8 @@ Starts a rill server (fsync interval) in a temporary directory and a local Spark
   by the Python data source and, when its jar is built (``pyspark_rill/java/build.sh``), by
   the JVM implementation too (the session is built with ``pyspark_rill.configure``);
 * write: a cached DataFrame of the same rows -> a rill topic with ``sinkMode=exactlyOnce``
-  (by each implementation), and -> Parquet;
+  (by each implementation), and -> Parquet (each write path is warmed up first, as the
+  reads are: one untimed write of the rows);
 * with ``--kafka``, also a Kafka-format topic of the same rows, written by confluent-kafka
   through rill's Kafka listener, read by each implementation -> ``noop`` (the ratio to the
   Iggy-format read says what the Kafka format costs);
@@ -25,7 +26,12 @@ server, in CPU-seconds
 per million rows (medians), which the load does not change much.
 
     python benchmarks/spark_read_write.py [--rows 1000000] [--size 100] [--runs 5] [--ceiling]
-                                          [--kafka]
+                                          [--kafka] [--jobs read,write]
+                                          [--implementations python,jvm]
+
+``--jobs write`` measures the writes only (and Parquet's), ``--implementations jvm`` the JVM
+implementation only: the figures of one job are comparable with a full run's (each job runs
+alone, one after the other, either way).
 """
 
 from __future__ import annotations
@@ -200,7 +206,13 @@ def main() -> None:
                         help="also read a Kafka-format topic written by confluent-kafka")
     parser.add_argument("--ceiling", action="store_true",
                         help="also measure the Python data source ceiling (see above)")
+    parser.add_argument("--jobs", default="read,write",
+                        help="which jobs to time: read, write or both (comma-separated)")
+    parser.add_argument("--implementations", default="python,jvm",
+                        help="which implementations to time: python, jvm or both")
     args = parser.parse_args()
+    args.jobs = {job.strip() for job in args.jobs.split(",")}
+    args.implementations = [name.strip() for name in args.implementations.split(",")]
     from pyspark.sql import SparkSession
 
     with tempfile.TemporaryDirectory(prefix="rill-spark-bench-") as work:
@@ -236,7 +248,9 @@ def main() -> None:
 
 
 def run(spark, client: Client, options: dict, work: str, args) -> dict[str, list[float]]:
-    implementations = ["python"] + (["jvm"] if pyspark_rill.session.jvm_jar() else [])
+    implementations = [name for name in ("python", "jvm") if name in args.implementations
+                       and (name == "python" or pyspark_rill.session.jvm_jar())]
+    reads, writes = "read" in args.jobs, "write" in args.jobs
     sources = {name: spark.read.format("rill").options(**options, topic="source",
                                                         implementation=name)
                for name in implementations}
@@ -250,48 +264,59 @@ def run(spark, client: Client, options: dict, work: str, args) -> dict[str, list
         assert source.load().count() == args.rows
     frame = spark.read.parquet(parquet_path).cache()
     assert frame.count() == args.rows
+    if writes:  # warm-up of each write path too (the Parquet one was warmed above)
+        for name in implementations:
+            client.create_topic("bench", "warm-up", partitions_count=2)
+            write_rill(frame, options, "warm-up", name)
+            client.delete_topic("bench", "warm-up")
     results: dict[str, list[float]] = {name: [] for name in (
-        *(f"read rill {name} -> noop" for name in implementations),
-        *(f"read kafka-format {name} -> noop" for name in kafka), "read parquet -> noop",
-        *(f"write -> rill {name} exactlyOnce" for name in implementations),
-        "write -> parquet")}
+        *((*(f"read rill {name} -> noop" for name in implementations),
+           *(f"read kafka-format {name} -> noop" for name in kafka), "read parquet -> noop")
+          if reads else ()),
+        *((*(f"write -> rill {name} exactlyOnce" for name in implementations),
+           "write -> parquet") if writes else ()))}
     if args.ceiling:
         spark.dataSource.register(ceiling_source())
         ceiling = spark.read.format("rill_ceiling").options(rows=args.rows, size=args.size)
         ceiling.load().write.format("noop").mode("overwrite").save()  # warm-up
         results["read ceiling -> noop"] = []
     for number in range(args.runs):
-        for name, source in sources.items():
+        for name, source in (sources if reads else {}).items():
             results[f"read rill {name} -> noop"].append(timed(
                 lambda: source.load().write.format("noop").mode("overwrite").save(),
                 f"read rill {name} -> noop"))
-        for name, source in kafka.items():
+        for name, source in (kafka if reads else {}).items():
             results[f"read kafka-format {name} -> noop"].append(timed(
                 lambda: source.load().write.format("noop").mode("overwrite").save(),
                 f"read kafka-format {name} -> noop"))
-        if args.ceiling:
+        if args.ceiling and reads:
             results["read ceiling -> noop"].append(timed(
                 lambda: ceiling.load().write.format("noop").mode("overwrite").save()))
-        results["read parquet -> noop"].append(timed(
-            lambda: spark.read.parquet(parquet_path).write.format("noop").mode("overwrite").save(),
-            "read parquet -> noop"))
-        for name in implementations:
+        if reads:
+            results["read parquet -> noop"].append(timed(
+                lambda: spark.read.parquet(parquet_path).write.format("noop").mode("overwrite")
+                .save(), "read parquet -> noop"))
+        for name in implementations if writes else ():
             topic = f"sink-{name}-{number}"
             client.create_topic("bench", topic, partitions_count=2)
             results[f"write -> rill {name} exactlyOnce"].append(timed(
-                lambda: frame.write.format("rill").options(**options, topic=topic,
-                                                           sinkMode="exactlyOnce",
-                                                           implementation=name)
-                .mode("append").save(), f"write -> rill {name} exactlyOnce"))
+                lambda: write_rill(frame, options, topic, name),
+                f"write -> rill {name} exactlyOnce"))
             assert client.get_topic("bench", topic).topic.messages_count == args.rows
             client.delete_topic("bench", topic)
-        results["write -> parquet"].append(timed(
-            lambda: frame.write.mode("overwrite").parquet(os.path.join(work, "out.parquet")),
-            "write -> parquet"))
+        if writes:
+            results["write -> parquet"].append(timed(
+                lambda: frame.write.mode("overwrite").parquet(os.path.join(work, "out.parquet")),
+                "write -> parquet"))
         print(f"run {number + 1}: " + ", ".join(
             f"{name} {args.rows / seconds[-1] / 1e6:.2f}M rows/s"
             for name, seconds in results.items()), flush=True)
     return results
+
+
+def write_rill(frame, options: dict, topic: str, implementation: str) -> None:
+    frame.write.format("rill").options(**options, topic=topic, sinkMode="exactlyOnce",
+                                       implementation=implementation).mode("append").save()
 
 
 def report(results: dict[str, list[float]], rows: int) -> None:
@@ -300,7 +325,7 @@ def report(results: dict[str, list[float]], rows: int) -> None:
     for name, rate in median.items():
         print(f"  {name:28s} {rate / 1e6:6.2f}M rows/s")
     for name in ("python", "jvm"):
-        if f"read rill {name} -> noop" in median:
+        if f"read rill {name} -> noop" in median and "read parquet -> noop" in median:
             print(f"  read  rill {name:6s}/parquet ratio "
                   f"{median[f'read rill {name} -> noop'] / median['read parquet -> noop']:.2f}")
         if f"write -> rill {name} exactlyOnce" in median:
@@ -314,7 +339,7 @@ def report(results: dict[str, list[float]], rows: int) -> None:
         jvm = statistics.median(sample[0] for sample in samples) * 1e6 / rows
         server = statistics.median(sample[1] for sample in samples) * 1e6 / rows
         print(f"  {name:34s} {jvm:5.2f} + {server:5.2f} = {jvm + server:5.2f}")
-    if "read ceiling -> noop" in median:
+    if "read ceiling -> noop" in median and "read rill python -> noop" in median:
         print(f"  read  rill/ceiling ratio     "
               f"{median['read rill python -> noop'] / median['read ceiling -> noop']:.2f}")
 

@@ -31,6 +31,14 @@ Where things run: ``write()`` in executor Python workers (on a pickled writer); 
 ``commit``/``abort`` on the driver with the planner's writer; a stream writer is rebuilt for
 every commit, so everything ``commit`` needs travels in the commit messages.
 
+On a rill cluster ('servers' names an HTTP API, ``leaders.cluster_of``), the at-least-once sink
+sends each request to its partition's leader, as the map says (a balanced request is given a
+partition here, round-robin from a random one, so that it too goes to its leader): no node
+proxies a task's rows to another. A request the leader refuses (a failover: not the leader, no
+leader; or too few in-sync replicas to acknowledge it, or not copied in time) or whose link drops is sent again to the leader the map then names, by the reads' rule
+(``leaders.Attempts``: waits of 0.2 s doubling to 2 s, the map read again, option
+``failoverTimeout``); a request lost with its link may so be stored twice -- at least once.
+
 A lost link (a server restart): the driver's commit and abort are asked again once the client
 reconnected (``connection.with_client``: a commit that had landed answers "already committed"
 for this very batch, which is accepted); a ``write()`` that loses its link fails its task
@@ -57,16 +65,21 @@ from pyspark.sql.datasource import (
 
 from rill import errors
 from rill.client import Client
+from rill.protocol.iggy.primitives import Partitioning, PartitioningKind
 from rill.protocol.iggy.responses.transactions import CommitOutcome, StageOutcome
 
 from pyspark_rill.arrow_write import WriteSpec, encode_batch
 from pyspark_rill.connection import connect, connection_failure, with_client
-from pyspark_rill.leaders import cluster_of
+from pyspark_rill.leaders import RETRIED, ClusterReads, cluster_of
 from pyspark_rill.options import RillOptionError, WriteOptions
 
 log = logging.getLogger(__name__)
 
 _IN_FLIGHT = 4  # requests a task keeps in flight
+# what makes an at-least-once send to a cluster go again to the leader the map names: the
+# reads' causes, and a leader's refusal to acknowledge (too few in-sync replicas, or they did
+# not copy it in time: it may be stored, and is then stored twice)
+SEND_RETRIED = RETRIED + (errors.NotEnoughReplicas, errors.ReplicationTimedOut)
 BATCH_JOB_OWNER = "spark batch job"
 
 
@@ -125,21 +138,26 @@ def _write(options: WriteOptions, spec: WriteSpec, batches: Iterator[pa.RecordBa
     staged = 0
     done = False  # the batch was committed before, or this run aborted: nothing to stage
     api = client.async_client
+    leaders = _Leaders(cluster, partitions_count) if (
+        producer_id is None and (cluster := cluster_of(options.connection)) is not None) else None
     try:
         for batch in batches:
             if done:
                 continue
             for request in encode_batch(batch, spec, options, partitions_count,
                                         options.max_request_bytes, stored=producer_id is not None):
-                if producer_id is None:
+                if leaders is not None:
+                    in_flight.append((request.count, leaders.send(request)))
+                elif producer_id is None:
                     call = api.send_messages_raw(request.stream, request.topic,
                                                  request.partitioning, request.region)
+                    in_flight.append((request.count, client.submit(call)))
                 else:
                     call = api.stage_messages(producer_id, batch_id, task_id, attempt_id,
                                               request.stream, request.topic,
                                               (request.positions, request.region),
                                               request.partitioning, run_id, owner)
-                in_flight.append((request.count, client.submit(call)))
+                    in_flight.append((request.count, client.submit(call)))
                 while len(in_flight) >= _IN_FLIGHT:
                     staged, done = _settle(in_flight, staged, done)
         while in_flight:
@@ -160,6 +178,72 @@ def _write(options: WriteOptions, spec: WriteSpec, batches: Iterator[pa.RecordBa
     return RillCommitMessage(producer_id, owner, batch_id, run_id, task_id, attempt_id, staged)
 
 
+class _Leaders:
+    """A task's at-least-once sends to a rill cluster: each request to its partition's leader
+    (see the module doc), settled through ``_Sent``."""
+
+    def __init__(self, cluster: ClusterReads, partitions_count) -> None:
+        self.cluster = cluster
+        self.partitions_count = partitions_count
+        self.next_balanced: dict[tuple[str, str], int] = {}
+
+    def partition(self, request) -> int:
+        if request.partitioning.kind == PartitioningKind.PARTITION_ID:
+            return int.from_bytes(request.partitioning.value, "little")
+        key = (request.stream, request.topic)
+        count = self.partitions_count(*key)
+        chosen = self.next_balanced.get(key)
+        if chosen is None:
+            chosen = secrets.randbelow(count)
+        self.next_balanced[key] = chosen + 1
+        return chosen % count + 1
+
+    def send(self, request) -> _Sent:
+        partition = self.partition(request)
+        sent = _Sent(self.cluster, request, partition)
+        try:
+            sent.address, leader = self.cluster.leader(request.stream, request.topic, partition)
+            sent.future = leader.submit(leader.async_client.send_messages_raw(
+                request.stream, request.topic, Partitioning.partition_id(partition),
+                request.region))
+        except SEND_RETRIED as error:  # no leader now, or it cannot be reached: the rule
+            sent.failure = error
+        return sent
+
+
+class _Sent:
+    """One request sent to a leader: ``result()`` waits for its answer and, after a refusal or
+    a lost link, sends it again to the leader the map then names (``leaders.Attempts``)."""
+
+    def __init__(self, cluster: ClusterReads, request, partition: int) -> None:
+        self.cluster, self.request, self.partition = cluster, request, partition
+        self.address: str | None = None
+        self.future = None
+        self.failure: BaseException | None = None
+
+    def result(self) -> None:
+        error = self.failure
+        if error is None:
+            try:
+                return self.future.result()
+            except SEND_RETRIED as failed:
+                error = failed
+        request = self.request
+        attempts = self.cluster.attempts(
+            f"{request.stream}/{request.topic} partition {self.partition}")
+        attempts.address = self.address
+        while True:
+            attempts.failed(error)  # drops a lost link, waits, reads the map again (or gives up)
+            try:
+                attempts.address, leader = self.cluster.leader(request.stream, request.topic,
+                                                              self.partition)
+                return leader.submit(leader.async_client.send_messages_raw(
+                    request.stream, request.topic, Partitioning.partition_id(self.partition),
+                    request.region)).result()
+            except SEND_RETRIED as failed:
+                error = failed
+
+
 def missing_topic(stream: str, topic: str) -> RillOptionError:
     return RillOptionError(f"topic {topic!r} of stream {stream!r} does not exist (named by option "
                            "or column 'stream'/'topic')")
@@ -168,7 +252,7 @@ def missing_topic(stream: str, topic: str) -> RillOptionError:
 EXACTLY_ONCE_ON_A_CLUSTER = (
     "option 'sinkMode': exactlyOnce is not supported on a rill cluster yet (its staged appends "
     "are kept by the node that takes them, not replicated, and would not survive a failover); "
-    "use sinkMode=atLeastOnce (its sends are proxied to each partition's leader and "
+    "use sinkMode=atLeastOnce (its sends go to each partition's leader and are "
     "replicated), or a "
     "standalone rill server")
 

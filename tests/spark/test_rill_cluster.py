@@ -1,5 +1,6 @@
 """Reading a rill cluster (``pyspark_rill.leaders``, the JVM's ``Leaders``): each partition from
-its leader, and a leader's kill -9 mid-query ridden out without loss or duplicates.
+its leader, and a leader's kill -9 mid-query ridden out without loss or duplicates; the
+at-least-once sink sends each partition's rows to its leader (no node proxies them).
 
 Real parts: a 3-member etcd cluster and 3 ``rill serve`` nodes (``tests/server/cluster``'s
 harness), an RF 3 topic of 2 partitions written by a producer while a streaming query reads it
@@ -16,7 +17,9 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import pytest
+from pyspark.sql import functions as F
 
 from rill import errors
 from rill.client import Client, PollingStrategy
@@ -174,3 +177,96 @@ def test_the_exactly_once_sink_refuses_a_cluster_and_the_at_least_once_sink_writ
                .selectExpr("partition", "cast(value as string) as value").collect())
     assert sorted((row.partition, int(row.value)) for row in written) == sorted(
         (n % 2 + 1, n) for n in range(100))
+
+
+def send_requests(node) -> float:
+    """SEND_MESSAGES requests the node served to clients (its ``/metrics``, every outcome)."""
+    text = httpx.get(f"{node.http_url}/metrics", timeout=10).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("rill_requests_total{") and 'command="send_messages"' in line)
+
+
+def test_the_at_least_once_sink_sends_each_partition_to_its_leader(
+        spark, implementation, nodes) -> None:
+    with nodes.client(1) as client:
+        client.create_stream("s", 1)
+        client.create_topic(1, "t", partitions_count=2, replication_factor=3)
+    leaders = {partition: nodes.leader_of(1, 1, partition) for partition in PARTITIONS}
+    # the node 'servers' names leads neither partition: a send through it would be proxied
+    entry = next(node for node in (1, 2, 3) if node not in leaders.values())
+    options = {"servers": f"{nodes.nodes[entry].address('tcp')},{_http(nodes.nodes[entry])}",
+               "username": "iggy", "password": "iggy", "stream": "s", "topic": "t",
+               **implementation}
+    before = {node: send_requests(nodes.nodes[node]) for node in (1, 2, 3)}
+    # rows naming their partition, and rows without one (balanced), in requests of 16 KB
+    frame = spark.range(0, 3000, 1, 2).selectExpr(
+        "lpad(cast(id as string), 100, 'x') as value",
+        "case when id % 3 = 0 then null else cast(id % 2 + 1 as int) end as partition")
+    frame.write.format("rill").options(**options, sinkMode="atLeastOnce",
+                                       maxRequestBytes="16384").mode("append").save()
+    after = {node: send_requests(nodes.nodes[node]) for node in (1, 2, 3)}
+    assert after[entry] == before[entry], "a send went through the entry node (proxied)"
+    for partition, leader in leaders.items():
+        assert after[leader] > before[leader], f"partition {partition}'s leader got no send"
+    written = (spark.read.format("rill").options(**options).load()
+               .selectExpr("partition", "cast(value as string) as value").collect())
+    assert sorted(int(row.value.lstrip("x")) for row in written) == list(range(3000))
+    pinned = {int(row.value.lstrip("x")): row.partition for row in written}
+    assert all(pinned[n] == n % 2 + 1 for n in range(3000) if n % 3)
+    balanced = [pinned[n] for n in range(3000) if n % 3 == 0]
+    assert set(balanced) == {1, 2}  # balanced rows spread over both partitions
+
+
+def test_the_at_least_once_sink_rides_out_a_leader_kill(spark, implementation, nodes) -> None:
+    """A write whose partition 1 leader is killed (SIGKILL) mid-write: its sends go to the new
+    leader (the map read again) and the job succeeds with every row stored at least once."""
+    with nodes.client(1) as client:
+        client.create_stream("s", 1)
+        client.create_topic(1, "t", partitions_count=2, replication_factor=3)
+    victim = nodes.leader_of(1, 1, 1)
+    others = [node for node in (1, 2, 3) if node != victim]
+    options = {"servers": ",".join([nodes.nodes[others[0]].address("tcp")]
+                                   + [_http(nodes.nodes[node]) for node in others]),
+               "username": "iggy", "password": "iggy", "stream": "s", "topic": "t",
+               "failoverTimeout": "40", **implementation}
+    before = send_requests(nodes.nodes[victim])
+
+    @F.udf("string")
+    def slowly(value):  # about 4 s of rows per task: the kill lands mid-write
+        time.sleep(0.002)
+        return value
+
+    rows = 4000
+    frame = spark.range(0, rows, 1, 2).select(
+        slowly(F.lpad(F.col("id").cast("string"), 100, "x")).alias("value"),
+        (F.col("id") % 2 + 1).cast("int").alias("partition"))
+    failures: list[BaseException] = []
+
+    group = f"rides-out-{time.time_ns()}"
+
+    def write() -> None:
+        try:
+            spark.sparkContext.setJobGroup(group, "the write a leader kill lands in")
+            frame.write.format("rill").options(**options, sinkMode="atLeastOnce",
+                                               maxRequestBytes="8192").mode("append").save()
+        except BaseException as error:  # noqa: BLE001 - reported below
+            failures.append(error)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    wait_for(lambda: send_requests(nodes.nodes[victim]) >= before + 5 or not writer.is_alive(),
+             90, "sends to partition 1's leader")
+    assert writer.is_alive(), f"the write ended before the kill ({failures})"
+    nodes.kill(victim)  # SIGKILL
+    writer.join(180)
+    assert not writer.is_alive() and not failures, failures
+    # ridden out by the sink itself: no task attempt failed (and none was retried by Spark)
+    tracker = spark.sparkContext.statusTracker()
+    stages = [stage for job in tracker.getJobIdsForGroup(group)
+              for stage in tracker.getJobInfo(job).stageIds]
+    assert stages and sum(tracker.getStageInfo(stage).numFailedTasks for stage in stages) == 0
+    leaders = {partition: nodes.leader_of(1, 1, partition, other_than=victim)
+               for partition in PARTITIONS}
+    stored = topic_contents(nodes, leaders)
+    found = {(partition, int(value.lstrip("x"))) for (partition, _), value in stored.items()}
+    assert found == {(n % 2 + 1, n) for n in range(rows)}  # every row, on its partition

@@ -60,6 +60,31 @@ def test_round_trip_with_keys_headers_and_ids(spark, admin, stream, options) -> 
     assert sorted(payloads(spark, options, "out")) == [b"copied", b"v1", b"v2", b"v3"]
 
 
+@pytest.mark.parametrize("sink_mode", ["atLeastOnce", "exactlyOnce"])
+def test_rows_routed_per_row_by_topic_and_partition_columns(spark, admin, stream, options,
+                                                            sink_mode) -> None:
+    """STRING values, each row naming its topic (interleaved) and, for some, its partition:
+    every row lands where it names, in its task's order, with a checksum the server accepts."""
+    admin.create_topic(stream, "even", partitions_count=2)
+    admin.create_topic(stream, "odd", partitions_count=3)
+    rows = [(f"välue-{n:05d}", "even" if n % 2 == 0 else "odd", 3 if n % 10 == 1 else None)
+            for n in range(400)]
+    df = spark.createDataFrame(rows, "value STRING, topic STRING, partition INT").coalesce(1)
+    df.write.format("rill").options(**{k: v for k, v in options.items() if k != "topic"},
+                                    sinkMode=sink_mode).mode("append").save()
+    for topic, parity in (("even", 0), ("odd", 1)):
+        back = spark.read.format("rill").options(**{**options, "topic": topic}).load()
+        found = [(r.partition, r.offset, r.value.decode()) for r in back.collect()]
+        expected = [value for value, target, _ in rows if target == topic]
+        assert sorted(value for _, _, value in found) == expected
+        pinned = sorted(value for partition, _, value in found if partition == 3)
+        assert pinned == [v for v, t, p in rows if t == topic and p == 3]
+        assert (parity == 1) == bool(pinned)
+        for partition in {p for p, _, _ in found}:  # each partition holds its rows in order
+            in_order = [v for p, _, v in sorted(found) if p == partition]
+            assert in_order == sorted(in_order)
+
+
 def test_exactly_once_batch_write_is_idempotent_per_producer(spark, admin, stream, options):
     admin.create_topic(stream, "out", partitions_count=2)
     df = source_frame(spark)

@@ -48,7 +48,6 @@ batch record is what makes a replay a no-op (see docs/extensions.md).
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import sys
 from array import array
@@ -63,12 +62,7 @@ from rill.server.core.model import Partition, Session, Topic
 from rill.server.core.state import CoreState
 from rill.server.core.types import PartitionChooser, Ref
 from rill.server.core.log import Log
-from rill.server.storage.formats.iggy_v1 import (
-    MAX_PAYLOAD_BYTES,
-    RECORD_FIXED_SIZE,
-    RECORD_OVERHEAD,
-    check_stored_records,
-)
+from rill.server.storage.formats.iggy_v1 import check_staged_layout, check_stored_records
 from rill.server.storage.formats.iggy_v1_checks import scan_records
 from rill.server.storage.staging import StagedFile, StagingArea
 from rill.server.storage.transaction_journal import TransactionJournal
@@ -458,45 +452,22 @@ class TransactionService:
 
 
 def check_staged_records(records: bytearray, positions: bytes | memoryview) -> None:
-    """``check_stored_records`` (layout, checksums, SEND's limits), in one C pass for the
-    common case: records of one size without headers. Their offset fields are first set to
-    0, 1, ... (placeholders, as the timestamps: the commit stamps the real ones,
-    ``Log.append_stamped``), so that the storage's record scan checks layout, state and
-    checksum of every record at once, without the GIL, instead of one Python call per record.
-    Anything else -- or a record the scan refuses -- goes through ``check_stored_records``,
-    which raises its error."""
-    count, total = len(positions) // 4, len(records)
-    if (_LITTLE_ENDIAN_HOST and count and not len(positions) % 4 and count < 1 << 24
-            and total <= MAX_PAYLOAD_BYTES and not total % count
-            and total // count > RECORD_OVERHEAD):
-        size = total // count
-        lengths = bytes(4) + (size - RECORD_OVERHEAD).to_bytes(4, "little")  # no headers
-        if positions == _uniform_positions(count, size) and all(
-                records[RECORD_FIXED_SIZE - 4 + byte :: size] == lengths[byte : byte + 1] * count
-                for byte in range(8)):
-            for byte, column in enumerate(_offset_columns(count)):  # (bytes 3-7: the writer's 0)
-                records[byte::size] = column
-            scanned = scan_records(records, 0, 0, 0, 0, count, True)
-            if scanned.count == count and scanned.end_position == total:
-                return
+    """``check_stored_records`` (layout, checksums, SEND's limits), in C for the common case:
+    records of one size without headers. ``check_staged_layout`` recognises that layout in
+    one C loop and sets the records' offset fields to 0, 1, ... (placeholders, as the
+    timestamps: the commit stamps the real ones, ``Log.append_stamped``), so that the
+    storage's record scan checks layout, state and checksum of every record at once, without
+    the GIL, instead of one Python call per record. Anything else -- or a record the scan
+    refuses -- goes through ``check_stored_records``, which raises its error."""
+    if _LITTLE_ENDIAN_HOST and check_staged_layout(records, positions):
+        count = len(positions) // 4
+        scanned = scan_records(records, 0, 0, 0, 0, count, True)
+        if scanned.count == count and scanned.end_position == len(records):
+            return
     check_stored_records(records, positions)
 
 
-_LITTLE_ENDIAN_HOST = sys.byteorder == "little"
-
-
-@functools.lru_cache(maxsize=8)
-def _uniform_positions(count: int, size: int) -> bytes:
-    """The positions of ``count`` records of ``size`` bytes (u32 array bytes); a writer's
-    requests mostly have one count and size, so this is made once."""
-    return array("I", range(0, count * size, size)).tobytes()
-
-
-@functools.lru_cache(maxsize=8)
-def _offset_columns(count: int) -> tuple[bytes, bytes, bytes]:
-    """Bytes 0, 1 and 2 of the little-endian offsets 0 .. count - 1 (count < 2**24)."""
-    offsets = array("Q", range(count)).tobytes()
-    return offsets[0::8], offsets[1::8], offsets[2::8]
+_LITTLE_ENDIAN_HOST = sys.byteorder == "little"  # staged positions arrive little-endian
 
 
 def check_not_replicated(partition: Partition, topic: Topic) -> None:

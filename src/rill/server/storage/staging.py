@@ -152,11 +152,18 @@ class StagedFile:
 
     def read_entry(self, entry: StagedEntry) -> tuple[bytearray, array]:
         """(records, positions) of one entry, from memory if it is still cached (and then no
-        longer), else from the file; the records are a fresh copy (stamped in place)."""
+        longer: the cached records themselves are handed over, no copy), else from the file;
+        the records are the caller's to stamp in place."""
         cached = self._cached.pop(entry.position, None)
         if cached is not None:
             self._budget.give(len(cached[1]))  # type: ignore[union-attr]
             head, body = cached
+            if type(body) is bytearray:
+                positions = array("I")
+                positions.frombytes(head)
+                if sys.byteorder != "little":
+                    positions.byteswap()
+                return body, positions
         else:
             data = memoryview(read_all_at(self._open(), 4 * entry.count + entry.length,
                                           entry.position, self._durability.io_totals))

@@ -3,9 +3,10 @@ package rill.spark;
 import java.io.IOException;
 import java.security.SecureRandom;
 import java.util.ArrayDeque;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
-import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.zip.CRC32;
@@ -28,9 +29,19 @@ import org.apache.spark.sql.connector.write.WriterCommitMessage;
  * CRC-32 checksums made here; a reply "already committed" or "run aborted" stops the staging
  * (nothing more would be kept). A failing attempt drops its own handle (best effort: the
  * driver's commit drops unnamed handles anyway).
+ *
+ * <p>atLeastOnce on a rill cluster ({@link Leaders#of} not null): each request goes to its
+ * partition's leader, as the map says (a balanced request is given a partition here,
+ * round-robin from a random one), on this task's link to that node: no node proxies a task's
+ * rows to another. A request the leader refuses (11200, 11201: a failover; 11202, 11203: too few
+ * in-sync replicas to acknowledge it, or not copied in time) or whose link drops is sent again
+ * to the leader the map then names, by the reads' rule ({@link Leaders.Attempts}, option
+ * failoverTimeout); a request lost with its link may so be stored twice: at least once.
  */
 final class RillDataWriter implements DataWriter<InternalRow> {
     static final int IN_FLIGHT = 4;
+    static final int NOT_ENOUGH_REPLICAS = 11202;
+    static final int REPLICATION_TIMED_OUT = 11203;
     private static final int ROW_OVERHEAD = 64;  // request bytes a message takes besides payload and headers
     private static final XXHash32 XXHASH = XXHashFactory.fastestJavaInstance().hash32();
 
@@ -40,14 +51,71 @@ final class RillDataWriter implements DataWriter<InternalRow> {
     private final long batchId;
     private final int taskId;
     private final long attemptId;
-    private final Map<String, Pending> pending = new LinkedHashMap<>();
-    private final Map<String, Integer> partitionsCounts = new HashMap<>();
-    private final ArrayDeque<Integer> inFlight = new ArrayDeque<>();  // rows of each request sent
+    private final List<Pending> pending = new ArrayList<>();  // every request being built, first-use order
+    private final Map<String, Target> targets = new HashMap<>();
+    private Target lastTarget;  // the previous row's: most rows go where the one before went
+    private final WriteSchema.ValueBytes value = new WriteSchema.ValueBytes();
+    private final ArrayDeque<Sent> inFlight = new ArrayDeque<>();  // the requests sent, oldest first
+    private Leaders cluster;  // atLeastOnce on a rill cluster, else null (known at the first request)
+    private boolean clusterKnown;
+    private final Map<String, RillConnection> leaderLinks = new HashMap<>();  // node address -> this task's link
     private final CRC32 crc = new CRC32();
     private final SplittableRandom random;
     private RillConnection connection;
     private long staged;
     private boolean done;  // the batch was committed before, or this run was aborted: nothing more to stage
+
+    /** A request sent and not yet answered: its rows, the link it went on (null: none could be made), and
+     *  on a cluster what it takes to send it again. */
+    private static final class Sent {
+        final int count;
+        RillConnection link;
+        byte[] request;  // cluster: the payload, to send again after a failover
+        String stream;
+        String topic;
+        int partition;
+        IOException failure;  // cluster: why it could not be sent
+
+        Sent(int count, RillConnection link) {
+            this.count = count;
+            this.link = link;
+        }
+    }
+
+    /** One target topic: its partitions count (0: not asked yet) and its requests being built, by partition
+     *  choice (0: balanced), found without a string or a boxed key per row. */
+    private static final class Target {
+        static final int DIRECT = 1024;  // partition choices below this are looked up in an array
+        final String stream;
+        final String topic;
+        int partitionsCount;
+        int nextBalanced = -1;  // cluster: the partition a balanced request goes to next, less 1 (-1: not chosen)
+        final Pending[] direct = new Pending[DIRECT];
+        Map<Long, Pending> others;
+
+        Target(String stream, String topic) {
+            this.stream = stream;
+            this.topic = topic;
+        }
+
+        Pending get(long partition) {
+            if (partition >= 0 && partition < DIRECT) {
+                return direct[(int) partition];
+            }
+            return others == null ? null : others.get(partition);
+        }
+
+        void put(long partition, Pending rows) {
+            if (partition >= 0 && partition < DIRECT) {
+                direct[(int) partition] = rows;
+            } else {
+                if (others == null) {
+                    others = new HashMap<>();
+                }
+                others.put(partition, rows);
+            }
+        }
+    }
 
     /** The rows of one request being built: one target and partition choice. */
     private static final class Pending {
@@ -102,26 +170,32 @@ final class RillDataWriter implements DataWriter<InternalRow> {
         if (done) {
             return;
         }
-        byte[] value = schema.value(row);
+        schema.locateValue(row, value);
         String stream = schema.target(row, schema.stream, options.stream, "stream");
         String topic = schema.target(row, schema.topic, options.topic, "topic");
+        Target target = lastTarget;
+        if (target == null || !target.stream.equals(stream) || !target.topic.equals(topic)) {
+            target = target(stream, topic);
+            lastTarget = target;
+        }
         byte[] key = schema.key(row);
         long partition = schema.partition(row);
         if (partition == 0 && key != null) {
-            int count = partitionsCount(stream, topic);
+            int count = partitionsCount(target);
             long chosen = (XXHASH.hash(key, 0, key.length, 0) & 0xffffffffL) % count;
             partition = chosen == 0 ? count : chosen;
         }
         byte[] headers = schema.headers(row, key);
         byte[] id = schema.id(row);
         int headersLength = headers == null ? 0 : headers.length;
-        String name = stream + "\u0000" + topic + "\u0000" + partition;
-        Pending into = pending.get(name);
+        Pending into = target.get(partition);
         if (into == null) {
             into = new Pending(stream, topic, partition);
-            pending.put(name, into);
+            target.put(partition, into);
+            pending.add(into);
         }
-        int size = (producer != null ? 45 : 24) + headersLength + value.length;
+        int valueLength = value.length;
+        int size = (producer != null ? 45 : 24) + headersLength + valueLength;
         if (into.count > 0 && into.length + size + ROW_OVERHEAD * (into.count + 1) > options.maxRequestBytes) {
             flush(into);
         }
@@ -130,8 +204,9 @@ final class RillDataWriter implements DataWriter<InternalRow> {
         int at = into.length;
         into.positions[into.count++] = at;
         if (producer != null) {  // offset u64 | state u8 | timestamp u64: placeholders the commit fills in
-            Arrays.fill(to, at, at + 17, (byte) 0);
+            Wire.putLong(to, at, 0);
             to[at + 8] = 1;
+            Wire.putLong(to, at + 9, 0);
             at += 17;
         }
         if (id != null) {
@@ -142,10 +217,8 @@ final class RillDataWriter implements DataWriter<InternalRow> {
             Arrays.fill(to, at, at + 16, (byte) 0);  // the server assigns one
         }
         at += 16;
+        int checksumAt = at;
         if (producer != null) {
-            crc.reset();
-            crc.update(value, 0, value.length);
-            Wire.putInt(to, at, (int) crc.getValue());
             at += 4;
         }
         Wire.putInt(to, at, headersLength);
@@ -154,9 +227,24 @@ final class RillDataWriter implements DataWriter<InternalRow> {
             System.arraycopy(headers, 0, to, at, headersLength);
             at += headersLength;
         }
-        Wire.putInt(to, at, value.length);
-        System.arraycopy(value, 0, to, at + 4, value.length);
-        into.length = at + 4 + value.length;
+        Wire.putInt(to, at, valueLength);
+        value.copyTo(to, at + 4);
+        if (producer != null) {  // over the copied bytes: the checksum always matches what is sent
+            crc.reset();
+            crc.update(to, at + 4, valueLength);
+            Wire.putInt(to, checksumAt, (int) crc.getValue());
+        }
+        into.length = at + 4 + valueLength;
+    }
+
+    private Target target(String stream, String topic) {
+        String name = stream + "\u0000" + topic;
+        Target target = targets.get(name);
+        if (target == null) {
+            target = new Target(stream, topic);
+            targets.put(name, target);
+        }
+        return target;
     }
 
     /** A UUIDv7 at {@code at}: 48 bits of Unix milliseconds, version 7, the RFC variant, random bits. */
@@ -184,18 +272,15 @@ final class RillDataWriter implements DataWriter<InternalRow> {
         return connection;
     }
 
-    private int partitionsCount(String stream, String topic) throws IOException {
-        String name = stream + "\u0000" + topic;
-        Integer count = partitionsCounts.get(name);
-        if (count == null) {
-            int[] ids = connection().partitions(stream, topic);
+    private int partitionsCount(Target target) throws IOException {
+        if (target.partitionsCount == 0) {
+            int[] ids = connection().partitions(target.stream, target.topic);
             if (ids == null) {
-                throw missingTopic(stream, topic);
+                throw missingTopic(target.stream, target.topic);
             }
-            count = Math.max(ids.length, 1);
-            partitionsCounts.put(name, count);
+            target.partitionsCount = Math.max(ids.length, 1);
         }
-        return count;
+        return target.partitionsCount;
     }
 
     static IllegalArgumentException missingTopic(String stream, String topic) {
@@ -207,7 +292,9 @@ final class RillDataWriter implements DataWriter<InternalRow> {
         if (rows.count == 0) {
             return;
         }
-        if (!done) {
+        if (!done && producer == null && cluster() != null) {
+            sendToLeader(rows);
+        } else if (!done) {
             RillConnection link = connection();
             Wire head = new Wire();
             if (producer != null) {
@@ -231,36 +318,143 @@ final class RillDataWriter implements DataWriter<InternalRow> {
             }
             link.send(producer != null ? RillConnection.STAGE_MESSAGES : RillConnection.SEND_MESSAGES, head,
                     positions, positionsLength, rows.records, rows.length);
-            inFlight.add(rows.count);
-            while (inFlight.size() >= IN_FLIGHT) {
-                settle();
-            }
+            inFlight.add(new Sent(rows.count, link));
+        }
+        while (inFlight.size() >= IN_FLIGHT) {
+            settle();
         }
         rows.length = 0;
         rows.count = 0;
     }
 
-    private void settle() throws IOException {
-        int count = inFlight.poll();
-        try {
-            connection.receive();
-        } catch (RillConnection.StatusException error) {
-            if (error.status == RillWrite.OWNER_MISMATCH && producer != null) {
-                throw producer.notTheOwner();
-            }
-            throw RillWrite.refused("write", options, error);
+    private Leaders cluster() {
+        if (!clusterKnown) {
+            cluster = Leaders.of(options);
+            clusterKnown = true;
         }
-        if (producer != null && connection.reply[0] != 0) {
-            done = true;  // already committed (a replay) or this run was aborted
-        } else {
-            staged += count;
+        return cluster;
+    }
+
+    /** Sends {@code rows} (atLeastOnce, a cluster) to their partition's leader; a failure is left to {@link #settle}. */
+    private void sendToLeader(Pending rows) throws IOException {
+        int partition = (int) rows.partition;
+        if (partition == 0) {  // balanced: round-robin from a random partition
+            Target target = target(rows.stream, rows.topic);
+            int count = partitionsCount(target);
+            if (target.nextBalanced < 0) {
+                target.nextBalanced = random.nextInt(count);
+            }
+            partition = target.nextBalanced % count + 1;
+            target.nextBalanced = partition % count;
+        }
+        Sent sent = new Sent(rows.count, null);
+        sent.stream = rows.stream;
+        sent.topic = rows.topic;
+        sent.partition = partition;
+        Wire head = new Wire().ident(rows.stream).ident(rows.topic).u8(2).u8(4).u32(partition);
+        sent.request = Arrays.copyOf(head.bytes(), head.length() + rows.length);
+        System.arraycopy(rows.records, 0, sent.request, head.length(), rows.length);
+        try {
+            String address = cluster.leaderAddress(rows.stream, rows.topic, partition);
+            RillConnection link = leaderLinks.get(address);
+            if (link == null) {
+                link = RillConnection.borrowAt(options, address);
+                leaderLinks.put(address, link);
+            }
+            sent.link = link;
+            link.send(RillConnection.SEND_MESSAGES, new Wire(), sent.request, sent.request.length, sent.request, 0);
+        } catch (IOException error) {
+            if (sent.link != null) {
+                forget(sent.link);
+            }
+            sent.link = null;
+            sent.failure = error;
+        }
+        inFlight.add(sent);
+    }
+
+    /** Closes a link that failed (and no longer uses it). */
+    private void forget(RillConnection link) {
+        leaderLinks.values().remove(link);
+        if (link == connection) {
+            connection = null;
+        }
+        link.close();
+    }
+
+    private void settle() throws IOException {
+        Sent sent = inFlight.poll();
+        if (sent.link != null) {
+            try {
+                sent.link.receive();
+                if (producer != null && sent.link.reply[0] != 0) {
+                    done = true;  // already committed (a replay) or this run was aborted
+                } else {
+                    staged += sent.count;
+                }
+                return;
+            } catch (RillConnection.StatusException error) {
+                if (sent.request == null || !sendAgainAfter(error)) {
+                    if (error.status == RillWrite.OWNER_MISMATCH && producer != null) {
+                        throw producer.notTheOwner();
+                    }
+                    throw RillWrite.refused("write", options, error);
+                }
+                sent.failure = error;  // not the leader (any more): ask the map again
+            } catch (IOException error) {
+                if (sent.request == null) {
+                    throw error;
+                }
+                forget(sent.link);
+                sent.failure = error;
+            }
+        }
+        sendAgain(sent);
+        staged += sent.count;
+    }
+
+    /** Whether a send refused so goes again (to a cluster): 11200 not the leader, 11201 no leader, 11202 too few
+     *  in-sync replicas, 11203 not copied to them in time (it may be stored: then twice, at least once). */
+    private static boolean sendAgainAfter(RillConnection.StatusException refusal) {
+        return Leaders.refused(refusal) || refusal.status == NOT_ENOUGH_REPLICAS
+                || refusal.status == REPLICATION_TIMED_OUT;
+    }
+
+    /** {@code sent} once more, to the leader the map names after the rule's wait, until it lands or
+     *  option failoverTimeout passes (then the task fails, in one line). */
+    private void sendAgain(Sent sent) throws IOException {
+        Leaders.Attempts attempts = cluster.attempts(sent.stream + "/" + sent.topic + " partition " + sent.partition);
+        IOException error = sent.failure;
+        while (true) {
+            attempts.failed(error);
+            RillConnection link = null;
+            try {
+                link = RillConnection.borrowAt(options, cluster.leaderAddress(sent.stream, sent.topic, sent.partition));
+                link.send(RillConnection.SEND_MESSAGES, new Wire(), sent.request, sent.request.length, sent.request, 0);
+                link.receive();
+                link.release();
+                return;
+            } catch (RillConnection.StatusException refusal) {
+                if (link != null) {
+                    link.release();
+                }
+                if (!sendAgainAfter(refusal)) {
+                    throw RillWrite.refused("write", options, refusal);
+                }
+                error = refusal;
+            } catch (IOException failure) {
+                if (link != null) {
+                    link.close();
+                }
+                error = failure;
+            }
         }
     }
 
     @Override
     public WriterCommitMessage commit() {
         try {
-            for (Pending rows : pending.values()) {
+            for (Pending rows : pending) {
                 flush(rows);
             }
             while (!inFlight.isEmpty()) {
@@ -289,20 +483,17 @@ final class RillDataWriter implements DataWriter<InternalRow> {
     /** The attempt failed: let its requests land, then drop its handle (best effort). */
     @Override
     public void abort() {
-        if (connection != null) {
+        while (!inFlight.isEmpty()) {
+            Sent sent = inFlight.poll();
+            if (sent.link == null || (sent.link != connection && !leaderLinks.containsValue(sent.link))) {
+                continue;  // never sent, or its link was closed
+            }
             try {
-                while (!inFlight.isEmpty()) {
-                    inFlight.poll();
-                    try {
-                        connection.receive();
-                    } catch (RillConnection.StatusException ignored) {
-                        // the attempt is failing anyway
-                    }
-                }
+                sent.link.receive();
+            } catch (RillConnection.StatusException ignored) {
+                // the attempt is failing anyway
             } catch (IOException error) {
-                connection.close();
-                connection = null;
-                inFlight.clear();
+                forget(sent.link);
             }
         }
         if (producer == null) {
@@ -321,6 +512,14 @@ final class RillDataWriter implements DataWriter<InternalRow> {
 
     @Override
     public void close() {
+        for (RillConnection link : leaderLinks.values()) {
+            if (inFlight.isEmpty()) {
+                link.release();
+            } else {
+                link.close();
+            }
+        }
+        leaderLinks.clear();
         if (connection != null) {
             if (inFlight.isEmpty()) {
                 connection.release();

@@ -45,8 +45,8 @@ final class RillWrite implements WriteBuilder, SupportsTruncate, Write, BatchWri
     /** As pyspark_rill/writers.py: the exactly-once sink refuses a rill cluster (known by an HTTP API in 'servers'). */
     static final String EXACTLY_ONCE_ON_A_CLUSTER = "option 'sinkMode': exactlyOnce is not supported on a rill "
             + "cluster yet (its staged appends are kept by the node that takes them, not replicated, and would "
-            + "not survive a failover); use sinkMode=atLeastOnce (its sends are proxied to each partition's "
-            + "leader and replicated), or a standalone rill server";
+            + "not survive a failover); use sinkMode=atLeastOnce (its sends go to each partition's "
+            + "leader and are replicated), or a standalone rill server";
 
     RillWrite(WriteOptions options, LogicalWriteInfo info) {
         this.options = options;

@@ -74,6 +74,10 @@ final class Wire {
         to[at + 3] = (byte) (value >>> 24);
     }
 
+    static void putLong(byte[] to, int at, long value) {
+        LONG.set(to, at, value);
+    }
+
     static int getInt(byte[] from, int at) {
         return (int) INT.get(from, at);
     }

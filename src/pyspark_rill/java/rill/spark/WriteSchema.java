@@ -6,6 +6,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.Locale;
 import java.util.Map;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.catalyst.util.MapData;
 import org.apache.spark.sql.types.BinaryType;
@@ -18,6 +19,7 @@ import org.apache.spark.sql.types.ShortType;
 import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.Platform;
 
 /**
  * The columns a write takes, checked as pyspark_rill/arrow_write.py's check_schema (same
@@ -125,6 +127,44 @@ final class WriteSchema implements Serializable {
             throw emptyValue();
         }
         return bytes;
+    }
+
+    /** Where a row's value bytes are ({@link #locateValue}): read in place, never copied. */
+    static final class ValueBytes {
+        Object base;
+        long offset;
+        int length;
+
+        /** Copies the value to {@code to[at ...]}. */
+        void copyTo(byte[] to, int at) {
+            Platform.copyMemory(base, offset, to, Platform.BYTE_ARRAY_OFFSET + at, length);
+        }
+    }
+
+    /**
+     * Points {@code into} at the row's value (as {@link #value}, same checks): inside the row
+     * itself when it is an UnsafeRow (what Spark hands a writer; its BINARY and STRING cells
+     * are both offset-and-size words), so no array is made per row; else a copy.
+     */
+    void locateValue(InternalRow row, ValueBytes into) {
+        if (row instanceof UnsafeRow) {
+            UnsafeRow unsafe = (UnsafeRow) row;
+            if (unsafe.isNullAt(value)) {
+                throw emptyValue();
+            }
+            long offsetAndSize = unsafe.getLong(value);
+            into.base = unsafe.getBaseObject();
+            into.offset = unsafe.getBaseOffset() + (int) (offsetAndSize >> 32);
+            into.length = (int) offsetAndSize;
+            if (into.length == 0) {
+                throw emptyValue();
+            }
+            return;
+        }
+        byte[] bytes = value(row);
+        into.base = bytes;
+        into.offset = Platform.BYTE_ARRAY_OFFSET;
+        into.length = bytes.length;
     }
 
     private static IllegalArgumentException emptyValue() {

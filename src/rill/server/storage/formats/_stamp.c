@@ -2,7 +2,7 @@
  * _stamp: the C twins of the per-record loops of rill's storage: the write hot loop
  * (rill.server.storage.formats.iggy_v1.stamp_batch_python), the record checks of every read and
  * recovery (rill.server.storage.formats.iggy_v1_checks) and the record conversion between formats
- * (rill.server.storage.formats.conversion). Seven units make the module; _stamp.h is what they
+ * (rill.server.storage.formats.conversion). Eight units make the module; _stamp.h is what they
  * share:
  *   _stamp.c          this one: ``stamp`` (validate a SEND message region and build its stored
  *                     records and index entries), the module's table and init;
@@ -14,7 +14,9 @@
  *   _convert.c        ``kafka_to_iggy`` and ``iggy_to_kafka`` (only where the compiler has
  *                     128-bit integers);
  *   _kafka_batches.c  ``walk_kafka_records`` (the records of a produced Kafka batch, as
- *                     kafka_v2.walk_records_python reads them).
+ *                     kafka_v2.walk_records_python reads them);
+ *   _staged.c         ``restamp``, ``uniform_size``, ``index_entries`` and
+ *                     ``check_staged_layout`` (the per-record loops of staged appends).
  * Layouts and rules are the ones of ``iggy_v1.py``, ``iggy_v1_checks.py`` and
  * ``conversion.py``; those modules are the reference, this one must give the same
  * bytes, accept exactly the same regions and records, and word every rejection with the same
@@ -358,6 +360,17 @@ static PyMethodDef stamp_methods[] = {
      "-> (index_entries, first_timestamp, last_timestamp), an int (the record with an empty\n"
      "payload) or a str (malformed): converted records given their offsets and timestamps."},
 #endif
+    {"restamp", (PyCFunction)(void (*)(void))staged_restamp, METH_FASTCALL,
+     "restamp(records, positions, first_offset, timestamp) -> None: offsets, state and\n"
+     "timestamp written into staged records at commit (see _staged.c)."},
+    {"uniform_size", (PyCFunction)(void (*)(void))staged_uniform_size, METH_FASTCALL,
+     "uniform_size(positions, total) -> int: the records' one size, or 0 (see _staged.c)."},
+    {"index_entries", (PyCFunction)(void (*)(void))staged_index_entries, METH_FASTCALL,
+     "index_entries(relative_start, position_start, position_step, count, timestamp)\n"
+     "-> bytearray: the index entries of evenly spaced records (see _staged.c)."},
+    {"check_staged_layout", (PyCFunction)(void (*)(void))staged_check_layout, METH_FASTCALL,
+     "check_staged_layout(records, positions) -> int: the size of staged records of one\n"
+     "size without headers (their offsets set to 0, 1, ...), or 0 (see _staged.c)."},
     {"walk_kafka_records", (PyCFunction)(void (*)(void))walk_kafka_records, METH_FASTCALL,
      "walk_kafka_records(block, count) -> int (the largest timestampDelta) or a str (why the\n"
      "block is not ``count`` well-formed records): a produced Kafka records block."},

@@ -149,6 +149,12 @@ PyObject *crc32_set_pclmul(PyObject *module, PyObject *args);
 void crc32_setup(void);
 const char *crc32_method(void);
 
+/* The per-record loops of staged appends and a batch's index entries (_staged.c). */
+PyObject *staged_restamp(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *staged_uniform_size(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *staged_index_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *staged_check_layout(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
 /* The per-record walk of a produced Kafka records block (_kafka_batches.c). */
 PyObject *walk_kafka_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 

@@ -40,8 +40,12 @@ Staged records (rill extension 1010-1011): a writer sends STAGE_MESSAGES records
 stored layout (``rill.protocol.iggy.stored``) with their positions; the server checks them when they
 are staged (``check_stored_records``: layout, checksums, SEND's limits), and at commit writes
 their real offsets and timestamp in place (``restamp_records``) before one segment write
-(``PartitionLog.append_stamped``). Both steps avoid per-record Python work for records of one
-size, the common case, with strided slices compared or assigned in C.
+(``PartitionLog.append_stamped``). Both steps avoid per-record Python work: the C twins of
+``_staged.c`` (``check_staged_layout``, ``restamp``, ``uniform_size``; references
+``check_staged_layout_python``, ``restamp_records_python``, ``uniform_record_size_python``,
+held to the same results by ``tests/server/storage/formats/test_staged_accelerator.py``) loop
+over the records without the GIL; the references use strided slices (records of one size) or
+one call per record.
 """
 
 from __future__ import annotations
@@ -418,33 +422,49 @@ def _check_one_by_one(view: memoryview, starts: array, total: int) -> tuple[int,
     return payload_total, headers_total
 
 
-def uniform_positions(positions: array, total: int, base: int = 0) -> range | None:
-    """``positions`` + ``base`` as a range when the records all have the same size (checked
-    in C: one comparison of the bytes), else None."""
-    count = len(positions)
-    if not count or total % count:
-        return None
+def uniform_record_size_python(positions: bytes | bytearray | memoryview | array,
+                               total: int) -> int:
+    """The size of every record when ``positions`` (native-order u32, as ``array("I")``
+    holds them) are 0, size, 2 size, ... and ``total`` is their count x size (count and
+    size > 0), else 0. ``_staged.c``'s ``uniform_size`` is its twin."""
+    starts = positions if isinstance(positions, array) else array("I", bytes(positions))
+    count = len(starts)
+    if not count or total % count or not total // count:
+        return 0
     size = total // count
-    expected = range(0, total, size)
-    if positions.tobytes() != array("I", expected).tobytes():
-        return None
-    return range(base, base + total, size)
+    if starts.tobytes() != array("I", range(0, total, size)).tobytes():
+        return 0
+    return size
 
 
-def restamp_records(records: bytearray, positions: array, first_offset: int, timestamp: int) -> None:
-    """Write offsets ``first_offset``.. and ``timestamp`` into stored records in place.
+def uniform_positions(positions: array, total: int, base: int = 0) -> range | None:
+    """``positions`` + ``base`` as a range when the records all have the same size (one C
+    loop, or one comparison of the bytes), else None."""
+    size = _uniform_record_size(positions, total)
+    return range(base, base + total, size) if size else None
+
+
+def restamp_records_python(records: bytearray, positions: array, first_offset: int,
+                           timestamp: int) -> None:
+    """Write offsets ``first_offset``.., state 1 (available) and ``timestamp`` into the heads
+    of stored records in place (record i at ``positions[i]``); ValueError, and nothing
+    written, when a position leaves no room for the 17-byte head. ``_staged.c``'s
+    ``restamp`` is its twin.
 
     Records of one size (the common case: fixed-size payloads) are patched column-wise with
     strided slice assignments, 17 of them whatever the count; others one record at a time.
     """
     count = len(positions)
-    if uniform_positions(positions, len(records)) is not None:
+    if count and max(positions) + STORED_HEAD.size > len(records):
+        raise ValueError("a record position leaves no room for its head")
+    if uniform_record_size_python(positions, len(records)):
         size = len(records) // count
         offsets = array("Q", range(first_offset, first_offset + count))
         if not _LITTLE_ENDIAN_HOST:
             offsets.byteswap()
         offset_bytes = offsets.tobytes()
         stamp = timestamp.to_bytes(8, "little")
+        records[8::size] = bytes((STATE_AVAILABLE,)) * count
         for byte in range(8):
             records[byte::size] = offset_bytes[byte::8]
             records[9 + byte::size] = stamp[byte:byte + 1] * count
@@ -452,6 +472,50 @@ def restamp_records(records: bytearray, positions: array, first_offset: int, tim
     pack = STORED_HEAD.pack_into
     for index, position in enumerate(positions):
         pack(records, position, first_offset + index, STATE_AVAILABLE, timestamp)
+
+
+def check_staged_layout_python(records: bytearray, positions: bytes | memoryview) -> int:
+    """The record size when staged ``records`` are all of one size with no headers and the
+    payload length that size implies (``positions``: their starts, little-endian u32 as sent),
+    after writing offsets 0, 1, ... into their offset fields (placeholders: the commit
+    writes the real ones), so that the storage's record scan can check them all in one C
+    pass; else 0, and nothing written. At most 2**24 - 1 records and MAX_PAYLOAD_BYTES bytes
+    (else 0). ``_staged.c``'s ``check_staged_layout`` is its twin."""
+    count, total = len(positions) // 4, len(records)
+    if len(positions) % 4 or count >= 1 << 24 or total > MAX_PAYLOAD_BYTES:
+        return 0
+    starts = array("I", bytes(positions))
+    if not _LITTLE_ENDIAN_HOST:
+        starts.byteswap()
+    size = uniform_record_size_python(starts, total)
+    if size <= RECORD_OVERHEAD:
+        return 0
+    lengths = bytes(4) + _U32.pack(size - RECORD_OVERHEAD)  # headers_length, payload_length
+    if not all(records[RECORD_FIXED_SIZE - 4 + byte :: size] == lengths[byte : byte + 1] * count
+               for byte in range(8)):
+        return 0
+    offsets = array("Q", range(count))
+    if not _LITTLE_ENDIAN_HOST:
+        offsets.byteswap()
+    offset_bytes = offsets.tobytes()
+    for byte in range(8):
+        records[byte::size] = offset_bytes[byte::8]
+    return size
+
+
+def _restamp_accelerated(records: bytearray, positions: array, first_offset: int,
+                         timestamp: int) -> None:
+    """``restamp_records_python`` done by the C twin (one pass, without the GIL)."""
+    _accelerator.restamp(records, positions, first_offset, timestamp)
+
+
+# the staged-record twins (a build of the C module older than them lacks them: the references)
+STAGED_ACCELERATED = ACCELERATED and hasattr(_accelerator, "restamp")
+restamp_records = _restamp_accelerated if STAGED_ACCELERATED else restamp_records_python
+_uniform_record_size = (_accelerator.uniform_size if STAGED_ACCELERATED
+                        else uniform_record_size_python)
+check_staged_layout = (_accelerator.check_staged_layout if STAGED_ACCELERATED
+                       else check_staged_layout_python)
 
 
 def stored_positions(records: bytes | bytearray | memoryview) -> bytes:
