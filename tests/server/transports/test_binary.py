@@ -271,7 +271,7 @@ def test_request_memory_is_taken_while_queued_and_given_back_when_served(tmp_pat
         assert memory.used == 450 * kib and link.paused == 1  # spent: the link stops reading
         small.submit(1, memoryview(bytes(60)))  # holding under ALWAYS_READ_BYTES: still read
         assert small_link.paused == 0
-        await link.replies_count(1)  # both replies, written together
+        await link.replies_count(2)
         await settle(connection)
         await small_link.replies_count(1)
         await settle(small)
@@ -290,6 +290,7 @@ class CountedProtocol:
 
     name = "counted"
     greeting = b""
+    holds_replies = True
 
     def frame_decoder(self, max_payload_size, **buffer_sizes):
         raise NotImplementedError  # the fake link frames nothing
@@ -352,6 +353,7 @@ class EchoProtocol(CountedProtocol):
     """Answers each request with its payload; code 9 first waits for ``release``."""
 
     name = "echo"
+    holds_replies = True
 
     def __init__(self) -> None:
         self.release = asyncio.Event()
@@ -431,6 +433,22 @@ def test_replies_to_large_requests_are_not_held_for_long(tmp_path):
         await link.replies_count(2)
         await settle(connection)
         assert [reply for _tag, reply in link.replies] == [b"xx", b"xx"]
+        connection.close()
+        await finished(connection)
+
+    run_with_core(tmp_path, scenario)
+
+
+def test_a_protocol_that_does_not_ask_gets_every_reply_written_as_it_is_made(tmp_path):
+    async def scenario(core: Core) -> None:
+        link = FakeLink()
+        protocol = EchoProtocol()
+        protocol.holds_replies = False
+        connection = BinaryConnection(core, link, "10.0.0.1:1", "tcp", protocol)
+        for number in range(3):
+            connection.submit(1, memoryview(b"%d" % number))
+        await link.replies_count(3)
+        assert link.replies == [(None, b"0"), (None, b"1"), (None, b"2")]
         connection.close()
         await finished(connection)
 

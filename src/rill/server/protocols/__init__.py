@@ -50,6 +50,8 @@ UNKNOWN_REQUEST = "unknown"  # the metrics' name of a request code the protocol 
 class WireProtocol(Protocol):
     name: str  # "iggy", "kafka", "tank": what its sessions are counted under (GET /server)
     greeting: bytes  # written first on every link (TANK's ping on accept); b"": nothing
+    # optional ``holds_replies = True``: the small replies of pipelined requests are written
+    # together (transports.binary); absent: each reply is written as it is made
 
     def frame_decoder(self, max_payload_size: int, **buffer_sizes: int) -> FrameDecoder:
         """A new decoder for one link's requests (``Frame.code``: the request's kind);

@@ -33,8 +33,9 @@ Invariants:
   that the principal may not make anywhere is refused from its header, before its body is
   read (``refusal_before_body``); A reply is let go as soon as the
   link has it (a 400 MB poll answer is not kept until the next request);
-* pipelined requests: a small reply whose request has others queued right behind it (on a
-  link without tags: TCP) is held back, up to ``HELD_REPLY_BYTES`` of replies answering up to
+* pipelined requests: for a protocol that asks for it (``WireProtocol.holds_replies``: TANK,
+  whose clients pipeline requests with ids), a small reply whose request has others queued
+  right behind it (on a link without tags: TCP) is held back, up to ``HELD_REPLY_BYTES`` of replies answering up to
   ``HELD_REQUEST_BYTES`` of requests, and written together with theirs when the queue runs
   dry -- one socket write for a burst of requests instead of one
   each. Held replies are written before anything else is (a later reply, a file region, a
@@ -163,6 +164,7 @@ class BinaryConnection:
         self.held: list[Buffer] = []  # replies of pipelined requests, to write together
         self.held_bytes = 0
         self.held_requests = 0  # the payload bytes of the requests whose replies are held
+        self.holds_replies = bool(getattr(protocol, "holds_replies", False))
         self.flush_soon: asyncio.Handle | None = None
         self.can_write.set()
         self._large_frame_progress = getattr(link, "large_frame_progress", lambda: None)
@@ -320,25 +322,31 @@ class BinaryConnection:
         """Hand a reply to the link, or hold it back for the replies of the requests queued
         right behind it (see the module's invariants); ``request_size``: the payload bytes of
         the request it answers."""
-        if tag is None and all(type(part) in _PLAIN for part in parts):
-            held = self.held
+        if tag is None and self.holds_replies:
             queue = self.queue
-            size = sum(len(part) for part in parts)
-            if (size < HELD_REPLY_BYTES and self.held_requests + request_size < HELD_REQUEST_BYTES
-                    and queue and type(queue[0]) is not _Refusal):
-                held.extend(parts)  # more right behind: held for them
-                self.held_bytes += size
-                self.held_requests += request_size
-                if self.held_bytes >= HELD_REPLY_BYTES:
-                    self.flush()
-                elif self.flush_soon is None:
-                    self.flush_soon = asyncio.get_running_loop().call_soon(self.flush)
-                return
-            if held:  # the last of a burst: written with the ones held
-                held.extend(parts)
+            if (queue and type(queue[0]) is not _Refusal
+                    and self.held_requests + request_size < HELD_REQUEST_BYTES):
+                size = 0
+                for part in parts:
+                    if type(part) not in _PLAIN:
+                        break
+                    size += len(part)
+                else:
+                    if size < HELD_REPLY_BYTES:  # small, more right behind: held for them
+                        self.held.extend(parts)
+                        self.held_bytes += size
+                        self.held_requests += request_size
+                        if self.held_bytes >= HELD_REPLY_BYTES:
+                            self.flush()
+                        elif self.flush_soon is None:
+                            self.flush_soon = asyncio.get_running_loop().call_soon(self.flush)
+                        return
+            if self.held and all(type(part) in _PLAIN for part in parts):
+                self.held.extend(parts)  # the last of a burst: written with the ones held
                 self.flush()
                 return
-        self.flush()
+        if self.held or self.flush_soon is not None:
+            self.flush()
         self.link.send_reply(tag, parts)
 
     def flush(self) -> None:

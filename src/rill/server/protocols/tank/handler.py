@@ -86,6 +86,9 @@ class TankProtocol:
     name = "tank"
 
     greeting = PING_FRAME  # written first on every connection
+    # the small replies of pipelined requests are written together (transports.binary): TANK's
+    # clients keep many requests in flight and match answers by request id
+    holds_replies = True
 
     def __init__(self, settings: TankSettings, user_id: int) -> None:
         self.settings = settings
