@@ -72,9 +72,18 @@ def test_twins_agree_on_valid_columns(seed):
 def test_twins_agree_on_malformed_records(seed):
     rng = random.Random(1000 + seed)
     keys, values, timestamps = random_columns(rng)
-    records = bytearray(_bundles.encode_records(keys, values, timestamps, timestamps[0]))
-    for _ in range(20):
-        broken = bytearray(records)
+    records = _bundles.encode_records(keys, values, timestamps, timestamps[0])
+    for broken, count in mutations(rng, records, len(values)):
+        c = _bundles.decode_records(broken, count, 5, -1)
+        python = decode_records_python(broken, count, 5, -1)
+        assert c == python
+
+
+def mutations(rng: random.Random, data: bytes, count: int, rounds: int = 20):
+    """``rounds`` (bytes, count) pairs: ``data`` cut short, a byte changed or bytes added, and
+    the count of its items sometimes wrong."""
+    for _ in range(rounds):
+        broken = bytearray(data)
         choice = rng.random()
         if choice < 0.4:
             broken = broken[: rng.randrange(len(broken))]
@@ -82,10 +91,7 @@ def test_twins_agree_on_malformed_records(seed):
             broken[rng.randrange(len(broken))] = rng.randrange(256)
         else:
             broken += rng.randbytes(rng.randint(1, 12))
-        count = len(values) + rng.choice([0, 0, 1, -1, 1 << 20])
-        c = _bundles.decode_records(bytes(broken), count, 5, -1)
-        python = decode_records_python(bytes(broken), count, 5, -1)
-        assert c == python
+        yield bytes(broken), count + rng.choice([0, 0, 1, -1, 1 << 20])
 
 
 def test_twins_agree_on_invalid_columns():
@@ -201,21 +207,12 @@ def test_set_to_records_twins_agree_on_malformed_sets(seed):
     rng = random.Random(5000 + seed)
     keys, values, timestamps = random_columns(rng)
     message_set = encode_set(keys, values, timestamps, None)
-    for _ in range(20):
-        broken = bytearray(message_set)
-        choice = rng.random()
-        if choice < 0.4:
-            broken = broken[: rng.randrange(len(broken))]
-        elif choice < 0.7:
-            broken[rng.randrange(len(broken))] = rng.randrange(256)
-        else:
-            broken += rng.randbytes(rng.randint(1, 12))
-        count = len(values) + rng.choice([0, 0, 1, -1, 1 << 20])
-        found = _bundles.set_to_records(bytes(broken), count)
-        assert found == set_to_records_python(bytes(broken), count)
+    for broken, count in mutations(rng, message_set, len(values)):
+        found = _bundles.set_to_records(broken, count)
+        assert found == set_to_records_python(broken, count)
         if len(found) == 3:  # still a valid set: the columns path agrees
             assert found[0] == encode_records_python(
-                *decode_bundle_columns(bytes(broken), count), found[1])
+                *decode_bundle_columns(broken, count), found[1])
 
 
 def decode_bundle_columns(message_set: bytes, count: int):
