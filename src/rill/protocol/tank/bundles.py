@@ -309,6 +309,12 @@ def decode_bundle(bundle: bytes | bytearray | memoryview, base_seq: int = 1, *,
     return Bundle(*found, header.sparse, header.codec)
 
 
+def flags_and_count(flags: int, count: int) -> bytes:
+    """A bundle header's first bytes: ``flags`` (codec, SPARSE) with the message count in
+    bits 2-5 when it is below 16, else followed by the count as a varint (§4.1)."""
+    return bytes((flags | count << 2,)) if count < 16 else bytes((flags,)) + encode_varint(count)
+
+
 def encode_bundle(values: Sequence, keys: Sequence | None = None,
                   timestamps: Sequence[int] | int = 0, seqs: Sequence[int] | None = None, *,
                   codec: int = CODEC_NONE) -> bytes:
@@ -331,13 +337,7 @@ def encode_bundle(values: Sequence, keys: Sequence | None = None,
     body = encode_set(keys, values, timestamps, seqs)
     if type(body) is str:
         raise ValueError(body)
-    flags = codec | (FLAG_SPARSE if seqs is not None else 0)
-    header = bytearray()
-    if count < 16:
-        header.append(flags | (count << 2))
-    else:
-        header.append(flags)
-        header += encode_varint(count)
+    header = bytearray(flags_and_count(codec | (FLAG_SPARSE if seqs is not None else 0), count))
     if seqs is not None:
         header += U64.pack(seqs[0])
         if count != 1:

@@ -40,10 +40,10 @@ from rill.protocol.tank.bundles import (
     ERROR_TYPES,
     decode_set_python,
     encode_set_python,
+    flags_and_count,
     frame_bundle,
     snappy_if_smaller,
 )
-from rill.protocol.tank.primitives import encode_varint
 
 TIMESTAMP_TYPE_LOG_APPEND = record_batch.LOG_APPEND_TIME
 MAX_TIMESTAMP = (1 << 63) - 1
@@ -182,13 +182,8 @@ def records_to_set_python(data, count: int, base_timestamp: int, append_time: in
     keys, values, timestamps, deltas = found
     message_set = encode_set_python(keys, values, timestamps, None)
     if framed:
-        message_set = frame_bundle(_bundle_header(count, 0) + message_set)
+        message_set = frame_bundle(flags_and_count(0, count) + message_set)
     return message_set, deltas[0], deltas[-1]
-
-
-def _bundle_header(count: int, codec: int) -> bytes:
-    """A non-sparse bundle's header: the codec and the count (in the flags when below 16)."""
-    return bytes((count << 2 | codec,)) if count < 16 else bytes((codec,)) + encode_varint(count)
 
 
 def set_to_records_python(data, count: int):
@@ -249,11 +244,7 @@ def batch_from_bundle(keys, values, timestamps, offset_deltas=None, *,
         last_delta = offset_deltas[-1]
     if type(records) is str:
         raise InvalidColumns(records)
-    attributes = 0
-    if compress and (packed := snappy_if_smaller(records)) is not None:
-        records, attributes = packed, record_batch.SNAPPY
-    return record_batch.build(records, count, last_delta, base, highest, attributes,
-                              leader_epoch=0)
+    return _batch(records, count, last_delta, base, highest, compress)
 
 
 def batch_from_set(message_set, count: int, *, compress: bool = False) -> bytes:
@@ -267,10 +258,16 @@ def batch_from_set(message_set, count: int, *, compress: bool = False) -> bytes:
         kind, text = found
         raise ERROR_TYPES[kind](text)
     records, base, highest = found
+    return _batch(records, count, count - 1, base, highest, compress)
+
+
+def _batch(records: bytes, count: int, last_delta: int, base: int, highest: int,
+           compress: bool) -> bytes:
+    """The batch around a records section, Snappy-compressed when asked and smaller."""
     attributes = 0
     if compress and (packed := snappy_if_smaller(records)) is not None:
         records, attributes = packed, record_batch.SNAPPY
-    return record_batch.build(records, count, count - 1, base, highest, attributes,
+    return record_batch.build(records, count, last_delta, base, highest, attributes,
                               leader_epoch=0)
 
 
@@ -360,7 +357,7 @@ def contiguous_bundle(head: BatchHead, records, compress: bool = False
     codec = 0
     if (packed := snappy_if_smaller(framed)) is not None:
         framed, codec = packed, CODEC_SNAPPY
-    return frame_bundle(_bundle_header(head.count, codec) + framed), first, last
+    return frame_bundle(flags_and_count(codec, head.count) + framed), first, last
 
 
 def batch_columns(head: BatchHead, records) -> tuple[list, list, list, list]:

@@ -35,9 +35,9 @@ Invariants:
   link has it (a 400 MB poll answer is not kept until the next request);
 * pipelined requests: for a protocol that asks for it (``WireProtocol.holds_replies``: TANK,
   whose clients pipeline requests with ids), a small reply whose request has others queued
-  right behind it (on a link without tags: TCP) is held back, up to ``HELD_REPLY_BYTES`` of replies answering up to
-  ``HELD_REQUEST_BYTES`` of requests, and written together with theirs when the queue runs
-  dry -- one socket write for a burst of requests instead of one
+  right behind it (on a link without tags: TCP) is held back, up to ``HELD_REPLY_BYTES`` of
+  replies answering up to ``HELD_REQUEST_BYTES`` of requests, and written together with
+  theirs when the queue runs dry -- one socket write for a burst of requests instead of one
   each. Held replies are written before anything else is (a later reply, a file region, a
   refusal, a close), before the loop waits on the link's writing, and at the event loop's
   next turn in any case (a request behind them that waits does not hold them back);
