@@ -22,7 +22,7 @@ setup(
             "rill.server.storage.formats._stamp",
             sources=[f"src/rill/server/storage/formats/_{unit}.c"
                      for unit in ("stamp", "record_checks", "header_map", "crc32", "convert",
-                                  "iggy_to_kafka", "kafka_batches", "staged")],
+                                  "iggy_to_kafka", "kafka_batches", "staged", "index")],
             depends=["src/rill/server/storage/formats/_stamp.h",
                      "src/rill/server/storage/formats/_convert.h"],
             extra_compile_args=compile_args,

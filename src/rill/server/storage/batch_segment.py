@@ -37,7 +37,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from pathlib import Path
 from typing import Callable
 
@@ -46,7 +46,14 @@ from rill.server.storage.durability import Durability
 from rill.server.storage.file_region import FileRegion
 from rill.server.storage.formats import RecordFormat
 from rill.server.storage.formats.iggy_v1_checks import KIND_CONTENT, KIND_GOOD
-from rill.server.storage.index_entry import INDEX_ENTRY, INDEX_ENTRY_SIZE
+from rill.server.storage.index_entry import (
+    INDEX_ENTRY,
+    INDEX_ENTRY_SIZE,
+    POSITION_FIELD,
+    RELATIVE_FIELD,
+    TIMESTAMP_FIELD,
+    search_entries,
+)
 from rill.server.storage.segment import Segment
 from rill.server.storage.truncation import TruncationRefused
 from rill.server.storage.verification import VerificationJob
@@ -151,11 +158,9 @@ class BatchSegment(Segment):
 
     # ------------------------------------------------------------------ index lookups
     def entry_of(self, index: Index, offset: int) -> int:
-        """Number of the entry of the batch holding ``offset`` (a binary search)."""
-        relative = offset - self.start_offset
-        return bisect_right(range(self.entries_count), relative,
-                            key=lambda number: _RELATIVE_AT.unpack_from(
-                                index, number * self._entry_size)[0]) - 1
+        """Number of the entry of the batch holding ``offset`` (a binary search, in C)."""
+        return search_entries(index, 0, self.entries_count, self._entry_size, RELATIVE_FIELD,
+                              offset - self.start_offset, True) - 1
 
     def _entry_first(self, index: Index, number: int) -> int:
         """First offset of entry ``number`` (the segment's end past the last entry)."""
@@ -278,8 +283,8 @@ class BatchSegment(Segment):
         limit = self._entry_position(index, first_entry) + max_bytes
         if self._entry_position(index, end_entry) <= limit:
             return end_offset
-        fitting = bisect_right(range(first_entry + 1, end_entry), limit,
-                               key=lambda number: self._entry_position(index, number))
+        fitting = search_entries(index, first_entry + 1, end_entry, self._entry_size,
+                                 POSITION_FIELD, limit, True) - (first_entry + 1)
         if fitting == 0:
             return first_offset
         return self._entry_first(index, first_entry + fitting)
@@ -290,9 +295,8 @@ class BatchSegment(Segment):
                 or self.last_timestamp < timestamp_us):
             return None
         index = self._index()
-        found = bisect_left(range(self.entries_count), timestamp_us,
-                            key=lambda number: _TIMESTAMP_AT.unpack_from(
-                                index, number * self._entry_size)[0])
+        found = search_entries(index, 0, self.entries_count, self._entry_size, TIMESTAMP_FIELD,
+                               timestamp_us, False)
         return self._entry_first(index, found)
 
     # ------------------------------------------------------------------ leader epochs
@@ -377,8 +381,8 @@ class BatchSegment(Segment):
             end = verification.first_bad(first, end)
             end_entry = self.entry_of(index, end - 1) + 1
             base = self._entry_position(index, first_entry)
-            fitting = bisect_right(range(first_entry + 1, end_entry), base + max_bytes,
-                                   key=lambda number: self._entry_position(index, number))
+            fitting = search_entries(index, first_entry + 1, end_entry, self._entry_size,
+                                     POSITION_FIELD, base + max_bytes, True) - first_entry - 1
             end_entry = first_entry + max(fitting, 1)
             batch_first = self._entry_first(index, first_entry)
             return VerificationJob(

@@ -9,9 +9,11 @@ A per-record format (iggy-v1) keeps one entry per record; a batch-index format k
 batch and may follow each entry with bytes of its own (kafka-v2: a leader epoch and the
 batch's holes; ``RecordFormat.index_entry_size``), which the log never reads but through the
 format. Owns: the layout (``INDEX_ENTRY``), its size, the largest position or relative offset
-it can hold (``MAX_POSITION``: a segment is sealed before its positions would pass it) and
+it can hold (``MAX_POSITION``: a segment is sealed before its positions would pass it),
 ``build_index_entries`` (the C twin ``index_entries`` of ``formats/_staged.c`` builds them when
-offsets and positions are evenly spaced: records of one size, the common case).
+offsets and positions are evenly spaced: records of one size, the common case) and
+``search_entries``, the binary search over entries by one of the three fields (the C twin
+``search_entries`` of ``formats/_index.c``; ``search_entries_python`` is its reference).
 """
 
 from __future__ import annotations
@@ -20,12 +22,20 @@ import os
 import struct
 import sys
 from array import array
+from bisect import bisect_left, bisect_right
 
 INDEX_ENTRY = struct.Struct("<IIQ")  # relative_offset, position, timestamp
 INDEX_ENTRY_SIZE = INDEX_ENTRY.size
 MAX_POSITION = 0xFFFF_FFFF  # index positions and relative offsets are u32
 
 _LITTLE_ENDIAN_HOST = sys.byteorder == "little"
+
+# the fields ``search_entries`` keys on: their byte in an entry
+RELATIVE_FIELD = 0  # relative_offset u32
+POSITION_FIELD = 4  # position u32
+TIMESTAMP_FIELD = 8  # timestamp u64
+_FIELDS = {RELATIVE_FIELD: struct.Struct("<I"), POSITION_FIELD: struct.Struct("<4xI"),
+           TIMESTAMP_FIELD: struct.Struct("<8xQ")}
 
 
 def build_index_entries(
@@ -62,8 +72,27 @@ def build_index_entries_python(
     return entries
 
 
-def _load_twin():  # type: ignore[no-untyped-def]
-    """``_staged.c``'s ``index_entries``, or None (not built, an older build, or
+def search_entries_python(index, lo: int, hi: int, entry_size: int, field: int, value: int,
+                          right: bool) -> int:  # type: ignore[no-untyped-def]
+    """``bisect_right`` (``right``) or ``bisect_left`` of ``value`` over entries ``lo..hi-1``
+    of ``index`` (entries of ``entry_size`` bytes, 16 or more), keyed by ``field``
+    (``RELATIVE_FIELD``, ``POSITION_FIELD`` or ``TIMESTAMP_FIELD``); the reference of
+    ``_index.c``. ValueError when an argument is out of range or entry ``hi - 1`` passes the
+    index's end."""
+    unpack = _FIELDS.get(field)
+    if unpack is None or lo < 0 or hi < lo or entry_size < INDEX_ENTRY_SIZE:
+        raise ValueError("search_entries: an argument is out of range")
+    if lo == hi:
+        return lo
+    if (hi - 1) * entry_size + field + (8 if field == TIMESTAMP_FIELD else 4) > len(index):
+        raise ValueError("search_entries: the entries pass the index's end")
+    search = bisect_right if right else bisect_left
+    return search(range(hi), value, lo,
+                  key=lambda number: unpack.unpack_from(index, number * entry_size)[0])
+
+
+def _load_twin(name: str):  # type: ignore[no-untyped-def]
+    """``_stamp``'s C twin ``name``, or None (not built, an older build, or
     ``RILL_PURE_PYTHON=1``). Imported last: the formats package imports this module."""
     if os.environ.get("RILL_PURE_PYTHON") == "1":
         return None
@@ -71,7 +100,8 @@ def _load_twin():  # type: ignore[no-untyped-def]
         from rill.server.storage.formats import _stamp
     except ImportError:
         return None
-    return getattr(_stamp, "index_entries", None)
+    return getattr(_stamp, name, None)
 
 
-_index_entries = _load_twin()
+_index_entries = _load_twin("index_entries")
+search_entries = _load_twin("search_entries") or search_entries_python

@@ -17,9 +17,6 @@ rebuilt (``segment_checks``) and the read redone with the new one (``index_gener
 from __future__ import annotations
 
 import mmap
-import struct
-import sys
-from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,11 +27,14 @@ from rill.server.storage.file_io import read_all_at
 from rill.server.storage.file_region import MIN_REGION_BYTES, FileRegion
 from rill.server.storage.formats import RecordFormat
 from rill.server.storage.formats.iggy_v1_checks import KIND_CONTENT, KIND_GOOD
-from rill.server.storage.index_entry import INDEX_ENTRY, INDEX_ENTRY_SIZE
+from rill.server.storage.index_entry import (
+    INDEX_ENTRY,
+    INDEX_ENTRY_SIZE,
+    POSITION_FIELD,
+    TIMESTAMP_FIELD,
+    search_entries,
+)
 from rill.server.storage.verification import SegmentVerification
-
-_TIMESTAMP_AT = struct.Struct("<8xQ")
-_LITTLE_ENDIAN_HOST = sys.byteorder == "little"
 
 
 class SegmentReads:
@@ -195,17 +195,8 @@ class SegmentReads:
         return found
 
     def _bisect_timestamps(self, timestamp_us: int) -> int:
-        index = self._index()
-        if _LITTLE_ENDIAN_HOST:
-            with memoryview(index) as raw, raw[: self.messages_count * INDEX_ENTRY_SIZE] as used:
-                with used.cast("Q") as words, words[1::2] as timestamps:
-                    return bisect_left(timestamps, timestamp_us)
-        # the cast view would read native (big-endian) words
-        return bisect_left(
-            range(self.messages_count),
-            timestamp_us,
-            key=lambda i: _TIMESTAMP_AT.unpack_from(index, i * INDEX_ENTRY_SIZE)[0],
-        )
+        return search_entries(self._index(), 0, self.messages_count, INDEX_ENTRY_SIZE,
+                              TIMESTAMP_FIELD, timestamp_us, False)
 
     def index_columns(self, first_offset: int, end_offset: int) -> tuple[bytes, bytes]:
         """``(boundaries, timestamps)`` of offsets [first_offset, end_offset) from the index.
@@ -241,9 +232,9 @@ class SegmentReads:
             index, end_offset)
         if last_end <= limit:
             return end_offset
-        fitting = bisect_right(range(first_offset + 1, end_offset), limit,
-                               key=lambda offset: self._position(index, offset))
-        return first_offset + fitting
+        start = self.start_offset  # the records past the first that end within the limit:
+        return start - 1 + search_entries(index, first_offset + 1 - start, end_offset - start,
+                                          INDEX_ENTRY_SIZE, POSITION_FIELD, limit, True)
 
     def cut_point(self, offset: int) -> tuple[int, int]:
         """``(log length, index length)`` of this segment cut to end before ``offset`` (one of

@@ -2,7 +2,7 @@
  * _stamp: the C twins of the per-record loops of rill's storage: the write hot loop
  * (rill.server.storage.formats.iggy_v1.stamp_batch_python), the record checks of every read and
  * recovery (rill.server.storage.formats.iggy_v1_checks) and the record conversion between formats
- * (rill.server.storage.formats.conversion). Eight units make the module; _stamp.h is what they
+ * (rill.server.storage.formats.conversion). Nine units make the module; _stamp.h is what they
  * share:
  *   _stamp.c          this one: ``stamp`` (validate a SEND message region and build its stored
  *                     records and index entries), the module's table and init;
@@ -16,7 +16,8 @@
  *   _kafka_batches.c  ``walk_kafka_records`` (the records of a produced Kafka batch, as
  *                     kafka_v2.walk_records_python reads them);
  *   _staged.c         ``restamp``, ``uniform_size``, ``index_entries`` and
- *                     ``check_staged_layout`` (the per-record loops of staged appends).
+ *                     ``check_staged_layout`` (the per-record loops of staged appends);
+ *   _index.c          ``search_entries`` (the binary search over a segment index's entries).
  * Layouts and rules are the ones of ``iggy_v1.py``, ``iggy_v1_checks.py`` and
  * ``conversion.py``; those modules are the reference, this one must give the same
  * bytes, accept exactly the same regions and records, and word every rejection with the same
@@ -371,6 +372,9 @@ static PyMethodDef stamp_methods[] = {
     {"check_staged_layout", (PyCFunction)(void (*)(void))staged_check_layout, METH_FASTCALL,
      "check_staged_layout(records, positions) -> int: the size of staged records of one\n"
      "size without headers (their offsets set to 0, 1, ...), or 0 (see _staged.c)."},
+    {"search_entries", (PyCFunction)(void (*)(void))index_search_entries, METH_FASTCALL,
+     "search_entries(index, lo, hi, entry_size, field, value, right) -> int: bisect_right\n"
+     "(or bisect_left) over index entries by their field at byte 0, 4 or 8 (see _index.c)."},
     {"walk_kafka_records", (PyCFunction)(void (*)(void))walk_kafka_records, METH_FASTCALL,
      "walk_kafka_records(block, count) -> int (the largest timestampDelta) or a str (why the\n"
      "block is not ``count`` well-formed records): a produced Kafka records block."},
