@@ -12,7 +12,7 @@ from rill.protocol.permissions import (
     StreamPermissions,
     TopicPermissions,
 )
-from rill.server.auth.permissioner import Action, Permissioner
+from rill.server.auth.permissioner import MAX_REMEMBERED, Action, Permissioner
 
 
 def global_only(**flags) -> Permissions:
@@ -58,3 +58,26 @@ def test_stream_and_topic_level_rights():
     assert not permissioner.is_allowed(3, Action.WRITE_MESSAGES, 5, 8)
     assert not permissioner.is_allowed(3, Action.READ_STREAM, 6)
     assert not permissioner.is_allowed(3, Action.MANAGE_STREAM, 5)
+
+
+def test_a_change_of_permissions_is_answered_at_once():
+    """Answers are remembered per question; setting or removing any user's permissions
+    forgets them, so the next request is judged by the new rights."""
+    permissioner = Permissioner()
+    permissioner.set_user(4, global_only(send_messages=True))
+    assert permissioner.is_allowed(4, Action.WRITE_MESSAGES, 1, 1)
+    permissioner.set_user(4, global_only(poll_messages=True))
+    assert not permissioner.is_allowed(4, Action.WRITE_MESSAGES, 1, 1)
+    assert permissioner.is_allowed(4, Action.READ_MESSAGES, 1, 1)
+    permissioner.set_user(5, global_only())  # another user's change forgets too
+    permissioner.remove_user(4)
+    assert not permissioner.is_allowed(4, Action.READ_MESSAGES, 1, 1)
+    assert permissioner.is_allowed(4, Action.LOGGED_IN)
+
+
+def test_questions_about_many_resources_keep_the_memo_bounded():
+    permissioner = Permissioner()
+    permissioner.set_user(6, global_only(poll_messages=True))
+    for topic_id in range(3 * MAX_REMEMBERED):
+        assert permissioner.is_allowed(6, Action.READ_MESSAGES, 1, topic_id)
+    assert len(permissioner._answers) <= MAX_REMEMBERED

@@ -76,23 +76,41 @@ def allows(permissions: Permissions | None, rule: Rule, stream_id: int | None = 
     return topic is not None and any(getattr(topic, flag) for flag in rule.topic_flags)
 
 
+MAX_REMEMBERED = 4096  # answers kept before the memo starts afresh
+
+
 class Permissioner:
-    """Holds each user's permissions and answers allow/deny for an action on a resource."""
+    """Holds each user's permissions and answers allow/deny for an action on a resource.
+
+    Answers are remembered per (user, action, stream, topic) -- every data request asks the
+    same question again -- and forgotten whenever any user's permissions are set or removed
+    (``Permissions`` are frozen: they change only by being replaced here). At most
+    ``MAX_REMEMBERED`` are kept: past that the memo starts afresh, so requests naming many
+    resources cannot grow it."""
 
     def __init__(self) -> None:
         self._permissions: dict[int, Permissions | None] = {}
+        self._answers: dict[tuple[int, Action, int | None, int | None], bool] = {}
 
     def set_user(self, user_id: int, permissions: Permissions | None) -> None:
         self._permissions[user_id] = permissions
+        self._answers.clear()
 
     def remove_user(self, user_id: int) -> None:
         self._permissions.pop(user_id, None)
+        self._answers.clear()
 
     def is_allowed(self, user_id: int, action: Action, stream_id: int | None = None,
                    topic_id: int | None = None) -> bool:
-        if action is Action.LOGGED_IN:
-            return True
-        return allows(self._permissions.get(user_id), action.value, stream_id, topic_id)
+        key = (user_id, action, stream_id, topic_id)
+        answer = self._answers.get(key)
+        if answer is None:
+            answer = action is Action.LOGGED_IN or allows(
+                self._permissions.get(user_id), action.value, stream_id, topic_id)
+            if len(self._answers) >= MAX_REMEMBERED:
+                self._answers.clear()
+            self._answers[key] = answer
+        return answer
 
     def allows_somewhere(self, user_id: int, action: Action) -> bool:
         """Whether ``user_id`` may do ``action`` on some resource (a request it could make at
