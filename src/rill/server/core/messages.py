@@ -23,8 +23,9 @@ from typing import Callable
 from rill import errors
 from rill.protocol.primitives import MAX_TOPIC_SIZE_UNLIMITED
 from rill.server.auth.permissioner import Action
-from rill.server.core.consumer_offsets import ConsumerOffsetService
 from rill.server.core.cluster_view import ACKS_ALL, ACKS_LEADER
+from rill.server.core.consumer_offsets import ConsumerOffsetService
+from rill.server.core.log import Log
 from rill.server.core.model import LEADER, Partition, Session, Topic
 from rill.server.core.state import CoreState
 from rill.server.core.types import (
@@ -35,7 +36,6 @@ from rill.server.core.types import (
     RecordRange,
     Ref,
 )
-from rill.server.core.log import Log
 
 log = logging.getLogger(__name__)
 
@@ -266,9 +266,11 @@ class PartitionReader:
         return self._partition.positions.get(consumer)
 
     def read(self, offset: int, max_records: int, record_format: str | None = None,
-             regions: bool = False) -> RecordRange:
-        """``MessageService.read``, at most ``max_bytes`` of records (at least one)."""
-        return read_to_watermark(self._partition, offset, max_records, self.max_bytes, regions,
+             regions: bool = False, max_bytes: int | None = None) -> RecordRange:
+        """``MessageService.read``, at most ``max_bytes`` of records (at least one): the
+        reader's own limit unless the protocol gives its request's (TANK's fetch_size)."""
+        return read_to_watermark(self._partition, offset, max_records,
+                                 self.max_bytes if max_bytes is None else max_bytes, regions,
                                  record_format)
 
     def nothing(self) -> RecordRange:

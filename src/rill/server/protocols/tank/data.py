@@ -100,6 +100,7 @@ from rill.protocol.tank.record_batches import (
     batch_head,
     contiguous_bundle,
 )
+from rill.server.core.broker import PartitionReader
 from rill.server.core.cluster_view import ACKS_ALL, ACKS_LEADER
 from rill.server.core.core import Core
 from rill.server.core.types import Session, Topic
@@ -287,9 +288,15 @@ class _Wanted:
         self.endpoint: tuple[str, int] | None = None  # OTHER_LEADER's
 
 
-def _read(core: Core, session: Session, wanted: _Wanted, offset: int, max_bytes: int) -> bool:
-    """Fill ``wanted`` from ``offset``; whether it got messages."""
-    found = core.broker.read(session, wanted.ref, offset, _MAX_RECORDS, max_bytes, RECORD_FORMAT)
+def _read(core: Core, session: Session, wanted: _Wanted, offset: int, max_bytes: int,
+          reader: PartitionReader | None = None) -> bool:
+    """Fill ``wanted`` from ``offset`` (through ``reader`` when the request opened one);
+    whether it got messages."""
+    if reader is None:
+        found = core.broker.read(session, wanted.ref, offset, _MAX_RECORDS, max_bytes,
+                                 RECORD_FORMAT)
+    else:
+        found = reader.read(offset, _MAX_RECORDS, RECORD_FORMAT, max_bytes=max_bytes)
     wanted.hwm = found.bounds.high_watermark
     if not found.count:
         return False
@@ -303,7 +310,8 @@ def _read(core: Core, session: Session, wanted: _Wanted, offset: int, max_bytes:
 def _look(core: Core, session: Session, wanted: _Wanted) -> None:
     """The immediate answer of one known partition, or ``flag`` None: at EOF."""
     try:
-        first, last = numbers(core.broker.bounds(session, wanted.ref))
+        reader = core.broker.reader(session, wanted.ref)  # one lookup for bounds and read
+        first, last = numbers(reader.bounds())
         wanted.hwm, wanted.base, wanted.wait_offset = last, first, last
         seq = wanted.seq
         if seq == m.SEQ_ONLY_NEW or seq == last + 1 or (seq == m.SEQ_FROM_FIRST and not first):
@@ -314,7 +322,7 @@ def _look(core: Core, session: Session, wanted: _Wanted) -> None:
             _boundary(core, session, wanted)
             return
         fetch_size = min(max(wanted.fetch_size, 1), MAX_FETCH)
-        if (_read(core, session, wanted, seq - 1, fetch_size) and wanted.base > seq
+        if (_read(core, session, wanted, seq - 1, fetch_size, reader) and wanted.base > seq
                 and wanted.seq != m.SEQ_FROM_FIRST):
             # seq falls in a hole: below the first stored number it is out of bounds
             if seq < first_available(core, session, wanted.ref):
