@@ -101,3 +101,15 @@ def test_an_unknown_codec_or_broken_block_is_refused():
         decompress(5, b"x")
     with pytest.raises(Exception):
         decompress(1, b"not gzip at all")
+
+
+def test_a_batch_built_in_place_is_the_batch_built():
+    """``build_in_place`` writes ``build``'s header (CRC included) before records already in
+    the buffer: the same bytes, the same buffer returned."""
+    records = bytearray()
+    for index in range(3):
+        put_record(records, index, index, b"k", b"v" * index)
+    expected = build(bytes(records), 3, 2, 1_000, 1_002, attributes=0, leader_epoch=0)
+    buffer = bytearray(record_batch.HEADER_SIZE) + records
+    assert record_batch.build_in_place(buffer, 3, 2, 1_000, 1_002, leader_epoch=0) is buffer
+    assert buffer == expected

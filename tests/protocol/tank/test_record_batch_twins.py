@@ -197,6 +197,10 @@ def test_set_to_records_twins_agree_and_make_the_batch_of_the_columns(seed):
     c = _bundles.set_to_records(message_set, len(values))
     assert c == set_to_records_python(message_set, len(values))
     assert c[1:] == (timestamps[0], max(timestamps))
+    # with room for the batch header before the records: the same section after zeros
+    roomy = _bundles.set_to_records(message_set, len(values), 61)
+    assert roomy == set_to_records_python(message_set, len(values), 61)
+    assert type(roomy[0]) is bytearray and roomy[0] == bytes(61) + c[0] and roomy[1:] == c[1:]
     for compress in (False, True):
         assert (batch_from_set(message_set, len(values), compress=compress)
                 == batch_from_bundle(keys, values, timestamps, compress=compress))
@@ -210,6 +214,8 @@ def test_set_to_records_twins_agree_on_malformed_sets(seed):
     for broken, count in mutations(rng, message_set, len(values)):
         found = _bundles.set_to_records(broken, count)
         assert found == set_to_records_python(broken, count)
+        assert (_bundles.set_to_records(broken, count, 61)
+                == set_to_records_python(broken, count, 61))
         if len(found) == 3:  # still a valid set: the columns path agrees
             assert found[0] == encode_records_python(
                 *decode_bundle_columns(broken, count), found[1])
@@ -235,3 +241,11 @@ def test_set_to_records_twins_agree_on_sets_no_batch_can_hold():
             batch_from_set(message_set, len(values))
     assert (_bundles.set_to_records(b"", 0) == set_to_records_python(b"", 0)
             == "a batch needs at least one record")
+
+
+def test_set_to_records_twins_refuse_a_head_room_out_of_range():
+    message_set = encode_set(None, [b"a"], [5], None)
+    for twin in (_bundles.set_to_records, set_to_records_python):
+        for head_room in (-1, 4097):
+            with pytest.raises(ValueError):
+                twin(message_set, 1, head_room)

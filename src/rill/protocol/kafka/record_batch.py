@@ -166,6 +166,21 @@ def build(records: bytes | bytearray, count: int, last_offset_delta: int, base_t
                       crc32c(tail)) + tail
 
 
+def build_in_place(batch: bytearray, count: int, last_offset_delta: int, base_timestamp: int,
+                   max_timestamp: int, attributes: int = 0, producer_id: int = -1,
+                   producer_epoch: int = -1, base_sequence: int = -1, base_offset: int = 0,
+                   leader_epoch: int = -1) -> bytearray:
+    """``build``'s batch, its header written into the first ``HEADER_SIZE`` bytes of ``batch``,
+    whose records block follows them (``set_to_records(..., head_room=HEADER_SIZE)``): no copy
+    of the records. Returns ``batch``."""
+    _TAIL.pack_into(batch, _HEAD.size, attributes, last_offset_delta, base_timestamp,
+                    max_timestamp, producer_id, producer_epoch, base_sequence, count)
+    with memoryview(batch) as view, view[_HEAD.size:] as tail:
+        crc = crc32c(tail)
+    _HEAD.pack_into(batch, 0, base_offset, len(batch) - 12, leader_epoch, MAGIC, crc)
+    return batch
+
+
 # -- compression -----------------------------------------------------------------------------
 
 

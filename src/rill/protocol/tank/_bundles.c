@@ -28,12 +28,15 @@
  *                                                  its chunk frame, varint(len) ++ header ++
  *                                                  set, written in place (no copy after)
  *     -> (kind, text)                              malformed
- * set_to_records(data, count)
+ * set_to_records(data, count, head_room=0)
  *     -> (records, base_timestamp, max_timestamp)  a non-sparse message set as a RecordBatch v2
  *                                                  records section (encode_records of
  *                                                  decode_set's columns, base = the first
  *                                                  message's time), no Python object per message:
- *                                                  the Produce hot path
+ *                                                  the Produce hot path; with head_room > 0 a
+ *                                                  bytearray whose first head_room bytes (zero)
+ *                                                  are left for the batch header, written there
+ *                                                  by the caller (no copy of the records after)
  *     -> (kind, text)                              malformed (decode_set's kind and text)
  *     -> str                                       valid, but no batch can hold it
  *
@@ -921,7 +924,13 @@ static inline Py_ssize_t record_body(const SetMessage *msg, uint64_t base, Py_ss
 static PyObject *set_to_records(PyObject *module, PyObject *args) {
     Py_buffer buffer;
     unsigned long long count_arg;
-    if (!PyArg_ParseTuple(args, "y*O&", &buffer, to_u64, &count_arg)) return NULL;
+    Py_ssize_t head_room = 0;
+    if (!PyArg_ParseTuple(args, "y*O&|n", &buffer, to_u64, &count_arg, &head_room)) return NULL;
+    if (head_room < 0 || head_room > 4096) {
+        PyBuffer_Release(&buffer);
+        PyErr_SetString(PyExc_ValueError, "set_to_records: head_room must be 0..4096");
+        return NULL;
+    }
     const uint8_t *data = buffer.buf;
     Py_ssize_t end = buffer.len;
     PyObject *out = NULL, *records = NULL;
@@ -965,8 +974,17 @@ static PyObject *set_to_records(PyObject *module, PyObject *args) {
         Py_ssize_t body = record_body(&msg, base, index);
         total += varint_size(zigzag(body)) + body;
     }
-    if (!(records = PyBytes_FromStringAndSize(NULL, total))) goto done;
-    uint8_t *put = (uint8_t *)PyBytes_AS_STRING(records);
+    uint8_t *put;
+    if (head_room) {
+        if (total > PY_SSIZE_T_MAX - head_room) goto changed;
+        if (!(records = PyByteArray_FromStringAndSize(NULL, head_room + total))) goto done;
+        put = (uint8_t *)PyByteArray_AS_STRING(records);
+        memset(put, 0, (size_t)head_room);
+        put += head_room;
+    } else {
+        if (!(records = PyBytes_FromStringAndSize(NULL, total))) goto done;
+        put = (uint8_t *)PyBytes_AS_STRING(records);
+    }
     uint8_t *limit = put + total;
     offset = 0;
     timestamp = 0;
@@ -1014,7 +1032,7 @@ static PyMethodDef methods[] = {
      "records_to_set(records, count, base_timestamp, append_time, framed=False) -> (message set "
      "or framed bundle, first offset delta, last offset delta) or (error kind, text)"},
     {"set_to_records", set_to_records, METH_VARARGS,
-     "set_to_records(message_set, count) -> (records, base_timestamp, max_timestamp), "
+     "set_to_records(message_set, count, head_room=0) -> (records, base_timestamp, max_timestamp), "
      "(error kind, text) when malformed, or str when no batch can hold it"},
     {"decode_records", decode_records, METH_VARARGS,
      "decode_records(records, count, base_timestamp, append_time) -> (keys, values, timestamps, "

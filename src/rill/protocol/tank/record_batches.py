@@ -186,11 +186,14 @@ def records_to_set_python(data, count: int, base_timestamp: int, append_time: in
     return message_set, deltas[0], deltas[-1]
 
 
-def set_to_records_python(data, count: int):
+def set_to_records_python(data, count: int, head_room: int = 0):
     """A non-sparse message set of ``count`` messages -> (records section, base timestamp,
     max timestamp): ``encode_records`` of ``decode_set``'s columns, based at the first
     message's time; ``(kind, text)`` when the set is malformed, a ``str`` when it is valid but
-    no batch can hold it."""
+    no batch can hold it. ``head_room`` > 0: the section as a bytearray after that many zero
+    bytes, room for the batch header (``record_batch.build_in_place``)."""
+    if not 0 <= head_room <= 4096:
+        raise ValueError("set_to_records: head_room must be 0..4096")
     found = decode_set_python(data, count, False, 1, 0)
     if len(found) == 2:
         return found
@@ -201,7 +204,11 @@ def set_to_records_python(data, count: int):
     if highest > MAX_TIMESTAMP:
         return f"timestamp {highest} above 2^63-1"
     records = encode_records_python(keys, values, timestamps, timestamps[0])
-    return records if type(records) is str else (records, timestamps[0], highest)
+    if type(records) is str:
+        return records
+    if head_room:
+        records = bytearray(head_room) + records
+    return records, timestamps[0], highest
 
 
 if ACCELERATOR is not None and hasattr(ACCELERATOR, "set_to_records"):
@@ -247,18 +254,25 @@ def batch_from_bundle(keys, values, timestamps, offset_deltas=None, *,
     return _batch(records, count, last_delta, base, highest, compress)
 
 
-def batch_from_set(message_set, count: int, *, compress: bool = False) -> bytes:
+def batch_from_set(message_set, count: int, *, compress: bool = False) -> bytes | bytearray:
     """``batch_from_bundle`` of a non-sparse bundle's message set, in one C pass with no Python
     object per message (``set_to_records``): the Produce hot path. A ``TankDecodeError`` when
     the set is malformed, ``InvalidColumns`` when no batch can hold it."""
-    found = set_to_records(message_set, count)
+    found = set_to_records(message_set, count, HEADER_SIZE)
     if type(found) is str:
         raise InvalidColumns(found)
     if len(found) == 2:
         kind, text = found
         raise ERROR_TYPES[kind](text)
-    records, base, highest = found
-    return _batch(records, count, count - 1, base, highest, compress)
+    batch, base, highest = found
+    if compress:
+        with memoryview(batch) as view, view[HEADER_SIZE:] as records:
+            packed = snappy_if_smaller(records)
+        if packed is not None:
+            return record_batch.build(packed, count, count - 1, base, highest,
+                                      record_batch.SNAPPY, leader_epoch=0)
+    # the header written before the records: the batch the log stamps in place, no copy
+    return record_batch.build_in_place(batch, count, count - 1, base, highest, leader_epoch=0)
 
 
 def _batch(records: bytes, count: int, last_delta: int, base: int, highest: int,
