@@ -52,6 +52,29 @@ def test_the_consumer_asks_before_each_message_is_produced_and_one_is_in_flight(
     assert events == [(kind, index) for index in range(7) for kind in ("ask", "produce", "got")]
 
 
+def test_the_hand_over_adds_no_task_to_a_round_trip():
+    """Producer and consumer are the only tasks on the client's loop: the harness hands over
+    through futures, so the loop does the clients' work and little else between an
+    acknowledgement and the consumer's answer."""
+    tasks: list[int] = []
+    produced = received = 0
+
+    async def produce() -> None:
+        nonlocal produced
+        tasks.append(len(asyncio.all_tasks()))
+        produced += 1
+
+    async def receive() -> None:
+        nonlocal received
+        while produced <= received:  # a long poll at the tail
+            await asyncio.sleep(0)
+        tasks.append(len(asyncio.all_tasks()))
+        received += 1
+
+    asyncio.run(run_round_trips(produce, receive, 4, Recorder("t", "producer"), 1, warmup=1))
+    assert tasks and set(tasks) == {2}  # the round trips' own coroutine and the consumer
+
+
 def test_a_consumer_that_fails_stops_the_round_trips():
     async def produce() -> None:
         pass

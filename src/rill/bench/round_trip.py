@@ -37,26 +37,39 @@ WAIT_MS = 10_000  # the consumer's long poll: a message arrives long before
 async def run_round_trips(produce: Callable[[], Awaitable[Any]], receive: Callable[[], Awaitable[Any]],
                           count: int, recorder: Recorder, message_size: int,
                           warmup: int = WARMUP) -> ActorResult:
-    """``warmup`` then ``count`` round trips (see the module doc); the recorder's result."""
+    """``warmup`` then ``count`` round trips (see the module doc); the recorder's result.
+
+    The two hand over through bare futures, one of each kind per round trip (the consumer
+    asked; the time it received): the harness adds no task, queue or ``asyncio.wait`` to a
+    round trip, so the client's event loop -- shared by both, and on the round trip's path
+    between the produce's acknowledgement and the consumer's answer -- does little but the
+    clients' own work. A consumer that stops cancels both futures: the round trips stop
+    with its error."""
+    loop = asyncio.get_running_loop()
     clock = time.perf_counter
-    asking = asyncio.Event()
-    arrivals: asyncio.Queue[float] = asyncio.Queue()
+    hand_over = _HandOver(loop)
 
     async def consumer() -> None:
         for _ in range(warmup + count):
-            asking.set()
+            hand_over.asked.set_result(None)
             await receive()
-            arrivals.put_nowait(clock())
+            hand_over.arrived.set_result(clock())
 
-    reader = asyncio.create_task(consumer())
+    reader = loop.create_task(consumer())
+    reader.add_done_callback(hand_over.consumer_ended)
     try:
         for number in range(warmup + count):
             if number == warmup:
                 recorder.start()
-            await _next(asking, reader)
+            await hand_over.next(hand_over.asked, reader)
+            # a new one for the next ask: the consumer asks again only once it has read
+            # the message produced below, so it never sees the old one
+            hand_over.asked = loop.create_future()
+            await asyncio.sleep(0)  # let the consumer write its request before the produce
             began = clock()
             await produce()
-            received = await _arrival(arrivals, reader)
+            received = await hand_over.next(hand_over.arrived, reader)
+            hand_over.arrived = loop.create_future()  # (likewise)
             if number >= warmup:
                 recorder.record(received - began, 1, message_size)
         return recorder.finish()
@@ -65,26 +78,32 @@ async def run_round_trips(produce: Callable[[], Awaitable[Any]], receive: Callab
         await asyncio.gather(reader, return_exceptions=True)
 
 
-async def _next(asking: asyncio.Event, reader: asyncio.Task[None]) -> None:
-    """Wait until the consumer has asked for the next message (or failed)."""
-    waiter = asyncio.ensure_future(asking.wait())
-    await asyncio.wait((waiter, reader), return_when=asyncio.FIRST_COMPLETED)
-    if not waiter.done():
-        waiter.cancel()
-        reader.result()  # the consumer's error
-        raise RuntimeError("the round-trip consumer stopped")
-    asking.clear()
-    await asyncio.sleep(0)  # let the consumer write its request before the produce
+class _HandOver:
+    """The futures the producer awaits next: ``asked`` (the consumer's request for the next
+    message is on its way) and ``arrived`` (the consumer's clock when it had that message)."""
 
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.asked: asyncio.Future[None] = loop.create_future()
+        self.arrived: asyncio.Future[float] = loop.create_future()
 
-async def _arrival(arrivals: asyncio.Queue[float], reader: asyncio.Task[None]) -> float:
-    getter = asyncio.ensure_future(arrivals.get())
-    await asyncio.wait((getter, reader), return_when=asyncio.FIRST_COMPLETED)
-    if not getter.done():
-        getter.cancel()
-        reader.result()
+    def consumer_ended(self, reader: asyncio.Task[None]) -> None:
+        """The consumer stopped (failed, or was cancelled at the end): what the producer
+        awaits is cancelled (``next`` tells why)."""
+        for future in (self.asked, self.arrived):
+            future.cancel()
+
+    @staticmethod
+    async def next(future: asyncio.Future[Any], reader: asyncio.Task[None]) -> Any:
+        """``future``'s result; the consumer's error if it stopped instead."""
+        try:
+            return await future
+        except asyncio.CancelledError:
+            if not reader.done() or reader.cancelled():
+                raise  # the producer itself is cancelled
+        error = reader.exception()
+        if error is not None:
+            raise error
         raise RuntimeError("the round-trip consumer stopped")
-    return getter.result()
 
 
 # --- Iggy ----------------------------------------------------------------------------------------

@@ -1,18 +1,26 @@
 """Long polling (WAIT_FOR_MESSAGES, rill extension 1030): a wait for messages past offsets,
 over one or many partitions, ends when an append brings them (SEND or a staged commit), when
-the partitions hold ``min_bytes`` together, or at its deadline, with what there is."""
+the partitions hold ``min_bytes`` together, or at its deadline, with what there is. Over a real
+server first; then the wait itself in process (core.long_poll): what a woken, cancelled or
+timed-out wait leaves behind, and how often it looks at the partitions."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import pytest
 
 from rill import errors
 from rill.client import Client
+from rill.protocol.iggy.messages import encode_messages
+from rill.server.core import long_poll
+from rill.server.core.broker import PartitionRef, TopicRef
+from in_process_core import run_with_broker
 from server_process import RillProcess, session
 
 PAYLOAD = b"x" * 1000
+P1 = PartitionRef("ns", "t", 1)
 
 
 @pytest.fixture(scope="module")
@@ -107,3 +115,98 @@ def test_unknown_partitions_and_strangers_are_refused(server, root, topic):
         root.wait_for_messages(topic, "t", {9: 0}, 100)
     with Client(server.address) as stranger, pytest.raises(errors.Unauthenticated):
         stranger.wait_for_messages(topic, "t", {1: 0}, 100)
+
+
+# -- the wait itself, in process (core.long_poll: AppendSignals and LongPollService) -------------
+
+
+class _Deadlines:
+    """The timers the waits ask the event loop for (``loop.call_at``), to see each one go."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.handles: list[asyncio.TimerHandle] = []
+        loop = asyncio.get_running_loop()
+        call_at = loop.call_at
+
+        def recorded(when, callback, *args, **kwargs):
+            handle = call_at(when, callback, *args, **kwargs)
+            self.handles.append(handle)
+            return handle
+
+        monkeypatch.setattr(loop, "call_at", recorded)
+
+
+def _waiting(core) -> dict:
+    return core.appends._waiting
+
+
+def test_a_woken_wait_leaves_no_waiter_and_no_timer_behind(tmp_path, monkeypatch):
+    async def scenario(core, broker, session) -> None:
+        deadlines = _Deadlines(monkeypatch)
+        waiting = asyncio.ensure_future(
+            broker.wait(session, TopicRef("ns", "t"), [(1, 0), (2, 0)], 1, 3600))
+        while not _waiting(core):  # registered under both partitions' logs
+            await asyncio.sleep(0)
+        assert len(_waiting(core)) == 2 and len(deadlines.handles) == 1
+        await broker.append(session, PartitionRef("ns", "t", 2), encode_messages([b"wake"]))
+        ends = await waiting
+        assert [(end.partition_id, end.next_offset) for end in ends] == [(1, 0), (2, 1)]
+        assert ends[0].bytes_after == 0 and ends[1].bytes_after > len(b"wake")
+        assert _waiting(core) == {}  # nor under the partition that did not wake it
+        assert deadlines.handles[0].cancelled()  # an hour-long timer is not left in the loop
+
+    run_with_broker(tmp_path, scenario)
+
+
+def test_a_cancelled_wait_leaves_no_waiter_and_no_timer_behind(tmp_path, monkeypatch):
+    async def scenario(core, broker, session) -> None:
+        deadlines = _Deadlines(monkeypatch)
+        waiting = asyncio.ensure_future(broker.wait_any(session, "ns", {"t": [(1, 0)]}, 1, 3600))
+        while not _waiting(core):
+            await asyncio.sleep(0)
+        waiting.cancel()  # the link went away
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert _waiting(core) == {} and deadlines.handles[0].cancelled()
+        await broker.append(session, P1, encode_messages([b"late"]))  # wakes nobody
+
+    run_with_broker(tmp_path, scenario)
+
+
+def test_the_deadline_ends_a_wait_not_before_it_and_with_what_there_is(tmp_path):
+    async def scenario(core, broker, session) -> None:
+        loop = asyncio.get_running_loop()
+        await broker.append(session, P1, encode_messages([b"x" * 100]))
+        began = loop.time()
+        ends = await broker.wait(session, TopicRef("ns", "t"), [(1, 0), (2, 0)], 10**6, 0.05)
+        assert loop.time() - began >= 0.05  # max_wait_ms is honoured: never cut short
+        assert ends[0].next_offset == 1 and ends[0].bytes_after > 100 and ends[1].bytes_after == 0
+        assert _waiting(core) == {}
+
+    run_with_broker(tmp_path, scenario)
+
+
+def test_a_wait_looks_at_the_partitions_once_before_and_once_per_wake(tmp_path, monkeypatch):
+    """The answer's bytes are those of the wait's last look (no second pass over the logs)."""
+    looks: list[int] = []
+    counted = long_poll.committed_bytes
+
+    def committed_bytes(partition, offset):
+        looks.append(offset)
+        return counted(partition, offset)
+
+    monkeypatch.setattr(long_poll, "committed_bytes", committed_bytes)
+
+    async def scenario(core, broker, session) -> None:
+        waiting = asyncio.ensure_future(
+            broker.wait_any(session, "ns", {"t": [(1, 0), (2, 0)]}, 1, 3600))
+        while not _waiting(core):
+            await asyncio.sleep(0)
+        assert len(looks) == 2
+        await broker.append(session, P1, encode_messages([b"x" * 100]))
+        assert await waiting > 100
+        assert len(looks) == 4  # one look at both partitions after the wake, nothing more
+        ready = await broker.wait(session, TopicRef("ns", "t"), [(1, 0)], 1, 3600)
+        assert ready[0].bytes_after > 100 and len(looks) == 5  # already there: one look
+
+    run_with_broker(tmp_path, scenario)

@@ -453,3 +453,69 @@ def test_a_protocol_that_does_not_ask_gets_every_reply_written_as_it_is_made(tmp
         await finished(connection)
 
     run_with_core(tmp_path, scenario)
+
+
+class LaterProtocol(CountedProtocol):
+    """Code 7 answers later (as TANK's long-polling consume): once ``release`` is set; any
+    other code is echoed at once."""
+
+    name = "later"
+    holds_replies = True
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.cancelled = 0
+
+    async def _later(self):
+        from rill.server.protocols import Reply
+
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        return Reply([b"late"])
+
+    async def handle_request(self, core, session, code, payload):
+        from rill.server.protocols import Reply
+
+        if code == 7:
+            return Reply([], later=self._later())
+        return Reply([bytes(payload)])
+
+
+def test_a_later_reply_writes_nothing_until_its_answer_and_lets_the_next_requests_through(tmp_path):
+    async def scenario(core: Core) -> None:
+        link = FakeLink()
+        protocol = LaterProtocol()
+        connection = BinaryConnection(core, link, "10.0.0.1:1", "tcp", protocol)
+        connection.submit(7, memoryview(b""))
+        await settle(connection)
+        assert link.replies == []  # no empty write for the reply that comes later
+        connection.submit(1, memoryview(b"next"))
+        await link.replies_count(1)
+        assert link.replies == [(None, b"next")]
+        protocol.release.set()
+        await link.replies_count(2)
+        assert link.replies[1] == (None, b"late") and len(link.replies) == 2
+        connection.close()
+        await finished(connection)
+
+    run_with_core(tmp_path, scenario)
+
+
+def test_a_closing_link_cancels_the_reply_that_waits(tmp_path):
+    async def scenario(core: Core) -> None:
+        link = FakeLink()
+        protocol = LaterProtocol()
+        connection = BinaryConnection(core, link, "10.0.0.1:1", "tcp", protocol)
+        connection.submit(7, memoryview(b""))
+        await settle(connection)
+        assert len(connection.later) == 1
+        connection.close()  # the client went away: its long poll ends
+        await finished(connection)
+        await settle(connection)
+        assert protocol.cancelled == 1 and not connection.later
+        assert not any(reply for _tag, reply in link.replies)  # its answer is never written
+
+    run_with_core(tmp_path, scenario)

@@ -158,7 +158,7 @@ class BinaryConnection:
         self.last_request = now  # of the last request received or answered
         self.unauthenticated_since: float | None = now
         self.frame_started_at: float | None = None  # set by the link while a frame arrives
-        self.wakeup = asyncio.Event()
+        self.idle: asyncio.Future[None] | None = None  # the worker waits for a request on it
         self.later: set[asyncio.Task] = set()  # replies that come later (Reply.later)
         self.can_write = asyncio.Event()
         self.held: list[Buffer] = []  # replies of pipelined requests, to write together
@@ -212,7 +212,16 @@ class BinaryConnection:
             self.link.pause_reading()
             if memory_held:
                 self.memory.wait(self, self._maybe_resume)
-        self.wakeup.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        """Resume the worker if it waits for a request (a bare future, resolved here: the
+        worker runs at the event loop's next turn)."""
+        idle = self.idle
+        if idle is not None:
+            self.idle = None
+            if not idle.done():
+                idle.set_result(None)
 
     def refusal_before_body(self, code: int) -> int | None:
         """The status refusing a large request of kind ``code`` before its body is read (the
@@ -245,7 +254,7 @@ class BinaryConnection:
     def refuse(self, status: int, tag: Any = None) -> None:
         """Answer ``status`` once the requests queued so far are answered, then close."""
         self.queue.append(_Refusal(status, tag))
-        self.wakeup.set()
+        self._wake()
 
     def pause_writing(self) -> None:
         self.can_write.clear()
@@ -274,7 +283,7 @@ class BinaryConnection:
         if self.supervisor is not None:
             self.supervisor.discard(self)
         self.can_write.set()
-        self.wakeup.set()
+        self._wake()
         self.core.disconnect(self.session)
 
     def _close_for_core(self) -> None:
@@ -395,12 +404,16 @@ class BinaryConnection:
         link = self.link
         measured = self.series is not None
         clock = time.perf_counter
+        loop = asyncio.get_running_loop()
         started = 0.0
         try:
             while not self.closed:
                 if not queue:
-                    self.wakeup.clear()
-                    await self.wakeup.wait()
+                    idle = self.idle = loop.create_future()
+                    try:
+                        await idle
+                    finally:
+                        self.idle = None
                     continue
                 item = queue.popleft()
                 if type(item) is _Refusal:
@@ -428,7 +441,8 @@ class BinaryConnection:
                     task = asyncio.ensure_future(self._reply_later(tag, reply.later))
                     self.later.add(task)
                     task.add_done_callback(self.later.discard)
-                self._send(tag, reply.parts, size)
+                if reply.parts:  # (a later reply may have nothing to write now)
+                    self._send(tag, reply.parts, size)
                 close = reply.close
                 reply = None  # the link has the bytes; don't keep them until the next request
                 self.last_request = time.monotonic()
