@@ -122,6 +122,75 @@ static int to_u64(PyObject *object, void *address) {
     return 1;
 }
 
+/* One message of a message set, as parsed: where its key and value are (no copy). */
+typedef struct {
+    uint64_t ts;
+    Py_ssize_t key_at, key_size; /* key_size -1: none */
+    Py_ssize_t value_at, value_size;
+} SetMessage;
+
+/* The message after its flags byte (and, in a sparse set, its sequence delta): its timestamp
+ * (the last one when MSG_USE_LAST_TS), key and value; *offset moves past it. -1 with *out set
+ * (decode_set's kind and text) when it is malformed. */
+static int parse_message_body(const uint8_t *data, Py_ssize_t end, Py_ssize_t *offset,
+                              Py_ssize_t index, uint8_t flags, uint64_t *timestamp,
+                              SetMessage *msg, PyObject **out) {
+    Py_ssize_t at = *offset;
+    if (!(flags & MSG_USE_LAST_TS)) {
+        if (end - at < 8) goto truncated;
+        *timestamp = load_u64(data + at);
+        at += 8;
+    }
+    msg->ts = *timestamp;
+    msg->key_size = -1;
+    if (flags & MSG_HAVE_KEY) {
+        if (at >= end) goto truncated;
+        Py_ssize_t size = data[at++];
+        if (end - at < size) goto truncated;
+        msg->key_at = at;
+        msg->key_size = size;
+        at += size;
+    }
+    uint64_t size;
+    int bad = read_varint(data, end, &at, &size);
+    if (bad == 1) goto truncated;
+    if (bad == 2) {
+        *out = fault(ERR_VARINT, "message %zd: varint longer than 32 bits", index);
+        return -1;
+    }
+    if ((uint64_t)(end - at) < size) goto truncated;
+    msg->value_at = at;
+    msg->value_size = (Py_ssize_t)size;
+    *offset = at + (Py_ssize_t)size;
+    return 0;
+truncated:
+    *out = fault(ERR_TRUNCATED, "message %zd: the message set ends inside it", index);
+    return -1;
+}
+
+/* A message's flags byte: -1 with *out set when it is missing or holds unknown flags. */
+static int parse_flags(const uint8_t *data, Py_ssize_t end, Py_ssize_t *offset, Py_ssize_t index,
+                       uint8_t *flags, PyObject **out) {
+    if (*offset >= end) {
+        *out = fault(ERR_TRUNCATED, "message %zd: the message set ends inside it", index);
+        return -1;
+    }
+    *flags = data[(*offset)++];
+    if (*flags & ~MSG_KNOWN_FLAGS) {
+        *out = fault(ERR_BUNDLE, "message %zd: unknown flags 0x%02x", index, *flags);
+        return -1;
+    }
+    return 0;
+}
+
+/* A message of a non-sparse set, flags included. */
+static int parse_message(const uint8_t *data, Py_ssize_t end, Py_ssize_t *offset, Py_ssize_t index,
+                         uint64_t *timestamp, SetMessage *msg, PyObject **out) {
+    uint8_t flags;
+    if (parse_flags(data, end, offset, index, &flags, out) < 0) return -1;
+    return parse_message_body(data, end, offset, index, flags, timestamp, msg, out);
+}
+
 static PyObject *decode_set(PyObject *module, PyObject *args) {
     Py_buffer buffer;
     unsigned long long count_arg, first_seq, last_seq;
@@ -146,12 +215,8 @@ static PyObject *decode_set(PyObject *module, PyObject *args) {
     uint64_t seq = 0;
     PyObject *last_ts_object = NULL; /* borrowed from the timestamps list */
     for (Py_ssize_t index = 0; index < count; index++) {
-        if (offset >= end) goto truncated;
-        uint8_t flags = data[offset++];
-        if (flags & ~MSG_KNOWN_FLAGS) {
-            result = fault(ERR_BUNDLE, "message %zd: unknown flags 0x%02x", index, flags);
-            goto done;
-        }
+        uint8_t flags;
+        if (parse_flags(data, end, &offset, index, &flags, &result) < 0) goto done;
         if (sparse) {
             if (flags & MSG_PREV_PLUS_ONE) {
                 seq = previous + 1;
@@ -182,44 +247,30 @@ static PyObject *decode_set(PyObject *module, PyObject *args) {
         } else {
             seq = first_seq + (uint64_t)index;
         }
+        SetMessage msg;
+        if (parse_message_body(data, end, &offset, index, flags, &timestamp, &msg, &result) < 0)
+            goto done;
         PyObject *ts_object;
-        if (!(flags & MSG_USE_LAST_TS)) {
-            if (end - offset < 8) goto truncated;
-            timestamp = load_u64(data + offset);
-            offset += 8;
-            if (!(ts_object = PyLong_FromUnsignedLongLong(timestamp))) goto done;
+        if (!(flags & MSG_USE_LAST_TS) || last_ts_object == NULL) {
+            if (!(ts_object = PyLong_FromUnsignedLongLong(msg.ts))) goto done;
             last_ts_object = ts_object;
-        } else if (last_ts_object != NULL) {
+        } else {
             ts_object = last_ts_object;
             Py_INCREF(ts_object);
-        } else {
-            if (!(ts_object = PyLong_FromUnsignedLongLong(timestamp))) goto done;
-            last_ts_object = ts_object;
         }
         PyList_SET_ITEM(timestamps, index, ts_object);
         PyObject *key;
-        if (flags & MSG_HAVE_KEY) {
-            if (offset >= end) goto truncated;
-            Py_ssize_t size = data[offset++];
-            if (end - offset < size) goto truncated;
-            if (!(key = PyBytes_FromStringAndSize((const char *)data + offset, size))) goto done;
-            offset += size;
+        if (msg.key_size >= 0) {
+            if (!(key = PyBytes_FromStringAndSize((const char *)data + msg.key_at, msg.key_size)))
+                goto done;
         } else {
             key = Py_None;
             Py_INCREF(key);
         }
         PyList_SET_ITEM(keys, index, key);
-        uint64_t size;
-        int bad = read_varint(data, end, &offset, &size);
-        if (bad == 1) goto truncated;
-        if (bad == 2) {
-            result = fault(ERR_VARINT, "message %zd: varint longer than 32 bits", index);
-            goto done;
-        }
-        if ((uint64_t)(end - offset) < size) goto truncated;
-        PyObject *value = PyBytes_FromStringAndSize((const char *)data + offset, (Py_ssize_t)size);
+        PyObject *value = PyBytes_FromStringAndSize((const char *)data + msg.value_at,
+                                                    msg.value_size);
         if (!value) goto done;
-        offset += (Py_ssize_t)size;
         PyList_SET_ITEM(values, index, value);
         PyObject *seq_object = PyLong_FromUnsignedLongLong(seq);
         if (!seq_object) goto done;
@@ -868,53 +919,6 @@ done:
 }
 
 /* One message of a non-sparse set (decode_set's walk, no objects): 0 ok, else *out is the fault */
-typedef struct {
-    uint64_t ts;
-    Py_ssize_t key_at, key_size; /* key_size -1: none */
-    Py_ssize_t value_at, value_size;
-} SetMessage;
-
-static int parse_message(const uint8_t *data, Py_ssize_t end, Py_ssize_t *offset, Py_ssize_t index,
-                         uint64_t *timestamp, SetMessage *msg, PyObject **out) {
-    Py_ssize_t at = *offset;
-    if (at >= end) goto truncated;
-    uint8_t flags = data[at++];
-    if (flags & ~MSG_KNOWN_FLAGS) {
-        *out = fault(ERR_BUNDLE, "message %zd: unknown flags 0x%02x", index, flags);
-        return -1;
-    }
-    if (!(flags & MSG_USE_LAST_TS)) {
-        if (end - at < 8) goto truncated;
-        *timestamp = load_u64(data + at);
-        at += 8;
-    }
-    msg->ts = *timestamp;
-    msg->key_size = -1;
-    if (flags & MSG_HAVE_KEY) {
-        if (at >= end) goto truncated;
-        Py_ssize_t size = data[at++];
-        if (end - at < size) goto truncated;
-        msg->key_at = at;
-        msg->key_size = size;
-        at += size;
-    }
-    uint64_t size;
-    int bad = read_varint(data, end, &at, &size);
-    if (bad == 1) goto truncated;
-    if (bad == 2) {
-        *out = fault(ERR_VARINT, "message %zd: varint longer than 32 bits", index);
-        return -1;
-    }
-    if ((uint64_t)(end - at) < size) goto truncated;
-    msg->value_at = at;
-    msg->value_size = (Py_ssize_t)size;
-    *offset = at + (Py_ssize_t)size;
-    return 0;
-truncated:
-    *out = fault(ERR_TRUNCATED, "message %zd: the message set ends inside it", index);
-    return -1;
-}
-
 static inline Py_ssize_t record_body(const SetMessage *msg, uint64_t base, Py_ssize_t index) {
     return 1 + varint_size(zigzag((int64_t)(msg->ts - base))) + varint_size(zigzag(index)) +
            (msg->key_size < 0 ? 1 : varint_size(zigzag(msg->key_size)) + msg->key_size) +
