@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import mmap
-from bisect import bisect_right
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,7 +23,7 @@ from rill.server.storage.file_io import IoTotals
 from rill.server.storage.formats import RecordFormat
 from rill.server.storage.index_rebuild import LocatedRecords, RebuildJob
 from rill.server.storage.formats.iggy_v1_checks import KIND_CONTENT, KIND_GOOD
-from rill.server.storage.index_entry import INDEX_ENTRY_SIZE
+from rill.server.storage.index_entry import INDEX_ENTRY_SIZE, POSITION_FIELD, search_entries
 from rill.server.storage.verification import SegmentVerification, VerificationJob
 
 logger = logging.getLogger("rill.server.storage.segment")
@@ -78,12 +77,12 @@ class SegmentChecks:
             end = verification.first_bad(first, end)
             index = self._index()
             base = min(self._position(index, first), self.size_bytes)
-            end = bisect_right(range(first + 1, end), base + max_bytes,
-                               key=lambda o: self._position(index, o)) + first + 1
+            start = self.start_offset  # the records past the first within max_bytes:
+            end = start + search_entries(index, first + 1 - start, end - start,
+                                         INDEX_ENTRY_SIZE, POSITION_FIELD, base + max_bytes, True)
             end_position = (
                 self.size_bytes if end == self.next_offset else self._position(index, end)
             )
-            start = self.start_offset
             return VerificationJob(
                 self.log_path, first, end, first - start, base,
                 min(max(end_position, base), self.size_bytes),

@@ -288,15 +288,10 @@ class _Wanted:
         self.endpoint: tuple[str, int] | None = None  # OTHER_LEADER's
 
 
-def _read(core: Core, session: Session, wanted: _Wanted, offset: int, max_bytes: int,
-          reader: PartitionReader | None = None) -> bool:
-    """Fill ``wanted`` from ``offset`` (through ``reader`` when the request opened one);
-    whether it got messages."""
-    if reader is None:
-        found = core.broker.read(session, wanted.ref, offset, _MAX_RECORDS, max_bytes,
-                                 RECORD_FORMAT)
-    else:
-        found = reader.read(offset, _MAX_RECORDS, RECORD_FORMAT, max_bytes=max_bytes)
+def _read(reader: PartitionReader, wanted: _Wanted, offset: int, max_bytes: int) -> bool:
+    """Fill ``wanted`` from ``offset`` through the partition the request opened; whether it
+    got messages."""
+    found = reader.read(offset, _MAX_RECORDS, RECORD_FORMAT, max_bytes=max_bytes)
     wanted.hwm = found.bounds.high_watermark
     if not found.count:
         return False
@@ -322,7 +317,7 @@ def _look(core: Core, session: Session, wanted: _Wanted) -> None:
             _boundary(core, session, wanted)
             return
         fetch_size = min(max(wanted.fetch_size, 1), MAX_FETCH)
-        if (_read(core, session, wanted, seq - 1, fetch_size, reader) and wanted.base > seq
+        if (_read(reader, wanted, seq - 1, fetch_size) and wanted.base > seq
                 and wanted.seq != m.SEQ_FROM_FIRST):
             # seq falls in a hole: below the first stored number it is out of bounds
             if seq < first_available(core, session, wanted.ref):
@@ -367,9 +362,10 @@ def _woken(core: Core, session: Session, wanted: _Wanted, reached: bool) -> None
     every partition (TANK's timed-out form, even when less than min_bytes arrived)."""
     wanted.flag, wanted.base, wanted.chunk = ConsumeFlag.OK, 0, []
     try:
+        reader = core.broker.reader(session, wanted.ref)
         if not reached:
-            wanted.hwm = core.broker.bounds(session, wanted.ref).high_watermark
-        elif not _read(core, session, wanted, wanted.wait_offset, MAX_FETCH):
+            wanted.hwm = reader.bounds().high_watermark
+        elif not _read(reader, wanted, wanted.wait_offset, MAX_FETCH):
             wanted.flag, wanted.base = ConsumeFlag.OK, 0
     except Exception as error:  # storage, permissions, a stored batch that does not read
         log.info("client %d: TANK consume of partition %d failed: %s", session.client_id,
