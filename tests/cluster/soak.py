@@ -186,7 +186,6 @@ def run_soak(cluster: LocalCluster, out: Path, plan: list[str], pause_seconds: f
             state = wait_until(lambda: full_isr(bootstrap, cluster.size), "recovered", recovery_limit)
             victim, partitions = pick_victim(state, controller_wanted=kind == "kill-controller")
             index = next(node.node_id - 1 for node in cluster.nodes if node.kafka == BROKERS[victim])
-            moment = history.now()
             history.note(f"nemesis {kind} node {victim} (leads {partitions})")
             if kind in ("kill", "kill-controller"):
                 cluster.kill9(index)
@@ -198,6 +197,9 @@ def run_soak(cluster: LocalCluster, out: Path, plan: list[str], pause_seconds: f
                 cluster.isolate(index)
             else:
                 raise ValueError(f"unknown nemesis {kind!r}")
+            # failover runs from the fault in place: a send begun between a clock reading
+            # taken earlier and the signal could still be answered by the victim
+            moment = history.now()
             if kind == "pause":
                 time.sleep(pause_seconds)  # the fault's own length
                 history.note(f"resume node {victim}")
