@@ -44,13 +44,17 @@ def twin_core(config: ServerConfig, files: bool = False, **options: Any) -> Core
 
 
 def run_with_broker(tmp_path, scenario: Callable[..., Awaitable[None]],
-                    partitions_count: int = 2) -> None:
+                    partitions_count: int = 2,
+                    configure: Callable[[ServerConfig], None] | None = None) -> None:
     """``scenario(core, broker, session)`` on a fresh Core in ``tmp_path``, the session logged
-    in as root, with namespace ``ns`` holding topic ``t``."""
+    in as root, with namespace ``ns`` holding topic ``t``; ``configure`` changes the settings
+    first."""
     async def main() -> None:
         config = ServerConfig()
         config.system.path = str(tmp_path / "data")
         config.root.password_hash_cost = 4
+        if configure is not None:
+            configure(config)
         core = twin_core(config)
         await core.start()
         try:

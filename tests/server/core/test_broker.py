@@ -201,3 +201,41 @@ def test_reads_stop_at_the_high_watermark(tmp_path):
         assert broker.read(session, P0, 6, 100, 1 << 20).count == 0
 
     run(tmp_path, scenario)
+
+
+def test_a_topic_is_full_once_its_partitions_together_reach_its_maximum(tmp_path):
+    """``max_topic_size`` counts the bytes of every partition, exactly where it decides:
+    appends are accepted while the topic is below it, whichever partitions they go to (each
+    append counts down the room counted before; the logs are summed only when it runs out),
+    and refused, writing nothing, from the first append that finds it at or over it. A larger
+    maximum takes effect at once."""
+    def configure(config) -> None:
+        config.system.segment.size = 2000  # (a maximum may not be below the segment size)
+
+    async def scenario(core, broker, session) -> None:
+        spec = TopicSpec("full", partitions_count=40, max_topic_size=20000)
+        topic = await broker.create_topic(session, "ns", spec)
+        message = encode_messages([b"m" * 200])
+        for accepted in range(10):
+            await broker.append(session, PartitionRef("ns", "full", accepted + 1), message)
+        await core.topics.update_topic(session, topic.stream_id, topic.id,
+                                       TopicSpec("full", max_topic_size=6000))  # lowered
+        accepted = 10
+        while topic.size_bytes < 6000:
+            partition = accepted % 40 + 1
+            await broker.append(session, PartitionRef("ns", "full", partition), message)
+            accepted += 1
+        assert accepted == 25  # 245-byte records: the 25th makes 6125 bytes
+        for partition in (1, 17, 40):  # full now, whichever partition is asked
+            with pytest.raises(errors.TopicFull):
+                await broker.append(session, PartitionRef("ns", "full", partition), message)
+        assert topic.size_bytes == 6125 and topic.messages_count == 25  # nothing written
+        await core.topics.update_topic(session, topic.stream_id, topic.id,
+                                       TopicSpec("full", max_topic_size=7000))
+        for _ in range(4):  # 6125 -> 7105: room again up to the new maximum, and no further
+            await broker.append(session, PartitionRef("ns", "full", 3), message)
+        with pytest.raises(errors.TopicFull):
+            await broker.append(session, PartitionRef("ns", "full", 4), message)
+        assert topic.messages_count == 29
+
+    run(tmp_path, scenario, configure=configure)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rill.protocol.iggy.messages import Message, encode_messages
-from rill.server.core.model import FOLLOWER, LEADER, Partition
+from rill.server.core.model import FOLLOWER, LEADER, Partition, Topic
 from rill.server.storage.durability import Durability, FsyncPolicy
 from rill.server.storage.memory_log import MemoryLogs
 from rill.server.storage.partition_log import LogSettings, PartitionLog
@@ -49,3 +49,26 @@ def test_replica_state_set_by_a_replication_layer(partition) -> None:
     assert partition.high_watermark == 1  # never past the log end
     with pytest.raises(ValueError):
         Partition(1, 1, 2, 0, partition.log, role="observer")
+
+
+def test_a_topics_room_is_summed_from_its_logs_only_when_it_runs_out(monkeypatch) -> None:
+    """``Topic.room_left``: the sum over every partition's log is what an append pays only
+    when the room counted before has run out, is smaller than asked, or was forgotten."""
+    logs = MemoryLogs()
+    topic = Topic(1, 1, "t", 0, 1, 0, 10_000, 1, "iggy-v1")
+    for number in range(1, 101):
+        topic.partitions[number] = Partition(1, 1, number, 0,
+                                             logs.open(1, 1, number, "iggy-v1", True))
+    append(topic.partitions[7], 2)
+    stored = topic.size_bytes
+    sums = []
+    summed = Topic.size_bytes.fget
+    monkeypatch.setattr(Topic, "size_bytes", property(lambda t: sums.append(1) or summed(t)))
+    assert topic.room_left() == 10_000 - stored and len(sums) == 1
+    topic.room -= 500  # (what an append's growth takes off: MessageService.append)
+    assert topic.room_left() == 9_500 - stored and len(sums) == 1  # not summed again
+    assert topic.room_left(needed=9_800) == 10_000 - stored and len(sums) == 2  # exact
+    topic.room = 0  # run out: summed again
+    assert topic.room_left() == 10_000 - stored and len(sums) == 3
+    topic.room = None  # forgotten (a commit, a new maximum): summed again
+    assert topic.room_left() == 10_000 - stored and len(sums) == 4

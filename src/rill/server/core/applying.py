@@ -167,6 +167,7 @@ def apply_topic_updated(state: CoreState, topic: Topic, row: TopicRow) -> None:
     topic.compression_algorithm = row.compression_algorithm
     topic.message_expiry = row.message_expiry
     topic.max_topic_size = row.max_topic_size
+    topic.room = None  # (its room is counted against the new maximum)
     topic.replication_factor = row.replication_factor
     try:
         write_manifest(state.paths.topic_manifest(topic.stream_id, topic.id), topic_row(topic),

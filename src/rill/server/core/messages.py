@@ -103,10 +103,15 @@ class MessageService:
         state.authorize(session, Action.WRITE_MESSAGES, topic.stream_id, topic.id)
         chosen = state.find_partition(
             topic, partition if type(partition) is int else partition(topic))  # type: ignore[operator]
-        if topic.max_topic_size != MAX_TOPIC_SIZE_UNLIMITED and topic.size_bytes >= topic.max_topic_size:
-            raise errors.TopicFull(topic.id, topic.stream_id)
         placement = chosen.placement
         partition_log = chosen.log
+        limited = topic.max_topic_size != MAX_TOPIC_SIZE_UNLIMITED
+        if limited:
+            if placement is not None:  # replication grows the topic's other partitions too
+                topic.room = None
+            if topic.room_left() <= 0:
+                raise errors.TopicFull(topic.id, topic.stream_id)
+            size_before = partition_log.size_bytes
         if placement is not None:
             # an append in flight (ours would wait for it) ends first, so that this node
             # still leads when ours starts: one started after a step-down would land in a
@@ -138,6 +143,8 @@ class MessageService:
                         accepted()
                 last = partition_log.next_offset - 1
             self.appended(partition_log)
+            if limited and topic.room is not None:  # (appends that overlap both count: less)
+                topic.room -= partition_log.size_bytes - size_before
             await partition_log.wait_durable()
         except WRITE_FAILURES as error:
             self.write_failures.failed(error)

@@ -120,10 +120,27 @@ class Topic:
     replication_factor: int
     record_format: str  # how its partitions store records (storage.formats.iggy_v1)
     partitions: dict[int, Partition] = field(default_factory=dict)
+    # the bytes that may still be stored before the topic is full (``room_left``), counted
+    # down by each append's growth; None: to be summed from the logs again
+    room: int | None = field(default=None, repr=False)
 
     @property
     def size_bytes(self) -> int:
         return sum(p.log.size_bytes for p in self.partitions.values())
+
+    def room_left(self, needed: int = 1) -> int:
+        """The bytes below ``max_topic_size`` (<= 0: full), exact whenever it is less than
+        ``needed``. The stored size is summed over every partition's segments only then (or
+        once the room was forgotten: ``room = None``); otherwise the room counted before,
+        less what the appends since added (``MessageService.append``), answers at once --
+        not a sum over a thousand partitions per append. Bytes that leave the topic
+        (retention, a purge, a truncation) make the counted room smaller than the real one,
+        never larger, so it is counted again early, never late; whatever else grows a log
+        (a transaction's commit, in a cluster the replication) forgets it."""
+        room = self.room
+        if room is None or room < needed:
+            room = self.room = self.max_topic_size - self.size_bytes
+        return room
 
     @property
     def messages_count(self) -> int:

@@ -67,6 +67,7 @@ async def add_partitions(
             topic.name, topic.created_at = held.name, held.created_at  # as confirmed
             topic.compression_algorithm = held.compression_algorithm
             topic.message_expiry, topic.max_topic_size = held.message_expiry, held.max_topic_size
+            topic.room = None
             topic.replication_factor = held.replication_factor
         else:
             confirmed = await state.store.create_partitions(rows)

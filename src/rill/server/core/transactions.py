@@ -311,6 +311,7 @@ class TransactionService:
                     positions = array("I", (p - start for p in positions[skipped:]))
                 partition.log.append_stamped(records, positions, self.state.clock())
                 self.appended(partition.log)
+                _forget_room(self.state, entry.stream_id, entry.topic_id)
                 appended += count
         return appended
 
@@ -480,11 +481,18 @@ def check_not_replicated(partition: Partition, topic: Topic) -> None:
             f"partition {partition.id} of topic {topic.name} is in a cluster"))
 
 
+def _forget_room(state: CoreState, stream_id: int, topic_id: int) -> None:
+    """A commit grew the topic: its room (``Topic.room_left``) is summed again when next asked."""
+    stream = state.streams.get(stream_id)
+    topic = stream.topics.get(topic_id) if stream is not None else None
+    if topic is not None:
+        topic.room = None
+
+
 def _check_not_full(topic: Topic, adding: int) -> None:
     """TopicFull when ``topic`` is full (``adding`` 0: at or over its max size, as SEND
     checks) or would exceed its max size with ``adding`` more bytes."""
     if topic.max_topic_size == MAX_TOPIC_SIZE_UNLIMITED:
         return
-    size = topic.size_bytes
-    if size >= topic.max_topic_size or size + adding > topic.max_topic_size:
+    if topic.room_left(max(adding, 1)) < max(adding, 1):
         raise errors.TopicFull(topic.id, topic.stream_id)
