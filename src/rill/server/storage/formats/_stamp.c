@@ -43,10 +43,25 @@
  *     made after the GIL is taken back.
  *   * Nothing is allocated for the output before the whole region is validated.
  *   * Ids of all-zero are replaced by UUIDv7s from the ``uuid7_block(count, unix_ms)`` callable
- *     (the reference's generator), called once per batch with the exact count, GIL held.
+ *     (the reference's generator, or this module's twin of it), called once per batch with the
+ *     exact count, GIL held.
+ *
+ * uuid7_block(count, unix_ms) -> bytes
+ *     the twin of rill.protocol.iggy.stored.uuid7_block: ``count`` UUIDv7s back to back, the
+ *     low 48 bits of ``unix_ms`` big-endian, version 7 and the RFC variant set, and 74 random
+ *     bits from the kernel's CSPRNG (getrandom, what os.urandom reads) -- drawn once per block
+ *     and counted up by one per id (RFC 9562 section 6.2's monotonic random: the ids of one
+ *     batch are distinct and sort in its order), where the reference draws them for every id.
+ *     The random bytes come from a pool refilled 4 KiB at a time: on this project's machines a
+ *     getrandom call costs microseconds and 18 us per KiB, more than the ids of a small batch
+ *     should (the reference: 10 us for 10 ids, 130-170 us for 1,000).
  */
 
 #include "_stamp.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sys/random.h>
 
 /* ------------------------------------------------------------------ stamping: two passes */
 
@@ -333,7 +348,98 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ UUIDv7 ids */
+
+/* Random bytes for the ids, drawn from the kernel's CSPRNG (getrandom, what os.urandom reads)
+ * POOL_SIZE at a time: a getrandom call costs a system call and, on some machines, tens of
+ * microseconds per KiB, which an id per message must not pay. A child process after fork
+ * starts with an empty pool (pthread_atfork), so parent and child never share ids. The GIL
+ * is held while the pool is used. */
+#define POOL_SIZE 4096
+static uint8_t random_pool[POOL_SIZE];
+static size_t pool_used = POOL_SIZE;
+
+static void forget_pool(void)
+{
+    pool_used = POOL_SIZE;
+}
+
+static int random_bytes(uint8_t *out, size_t count)
+{
+    if (pool_used + count > POOL_SIZE) {
+        size_t filled = 0;
+        while (filled < POOL_SIZE) {
+            ssize_t got = getrandom(random_pool + filled, POOL_SIZE - filled, 0);
+            if (got < 0) {
+                if (errno == EINTR) {
+                    if (PyErr_CheckSignals() < 0) return -1;
+                    continue;
+                }
+                PyErr_SetFromErrno(PyExc_OSError);
+                return -1;
+            }
+            filled += (size_t)got;
+        }
+        pool_used = 0;
+    }
+    memcpy(out, random_pool + pool_used, count);
+    memset(random_pool + pool_used, 0, count); /* a byte handed out is not kept */
+    pool_used += count;
+    return 0;
+}
+
+static PyObject *uuid7_block(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "uuid7_block(count, unix_ms) takes 2 arguments");
+        return NULL;
+    }
+    Py_ssize_t count = PyLong_AsSsize_t(args[0]);
+    if (count == -1 && PyErr_Occurred()) return NULL;
+    if (count < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative count");
+        return NULL;
+    }
+    /* the low 48 bits, as the reference's ``unix_ms & 0xFFFF_FFFF_FFFF`` (of a negative too) */
+    unsigned long long unix_ms = PyLong_AsUnsignedLongLongMask(args[1]);
+    if (unix_ms == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    if (count > PY_SSIZE_T_MAX / 16) return PyErr_NoMemory();
+    PyObject *block = PyBytes_FromStringAndSize(NULL, 16 * count);
+    if (block == NULL) return NULL;
+    if (count == 0) return block;
+    /* 74 random bits for the block: rand_a (12 bits) as drawn, rand_b (62 bits) drawn below
+     * 2^61 and counted up by one per id (RFC 9562 6.2, "monotonic random"): the ids of one
+     * batch are distinct and sort in the batch's order, and a batch of fewer than 2^61 ids
+     * never carries into the variant bits */
+    uint8_t drawn[10];
+    if (random_bytes(drawn, sizeof drawn) < 0) {
+        Py_DECREF(block);
+        return NULL;
+    }
+    uint16_t rand_a = (uint16_t)(((drawn[0] & 0x0F) << 8) | drawn[1]);
+    uint64_t rand_b = 0;
+    for (int b = 2; b < 10; b++)
+        rand_b = (rand_b << 8) | drawn[b];
+    rand_b &= (UINT64_C(1) << 61) - 1;
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(block);
+    for (Py_ssize_t i = 0; i < count; i++, rand_b++) {
+        uint8_t *id = out + 16 * i;
+        for (int b = 0; b < 6; b++)
+            id[b] = (uint8_t)(unix_ms >> (8 * (5 - b)));
+        id[6] = (uint8_t)(0x70 | (rand_a >> 8));
+        id[7] = (uint8_t)rand_a;
+        uint64_t low = rand_b | (UINT64_C(1) << 63); /* the RFC variant: bits 10 */
+        for (int b = 0; b < 8; b++)
+            id[8 + b] = (uint8_t)(low >> (8 * (7 - b)));
+    }
+    return block;
+}
+
 static PyMethodDef stamp_methods[] = {
+    {"uuid7_block", (PyCFunction)(void (*)(void))uuid7_block, METH_FASTCALL,
+     "uuid7_block(count, unix_ms) -> bytes: ``count`` UUIDv7s back to back (the twin of\n"
+     "rill.protocol.iggy.stored.uuid7_block)."},
     {"stamp", (PyCFunction)(void (*)(void))stamp, METH_FASTCALL,
      "stamp(region, base_offset, timestamp_us, base_position, segment_start, uuid7_block)\n"
      "-> (records, index_entries, count) or an int status (see the module source)."},
@@ -396,6 +502,7 @@ static struct PyModuleDef stamp_module = {
 PyMODINIT_FUNC PyInit__stamp(void)
 {
     crc32_setup();
+    pthread_atfork(NULL, NULL, forget_pool);
     PyObject *module = PyModule_Create(&stamp_module);
     if (module == NULL) return NULL;
     if (PyModule_AddIntConstant(module, "STATUS_MALFORMED", STATUS_MALFORMED) ||

@@ -237,6 +237,8 @@ def _load_accelerator():  # type: ignore[no-untyped-def]
 _accelerator = _load_accelerator()
 ACCELERATED = _accelerator is not None
 ACCELERATOR = _accelerator  # the C twins (of the record checks too), or None
+if ACCELERATED:  # the ids of messages sent without one: the C twin of the generator
+    uuid7_block = getattr(_accelerator, "uuid7_block", uuid7_block)  # noqa: F811
 
 
 def stamp_batch_accelerated(
