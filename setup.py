@@ -5,9 +5,11 @@ formats (its units sit beside them in ``storage/formats/``): ``iggy_v1.stamp_bat
 send hot loop), the record checks of ``iggy_v1_checks``, the Kafka batch walk of ``kafka_v2`` and
 the record conversion between formats of ``conversion``;
 ``rill.protocol.tank._bundles`` the C twin of the TANK bundle loops
-(``bundles.decode_set_python`` / ``encode_set_python``). Both are optional: when one cannot be
-compiled (no C compiler, an unusual platform) the install still succeeds and rill runs the
-pure-Python reference (``iggy_v1.ACCELERATED`` / ``bundles.ACCELERATED`` tell).
+(``bundles.decode_set_python`` / ``encode_set_python``), ``rill.protocol.tank._requests``
+that of the broker's Produce and Consume decode (``messages.decode_request_python``). All are
+optional: when one cannot be compiled (no C compiler, an unusual platform) the install still
+succeeds and rill runs the pure-Python reference (``iggy_v1.ACCELERATED``,
+``bundles.ACCELERATED`` and ``messages.REQUESTS_ACCELERATOR`` tell).
 """
 
 import sys
@@ -31,6 +33,12 @@ setup(
         Extension(
             "rill.protocol.tank._bundles",
             sources=["src/rill/protocol/tank/_bundles.c"],
+            extra_compile_args=compile_args,
+            optional=True,
+        ),
+        Extension(
+            "rill.protocol.tank._requests",
+            sources=["src/rill/protocol/tank/_requests.c"],
             extra_compile_args=compile_args,
             optional=True,
         ),

@@ -19,10 +19,13 @@ malformed bytes, including bytes left over after the last field.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from enum import IntEnum
+from functools import partial
 from typing import Union
 
+from rill.protocol.tank.bundles import ERR_LENGTH, ERR_TRUNCATED, ERR_VARINT, ERROR_TYPES
 from rill.protocol.tank.errors import (
     UNKNOWN_TOPIC_MARK,
     ConsumeFlag,
@@ -520,7 +523,21 @@ def _count8(items: tuple | list) -> bytes:
 
 def decode_request(msg_id: int, payload: bytes | bytearray | memoryview) -> Request:
     """The request in one frame; ``TankDecodeError`` when it is malformed (close the
-    connection, §2). A ProduceRequest's bundles are views of ``payload``."""
+    connection, §2). A ProduceRequest's bundles are views of ``payload``. Produce and Consume,
+    the hot two, are read by the C twin when it is built (``_requests.c``; the same objects,
+    errors and texts as ``decode_request_python``, the reference)."""
+    fast = _FAST_DECODERS.get(msg_id)
+    if fast is None:
+        return decode_request_python(msg_id, payload)
+    found = fast(payload)
+    if type(found) is tuple:
+        raise ERROR_TYPES[found[0]](found[1])
+    return found
+
+
+def decode_request_python(msg_id: int, payload: bytes | bytearray | memoryview) -> Request:
+    """``decode_request`` walking a ``Reader``: the reference of the C twin, and the decoder
+    of every other request."""
     decoder = _REQUEST_DECODERS.get(msg_id)
     if decoder is None:
         raise UnknownMessageId(msg_id)
@@ -627,6 +644,32 @@ _REQUEST_DECODERS = {
     MsgId.STATUS: _decode_status,
     MsgId.DISCOVER_TOPICS: _decode_discover_topics,
     MsgId.DISCOVER_TOPOLOGY: _decode_discover_topology,
+}
+
+
+
+def _load_accelerator():  # type: ignore[no-untyped-def]
+    """The C twin of the Produce and Consume decode, or None when it is not built or disabled
+    (``RILL_PURE_PYTHON=1``)."""
+    if os.environ.get("RILL_PURE_PYTHON") == "1":
+        return None
+    try:
+        from rill.protocol.tank import _requests
+    except ImportError:
+        return None
+    if (_requests.ERR_TRUNCATED, _requests.ERR_VARINT, _requests.ERR_LENGTH) != (
+            ERR_TRUNCATED, ERR_VARINT, ERR_LENGTH):
+        return None  # built from another source: never run a twin that disagrees
+    _requests.set_classes(ProduceRequest, ProduceTopic, ProducePartition, ConsumeRequest,
+                          ConsumeTopic, ConsumePartition)
+    return _requests
+
+
+REQUESTS_ACCELERATOR = _load_accelerator()
+_FAST_DECODERS = {} if REQUESTS_ACCELERATOR is None else {
+    MsgId.PRODUCE: partial(REQUESTS_ACCELERATOR.decode_produce, False),
+    MsgId.PRODUCE_WITH_SEQNUM: partial(REQUESTS_ACCELERATOR.decode_produce, True),
+    MsgId.CONSUME: REQUESTS_ACCELERATOR.decode_consume,
 }
 
 
