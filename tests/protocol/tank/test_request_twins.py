@@ -15,6 +15,7 @@ import tracemalloc
 import pytest
 
 from rill.protocol.tank import messages as m
+from rill.protocol.tank.errors import ConsumeFlag
 from rill.protocol.tank.messages import (
     ConsumePartition,
     ConsumeRequest,
@@ -153,16 +154,21 @@ def test_the_broker_decodes_produce_and_consume_in_c() -> None:
 
 
 def test_decoding_keeps_nothing_behind() -> None:
-    """No reference leaks: decoding the same payloads many times does not grow the heap."""
+    """No reference leaks: decoding the same payloads (and encoding the same answers) many
+    times does not grow the heap."""
     rng = random.Random(3)
     payloads = [(msg_id, encode_request_payload(random_request(rng, msg_id))) for msg_id in HOT
                 for _ in range(5)]
     bad = [(msg_id, payload[: len(payload) // 2]) for msg_id, payload in payloads]
 
+    answers = [random_response(rng) for _ in range(10)]
+
     def rounds(count: int) -> None:
         for _ in range(count):
             for msg_id, payload in payloads + bad:
                 outcome(decode_request, msg_id, payload)
+            for answer in answers:
+                encoded(m.encode_response_parts, answer)
 
     rounds(50)
     tracemalloc.start()
@@ -175,3 +181,102 @@ def test_decoding_keeps_nothing_behind() -> None:
     finally:
         tracemalloc.stop()
     assert grown < 64 * 1024  # (one leaked name a decode would be 15,000 objects here)
+
+
+# -- the Consume answer ------------------------------------------------------------------------
+
+
+def random_response(rng: random.Random) -> m.ConsumeResponse:
+    flags = list(ConsumeFlag)
+    topics = []
+    for _ in range(rng.choice([0, 1, 1, 2, rng.randint(0, 12)])):
+        name = random_name(rng)
+        if rng.random() < 0.15:
+            topics.append(m.ConsumeTopicResult(name, unknown_count=rng.randint(0, 255)))
+            continue
+        parts = []
+        for _ in range(rng.choice([0, 1, 1, 3, rng.randint(0, 40)])):
+            flag = rng.choice(flags + [ConsumeFlag.OK] * 4)
+            chunk = rng.choice([b"", rng.randbytes(rng.randint(1, 2000)),
+                                memoryview(rng.randbytes(rng.randint(1, 500)))])
+            parts.append(m.ConsumePartitionResult(
+                rng.randint(0, 0xFFFF), flag, rng.randint(0, (1 << 64) - 1),
+                rng.randint(0, (1 << 64) - 1), chunk, rng.randint(0, (1 << 64) - 1),
+                ("10.0.0.%d" % rng.randint(1, 254), rng.randint(1, 0xFFFF))
+                if flag == ConsumeFlag.OTHER_LEADER else None))
+        topics.append(m.ConsumeTopicResult(name, tuple(parts)))
+    return m.ConsumeResponse(rng.randint(0, (1 << 32) - 1), tuple(topics))
+
+
+def encoded(encode, response):
+    try:
+        return b"".join(bytes(part) for part in encode(response))
+    except Exception as error:  # noqa: BLE001 - the type and text are what is compared
+        return type(error), str(error)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_consume_answers_encode_to_the_same_bytes(seed: int) -> None:
+    rng = random.Random(seed)
+    response = random_response(rng)
+    c = encoded(m.encode_response_parts, response)
+    assert c == encoded(m.encode_consume_parts_python, response)
+    assert type(c) is bytes
+    parts = m.encode_response_parts(response)
+    chunks = [p.chunk for t in response.topics for p in t.partitions
+              if len(p.chunk) and p.flag in (ConsumeFlag.OK, ConsumeFlag.SPARSE_FIRST,
+                                             ConsumeFlag.BOUNDARY_CHECK)]
+    if not any(p.flag == ConsumeFlag.OTHER_LEADER for t in response.topics
+               for p in t.partitions):  # the C twin's own answer: chunks passed, not copied
+        assert all(got is given for got, given in zip(parts[1:], chunks, strict=True))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_consume_answers_out_of_range_fail_alike(seed: int) -> None:
+    """What no field can hold: the reference's error, whichever twin was asked."""
+    rng = random.Random(500 + seed)
+    good = m.ConsumePartitionResult(1, ConsumeFlag.OK, 1, 2, b"abc")
+    bad = rng.choice([
+        m.ConsumePartitionResult(1 << 16, ConsumeFlag.OK, 1, 2, b"abc"),
+        m.ConsumePartitionResult(-1, ConsumeFlag.OK, 1, 2, b"abc"),
+        m.ConsumePartitionResult(1, ConsumeFlag.OK, 1 << 64, 2, b"abc"),
+        m.ConsumePartitionResult(1, ConsumeFlag.OK, 1, -2, b"abc"),
+        m.ConsumePartitionResult(1, 0x42, 1, 2, b"abc"),
+        m.ConsumePartitionResult(1, ConsumeFlag.BOUNDARY_CHECK, 0, 2, b"", -1),
+    ])
+    topics = [m.ConsumeTopicResult("t", (good, bad))]
+    if rng.random() < 0.3:
+        topics = [m.ConsumeTopicResult("x" * 256, (good,))]
+    if rng.random() < 0.2:
+        topics = [m.ConsumeTopicResult("t", (good,) * 256)]
+    if rng.random() < 0.2:
+        topics = [m.ConsumeTopicResult("t", unknown_count=256)]
+    response = m.ConsumeResponse(rng.choice([5, 1 << 32]), tuple(topics))
+    c = encoded(m.encode_response_parts, response)
+    assert c == encoded(m.encode_consume_parts_python, response)
+    assert type(c) is tuple  # an error, the same one
+
+
+def test_the_common_answer_is_encoded_in_c() -> None:
+    response = m.ConsumeResponse(9, (m.ConsumeTopicResult("t", (
+        m.ConsumePartitionResult(0, ConsumeFlag.OK, 5, 9, b"bundle"),
+        m.ConsumePartitionResult(1, ConsumeFlag.UNKNOWN_PARTITION))),
+        m.ConsumeTopicResult("gone", unknown_count=2)))
+    parts = m.REQUESTS_ACCELERATOR.encode_consume(response)
+    assert parts is not None and parts[1] == b"bundle"
+    assert b"".join(parts) == b"".join(m.encode_consume_parts_python(response))
+
+
+def test_encoding_an_answer_keeps_no_reference_to_it() -> None:
+    """The chunks and the answer's objects are held by the parts while they live, not after."""
+    chunk = bytes(range(256)) * 4
+    response = m.ConsumeResponse(9, (m.ConsumeTopicResult("t", (
+        m.ConsumePartitionResult(0, ConsumeFlag.OK, 5, 9, chunk),
+        m.ConsumePartitionResult(1, ConsumeFlag.BOUNDARY_CHECK, 0, 9, b"", 3))),))
+    watched = [chunk, response, response.topics, response.topics[0].partitions]
+    before = [sys.getrefcount(item) for item in watched]
+    for _ in range(100):
+        parts = m.encode_response_parts(response)
+    assert parts[1] is chunk
+    del parts
+    assert [sys.getrefcount(item) for item in watched] == before

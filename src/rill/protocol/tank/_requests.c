@@ -4,7 +4,7 @@
  * rill.protocol.tank.messages._decode_produce / _decode_consume, walking a ``Reader``.
  *
  * Owns: reading those payloads field by field into the request objects, with no Python call
- * per field. The objects are the reference's frozen dataclasses, given once by ``set_classes``
+ * per field, and writing a Consume answer's header (the hot reply). The objects are the reference's frozen dataclasses, given once by ``set_classes``
  * and filled the way their generated ``__init__`` fills them (``object.__setattr__`` of each
  * field); a bundle is a memoryview of the payload, as ``Reader.view`` gives.
  *
@@ -12,6 +12,11 @@
  *             ConsumeRequest, ConsumeTopic, ConsumePartition) -> None
  * decode_produce(with_seqnum, payload) -> ProduceRequest, or (kind, text) when malformed
  * decode_consume(payload) -> ConsumeRequest, or (kind, text) when malformed
+ * encode_consume(response) -> [head, *chunks]: a ConsumeResponse's frame, ``head`` its frame
+ *     header, header length and header in one bytes, the chunks passed through (not copied);
+ *     None for what it leaves to the reference (``messages._consume_header``): an endpoint
+ *     (OTHER_LEADER), an unknown flag, a value or count out of its field's range, a name that
+ *     is not a str -- the reference encodes those or raises its error
  *
  * Error kinds are rill.protocol.tank.bundles' (1 Truncated, 2 BadVarint, 4 LengthMismatch) and
  * the texts the reference's, byte for byte (tests/protocol/tank/test_request_twins.py).
@@ -317,6 +322,201 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ Consume's answer */
+
+enum { FLAG_OK = 0x00, FLAG_BOUNDARY = 0x01, FLAG_SYSTEM = 0xFB, FLAG_OTHER_LEADER = 0xFC,
+       FLAG_NO_LEADER = 0xFD, FLAG_SPARSE_FIRST = 0xFE, FLAG_UNKNOWN_PARTITION = 0xFF };
+#define MSG_CONSUME 0x02
+
+static PyObject *attribute_names[10];
+enum { A_REQUEST_ID, A_TOPICS, A_NAME, A_PARTITIONS, A_UNKNOWN_COUNT, A_PARTITION, A_FLAG,
+       A_BASE, A_HWM, A_CHUNK };
+static const char *const ATTRIBUTES[10] = {"request_id", "topics", "name", "partitions",
+    "unknown_count", "partition", "flag", "base", "hwm", "chunk"};
+static PyObject *first_available_name;
+
+/* the unsigned value of ``object``'s attribute, or -1 (not an int, or above ``max``; any
+ * exception is cleared: the reference decides what to say) */
+static int unsigned_attribute(PyObject *object, PyObject *name, uint64_t max, uint64_t *value)
+{
+    PyObject *found = PyObject_GetAttr(object, name);
+    if (found == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    int ok = PyLong_Check(found);
+    unsigned long long v = ok ? PyLong_AsUnsignedLongLong(found) : 0;
+    Py_DECREF(found);
+    if (!ok || (v == (unsigned long long)-1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return -1;
+    }
+    if (v > max) return -1;
+    *value = v;
+    return 0;
+}
+
+static void put_le(uint8_t **out, uint64_t value, int size)
+{
+    for (int i = 0; i < size; i++)
+        (*out)[i] = (uint8_t)(value >> (8 * i));
+    *out += size;
+}
+
+typedef struct {
+    PyObject *name;  /* the encoded name (bytes) */
+    PyObject *parts; /* the partitions tuple, or NULL: unknown topic */
+    uint64_t unknown_count;
+} topic_entry;
+
+static PyObject *encode_consume(PyObject *self, PyObject *response)
+{
+    PyObject *result = NULL, *topics = NULL, *chunks = NULL;
+    topic_entry *entries = NULL;
+    Py_ssize_t topic_count = 0;
+    uint64_t request_id;
+    if (unsigned_attribute(response, attribute_names[A_REQUEST_ID], 0xFFFFFFFFu, &request_id) < 0)
+        Py_RETURN_NONE;
+    topics = PyObject_GetAttr(response, attribute_names[A_TOPICS]);
+    if (topics == NULL || !PyTuple_Check(topics) || PyTuple_GET_SIZE(topics) > 255) goto fallback;
+    topic_count = PyTuple_GET_SIZE(topics);
+    entries = PyMem_Calloc((size_t)topic_count + 1, sizeof(topic_entry));
+    chunks = PyList_New(1);
+    if (entries == NULL || chunks == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* first pass: check what the fast path handles, size the header, collect the chunks */
+    Py_ssize_t size = 4 + 1;
+    for (Py_ssize_t t = 0; t < topic_count; t++) {
+        PyObject *topic = PyTuple_GET_ITEM(topics, t);
+        topic_entry *entry = &entries[t];
+        PyObject *name = PyObject_GetAttr(topic, attribute_names[A_NAME]);
+        if (name == NULL || !PyUnicode_Check(name)) {
+            Py_XDECREF(name);
+            goto fallback;
+        }
+        entry->name = PyUnicode_AsEncodedString(name, "utf-8", "surrogateescape");
+        Py_DECREF(name);
+        if (entry->name == NULL || PyBytes_GET_SIZE(entry->name) > 255) goto fallback;
+        size += 1 + PyBytes_GET_SIZE(entry->name);
+        PyObject *unknown = PyObject_GetAttr(topic, attribute_names[A_UNKNOWN_COUNT]);
+        if (unknown == NULL) goto fallback;
+        int is_unknown = unknown != Py_None;
+        Py_DECREF(unknown);
+        if (is_unknown) {
+            if (unsigned_attribute(topic, attribute_names[A_UNKNOWN_COUNT], 255,
+                                   &entry->unknown_count) < 0)
+                goto fallback;
+            size += 1 + 2;
+            continue;
+        }
+        entry->parts = PyObject_GetAttr(topic, attribute_names[A_PARTITIONS]);
+        if (entry->parts == NULL || !PyTuple_Check(entry->parts) ||
+            PyTuple_GET_SIZE(entry->parts) > 255)
+            goto fallback;
+        size += 1;
+        for (Py_ssize_t p = 0; p < PyTuple_GET_SIZE(entry->parts); p++) {
+            PyObject *part = PyTuple_GET_ITEM(entry->parts, p);
+            uint64_t flag, number;
+            if (unsigned_attribute(part, attribute_names[A_FLAG], 255, &flag) < 0 ||
+                unsigned_attribute(part, attribute_names[A_PARTITION], 0xFFFF, &number) < 0)
+                goto fallback;
+            size += 3;
+            if (flag == FLAG_SYSTEM || flag == FLAG_NO_LEADER || flag == FLAG_UNKNOWN_PARTITION)
+                continue;
+            if (flag != FLAG_OK && flag != FLAG_SPARSE_FIRST && flag != FLAG_BOUNDARY)
+                goto fallback; /* an endpoint, or a flag no client knows */
+            size += (flag == FLAG_SPARSE_FIRST ? 8 : 16) + 4 + (flag == FLAG_BOUNDARY ? 8 : 0);
+            PyObject *chunk = PyObject_GetAttr(part, attribute_names[A_CHUNK]);
+            if (chunk == NULL) goto fallback;
+            Py_ssize_t length = PyObject_Length(chunk);
+            if (length < 0 || (uint64_t)length > 0xFFFFFFFFu) {
+                Py_DECREF(chunk);
+                goto fallback;
+            }
+            if (length > 0 && PyList_Append(chunks, chunk) < 0) {
+                Py_DECREF(chunk);
+                goto done;
+            }
+            Py_DECREF(chunk);
+        }
+    }
+    /* second pass: write frame header, header length, header */
+    Py_ssize_t total = size;
+    for (Py_ssize_t c = 1; c < PyList_GET_SIZE(chunks); c++)
+        total += PyObject_Length(PyList_GET_ITEM(chunks, c));
+    if ((uint64_t)total + 4 > 0xFFFFFFFFu) goto fallback;
+    PyObject *head = PyBytes_FromStringAndSize(NULL, 5 + 4 + size);
+    if (head == NULL) goto done;
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(head);
+    put_le(&out, MSG_CONSUME, 1);
+    put_le(&out, (uint64_t)total + 4, 4);
+    put_le(&out, (uint64_t)size, 4);
+    put_le(&out, request_id, 4);
+    put_le(&out, (uint64_t)topic_count, 1);
+    for (Py_ssize_t t = 0; t < topic_count; t++) {
+        topic_entry *entry = &entries[t];
+        Py_ssize_t length = PyBytes_GET_SIZE(entry->name);
+        put_le(&out, (uint64_t)length, 1);
+        memcpy(out, PyBytes_AS_STRING(entry->name), (size_t)length);
+        out += length;
+        if (entry->parts == NULL) {
+            put_le(&out, entry->unknown_count, 1);
+            put_le(&out, 0xFFFF, 2);
+            continue;
+        }
+        put_le(&out, (uint64_t)PyTuple_GET_SIZE(entry->parts), 1);
+        for (Py_ssize_t p = 0; p < PyTuple_GET_SIZE(entry->parts); p++) {
+            PyObject *part = PyTuple_GET_ITEM(entry->parts, p);
+            uint64_t flag = 0, number = 0, base = 0, hwm = 0, first = 0;
+            unsigned_attribute(part, attribute_names[A_FLAG], 255, &flag);
+            unsigned_attribute(part, attribute_names[A_PARTITION], 0xFFFF, &number);
+            put_le(&out, number, 2);
+            put_le(&out, flag, 1);
+            if (flag == FLAG_SYSTEM || flag == FLAG_NO_LEADER || flag == FLAG_UNKNOWN_PARTITION)
+                continue;
+            if ((flag != FLAG_SPARSE_FIRST &&
+                 unsigned_attribute(part, attribute_names[A_BASE], UINT64_MAX, &base) < 0) ||
+                unsigned_attribute(part, attribute_names[A_HWM], UINT64_MAX, &hwm) < 0 ||
+                (flag == FLAG_BOUNDARY &&
+                 unsigned_attribute(part, first_available_name, UINT64_MAX, &first) < 0)) {
+                Py_DECREF(head);
+                goto fallback;
+            }
+            PyObject *chunk = PyObject_GetAttr(part, attribute_names[A_CHUNK]);
+            Py_ssize_t length = chunk == NULL ? -1 : PyObject_Length(chunk);
+            Py_XDECREF(chunk);
+            if (length < 0) {
+                Py_DECREF(head);
+                goto fallback;
+            }
+            if (flag != FLAG_SPARSE_FIRST) put_le(&out, base, 8);
+            put_le(&out, hwm, 8);
+            put_le(&out, (uint64_t)length, 4);
+            if (flag == FLAG_BOUNDARY) put_le(&out, first, 8);
+        }
+    }
+    PyList_SET_ITEM(chunks, 0, head);
+    result = chunks;
+    chunks = NULL;
+    goto done;
+fallback:
+    PyErr_Clear();
+    result = Py_NewRef(Py_None);
+done:
+    if (entries != NULL) {
+        for (Py_ssize_t t = 0; t < topic_count; t++) {
+            Py_XDECREF(entries[t].name);
+            Py_XDECREF(entries[t].parts);
+        }
+        PyMem_Free(entries);
+    }
+    Py_XDECREF(chunks);  /* (not handed out: its slot 0 may still be NULL) */
+    Py_XDECREF(topics);
+    return result;
+}
+
 static PyObject *set_classes(PyObject *self, PyObject *args)
 {
     PyObject *given[6];
@@ -349,6 +549,8 @@ static PyMethodDef methods[] = {
      "decode_produce(with_seqnum, payload) -> ProduceRequest, or (error kind, text)"},
     {"decode_consume", decode_consume, METH_VARARGS,
      "decode_consume(payload) -> ConsumeRequest, or (error kind, text)"},
+    {"encode_consume", encode_consume, METH_O,
+     "encode_consume(response) -> [frame head, *chunks], or None (left to the reference)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -361,6 +563,18 @@ PyMODINIT_FUNC PyInit__requests(void)
 {
     PyObject *module = PyModule_Create(&module_def);
     if (!module) return NULL;
+    for (int i = 0; i < 10; i++) {
+        attribute_names[i] = PyUnicode_InternFromString(ATTRIBUTES[i]);
+        if (attribute_names[i] == NULL) {
+            Py_DECREF(module);
+            return NULL;
+        }
+    }
+    first_available_name = PyUnicode_InternFromString("first_available");
+    if (first_available_name == NULL) {
+        Py_DECREF(module);
+        return NULL;
+    }
     if (PyModule_AddIntConstant(module, "ERR_TRUNCATED", ERR_TRUNCATED) < 0 ||
         PyModule_AddIntConstant(module, "ERR_VARINT", ERR_VARINT) < 0 ||
         PyModule_AddIntConstant(module, "ERR_LENGTH", ERR_LENGTH) < 0) {

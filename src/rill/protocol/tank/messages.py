@@ -671,6 +671,7 @@ _FAST_DECODERS = {} if REQUESTS_ACCELERATOR is None else {
     MsgId.PRODUCE_WITH_SEQNUM: partial(REQUESTS_ACCELERATOR.decode_produce, True),
     MsgId.CONSUME: REQUESTS_ACCELERATOR.decode_consume,
 }
+_ENCODE_CONSUME = None if REQUESTS_ACCELERATOR is None else REQUESTS_ACCELERATOR.encode_consume
 
 
 # --- responses: encode (broker) --------------------------------------------------------------
@@ -680,10 +681,19 @@ def encode_response_parts(response: Response) -> list[bytes | memoryview]:
     """The frame of ``response`` as pieces to write in order (a Consume answer's chunks are
     passed through, not copied)."""
     if type(response) is ConsumeResponse:
-        header, chunks = _consume_header(response)
-        size = 4 + len(header) + sum(len(chunk) for chunk in chunks)
-        return [frame_header(MsgId.CONSUME, size), U32.pack(len(header)), header, *chunks]
+        if _ENCODE_CONSUME is not None:  # the C twin: frame head and chunks, None: not its case
+            parts = _ENCODE_CONSUME(response)
+            if parts is not None:
+                return parts
+        return encode_consume_parts_python(response)
     return [encode_response(response)]
+
+
+def encode_consume_parts_python(response: ConsumeResponse) -> list[bytes | memoryview]:
+    """``encode_response_parts`` of a Consume answer: the reference of the C twin."""
+    header, chunks = _consume_header(response)
+    size = 4 + len(header) + sum(len(chunk) for chunk in chunks)
+    return [frame_header(MsgId.CONSUME, size), U32.pack(len(header)), header, *chunks]
 
 
 def encode_response(response: Response) -> bytes:
