@@ -184,6 +184,30 @@ def test_records_to_set_twins_agree_and_make_the_bundle_of_the_columns(seed):
                     == records_to_set_python(cut, count, 0, -1, framed))
 
 
+@pytest.mark.parametrize("count", [4095, 4096, 4097, 9000])
+def test_records_to_set_twins_agree_past_the_records_the_c_twin_recalls(count):
+    """The C twin's second pass reads the first 4,096 records from what its first pass kept
+    and parses the rest again: the same set either side of that line, and the same fault
+    for a record broken before it or after it."""
+    rng = random.Random(count)
+    keys = [None if index % 3 == 0 else b"k%d" % index for index in range(count)]
+    values = [rng.randbytes(rng.choice([0, 1, 20, 130])) for _ in range(count)]
+    timestamps = [1_700_000_000_000 + index // 5 for index in range(count)]
+    raw = batch_from_bundle(keys, values, timestamps)
+    head = batch_head(raw)
+    records = raw[HEADER_SIZE:]
+    for framed in (False, True):
+        c = _bundles.records_to_set(records, count, head.base_timestamp, -1, framed)
+        assert c == records_to_set_python(records, count, head.base_timestamp, -1, framed)
+    assert decode_bundle(split_chunk(c[0])[0][0], 1).values == values
+    for at in (len(records) // 3, len(records) - 5, len(records) - 1):  # before and after
+        broken = bytearray(records)
+        broken[at] ^= 0xFF
+        for framed in (False, True):
+            c = _bundles.records_to_set(bytes(broken), count, 0, -1, framed)
+            assert c == records_to_set_python(bytes(broken), count, 0, -1, framed)
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_set_to_records_twins_agree_and_make_the_batch_of_the_columns(seed):
     """The Produce hot path (a bundle's message set straight into a batch) stores exactly the

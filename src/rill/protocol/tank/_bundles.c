@@ -776,7 +776,8 @@ done:
 }
 
 /* records_to_set: a records section straight into a non-sparse TANK message set, no Python
- * object per record. Two passes over the records (size, then write). */
+ * object per record. Two passes over the records (size, then write); the second reads the
+ * first RECALLED records from what the first kept of them instead of parsing them again. */
 typedef struct {
     int64_t ts;
     Py_ssize_t key_at, key_size; /* key_size < 0: none (null, or longer than 255) */
@@ -835,6 +836,17 @@ trunc:
     return -1;
 }
 
+/* What pass 1 of records_to_set keeps of each of the first RECALLED records, so that pass 2
+ * writes them without parsing them again (a record past these is parsed again). Module-wide:
+ * records_to_set holds the GIL throughout. */
+#define RECALLED 4096
+typedef struct {
+    uint32_t key_at, value_at, value_size;
+    int32_t key_size; /* < 0: none */
+    int64_t ts;
+} Recalled;
+static Recalled recalled[RECALLED];
+
 static PyObject *records_to_set(PyObject *module, PyObject *args) {
     Py_buffer buffer;
     Py_ssize_t count;
@@ -850,11 +862,21 @@ static PyObject *records_to_set(PyObject *module, PyObject *args) {
         goto done;
     }
     /* pass 1: validate and size */
-    Py_ssize_t offset = 0, size = 0;
+    Py_ssize_t offset = 0, size = 0, recalled_end = 0;
     int64_t last_ts = 0, first_delta = 0, last_delta = 0;
     Parsed rec;
+    Py_ssize_t kept = end <= (Py_ssize_t)UINT32_MAX ? (count < RECALLED ? count : RECALLED) : 0;
     for (Py_ssize_t index = 0; index < count; index++) {
         if (parse_record(data, end, &offset, index, base, append_time, &rec, &out) < 0) goto done;
+        if (index < kept) {
+            Recalled *keep = &recalled[index];
+            keep->key_at = (uint32_t)(rec.key_size >= 0 ? rec.key_at : 0);
+            keep->key_size = (int32_t)rec.key_size;
+            keep->value_at = (uint32_t)rec.value_at;
+            keep->value_size = (uint32_t)rec.value_size;
+            keep->ts = rec.ts;
+            recalled_end = offset;
+        }
         if (index == 0) first_delta = rec.offset_delta;
         last_delta = rec.offset_delta;
         size += 1 + ((index && rec.ts == last_ts) ? 0 : 8) +
@@ -884,7 +906,18 @@ static PyObject *records_to_set(PyObject *module, PyObject *args) {
     offset = 0;
     for (Py_ssize_t index = 0; index < count; index++) {
         int64_t previous = last_ts;
-        if (parse_record(data, end, &offset, index, base, append_time, &rec, &out) < 0) goto done;
+        if (index < kept) {
+            const Recalled *keep = &recalled[index];
+            rec.key_at = keep->key_at;
+            rec.key_size = keep->key_size;
+            rec.value_at = keep->value_at;
+            rec.value_size = keep->value_size;
+            rec.ts = keep->ts;
+        } else {
+            if (index == kept && kept) offset = recalled_end;
+            if (parse_record(data, end, &offset, index, base, append_time, &rec, &out) < 0)
+                goto done;
+        }
         int same = index && rec.ts == previous;
         Py_ssize_t need = 1 + (same ? 0 : 8) + (rec.key_size >= 0 ? 1 + rec.key_size : 0) +
                           varint_size((uint64_t)rec.value_size) + rec.value_size;
