@@ -846,6 +846,7 @@ typedef struct {
     int64_t ts;
 } Recalled;
 static Recalled recalled[RECALLED];
+static int recalled_busy; /* a call is using it (one re-entered through the allocator does not) */
 
 static PyObject *records_to_set(PyObject *module, PyObject *args) {
     Py_buffer buffer;
@@ -857,6 +858,7 @@ static PyObject *records_to_set(PyObject *module, PyObject *args) {
     const uint8_t *data = buffer.buf;
     Py_ssize_t end = buffer.len;
     PyObject *out = NULL, *set = NULL;
+    int owns_recalled = 0;
     if (count < 1 || count > end / 7) {
         out = fault(ERR_TRUNCATED, "%zd records cannot fit in %zd bytes", count, end);
         goto done;
@@ -865,7 +867,9 @@ static PyObject *records_to_set(PyObject *module, PyObject *args) {
     Py_ssize_t offset = 0, size = 0, recalled_end = 0;
     int64_t last_ts = 0, first_delta = 0, last_delta = 0;
     Parsed rec;
-    Py_ssize_t kept = end <= (Py_ssize_t)UINT32_MAX ? (count < RECALLED ? count : RECALLED) : 0;
+    Py_ssize_t kept = end <= (Py_ssize_t)UINT32_MAX && !recalled_busy
+                          ? (count < RECALLED ? count : RECALLED) : 0;
+    if (kept) owns_recalled = recalled_busy = 1;
     for (Py_ssize_t index = 0; index < count; index++) {
         if (parse_record(data, end, &offset, index, base, append_time, &rec, &out) < 0) goto done;
         if (index < kept) {
@@ -946,6 +950,7 @@ static PyObject *records_to_set(PyObject *module, PyObject *args) {
     }
     out = Py_BuildValue("(OLL)", set, (long long)first_delta, (long long)last_delta);
 done:
+    if (owns_recalled) recalled_busy = 0;
     Py_XDECREF(set);
     PyBuffer_Release(&buffer);
     return out;
