@@ -156,6 +156,22 @@ done:
     return made;
 }
 
+/* a topic entry's name and partition count: classes[which] holding the name and a tuple of
+ * that many partitions, left for the caller to fill (*partitions; the topic holds it); NULL
+ * when malformed (c->kind set) or on an exception */
+static PyObject *topic_head(cursor *c, int which, PyObject **partitions)
+{
+    PyObject *name = str8(c);
+    if (name == NULL) return NULL;
+    uint64_t count;
+    if (u8(c, &count) < 0 || (*partitions = PyTuple_New((Py_ssize_t)count)) == NULL) {
+        Py_DECREF(name);
+        return NULL;
+    }
+    PyObject *fields[2] = {name, *partitions};
+    return make(which, fields, 2);
+}
+
 static int ready(void)
 {
     if (classes[0] == NULL) {
@@ -174,8 +190,13 @@ static PyObject *malformed(cursor *c)
     return result;
 }
 
-static PyObject *left_over(cursor *c)
+/* the request once its last field is read: classes[which] of its seven ``values`` (stolen),
+ * or the reference's fault when bytes follow that field */
+static PyObject *finish(cursor *c, int which, PyObject **values)
 {
+    if (c->at == c->end) return make(which, values, 7);
+    for (int i = 0; i < 7; i++)
+        Py_XDECREF(values[i]);
     fail(c, ERR_LENGTH, PyUnicode_FromFormat("%zd bytes left over after the last field",
                                              c->end - c->at));
     return malformed(c);
@@ -198,23 +219,12 @@ static PyObject *decode_produce(PyObject *self, PyObject *args)
     topics = PyTuple_New((Py_ssize_t)topic_count);
     if (memory == NULL || topics == NULL) goto done;
     for (uint64_t t = 0; t < topic_count; t++) {
-        PyObject *name = str8(&c);
-        if (name == NULL) goto bad;
-        uint64_t partition_count;
-        if (u8(&c, &partition_count) < 0) {
-            Py_DECREF(name);
-            goto bad;
-        }
-        PyObject *partitions = PyTuple_New((Py_ssize_t)partition_count);
-        if (partitions == NULL) {
-            Py_DECREF(name);
-            goto done;
-        }
-        PyObject *fields[2] = {name, partitions};
-        PyObject *topic = make(PRODUCE_TOPIC, fields, 2);
-        if (topic == NULL) goto done;
-        PyTuple_SET_ITEM(topics, (Py_ssize_t)t, topic);  /* (partitions filled in below) */
-        for (uint64_t p = 0; p < partition_count; p++) {
+        PyObject *partitions;
+        PyObject *topic = topic_head(&c, PRODUCE_TOPIC, &partitions);
+        if (topic == NULL) goto bad;
+        PyTuple_SET_ITEM(topics, (Py_ssize_t)t, topic);  /* (its partitions filled in below) */
+        Py_ssize_t partition_count = PyTuple_GET_SIZE(partitions);
+        for (Py_ssize_t p = 0; p < partition_count; p++) {
             uint64_t id, size, first_seq = 0;
             Py_ssize_t start;
             if (little(&c, 2, &id) < 0 || varint(&c, &size) < 0) goto bad;
@@ -233,15 +243,11 @@ static PyObject *decode_produce(PyObject *self, PyObject *args)
             PyTuple_SET_ITEM(partitions, (Py_ssize_t)p, entry);
         }
     }
-    if (c.at != c.end) {
-        result = left_over(&c);
-        goto done;
-    }
     {
         PyObject *values[7] = {number(request_id), Py_NewRef(topics), PyBool_FromLong(with_seqnum),
                                number(client_version), Py_NewRef(client_id), number(acks),
                                number(timeout)};
-        result = make(PRODUCE_REQUEST, values, 7);
+        result = finish(&c, PRODUCE_REQUEST, values);
     }
     goto done;
 bad:
@@ -274,23 +280,12 @@ static PyObject *decode_consume(PyObject *self, PyObject *args)
     topics = PyTuple_New((Py_ssize_t)topic_count);
     if (topics == NULL) goto done;
     for (uint64_t t = 0; t < topic_count; t++) {
-        PyObject *name = str8(&c);
-        if (name == NULL) goto bad;
-        uint64_t partition_count;
-        if (u8(&c, &partition_count) < 0) {
-            Py_DECREF(name);
-            goto bad;
-        }
-        PyObject *partitions = PyTuple_New((Py_ssize_t)partition_count);
-        if (partitions == NULL) {
-            Py_DECREF(name);
-            goto done;
-        }
-        PyObject *fields[2] = {name, partitions};
-        PyObject *topic = make(CONSUME_TOPIC, fields, 2);
-        if (topic == NULL) goto done;
-        PyTuple_SET_ITEM(topics, (Py_ssize_t)t, topic);
-        for (uint64_t p = 0; p < partition_count; p++) {
+        PyObject *partitions;
+        PyObject *topic = topic_head(&c, CONSUME_TOPIC, &partitions);
+        if (topic == NULL) goto bad;
+        PyTuple_SET_ITEM(topics, (Py_ssize_t)t, topic);  /* (its partitions filled in below) */
+        Py_ssize_t partition_count = PyTuple_GET_SIZE(partitions);
+        for (Py_ssize_t p = 0; p < partition_count; p++) {
             uint64_t id, seq, fetch_size;
             if (little(&c, 2, &id) < 0 || little(&c, 8, &seq) < 0 ||
                 little(&c, 4, &fetch_size) < 0)
@@ -301,15 +296,11 @@ static PyObject *decode_consume(PyObject *self, PyObject *args)
             PyTuple_SET_ITEM(partitions, (Py_ssize_t)p, entry);
         }
     }
-    if (c.at != c.end) {
-        result = left_over(&c);
-        goto done;
-    }
     {
         PyObject *values[7] = {number(request_id), Py_NewRef(topics), number(max_wait),
                                number(min_bytes), number(client_version),
                                Py_NewRef(client_id), number(op_flags)};
-        result = make(CONSUME_REQUEST, values, 7);
+        result = finish(&c, CONSUME_REQUEST, values);
     }
     goto done;
 bad:
