@@ -30,17 +30,12 @@ setup(
             extra_compile_args=compile_args,
             optional=True,
         ),
-        Extension(
-            "rill.protocol.tank._bundles",
-            sources=["src/rill/protocol/tank/_bundles.c"],
+        *(Extension(
+            f"rill.protocol.tank._{unit}",
+            sources=[f"src/rill/protocol/tank/_{unit}.c"],
+            depends=["src/rill/protocol/tank/_varint.h"],
             extra_compile_args=compile_args,
             optional=True,
-        ),
-        Extension(
-            "rill.protocol.tank._requests",
-            sources=["src/rill/protocol/tank/_requests.c"],
-            extra_compile_args=compile_args,
-            optional=True,
-        ),
+        ) for unit in ("bundles", "requests")),
     ]
 )

@@ -54,6 +54,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_varint.h"
+
 #define ERR_TRUNCATED 1
 #define ERR_VARINT 2
 #define ERR_BUNDLE 3
@@ -73,29 +75,6 @@ static PyObject *fault(int kind, const char *format, ...) {
     vsnprintf(text, sizeof text, format, args);
     va_end(args);
     return Py_BuildValue("(is)", kind, text);
-}
-
-/* 0: ok; 1: truncated; 2: longer than 32 bits */
-static int read_varint(const uint8_t *data, Py_ssize_t end, Py_ssize_t *offset, uint64_t *value) {
-    uint64_t result = 0;
-    Py_ssize_t at = *offset;
-    for (int index = 0; index < 5; index++) {
-        if (at + index >= end) return 1;
-        uint8_t byte = data[at + index];
-        if (index == 4) {
-            if (byte > 0x0f) return 2;
-            *value = result | ((uint64_t)byte << 28);
-            *offset = at + 5;
-            return 0;
-        }
-        result |= (uint64_t)(byte & 0x7f) << (7 * index);
-        if (byte < 0x80) {
-            *value = result;
-            *offset = at + index + 1;
-            return 0;
-        }
-    }
-    return 1; /* unreachable */
 }
 
 static inline uint64_t load_u64(const uint8_t *p) {

@@ -30,6 +30,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_varint.h"
+
 #define ERR_TRUNCATED 1
 #define ERR_VARINT 2
 #define ERR_LENGTH 4
@@ -96,28 +98,16 @@ static int little(cursor *c, Py_ssize_t size, uint64_t *value)
 
 static int varint(cursor *c, uint64_t *value)
 {
-    uint64_t v = 0;
-    for (int index = 0; index < 5; index++) {
-        if (c->at + index >= c->end)
-            return fail(c, ERR_TRUNCATED,
-                        PyUnicode_FromString("varint runs past the end of the input"));
-        uint8_t byte = c->data[c->at + index];
-        if (index == 4) {
-            if (byte > 0x0F)
-                return fail(c, ERR_VARINT, PyUnicode_FromString(
-                    "varint longer than 32 bits (5th byte above 0x0f)"));
-            *value = v | ((uint64_t)byte << 28);
-            c->at += 5;
-            return 0;
-        }
-        v |= (uint64_t)(byte & 0x7F) << (7 * index);
-        if (byte < 0x80) {
-            *value = v;
-            c->at += index + 1;
-            return 0;
-        }
+    switch (read_varint(c->data, c->end, &c->at, value)) {
+    case VARINT_OK:
+        return 0;
+    case VARINT_TOO_LONG:
+        return fail(c, ERR_VARINT, PyUnicode_FromString(
+            "varint longer than 32 bits (5th byte above 0x0f)"));
+    default:
+        return fail(c, ERR_TRUNCATED,
+                    PyUnicode_FromString("varint runs past the end of the input"));
     }
-    return -1; /* unreachable */
 }
 
 /* a str8, decoded as the reference does; NULL with c->kind set (malformed) or an exception */
@@ -179,6 +169,18 @@ static int ready(void)
         return -1;
     }
     return 0;
+}
+
+/* what a decoder returns once it stops: ``result``, after releasing the cursor's text, the
+ * ``count`` references the decoder held (``owned``, NULLs allowed) and the payload's buffer */
+static PyObject *decoded(cursor *c, PyObject *result, PyObject *const *owned, int count,
+                         Py_buffer *view)
+{
+    Py_XDECREF(c->text);
+    for (int i = 0; i < count; i++)
+        Py_XDECREF(owned[i]);
+    PyBuffer_Release(view);
+    return result;
 }
 
 /* the result for a malformed payload: (kind, text) */
@@ -252,13 +254,8 @@ static PyObject *decode_produce(PyObject *self, PyObject *args)
     goto done;
 bad:
     result = malformed(&c);
-done:
-    Py_XDECREF(c.text);
-    Py_XDECREF(client_id);
-    Py_XDECREF(topics);
-    Py_XDECREF(memory);  /* (the bundles' slices keep the payload's buffer themselves) */
-    PyBuffer_Release(&view);
-    return result;
+done:  /* (the bundles' slices keep the payload's buffer themselves) */
+    return decoded(&c, result, (PyObject *[]){client_id, topics, memory}, 3, &view);
 }
 
 static PyObject *decode_consume(PyObject *self, PyObject *args)
@@ -306,11 +303,7 @@ static PyObject *decode_consume(PyObject *self, PyObject *args)
 bad:
     result = malformed(&c);
 done:
-    Py_XDECREF(c.text);
-    Py_XDECREF(client_id);
-    Py_XDECREF(topics);
-    PyBuffer_Release(&view);
-    return result;
+    return decoded(&c, result, (PyObject *[]){client_id, topics}, 2, &view);
 }
 
 /* ------------------------------------------------------------------ Consume's answer */

@@ -647,7 +647,6 @@ _REQUEST_DECODERS = {
 }
 
 
-
 def _load_accelerator():  # type: ignore[no-untyped-def]
     """The C twin of the Produce and Consume decode, or None when it is not built or disabled
     (``RILL_PURE_PYTHON=1``)."""
