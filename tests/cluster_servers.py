@@ -180,7 +180,8 @@ class StatusView(StaticClusterView):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.counters = {"isr_shrinks": 0, "isr_expands": 0, "leader_elections": 0,
-                         "fenced_requests": 0, "under_replicated_partitions": 0}
+                         "fenced_requests": 0, "replicas_emptied": 0,
+                         "under_replicated_partitions": 0}
         self.followers: dict[tuple[int, int, int], list[dict[str, Any]]] = {}
         # an acks=all write commits at once, as if every ISR follower fetched it in no time
         self.instant_followers = False

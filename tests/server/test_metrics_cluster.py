@@ -42,7 +42,7 @@ def test_cluster_metrics_follow_the_views_status_at_each_scrape(node):
         {"node_id": 2, "fetch_offset": 40, "lag_messages": 2, "lag_seconds": 0.25},
         {"node_id": 3, "fetch_offset": 0, "lag_messages": 42, "lag_seconds": 9.5}]
     view.counters.update(under_replicated_partitions=1, isr_shrinks=4, isr_expands=3,
-                         leader_elections=2, fenced_requests=7)
+                         leader_elections=2, fenced_requests=7, replicas_emptied=5)
     text = scrape(node)
     for name, kind in (("rill_cluster_under_replicated_partitions", "gauge"),
                        ("rill_cluster_isr_shrinks_total", "counter"),
@@ -55,6 +55,7 @@ def test_cluster_metrics_follow_the_views_status_at_each_scrape(node):
     assert found["rill_cluster_isr_expands_total"] == 3
     assert found["rill_cluster_leader_elections_total"] == 2
     assert found["rill_cluster_fenced_requests_total"] == 7
+    assert found["rill_cluster_replicas_emptied_total"] == 5
     labels = 'stream="orders",topic="eu",partition="1",follower="{}"'
     assert found["rill_cluster_replica_lag_messages{%s}" % labels.format(2)] == 2
     assert found["rill_cluster_replica_lag_messages{%s}" % labels.format(3)] == 42

@@ -24,7 +24,7 @@ Owns: the counters and histograms, and their rendering. What is measured:
   ``rill_cluster_under_replicated_partitions`` (its ISR smaller than its replicas, as the
   view counts them), the counters ``rill_cluster_isr_shrinks_total``,
   ``rill_cluster_isr_expands_total``, ``rill_cluster_leader_elections_total``,
-  ``rill_cluster_fenced_requests_total``, and per follower of each partition this node leads
+  ``rill_cluster_fenced_requests_total``, ``rill_cluster_replicas_emptied_total``, and per follower of each partition this node leads
   ``rill_cluster_replica_lag_messages`` and ``rill_cluster_replica_lag_seconds`` (labels
   stream, topic, partition, follower: its node id). Lag is known on the leader only: scrape
   every node.
@@ -222,6 +222,8 @@ CLUSTER_COUNTERS = (
      "Partition leader elections this node took part in."),
     ("fenced_requests", "rill_cluster_fenced_requests_total",
      "Requests refused for a stale epoch (member, controller, leader or partition)."),
+    ("replicas_emptied", "rill_cluster_replicas_emptied_total",
+     "Replicas this node emptied for a partition's new incarnation (a purge)."),
 )
 
 

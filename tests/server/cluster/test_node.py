@@ -211,6 +211,62 @@ def test_a_consumer_position_stored_on_one_node_is_read_on_every_node(cluster) -
         client.close()
 
 
+def test_a_purge_from_any_node_empties_every_replica_and_offsets_start_again(cluster) -> None:
+    """Iggy's PURGE_TOPIC and PURGE_STREAM sent to a node that leads none of the partitions
+    (the purge goes through the controller): every replica's log is emptied, every node polls
+    nothing from offset 0 and knows no stored position, and the next sends start again at
+    offset 0 with every replica holding the same bytes."""
+    clients = {node_id: cluster.client(node_id) for node_id in (1, 2, 3)}
+    clients[1].create_stream("s", 1)
+    clients[1].create_topic(1, "t", partitions_count=2, replication_factor=3)
+
+    def fill(label: str) -> None:
+        for partition_id in (1, 2):
+            send_to_leader(cluster, clients, partition_id,
+                           [f"{label}-{partition_id}-{n}" for n in range(30)])
+
+    def polled(node_id: int, partition_id: int) -> list[tuple[int, str]]:
+        found = clients[node_id].poll_messages(1, 1, 1, partition_id=partition_id,
+                                               strategy=PollingStrategy.offset(0), count=100)
+        return [(m.offset, m.payload.decode()) for m in found.messages]
+
+    def purged_everywhere(label: str) -> None:
+        for node_id, partition_id in itertools.product((1, 2, 3), (1, 2)):
+            wait_for(lambda: polled(node_id, partition_id) == [], what=(
+                f"partition {partition_id} empty through node {node_id} after the {label}"))
+            stored = clients[node_id].get_consumer_offset(1, 1, partition_id=partition_id,
+                                                          consumer=5)
+            assert stored is None or stored.stored_offset == 0  # (Iggy's "none": 0, not 19)
+        for partition_id in (1, 2):
+            wait_for(lambda: all(segment_digests(cluster, n, partition_id) == [
+                (name, hashlib.sha256(b"").hexdigest())
+                for name, _ in segment_digests(cluster, n, partition_id)] for n in (1, 2, 3)),
+                what=f"every replica of partition {partition_id} emptied")
+
+    fill("old")
+    for partition_id in (1, 2):
+        clients[cluster.leader_of(1, 1, partition_id)].store_consumer_offset(
+            1, 1, 20, partition_id=partition_id, consumer=5)
+    leaders = {cluster.leader_of(1, 1, partition_id) for partition_id in (1, 2)}
+    purger = next(n for n in (3, 2, 1) if n not in leaders)
+    clients[purger].purge_topic(1, 1)
+    purged_everywhere("topic purge")
+
+    fill("new")
+    for partition_id in (1, 2):
+        expected = [(n, f"new-{partition_id}-{n}") for n in range(30)]
+        for node_id in (1, 2, 3):
+            assert polled(node_id, partition_id) == expected
+        wait_for(lambda: len({tuple(segment_digests(cluster, n, partition_id))
+                              for n in (1, 2, 3)}) == 1,
+                 what=f"partition {partition_id}'s replicas to match after the purge")
+
+    clients[purger].purge_stream(1)
+    purged_everywhere("stream purge")
+    for client in clients.values():
+        client.close()
+
+
 def http_json(cluster: RillCluster, node_id: int, path: str) -> dict:
     import httpx
 

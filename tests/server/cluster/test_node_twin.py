@@ -385,3 +385,85 @@ def test_an_acks_all_wait_begun_after_this_node_stopped_leading_is_an_unknown_ou
                 await server.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_purge_empties_every_replica_even_one_away_and_offsets_start_again_at_0(
+        tmp_path: Path) -> None:
+    """A topic purged from a node that does not lead it: every live replica empties its log
+    (offsets start again at 0, the stored position is gone), the next writes replicate as
+    usual, and a replica that was stopped meanwhile empties itself when it returns, then
+    copies the new records -- none of the old ones comes back anywhere -- and takes the
+    position stored since, not its own from before."""
+    async def scenario() -> None:
+        twin = MemoryCoordinator()
+        links, servers = await three_nodes(tmp_path, twin)
+        try:
+            await replicated_topic(servers[1])
+            old = await until(lambda: (found := servers[1].cluster.partition_states.get(
+                (1, 1, 1))) and found.created and found, "the partition's state")
+            leader = servers[old.leader]
+            session = leader.core.broker.connect("127.0.0.1:2", "tcp")
+            leader.core.broker.authenticate_as(session, 1)
+            for n in range(5):
+                await leader.core.broker.append(session, PartitionRef(1, 1, 1),
+                                                encode_messages([b"old-%d" % n]),
+                                                acks=ACKS_ALL, ack_timeout=10)
+            await leader.core.broker.commit_offset(session, "reader", PartitionRef(1, 1, 1), 3)
+            await until(lambda: all(s.core.state.streams[1].topics[1].partitions[1]
+                                    .positions.get("reader") == 3 for s in servers.values()),
+                        "the position on every node")
+            away, purger = [n for n in (1, 2, 3) if n != old.leader]
+            await until(lambda: stored(servers[away]).count(b"old-") == 5, "the old copies")
+            await servers[away].stop()
+            await until(lambda: away not in servers[old.leader].cluster.partition_states[
+                (1, 1, 1)].isr, "the stopped node out of the ISR")
+
+            admin = servers[purger].core.broker.connect("127.0.0.1:3", "tcp")
+            servers[purger].core.broker.authenticate_as(admin, 1)
+            await servers[purger].core.topics.purge_topic(admin, 1, 1)
+
+            live = {n: servers[n] for n in (old.leader, purger)}
+
+            def emptied() -> bool:
+                return all((state := server.cluster.partition_states.get((1, 1, 1)))
+                           and state.incarnation > old.incarnation
+                           and server.core.state.streams[1].topics[1].partitions[1]
+                           .log.next_offset == 0 for server in live.values())
+
+            await until(emptied, "every live replica emptied")
+            new = servers[purger].cluster.partition_states[(1, 1, 1)]
+            assert new.leader_epoch == old.leader_epoch + 1 and new.leader == old.leader
+            for server in live.values():
+                partition = server.core.state.streams[1].topics[1].partitions[1]
+                assert partition.log.incarnation == new.incarnation
+                assert partition.high_watermark == 0 and "reader" not in partition.positions
+                assert server.cluster.counters["replicas_emptied"] == 1
+            await until(lambda: (1, 1, 1) in leader.cluster.leaders
+                        and leader.cluster.leaders[(1, 1, 1)].epoch == new.leader_epoch,
+                        "the leader leading the new incarnation")
+            for n in range(3):
+                await leader.core.broker.append(session, PartitionRef(1, 1, 1),
+                                                encode_messages([b"new-%d" % n]),
+                                                acks=ACKS_ALL, ack_timeout=10)
+            partition = leader.core.state.streams[1].topics[1].partitions[1]
+            assert (partition.log.first_offset, partition.log.next_offset) == (0, 3)
+            await leader.core.broker.commit_offset(session, "reader", PartitionRef(1, 1, 1), 1)
+            await until(lambda: all(s.core.state.streams[1].topics[1].partitions[1]
+                                    .positions.get("reader") == 1 for s in live.values()),
+                        "the new position on every live node")
+
+            servers[away] = Server(node_config(tmp_path, away), coordinator=links[away])
+            await servers[away].start()
+            await until(lambda: len({stored(s) for s in servers.values()}) == 1,
+                        "every replica holding the same records")
+            assert servers[away].cluster.counters["replicas_emptied"] == 1
+            for server in servers.values():
+                records = stored(server)
+                assert records.count(b"new-") == 3 and b"old-" not in records
+            await until(lambda: servers[away].core.state.streams[1].topics[1].partitions[1]
+                        .positions.get("reader") == 1, "the new position on the returned node")
+        finally:
+            for server in servers.values():
+                await server.stop()
+
+    asyncio.run(scenario())

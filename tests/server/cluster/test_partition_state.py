@@ -13,6 +13,7 @@ from rill.server.cluster.partition_state import (
     expand,
     first_state,
     prefer,
+    purged,
     shrink,
 )
 
@@ -88,3 +89,21 @@ def test_leadership_goes_back_to_the_preferred_replica_once_it_is_live_and_in_sy
     assert prefer(PartitionState((1, 2, 3), 2, 5, (2, 3), 2), live={1, 2, 3}) is None
     assert prefer(moved, live={2, 3}) is None
     assert prefer(PartitionState((1, 2, 3), None, 5, (1,), 2), live={2, 3}) is None
+
+
+def test_a_purge_gives_a_new_incarnation_above_every_earlier_one_at_the_next_epoch() -> None:
+    """A purged partition is another one under the same ids: its incarnation rises past the
+    key's creation (even when the key was never changed since: epoch == creation) and past the
+    purge before it, its leader epoch rises by one, its replicas, leader and ISR stay, and
+    the incarnation survives etcd's JSON (an unpurged state's is its key's creation)."""
+    fresh = PartitionState((1, 2, 3), 2, 1, (2, 3, 1), 2, revision=40, created=40)
+    assert fresh.incarnation == 40
+    first = purged(fresh)
+    assert first.incarnation == 41 and first.leader_epoch == 2
+    assert (first.replicas, first.leader, first.isr) == (fresh.replicas, 2, fresh.isr)
+    stored = PartitionState.from_json(first.to_json(), revision=57, created=40)
+    assert stored.incarnation == 41
+    second = purged(stored)
+    assert second.incarnation == 58 and second.leader_epoch == 3
+    assert PartitionState.from_json(fresh.to_json(), revision=40, created=40).incarnation == 40
+    assert b"purged_at" not in fresh.to_json()  # (a state written before purges reads alike)

@@ -51,6 +51,27 @@ def test_replica_state_set_by_a_replication_layer(partition) -> None:
         Partition(1, 1, 2, 0, partition.log, role="observer")
 
 
+def test_a_purged_partition_starts_again_at_0_with_nothing_committed(partition) -> None:
+    """A purge empties the log and the positions; a replicated partition's high watermark
+    goes back to 0 with it, so records appended after the purge are not committed (served)
+    before replication moves it; a standalone one's stays the log end."""
+    append(partition, 5)
+    partition.positions["reader"], partition.position_notes["reader"] = 4, "note"
+    partition.position_epochs["reader"] = 1
+    partition.high_watermark = 5
+    partition.log.store_high_watermark(5)
+    partition.purge()
+    assert (partition.log.first_offset, partition.log.next_offset) == (0, 0)
+    assert not (partition.positions or partition.position_notes or partition.position_epochs)
+    assert partition.log.stored_high_watermark == 0
+    append(partition, 2)
+    assert partition.high_watermark == 0 and partition.log.stored_high_watermark == 0
+    standalone = Partition(1, 1, 2, 0, partition.log)
+    standalone.purge()
+    append(standalone, 2)
+    assert standalone.high_watermark == 2
+
+
 def test_a_topics_room_is_summed_from_its_logs_only_when_it_runs_out(monkeypatch) -> None:
     """``Topic.room_left``: the sum over every partition's log is what an append pays only
     when the room counted before has run out, is smaller than asked, or was forgotten."""

@@ -311,3 +311,30 @@ def test_the_high_watermark_checkpoint_survives_a_restart(tmp_path: Path,
     assert reopened.stored_high_watermark == 12
     assert DataPaths.high_watermark_checkpoint(tmp_path / "log").read_text() == "0\n12\n"
     reopened.close()
+
+
+# ---------------------------------------------------------------------- incarnation
+@pytest.mark.parametrize("record_format", FORMATS)
+def test_a_purged_replica_keeps_its_incarnation_and_no_high_watermark_above_0(
+        tmp_path: Path, record_format: str) -> None:
+    """A log emptied for a new incarnation (a purge in a cluster) stores which one it holds,
+    read again at the next open; its stored high watermark went back to 0 with the purge, so a
+    restart does not take the old one for the new records'. A damaged checkpoint reads as
+    none (the partition's first incarnation)."""
+    log = filled(tmp_path / "log", record_format)
+    assert log.incarnation is None  # never purged: no file
+    assert not DataPaths.incarnation_checkpoint(tmp_path / "log").exists()
+    log.store_high_watermark(20)
+    log.purge()
+    log.store_incarnation(41)
+    append_batch(log, 0)
+    log.close()
+    reopened = open_at(tmp_path / "log", record_format, clean_shutdown=False)
+    assert reopened.incarnation == 41 and reopened.stored_high_watermark == 0
+    assert reopened.first_offset == 0 and reopened.next_offset > 0
+    assert DataPaths.incarnation_checkpoint(tmp_path / "log").read_text() == "0\n41\n"
+    reopened.close()
+    DataPaths.incarnation_checkpoint(tmp_path / "log").write_text("0\nforty\n")
+    damaged = open_at(tmp_path / "log", record_format)
+    assert damaged.incarnation is None
+    damaged.close()

@@ -15,8 +15,9 @@ never the raw token) and Iggy consumer groups (``groups/...``: id and name; a de
 stored positions go with it in etcd). Consumer positions are stored in etcd (``offsets/...``,
 coalesced: ``PositionWrites``) and applied on every node. A group's members are not catalog
 rows: each node puts its own clients' memberships under its member lease
-(``cluster.group_members``). Purging a stream or topic is refused in a cluster (it would need
-every replica truncated).
+(``cluster.group_members``). A purge of a stream or topic gives each of its partitions a new
+incarnation in etcd and drops its stored positions there; every replica, this node's too,
+empties its log when its watch applies that (``ClusterNode``), not here.
 """
 
 from __future__ import annotations
@@ -86,10 +87,10 @@ class ClusterCatalog:
         await self.local.delete_stream(stream_id)
 
     async def purge_stream(self, stream_id: int) -> None:
-        raise errors.FeatureUnavailable(reason="purging a stream is not done in a cluster yet")
+        await self.node.propose("purge_stream", {"stream_id": stream_id})
 
     async def purge_topic(self, stream_id: int, topic_id: int) -> None:
-        raise errors.FeatureUnavailable(reason="purging a topic is not done in a cluster yet")
+        await self.node.propose("purge_topic", {"stream_id": stream_id, "topic_id": topic_id})
 
     async def create_topic(self, row: TopicRow, partitions: list[PartitionRow]
                            ) -> tuple[TopicRow, list[PartitionRow]]:

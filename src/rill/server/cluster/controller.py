@@ -3,7 +3,8 @@
 
 Owns: ``Controller`` -- what the elected node does while it leads: catalog changes other nodes
 hand it (streams, topics, partitions: rows, names, replica assignment and first partition
-states, in one transaction each; users) and elections (a partition whose leader is not a live member
+states, in one transaction each; users; purges: every partition of the topic or stream at a
+new incarnation and its stored consumer positions gone) and elections (a partition whose leader is not a live member
 gets one from its live ISR; dead members leave every ISR, never emptying it). Every
 transaction compares the controller's election key (``Leadership.fence``: a deposed controller
 changes nothing) and, for a partition, the mod_revision it last saw (the partition epoch).
@@ -20,7 +21,14 @@ from typing import TYPE_CHECKING, Any
 from rill import errors
 from rill.server.cluster.coordinator import Compare, Delete, Put
 from rill.server.cluster.election import Leadership
-from rill.server.cluster.partition_state import PartitionState, assign, elect, first_state, prefer
+from rill.server.cluster.partition_state import (
+    PartitionState,
+    assign,
+    elect,
+    first_state,
+    prefer,
+    purged,
+)
 
 if TYPE_CHECKING:
     from rill.server.cluster.node import ClusterNode
@@ -94,6 +102,8 @@ class Controller:
             return {"revision": result.revision}
         if op == "create_partitions":
             return await self._create_partitions(args)
+        if op in ("purge_topic", "purge_stream"):
+            return await self._purge(args)
         if op == "put_user":
             row = args["row"]
             key, name = keys.user(row["id"]), keys.user_name(row["username"])
@@ -244,6 +254,54 @@ class Controller:
         if not result.succeeded:
             raise errors.ClusterUnavailable(reason="the topic changed meanwhile: try again")
         return {"revision": result.revision}
+
+    async def _purge(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Every partition of a topic (``topic_id`` given) or of a stream at a new incarnation
+        (``partition_state.purged``), ``ELECTIONS_PER_TXN`` a transaction, each comparing the
+        controller's fence and the partitions' epochs; the stored consumer positions go in
+        the last one. A partition whose state changed meanwhile (an election) is read again
+        and purged in a later transaction."""
+        node, keys = self.node, self.node.keys
+        stream_id, topic_id = args["stream_id"], args.get("topic_id")
+        if topic_id is None:
+            if await node.coordinator.get(keys.stream(stream_id)) is None:
+                raise errors.StreamIdNotFound(stream_id)
+            states = keys.partitions + f"{stream_id}/".encode()
+            positions = keys.offsets + f"{stream_id}/".encode()
+        else:
+            if await node.coordinator.get(keys.topic(stream_id, topic_id)) is None:
+                raise errors.TopicIdNotFound(topic_id, stream_id)
+            states = keys.topic_partitions(stream_id, topic_id)
+            positions = keys.offsets + f"{stream_id}/{topic_id}/".encode()
+        left = {kv.key: PartitionState.from_json(kv.value, kv.mod_revision, kv.create_revision)
+                for kv in (await node.coordinator.range(states, prefix=True)).kvs}
+        failures = 0
+        while True:
+            group = list(left.items())[:ELECTIONS_PER_TXN]
+            last = len(group) == len(left)
+            result = await node.coordinator.txn(
+                [self.leadership.fence(),
+                 *(Compare.mod_revision(key, "==", state.revision) for key, state in group)],
+                [*(Put(key, purged(state).to_json()) for key, state in group),
+                 *([Delete(positions, prefix=True)] if last else [])])
+            if result.succeeded:
+                for key, _ in group:
+                    del left[key]
+                if last:
+                    return {"revision": result.revision}
+                continue
+            failures += 1
+            if failures > 10:
+                raise errors.ClusterUnavailable(reason=(
+                    "the partitions kept changing during the purge, or this controller was "
+                    "replaced: try again"))
+            for key, _ in group:  # changed meanwhile: read again
+                current = await node.coordinator.get(key)
+                if current is None:
+                    del left[key]
+                else:
+                    left[key] = PartitionState.from_json(current.value, current.mod_revision,
+                                                         current.create_revision)
 
     # -- elections -----------------------------------------------------------------------------
 

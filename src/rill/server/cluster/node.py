@@ -137,7 +137,7 @@ class ClusterNode:
         self._elect = asyncio.Event()
         self.lease: LeaseKeeper | None = None
         self.counters = {"isr_shrinks": 0, "isr_expands": 0, "leader_elections": 0,
-                         "fenced_requests": 0}
+                         "fenced_requests": 0, "replicas_emptied": 0}
         self.catalog = ClusterCatalog(core.state.store, self)
         self.roster = ClusterGroupRoster(self)  # Iggy groups' members on every node
         self.listeners: dict[str, tuple[str, int]] = {}
@@ -395,6 +395,9 @@ class ClusterNode:
             await self._stream_put(streams[stream_id], own=False)
         for key in sorted(topics):
             await self._topic_put(topics[key], own=False)
+        # partition states before stored positions: a replica emptied for a purge done while
+        # this node was away loses its positions, then takes those stored since
+        others.sort(key=lambda kv: not kv.key.startswith(self.keys.partitions))
         for kv in others:
             await self._apply_put(kv, snapshot=True)
         await self._forget_missing(others)
@@ -526,6 +529,7 @@ class ClusterNode:
             key = ClusterKeys.numbers(kv.key, keys.partitions)
             state = PartitionState.from_json(kv.value, kv.mod_revision, kv.create_revision)
             self.partition_states[key] = state  # type: ignore[index]
+            await self._empty_earlier_incarnation(key, state)  # type: ignore[arg-type]
             self._place(key, state)  # type: ignore[arg-type]
             self._elect.set()
         elif kv.key.startswith(keys.controller):
@@ -620,6 +624,30 @@ class ClusterNode:
 
     # -- placing partitions --------------------------------------------------------------------
 
+    async def _empty_earlier_incarnation(self, key: tuple[int, int, int],
+                                         state: PartitionState) -> None:
+        """A replica of an earlier incarnation of the partition (purged since, maybe while this
+        node was away) is emptied before it serves or copies this one: its roles end (an
+        acks=all write still waiting is an unknown outcome), its log starts again at offset 0,
+        its high watermark and consumer positions are gone, and the incarnation is stored with
+        it (a log without one holds the partition's first)."""
+        partition = self._partition(key)
+        if partition is None:
+            return  # (a partition made later starts empty)
+        log_ = partition.log
+        held = log_.incarnation or state.created
+        if held >= state.incarnation:
+            return
+        self._stop_following(key)
+        self._stop_leading(key, state.leader)
+        partition.purge()  # (after the append in flight, if any)
+        log_.store_incarnation(state.incarnation)
+        self.core.state.space_freed()
+        self.counters["replicas_emptied"] += 1
+        log.info("partition %s: emptied for its incarnation %d (it held %d)",
+                 "/".join(map(str, key)), state.incarnation, held)
+        await self.catalog.local.purge_topic(key[0], key[1])  # (its stored positions)
+
     def _partition(self, key: tuple[int, int, int]) -> Partition | None:
         stream = self.core.state.streams.get(key[0])
         topic = stream.topics.get(key[1]) if stream is not None else None
@@ -660,7 +688,7 @@ class ClusterNode:
                 follower = self.followers.get(key)
                 if follower is None or follower.leader_id != state.leader or \
                         follower.leader_epoch != state.leader_epoch or \
-                        follower.incarnation != state.created or \
+                        follower.incarnation != state.incarnation or \
                         follower.partition is not partition:
                     self._stop_following(key)
                     self._start_following(key, partition, state)
@@ -713,7 +741,7 @@ class ClusterNode:
             await fresh.open()
             return fresh
 
-        follower = Follower(partition, leader_id, state.leader_epoch, state.created, link,
+        follower = Follower(partition, leader_id, state.leader_epoch, state.incarnation, link,
                             self._node_id, lambda: self.member_epoch, self._elect.set)
         self.followers[key] = follower
         follower.start()
@@ -913,7 +941,7 @@ class ClusterNode:
         key = tuple(int(part) for part in key)
         leader = self.leaders.get(key)  # type: ignore[arg-type]
         state = self.partition_states.get(key)  # type: ignore[arg-type]
-        if leader is None or int(incarnation) != leader.state.created:
+        if leader is None or int(incarnation) != leader.state.incarnation:
             self.counters["fenced_requests"] += 1
             raise errors.NotLeaderForPartition(key[2], key[1], state.leader if state else "none")
         if int(epoch) < leader.epoch:

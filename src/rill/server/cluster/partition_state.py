@@ -3,10 +3,11 @@
 
 Owns: ``PartitionState`` (etcd's ``partitions/<s>/<t>/<p>`` value: replicas, leader, leader
 epoch, ISR, minimum ISR; its key's mod_revision is the **partition epoch**, which every
-change compares, and its create_revision the partition's **incarnation**: a partition deleted
-and made again under the same ids is another one, and replicas of the two never mix), the replica assignment of a new topic (``assign``), the controller's
-election (``elect``), the move of leadership back to the preferred replica (``prefer``) and the
-leader's ISR changes (``shrink``, ``expand``).
+change compares; its **incarnation** is its key's create_revision, or the revision a purge gave
+it: a partition deleted and made again under the same ids, or purged, is another one, and
+replicas of the two never mix), the replica assignment of a new topic (``assign``), the
+controller's election (``elect``), the move of leadership back to the preferred replica
+(``prefer``), the leader's ISR changes (``shrink``, ``expand``) and a purge (``purged``).
 
 Invariants: the ISR is never empty (the last member stays in it even when it dies: it holds
 everything committed, and the partition waits for it rather than electing a replica that may
@@ -29,18 +30,29 @@ class PartitionState:
     isr: tuple[int, ...]
     min_isr: int
     revision: int = 0  # the key's mod_revision (the partition epoch); 0: not stored yet
-    created: int = 0  # the key's create_revision (the incarnation); 0: not stored yet
+    created: int = 0  # the key's create_revision; 0: not stored yet
+    purged_at: int = 0  # one past the partition epoch its last purge replaced; 0: never purged
+
+    @property
+    def incarnation(self) -> int:
+        """Which partition this is under its ids: the revision of its creation or of its last
+        purge (replicas of two incarnations never mix)."""
+        return self.purged_at or self.created
 
     def to_json(self) -> bytes:
-        return json.dumps({"replicas": list(self.replicas), "leader": self.leader,
-                           "leader_epoch": self.leader_epoch, "isr": list(self.isr),
-                           "min_isr": self.min_isr}, separators=(",", ":")).encode()
+        value = {"replicas": list(self.replicas), "leader": self.leader,
+                 "leader_epoch": self.leader_epoch, "isr": list(self.isr),
+                 "min_isr": self.min_isr}
+        if self.purged_at:
+            value["purged_at"] = self.purged_at
+        return json.dumps(value, separators=(",", ":")).encode()
 
     @classmethod
     def from_json(cls, value: bytes, revision: int, created: int = 0) -> PartitionState:
         data = json.loads(value)
         return cls(tuple(data["replicas"]), data["leader"], int(data["leader_epoch"]),
-                   tuple(data["isr"]), int(data["min_isr"]), revision, created)
+                   tuple(data["isr"]), int(data["min_isr"]), revision, created,
+                   int(data.get("purged_at", 0)))
 
 
 def assign(nodes: Sequence[int], replication_factor: int, partitions: int,
@@ -109,3 +121,13 @@ def expand(state: PartitionState, node: int) -> PartitionState | None:
     if node in state.isr or node not in state.replicas:
         return None
     return replace(state, isr=tuple(n for n in state.replicas if n in state.isr or n == node))
+
+
+def purged(state: PartitionState) -> PartitionState:
+    """The partition emptied: a new incarnation at the next leader epoch, same replicas, leader
+    and ISR. The incarnation is one past the partition epoch it replaces: above every earlier
+    incarnation of the key (none was given after that epoch), at most the revision of the
+    purge's own transaction, below any later re-creation's. Every replica empties its log
+    when it learns it (``ClusterNode``); fetches of the old incarnation are refused from then
+    on."""
+    return replace(state, leader_epoch=state.leader_epoch + 1, purged_at=state.revision + 1)

@@ -189,7 +189,7 @@ class Follower:
         self.partition = partition
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
-        self.incarnation = incarnation  # the partition's (``PartitionState.created``)
+        self.incarnation = incarnation  # the partition's (``PartitionState.incarnation``)
         self.stopped = False  # once set, no further request goes out (``stop_soon``)
         self.link = link  # coroutine function: a fresh PeerLink to the leader
         self.node_id = node_id

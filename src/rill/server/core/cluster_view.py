@@ -116,7 +116,8 @@ class ClusterView(Protocol):
                              "followers": [{"node_id": 2, "fetch_offset": 100,
                                             "lag_messages": 0, "lag_seconds": 0.0}]}],
              "counters": {"isr_shrinks": 0, "isr_expands": 0, "leader_elections": 0,
-                          "fenced_requests": 0, "under_replicated_partitions": 0}}
+                          "fenced_requests": 0, "replicas_emptied": 0,
+                          "under_replicated_partitions": 0}}
 
         Follower lag is known only on each partition's leader: a tool that shows it for every
         partition asks every member (their ``http`` listener)."""

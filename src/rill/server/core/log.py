@@ -139,6 +139,11 @@ class Log(Protocol):
 
     def store_high_watermark(self, offset: int) -> None: ...
 
+    @property
+    def incarnation(self) -> int | None: ...  # which incarnation of its partition it holds
+
+    def store_incarnation(self, incarnation: int) -> None: ...
+
     # -- retention and life ----------------------------------------------------------------
     def delete_expired_segments(self, now_us: int, expiry_us: int) -> int: ...
 

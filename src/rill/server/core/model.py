@@ -107,6 +107,17 @@ class Partition:
             raise ValueError(f"high watermark {offset} is negative")
         self._high_watermark = offset
 
+    def purge(self) -> None:
+        """Empty the partition: its log starts again at offset 0, its consumer positions are
+        gone, and a high watermark a replication layer set goes back to 0 (the records
+        appended next are not committed until it moves)."""
+        self.log.purge()
+        self.positions.clear()
+        self.position_notes.clear()
+        self.position_epochs.clear()
+        if self._high_watermark is not None:
+            self._high_watermark = 0
+
 
 @dataclass(eq=False)
 class Topic:

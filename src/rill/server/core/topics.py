@@ -153,7 +153,8 @@ class TopicService:
         topic = state.find_topic(stream_id, topic_id)
         state.authorize(session, Action.MANAGE_TOPIC, topic.stream_id, topic.id)
         await state.store.purge_topic(topic.stream_id, topic.id)
+        if state.cluster is not None:
+            return  # every replica empties itself for the partition's new incarnation
         for partition in topic.partitions.values():
-            partition.log.purge()
-            partition.positions.clear()
+            partition.purge()
         state.space_freed()

@@ -1,6 +1,7 @@
-"""Checkpoints beside a partition's segments: its leader epochs and its high watermark.
+"""Checkpoints beside a partition's segments: its leader epochs, its high watermark and its
+incarnation.
 
-Owns two small files of a partition directory (``paths``) and their atomic writes:
+Owns three small files of a partition directory (``paths``) and their atomic writes:
 
   * ``leader-epoch-checkpoint`` (Kafka keeps one of the same shape beside its log): for a
     per-record format (iggy-v1), whose records carry no leader epoch, which epoch each run of
@@ -12,6 +13,10 @@ Owns two small files of a partition directory (``paths``) and their atomic write
     only record of it (a follower copies those bytes); it has no checkpoint.
   * ``high-watermark-checkpoint``: the last high watermark a replication layer stored (the
     version line, then the offset). A standalone log has none: its high watermark is its end.
+  * ``incarnation-checkpoint``: which incarnation of its partition a replica log holds, a
+    number the replication layer gives (the version line, then the number), written when the
+    log is emptied for a new incarnation (a purge in a cluster). A log without one holds the
+    partition's first incarnation.
 
 Every write is atomic: a temporary file, synced, renamed over the file, the directory synced
 (per the durability policy, as every other storage write): a crash leaves the old file or the
@@ -208,3 +213,23 @@ def clamp_high_watermark(directory: Path, offset: int, durability: Durability) -
     stored = read_high_watermark(directory)
     if stored is not None and stored > offset:
         write_high_watermark(directory, offset, durability)
+
+
+# ---------------------------------------------------------------------- incarnation
+def read_incarnation(directory: Path) -> int | None:
+    """The stored incarnation; None when none was stored (or it cannot be parsed)."""
+    lines = _read_numbers(DataPaths.incarnation_checkpoint(directory))
+    if lines is None:
+        return None
+    if len(lines) != 1 or len(lines[0]) != 1 or lines[0][0] < 0:
+        logger.error("checkpoint %s: expected one number; ignored",
+                     DataPaths.incarnation_checkpoint(directory))
+        return None
+    return lines[0][0]
+
+
+def write_incarnation(directory: Path, incarnation: int, durability: Durability) -> None:
+    if incarnation < 0:
+        raise ValueError(f"incarnation {incarnation} is negative")
+    write_atomically(DataPaths.incarnation_checkpoint(directory),
+                     f"{VERSION}\n{incarnation}\n".encode("ascii"), durability)

@@ -221,6 +221,7 @@ class MemoryLog(LogReads):
         self._closed = False
         self._leader_epoch = 0
         self._stored_high_watermark: int | None = None
+        self._incarnation: int | None = None
 
     def reopened(self) -> MemoryLog:
         """The same records as a log opened again (a restart): leader epoch 0 until set."""
@@ -228,6 +229,7 @@ class MemoryLog(LogReads):
         log._segments, log._starts = self._segments, self._starts
         log._last_timestamp = self._last_timestamp
         log._stored_high_watermark = self._stored_high_watermark
+        log._incarnation = self._incarnation
         return log
 
     # ------------------------------------------------------------------ bounds
@@ -425,6 +427,14 @@ class MemoryLog(LogReads):
                 f"{last} of the last records of {self.name}"))
         return self._leader_epoch
 
+    # ------------------------------------------------------------------ incarnation
+    @property
+    def incarnation(self) -> int | None:
+        return self._incarnation
+
+    def store_incarnation(self, incarnation: int) -> None:
+        self._incarnation = incarnation
+
     # ------------------------------------------------------------------ high watermark
     @property
     def stored_high_watermark(self) -> int | None:
@@ -546,6 +556,8 @@ class MemoryLog(LogReads):
         self._segments[:] = [MemorySegment(0)]
         self._starts[:] = [0]
         self._last_timestamp = 0
+        if self._stored_high_watermark is not None:
+            self._stored_high_watermark = 0
 
     # ------------------------------------------------------------------ closing
     def close(self, sync: bool = True) -> None:

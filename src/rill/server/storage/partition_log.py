@@ -579,7 +579,8 @@ class PartitionLog(LogReads, ReplicaLog):
         segment.delete()
 
     def purge(self) -> None:
-        """Delete every segment (oldest first) and start again, empty, at offset 0."""
+        """Delete every segment (oldest first) and start again, empty, at offset 0 (a stored
+        high watermark goes back to 0 with it)."""
         self._settle()
         while self._segments:
             self._delete_oldest()
@@ -587,6 +588,8 @@ class PartitionLog(LogReads, ReplicaLog):
         if self._epochs is not None:
             self._epochs.clear()
         self._add_segment(0)
+        if self._stored_high_watermark is not None:
+            self.store_high_watermark(0)
 
     # ------------------------------------------------------------------ closing
     def close(self, sync: bool = True) -> None:

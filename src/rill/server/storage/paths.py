@@ -43,6 +43,7 @@ TOMBSTONE_SUFFIX = ".deleting"
 TEMPORARY_SUFFIX = ".tmp"  # a checkpoint or marker before its rename (removed at open)
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 HIGH_WATERMARK_CHECKPOINT = "high-watermark-checkpoint"
+INCARNATION_CHECKPOINT = "incarnation-checkpoint"
 TRUNCATION_MARKER = "truncation"
 OFFSET_DIGITS = 20
 
@@ -172,6 +173,10 @@ class DataPaths:
     @staticmethod
     def high_watermark_checkpoint(partition_dir: str | os.PathLike[str]) -> Path:
         return Path(partition_dir) / HIGH_WATERMARK_CHECKPOINT
+
+    @staticmethod
+    def incarnation_checkpoint(partition_dir: str | os.PathLike[str]) -> Path:
+        return Path(partition_dir) / INCARNATION_CHECKPOINT
 
     @staticmethod
     def truncation_marker(partition_dir: str | os.PathLike[str]) -> Path:

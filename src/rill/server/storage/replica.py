@@ -34,7 +34,9 @@ from rill.server.storage.batch_segment import BatchSegment
 from rill.server.storage.checkpoints import (
     LeaderEpochs,
     read_high_watermark,
+    read_incarnation,
     write_high_watermark,
+    write_incarnation,
 )
 from rill.server.storage.durability import Durability
 from rill.server.storage.formats.iggy_v1_checks import KIND_GOOD, ScanResult
@@ -82,10 +84,12 @@ class ReplicaLog:
                                timestamp: int, count: int, last_timestamp: int) -> None: ...
 
     def _open_replica_state(self) -> None:
-        """At open: a per-record format's leader-epoch checkpoint, the stored high watermark."""
+        """At open: a per-record format's leader-epoch checkpoint, the stored high watermark
+        and incarnation."""
         if self.format.entry_epoch is None:
             self._epochs = LeaderEpochs(self.directory, self._durability)
         self._stored_high_watermark = read_high_watermark(self.directory)
+        self._incarnation = read_incarnation(self.directory)
 
     # ------------------------------------------------------------------ leader epochs
     @property
@@ -168,6 +172,20 @@ class ReplicaLog:
         if epochs is not None and epoch != (epochs.pairs[-1][0] if epochs.pairs else 0):
             epochs.note(epoch, self.next_offset, self.first_offset)
         return epoch
+
+    # ------------------------------------------------------------------ incarnation
+    _incarnation: int | None = None
+
+    @property
+    def incarnation(self) -> int | None:
+        """Which incarnation of its partition this log holds, as ``store_incarnation`` last
+        stored it (read at open); None when none was stored (the partition's first)."""
+        return self._incarnation
+
+    def store_incarnation(self, incarnation: int) -> None:
+        """Write the incarnation checkpoint (atomically), once the log was emptied for it."""
+        write_incarnation(self.directory, incarnation, self._durability)
+        self._incarnation = incarnation
 
     # ------------------------------------------------------------------ high watermark
     _stored_high_watermark: int | None = None
