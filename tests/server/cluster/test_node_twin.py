@@ -467,3 +467,55 @@ def test_a_purge_empties_every_replica_even_one_away_and_offsets_start_again_at_
                 await server.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_node_away_while_its_topic_was_made_again_keeps_none_of_the_old_records(
+        tmp_path: Path) -> None:
+    """A topic deleted and created again under the same ids while a replica's node was
+    stopped (the new one on the live nodes): when that node returns, its old log is not taken
+    for the new partition's (same ids, same leader epoch 1: only the topic's creation tells
+    them apart): the old records are gone from it, and the new topic is there, empty."""
+    async def scenario() -> None:
+        twin = MemoryCoordinator()
+        links, servers = await three_nodes(tmp_path, twin)
+        try:
+            await replicated_topic(servers[1])
+            old = await until(lambda: (found := servers[1].cluster.partition_states.get(
+                (1, 1, 1))) and found.created and found, "the partition's state")
+            leader = servers[old.leader]
+            session = leader.core.broker.connect("127.0.0.1:2", "tcp")
+            leader.core.broker.authenticate_as(session, 1)
+            for n in range(5):
+                await leader.core.broker.append(session, PartitionRef(1, 1, 1),
+                                                encode_messages([b"old-%d" % n]),
+                                                acks=ACKS_ALL, ack_timeout=10)
+            away, admin_node = [n for n in (1, 2, 3) if n != old.leader]
+            await until(lambda: stored(servers[away]).count(b"old-") == 5, "the old copies")
+            await servers[away].stop()
+            await until(lambda: away not in servers[admin_node].cluster.members,
+                        "the stopped node gone from the members")
+
+            admin = servers[admin_node].core.broker.connect("127.0.0.1:3", "tcp")
+            servers[admin_node].core.broker.authenticate_as(admin, 1)
+            await servers[admin_node].core.broker.delete_topic(admin, TopicRef(1, 1))
+            await servers[admin_node].core.broker.create_topic(admin, 1, TopicSpec(
+                "t", partitions_count=1, topic_id=1, replication_factor=2))
+            new = await until(lambda: (found := servers[admin_node].cluster.partition_states
+                                       .get((1, 1, 1))) and found.created > old.created
+                              and found, "the new partition's state")
+            assert away not in new.replicas
+
+            servers[away] = Server(node_config(tmp_path, away), coordinator=links[away])
+            await servers[away].start()
+            await until(lambda: servers[away].cluster.partition_states.get((1, 1, 1)) == new,
+                        "the new partition's state on the returned node")
+            topic = servers[away].core.state.streams[1].topics[1]
+            assert topic.partitions[1].log.next_offset == 0 and b"old-" not in stored(
+                servers[away])
+            assert topic.created_at == servers[admin_node].core.state.streams[1].topics[1] \
+                .created_at
+        finally:
+            for server in servers.values():
+                await server.stop()
+
+    asyncio.run(scenario())

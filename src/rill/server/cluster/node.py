@@ -384,13 +384,18 @@ class ClusterNode:
             else:
                 others.append(kv)
         model = self.core.state.streams
-        for stream in list(model.values()):  # deleted while this node was away
-            if stream.id not in streams:
+        # deleted while this node was away, or deleted and made again under the same id (its
+        # row's creation time differs): another stream or topic, whose replicas must not be
+        # taken for the old one's (the new one is made below, empty)
+        for stream in list(model.values()):
+            held = streams.get(stream.id)
+            if held is None or held["row"]["created_at"] != stream.created_at:
                 await self.catalog.apply_elsewhere(StreamDeleted(stream.id))
-            else:
-                for topic in list(stream.topics.values()):
-                    if (stream.id, topic.id) not in topics:
-                        await self.catalog.apply_elsewhere(TopicDeleted(stream.id, topic.id))
+                continue
+            for topic in list(stream.topics.values()):
+                held = topics.get((stream.id, topic.id))
+                if held is None or held["row"]["created_at"] != topic.created_at:
+                    await self.catalog.apply_elsewhere(TopicDeleted(stream.id, topic.id))
         for stream_id in sorted(streams):
             await self._stream_put(streams[stream_id], own=False)
         for key in sorted(topics):
