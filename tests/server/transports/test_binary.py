@@ -519,3 +519,98 @@ def test_a_closing_link_cancels_the_reply_that_waits(tmp_path):
         assert not any(reply for _tag, reply in link.replies)  # its answer is never written
 
     run_with_core(tmp_path, scenario)
+
+
+class BatchingProtocol(EchoProtocol):
+    """Code 5 is served together: ``calls`` records each ``handle_requests`` call's payloads;
+    a payload of b"close" ends the answers there (the reply before it closing)."""
+
+    name = "batching"
+    holds_replies = False
+    coalesced_codes = frozenset({5})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[list[bytes]] = []
+
+    async def handle_requests(self, core, session, code, payloads):
+        from rill.server.protocols import Reply
+
+        assert code == 5
+        self.calls.append([bytes(payload) for payload in payloads])
+        await asyncio.sleep(0)
+        replies = []
+        for payload in payloads:
+            if bytes(payload) == b"close":
+                replies.append(Reply([b"bye"], close=True))
+                break
+            replies.append(Reply([b"[%s]" % bytes(payload)], outcome="ok"))
+        return replies
+
+
+def test_queued_requests_of_a_coalesced_code_are_served_in_one_call_in_order(tmp_path):
+    """Requests of the protocol's ``coalesced_codes`` queued right behind each other reach
+    ``handle_requests`` together (up to another code, which is served alone, in its place);
+    every one is answered, in order, and counted; the request memory is given back."""
+    async def scenario(core: Core) -> None:
+        core.metrics.instrument(core)
+        link = FakeLink()
+        protocol = BatchingProtocol()
+        connection = BinaryConnection(core, link, "10.0.0.1:1", "tcp", protocol)
+        for code, body in ((5, b"a"), (5, b"b"), (5, b"c"), (1, b"d"), (5, b"e"), (5, b"f"),
+                           (5, b"g")):
+            connection.submit(code, memoryview(body))
+        await link.replies_count(7)
+        assert [reply for _tag, reply in link.replies] == [
+            b"[a]", b"[b]", b"[c]", b"d", b"[e]", b"[f]", b"[g]"]
+        assert protocol.calls == [[b"a", b"b", b"c"], [b"e", b"f", b"g"]]
+        connection.submit(5, memoryview(b"h"))  # alone in the queue: handle_request
+        await link.replies_count(8)
+        assert link.replies[-1] == (None, b"h") and len(protocol.calls) == 2
+        series = core.metrics.requests[("batching", "unknown", "tcp")]  # (code 5)
+        assert series.outcomes == {"ok": 7} and series.latency.count == 7
+        assert core.metrics.requests[("batching", "one", "tcp")].outcomes == {"ok": 1}
+        assert connection.memory.used == 0 and connection.queued_bytes == 0
+        connection.close()
+        await finished(connection)
+
+    run_with_core(tmp_path, scenario)
+
+
+def test_coalesced_requests_stop_at_the_caps_and_never_take_tagged_ones(tmp_path):
+    async def scenario(core: Core) -> None:
+        from rill.server.transports import binary
+
+        link = FakeLink()
+        protocol = BatchingProtocol()
+        connection = BinaryConnection(core, link, "10.0.0.1:1", "tcp", protocol)
+        count = binary.COALESCED_REQUESTS + 3
+        for number in range(count):
+            connection.submit(5, memoryview(b"%d" % number))
+        await link.replies_count(count)
+        assert [len(call) for call in protocol.calls] == [binary.COALESCED_REQUESTS, 3]
+        quic = BinaryConnection(core, FakeLink(), "10.0.0.1:2", "quic", protocol)
+        for number in range(3):
+            quic.submit(5, memoryview(b"t%d" % number), number)
+        await quic.link.replies_count(3)
+        assert quic.link.replies == [(0, b"t0"), (1, b"t1"), (2, b"t2")]
+        assert len(protocol.calls) == 2  # tagged requests were served one by one
+        for one in (connection, quic):
+            one.close()
+            await finished(one)
+
+    run_with_core(tmp_path, scenario)
+
+
+def test_a_closing_answer_among_coalesced_requests_closes_the_link_after_it(tmp_path):
+    async def scenario(core: Core) -> None:
+        link = FakeLink()
+        protocol = BatchingProtocol()
+        connection = BinaryConnection(core, link, "10.0.0.1:1", "tcp", protocol)
+        for body in (b"a", b"close", b"never"):
+            connection.submit(5, memoryview(body))
+        await finished(connection)
+        assert [reply for _tag, reply in link.replies] == [b"[a]", b"bye"]
+        assert link.closed == 1
+
+    run_with_core(tmp_path, scenario)

@@ -41,6 +41,11 @@ Invariants:
   each. Held replies are written before anything else is (a later reply, a file region, a
   refusal, a close), before the loop waits on the link's writing, and at the event loop's
   next turn in any case (a request behind them that waits does not hold them back);
+* served together: for a protocol that names ``coalesced_codes``, requests of such a code
+  queued one right behind the other (on a link without tags, at most ``COALESCED_REQUESTS``
+  of them and ``COALESCED_BYTES`` of payload) are handed to its ``handle_requests`` in one
+  call, which answers each, in order; each is counted in the metrics with the call's
+  duration;
 * timeouts (``transports.limits``): the ``Supervisor`` closes a link that has not logged in
   within ``unauthenticated_timeout``, that is logged in and idle for ``idle_timeout``, whose
   request has been arriving for longer than ``request_timeout``, or whose large request arrives
@@ -90,6 +95,9 @@ HELD_REPLY_BYTES = 64 * 1024
 # requests -- a Kafka producer's 1 MB batches -- get their replies at once, so the client's
 # window of requests in flight refills as soon as it would have)
 HELD_REQUEST_BYTES = 64 * 1024
+# at most this many queued requests (and this much of their payload) are served together
+COALESCED_REQUESTS = 64
+COALESCED_BYTES = 4 * 1024 * 1024
 _PLAIN = (bytes, bytearray, memoryview)
 
 Buffer = bytes | bytearray | memoryview
@@ -165,6 +173,7 @@ class BinaryConnection:
         self.held_bytes = 0
         self.held_requests = 0  # the payload bytes of the requests whose replies are held
         self.holds_replies = bool(getattr(protocol, "holds_replies", False))
+        self.coalesced_codes = frozenset(getattr(protocol, "coalesced_codes", ()))
         self.flush_soon: asyncio.Handle | None = None
         self.can_write.set()
         self._large_frame_progress = getattr(link, "large_frame_progress", lambda: None)
@@ -399,6 +408,59 @@ class BinaryConnection:
                 series[code] = one
         one.record(outcome, seconds)
 
+    def _answered(self, tag: Any, reply: Any, size: int) -> bool:
+        """Hand ``reply`` (to a request of ``size`` bytes) to the link; False once the link
+        is closed by it."""
+        if reply.later is not None:
+            task = asyncio.ensure_future(self._reply_later(tag, reply.later))
+            self.later.add(task)
+            task.add_done_callback(self.later.discard)
+        if reply.parts:  # (a later reply may have nothing to write now)
+            self._send(tag, reply.parts, size)
+        self.last_request = time.monotonic()
+        self.serving = False
+        if reply.close:
+            self.flush()
+            self.link.close_link()
+            return False
+        return True
+
+    async def _serve_together(self, code: int, payload: memoryview) -> bool:
+        """``payload`` and the requests of ``code`` queued right behind it (see "served
+        together"), in one ``handle_requests`` call; False once the link is closed."""
+        queue = self.queue
+        payloads = [payload]
+        total = len(payload)
+        while (queue and len(payloads) < COALESCED_REQUESTS and type(queue[0]) is tuple
+               and queue[0][0] == code and queue[0][2] is None
+               and total + len(queue[0][1]) <= COALESCED_BYTES):
+            payloads.append(queue.popleft()[1])
+            total += len(payloads[-1])
+        sizes = [len(one) for one in payloads]
+        self.queued_bytes -= total
+        self.serving = True
+        started = time.perf_counter()
+        try:
+            replies = await self.protocol.handle_requests(self.core, self.session, code,
+                                                          payloads)
+        finally:
+            payloads.clear()
+            self.memory.give_back(total)
+        if self.series is not None:
+            each = (time.perf_counter() - started) / len(sizes)
+            for reply in replies:
+                self._measured(code, reply.outcome, each)
+        if self.closed:
+            return False
+        for reply, size in zip(replies, sizes):
+            if not self._answered(None, reply, size):
+                return False
+        if len(replies) < len(sizes):  # (a protocol answers fewer only when it closes)
+            self.flush()
+            self.link.close_link()
+            return False
+        return True
+
     async def _serve(self) -> None:
         queue = self.queue
         link = self.link
@@ -423,34 +485,28 @@ class BinaryConnection:
                     return
                 code, payload, tag = item
                 item = None
-                size = len(payload)
-                self.queued_bytes -= size
-                self.serving = True
-                if measured:
-                    started = clock()
-                try:
-                    reply = await self.protocol.handle_request(self.core, self.session, code, payload)
-                finally:
+                if (code in self.coalesced_codes and tag is None and queue
+                        and type(queue[0]) is tuple and queue[0][0] == code):
+                    if not await self._serve_together(code, payload):
+                        return
                     payload = None
-                    self.memory.give_back(size)
-                if measured:
-                    self._measured(code, reply.outcome, clock() - started)
-                if self.closed:
-                    return
-                if reply.later is not None:
-                    task = asyncio.ensure_future(self._reply_later(tag, reply.later))
-                    self.later.add(task)
-                    task.add_done_callback(self.later.discard)
-                if reply.parts:  # (a later reply may have nothing to write now)
-                    self._send(tag, reply.parts, size)
-                close = reply.close
-                reply = None  # the link has the bytes; don't keep them until the next request
-                self.last_request = time.monotonic()
-                self.serving = False
-                if close:
-                    self.flush()
-                    link.close_link()
-                    return
+                else:
+                    size = len(payload)
+                    self.queued_bytes -= size
+                    self.serving = True
+                    if measured:
+                        started = clock()
+                    try:
+                        reply = await self.protocol.handle_request(self.core, self.session, code,
+                                                                   payload)
+                    finally:
+                        payload = None
+                        self.memory.give_back(size)
+                    if measured:
+                        self._measured(code, reply.outcome, clock() - started)
+                    if self.closed or not self._answered(tag, reply, size):
+                        return
+                    reply = None  # the link has the bytes; don't keep them until the next one
                 self._maybe_resume()
                 if self.drain_waiter and not queue:
                     self._resume_drain_waiter()

@@ -33,7 +33,13 @@ Owns: these rules.
   smaller; a codec-0 bundle, and any bundle into an ``iggy-v1`` topic, is stored
   uncompressed. Every 0x02 is logged at info, once per client address and cause, then at most
   once a minute with a count (``logs.Refusals``): a client retrying a bad produce does not
-  flood the log.
+  flood the log;
+* pipelined requests (``produce_all``: Produce requests the connection had queued one right
+  behind the other): a run of requests that each carry one bundle without explicit numbers
+  for the same partition is **one** append of their batches, in order (one write, one wait
+  for durability and the ISR), and each request of the run is answered that append's code; a
+  bundle of the run that does not decode is 0x02 alone. Anything else is produced alone, in
+  its place.
 
 **In a cluster** (``Broker.cluster``; tank-wire-reference §5.3, §6.3): a partition another
 node leads is answered 0xfc and that leader's ``tank`` address (addr4:u32 port:u16) by Produce
@@ -131,41 +137,100 @@ _MAX_RECORDS = 1 << 31
 _DEFAULT_ACK_TIMEOUT = 30.0  # seconds an acks=all produce waits when the request says 0
 
 
-async def _produce_partition(core: Core, session: Session, settings: TankSettings, topic: Topic,
-                             part: m.ProducePartition, ack_timeout: float
-                             ) -> int | tuple[int, tuple[str, int]]:
-    """The partition's code; (0xfc, the leader's endpoint) when another node leads it."""
-    if not 0 <= part.partition < len(topic.partitions):
-        return ProduceError.UNKNOWN_PARTITION
-    elsewhere, endpoint = leadership(core, topic, part.partition)
+Code = int | tuple[int, tuple[str, int]]  # a partition's code, or (0xfc, the leader's endpoint)
+
+
+def _placed(core: Core, topic: Topic, partition: int) -> tuple[Code | None, int]:
+    """(the code when this node may not append to ``partition``, else None; the acks its
+    appends wait for)."""
+    if not 0 <= partition < len(topic.partitions):
+        return ProduceError.UNKNOWN_PARTITION, ACKS_LEADER
+    elsewhere, endpoint = leadership(core, topic, partition)
     if elsewhere:
+        return (ProduceError.NO_LEADER if endpoint is None
+                else (ProduceError.OTHER_LEADER, endpoint)), ACKS_LEADER
+    placement = topic.partitions[partition + 1].placement
+    return None, (ACKS_ALL if placement is not None and len(placement.replicas) > 1
+                  else ACKS_LEADER)
+
+
+async def _append(core: Core, session: Session, settings: TankSettings, topic: Topic,
+                  part: m.ProducePartition, batch: bytes, acks: int, ack_timeout: float
+                  ) -> Code:
+    """Append ``batch`` (one or more RecordBatches without explicit numbers) to the entry's
+    partition; its code."""
+    try:
+        await core.broker.append(session, ref(settings, topic.name, part.partition), batch,
+                                 batch_time_us(batch), record_format=RECORD_FORMAT, acks=acks,
+                                 ack_timeout=ack_timeout)
+    except Exception as error:  # noqa: BLE001 - mapped, or raised again, by _append_failed
+        return _append_failed(core, session, topic, part, error)
+    return ProduceError.OK
+
+
+def _append_failed(core: Core, session: Session, topic: Topic, part: m.ProducePartition,
+                   error: Exception) -> Code:
+    """The code of an append that raised ``error`` (raised again when it is not one of the
+    refusals a produce answers)."""
+    if isinstance(error, InvalidColumns):
+        _refused(session, topic, part, "refused", error)
+        return ProduceError.SYSTEM
+    if isinstance(error, errors.NotEnoughReplicas):
+        return ProduceError.INSUFFICIENT_REPLICAS
+    if isinstance(error, errors.ReplicationTimedOut):
+        return ProduceError.REPLICA_ACK_TIMEOUT
+    if isinstance(error, (errors.NotLeaderForPartition, errors.LeaderNotAvailable)):
+        _elsewhere, endpoint = leadership(core, topic, part.partition)  # lost it meanwhile
         return ProduceError.NO_LEADER if endpoint is None else (ProduceError.OTHER_LEADER,
                                                                  endpoint)
-    placement = topic.partitions[part.partition + 1].placement
-    acks = ACKS_ALL if placement is not None and len(placement.replicas) > 1 else ACKS_LEADER
+    if isinstance(error, errors.RillError):
+        _refused(session, topic, part, "failed", error)
+        return ProduceError.SYSTEM
+    raise error
+
+
+def _plain_batch(session: Session, topic: Topic, part: m.ProducePartition) -> bytes | None:
+    """The common shape's batch (no explicit numbers): the message set straight into one
+    RecordBatch, one C pass; None when the bundle is refused (logged)."""
     try:
         header = decode_header(part.bundle)
         compress = header.codec == CODEC_SNAPPY and topic.record_format == RECORD_FORMAT
-        if header.sparse or part.first_seq:  # explicit numbers: the columns are needed
-            bundle = decode_bundle(part.bundle, max_set_size=MAX_SET_SIZE)
-            batch = batch_from_bundle(bundle.keys, bundle.values, bundle.timestamps,
-                                      compress=compress)
-            first = bundle.seqs[0] if bundle.sparse else part.first_seq
-        else:  # the common shape: the message set straight into a batch, one C pass
-            batch = batch_from_set(message_set(part.bundle, header, MAX_SET_SIZE),
-                                   header.count, compress=compress)
-            first = 0
+        return batch_from_set(message_set(part.bundle, header, MAX_SET_SIZE), header.count,
+                              compress=compress)
+    except (TankDecodeError, InvalidColumns) as error:
+        _refused(session, topic, part, "refused", error)
+        return None
+
+
+async def _produce_partition(core: Core, session: Session, settings: TankSettings, topic: Topic,
+                             part: m.ProducePartition, ack_timeout: float) -> Code:
+    """The partition's code; (0xfc, the leader's endpoint) when another node leads it."""
+    code, acks = _placed(core, topic, part.partition)
+    if code is not None:
+        return code
+    try:
+        header = decode_header(part.bundle)
+        explicit = header.sparse or part.first_seq
+    except TankDecodeError as error:
+        _refused(session, topic, part, "refused", error)
+        return ProduceError.SYSTEM
+    if not explicit:
+        batch = _plain_batch(session, topic, part)
+        if batch is None:
+            return ProduceError.SYSTEM
+        return await _append(core, session, settings, topic, part, batch, acks, ack_timeout)
+    try:  # explicit numbers: the columns are needed
+        compress = header.codec == CODEC_SNAPPY and topic.record_format == RECORD_FORMAT
+        bundle = decode_bundle(part.bundle, max_set_size=MAX_SET_SIZE)
+        batch = batch_from_bundle(bundle.keys, bundle.values, bundle.timestamps,
+                                  compress=compress)
+        first = bundle.seqs[0] if bundle.sparse else part.first_seq
     except (TankDecodeError, InvalidColumns) as error:
         _refused(session, topic, part, "refused", error)
         return ProduceError.SYSTEM
     where = ref(settings, topic.name, part.partition)
     broker = core.broker
     try:
-        if not first:
-            await broker.append(session, where, batch, batch_time_us(batch),
-                                record_format=RECORD_FORMAT, acks=acks,
-                                ack_timeout=ack_timeout)
-            return ProduceError.OK
         seqs = bundle.seqs if bundle.sparse else range(first, first + len(bundle.values))
         async with settings.numbered_append_lock(topic.id, part.partition):
             next_seq = broker.bounds(session, where).high_watermark + 1  # offset + 1
@@ -182,20 +247,8 @@ async def _produce_partition(core: Core, session: Session, settings: TankSetting
             log.warning("TANK produce to %s/%d: explicit seqs %d..%d stored at offsets %d..%d "
                         "(another protocol appended meanwhile)", topic.name, part.partition,
                         first, seqs[-1], result.first_offset, result.last_offset)
-    except InvalidColumns as error:
-        _refused(session, topic, part, "refused", error)
-        return ProduceError.SYSTEM
-    except errors.NotEnoughReplicas:
-        return ProduceError.INSUFFICIENT_REPLICAS
-    except errors.ReplicationTimedOut:
-        return ProduceError.REPLICA_ACK_TIMEOUT
-    except (errors.NotLeaderForPartition, errors.LeaderNotAvailable):  # lost it meanwhile
-        _elsewhere, endpoint = leadership(core, topic, part.partition)
-        return ProduceError.NO_LEADER if endpoint is None else (ProduceError.OTHER_LEADER,
-                                                                 endpoint)
-    except errors.RillError as error:
-        _refused(session, topic, part, "failed", error)
-        return ProduceError.SYSTEM
+    except Exception as error:  # noqa: BLE001 - mapped, or raised again, by _append_failed
+        return _append_failed(core, session, topic, part, error)
     return ProduceError.OK
 
 
@@ -208,12 +261,99 @@ def _refused(session: Session, topic: Topic, part: m.ProducePartition, what: str
                   session.address, topic.name, part.partition, what, error)
 
 
+def _ack_timeout(request: m.ProduceRequest) -> float:
+    return request.ack_timeout / 1000 if request.ack_timeout > 0 else _DEFAULT_ACK_TIMEOUT
+
+
+def _answer(request: m.ProduceRequest, code: Code) -> m.ProduceResponse:
+    """The answer of a request of one partition entry."""
+    if type(code) is tuple:
+        return m.ProduceResponse(request.request_id,
+                                 m.produce_error_bytes(request, [code[0]], {0: code[1]}))
+    return m.ProduceResponse(request.request_id, m.produce_error_bytes(request, [code], {}))
+
+
+def _plain_entry(request: m.ProduceRequest) -> m.ProducePartition | None:
+    """The one partition entry of ``request`` when it is the common shape a run of pipelined
+    requests may share one append by (one topic, one partition, a bundle without explicit
+    numbers); None otherwise."""
+    if request.with_seqnum or len(request.topics) != 1:
+        return None
+    partitions = request.topics[0].partitions
+    if len(partitions) != 1:
+        return None
+    try:
+        if decode_header(partitions[0].bundle).sparse:
+            return None
+    except TankDecodeError:
+        return None  # (refused on its own, as alone)
+    return partitions[0]
+
+
+async def produce_all(core: Core, session: Session, settings: TankSettings,
+                      requests: list[m.ProduceRequest]) -> list[m.ProduceResponse]:
+    """The answers of Produce requests pipelined one right behind the other
+    (``transports.binary``'s "served together"). A run of two or more of the common shape
+    for the same partition (``_plain_entry``) and the same ack timeout is appended as one
+    write: their batches, in order, one region, one append, one wait for durability (and for
+    the ISR in a cluster), and each request of it gets that append's code -- a refused write
+    wrote none of them, as a refusal of each alone would have. A bundle of the run that does
+    not decode is refused alone (0x02, nothing of it written) and the others go on. Any other
+    request is produced alone, in its place."""
+    responses: list[m.ProduceResponse] = []
+    at = 0
+    while at < len(requests):
+        request = requests[at]
+        entry = _plain_entry(request)
+        end = at + 1
+        if entry is not None:
+            key = (request.topics[0].name, entry.partition, _ack_timeout(request))
+            while end < len(requests):
+                other = requests[end]
+                following = _plain_entry(other)
+                if following is None or (other.topics[0].name, following.partition,
+                                         _ack_timeout(other)) != key:
+                    break
+                end += 1
+        if end - at == 1:
+            responses.append(await produce(core, session, settings, request))
+        else:
+            responses.extend(await _produce_run(core, session, settings, requests[at:end]))
+        at = end
+    return responses
+
+
+async def _produce_run(core: Core, session: Session, settings: TankSettings,
+                       run: list[m.ProduceRequest]) -> list[m.ProduceResponse]:
+    """``produce_all``'s run: requests of one plain entry each, for one partition."""
+    first = run[0]
+    topic = topic_named(core, session, settings, first.topics[0].name)
+    if topic is None:
+        return [_answer(request, ProduceError.UNKNOWN_TOPIC) for request in run]
+    part = first.topics[0].partitions[0]
+    code, acks = _placed(core, topic, part.partition)
+    if code is not None:
+        return [_answer(request, code) for request in run]
+    codes: list[Code] = []
+    batches: list[bytes] = []
+    for request in run:
+        batch = _plain_batch(session, topic, request.topics[0].partitions[0])
+        codes.append(ProduceError.SYSTEM if batch is None else ProduceError.OK)
+        if batch is not None:
+            batches.append(batch)
+    if batches:
+        appended = await _append(core, session, settings, topic, part,
+                                 batches[0] if len(batches) == 1 else b"".join(batches), acks,
+                                 _ack_timeout(first))
+        codes = [appended if code == ProduceError.OK else code for code in codes]
+    return [_answer(request, code) for request, code in zip(run, codes)]
+
+
 async def produce(core: Core, session: Session, settings: TankSettings,
                   request: m.ProduceRequest) -> m.ProduceResponse:
     codes: list[int] = []
     endpoints: dict[int, tuple[str, int]] = {}
-    ack_timeout = request.ack_timeout / 1000 if request.ack_timeout > 0 else (
-        _DEFAULT_ACK_TIMEOUT)
+    ack_timeout = _ack_timeout(request)
     for entry in request.topics:
         topic = topic_named(core, session, settings, entry.name)
         for part in entry.partitions:

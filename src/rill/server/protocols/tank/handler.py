@@ -89,6 +89,10 @@ class TankProtocol:
     # the small replies of pipelined requests are written together (transports.binary): TANK's
     # clients keep many requests in flight and match answers by request id
     holds_replies = True
+    # pipelined Produce requests queued one behind the other are served together
+    # (transports.binary): a run of them for one partition is one append
+    # (``data.produce_all``)
+    coalesced_codes = frozenset({m.MsgId.PRODUCE})
 
     def __init__(self, settings: TankSettings, user_id: int) -> None:
         self.settings = settings
@@ -117,6 +121,32 @@ class TankProtocol:
     @staticmethod
     async def _later(waiting) -> Reply:
         return Reply(m.encode_response_parts(await waiting))
+
+    async def handle_requests(self, core: Core, session: Session, code: int,
+                              payloads: list[memoryview]) -> list[Reply]:
+        """Produce requests pipelined one behind the other, answered in order by
+        ``data.produce_all``; one that does not decode closes the connection after the
+        answers of those before it, as it would alone."""
+        if not core.heartbeat(session) or not session.is_authenticated:
+            return [_CLOSE]
+        requests: list[m.ProduceRequest] = []
+        closing = False
+        for payload in payloads:
+            try:
+                requests.append(m.decode_request(code, payload))
+            except TankDecodeError as error:
+                log.info("client %d: %s; closing the connection", session.client_id, error)
+                closing = True
+                break
+        try:
+            responses = await data.produce_all(core, session, self.settings, requests)
+        except Exception:
+            log.exception("client %d: TANK produce failed unexpectedly", session.client_id)
+            return [_FAILED]
+        replies = [Reply(m.encode_response_parts(response)) for response in responses]
+        if closing:
+            replies.append(_CLOSE)
+        return replies
 
     async def handle_request(self, core: Core, session: Session, code: int,
                              payload: memoryview) -> Reply:
