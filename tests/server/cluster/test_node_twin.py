@@ -167,6 +167,27 @@ async def replicated_topic(server: Server) -> None:
                                                          replication_factor=3))
 
 
+def logged_in(server: Server, address: str):
+    """A session of ``server``'s broker logged in as root."""
+    session = server.core.broker.connect(address, "tcp")
+    server.core.broker.authenticate_as(session, 1)
+    return session
+
+
+async def filled_topic(servers: dict[int, Server], records: int, label: bytes):
+    """``replicated_topic`` made on node 1, then ``records`` records ``<label>-<n>`` appended
+    acks=all on its leader: (the partition's state then, the leader's session)."""
+    await replicated_topic(servers[1])
+    state = await until(lambda: (found := servers[1].cluster.partition_states.get(
+        (1, 1, 1))) and found.created and found, "the partition's state")
+    session = logged_in(servers[state.leader], "127.0.0.1:2")
+    for n in range(records):
+        await servers[state.leader].core.broker.append(
+            session, PartitionRef(1, 1, 1), encode_messages([b"%s-%d" % (label, n)]),
+            acks=ACKS_ALL, ack_timeout=10)
+    return state, session
+
+
 def stored(server: Server) -> bytes:
     log = server.core.state.streams[1].topics[1].partitions[1].log
     _, chunks = log.read(log.first_offset, log.next_offset - log.first_offset)
@@ -304,18 +325,8 @@ def test_a_partition_made_again_under_the_same_ids_serves_no_replica_of_the_old_
         twin = MemoryCoordinator()
         _, servers = await three_nodes(tmp_path, twin)
         try:
-            await replicated_topic(servers[1])
-            old = await until(lambda: (found := servers[1].cluster.partition_states.get(
-                (1, 1, 1))) and found.created and found, "the partition's state")
-            leader = servers[old.leader]
-            session = leader.core.broker.connect("127.0.0.1:2", "tcp")
-            leader.core.broker.authenticate_as(session, 1)
-            for n in range(3):
-                await leader.core.broker.append(session, PartitionRef(1, 1, 1),
-                                                encode_messages([b"old-%d" % n]),
-                                                acks=ACKS_ALL, ack_timeout=10)
-            admin = servers[1].core.broker.connect("127.0.0.1:3", "tcp")
-            servers[1].core.broker.authenticate_as(admin, 1)
+            old, _ = await filled_topic(servers, 3, b"old")
+            admin = logged_in(servers[1], "127.0.0.1:3")
             await servers[1].core.broker.delete_topic(admin, TopicRef(1, 1))
             await servers[1].core.broker.create_topic(admin, 1, TopicSpec(
                 "t", partitions_count=1, topic_id=1, replication_factor=3))
@@ -398,16 +409,8 @@ def test_a_purge_empties_every_replica_even_one_away_and_offsets_start_again_at_
         twin = MemoryCoordinator()
         links, servers = await three_nodes(tmp_path, twin)
         try:
-            await replicated_topic(servers[1])
-            old = await until(lambda: (found := servers[1].cluster.partition_states.get(
-                (1, 1, 1))) and found.created and found, "the partition's state")
+            old, session = await filled_topic(servers, 5, b"old")
             leader = servers[old.leader]
-            session = leader.core.broker.connect("127.0.0.1:2", "tcp")
-            leader.core.broker.authenticate_as(session, 1)
-            for n in range(5):
-                await leader.core.broker.append(session, PartitionRef(1, 1, 1),
-                                                encode_messages([b"old-%d" % n]),
-                                                acks=ACKS_ALL, ack_timeout=10)
             await leader.core.broker.commit_offset(session, "reader", PartitionRef(1, 1, 1), 3)
             await until(lambda: all(s.core.state.streams[1].topics[1].partitions[1]
                                     .positions.get("reader") == 3 for s in servers.values()),
@@ -418,8 +421,7 @@ def test_a_purge_empties_every_replica_even_one_away_and_offsets_start_again_at_
             await until(lambda: away not in servers[old.leader].cluster.partition_states[
                 (1, 1, 1)].isr, "the stopped node out of the ISR")
 
-            admin = servers[purger].core.broker.connect("127.0.0.1:3", "tcp")
-            servers[purger].core.broker.authenticate_as(admin, 1)
+            admin = logged_in(servers[purger], "127.0.0.1:3")
             await servers[purger].core.topics.purge_topic(admin, 1, 1)
 
             live = {n: servers[n] for n in (old.leader, purger)}
@@ -479,24 +481,14 @@ def test_a_node_away_while_its_topic_was_made_again_keeps_none_of_the_old_record
         twin = MemoryCoordinator()
         links, servers = await three_nodes(tmp_path, twin)
         try:
-            await replicated_topic(servers[1])
-            old = await until(lambda: (found := servers[1].cluster.partition_states.get(
-                (1, 1, 1))) and found.created and found, "the partition's state")
-            leader = servers[old.leader]
-            session = leader.core.broker.connect("127.0.0.1:2", "tcp")
-            leader.core.broker.authenticate_as(session, 1)
-            for n in range(5):
-                await leader.core.broker.append(session, PartitionRef(1, 1, 1),
-                                                encode_messages([b"old-%d" % n]),
-                                                acks=ACKS_ALL, ack_timeout=10)
+            old, _ = await filled_topic(servers, 5, b"old")
             away, admin_node = [n for n in (1, 2, 3) if n != old.leader]
             await until(lambda: stored(servers[away]).count(b"old-") == 5, "the old copies")
             await servers[away].stop()
             await until(lambda: away not in servers[admin_node].cluster.members,
                         "the stopped node gone from the members")
 
-            admin = servers[admin_node].core.broker.connect("127.0.0.1:3", "tcp")
-            servers[admin_node].core.broker.authenticate_as(admin, 1)
+            admin = logged_in(servers[admin_node], "127.0.0.1:3")
             await servers[admin_node].core.broker.delete_topic(admin, TopicRef(1, 1))
             await servers[admin_node].core.broker.create_topic(admin, 1, TopicSpec(
                 "t", partitions_count=1, topic_id=1, replication_factor=2))

@@ -189,23 +189,32 @@ def trim_leader_epochs(directory: Path, offset: int, durability: Durability) -> 
 
 
 # ---------------------------------------------------------------------- high watermark
-def read_high_watermark(directory: Path) -> int | None:
-    """The stored high watermark; None when none was stored (or it cannot be parsed)."""
-    lines = _read_numbers(DataPaths.high_watermark_checkpoint(directory))
+def _read_one_number(path: Path, what: str) -> int | None:
+    """A checkpoint holding one number (after the version line); None when there is none or
+    it cannot be parsed (logged)."""
+    lines = _read_numbers(path)
     if lines is None:
         return None
     if len(lines) != 1 or len(lines[0]) != 1 or lines[0][0] < 0:
-        logger.error("checkpoint %s: expected one offset; ignored",
-                     DataPaths.high_watermark_checkpoint(directory))
+        logger.error("checkpoint %s: expected one %s; ignored", path, what)
         return None
     return lines[0][0]
 
 
+def _write_one_number(path: Path, number: int, what: str, durability: Durability) -> None:
+    if number < 0:
+        raise ValueError(f"{what} {number} is negative")
+    write_atomically(path, f"{VERSION}\n{number}\n".encode("ascii"), durability)
+
+
+def read_high_watermark(directory: Path) -> int | None:
+    """The stored high watermark; None when none was stored (or it cannot be parsed)."""
+    return _read_one_number(DataPaths.high_watermark_checkpoint(directory), "offset")
+
+
 def write_high_watermark(directory: Path, offset: int, durability: Durability) -> None:
-    if offset < 0:
-        raise ValueError(f"high watermark {offset} is negative")
-    write_atomically(DataPaths.high_watermark_checkpoint(directory),
-                     f"{VERSION}\n{offset}\n".encode("ascii"), durability)
+    _write_one_number(DataPaths.high_watermark_checkpoint(directory), offset,
+                      "high watermark", durability)
 
 
 def clamp_high_watermark(directory: Path, offset: int, durability: Durability) -> None:
@@ -218,18 +227,9 @@ def clamp_high_watermark(directory: Path, offset: int, durability: Durability) -
 # ---------------------------------------------------------------------- incarnation
 def read_incarnation(directory: Path) -> int | None:
     """The stored incarnation; None when none was stored (or it cannot be parsed)."""
-    lines = _read_numbers(DataPaths.incarnation_checkpoint(directory))
-    if lines is None:
-        return None
-    if len(lines) != 1 or len(lines[0]) != 1 or lines[0][0] < 0:
-        logger.error("checkpoint %s: expected one number; ignored",
-                     DataPaths.incarnation_checkpoint(directory))
-        return None
-    return lines[0][0]
+    return _read_one_number(DataPaths.incarnation_checkpoint(directory), "number")
 
 
 def write_incarnation(directory: Path, incarnation: int, durability: Durability) -> None:
-    if incarnation < 0:
-        raise ValueError(f"incarnation {incarnation} is negative")
-    write_atomically(DataPaths.incarnation_checkpoint(directory),
-                     f"{VERSION}\n{incarnation}\n".encode("ascii"), durability)
+    _write_one_number(DataPaths.incarnation_checkpoint(directory), incarnation, "incarnation",
+                      durability)
