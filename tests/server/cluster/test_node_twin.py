@@ -41,12 +41,15 @@ from rill.server.core.types import TopicSpec
 
 class Link(Coordinator):
     """One node's way to the shared twin; ``cut`` makes every call fail as an unreachable
-    etcd does (and ends its open watches)."""
+    etcd does (and ends its open watches); ``deliver`` cleared holds back what its watches
+    deliver (a node that applies changes late) until it is set again."""
 
     def __init__(self, twin: MemoryCoordinator) -> None:
         self.twin = twin
         self.cut = False
         self._broken = asyncio.Event()
+        self.deliver = asyncio.Event()
+        self.deliver.set()
 
     def _check(self) -> None:
         if self.cut:
@@ -101,6 +104,7 @@ class Link(Coordinator):
                 step.cancel()
                 raise CoordinatorUnavailable("cut off from etcd (test)")
             cut.cancel()
+            await self.deliver.wait()
             yield step.result()
 
     def clock(self) -> float:
@@ -506,6 +510,38 @@ def test_a_node_away_while_its_topic_was_made_again_keeps_none_of_the_old_record
                 servers[away])
             assert topic.created_at == servers[admin_node].core.state.streams[1].topics[1] \
                 .created_at
+        finally:
+            for server in servers.values():
+                await server.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_purge_returns_only_once_the_leader_has_emptied_its_log(tmp_path: Path) -> None:
+    """The leader applies changes late (its watch held back): a purge sent to another node is
+    done in etcd and applied there, but does not return until the leader has emptied its log
+    and leads the new incarnation, so no write sent after the purge returned can land in the
+    emptied one."""
+    async def scenario() -> None:
+        twin = MemoryCoordinator()
+        links, servers = await three_nodes(tmp_path, twin)
+        try:
+            old, _ = await filled_topic(servers, 3, b"old")
+            purger = next(n for n in (1, 2, 3) if n != old.leader)
+            leader_log = servers[old.leader].core.state.streams[1].topics[1].partitions[1].log
+            links[old.leader].deliver.clear()
+            purge = asyncio.ensure_future(servers[purger].core.topics.purge_topic(
+                logged_in(servers[purger], "127.0.0.1:3"), 1, 1))
+            await until(lambda: servers[purger].cluster.partition_states[(1, 1, 1)]
+                        .incarnation > old.incarnation, "the purge applied on its node")
+            await asyncio.sleep(0.5)
+            assert not purge.done() and leader_log.next_offset == 3
+            links[old.leader].deliver.set()
+            await asyncio.wait_for(purge, 15)
+            partition = servers[old.leader].core.state.streams[1].topics[1].partitions[1]
+            assert partition.log.next_offset == 0
+            assert servers[old.leader].cluster.leaders[(1, 1, 1)].state.incarnation > \
+                old.incarnation
         finally:
             for server in servers.values():
                 await server.stop()

@@ -17,7 +17,8 @@ coalesced: ``PositionWrites``) and applied on every node. A group's members are 
 rows: each node puts its own clients' memberships under its member lease
 (``cluster.group_members``). A purge of a stream or topic gives each of its partitions a new
 incarnation in etcd and drops its stored positions there; every replica, this node's too,
-empties its log when its watch applies that (``ClusterNode``), not here.
+empties its log when its watch applies that (``ClusterNode``), not here; it returns once every
+partition's leader has (``ClusterNode.leaders_caught_up``).
 """
 
 from __future__ import annotations
@@ -88,9 +89,11 @@ class ClusterCatalog:
 
     async def purge_stream(self, stream_id: int) -> None:
         await self.node.propose("purge_stream", {"stream_id": stream_id})
+        await self.node.leaders_caught_up(stream_id, None)
 
     async def purge_topic(self, stream_id: int, topic_id: int) -> None:
         await self.node.propose("purge_topic", {"stream_id": stream_id, "topic_id": topic_id})
+        await self.node.leaders_caught_up(stream_id, topic_id)
 
     async def create_topic(self, row: TopicRow, partitions: list[PartitionRow]
                            ) -> tuple[TopicRow, list[PartitionRow]]:

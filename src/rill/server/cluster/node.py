@@ -102,6 +102,7 @@ log = logging.getLogger(__name__)
 ISR_CHECK = 0.5  # seconds between a leader's looks at its followers
 HW_CHECKPOINT_ROUNDS = 10  # high watermarks are stored every 10 looks (5 s)
 MAX_LEASE_TTL = 9_000_000_000  # etcd's MaxLeaseTTL (seconds)
+LEADERS_CATCH_UP = 10.0  # seconds a purge waits for the partitions' leaders to apply it
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -626,6 +627,53 @@ class ClusterNode:
         leader = self._led_logs.get(log_)
         if leader is not None and len(leader.state.isr) <= 1:
             leader.advance()
+
+    async def leaders_caught_up(self, stream_id: int, topic_id: int | None,
+                                timeout: float = LEADERS_CATCH_UP) -> None:
+        """After a purge this node applied: wait until the leader of every partition of the
+        topic (``topic_id`` None: of the stream) leads the incarnation this node knows, so
+        that a write sent once the purge has returned never lands in the emptied one. A leader
+        that answers its incarnation's EPOCH_END has emptied its log (a partition with no
+        leader takes no write). ``ClusterUnavailable`` when one has not within ``timeout``
+        seconds."""
+        deadline = time.monotonic() + timeout
+        pending = [key for key in self.partition_states
+                   if key[0] == stream_id and (topic_id is None or key[1] == topic_id)]
+        while True:
+            waiting = []
+            for key in pending:
+                state = self.partition_states.get(key)
+                if state is not None and state.leader is not None and \
+                        not await self._leads_incarnation(key, state):
+                    waiting.append(key)
+            pending = waiting
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                key = pending[0]
+                raise errors.ClusterUnavailable(reason=(
+                    f"the purge is done in etcd, but the leader of partition "
+                    f"{'/'.join(map(str, key))} has not emptied its log within {timeout:g} s: "
+                    f"writes it acknowledges meanwhile go with it"))
+            await asyncio.sleep(0.02)
+
+    async def _leads_incarnation(self, key: tuple[int, int, int], state: PartitionState
+                                 ) -> bool:
+        if state.leader == self._node_id:
+            leader = self.leaders.get(key)
+            return leader is not None and leader.state.incarnation == state.incarnation
+        node = self.members.get(state.leader)  # type: ignore[arg-type]
+        address = node.address("peer") if node is not None else None
+        if address is None:
+            return False
+        try:
+            await self.links.request(*address, codec.EPOCH_END, {
+                "stream_id": key[0], "topic_id": key[1], "partition_id": key[2],
+                "incarnation": state.incarnation, "leader_epoch": state.leader_epoch,
+                "epoch": state.leader_epoch}, timeout=2.0)
+        except (PeerRefused, PeerUnavailable, PeerAnswerLost):
+            return False
+        return True
 
     # -- placing partitions --------------------------------------------------------------------
 
