@@ -139,6 +139,8 @@ class ClusterNode:
         self.lease: LeaseKeeper | None = None
         self.counters = {"isr_shrinks": 0, "isr_expands": 0, "leader_elections": 0,
                          "fenced_requests": 0, "replicas_emptied": 0}
+        # (stream, topic, revision) of the purge whose stored positions this node dropped last
+        self._positions_purged: tuple[int, int, int] | None = None
         self.catalog = ClusterCatalog(core.state.store, self)
         self.roster = ClusterGroupRoster(self)  # Iggy groups' members on every node
         self.listeners: dict[str, tuple[str, int]] = {}
@@ -640,13 +642,8 @@ class ClusterNode:
         pending = [key for key in self.partition_states
                    if key[0] == stream_id and (topic_id is None or key[1] == topic_id)]
         while True:
-            waiting = []
-            for key in pending:
-                state = self.partition_states.get(key)
-                if state is not None and state.leader is not None and \
-                        not await self._leads_incarnation(key, state):
-                    waiting.append(key)
-            pending = waiting
+            led = await asyncio.gather(*(self._leads_incarnation(key) for key in pending))
+            pending = [key for key, done in zip(pending, led) if not done]
             if not pending:
                 return
             if time.monotonic() > deadline:
@@ -657,8 +654,12 @@ class ClusterNode:
                     f"writes it acknowledges meanwhile go with it"))
             await asyncio.sleep(0.02)
 
-    async def _leads_incarnation(self, key: tuple[int, int, int], state: PartitionState
-                                 ) -> bool:
+    async def _leads_incarnation(self, key: tuple[int, int, int]) -> bool:
+        """Whether the partition's leader (as this node knows it) leads the incarnation this
+        node knows (True with no leader: nothing is written there)."""
+        state = self.partition_states.get(key)
+        if state is None or state.leader is None:
+            return True
         if state.leader == self._node_id:
             leader = self.leaders.get(key)
             return leader is not None and leader.state.incarnation == state.incarnation
@@ -699,7 +700,12 @@ class ClusterNode:
         self.counters["replicas_emptied"] += 1
         log.info("partition %s: emptied for its incarnation %d (it held %d)",
                  "/".join(map(str, key)), state.incarnation, held)
-        await self.catalog.local.purge_topic(key[0], key[1])  # (its stored positions)
+        # the topic's stored positions, once per purge transaction (its partitions' new
+        # states, up to 60 of them, share its revision and are applied one after the other)
+        purge = (key[0], key[1], state.revision)
+        if purge != self._positions_purged:
+            self._positions_purged = purge
+            await self.catalog.local.purge_topic(key[0], key[1])
 
     def _partition(self, key: tuple[int, int, int]) -> Partition | None:
         stream = self.core.state.streams.get(key[0])

@@ -273,10 +273,10 @@ def _answer(request: m.ProduceRequest, code: Code) -> m.ProduceResponse:
     return m.ProduceResponse(request.request_id, m.produce_error_bytes(request, [code], {}))
 
 
-def _plain_entry(request: m.ProduceRequest) -> m.ProducePartition | None:
-    """The one partition entry of ``request`` when it is the common shape a run of pipelined
-    requests may share one append by (one topic, one partition, a bundle without explicit
-    numbers); None otherwise."""
+def _run_key(request: m.ProduceRequest) -> tuple[str, int, float] | None:
+    """What a run of pipelined requests sharing one append has in common (topic, partition,
+    ack timeout) when ``request`` is of the shape that may join one: one topic, one partition,
+    a bundle without explicit numbers; None otherwise."""
     if request.with_seqnum or len(request.topics) != 1:
         return None
     partitions = request.topics[0].partitions
@@ -287,36 +287,29 @@ def _plain_entry(request: m.ProduceRequest) -> m.ProducePartition | None:
             return None
     except TankDecodeError:
         return None  # (refused on its own, as alone)
-    return partitions[0]
+    return request.topics[0].name, partitions[0].partition, _ack_timeout(request)
 
 
 async def produce_all(core: Core, session: Session, settings: TankSettings,
                       requests: list[m.ProduceRequest]) -> list[m.ProduceResponse]:
     """The answers of Produce requests pipelined one right behind the other
     (``transports.binary``'s "served together"). A run of two or more of the common shape
-    for the same partition (``_plain_entry``) and the same ack timeout is appended as one
+    for the same partition and the same ack timeout (``_run_key``) is appended as one
     write: their batches, in order, one region, one append, one wait for durability (and for
     the ISR in a cluster), and each request of it gets that append's code -- a refused write
     wrote none of them, as a refusal of each alone would have. A bundle of the run that does
     not decode is refused alone (0x02, nothing of it written) and the others go on. Any other
     request is produced alone, in its place."""
     responses: list[m.ProduceResponse] = []
+    keys = [_run_key(request) for request in requests]
     at = 0
     while at < len(requests):
-        request = requests[at]
-        entry = _plain_entry(request)
         end = at + 1
-        if entry is not None:
-            key = (request.topics[0].name, entry.partition, _ack_timeout(request))
-            while end < len(requests):
-                other = requests[end]
-                following = _plain_entry(other)
-                if following is None or (other.topics[0].name, following.partition,
-                                         _ack_timeout(other)) != key:
-                    break
+        if keys[at] is not None:
+            while end < len(requests) and keys[end] == keys[at]:
                 end += 1
         if end - at == 1:
-            responses.append(await produce(core, session, settings, request))
+            responses.append(await produce(core, session, settings, requests[at]))
         else:
             responses.extend(await _produce_run(core, session, settings, requests[at:end]))
         at = end
