@@ -316,6 +316,53 @@ def test_a_paused_leader_that_wakes_up_acknowledges_nothing(cluster) -> None:
     assert counters["fenced_requests"] >= 1
 
 
+def test_a_send_proxied_to_a_stopped_leader_is_answered_once_it_leaves_the_cluster(cluster
+                                                                                   ) -> None:
+    """An Iggy client of a node that does not lead the partition: its SEND is proxied to the
+    leader, which is SIGSTOPped. Once the leader's member lease ends the proxy answers at once
+    ``replication_timed_out`` (it may be stored: the request was sent), while the leader is
+    still stopped, instead of after the 35 s a live leader's answer is waited for. The
+    client's next SEND, through the same node, goes to the new leader."""
+    import threading
+
+    from rill.client import Client
+
+    with cluster.client(1) as client:
+        client.create_stream("s", 1)
+        client.create_topic(1, "t", partitions_count=1, replication_factor=3)
+    leader = cluster.leader_of(1, 1, 1)
+    proxy = next(n for n in (1, 2, 3) if n != leader)
+    outcome: list[BaseException | None] = []
+    with Client(cluster.nodes[proxy].address("tcp"), timeout=120) as client:
+        client.login_user("iggy", "iggy")
+        client.send_messages(1, 1, ["before"], partitioning=1)  # the link to the leader is open
+        cluster.pause(leader)
+        try:
+            def send() -> None:
+                try:
+                    client.send_messages(1, 1, ["while-stopped"], partitioning=1)
+                except BaseException as error:  # noqa: BLE001 -- what the test looks at
+                    outcome.append(error)
+                else:
+                    outcome.append(None)
+
+            sending = threading.Thread(target=send, daemon=True)
+            sending.start()
+            sending.join(30)  # (the 35 s wait for a live leader would end after this)
+            answered_while_stopped = not sending.is_alive()
+        finally:
+            cluster.resume(leader)
+        sending.join(60)
+        assert answered_while_stopped, "the proxy waited for the stopped leader"
+        assert isinstance(outcome[0], errors.RillError) and outcome[0].code == 11203
+        new = cluster.leader_of(1, 1, 1, other_than=leader, timeout=20)
+        client.send_messages(1, 1, ["after"], partitioning=1)
+    with cluster.client(new) as reader:
+        payloads = [m.payload for m in reader.poll_messages(
+            1, 1, 1, strategy=PollingStrategy.offset(0), count=10).messages]
+    assert payloads[0] == b"before" and payloads[-1] == b"after"
+
+
 def test_kafka_clients_see_the_leaders_etcd_holds_from_any_bootstrap_node(cluster) -> None:
     import json as json_
     import subprocess

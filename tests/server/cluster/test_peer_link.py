@@ -163,6 +163,42 @@ def test_a_request_cancelled_as_its_answer_arrives_ends_cancelled() -> None:
     run(scenario)
 
 
+def test_a_request_cancelled_before_its_answer_leaves_no_waiter_and_the_link_serves_on() -> None:
+    """A forward given up (its leader left the cluster) is cancelled while the answer is still
+    to come: its waiter goes, the late answer is dropped, and the next request on the link
+    gets its own answer."""
+    held: list[tuple[Message, asyncio.StreamWriter]] = []
+
+    async def answer(request: Message, writer: asyncio.StreamWriter) -> None:
+        if not held:  # the first is answered only with the second
+            held.append((request, writer))
+            return
+        first, _ = held[0]
+        writer.writelines(codec.encode(codec.answer(first, {"size": 1})))
+        writer.writelines(codec.encode(codec.answer(request, {"size": 2})))
+
+    async def scenario() -> None:
+        peer = ScriptedPeer(answer)
+        link = PeerLink(*(await peer.start()), 2, b"secret")
+        await link.open()
+        try:
+            asking = asyncio.create_task(link.request(codec.FETCH, {"size": 1}, timeout=10))
+            while not held:
+                await asyncio.sleep(0.01)
+            asking.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await asking
+            assert link._pending == {}
+            answer_ = await link.request(codec.FETCH, {"size": 2}, timeout=10)
+            assert answer_.header["size"] == 2 and not link.closed
+        finally:
+            link.close()
+            await link.wait_closed()
+            await peer.stop()
+
+    run(scenario)
+
+
 class Links:
     """``ClusterNode.links`` whose request fails as ``failure`` says."""
 
@@ -188,7 +224,7 @@ def test_a_forward_whose_answer_is_lost_is_told_apart_from_one_never_sent(failur
     from rill.server.core.cluster_view import NodeInfo
 
     node = SimpleNamespace(members={2: NodeInfo(2, {"peer": ("127.0.0.1", 1)})},
-                           links=Links(failure))
+                           links=Links(failure), _departures={})
     with pytest.raises(errors.RillError) as raised:
         asyncio.run(ClusterNode.forward(node, 2, "iggy", 1, b"frame"))  # type: ignore[arg-type]
     assert type(raised.value).__name__ == expected

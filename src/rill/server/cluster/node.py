@@ -103,6 +103,7 @@ ISR_CHECK = 0.5  # seconds between a leader's looks at its followers
 HW_CHECKPOINT_ROUNDS = 10  # high watermarks are stored every 10 looks (5 s)
 MAX_LEASE_TTL = 9_000_000_000  # etcd's MaxLeaseTTL (seconds)
 LEADERS_CATCH_UP = 10.0  # seconds a purge waits for the partitions' leaders to apply it
+FORWARD_TIMEOUT = 35.0  # seconds a request forwarded to a live member waits for its answer
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -119,6 +120,7 @@ class ClusterNode:
         self._node_id = settings.node_id
         self.members: dict[int, NodeInfo] = {}
         self.member_epochs: dict[int, int] = {}
+        self._departures: dict[int, asyncio.Event] = {}  # node id -> set when it leaves (forward)
         self.partition_states: dict[tuple[int, int, int], PartitionState] = {}
         self.id_blocks: dict[str, int] = {}
         self.controller_node: int | None = None
@@ -176,15 +178,34 @@ class ClusterNode:
                                            placement.leader if placement is not None else None)
         await leader.replicated(last_offset, timeout)
 
+    def _departed(self, node_id: int) -> None:
+        """Node ``node_id`` left the members (or came back as a new member): the requests
+        forwarded to it and not answered yet are answered now, as lost."""
+        departed = self._departures.pop(node_id, None)
+        if departed is not None:
+            departed.set()
+
     async def forward(self, node_id: int, protocol: str, user_id: int, request: bytes) -> bytes:
         node = self.members.get(node_id)
         address = node.address("peer") if node is not None else None
         if address is None:
             raise errors.LeaderNotAvailable(reason=f"node {node_id} is not a live member")
+        departed = self._departures.setdefault(node_id, asyncio.Event())
+        asking = asyncio.ensure_future(self.links.request(
+            *address, codec.FORWARD, {"protocol": protocol, "user_id": user_id}, request,
+            timeout=FORWARD_TIMEOUT))
+        leaving = asyncio.ensure_future(departed.wait())
         try:
-            answer = await self.links.request(*address, codec.FORWARD,
-                                              {"protocol": protocol, "user_id": user_id},
-                                              request, timeout=35.0)
+            await asyncio.wait((asking, leaving), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            leaving.cancel()
+            asking.cancel()  # (a no-op once it is done)
+        if not asking.done() or asking.cancelled():
+            # a leader cut off or paused stops being a member within its lease; its answer
+            # would come only when it is back, long after another node took over
+            raise errors.LeaderAnswerLost(node_id, "it left the cluster before answering")
+        try:
+            answer = asking.result()
         except PeerAnswerLost as error:  # sent: the leader may have applied it
             raise errors.LeaderAnswerLost(node_id, error) from None
         except PeerUnavailable as error:
@@ -530,6 +551,8 @@ class ClusterNode:
                             kv.key.decode(errors="replace"), kv.value[:200])
                 listeners = {}
             self.members[node_id] = NodeInfo(node_id, listeners)
+            if self.member_epochs.get(node_id, kv.create_revision) != kv.create_revision:
+                self._departed(node_id)  # it left and joined again: what it was sent is lost
             self.member_epochs[node_id] = kv.create_revision
             self._refresh_offline()
             self._elect.set()
@@ -577,6 +600,7 @@ class ClusterNode:
             node_id = int(kv.key[len(keys.members):])
             self.members.pop(node_id, None)
             self.member_epochs.pop(node_id, None)
+            self._departed(node_id)
             self._refresh_offline()
             self._elect.set()
         elif kv.key.startswith(keys.partitions):

@@ -100,6 +100,9 @@ class PeerLink:
                                      f"{timeout} s") from None
             self.close()
             raise PeerAnswerLost(f"peer {self.host}:{self.port}: {error}") from None
+        except asyncio.CancelledError:  # (its answer, if one comes, is dropped)
+            self._pending.pop(correlation, None)
+            raise
         status = answer.header.get("status")
         if status != codec.OK:
             raise PeerRefused(str(status), str(answer.header.get("message", "")))

@@ -97,7 +97,7 @@ class ClusterView(Protocol):
         partition's leader. The leader runs it with ``Broker.forwarded[protocol]``. Raises
         ``errors.LeaderNotAvailable`` when the node cannot be reached (nothing was sent), and
         ``errors.LeaderAnswerLost`` when the request was sent but its answer never came (it
-        may have been applied)."""
+        may have been applied): not in 35 s, or not before the node left the members."""
         ...
 
     def status(self) -> dict[str, Any]:

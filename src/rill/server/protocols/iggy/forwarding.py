@@ -18,8 +18,9 @@ there). The rules:
   forwarded never is again (its session's transport is ``peer``): a stale placement answers
   the refusal instead of bouncing between nodes;
 * a partition with no leader is LeaderNotAvailable (11201), a leader that cannot be reached
-  too (``ClusterView.forward``), but a SEND the leader was sent and never answered is
-  ``LeaderAnswerLost`` (``replication_timed_out``: it may be stored); a write this node
+  too (``ClusterView.forward``), but a SEND the leader was sent and never answered (in 35 s,
+  or before the leader left the cluster's members) is ``LeaderAnswerLost``
+  (``replication_timed_out``: it may be stored); a write this node
   appended and then stopped leading before the ISR held it is never proxied
   (``LeaderReplica.step_down`` answers it ``LeaderSteppedDown``, a ``ReplicationTimedOut``:
   sent again, it could be stored twice);
