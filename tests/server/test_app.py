@@ -1,5 +1,5 @@
-"""The server process: what it refuses at start, the privacy of what it creates, and the
-open-file limit it raises."""
+"""The server process: what it refuses at start, the privacy of what it creates, the
+open-file limit it raises and the freed memory its heap keeps."""
 
 from __future__ import annotations
 
@@ -215,6 +215,40 @@ def test_the_soft_open_file_limit_is_raised_to_the_hard_one_and_sizes_the_cache(
                 f"(max_open_files = auto, open-file limit {raised})") in output
     finally:
         server.kill()
+
+
+def heap_size(pid: int) -> int:
+    """The size of a running process's brk heap (Linux: /proc), in bytes."""
+    with open(f"/proc/{pid}/maps") as maps:
+        for line in maps:
+            if line.rstrip().endswith("[heap]"):
+                start, end = (int(bound, 16) for bound in line.split()[0].split("-"))
+                return end - start
+    raise AssertionError("no [heap] mapping in /proc")
+
+
+def test_the_heap_keeps_heap_top_pad_of_freed_memory_for_reuse(tmp_path):
+    """``[system] heap_top_pad`` is glibc's M_TOP_PAD in the server: its heap grows by that
+    much spare at once (and keeps it when memory is freed), where Python's own start-up heap
+    is a few MB."""
+    env = {"RILL_QUIC_ENABLED": "false", "RILL_HTTP_ENABLED": "false",
+           "RILL_SYSTEM_HEAP_TOP_PAD": "256 MiB"}
+    server = RillProcess(tmp_path / "data", env=env).start()
+    try:
+        with session(server) as client:  # some requests, whose buffers come from the heap
+            client.create_stream("s", 1)
+        assert heap_size(server.process.pid) >= 256 << 20
+    finally:
+        server.kill()
+
+
+def test_heap_top_pad_is_a_size_below_2_gib():
+    from rill.server.config import ConfigError, load_config
+
+    assert load_config(environ={}).system.heap_top_pad == 32 << 20
+    assert load_config(environ={"RILL_SYSTEM_HEAP_TOP_PAD": "0"}).system.heap_top_pad == 0
+    with pytest.raises(ConfigError, match="system.heap_top_pad: must be from 0 to below 2 GiB"):
+        load_config(environ={"RILL_SYSTEM_HEAP_TOP_PAD": "2 GiB"})
 
 
 @pytest.mark.parametrize("max_connections, warned", [("1000", True), ("100", False)])

@@ -32,10 +32,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import contextlib
+import ctypes
 import faulthandler
 import ipaddress
 import logging
 import os
+import platform
 import signal
 import socket
 import ssl
@@ -331,6 +333,25 @@ class Server:
         await self.core.stop()
 
 
+M_TOP_PAD = -2  # glibc's mallopt parameter number (malloc.h)
+
+
+def keep_freed_memory(top_pad: int) -> None:
+    """Set glibc's M_TOP_PAD to ``top_pad`` bytes (``[system] heap_top_pad``): the heap grows,
+    and is trimmed, keeping that much spare, so the buffers one request frees are the next
+    one's instead of pages handed back to the kernel and faulted in again (costly on a VM
+    that returns freed memory to its host). 0, or a C library other than glibc: nothing."""
+    if top_pad <= 0 or platform.libc_ver()[0] != "glibc":
+        return
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    if mallopt(M_TOP_PAD, top_pad) != 1:
+        log.warning("heap_top_pad: glibc refused M_TOP_PAD = %d", top_pad)
+
+
 def raise_open_file_limit() -> None:
     """Raise the soft RLIMIT_NOFILE to the hard limit (where allowed), and log the outcome."""
     try:
@@ -446,6 +467,7 @@ def run(config: ServerConfig, recover_metadata: bool = False) -> None:
     faulthandler.enable()  # a crash in native code prints every thread's stack on stderr
     os.umask(0o077)  # data files, logs and secrets readable by the server's user only
     raise_open_file_limit()  # before the core sizes its descriptor cache from it
+    keep_freed_memory(config.system.heap_top_pad)
     install_event_loop_policy()
     try:
         asyncio.run(serve(config, recover_metadata))

@@ -134,6 +134,9 @@ class SystemConfig:
     max_poll_size: int = _size("16 MiB")
     # space kept free for the metadata store so that deletions work on a full disk (0 = none)
     metadata_reserve: int = _size("4 MiB")
+    # freed memory the C heap keeps for reuse instead of handing it back to the kernel (glibc's
+    # M_TOP_PAD; 0 = glibc's own 128 KiB); see config/server.toml
+    heap_top_pad: int = _size("32 MiB")
     # segment files open at once over all partitions (the least recently used are closed
     # beyond it); "auto" = half the open-file limit (raised to the hard limit at start)
     max_open_files: int | str = field(default="auto", metadata={"parse": parse_open_files})
@@ -624,6 +627,8 @@ def _validate(config: ServerConfig) -> None:
         raise ConfigError("system.fsync_threads: must be at least 1")
     if config.system.max_poll_size < 1024:
         raise ConfigError("system.max_poll_size: must be at least 1 KiB")
+    if not 0 <= config.system.heap_top_pad < 2**31:
+        raise ConfigError("system.heap_top_pad: must be from 0 to below 2 GiB")
     if config.system.segment.size <= 0:
         raise ConfigError("system.segment.size: must be positive")
     if config.tcp.max_frame_size < 8:
