@@ -577,6 +577,34 @@ def test_queued_requests_of_a_coalesced_code_are_served_in_one_call_in_order(tmp
     run_with_core(tmp_path, scenario)
 
 
+def test_the_replies_of_requests_served_together_are_written_in_one_go(tmp_path):
+    """With ``holds_replies``, the small replies of a run served together leave in one write
+    (one send on the socket, not one each), in order, even when nothing is queued behind the
+    run; a large one is written as it comes."""
+    async def scenario(core: Core) -> None:
+        from rill.server.transports import binary
+
+        link = FakeLink()
+        protocol = BatchingProtocol()
+        protocol.holds_replies = True
+        connection = BinaryConnection(core, link, "10.0.0.1:1", "tcp", protocol)
+        for body in (b"a", b"b", b"c"):
+            connection.submit(5, memoryview(body))
+        await link.replies_count(1)
+        await asyncio.sleep(0.01)
+        assert link.replies == [(None, b"[a][b][c]")] and protocol.calls == [[b"a", b"b", b"c"]]
+        large = b"x" * binary.HELD_REPLY_BYTES
+        for body in (b"d", large, b"e"):
+            connection.submit(5, memoryview(body))
+        await link.replies_count(3)
+        await asyncio.sleep(0.01)
+        assert link.replies[1:] == [(None, b"[d][%s]" % large), (None, b"[e]")]
+        connection.close()
+        await finished(connection)
+
+    run_with_core(tmp_path, scenario)
+
+
 def test_coalesced_requests_stop_at_the_caps_and_never_take_tagged_ones(tmp_path):
     async def scenario(core: Core) -> None:
         from rill.server.transports import binary

@@ -45,7 +45,9 @@ Invariants:
   queued one right behind the other (on a link without tags, at most ``COALESCED_REQUESTS``
   of them and ``COALESCED_BYTES`` of payload) are handed to its ``handle_requests`` in one
   call, which answers each, in order; each is counted in the metrics with the call's
-  duration;
+  duration; with ``holds_replies``, their small replies are held as replies of requests
+  queued behind (up to ``HELD_REPLY_BYTES``) and written together once the last is handed
+  over;
 * timeouts (``transports.limits``): the ``Supervisor`` closes a link that has not logged in
   within ``unauthenticated_timeout``, that is logged in and idle for ``idle_timeout``, whose
   request has been arriving for longer than ``request_timeout``, or whose large request arrives
@@ -172,6 +174,7 @@ class BinaryConnection:
         self.held: list[Buffer] = []  # replies of pipelined requests, to write together
         self.held_bytes = 0
         self.held_requests = 0  # the payload bytes of the requests whose replies are held
+        self.run_behind = 0  # replies of a run served together still to be handed over
         self.holds_replies = bool(getattr(protocol, "holds_replies", False))
         self.coalesced_codes = frozenset(getattr(protocol, "coalesced_codes", ()))
         self.flush_soon: asyncio.Handle | None = None
@@ -342,8 +345,8 @@ class BinaryConnection:
         the request it answers."""
         if tag is None and self.holds_replies:
             queue = self.queue
-            if (queue and type(queue[0]) is not _Refusal
-                    and self.held_requests + request_size < HELD_REQUEST_BYTES):
+            if self.run_behind or (queue and type(queue[0]) is not _Refusal
+                                   and self.held_requests + request_size < HELD_REQUEST_BYTES):
                 size = 0
                 for part in parts:
                     if type(part) not in _PLAIN:
@@ -452,9 +455,14 @@ class BinaryConnection:
                 self._measured(code, reply.outcome, each)
         if self.closed:
             return False
-        for reply, size in zip(replies, sizes):
-            if not self._answered(None, reply, size):
-                return False
+        self.run_behind = len(replies)  # all served: their replies go out together
+        try:
+            for reply, size in zip(replies, sizes):
+                self.run_behind -= 1
+                if not self._answered(None, reply, size):
+                    return False
+        finally:
+            self.run_behind = 0
         if len(replies) < len(sizes):  # (a protocol answers fewer only when it closes)
             self.flush()
             self.link.close_link()
