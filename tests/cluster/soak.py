@@ -19,9 +19,9 @@ The failover time of a cycle is from the fault to the first acknowledged send on
 partitions the victim led, whichever node acknowledged it (a pause shorter than an election:
 the resumed victim); None when there was none within ``failover_limit`` of the fault nor of
 the heal. It is what a producer sees: after a pause or an isolation its requests already sent
-to the old leader wait for the client's request timeout (10 s here) before it retries
-elsewhere, so those cycles measure at least that, or the pause's length when the paused
-leader is still the leader on waking. Between cycles the run waits
+to the old leader wait for the client's request timeout (``workload.REQUEST_WAIT``, 10 s for
+every client) before it retries elsewhere, so those cycles measure at least that, or the
+pause's length when the paused leader is still the leader on waking. Between cycles the run waits
 until every partition has its full ISR again. At the end: the workload stops, the final read
 drains every partition from its leader, the nodes stop cleanly, every replica's log is read
 from its data directory, and ``logcheck`` judges the whole. Files: ``history.jsonl``,

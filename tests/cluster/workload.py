@@ -33,6 +33,10 @@ from typing import Any
 
 USER, PASSWORD = "iggy", "iggy"
 BATCH_WAIT = 75.0  # seconds a producer waits for a batch's answers (its sends then count info)
+# seconds a client waits for one answer (every client the same: kafka-python's
+# request_timeout_ms, librdkafka's request.timeout.ms and socket.timeout.ms, the Iggy and TANK
+# producers' own): after it, a request to a leader that was cut off is given up
+REQUEST_WAIT = 10.0
 
 
 class History:
@@ -84,15 +88,18 @@ class History:
 def kafka_python_config(bootstrap: str) -> dict[str, Any]:
     return {"bootstrap_servers": bootstrap.split(","), "security_protocol": "SASL_PLAINTEXT",
             "sasl_mechanism": "PLAIN", "sasl_plain_username": USER, "sasl_plain_password": PASSWORD,
-            "request_timeout_ms": 10_000, "reconnect_backoff_ms": 50, "reconnect_backoff_max_ms": 500,
-            "retry_backoff_ms": 100, "metadata_max_age_ms": 5_000}
+            "request_timeout_ms": int(REQUEST_WAIT * 1000), "reconnect_backoff_ms": 50,
+            "reconnect_backoff_max_ms": 500, "retry_backoff_ms": 100, "metadata_max_age_ms": 5_000}
 
 
 def confluent_config(bootstrap: str) -> dict[str, Any]:
     return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanisms": "PLAIN", "sasl.username": USER, "sasl.password": PASSWORD,
             "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500, "retry.backoff.ms": 100,
-            "topic.metadata.refresh.interval.ms": 5_000}
+            "topic.metadata.refresh.interval.ms": 5_000,
+            # (librdkafka's defaults wait 30 s for a produce answer and 60 s on a silent
+            # socket: a leader cut off would hold it that long)
+            "socket.timeout.ms": int(REQUEST_WAIT * 1000)}
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, replication: int) -> None:
@@ -190,7 +197,8 @@ class ConfluentProducer(Client):
 
         producer = Producer({**confluent_config(self.bootstrap), "acks": "all",
                              "enable.idempotence": self.idempotent, "linger.ms": 2,
-                             "message.timeout.ms": 60_000})
+                             "message.timeout.ms": 60_000,
+                             "request.timeout.ms": int(REQUEST_WAIT * 1000)})
         number = 0
 
         def delivered(error: Any, message: Any) -> None:
@@ -243,7 +251,7 @@ class IggyProducer(Client):
                 address = self.nodes[turn % len(self.nodes)]
                 turn += 1
                 try:
-                    client = RillClient(address, reconnect=False, timeout=BATCH_WAIT)
+                    client = RillClient(address, reconnect=False, timeout=REQUEST_WAIT)
                     client.connect()
                     client.login_user(USER, PASSWORD)
                 except Exception:  # noqa: BLE001 -- that node is down: the next one
@@ -323,7 +331,7 @@ class TankProducer(Client):
             try:
                 batch = Batch(self.topic, partition, [value.encode() for value in values])
                 [(_, _, code)] = await asyncio.wait_for(
-                    clients[node].produce_batches([batch]), BATCH_WAIT)
+                    clients[node].produce_batches([batch]), REQUEST_WAIT)
             except Exception as error:  # noqa: BLE001 -- whether it landed is unknown
                 kind, reason = "info", repr(error)[:200]
                 await clients.pop(node).close()
