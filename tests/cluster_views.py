@@ -29,6 +29,7 @@ class StaticClusterView:
         self._controller_id = controller_id
         self._name = name
         self._commits: dict[int, asyncio.Event] = {}
+        self.left: list[NodeInfo] = []  # listed to clients, no longer members
         # node id -> (protocol, user id, frame) -> answer: what ``forward`` reaches
         self.peers: dict[int, Callable[[str, int, bytes], Awaitable[bytes]]] = {}
         core.cluster = self
@@ -50,6 +51,11 @@ class StaticClusterView:
 
     def node(self, node_id: int) -> NodeInfo | None:
         return self._nodes.get(node_id)
+
+    def listed_nodes(self) -> list[NodeInfo]:
+        """``nodes`` and ``left`` (nodes that left the members a moment ago, set by hand)."""
+        listed = {**{node.node_id: node for node in self.left}, **self._nodes}
+        return [listed[key] for key in sorted(listed)]
 
     def place(self, partition: Partition, leader: int | None, leader_epoch: int,
               replicas: tuple[int, ...], isr: tuple[int, ...] | None = None,

@@ -547,3 +547,41 @@ def test_a_purge_returns_only_once_the_leader_has_emptied_its_log(tmp_path: Path
                 await server.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_node_that_left_the_members_is_listed_to_clients_for_30_s(tmp_path: Path) -> None:
+    """``listed_nodes`` (Kafka Metadata's brokers): a node cut off past its lease leaves the
+    members at once but stays listed for 30 s of the clock, then goes; back, it is both."""
+    async def scenario() -> None:
+        twin = MemoryCoordinator()
+        links, servers = await three_nodes(tmp_path, twin)
+        try:
+            cluster = servers[1].cluster
+
+            def ids(nodes) -> list[int]:
+                return [node.node_id for node in nodes]
+
+            links[3].set_cut(True)
+            for _ in range(8):  # 4 s: its lease ends
+                await twin.advance(0.5)
+            await until(lambda: 3 not in cluster.members, "node 3 left the members")
+            assert ids(cluster.nodes()) == [1, 2] and ids(cluster.listed_nodes()) == [1, 2, 3]
+            for _ in range(50):  # 25 s of the 30
+                await twin.advance(0.5)
+            assert ids(cluster.listed_nodes()) == [1, 2, 3]
+            for _ in range(12):
+                await twin.advance(0.5)
+            assert ids(cluster.listed_nodes()) == [1, 2]
+            links[3].set_cut(False)
+            for _ in range(100):  # its watch and lease retry on the twin's clock
+                if 3 in cluster.members:
+                    break
+                await twin.advance(0.2)
+                await asyncio.sleep(0.05)
+            assert ids(cluster.nodes()) == [1, 2, 3] == ids(cluster.listed_nodes())
+        finally:
+            for n, server in servers.items():
+                links[n].set_cut(False)
+                await server.stop()
+
+    asyncio.run(scenario())

@@ -104,6 +104,7 @@ HW_CHECKPOINT_ROUNDS = 10  # high watermarks are stored every 10 looks (5 s)
 MAX_LEASE_TTL = 9_000_000_000  # etcd's MaxLeaseTTL (seconds)
 LEADERS_CATCH_UP = 10.0  # seconds a purge waits for the partitions' leaders to apply it
 FORWARD_TIMEOUT = 35.0  # seconds a request forwarded to a live member waits for its answer
+LISTED_AFTER_LEAVING = 30.0  # seconds a node that left the members is still listed to clients
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -121,6 +122,7 @@ class ClusterNode:
         self.members: dict[int, NodeInfo] = {}
         self.member_epochs: dict[int, int] = {}
         self._departures: dict[int, asyncio.Event] = {}  # node id -> set when it leaves (forward)
+        self._left: dict[int, tuple[NodeInfo, float]] = {}  # node id -> (its info, when it left)
         self.partition_states: dict[tuple[int, int, int], PartitionState] = {}
         self.id_blocks: dict[str, int] = {}
         self.controller_node: int | None = None
@@ -166,6 +168,14 @@ class ClusterNode:
 
     def node(self, node_id: int) -> NodeInfo | None:
         return self.members.get(node_id)
+
+    def listed_nodes(self) -> list[NodeInfo]:
+        now = self.coordinator.clock()
+        for node_id, (_, left_at) in list(self._left.items()):
+            if now - left_at >= LISTED_AFTER_LEAVING:
+                del self._left[node_id]
+        listed = {**{node_id: info for node_id, (info, _) in self._left.items()}, **self.members}
+        return [listed[key] for key in sorted(listed)]
 
     async def replicated(self, partition: Partition, last_offset: int, timeout: float) -> None:
         """The acks=all wait, after the records were appended here. This node may have stopped
@@ -551,6 +561,7 @@ class ClusterNode:
                             kv.key.decode(errors="replace"), kv.value[:200])
                 listeners = {}
             self.members[node_id] = NodeInfo(node_id, listeners)
+            self._left.pop(node_id, None)
             if self.member_epochs.get(node_id, kv.create_revision) != kv.create_revision:
                 self._departed(node_id)  # it left and joined again: what it was sent is lost
             self.member_epochs[node_id] = kv.create_revision
@@ -598,7 +609,9 @@ class ClusterNode:
         keys = self.keys
         if kv.key.startswith(keys.members):
             node_id = int(kv.key[len(keys.members):])
-            self.members.pop(node_id, None)
+            info = self.members.pop(node_id, None)
+            if info is not None:
+                self._left[node_id] = (info, self.coordinator.clock())
             self.member_epochs.pop(node_id, None)
             self._departed(node_id)
             self._refresh_offline()

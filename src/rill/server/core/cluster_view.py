@@ -83,6 +83,13 @@ class ClusterView(Protocol):
         """A live member, or None."""
         ...
 
+    def listed_nodes(self) -> Sequence[NodeInfo]:
+        """The nodes clients are told of (Kafka Metadata's brokers), by node id: the live
+        members and those that left the members a short while ago (a lease lost for a moment,
+        a restart), so that a client whose view was taken in such a moment is not left with
+        the one node that may then be cut off."""
+        ...
+
     async def replicated(self, partition: Partition, last_offset: int, timeout: float) -> None:
         """Until the partition's high watermark passes ``last_offset`` (every ISR member holds
         the records up to it): the wait of an acks=all write, after the local append. Raises

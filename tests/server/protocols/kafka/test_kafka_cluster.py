@@ -170,6 +170,26 @@ def test_a_leader_that_is_no_live_broker_is_answered_as_no_leader(node, raw):
             assert [p.leader_epoch for p in body.topics[0].partitions] == [6, 3]
 
 
+def test_a_node_that_just_left_the_members_is_still_listed_but_never_as_a_leader(node, raw):
+    """A node whose member lease ended a moment ago (``ClusterView.listed_nodes``) is still a
+    broker of Metadata, so that a client refreshing in a moment of churn keeps the other
+    brokers to ask; a partition it still leads in the state is answered with no leader."""
+    topic = new_topic(node, raw, partitions=2)
+    node.call(setattr, node.view, "left", [NodeInfo(4, {"kafka": ("127.0.0.4", 49092)})])
+    try:
+        place(node, topic, 0, leader=4, epoch=6, replicas=(4, 1, 2), isr=(4, 1, 2))
+        place(node, topic, 1, leader=2, epoch=3, replicas=(2, 4, 1), isr=(2, 1))
+        for version in (0, 7, 12):
+            body = metadata(raw, topic, version)
+            assert [(b.node_id, b.host, b.port) for b in body.brokers][1:] == [
+                (2, "127.0.0.2", 19092), (3, "127.0.0.3", 29092), (4, "127.0.0.4", 49092)]
+            got = {p.partition_index: (p.error_code, p.leader_id)
+                   for p in body.topics[0].partitions}
+            assert got == {0: (ErrorCode.LEADER_NOT_AVAILABLE, -1), 1: (0, 2)}
+    finally:
+        node.call(setattr, node.view, "left", [])
+
+
 def test_metadata_says_no_controller_while_electing(node, raw):
     view = node.view
     node.call(setattr, view, "_controller_id", None)

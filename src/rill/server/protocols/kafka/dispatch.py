@@ -12,7 +12,10 @@ and the mapping of Kafka's admin and metadata APIs onto rill's catalogue, with i
 * standalone: one broker, node id 0: the controller, the leader and only replica of every
   partition, at the advertised host and port; leader epoch 0;
 * in a cluster (``Broker.cluster``, ``core.cluster_view``): Metadata lists every live member
-  that has a ``kafka`` listener (its advertised address), ``controller_id`` the controller's
+  that has a ``kafka`` listener (its advertised address), and for 30 s one that left the
+  members (``ClusterView.listed_nodes``: a lease lost in a moment of etcd churn must not leave
+  a client that refreshed then with one broker, which kafka-python 3.0 then asks alone, even
+  once it is cut off), never as a leader; ``controller_id`` the controller's
   (-1 while electing), and per partition its placement: leader (-1 and LEADER_NOT_AVAILABLE
   (5) when none), leader epoch, replicas, ISR, offline replicas; FindCoordinator names the
   controller (this node while there is none); CreateTopics' ``replication_factor`` goes into
@@ -94,10 +97,11 @@ _MetadataPartition = _Metadata.MetadataResponseTopic.MetadataResponsePartition
 
 def _metadata_partition(index: int, partition: Partition | None, live: frozenset[int] | None
                         ) -> Any:
-    """``live``: the broker ids this Metadata lists (None: standalone). A leader not among
+    """``live``: the live members this Metadata lists (None: standalone). A leader not among
     them (its member lease ended; the controller has not elected another yet) is answered as
     no leader, as Kafka does: a client told of a leader it has no address for cannot send to
-    it (kafka-python 3.0's sender then fails on every turn until it is restarted)."""
+    it (kafka-python 3.0's sender then fails on every turn until it is restarted), and one
+    that just left cannot take a write."""
     placement = partition.placement if partition is not None else None
     if placement is None:
         if live is not None:  # not placed yet (the node has not applied its state): no leader
@@ -127,20 +131,24 @@ def _metadata_topic(topic: Topic, live: frozenset[int] | None = None) -> Any:
         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 
-def _brokers(core: Core, settings: KafkaSettings) -> tuple[tuple[Any, ...], int]:
-    """(the brokers, the controller's id) Metadata lists."""
+def _brokers(core: Core, settings: KafkaSettings
+             ) -> tuple[tuple[Any, ...], int, frozenset[int] | None]:
+    """(the brokers, the controller's id, the live ones among them: None standalone) Metadata
+    lists: the members and the nodes that left them a moment ago (``listed_nodes``), each
+    with a ``kafka`` listener."""
     cluster = core.broker.cluster
     if cluster is None:
         return (_Metadata.MetadataResponseBroker(node_id=NODE_ID, host=settings.host,
-                                                 port=settings.port, rack=None),), NODE_ID
+                                                 port=settings.port, rack=None),), NODE_ID, None
     brokers = []
-    for node in cluster.nodes():
+    for node in cluster.listed_nodes():
         address = node.address("kafka")
         if address is not None:
             brokers.append(_Metadata.MetadataResponseBroker(
                 node_id=node.node_id, host=address[0], port=address[1], rack=None))
+    live = frozenset(node.node_id for node in cluster.nodes() if node.address("kafka"))
     controller = cluster.controller_id
-    return tuple(brokers), -1 if controller is None else controller
+    return tuple(brokers), -1 if controller is None else controller, live
 
 
 def _metadata_error(name: str | None, code: ErrorCode) -> Any:
@@ -155,9 +163,7 @@ async def metadata(core: Core, session: Session, settings: KafkaSettings, reques
     if request.api_version == 0 and not requested:
         requested = None  # v0: an empty list means every topic
     topics = []  # built a few hundred at a time: 10,000 topics took the loop for 0.6 s
-    brokers, controller = _brokers(core, settings)
-    live = (frozenset(broker.node_id for broker in brokers)
-            if core.broker.cluster is not None else None)
+    brokers, controller, live = _brokers(core, settings)
     if requested is None:
         for number, topic in enumerate(
                 kafka_topics(core, session, settings, "describe").values(), 1):
