@@ -30,6 +30,7 @@ class StaticClusterView:
         self._name = name
         self._commits: dict[int, asyncio.Event] = {}
         self.left: list[NodeInfo] = []  # listed to clients, no longer members
+        self.certain = True  # ``leadership_certain``: False as past the lease's local deadline
         # node id -> (protocol, user id, frame) -> answer: what ``forward`` reaches
         self.peers: dict[int, Callable[[str, int, bytes], Awaitable[bytes]]] = {}
         core.cluster = self
@@ -51,6 +52,9 @@ class StaticClusterView:
 
     def node(self, node_id: int) -> NodeInfo | None:
         return self._nodes.get(node_id)
+
+    def leadership_certain(self) -> bool:
+        return self.certain
 
     def listed_nodes(self) -> list[NodeInfo]:
         """``nodes`` and ``left`` (nodes that left the members a moment ago, set by hand)."""

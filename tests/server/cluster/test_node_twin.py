@@ -551,7 +551,9 @@ def test_a_purge_returns_only_once_the_leader_has_emptied_its_log(tmp_path: Path
 
 def test_a_node_that_left_the_members_is_listed_to_clients_for_30_s(tmp_path: Path) -> None:
     """``listed_nodes`` (Kafka Metadata's brokers): a node cut off past its lease leaves the
-    members at once but stays listed for 30 s of the clock, then goes; back, it is both."""
+    members at once but stays listed for 30 s of the clock, then goes; back, it is both. The
+    node itself is not sure of its leaderships (``leadership_certain``) from its lease's
+    local deadline until it has joined again."""
     async def scenario() -> None:
         twin = MemoryCoordinator()
         links, servers = await three_nodes(tmp_path, twin)
@@ -561,10 +563,12 @@ def test_a_node_that_left_the_members_is_listed_to_clients_for_30_s(tmp_path: Pa
             def ids(nodes) -> list[int]:
                 return [node.node_id for node in nodes]
 
+            assert servers[3].cluster.leadership_certain()
             links[3].set_cut(True)
             for _ in range(8):  # 4 s: its lease ends
                 await twin.advance(0.5)
             await until(lambda: 3 not in cluster.members, "node 3 left the members")
+            assert not servers[3].cluster.leadership_certain()
             assert ids(cluster.nodes()) == [1, 2] and ids(cluster.listed_nodes()) == [1, 2, 3]
             for _ in range(50):  # 25 s of the 30
                 await twin.advance(0.5)
@@ -579,6 +583,7 @@ def test_a_node_that_left_the_members_is_listed_to_clients_for_30_s(tmp_path: Pa
                 await twin.advance(0.2)
                 await asyncio.sleep(0.05)
             assert ids(cluster.nodes()) == [1, 2, 3] == ids(cluster.listed_nodes())
+            await until(servers[3].cluster.leadership_certain, "node 3 sure of its lease")
         finally:
             for n, server in servers.items():
                 links[n].set_cut(False)

@@ -169,6 +169,9 @@ class ClusterNode:
     def node(self, node_id: int) -> NodeInfo | None:
         return self.members.get(node_id)
 
+    def leadership_certain(self) -> bool:
+        return self.lease is not None and self.lease.valid
+
     def listed_nodes(self) -> list[NodeInfo]:
         now = self.coordinator.clock()
         for node_id, (_, left_at) in list(self._left.items()):

@@ -105,6 +105,15 @@ class Broker:
         standalone server."""
         return self._core.cluster
 
+    def leadership_certain(self) -> bool:
+        """Whether this node may tell a client that its position is out of range: always
+        standalone; in a cluster, only while it surely still holds its member lease
+        (``ClusterView.leadership_certain``). Else its leaderships may be another node's
+        already, where the position may be valid: the answer is "not the leader" (the client
+        asks again where it leads), never "out of range" (the client would reset it)."""
+        cluster = self._core.cluster
+        return cluster is None or cluster.leadership_certain()
+
     # -- sessions and identity -------------------------------------------------------------
 
     def connect(self, address: str, transport: str) -> Session:

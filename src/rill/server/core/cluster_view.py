@@ -83,6 +83,16 @@ class ClusterView(Protocol):
         """A live member, or None."""
         ...
 
+    def leadership_certain(self) -> bool:
+        """Whether this node surely still holds its member lease (its local deadline has not
+        passed without a confirmed keepalive). While it does not -- cut off from etcd, or
+        paused -- another node may lead its partitions already. It still serves what it holds
+        below its high watermark (committed records; during an etcd outage the data path goes
+        on), but it never tells a client that a position is out of range: the client would
+        reset it, and the position may be valid at the new leader. It answers "not the
+        leader" there instead (``Broker.leadership_certain``)."""
+        ...
+
     def listed_nodes(self) -> Sequence[NodeInfo]:
         """The nodes clients are told of (Kafka Metadata's brokers), by node id: the live
         members and those that left the members a short while ago (a lease lost for a moment,

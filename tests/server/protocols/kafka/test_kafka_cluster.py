@@ -190,6 +190,37 @@ def test_a_node_that_just_left_the_members_is_still_listed_but_never_as_a_leader
         node.call(setattr, node.view, "left", [])
 
 
+def test_a_node_unsure_of_its_lease_never_answers_a_position_out_of_range(node, raw):
+    """A leader past its member lease's local deadline (cut off from etcd: another node may
+    lead now, where the consumer's position is valid) answers a fetch beyond its log
+    NOT_LEADER_OR_FOLLOWER, so the consumer asks again where the partition is led, instead of
+    OFFSET_OUT_OF_RANGE, on which it resets its position (the soak saw a group's committed
+    position go back to 0 so). What it holds below its high watermark it still serves."""
+    topic = new_topic(node, raw)
+    place(node, topic, 0, leader=1, epoch=2, isr=(1,), min_isr=1)
+    assert produce(raw, topic, one(), acks=1).error_code == 0
+    node.commit(node.config.kafka.stream, topic, 1)
+
+    def fetch_at(offset: int):
+        part = Fetch.FetchTopic.FetchPartition(partition=0, fetch_offset=offset,
+                                               partition_max_bytes=1 << 20,
+                                               current_leader_epoch=-1)
+        body = Fetch(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
+                     isolation_level=0, session_id=0, session_epoch=-1,
+                     topics=(Fetch.FetchTopic(topic=topic, partitions=(part,)),),
+                     forgotten_topics_data=(), rack_id="")
+        return raw.call(apis.FETCH, 12, body).responses[0].partitions[0]
+
+    assert fetch_at(5).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    node.call(setattr, node.view, "certain", False)
+    try:
+        assert fetch_at(5).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        served = fetch_at(0)
+        assert served.error_code == 0 and served.high_watermark == 1 and served.records
+    finally:
+        node.call(setattr, node.view, "certain", True)
+
+
 def test_metadata_says_no_controller_while_electing(node, raw):
     view = node.view
     node.call(setattr, view, "_controller_id", None)

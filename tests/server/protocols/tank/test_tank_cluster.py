@@ -93,6 +93,29 @@ def test_consume_of_a_partition_led_elsewhere_names_the_leader(node):
     assert parts[1].endpoint == ("127.0.0.2", 11012)
 
 
+def test_a_node_unsure_of_its_lease_never_answers_a_seq_out_of_bounds(node):
+    """A leader past its member lease's local deadline answers a consume beyond its log
+    NO_LEADER (ask again), never BOUNDARY_CHECK, on which a client resets its position; what
+    it holds it still serves."""
+    topic = new_topic(node)
+    place(node, topic, 0, leader=1, isr=(1,), min_isr=1)
+    produce_bytes(node, topic, [0], ack_timeout=200)  # (not committed in 0.2 s: 0x03)
+    node.commit(node.config.tank_stream, topic, 1, 1)
+    assert log_end(node, topic) == 1
+
+    def flag(seq: int):
+        response = run(node, lambda c: c.consume_raw([(topic, 0, seq)], max_wait_ms=0))
+        return response.topics[0].partitions[0].flag
+
+    assert flag(9) == ConsumeFlag.BOUNDARY_CHECK
+    node.call(setattr, node.view, "certain", False)
+    try:
+        assert flag(9) == ConsumeFlag.NO_LEADER
+        assert flag(1) == ConsumeFlag.OK
+    finally:
+        node.call(setattr, node.view, "certain", True)
+
+
 def test_a_replicated_produce_waits_for_the_isr(node):
     topic = new_topic(node, partitions=2)
     place(node, topic, 0, leader=1, replicas=(1, 2, 3), isr=(1,), min_isr=2)

@@ -38,7 +38,10 @@ Owns: these rules (the versions served are ``RANGES``):
   from the one holding it) up to the high watermark, at most ``partition_max_bytes`` and what
   is left of the request's ``max_bytes`` (the first partition with data always gets at least
   one whole batch, however large, as Kafka does; later ones get nothing once the budget is
-  spent); an offset below the log start or above the high watermark is OFFSET_OUT_OF_RANGE (1).
+  spent); an offset below the log start or above the high watermark is OFFSET_OUT_OF_RANGE (1),
+  but NOT_LEADER_OR_FOLLOWER (6) from a cluster node not sure it still holds its member lease
+  (``Broker.leadership_certain``: a leader cut off may be answering from a log the new leader
+  has passed, and a client told "out of range" resets its position).
   high_watermark = last_stable_offset = the log end; log_start_offset; aborted transactions
   empty; no fetch sessions (session id 0, v7+). Fetch v0-3 (the seed's dialect) read the same
   way, then each partition's batches are down-converted (``message_sets``) to a MessageSet of
@@ -262,7 +265,8 @@ def _read_all(core: Core, session: Session, settings: KafkaSettings, wanted: lis
             bounds = broker.bounds(session, ref)
             entry.bounds = bounds
             if not bounds.first_offset <= entry.offset <= bounds.high_watermark:
-                entry.code = ErrorCode.OFFSET_OUT_OF_RANGE
+                entry.code = (ErrorCode.OFFSET_OUT_OF_RANGE if broker.leadership_certain()
+                              else ErrorCode.NOT_LEADER_OR_FOLLOWER)  # (its lease may be gone)
                 continue
             entry.code = ErrorCode.NONE
             limit = min(entry.max_bytes, budget)

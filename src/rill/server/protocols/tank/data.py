@@ -447,6 +447,9 @@ def _look(core: Core, session: Session, wanted: _Wanted) -> None:
         if seq == m.SEQ_FROM_FIRST:
             seq = first
         elif seq > last + 1 or seq < first:
+            if not core.broker.leadership_certain():  # its lease may be gone: never "out of
+                wanted.flag = ConsumeFlag.NO_LEADER  # bounds" (a client resets), "ask again"
+                return
             _boundary(core, session, wanted)
             return
         fetch_size = min(max(wanted.fetch_size, 1), MAX_FETCH)
