@@ -26,7 +26,12 @@ token revocations (``revoked/<id>``) are applied from the same watch.
 
 The data path never calls etcd: appends, fetches and the high watermark are local and peer
 traffic. With etcd unreachable, partitions keep their leaders and ISR; catalog changes fail
-with ``ClusterUnavailable``; the watch resumes where it stopped when etcd returns.
+with ``ClusterUnavailable``; the watch resumes where it stopped when etcd returns. Past its
+lease's local deadline a node is not sure of its leaderships (``leadership_certain``: it
+tells no client that a position is out of range). Clients are told of the members and, for
+``LISTED_AFTER_LEAVING`` seconds, of a node that left them (``listed_nodes``). A request
+forwarded to a leader (``forward``) is answered as lost as soon as that leader leaves the
+members.
 """
 
 from __future__ import annotations
