@@ -189,6 +189,21 @@ def test_discover_topology_lists_the_members(node):
     assert {n.id: n.partitions for n in answer.nodes} == {i: counts.get(i, 0) for i in (1, 2, 3)}
 
 
+def test_discover_topology_lists_a_node_that_just_left_as_unavailable(node):
+    """A node that left the members a moment ago (``listed_nodes``) is listed with its
+    endpoint and without the available flag, so a client keeps knowing of it."""
+    left = NodeInfo(4, {"tank": ("127.0.0.4", 11014)})
+    node.call(setattr, node.view, "left", [left])
+    try:
+        answer = run(node, lambda c: c.discover_topology())
+    finally:
+        node.call(setattr, node.view, "left", [])
+    nodes = {n.id: n for n in answer.nodes}
+    assert sorted(nodes) == [1, 2, 3, 4]
+    assert nodes[4].endpoint == ("127.0.0.4", 11014) and nodes[4].flags == 1
+    assert nodes[2].flags == 3 and nodes[3].flags == 2
+
+
 def test_discover_topics_is_cluster_aware(node):
     topic = new_topic(node)
     answer = run(node, lambda c: c.discover_topics())

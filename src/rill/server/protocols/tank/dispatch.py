@@ -29,7 +29,8 @@ Owns: these rules (tank-wire-reference §7, §8):
 * **DiscoverTopology**: standalone the standalone answer (0xFFFF); in a cluster
   (``Broker.cluster``) the cluster's name and every live member: its id, flags (bit0: it
   advertises a ``tank`` listener on an IPv4 address, which follows; bit1: available, every
-  listed member is) and the number of the namespace's partitions it leads;
+  live member is) and the number of the namespace's partitions it leads; and, for 30 s, a
+  node that left the members (``ClusterView.listed_nodes``), not available;
 * **in a cluster**, a partition another node leads is answered, by Produce, Consume and
   DiscoverPartitions (in place of its numbers), 0xfc and that leader's ``tank`` address (``leadership``: addr4 + port; a leader advertising no
   TANK listener on an IPv4 address is answered as no leader), and one with no leader 0xfd.
@@ -49,6 +50,7 @@ from rill.protocol.tank import messages as m
 from rill.protocol.tank.errors import CreateTopicError, DiscoverReason, ReloadConfError
 from rill.protocol.tank.record_batches import FIRST_RECORD_PEEK, first_record_offset
 from rill.server.core.broker import PartitionRef
+from rill.server.core.cluster_view import NodeInfo
 from rill.server.core.core import Core
 from rill.server.core.types import LogBounds, Session, Topic, TopicSpec, normalize_name
 from rill.server.storage.file_region import FileRegion
@@ -120,6 +122,11 @@ def tank_endpoint(core: Core, node_id: int | None) -> tuple[str, int] | None:
     names nodes by addr4 + port); else None."""
     cluster = core.broker.cluster
     node = cluster.node(node_id) if cluster is not None and node_id is not None else None
+    return _ipv4_tank(node)
+
+
+def _ipv4_tank(node: NodeInfo | None) -> tuple[str, int] | None:
+    """``node``'s advertised ``tank`` listener when it is an IPv4 address; else None."""
     address = node.address("tank") if node is not None else None
     if address is None:
         return None
@@ -297,9 +304,10 @@ def discover_topology(core: Core, session: Session, settings: TankSettings,
             if placement is not None and placement.leader is not None:
                 led[placement.leader] = led.get(placement.leader, 0) + 1
     nodes = []
-    for node in cluster.nodes():
-        endpoint = tank_endpoint(core, node.node_id)
-        flags = _AVAILABLE | (_HAS_ENDPOINT if endpoint is not None else 0)
+    for node in cluster.listed_nodes():  # (one that left the members a moment ago: unavailable)
+        endpoint = _ipv4_tank(node)
+        flags = ((_AVAILABLE if cluster.node(node.node_id) is not None else 0)
+                 | (_HAS_ENDPOINT if endpoint is not None else 0))
         nodes.append(m.TopologyNode(node.node_id & 0xFFFF, flags,
                                     min(led.get(node.node_id, 0), 0xFFFF), endpoint))
     return m.DiscoverTopologyResponse(request.request_id, cluster.name, tuple(nodes))
