@@ -167,6 +167,50 @@ def test_stopping_one_server_leaves_the_other_s_append_threads_working(
     asyncio.run(main())
 
 
+def test_a_deduplicated_send_is_written_by_an_append_worker_and_its_ids_remembered(
+    tmp_path, monkeypatch
+) -> None:
+    """With deduplication on, a SEND's admission rule runs on the event loop and its large
+    region is then written off it, by an append worker, as any SEND's (it used to be written
+    inline, holding every other client up); the ids it stored are remembered, so the same ids
+    sent again store nothing, and new ones after them are stored."""
+    import threading
+
+    from rill.protocol.iggy.messages import Message, encode_messages
+    from rill.server.core.broker import PartitionRef
+    from rill.server.protocols.iggy.deduplication import MessageDeduplicator
+    from rill.server.storage import partition_log as partition_log_module
+
+    threads: list[str] = []
+    original = partition_log_module._stamp_and_write
+    monkeypatch.setattr(partition_log_module, "_stamp_and_write", lambda *args: threads.append(
+        threading.current_thread().name) or original(*args))
+    monkeypatch.setattr(partition_log_module, "ACCELERATED", True)
+    ref = PartitionRef("s", "t", 1)
+    admit = MessageDeduplicator(1000, float("inf")).admit
+
+    def region(ids: range) -> bytes:  # over append_thread_min_size: a worker's
+        return encode_messages([Message(b"z" * 1000, id=n) for n in ids])
+
+    async def main() -> None:
+        (core,) = await _started_cores(tmp_path, ("one",), append_threads="always",
+                                       append_thread_min_size=4096)
+        try:
+            session = _session(core)
+            first = await core.broker.append(session, ref, region(range(1, 9)), admit=admit)
+            again = await core.broker.append(session, ref, region(range(1, 9)), admit=admit)
+            more = await core.broker.append(session, ref, region(range(5, 17)), admit=admit)
+            assert (first.first_offset, first.last_offset) == (0, 7)
+            assert again.last_offset < again.first_offset == 8  # every id seen: nothing stored
+            assert (more.first_offset, more.last_offset) == (8, 15)  # ids 9..16 only
+            assert len(threads) == 2 and all(n.startswith("rill-append") for n in threads)
+            assert core.state.streams[1].topics[1].partitions[1].log.next_offset == 16
+        finally:
+            await core.stop()
+
+    asyncio.run(main())
+
+
 def test_a_core_on_memory_logs_keeps_them_across_a_restart_and_makes_no_segment_file(
         tmp_path) -> None:
     """``Core(config, logs=MemoryLogs(...))`` (what ``twin_core`` gives): the records outlive a

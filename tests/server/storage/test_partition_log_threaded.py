@@ -263,6 +263,39 @@ def test_a_cancelled_append_is_still_published(open_log, monkeypatch: pytest.Mon
     asyncio.run(scenario())
 
 
+def test_published_is_called_once_the_batch_is_readable_even_after_a_cancel(
+        open_log, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``published`` (what a SEND's deduplication remembers its ids with) runs when the
+    records become readable, also when the coroutine that started the append was cancelled
+    meanwhile, and never for an append that failed."""
+    log = open_log()
+    gate = Gate(monkeypatch)
+    calls: list[int] = []
+
+    async def scenario() -> None:
+        appending = asyncio.ensure_future(
+            log.append_async(batch(1), SECOND, published=lambda: calls.append(log.next_offset)))
+        await gate.wait_entered()
+        assert calls == []  # not before it is written and published
+        appending.cancel()
+        gate.open()
+        with pytest.raises(asyncio.CancelledError):
+            await appending
+        for _ in range(1000):
+            if calls:
+                break
+            await asyncio.sleep(0.005)
+        assert calls == [3]  # called once, with the batch readable
+        with pytest.raises(DecodeError):
+            await log.append_async(batch(5) + b"\x00\x01", 2 * SECOND,
+                                   published=lambda: calls.append(-1))
+        assert await log.append_async(batch(8), 3 * SECOND,
+                                      published=lambda: calls.append(log.next_offset)) == (3, 5)
+        assert calls == [3, 6]
+
+    asyncio.run(scenario())
+
+
 def test_small_batches_stay_inline(open_log, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(partition_log_module, "APPEND_THREAD_MIN_BYTES", 10_000)
     log = open_log()

@@ -91,7 +91,8 @@ class MessageService:
         the clock, ``timestamp_us`` unused; ``admit`` unused). ``gaps``: a batch whose offsets
         may skip (``Log.append``; FeatureUnavailable into an iggy-v1 topic).
         ``admit``: an admission rule (``core.types.Admission``), run with the log's append
-        with no await between them, so no other append to the partition comes in between.
+        with no suspension between them, so no other append to the partition comes in
+        between; what it accepts is remembered once the write is done.
         In a cluster (``Partition.placement``): refused on a node that does not lead the
         partition (``NotLeaderForPartition``, ``LeaderNotAvailable``); ``acks`` ACKS_ALL
         (``core.cluster_view``) is refused while the ISR is below its minimum
@@ -134,14 +135,20 @@ class MessageService:
             elif admit is None:
                 # large batches are stamped and written in a worker thread (storage.partition_log)
                 first, last = await partition_log.append_async(region, now, gaps)
-            else:  # admitted and appended in one step: no await between them
-                first = partition_log.next_offset
+            else:
+                # the rule runs with no suspension before the append starts (nothing is in
+                # flight: ``wait_idle``), so no other append comes between them; a large
+                # region is written by a worker thread, as any SEND's, not on the event loop;
+                # what the rule accepted is remembered once published, even if this caller
+                # is gone by then
+                await partition_log.wait_idle()
                 admitted, accepted = admit(chosen, region)
-                if admitted is not None:
-                    partition_log.append(admitted, now)
-                    if accepted is not None:
-                        accepted()
-                last = partition_log.next_offset - 1
+                if admitted is None:
+                    first = partition_log.next_offset
+                    last = first - 1
+                else:
+                    first, last = await partition_log.append_async(admitted, now,
+                                                                   published=accepted)
             self.appended(partition_log)
             if limited and topic.room is not None:  # (appends that overlap both count: less)
                 topic.room -= partition_log.size_bytes - size_before

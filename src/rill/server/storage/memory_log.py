@@ -287,8 +287,12 @@ class MemoryLog(LogReads):
         """Nothing is ever in flight here: every append is done when it returns."""
 
     async def append_async(self, raw_messages: bytes | bytearray | memoryview, now_us: int,
-                           gaps: bool = False) -> tuple[int, int]:
-        return self.append(raw_messages, now_us, gaps)
+                           gaps: bool = False, published: Callable[[], None] | None = None
+                           ) -> tuple[int, int]:
+        offsets = self.append(raw_messages, now_us, gaps)
+        if published is not None:
+            published()
+        return offsets
 
     def _stamp(self, gaps: bool) -> Callable[..., StampedBatch]:
         if not gaps:

@@ -155,11 +155,13 @@ class _PendingAppend:
     """An append whose stamping and writes run in a worker thread, not yet published."""
 
     __slots__ = ("segment", "timestamp", "last_timestamp", "work", "finished", "offsets",
-                 "error")
+                 "error", "published")
 
     def __init__(self, segment: Segment, timestamp: int, work: Future[StampedBatch],
-                 last_timestamp: int | None = None) -> None:
+                 last_timestamp: int | None = None,
+                 published: Callable[[], None] | None = None) -> None:
         self.segment = segment
+        self.published = published  # called once it is published (``append_async``)
         self.timestamp = timestamp
         self.last_timestamp = last_timestamp  # (records that keep their own: the last one's)
         self.work = work
@@ -320,19 +322,25 @@ class PartitionLog(LogReads, ReplicaLog):
             self._settle()
 
     async def append_async(
-        self, raw_messages: bytes | bytearray | memoryview, now_us: int, gaps: bool = False
+        self, raw_messages: bytes | bytearray | memoryview, now_us: int, gaps: bool = False,
+        published: Callable[[], None] | None = None,
     ) -> tuple[int, int]:
         """``append`` for the event loop: a large region is stamped and written in a worker
-        thread while the loop serves others, then published here. Same result, same errors."""
+        thread while the loop serves others, then published here. Same result, same errors.
+        ``published``: called once the records are published (readable), even when this
+        coroutine was cancelled meanwhile; never when the append fails."""
         await self.wait_idle()  # one in flight per log; waiters go in arrival order
         if not _use_thread(self, len(raw_messages)):
-            return self.append(raw_messages, now_us, gaps)
+            offsets = self.append(raw_messages, now_us, gaps)
+            if published is not None:
+                published()
+            return offsets
         stamp = self._stamp(gaps)
         epoch = self._stamping_epoch()
         active, timestamp = self._prepare(raw_messages, now_us)
         work = self._durability.append_executor().submit(
             _stamp_and_write, active, raw_messages, timestamp, stamp, epoch)
-        pending = self._pending = _PendingAppend(active, timestamp, work)
+        pending = self._pending = _PendingAppend(active, timestamp, work, published=published)
         # publish as soon as the worker is done, even if this coroutine is cancelled meanwhile
         pending.finished.add_done_callback(lambda finished: self._finished(pending, finished))
         await asyncio.wait({pending.finished})
@@ -419,6 +427,8 @@ class PartitionLog(LogReads, ReplicaLog):
             pending.error = error
         else:
             pending.offsets = (batch.first_offset, batch.last_offset)
+            if pending.published is not None:
+                pending.published()
 
     async def _write_async(self, active: Segment, records: bytes | bytearray | memoryview,
                            index_entries: bytearray, timestamp: int, count: int,
