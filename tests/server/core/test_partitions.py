@@ -14,9 +14,9 @@ from rill import errors
 from rill.server.protocols.iggy.dispatch import execute
 from rill.protocol.iggy.commands.messages import SendMessages
 from rill.protocol.iggy.commands.partitions import CreatePartitions, DeletePartitions
-from rill.protocol.iggy.commands.streams import CreateStream, DeleteStream
+from rill.protocol.iggy.commands.streams import CreateStream, DeleteStream, PurgeStream
 from rill.protocol.iggy.commands.system import Ping
-from rill.protocol.iggy.commands.topics import CreateTopic, DeleteTopic, GetTopic
+from rill.protocol.iggy.commands.topics import CreateTopic, DeleteTopic, GetTopic, PurgeTopic
 from rill.protocol.iggy.messages import Message, encode_messages
 from rill.protocol.primitives import CompressionAlgorithm
 from rill.protocol.iggy.primitives import Identifier, Partitioning
@@ -244,6 +244,42 @@ def test_a_topic_being_created_is_invisible_until_all_its_partitions_exist(tmp_p
         assert sorted(topic.partitions) == list(range(1, 1001))
         assert len(state.store.load_partitions()) == 1001
         assert len(list(state.paths.partitions_dir(1, topic.id).iterdir())) == 1000
+
+    run_core(tmp_path, scenario)
+
+
+def test_purging_many_partitions_lets_the_loop_serve_others_between_them(tmp_path):
+    """Purging a topic (then a stream) of 300 partitions deletes and makes files and syncs a
+    directory per partition: seconds, during which the loop used to serve nobody. Now it
+    serves other requests between two partitions; the messages are gone from every
+    partition, whose offsets start again at 0, and a restart finds them so."""
+    async def scenario(core: Core, attempt: int) -> None:
+        state = core.state
+        if attempt == 0:
+            await execute(core, ROOT, CreateStream(1, "s"))
+            await execute(core, ROOT, create_topic("other", 1))
+            await execute(core, ROOT, create_topic("t", 300))
+            for purge in (PurgeTopic(STREAM, Identifier.of("t")), PurgeStream(STREAM)):
+                for pid in range(1, 301):
+                    await execute(core, ROOT, SendMessages(
+                        STREAM, Identifier.of("t"), Partitioning.partition_id(pid),
+                        encode_messages([Message(b"gone")] * 3)))
+                purging = asyncio.ensure_future(execute(core, ROOT, purge))
+                served = 0
+                while not purging.done():
+                    await execute(core, ROOT, _send(b"meanwhile"))  # topic 1: "other"
+                    served += 1
+                    await asyncio.sleep(0)
+                await purging
+                assert served >= 100, served  # the loop was not held for the whole purge
+                topic = state.streams[1].topics.named("t")
+                assert all(p.log.next_offset == 0 for p in topic.partitions.values())
+            await execute(core, ROOT, SendMessages(STREAM, Identifier.of("t"),
+                                                   Partitioning.partition_id(300),
+                                                   encode_messages([Message(b"new")])))
+        topic = state.streams[1].topics.named("t")
+        assert [p.log.next_offset for p in topic.partitions.values()] == [0] * 299 + [1]
+        assert state.streams[1].topics.named("other").partitions[1].log.next_offset > 100
 
     run_core(tmp_path, scenario)
 

@@ -15,7 +15,9 @@ the model change stay on the loop, in one step each, so the model changes all at
     become tombstones off the loop, the store commits, then the logs are closed (a few at a
     time between loop turns) and the tombstones removed off the loop; a failure before the
     commit renames the tombstones back and puts the partitions (topic, stream) back as they
-    were.
+    were;
+  * purging (a topic's or a stream's messages): the store commits, then the logs are emptied
+    one between two loop turns (``purge_logs``).
 Every such change is a ``catalogue_change`` (``core.state``): one at a time, each to its end.
 """
 
@@ -136,6 +138,19 @@ async def remove_tombstones(state: CoreState, tombstones: list[Path | None],
         if number % CLOSES_PER_TURN == 0:
             await asyncio.sleep(0)
     await asyncio.to_thread(remove_trees, tombstones)
+    state.space_freed()
+
+
+async def purge_logs(state: CoreState, partitions: Iterable[Partition]) -> None:
+    """Empty ``partitions``' logs (``Partition.purge``) one at a time, with a turn of the event
+    loop between two: each deletes its segment files, makes a new one and syncs its directory,
+    so a topic of 1,000 partitions takes seconds, which every other client would otherwise
+    wait through. Each waits for its log's append in flight first (a purge would block the
+    loop on it). The caller is a ``catalogue_change``: no partition is deleted meanwhile."""
+    for partition in partitions:
+        await partition.log.wait_idle()
+        partition.purge()
+        await asyncio.sleep(0)
     state.space_freed()
 
 

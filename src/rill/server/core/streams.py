@@ -21,6 +21,7 @@ from rill.server.core.catalog import StreamRow
 from rill.server.core.state import CoreState, catalogue_change
 from rill.server.core.types import Ref
 from rill.server.core.partitions import (
+    purge_logs,
     remove_tombstones,
     restore_directories,
     retire_directories,
@@ -106,6 +107,7 @@ class StreamService:
             partition for topic in stream.topics.values()
             for partition in topic.partitions.values()])
 
+    @catalogue_change
     async def purge_stream(self, session: Session, stream_id: Ref) -> None:
         state = self.state
         stream = state.find_stream(stream_id)
@@ -113,7 +115,5 @@ class StreamService:
         await state.store.purge_stream(stream.id)
         if state.cluster is not None:
             return  # every replica empties itself for the partition's new incarnation
-        for topic in stream.topics.values():
-            for partition in topic.partitions.values():
-                partition.purge()
-        state.space_freed()
+        await purge_logs(state, [partition for topic in stream.topics.values()
+                                 for partition in topic.partitions.values()])

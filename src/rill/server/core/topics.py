@@ -25,6 +25,7 @@ from rill.server.core.names import validate_name
 from rill.server.core.partitions import (
     MAX_PARTITIONS_PER_REQUEST,
     add_partitions,
+    purge_logs,
     remove_tombstones,
     restore_directories,
     retire_directories,
@@ -148,6 +149,7 @@ class TopicService:
         self.on_topic_deleted(topic)
         await remove_tombstones(state, tombstones, topic.partitions.values())
 
+    @catalogue_change
     async def purge_topic(self, session: Session, stream_id: Ref, topic_id: Ref) -> None:
         state = self.state
         topic = state.find_topic(stream_id, topic_id)
@@ -155,6 +157,4 @@ class TopicService:
         await state.store.purge_topic(topic.stream_id, topic.id)
         if state.cluster is not None:
             return  # every replica empties itself for the partition's new incarnation
-        for partition in topic.partitions.values():
-            partition.purge()
-        state.space_freed()
+        await purge_logs(state, list(topic.partitions.values()))
