@@ -68,3 +68,67 @@ def test_delete_oldest_segments_when_nearly_full(rill_factory):
             time.sleep(0.2)
         assert client.get_topic(1, 1).topic.size_bytes < 0.9 * 8000
         client.send_messages(1, 1, [b"room again"], partitioning=1)
+
+
+def test_a_pass_that_deletes_many_segments_lets_the_loop_serve_others_meanwhile(tmp_path):
+    """Expired segments of 300 partitions, deleted in one retention pass (closing, unlinking
+    and a directory sync each): the pass gives the event loop a turn after each partition
+    that deleted something, so other requests are served meanwhile; every partition is left
+    with its active segment, and the records after the deleted ones are still read."""
+    import asyncio
+
+    from in_process_core import twin_core
+
+    from rill.protocol.iggy.commands.messages import SendMessages
+    from rill.protocol.iggy.commands.streams import CreateStream
+    from rill.protocol.iggy.commands.topics import CreateTopic
+    from rill.protocol.iggy.messages import Message, encode_messages
+    from rill.protocol.iggy.primitives import Identifier, Partitioning
+    from rill.protocol.primitives import CompressionAlgorithm
+    from rill.server.config import ServerConfig
+    from rill.server.core.model import Session
+    from rill.server.core.retention import enforce_retention
+    from rill.server.protocols.iggy.dispatch import execute
+
+    root = Session(1, "127.0.0.1:1", "tcp", user_id=1)
+    stream = Identifier.of(1)
+
+    def send(topic: str, partition: int, payload: bytes) -> SendMessages:
+        return SendMessages(stream, Identifier.of(topic), Partitioning.partition_id(partition),
+                            encode_messages([Message(payload)]))
+
+    async def main() -> None:
+        config = ServerConfig()
+        config.system.path = str(tmp_path / "data")
+        config.system.segment.size = 2000  # a segment seals after ~2 KB
+        config.root.password_hash_cost = 4
+        core = twin_core(config, files=True)
+        await core.start()
+        try:
+            await execute(core, root, CreateStream(1, "s"))
+            await execute(core, root, CreateTopic(stream, 0, 1, CompressionAlgorithm.NONE, 0,
+                                                  0, 0, "other"))
+            await execute(core, root, CreateTopic(stream, 0, 300, CompressionAlgorithm.NONE,
+                                                  200_000, 0, 0, "t"))  # expiry 0.2 s
+            for pid in range(1, 301):
+                for _ in range(2):
+                    await execute(core, root, send("t", pid, b"x" * 1500))
+            await asyncio.sleep(0.3)  # every partition's first segment (sealed) expired
+            for pid in range(1, 301):
+                await execute(core, root, send("t", pid, b"kept"))
+            topic = core.state.streams[1].topics.named("t")
+            assert all(p.log.segments_count == 2 for p in topic.partitions.values())
+            passing = asyncio.ensure_future(enforce_retention(core.state))
+            served = 0
+            while not passing.done():
+                await execute(core, root, send("other", 1, b"meanwhile"))
+                served += 1
+                await asyncio.sleep(0)
+            assert await passing == 300
+            assert served >= 100, served  # the loop was not held for the whole pass
+            assert all(p.log.segments_count == 1 and p.log.first_offset == 2
+                       for p in topic.partitions.values())
+        finally:
+            await core.stop()
+
+    asyncio.run(main())
