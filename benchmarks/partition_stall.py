@@ -1,9 +1,10 @@
-"""What creating and deleting many partitions, and listing many streams, costs everyone else:
-the longest time a PING on another connection waits for its answer meanwhile.
+"""What creating, purging and deleting many partitions, and listing many streams, costs
+everyone else: the longest time a PING on another connection waits for its answer meanwhile.
 
 Starts a rill server (TCP only, ``fsync = interval``), and on one connection sends PINGs back
 to back the whole time while a second connection, in turn: creates a topic of 1,000
-partitions (CREATE_TOPIC), adds 1,000 more (CREATE_PARTITIONS), deletes 1,000 of them
+partitions (CREATE_TOPIC), adds 1,000 more (CREATE_PARTITIONS), sends one message to each of
+the 2,000 (not timed) and purges the topic (PURGE_TOPIC), deletes 1,000 of them
 (DELETE_PARTITIONS), adds 1,000 again, deletes the topic and its 2,000 partitions
 (DELETE_TOPIC); then creates ``--streams`` streams (fewer when that takes more than
 ``--stream-seconds``; the baseline makes as many) and asks GET_STREAMS three times. Prints, per step, how long the step
@@ -25,11 +26,13 @@ import time
 
 from rill.bench.server import RillServer
 from rill.protocol.iggy.commands.partitions import CreatePartitions, DeletePartitions
+from rill.protocol.iggy.commands.messages import SendMessages
 from rill.protocol.iggy.commands.streams import CreateStream, GetStreams
-from rill.protocol.iggy.commands.topics import CreateTopic, DeleteTopic
+from rill.protocol.iggy.commands.topics import CreateTopic, DeleteTopic, PurgeTopic
 from rill.protocol.iggy.commands.users import LoginUser
 from rill.protocol.primitives import CompressionAlgorithm
-from rill.protocol.iggy.primitives import Identifier
+from rill.protocol.iggy.messages import Message, encode_messages
+from rill.protocol.iggy.primitives import Identifier, Partitioning
 
 PING = struct.pack("<II", 4, 1)
 LOGIN = LoginUser("iggy", "iggy").to_frame()
@@ -139,6 +142,13 @@ def measure(streams: int, stream_seconds: float, pythonpath: str | None) -> dict
 
         step("create topic, 1000 partitions", create_topic(1000))
         step("create 1000 partitions", CreatePartitions(Identifier(1), TOPIC, 1000).to_frame())
+        message = encode_messages([Message(b"m")])
+        admin.sendall(b"".join(SendMessages(Identifier(1), TOPIC, Partitioning.partition_id(pid),
+                                            message).to_frame() for pid in range(1, 2001)))
+        for _ in range(2000):
+            if reply(admin)[0] != 0:
+                raise RuntimeError("send to a partition refused")
+        step("purge topic, 2000 partitions", PurgeTopic(Identifier(1), TOPIC).to_frame())
         step("delete 1000 partitions", DeletePartitions(Identifier(1), TOPIC, 1000).to_frame())
         call(admin, CreatePartitions(Identifier(1), TOPIC, 1000).to_frame())
         step("delete topic, 2000 partitions", DeleteTopic(Identifier(1), TOPIC).to_frame())
@@ -156,7 +166,7 @@ def report(name: str, figures: dict[str, float]) -> None:
     print(f"{name}:")
     print(f"  quiet{'':45s} longest without a PING answer {figures['quiet'] * 1000:8.1f} ms")
     for step in ("create topic, 1000 partitions", "create 1000 partitions",
-                 "delete 1000 partitions", "delete topic, 2000 partitions", "GET_STREAMS"):
+                 "purge topic, 2000 partitions", "delete 1000 partitions", "delete topic, 2000 partitions", "GET_STREAMS"):
         label = f"{step} ({int(figures['streams'])} streams)" if step == "GET_STREAMS" else step
         print(f"  {label:40s} took {figures[step + ' s'] * 1000:8.1f} ms, "
               f"longest without a PING answer {figures[step] * 1000:8.1f} ms")

@@ -128,14 +128,11 @@ def test_two_servers_in_one_process_count_their_own_read_and_written_bytes(tmp_p
     asyncio.run(main())
 
 
-def test_stopping_one_server_leaves_the_other_s_append_threads_working(
-    tmp_path, monkeypatch
-) -> None:
-    """Each Core has its own append worker threads, shut down by its own stop only."""
+def _append_threads_used(monkeypatch) -> list[str]:
+    """The names of the threads that stamp and write appended regions, one per append (the C
+    stamper on, so that append workers are used)."""
     import threading
 
-    from rill.protocol.iggy.messages import encode_messages
-    from rill.server.core.broker import PartitionRef
     from rill.server.storage import partition_log as partition_log_module
 
     threads: list[str] = []
@@ -143,6 +140,17 @@ def test_stopping_one_server_leaves_the_other_s_append_threads_working(
     monkeypatch.setattr(partition_log_module, "_stamp_and_write", lambda *args: threads.append(
         threading.current_thread().name) or original(*args))
     monkeypatch.setattr(partition_log_module, "ACCELERATED", True)
+    return threads
+
+
+def test_stopping_one_server_leaves_the_other_s_append_threads_working(
+    tmp_path, monkeypatch
+) -> None:
+    """Each Core has its own append worker threads, shut down by its own stop only."""
+    from rill.protocol.iggy.messages import encode_messages
+    from rill.server.core.broker import PartitionRef
+
+    threads = _append_threads_used(monkeypatch)
     ref = PartitionRef("s", "t", 1)
     large = encode_messages([b"z" * 1000] * 8)  # over append_thread_min_size: a worker's
 
@@ -174,18 +182,11 @@ def test_a_deduplicated_send_is_written_by_an_append_worker_and_its_ids_remember
     region is then written off it, by an append worker, as any SEND's (it used to be written
     inline, holding every other client up); the ids it stored are remembered, so the same ids
     sent again store nothing, and new ones after them are stored."""
-    import threading
-
     from rill.protocol.iggy.messages import Message, encode_messages
     from rill.server.core.broker import PartitionRef
     from rill.server.protocols.iggy.deduplication import MessageDeduplicator
-    from rill.server.storage import partition_log as partition_log_module
 
-    threads: list[str] = []
-    original = partition_log_module._stamp_and_write
-    monkeypatch.setattr(partition_log_module, "_stamp_and_write", lambda *args: threads.append(
-        threading.current_thread().name) or original(*args))
-    monkeypatch.setattr(partition_log_module, "ACCELERATED", True)
+    threads = _append_threads_used(monkeypatch)
     ref = PartitionRef("s", "t", 1)
     admit = MessageDeduplicator(1000, float("inf")).admit
 
