@@ -32,9 +32,7 @@ async def enforce_retention(state: CoreState) -> int:
     async def each(stream: Stream, topic: Topic, delete) -> None:
         nonlocal deleted, looked
         for partition in list(topic.partitions.values()):
-            if not _kept(state, stream, topic, partition):
-                continue
-            await partition.log.wait_idle()
+            await partition.log.wait_idle()  # (a deleted one's closed log has nothing in flight)
             if not _kept(state, stream, topic, partition):
                 continue
             gone = delete(partition.log)
