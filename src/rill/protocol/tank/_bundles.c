@@ -28,6 +28,19 @@
  *                                                  its chunk frame, varint(len) ++ header ++
  *                                                  set, written in place (no copy after)
  *     -> (kind, text)                              malformed
+ * stored_chunk(data)
+ *     -> (chunk, first_seq)                        stored RecordBatch v2 bytes (whole batches;
+ *                                                  a partial one at the end is left) as a
+ *                                                  Consume chunk: each uncompressed batch one
+ *                                                  non-sparse bundle in its chunk frame, back to
+ *                                                  back (records_to_set, framed), control and
+ *                                                  empty batches left out; first_seq the first
+ *                                                  bundle's (its first offset + 1), (b"", 0)
+ *                                                  when there is none
+ *     -> None                                      a batch is compressed, malformed, has holes
+ *                                                  or does not continue the one before: the
+ *                                                  reference (record_batches.stored_chunk_python)
+ *                                                  takes such data its own way
  * set_to_records(data, count, head_room=0)
  *     -> (records, base_timestamp, max_timestamp)  a non-sparse message set as a RecordBatch v2
  *                                                  records section (encode_records of
@@ -827,15 +840,14 @@ typedef struct {
 static Recalled recalled[RECALLED];
 static int recalled_busy; /* a call is using it (one re-entered through the allocator does not) */
 
-static PyObject *records_to_set(PyObject *module, PyObject *args) {
-    Py_buffer buffer;
-    Py_ssize_t count;
-    long long base, append_time;
-    int framed = 0;
-    if (!PyArg_ParseTuple(args, "y*nLL|p", &buffer, &count, &base, &append_time, &framed))
-        return NULL;
-    const uint8_t *data = buffer.buf;
-    Py_ssize_t end = buffer.len;
+/* The records section data[0..end) of ``count`` records as a non-sparse message set (framed:
+ * as one whole uncompressed bundle in its chunk frame): a new bytes object, with the first and
+ * last offset deltas; NULL with *fault set (a new (kind, text) tuple) when the records are
+ * malformed, NULL with a Python exception otherwise. */
+static PyObject *set_of_records(const uint8_t *data, Py_ssize_t end, Py_ssize_t count,
+                                int64_t base, int64_t append_time, int framed,
+                                int64_t *first_delta_out, int64_t *last_delta_out,
+                                PyObject **fault_out) {
     PyObject *out = NULL, *set = NULL;
     int owns_recalled = 0;
     if (count < 1 || count > end / 7) {
@@ -927,10 +939,122 @@ static PyObject *records_to_set(PyObject *module, PyObject *args) {
         PyErr_SetString(PyExc_RuntimeError, "records_to_set: sizes changed between passes");
         goto done;
     }
-    out = Py_BuildValue("(OLL)", set, (long long)first_delta, (long long)last_delta);
+    *first_delta_out = first_delta;
+    *last_delta_out = last_delta;
+    if (owns_recalled) recalled_busy = 0;
+    return set;
 done:
     if (owns_recalled) recalled_busy = 0;
     Py_XDECREF(set);
+    *fault_out = out; /* NULL: a Python exception is set */
+    return NULL;
+}
+
+static PyObject *records_to_set(PyObject *module, PyObject *args) {
+    Py_buffer buffer;
+    Py_ssize_t count;
+    long long base, append_time;
+    int framed = 0;
+    if (!PyArg_ParseTuple(args, "y*nLL|p", &buffer, &count, &base, &append_time, &framed))
+        return NULL;
+    int64_t first_delta = 0, last_delta = 0;
+    PyObject *failed = NULL, *out = NULL;
+    PyObject *set = set_of_records(buffer.buf, buffer.len, count, base, append_time, framed,
+                                   &first_delta, &last_delta, &failed);
+    if (set) {
+        out = Py_BuildValue("(OLL)", set, (long long)first_delta, (long long)last_delta);
+        Py_DECREF(set);
+    } else {
+        out = failed;
+    }
+    PyBuffer_Release(&buffer);
+    return out;
+}
+
+static inline uint64_t load_be64(const uint8_t *p) {
+    uint64_t value = 0;
+    for (int i = 0; i < 8; i++) value = (value << 8) | p[i];
+    return value;
+}
+
+static inline uint32_t load_be32(const uint8_t *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+#define BATCH_HEADER 61 /* RecordBatch v2: base offset .. record count */
+#define BATCH_CONTROL 0x20
+#define BATCH_LOG_APPEND_TIME 0x08
+#define BATCH_CODEC 0x07
+
+/* stored_chunk(data) -> (chunk, first_seq) | None: see the module's comment */
+static PyObject *stored_chunk(PyObject *module, PyObject *args) {
+    Py_buffer buffer;
+    if (!PyArg_ParseTuple(args, "y*", &buffer)) return NULL;
+    const uint8_t *data = buffer.buf;
+    const Py_ssize_t size = buffer.len;
+    PyObject *bundles = NULL, *out = NULL;
+    Py_ssize_t at = 0;
+    int64_t base = 0, next_seq = 0;
+    int have_next = 0;
+    if (!(bundles = PyList_New(0))) goto done;
+    while (size - at >= BATCH_HEADER) {
+        const uint8_t *head = data + at;
+        const int64_t base_offset = (int64_t)load_be64(head);
+        const int32_t length = (int32_t)load_be32(head + 8);
+        if (length < BATCH_HEADER - 12 || length > size - at - 12) break; /* no whole batch */
+        const uint16_t attributes = (uint16_t)((head[21] << 8) | head[22]);
+        const int32_t last_delta_field = (int32_t)load_be32(head + 23);
+        const int64_t base_ts = (int64_t)load_be64(head + 27);
+        const int64_t max_ts = (int64_t)load_be64(head + 35);
+        const int32_t count = (int32_t)load_be32(head + 57);
+        (void)last_delta_field;
+        at += 12 + (Py_ssize_t)length;
+        if ((attributes & BATCH_CONTROL) || count < 1) continue;
+        if (attributes & BATCH_CODEC) goto plain_path; /* compressed: the Python path */
+        int64_t first_delta = 0, last_delta = 0;
+        PyObject *failed = NULL;
+        PyObject *framed = set_of_records(head + BATCH_HEADER, 12 + (Py_ssize_t)length - BATCH_HEADER,
+                                          count, base_ts,
+                                          (attributes & BATCH_LOG_APPEND_TIME) ? max_ts : -1, 1,
+                                          &first_delta, &last_delta, &failed);
+        if (!framed) {
+            if (!failed) goto done; /* a Python exception */
+            Py_DECREF(failed);
+            goto plain_path; /* malformed: the Python path says how */
+        }
+        const int64_t first = base_offset + first_delta + 1;
+        if (last_delta - first_delta != (int64_t)count - 1 || (have_next && first != next_seq)) {
+            Py_DECREF(framed);
+            goto plain_path; /* holes, or a jump: explicit numbers */
+        }
+        int appended = PyList_Append(bundles, framed);
+        Py_DECREF(framed);
+        if (appended < 0) goto done;
+        if (!have_next) base = first;
+        have_next = 1;
+        next_seq = base_offset + last_delta + 2;
+    }
+    {
+        const Py_ssize_t made = PyList_GET_SIZE(bundles);
+        PyObject *chunk;
+        if (made == 1) {
+            chunk = PyList_GET_ITEM(bundles, 0);
+            Py_INCREF(chunk);
+        } else {
+            PyObject *empty = PyBytes_FromStringAndSize(NULL, 0);
+            if (!empty) goto done;
+            chunk = _PyBytes_Join(empty, bundles);
+            Py_DECREF(empty);
+            if (!chunk) goto done;
+        }
+        out = Py_BuildValue("(NL)", chunk, (long long)(made ? base : 0));
+    }
+    goto done;
+plain_path:
+    Py_INCREF(Py_None);
+    out = Py_None;
+done:
+    Py_XDECREF(bundles);
     PyBuffer_Release(&buffer);
     return out;
 }
@@ -1052,6 +1176,9 @@ static PyMethodDef methods[] = {
     {"records_to_set", records_to_set, METH_VARARGS,
      "records_to_set(records, count, base_timestamp, append_time, framed=False) -> (message set "
      "or framed bundle, first offset delta, last offset delta) or (error kind, text)"},
+    {"stored_chunk", stored_chunk, METH_VARARGS,
+     "stored_chunk(data) -> (chunk, first seq) or None: stored uncompressed RecordBatch v2 "
+     "batches as one non-sparse bundle each, back to back (None: the Python path answers)"},
     {"set_to_records", set_to_records, METH_VARARGS,
      "set_to_records(message_set, count, head_room=0) -> (records, base_timestamp, max_timestamp), "
      "(error kind, text) when malformed, or str when no batch can hold it"},

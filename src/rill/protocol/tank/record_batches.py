@@ -14,11 +14,12 @@ bytes as tell it: a partition whose first produce used explicit TANK numbers beg
 hole, and its first stored number is that record's).
 
 The per-record loops are ``_bundles.c`` (``encode_records`` / ``decode_records`` /
-``records_to_set`` / ``set_to_records``: the third a stored batch's records straight into a
-TANK message set, the Consume hot path, ``contiguous_bundle``; the fourth a non-sparse
-bundle's message set straight into a batch's records, the Produce hot path,
-``batch_from_set``) with the pure-Python twins ``encode_records_python`` /
-``decode_records_python`` / ``records_to_set_python`` / ``set_to_records_python`` here as the
+``records_to_set`` / ``set_to_records`` / ``stored_chunk``: the third a stored batch's records
+straight into a TANK message set, ``contiguous_bundle``; the fourth a non-sparse bundle's
+message set straight into a batch's records, the Produce hot path, ``batch_from_set``; the
+fifth the Consume hot path, a read's uncompressed batches straight into a chunk) with the
+pure-Python twins ``encode_records_python`` / ``decode_records_python`` /
+``records_to_set_python`` / ``set_to_records_python`` / ``stored_chunk_python`` here as the
 reference (same results, same error kinds and texts:
 ``tests/protocol/tank/test_record_batch_twins.py``).
 Reading: a record key longer than 255 bytes (TANK keys are ``str8``) is dropped (None), a null
@@ -211,16 +212,55 @@ def set_to_records_python(data, count: int, head_room: int = 0):
     return records, timestamps[0], highest
 
 
+def stored_chunk_python(data) -> tuple[bytes, int] | None:
+    """Stored RecordBatch v2 bytes (whole batches; a partial one at the end is left) as a
+    Consume chunk in one go: each uncompressed batch one non-sparse bundle in its chunk frame
+    (``records_to_set``, framed), back to back, control and empty batches left out, with the
+    first bundle's seq (its first offset + 1); ``(b"", 0)`` when there is none. None when a
+    batch is compressed or malformed, has holes or does not continue the one before: the
+    caller takes such data its own way (TANK's ``data.build_chunk``). The reference of
+    ``_bundles.c``'s ``stored_chunk``."""
+    view = memoryview(data)
+    at, end = 0, len(view)
+    bundles: list[bytes] = []
+    base = next_seq = 0
+    while at < end:
+        head = batch_head(view, at)
+        if head is None:
+            break
+        batch = view[at : at + head.length]
+        at += head.length
+        if head.control or head.count < 1:
+            continue
+        if head.codec:
+            return None
+        found = records_to_set_python(batch[HEADER_SIZE:], head.count, head.base_timestamp,
+                                      head.append_time, True)
+        if len(found) == 2:
+            return None
+        framed, first_delta, last_delta = found
+        first = head.base_offset + first_delta + 1
+        if last_delta - first_delta != head.count - 1 or (bundles and first != next_seq):
+            return None
+        if not bundles:
+            base = first
+        bundles.append(framed)
+        next_seq = head.base_offset + last_delta + 2
+    return b"".join(bundles), base
+
+
 if ACCELERATOR is not None and hasattr(ACCELERATOR, "set_to_records"):
     encode_records = ACCELERATOR.encode_records
     decode_records = ACCELERATOR.decode_records
     records_to_set = ACCELERATOR.records_to_set
     set_to_records = ACCELERATOR.set_to_records
+    stored_chunk = getattr(ACCELERATOR, "stored_chunk", stored_chunk_python)
 else:  # not built, RILL_PURE_PYTHON=1, or built from an older source
     encode_records = encode_records_python
     decode_records = decode_records_python
     records_to_set = records_to_set_python
     set_to_records = set_to_records_python
+    stored_chunk = stored_chunk_python
 
 
 # --- batches (once per batch, in Python) -----------------------------------------------------

@@ -52,6 +52,7 @@ from rill.server.storage.index_entry import (
     POSITION_FIELD,
     RELATIVE_FIELD,
     TIMESTAMP_FIELD,
+    batch_span,
     search_entries,
 )
 from rill.server.storage.segment import Segment
@@ -250,6 +251,35 @@ class BatchSegment(Segment):
         raise CannotReadMessage(
             reason=f"Cannot read message: the index of {self.log_path} keeps disagreeing "
             "with its log")
+
+    def read_within(self, first_offset: int, end_offset: int, max_bytes: int
+                    ) -> tuple[int, bytes] | None:
+        """``end_within`` then ``read`` in one lookup (``index_entry.batch_span``, in C): the
+        whole batches from the one holding ``first_offset`` to the one holding ``end_offset -
+        1`` that fit in ``max_bytes`` (at least one), as ``(count, records)`` -- when every
+        one of them is verified already and none is bad, and the index and the log agree.
+        None otherwise (and for a budget below 1): ``end_within`` and ``read`` check, report
+        and mend what this one passes over. The common read of a tailing consumer."""
+        if max_bytes < 1:
+            return None
+        self._check_range(first_offset, end_offset)
+        start = self.start_offset
+        span = batch_span(self._index(), self.entries_count, self._entry_size,
+                          first_offset - start, end_offset - start, max_bytes, self.size_bytes,
+                          self.next_offset - start)
+        if span is None:
+            return None
+        batch_first, batch_end, first_position, end_position = span
+        batch_first += start
+        batch_end += start
+        verification = self.verification
+        if (not verification.is_verified(batch_first, batch_end)
+                or verification.first_bad(batch_first, batch_end) != batch_end):
+            return None
+        data = self._read_log(end_position - first_position, first_position)
+        if len(data) < end_position - first_position:
+            return None
+        return batch_end - first_offset, data
 
     def read_region(self, first_offset: int, end_offset: int) -> tuple[int, FileRegion] | None:
         """``read``'s whole batches as a region of the log file, to be sent without reading

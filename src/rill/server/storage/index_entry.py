@@ -13,7 +13,9 @@ it can hold (``MAX_POSITION``: a segment is sealed before its positions would pa
 ``build_index_entries`` (the C twin ``index_entries`` of ``formats/_staged.c`` builds them when
 offsets and positions are evenly spaced: records of one size, the common case) and
 ``search_entries``, the binary search over entries by one of the three fields (the C twin
-``search_entries`` of ``formats/_index.c``; ``search_entries_python`` is its reference).
+``search_entries`` of ``formats/_index.c``; ``search_entries_python`` is its reference), and
+``batch_span``, the whole batches one read takes within a byte budget (the C twin
+``batch_span`` of ``formats/_index.c``; ``batch_span_python`` is its reference).
 """
 
 from __future__ import annotations
@@ -91,6 +93,55 @@ def search_entries_python(index, lo: int, hi: int, entry_size: int, field: int, 
                   key=lambda number: unpack.unpack_from(index, number * entry_size)[0])
 
 
+def batch_span_python(index, count: int, entry_size: int, first: int, end: int,
+                      max_bytes: int, size_bytes: int, next_relative: int
+                      ) -> tuple[int, int, int, int] | None:  # type: ignore[no-untyped-def]
+    """The whole batches a read of relative offsets ``[first, end)`` takes from a
+    batch-index segment of ``count`` entries, ``size_bytes`` of log and ``next_relative`` (its
+    next offset, relative): from the batch holding ``first`` to the one holding ``end - 1``,
+    cut to those that fit in ``max_bytes`` (at least the first). Returns ``(batch_first,
+    batch_end, first_position, end_position)``: the relative offsets where the first batch
+    starts and the last one ends, and their log positions. None when the index cannot answer
+    it plainly -- no entry holds ``first``, or the positions are out of order -- for the
+    caller's careful path to report. The reference of ``_index.c``'s ``batch_span``; the same
+    entries as a segment's ``end_within`` followed by its ``read``. ValueError when
+    an argument is out of range or the entries pass the index's end."""
+    if (count < 0 or entry_size < INDEX_ENTRY_SIZE or not 0 <= first < end <= next_relative
+            or max_bytes < 1 or size_bytes < 0):
+        raise ValueError("batch_span: an argument is out of range")
+    if count * entry_size > len(index):
+        raise ValueError("batch_span: the entries pass the index's end")
+    relative = _FIELDS[RELATIVE_FIELD]
+    position = _FIELDS[POSITION_FIELD]
+
+    def relative_at(number: int) -> int:
+        return next_relative if number >= count else relative.unpack_from(
+            index, number * entry_size)[0]
+
+    def position_at(number: int) -> int:
+        return size_bytes if number >= count else position.unpack_from(
+            index, number * entry_size)[0]
+
+    first_entry = search_entries_python(index, 0, count, entry_size, RELATIVE_FIELD, first,
+                                        True) - 1
+    if first_entry < 0:
+        return None
+    end_entry = search_entries_python(index, 0, count, entry_size, RELATIVE_FIELD, end - 1,
+                                      True)
+    if end_entry <= first_entry:  # relative offsets out of order
+        return None
+    first_position = position_at(first_entry)
+    limit = first_position + max_bytes
+    if position_at(end_entry) > limit:
+        fitting = search_entries_python(index, first_entry + 1, end_entry, entry_size,
+                                        POSITION_FIELD, limit, True) - (first_entry + 1)
+        end_entry = first_entry + max(fitting, 1)
+    end_position = position_at(end_entry)
+    if not first_position < end_position <= size_bytes:
+        return None
+    return relative_at(first_entry), relative_at(end_entry), first_position, end_position
+
+
 def _load_twin(name: str):  # type: ignore[no-untyped-def]
     """``_stamp``'s C twin ``name``, or None (not built, an older build, or
     ``RILL_PURE_PYTHON=1``). Imported last: the formats package imports this module."""
@@ -105,3 +156,4 @@ def _load_twin(name: str):  # type: ignore[no-untyped-def]
 
 _index_entries = _load_twin("index_entries")
 search_entries = _load_twin("search_entries") or search_entries_python
+batch_span = _load_twin("batch_span") or batch_span_python

@@ -45,6 +45,8 @@ class LogReads:
         A batch-index format returns whole batches, from the one holding ``offset`` (so the
         records may start before it, and the count, from ``offset`` to the end of the last
         batch, may pass ``count``).
+        A tailing read (``max_bytes``, no regions, in the last segment) takes
+        ``Segment.read_within``'s one lookup when it answers.
         Every record returned was verified (``Segment.read``): the read stops before a bad
         record, and raises CannotReadMessage (4011) naming it when it is the first.
         ``regions``: large verified ranges may come as ``FileRegion``s of the log files
@@ -55,6 +57,12 @@ class LogReads:
         end = min(offset + count, self.next_offset)
         if count <= 0 or start >= end:
             return 0, []
+        if max_bytes is not None and not regions:  # a tailing reader's: in the last segment
+            last = self._segments[-1]
+            if start >= last.start_offset:
+                found = last.read_within(start, end, max_bytes)
+                if found is not None:
+                    return found[0], [found[1]]
         chunks: list[bytes | FileRegion] = []
         number = bisect_right(self._starts, start) - 1
         position = start

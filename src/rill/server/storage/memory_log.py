@@ -135,6 +135,11 @@ class MemorySegment:
     def position(self, offset: int) -> int:
         return self._unit_position(self.unit_of(offset))
 
+    @staticmethod
+    def read_within(first_offset: int, end_offset: int, max_bytes: int) -> None:
+        """No one-lookup read here: ``end_within`` and ``read`` answer."""
+        return None
+
     def read(self, first_offset: int, end_offset: int) -> tuple[int, bytes]:
         """Whole units from the one holding ``first_offset`` to the one holding
         ``end_offset - 1``: ``(count from first_offset to their end, bytes)``."""

@@ -104,6 +104,12 @@ class SegmentReads:
             "with its log"
         )
 
+    def read_within(self, first_offset: int, end_offset: int, max_bytes: int
+                    ) -> tuple[int, bytes] | None:
+        """A batch-index segment's one-lookup read (``BatchSegment.read_within``); None here:
+        a per-record segment reads through ``end_within`` and ``read``."""
+        return None
+
     def read_region(self, first_offset: int, end_offset: int) -> tuple[int, FileRegion] | None:
         """Records of [first_offset, end_offset) as a region of the log file, to be sent
         without reading them: only when every one of them is verified already and they span at

@@ -22,6 +22,7 @@ from rill.server.storage.index_entry import (
     POSITION_FIELD,
     RELATIVE_FIELD,
     TIMESTAMP_FIELD,
+    batch_span_python,
     search_entries_python,
 )
 
@@ -57,6 +58,7 @@ def written_index(keys: list[int], entry_size: int) -> bytearray:
 
 def test_the_server_runs_the_twin() -> None:
     assert index_entry.search_entries is _stamp.search_entries
+    assert index_entry.batch_span is _stamp.batch_span
 
 
 @settings(max_examples=400, deadline=None)
@@ -102,3 +104,71 @@ def test_refuses_entries_past_the_end() -> None:
         with pytest.raises(ValueError):
             twin(index[:-1], 0, 3, 16, TIMESTAMP_FIELD, 5, True)
         assert twin(index[:-8], 0, 3, 16, POSITION_FIELD, 15, True) == 2
+
+
+def batch_index(sizes: list[tuple[int, int]], entry_size: int) -> tuple[bytearray, int, int]:
+    """The index of batches of (records, bytes) back to back: (index, next relative, size)."""
+    index = bytearray(len(sizes) * entry_size)
+    relative = position = 0
+    for number, (records, size) in enumerate(sizes):
+        struct.pack_into("<IIQ", index, number * entry_size, relative, position, number)
+        relative += records
+        position += size
+    return index, relative, position
+
+
+SPAN_VALUES = st.integers(-3, 2**40)
+
+
+@settings(max_examples=400, deadline=None)
+@given(sizes=st.lists(st.tuples(st.integers(1, 40), st.integers(1, 900)), max_size=30),
+       entry_size=st.sampled_from((16, 24, 32)), data=st.data())
+def test_batch_span_agrees_on_written_indexes(sizes, entry_size, data) -> None:
+    index, next_relative, size = batch_index(sizes, entry_size)
+    first = data.draw(st.integers(-1, next_relative + 1))
+    end = data.draw(st.integers(first, next_relative + 2))
+    max_bytes = data.draw(st.one_of(st.integers(-1, 3000), st.just(2**40)))
+    extra = data.draw(st.sampled_from((0, 0, -5, 7)))
+    for buffer in (index, bytes(index)):
+        assert (outcome(_stamp.batch_span, buffer, len(sizes), entry_size, first, end,
+                        max_bytes, size + extra, next_relative)
+                == outcome(batch_span_python, buffer, len(sizes), entry_size, first, end,
+                           max_bytes, size + extra, next_relative))
+
+
+@settings(max_examples=400, deadline=None)
+@given(raw=st.binary(max_size=400), entry_size=st.sampled_from((8, 16, 24, 32)),
+       count=st.integers(-1, 30), first=SPAN_VALUES, end=SPAN_VALUES, max_bytes=SPAN_VALUES,
+       size=SPAN_VALUES, next_relative=SPAN_VALUES)
+def test_batch_span_agrees_on_any_bytes_and_bounds(raw, entry_size, count, first, end,
+                                                   max_bytes, size, next_relative) -> None:
+    assert (outcome(_stamp.batch_span, raw, count, entry_size, first, end, max_bytes, size,
+                    next_relative)
+            == outcome(batch_span_python, raw, count, entry_size, first, end, max_bytes, size,
+                       next_relative))
+
+
+@settings(max_examples=300, deadline=None)
+@given(sizes=st.lists(st.tuples(st.integers(1, 40), st.integers(1, 900)), min_size=1,
+                      max_size=30), data=st.data())
+def test_batch_span_is_the_batches_that_fit(sizes, data) -> None:
+    """What a reader relies on: from the batch holding ``first`` to the one holding
+    ``end - 1``, as many as fit in the budget, at least one."""
+    index, next_relative, size = batch_index(sizes, 16)
+    first = data.draw(st.integers(0, next_relative - 1))
+    end = data.draw(st.integers(first + 1, next_relative))
+    max_bytes = data.draw(st.integers(1, 5000))
+    starts = [sum(records for records, _ in sizes[:number]) for number in range(len(sizes))]
+    positions = [sum(length for _, length in sizes[:number]) for number in range(len(sizes))]
+    first_batch = bisect.bisect_right(starts, first) - 1
+    last_batch = bisect.bisect_right(starts, end - 1) - 1
+    taken = first_batch + 1
+    while (taken <= last_batch
+           and positions[taken] + sizes[taken][1] - positions[first_batch] <= max_bytes):
+        taken += 1
+    end_batch = taken  # batches first_batch .. end_batch - 1
+    expected = (starts[first_batch], starts[end_batch] if end_batch < len(sizes)
+                else next_relative, positions[first_batch],
+                positions[end_batch] if end_batch < len(sizes) else size)
+    assert _stamp.batch_span(index, len(sizes), 16, first, end, max_bytes, size,
+                             next_relative) == expected

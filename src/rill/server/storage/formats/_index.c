@@ -82,3 +82,89 @@ PyObject *index_search_entries(PyObject *module, PyObject *const *args, Py_ssize
     PyBuffer_Release(&index);
     return PyLong_FromSsize_t(lo);
 }
+
+/* bisect_right of ``value`` over the u32 field at byte ``field`` of entries lo..hi-1 */
+static Py_ssize_t bisect_u32(const uint8_t *index, Py_ssize_t lo, Py_ssize_t hi,
+                             Py_ssize_t entry_size, Py_ssize_t field, uint64_t value)
+{
+    while (lo < hi) {
+        const Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (value < (uint64_t)load_le32(index + mid * entry_size + field)) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    return lo;
+}
+
+static int span_argument(PyObject *value, long long *out)
+{
+    *out = PyLong_AsLongLong(value);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/*
+ *   batch_span(index, count, entry_size, first, end, max_bytes, size_bytes, next_relative)
+ *       -> (batch_first, batch_end, first_position, end_position) | None
+ *       the whole batches a read of relative offsets [first, end) takes within max_bytes (at
+ *       least one): the twin of ``index_entry.batch_span_python`` (see there), with the same
+ *       probes, answers and exceptions on any bytes.
+ */
+PyObject *index_batch_span(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "batch_span takes 8 arguments");
+        return NULL;
+    }
+    long long count, entry_size, first, end, max_bytes, size_bytes, next_relative;
+    if (span_argument(args[1], &count) || span_argument(args[2], &entry_size)
+            || span_argument(args[3], &first) || span_argument(args[4], &end)
+            || span_argument(args[5], &max_bytes) || span_argument(args[6], &size_bytes)
+            || span_argument(args[7], &next_relative))
+        return NULL;
+    if (count < 0 || entry_size < 16 || first < 0 || first >= end || end > next_relative
+            || max_bytes < 1 || size_bytes < 0) {
+        PyErr_SetString(PyExc_ValueError, "batch_span: an argument is out of range");
+        return NULL;
+    }
+    Py_buffer buffer;
+    if (PyObject_GetBuffer(args[0], &buffer, PyBUF_SIMPLE) < 0) return NULL;
+    if (count > buffer.len / entry_size) {
+        PyBuffer_Release(&buffer);
+        PyErr_SetString(PyExc_ValueError, "batch_span: the entries pass the index's end");
+        return NULL;
+    }
+    const uint8_t *index = (const uint8_t *)buffer.buf;
+    PyObject *result = Py_None;
+    /* a value past u32 is above every entry: bisect_right gives the end */
+    Py_ssize_t first_entry = bisect_u32(index, 0, (Py_ssize_t)count, (Py_ssize_t)entry_size, 0,
+                                        (uint64_t)first) - 1;
+    if (first_entry < 0) goto done;
+    Py_ssize_t end_entry = bisect_u32(index, 0, (Py_ssize_t)count, (Py_ssize_t)entry_size, 0,
+                                      (uint64_t)(end - 1));
+    if (end_entry <= first_entry) goto done;
+#define POSITION_AT(n) ((n) >= count ? (uint64_t)size_bytes \
+                        : (uint64_t)load_le32(index + (n) * entry_size + 4))
+#define RELATIVE_AT(n) ((n) >= count ? (uint64_t)next_relative \
+                        : (uint64_t)load_le32(index + (n) * entry_size))
+    const uint64_t first_position = POSITION_AT(first_entry);
+    const uint64_t limit = first_position + (uint64_t)max_bytes;
+    if (POSITION_AT(end_entry) > limit) {
+        Py_ssize_t fitting = bisect_u32(index, first_entry + 1, end_entry,
+                                        (Py_ssize_t)entry_size, 4, limit) - (first_entry + 1);
+        end_entry = first_entry + (fitting > 1 ? fitting : 1);
+    }
+    const uint64_t end_position = POSITION_AT(end_entry);
+    if (!(first_position < end_position && end_position <= (uint64_t)size_bytes)) goto done;
+    result = Py_BuildValue("(KKKK)", (unsigned long long)RELATIVE_AT(first_entry),
+                           (unsigned long long)RELATIVE_AT(end_entry),
+                           (unsigned long long)first_position, (unsigned long long)end_position);
+#undef POSITION_AT
+#undef RELATIVE_AT
+    PyBuffer_Release(&buffer);
+    return result;
+done:
+    PyBuffer_Release(&buffer);
+    Py_RETURN_NONE;
+}

@@ -17,7 +17,8 @@
  *                     kafka_v2.walk_records_python reads them);
  *   _staged.c         ``restamp``, ``uniform_size``, ``index_entries`` and
  *                     ``check_staged_layout`` (the per-record loops of staged appends);
- *   _index.c          ``search_entries`` (the binary search over a segment index's entries).
+ *   _index.c          ``search_entries`` (the binary search over a segment index's entries)
+ *                     and ``batch_span`` (the batches one read takes within a byte budget).
  * Layouts and rules are the ones of ``iggy_v1.py``, ``iggy_v1_checks.py`` and
  * ``conversion.py``; those modules are the reference, this one must give the same
  * bytes, accept exactly the same regions and records, and word every rejection with the same
@@ -481,6 +482,10 @@ static PyMethodDef stamp_methods[] = {
     {"search_entries", (PyCFunction)(void (*)(void))index_search_entries, METH_FASTCALL,
      "search_entries(index, lo, hi, entry_size, field, value, right) -> int: bisect_right\n"
      "(or bisect_left) over index entries by their field at byte 0, 4 or 8 (see _index.c)."},
+    {"batch_span", (PyCFunction)(void (*)(void))index_batch_span, METH_FASTCALL,
+     "batch_span(index, count, entry_size, first, end, max_bytes, size_bytes, next_relative)\n"
+     "-> (batch_first, batch_end, first_position, end_position) or None: the whole batches\n"
+     "one read takes within a byte budget (see _index.c)."},
     {"walk_kafka_records", (PyCFunction)(void (*)(void))walk_kafka_records, METH_FASTCALL,
      "walk_kafka_records(block, count) -> int (the largest timestampDelta) or a str (why the\n"
      "block is not ``count`` well-formed records): a produced Kafka records block."},

@@ -157,6 +157,7 @@ PyObject *staged_check_layout(PyObject *module, PyObject *const *args, Py_ssize_
 
 /* The binary search over a segment index's entries (_index.c). */
 PyObject *index_search_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *index_batch_span(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* The per-record walk of a produced Kafka records block (_kafka_batches.c). */
 PyObject *walk_kafka_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
