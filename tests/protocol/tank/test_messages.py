@@ -46,6 +46,7 @@ from rill.protocol.tank.messages import (
     TopologyNode,
     decode_request,
     decode_response,
+    encode_consume_one,
     encode_request,
     encode_request_payload,
     encode_response,
@@ -311,3 +312,27 @@ def test_a_consume_response_whose_lengths_disagree_is_refused():
         decode_response(0x02, (header_len + 1).to_bytes(4, "little") + payload[4:])
     with pytest.raises(LengthMismatch):
         decode_response(0x02, (10_000).to_bytes(4, "little") + payload[4:])
+
+
+@pytest.mark.parametrize("name", ["t", "", "topic-é" * 30, "x" * 255])
+def test_the_one_partition_consume_answer_is_the_response_encoded(name):
+    """``encode_consume_one`` (the tailing consumer's answer, with no response object) gives
+    the bytes of the ConsumeResponse it stands for, and a client decodes them back."""
+    chunk = frame_bundle(encode_bundle([b"a", b"bc"], timestamps=7))
+    for request_id, partition, base, hwm, data in [
+            (0, 0, 1, 2, chunk), (2**32 - 1, 65534, 2**63, 2**63 + 9, chunk),
+            (7, 3, 0, 0, b""), (9, 1, 41, 90, memoryview(chunk * 3))]:
+        if len(name.encode()) > 255:
+            with pytest.raises(ValueError):
+                encode_consume_one(request_id, name, partition, base, hwm, data)
+            continue
+        response = ConsumeResponse(request_id, (ConsumeTopicResult(name, (
+            ConsumePartitionResult(partition, ConsumeFlag.OK, base, hwm, data),)),))
+        one = b"".join(bytes(part) for part in encode_consume_one(request_id, name, partition,
+                                                                  base, hwm, data))
+        assert one == b"".join(bytes(part) for part in encode_response_parts(response))
+        decoded = decode_response(one[0], one[5:])
+        assert decoded.request_id == request_id
+        (part,) = decoded.topics[0].partitions
+        assert (decoded.topics[0].name, part.partition, part.base, part.hwm,
+                bytes(part.chunk)) == (name, partition, base, hwm, bytes(data))

@@ -545,6 +545,8 @@ class BatchingProtocol(EchoProtocol):
                 replies.append(Reply([b"bye"], close=True))
                 break
             replies.append(Reply([b"[%s]" % bytes(payload)], outcome="ok"))
+            if bytes(payload).startswith(b"big"):  # an answer that holds much: the rest later
+                break
         return replies
 
 
@@ -626,6 +628,35 @@ def test_coalesced_requests_stop_at_the_caps_and_never_take_tagged_ones(tmp_path
         for one in (connection, quic):
             one.close()
             await finished(one)
+
+    run_with_core(tmp_path, scenario)
+
+
+def test_requests_a_run_leaves_unanswered_are_served_next_after_the_link_takes_more(
+        tmp_path):
+    """``handle_requests`` answers the first requests of a run only (their answers hold much
+    memory): the others are handed over again next, in order, once the link's writing allows
+    -- never answered out of order, never lost, their memory accounted while they wait."""
+    async def scenario(core: Core) -> None:
+        link = FakeLink()
+        protocol = BatchingProtocol()
+        connection = BinaryConnection(core, link, "10.0.0.1:1", "tcp", protocol)
+        connection.pause_writing()
+        for body in (b"a", b"big1", b"b", b"big2", b"c", b"d"):
+            connection.submit(5, memoryview(body))
+        await link.replies_count(2)
+        await asyncio.sleep(0.01)
+        assert [reply for _tag, reply in link.replies] == [b"[a]", b"[big1]"]
+        assert protocol.calls == [[b"a", b"big1", b"b", b"big2", b"c", b"d"]]
+        assert connection.queued_bytes == 7 and connection.memory.used == 7  # b, big2, c, d
+        connection.resume_writing()
+        await link.replies_count(6)
+        assert [reply for _tag, reply in link.replies] == [
+            b"[a]", b"[big1]", b"[b]", b"[big2]", b"[c]", b"[d]"]
+        assert protocol.calls[1:] == [[b"b", b"big2", b"c", b"d"], [b"c", b"d"]]
+        assert connection.memory.used == 0 and connection.queued_bytes == 0
+        connection.close()
+        await finished(connection)
 
     run_with_core(tmp_path, scenario)
 

@@ -20,6 +20,7 @@ malformed bytes, including bytes left over after the last field.
 from __future__ import annotations
 
 import os
+import struct
 from dataclasses import dataclass
 from enum import IntEnum
 from functools import partial
@@ -686,6 +687,26 @@ def encode_response_parts(response: Response) -> list[bytes | memoryview]:
                 return parts
         return encode_consume_parts_python(response)
     return [encode_response(response)]
+
+
+# the Consume answer of one topic and one partition, OK: frame msg_id and payload size, header
+# size, request id, topics (1) | the topic's str8 name | partitions (1), partition, flag, base,
+# hwm, chunk size
+_ONE_HEAD = struct.Struct("<BIIIB")
+_ONE_PARTITION = struct.Struct("<BHBQQI")
+
+
+def encode_consume_one(request_id: int, name: str, partition: int, base: int, hwm: int,
+                       chunk: bytes | memoryview) -> list[bytes | memoryview]:
+    """``encode_response_parts`` of the Consume answer of one topic and one partition answered
+    OK (``base``, ``hwm``, ``chunk``), with no response object: the common answer
+    (``protocols.tank.data``'s tailing consumer), the same bytes."""
+    topic = encode_str8(name)
+    header_size = 4 + 1 + len(topic) + _ONE_PARTITION.size
+    return [_ONE_HEAD.pack(MsgId.CONSUME, 4 + header_size + len(chunk), header_size,
+                           request_id, 1)
+            + topic + _ONE_PARTITION.pack(1, partition, ConsumeFlag.OK, base, hwm, len(chunk)),
+            chunk]
 
 
 def encode_consume_parts_python(response: ConsumeResponse) -> list[bytes | memoryview]:

@@ -53,10 +53,11 @@ class WireProtocol(Protocol):
     # optional ``holds_replies = True``: the small replies of pipelined requests are written
     # together (transports.binary); absent: each reply is written as it is made
     # optional ``coalesced_codes`` (a set of request codes) with ``handle_requests(core,
-    # session, code, payloads) -> list[Reply]`` (one reply per payload, in order, or fewer
-    # ending with a closing one): requests of such a code queued one behind the other are
-    # served in one call (transports.binary), e.g. TANK's pipelined Produce requests of one
-    # partition appended as one write
+    # session, code, payloads) -> list[Reply]`` (one reply per payload, in order; or fewer
+    # ending with a closing one; or the replies of the first payloads, at least one, the
+    # others to be handed over again): requests of such a code queued one behind the other
+    # are served in one call (transports.binary), e.g. TANK's pipelined Produce requests of
+    # one partition appended as one write
 
     def frame_decoder(self, max_payload_size: int, **buffer_sizes: int) -> FrameDecoder:
         """A new decoder for one link's requests (``Frame.code``: the request's kind);

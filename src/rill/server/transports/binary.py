@@ -44,8 +44,10 @@ Invariants:
 * served together: for a protocol that names ``coalesced_codes``, requests of such a code
   queued one right behind the other (on a link without tags, at most ``COALESCED_REQUESTS``
   of them and ``COALESCED_BYTES`` of payload) are handed to its ``handle_requests`` in one
-  call, which answers each, in order; each is counted in the metrics with the call's
-  duration; with ``holds_replies``, their small replies are held as replies of requests
+  call, which answers each, in order -- or the first of them (at least one), when their
+  answers would hold too much memory at once: the others go back to the head of the queue
+  and are served next, after the link has taken the answers (and its writing allows more);
+  each is counted in the metrics with the call's duration; with ``holds_replies``, their small replies are held as replies of requests
   queued behind (up to ``HELD_REPLY_BYTES``) and written together once the last is handed
   over;
 * timeouts (``transports.limits``): the ``Supervisor`` closes a link that has not logged in
@@ -446,6 +448,7 @@ class BinaryConnection:
         try:
             replies = await self.protocol.handle_requests(self.core, self.session, code,
                                                           payloads)
+            rest = payloads[len(replies):]  # (answered later: see "served together")
         finally:
             payloads.clear()
             self.memory.give_back(total)
@@ -463,10 +466,13 @@ class BinaryConnection:
                     return False
         finally:
             self.run_behind = 0
-        if len(replies) < len(sizes):  # (a protocol answers fewer only when it closes)
-            self.flush()
-            self.link.close_link()
-            return False
+        if rest:  # not answered yet: first in the queue again, served next
+            size = 0
+            for one in reversed(rest):
+                queue.appendleft((code, one, None))
+                size += len(one)
+            self.queued_bytes += size
+            self.memory.take(size)
         return True
 
     async def _serve(self) -> None:

@@ -3,14 +3,20 @@ partition, a seq inside what is stored), on a core in this process: it answers t
 tailing consumer makes, byte for byte as the general path (``_consume_planned``) answers them,
 over plain, keyed, Snappy, sparse and ProduceWithSeqnum bundles and every fetch size; and it
 leaves everything else (seq 0, EOF, out of bounds, a hole, an unknown topic or partition) to
-the general path."""
+the general path. Pipelined Consumes served together (``consume_all``) are answered each as
+alone, the partitions looked up once a run; over a socket, a burst of them with a long poll
+among them is answered in order, the long poll when data comes."""
 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
+import uuid
 
-from rill.client.tank import Batch, consume_request, produce_request
+import pytest
+
+from rill.client.tank import Batch, TankClient, consume_request, produce_request
 from rill.protocol.tank import messages as m
 from rill.protocol.tank.bundles import decode_chunk
 from rill.protocol.tank.errors import ConsumeFlag
@@ -19,19 +25,31 @@ from rill.server.core.core import Core
 from rill.server.protocols.tank import data
 from rill.server.protocols.tank.dispatch import TankSettings
 from rill.server.protocols.tank.handler import TankProtocol
+from server_process import RillProcess
 
 TS = 1_700_000_000_000
 FETCH_SIZES = (1, 150, 700, 1 << 20)
 
 
-def encoded(response: m.ConsumeResponse) -> bytes:
-    return b"".join(bytes(part) for part in m.encode_response_parts(response))
+def encoded(answer) -> bytes:
+    """A Consume answer's frame: ``_consume_stored``'s is encoded already."""
+    parts = answer if type(answer) is list else m.encode_response_parts(answer)
+    return b"".join(bytes(part) for part in parts)
 
 
-def run_on_core(tmp_path, scenario) -> None:
+def partition_of(answer) -> m.ConsumePartitionResult:
+    """The one partition of an answer, as a client decodes it."""
+    frame = encoded(answer)
+    (part,) = m.decode_response(frame[0], frame[5:]).topics[0].partitions
+    return part
+
+
+def run_on_core(tmp_path, scenario, segment_size: int | None = None) -> None:
     async def main() -> None:
         config = ServerConfig()
         config.system.path = str(tmp_path / "data")
+        if segment_size is not None:
+            config.system.segment.size = segment_size
         config.root.password_hash_cost = 4
         core = Core(config)
         await core.start()
@@ -82,7 +100,7 @@ def test_answers_as_the_general_path_does_byte_for_byte(tmp_path):
                 request = consume_request(7, [("mixed", 0, seq)], fetch_size=fetch_size)
                 planned = data._consume_planned(core, session, settings, request)
                 assert isinstance(planned, m.ConsumeResponse)
-                stored = data._consume_stored(core, session, settings, request)
+                stored = data._consume_stored(core, session, settings, request, data._Run([]))
                 answer = data.consume(core, session, settings, request)
                 assert encoded(answer) == encoded(planned), (seq, fetch_size)
                 if stored is not None:
@@ -103,11 +121,11 @@ def test_a_tailing_consumer_reads_every_message_through_it(tmp_path):
         seq, values, general = 1, [], []
         while seq <= 85:
             request = consume_request(8, [("mixed", 0, seq)], fetch_size=1)
-            answer = data._consume_stored(core, session, settings, request)
+            answer = data._consume_stored(core, session, settings, request, data._Run([]))
             if answer is None:
                 general.append(seq)
                 answer = data.consume(core, session, settings, request)
-            (part,) = answer.topics[0].partitions
+            part = partition_of(answer)
             assert part.flag == ConsumeFlag.OK and part.hwm == 85
             chunk = decode_chunk(part.chunk, part.base)
             values += chunk.values
@@ -126,10 +144,157 @@ def test_leaves_everything_else_to_the_general_path(tmp_path):
                        [("mixed", 2, 1)], [("nope", 0, 1)],
                        [("mixed", 0, 1), ("mixed", 0, 5)]):
             request = consume_request(9, wanted)
-            assert data._consume_stored(core, session, settings, request) is None, wanted
+            assert data._consume_stored(core, session, settings, request, data._Run([])) is None, wanted
             answer = data.consume(core, session, settings, request)
             assert isinstance(answer, m.ConsumeResponse)
             assert encoded(answer) == encoded(data._consume_planned(core, session, settings,
                                                                     request))
 
     run_on_core(tmp_path, scenario)
+
+
+def test_a_run_is_answered_each_as_alone_with_one_lookup_a_partition(tmp_path):
+    """``consume_all``: a run mixing the short path, the general one (EOF, a hole, seq 0, an
+    unknown topic, two partitions) and a long poll answers each request as ``consume`` does
+    alone; the partition is looked up once for the run; a new run sees what was appended
+    since the last one."""
+    async def scenario(core, session, settings):
+        wanted = [[("mixed", 0, 1)], [("mixed", 0, 4)], [("mixed", 0, 55)], [("nope", 0, 1)],
+                  [("mixed", 0, 0)], [("mixed", 0, 44)], [("mixed", 0, 1), ("mixed", 1, 1)],
+                  [("mixed", 0, 86)], [("mixed", 0, 82)]]
+        run = [consume_request(30 + n, one, fetch_size=200) for n, one in enumerate(wanted)]
+        alone = [data.consume(core, session, settings, one) for one in run]
+        lookups = []
+        opened = data._open_stored
+
+        def counted(*args):
+            lookups.append(args[3:5])
+            return opened(*args)
+
+        data._open_stored = counted
+        try:
+            together = data.consume_all(core, session, settings, run)
+        finally:
+            data._open_stored = opened
+        assert [encoded(one) for one in together] == [encoded(one) for one in alone]
+        assert lookups == [("mixed", 0), ("nope", 0)]
+        # answers past RUN_ANSWER_BYTES: the first of them only, the connection hands the
+        # rest over again
+        kept = data.RUN_ANSWER_BYTES
+        data.RUN_ANSWER_BYTES = len(encoded(alone[0])) + len(encoded(alone[1])) - 100
+        try:
+            first = data.consume_all(core, session, settings, run)
+        finally:
+            data.RUN_ANSWER_BYTES = kept
+        assert [encoded(one) for one in first] == [encoded(one) for one in alone[:2]]
+        # at EOF with a wait: an awaitable in its place, answered once data comes
+        waiting = consume_request(50, [("mixed", 0, 86)], max_wait_ms=5000)
+        later = data.consume_all(core, session, settings, [run[0], waiting, run[1]])
+        assert type(later[0]) is list and type(later[2]) is list  # answered, encoded
+        task = asyncio.ensure_future(later[1])
+        await asyncio.sleep(0.05)
+        assert not task.done()
+        protocol = TankProtocol(settings, 1)
+        reply = await protocol.handle_request(core, session, m.MsgId.PRODUCE, memoryview(
+            m.encode_request(produce_request(51, [Batch("mixed", 0, [b"new"], timestamps=TS)],
+                                             now_ms=TS))[5:]))
+        assert reply.parts
+        (part,) = (await asyncio.wait_for(task, 5)).topics[0].partitions
+        assert decode_chunk(part.chunk, part.base).values == [b"new"]
+        # a new run reads what came since
+        (answer,) = data.consume_all(core, session, settings,
+                                     [consume_request(52, [("mixed", 0, 86)])])
+        part = partition_of(answer)
+        assert part.hwm == 86 and decode_chunk(part.chunk, part.base).values == [b"new"]
+
+    run_on_core(tmp_path, scenario)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_run_reading_ahead_answers_each_request_as_alone(tmp_path, seed):
+    """The batches a run reads ahead for the requests behind its first (``_Opened.read``)
+    answer each request with the bytes a read of its own gives: batches of many sizes across
+    small segments, fetch sizes that cut inside and past what was read ahead, seqs in and out
+    of order, repeated, in holes and past the end."""
+    rng = random.Random(seed)
+
+    async def scenario(core, session, settings):
+        protocol = TankProtocol(settings, 1)
+        for number in range(40):
+            size = rng.choice([1, 2, 5, 30, 100])
+            batch = Batch("mixed", 1, [rng.randbytes(rng.choice([10, 200, 900]))
+                                       for _ in range(size)], timestamps=TS + number)
+            reply = await protocol.handle_request(core, session, m.MsgId.PRODUCE, memoryview(
+                m.encode_request(produce_request(100 + number, [batch], now_ms=TS))[5:]))
+            assert reply.parts
+        last = core.broker.reader(session, data.ref(settings, "mixed", 1)).bounds()
+        last = last.high_watermark
+        for _round in range(8):
+            start = rng.randint(1, last)
+            seqs = sorted(rng.randint(start, last) for _ in range(rng.randint(2, 40)))
+            if rng.random() < 0.3:
+                seqs.reverse()
+            seqs += rng.sample([1, last, last + 1, 0], 2)
+            run = [consume_request(n, [("mixed", 1, seq)],
+                                   fetch_size=rng.choice([1, 300, 5_000, 60_000]))
+                   for n, seq in enumerate(seqs)]
+            alone = [data.consume(core, session, settings, one) for one in run]
+            together = data.consume_all(core, session, settings, run)
+            assert [encoded(one) for one in together] == [encoded(one) for one in alone]
+
+    run_on_core(tmp_path, scenario, segment_size=64 * 1024)
+
+
+def value(n: int, i: int) -> bytes:
+    return b"m%02d-%d" % (n, i) + bytes([n]) * 30_000
+
+
+def test_a_burst_of_pipelined_consumes_is_answered_in_order_and_a_long_poll_later(tmp_path):
+    """Over a socket: a bundle after another is asked for by sixty Consume requests written at
+    once, a long poll at the end of the partition among them: each is answered with its own
+    id and bundle in the order sent (5 MB of answers: more than one run holds,
+    ``data.RUN_ANSWER_BYTES``), the long poll once a produce on another connection brings
+    data, after the requests behind it."""
+    assert 60 * 90_000 > data.RUN_ANSWER_BYTES
+    process = RillProcess(tmp_path / "data", env={
+        "RILL_TANK_ENABLED": "true", "RILL_TANK_ADDRESS": "127.0.0.1:0",
+        "RILL_QUIC_ENABLED": "false", "RILL_HTTP_ENABLED": "false"}).start()
+
+    async def scenario():
+        async with TankClient(*process.tank_address) as client, \
+                TankClient(*process.tank_address) as producer:
+            name = "burst-" + uuid.uuid4().hex[:8]
+            assert await client.create_topic(name, 1) == 0
+            for n in range(60):  # 60 bundles of 90 KB: answers past one run's RUN_ANSWER_BYTES
+                await producer.produce(name, 0, [value(n, i) for i in range(3)],
+                                       timestamps=TS)
+            requests = [consume_request(100 + n, [(name, 0, 1 + 3 * n)], fetch_size=1)
+                        for n in range(60)]
+            requests.insert(30, consume_request(99, [(name, 0, 181)], max_wait_ms=10_000))
+            loop = asyncio.get_running_loop()
+            order: list[int] = []
+            futures = []
+            for one in requests:
+                future = loop.create_future()
+                future.add_done_callback(lambda _f, rid=one.request_id: order.append(rid))
+                futures.append(future)
+                client._waiting[one.request_id] = future
+            client._writer.write(b"".join(m.encode_request(one) for one in requests))
+            await client._writer.drain()
+            answered = await asyncio.wait_for(asyncio.gather(*futures[:30], *futures[31:]), 30)
+            assert not futures[30].done()
+            await producer.produce(name, 0, [b"late"], timestamps=TS)
+            late = await asyncio.wait_for(futures[30], 10)
+            return answered, late, order
+
+    try:
+        answered, late, order = asyncio.run(scenario())
+    finally:
+        process.kill()
+    assert order == [100 + n for n in range(60)] + [99]
+    for n, response in enumerate(answered):
+        (part,) = response.topics[0].partitions
+        assert part.flag == ConsumeFlag.OK and part.base == 1 + 3 * n
+        assert decode_chunk(part.chunk, part.base).values == [value(n, i) for i in range(3)]
+    (part,) = late.topics[0].partitions
+    assert decode_chunk(part.chunk, part.base).values == [b"late"]

@@ -77,13 +77,22 @@ the partition's first produce gave explicit numbers from 100):
   passed. Then every partition answers 0x00: woken, those that got data with ``base`` = the
   first new seq and everything appended since (not limited by ``fetch_size``), the others
   ``base`` 0, empty; timed out (less than ``min_bytes`` arrived), every one ``base`` 0, empty.
-  An immediate EOF answer carries ``base`` = first available.
+  An immediate EOF answer carries ``base`` = first available;
+* the common Consume (one partition, a seq inside what is stored) has a short path with the
+  same answer, encoded at once (``_consume_stored``); pipelined Consumes (``consume_all``:
+  Consume requests the connection had queued one right behind the other) are answered
+  together, each as alone: a partition is looked up once for the run, and the batches that
+  several requests ask for are read once, ahead (at most ``WINDOW_BYTES`` a partition); a
+  run stops once its answers hold ``RUN_ANSWER_BYTES``, and the connection hands the rest
+  over again after it has taken those.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Awaitable
+import struct
+from bisect import bisect_right
+from typing import Awaitable, Union
 
 from rill import errors
 from rill.protocol.kafka.record_batch import decompress
@@ -130,6 +139,13 @@ MAX_FETCH = 64 * 1024 * 1024  # fetch_size is clamped to this (TANK's clamp)
 MAX_WAIT_MS = 3_600_000  # TANK's own cap: one hour
 _REFUSALS = Refusals()  # a refused produce: one line per client and cause, then a count
 _MAX_RECORDS = 1 << 31
+# the most a run of Consumes reads ahead of one partition for the requests behind the first
+WINDOW_BYTES = 4 * 1024 * 1024
+# a run of Consumes stops being answered once its answers hold this many bytes of chunks
+RUN_ANSWER_BYTES = 4 * 1024 * 1024
+_BATCH_HEAD = struct.Struct(">qi")  # a stored batch's base offset and length
+# a Consume's answer: encoded (the frame's parts), a response, or an awaitable one (a long poll)
+ConsumeAnswer = Union[list, m.ConsumeResponse, Awaitable[m.ConsumeResponse]]
 
 
 # -- Produce ---------------------------------------------------------------------------------
@@ -515,24 +531,140 @@ def _woken(core: Core, session: Session, wanted: _Wanted, reached: bool) -> None
         wanted.flag, wanted.base, wanted.chunk = ConsumeFlag.OK, 0, []
 
 
-def consume(core: Core, session: Session, settings: TankSettings, request: m.ConsumeRequest
-            ) -> m.ConsumeResponse | Awaitable[m.ConsumeResponse]:
+def consume(core: Core, session: Session, settings: TankSettings, request: m.ConsumeRequest,
+            run: _Run | None = None) -> ConsumeAnswer:
     """The answer now, or (every partition at EOF and ``max_wait_ms`` > 0) an awaitable of the
     answer after the long poll: the connection answers the requests behind it meanwhile. The
     common request -- one partition, a seq inside what is stored -- is answered by
-    ``_consume_stored``; everything else, and anything it passes on, by ``_consume_planned``."""
-    answer = _consume_stored(core, session, settings, request)
+    ``_consume_stored``, already encoded (the frame's parts, ``messages.encode_consume_one``);
+    everything else, and anything it passes on, by ``_consume_planned``. ``run``: the
+    requests this one is served with (``consume_all``)."""
+    answer = _consume_stored(core, session, settings, request, _Run([]) if run is None else run)
     return answer if answer is not None else _consume_planned(core, session, settings, request)
 
 
+def consume_all(core: Core, session: Session, settings: TankSettings,
+                requests: list[m.ConsumeRequest]) -> list[ConsumeAnswer]:
+    """The answers of Consume requests pipelined one right behind the other
+    (``transports.binary``'s "served together"), in order, each as ``consume`` answers it
+    alone (a long poll's answer comes later; the requests behind it are answered now). The
+    run is served in one go, with no suspension, so nothing it reads changes meanwhile: the
+    partitions it reads are looked up, checked and opened once, and the batches that several
+    of its requests for one partition ask for are read once (``_Run``), what a tailing
+    consumer with many requests in flight asks for. Once the answers hold
+    ``RUN_ANSWER_BYTES`` of chunks, the requests after them are not answered: the connection
+    hands them over again (``transports.binary``), after it has taken these."""
+    run = _Run(requests)
+    answers: list[ConsumeAnswer] = []
+    held = 0
+    for request in requests:
+        answer = consume(core, session, settings, request, run)
+        answers.append(answer)
+        if type(answer) is list:
+            held += len(answer[-1])
+        elif type(answer) is m.ConsumeResponse:
+            held += sum(len(part.chunk) for topic in answer.topics for part in topic.partitions)
+        if held >= RUN_ANSWER_BYTES:
+            break  # the rest are served next, once the connection has these
+    return answers
+
+
+class _Opened:
+    """A partition ``_consume_stored`` opened for the requests of a run: its reader, first
+    seq and high-water mark; how many requests of the run are still to read it, how many bytes
+    the last one was answered, and the whole batches read ahead for them (``window``: data,
+    the first offset and byte position of each batch and the end of the data, and whether it
+    reaches the high-water mark)."""
+
+    __slots__ = ("reader", "first", "last", "behind", "unit", "window")
+
+    def __init__(self, reader: PartitionReader, first: int, last: int, behind: int) -> None:
+        self.reader, self.first, self.last, self.behind = reader, first, last, behind
+        self.unit = 0
+        self.window: tuple[bytes, list[int], list[int], bool] | None = None
+
+    def read(self, offset: int, max_bytes: int) -> tuple[bytes | memoryview, int]:
+        """(stored bytes, high-water mark) of whole batches from the one holding ``offset``
+        within ``max_bytes`` (at least one): ``PartitionReader.read``'s, taken from the
+        window when it holds them, else read -- ahead for the requests behind, when more are
+        to come (``WINDOW_BYTES`` at most)."""
+        self.behind -= 1
+        taken = self._take(offset, max_bytes)
+        if taken is not None:
+            return taken, self.last
+        ahead = min(self.behind * max(self.unit, max_bytes), WINDOW_BYTES)
+        if self.unit and ahead > max_bytes:
+            read = self.reader.read(offset, _MAX_RECORDS, RECORD_FORMAT, max_bytes=ahead)
+            self.window = _window(read.data, read.next_read >= self.last)
+            taken = self._take(offset, max_bytes)
+            if taken is not None:
+                return taken, read.bounds.high_watermark
+        read = self.reader.read(offset, _MAX_RECORDS, RECORD_FORMAT, max_bytes=max_bytes)
+        data = read.data
+        self.unit = len(data)
+        return data, read.bounds.high_watermark
+
+    def _take(self, offset: int, max_bytes: int) -> memoryview | None:
+        """The window's answer to a read from ``offset``, the same bytes the log would give;
+        None when the window does not hold it whole."""
+        window = self.window
+        if window is None:
+            return None
+        data, offsets, positions, complete = window
+        first = bisect_right(offsets, offset) - 1
+        if first < 0:
+            return None
+        end = max(bisect_right(positions, positions[first] + max_bytes, first + 1) - 1,
+                  first + 1)
+        if end == len(offsets) and not complete:
+            return None  # the log may hold more that fits: read it
+        self.unit = positions[end] - positions[first]
+        return memoryview(data)[positions[first]:positions[end]]
+
+
+class _Run:
+    """The Consume requests served together (``consume_all``): the partitions opened for them
+    (``_Opened``, or None where ``_consume_stored`` does not answer) and how many of the
+    requests of the common shape ask for each."""
+
+    __slots__ = ("opened", "asking")
+
+    def __init__(self, requests: list[m.ConsumeRequest]) -> None:
+        self.opened: dict[tuple[str, int], _Opened | None] = {}
+        self.asking: dict[tuple[str, int], int] = {}
+        for request in requests:
+            if len(request.topics) == 1 and len(request.topics[0].partitions) == 1:
+                key = (request.topics[0].name, request.topics[0].partitions[0].partition)
+                self.asking[key] = self.asking.get(key, 0) + 1
+
+
+def _window(data, complete: bool) -> tuple[bytes, list[int], list[int], bool]:
+    """Whole stored batches as a window (``_Opened``): their first offsets and byte positions
+    (and the end of the data)."""
+    offsets: list[int] = []
+    positions: list[int] = []
+    at, end = 0, len(data)
+    while end - at >= _BATCH_HEAD.size:
+        base, length = _BATCH_HEAD.unpack_from(data, at)
+        if length < 0 or at + 12 + length > end:
+            break  # (a read gives whole batches: not met)
+        offsets.append(base)
+        positions.append(at)
+        at += 12 + length
+    positions.append(at)
+    return data, offsets, positions, complete
+
+
 def _consume_stored(core: Core, session: Session, settings: TankSettings,
-                    request: m.ConsumeRequest) -> m.ConsumeResponse | None:
+                    request: m.ConsumeRequest, run: _Run) -> list[bytes | memoryview] | None:
     """The answer to a Consume of one partition from a seq between the first available and the
     high-water mark, this node leading it, the chunk in one read and one C conversion
     (``build_chunk``): what a tailing consumer asks for again and again. None for anything
     else -- seq 0, EOF, out of bounds, a hole, an unknown topic or partition, another
     leader, a failure of any kind -- which ``_consume_planned`` answers (and reports). The
-    answer is ``_consume_planned``'s, byte for byte."""
+    answer is encoded at once (``messages.encode_consume_one``), the bytes of
+    ``_consume_planned``'s answer. The partition is opened once for the ``run``, and its
+    batches read once for the requests of the run that ask for them (``_Opened.read``)."""
     if len(request.topics) != 1 or len(request.topics[0].partitions) != 1:
         return None
     entry = request.topics[0]
@@ -540,26 +672,40 @@ def _consume_stored(core: Core, session: Session, settings: TankSettings,
     seq = wanted.seq
     if seq == m.SEQ_FROM_FIRST or seq == m.SEQ_ONLY_NEW:
         return None
-    topic = topic_named(core, session, settings, entry.name)
     number = wanted.partition
+    key = (entry.name, number)
+    opened = run.opened.get(key, False)
+    if opened is False:
+        opened = run.opened[key] = _open_stored(core, session, settings, entry.name, number,
+                                                run.asking.get(key, 1))
+    if opened is None or not opened.first <= seq <= opened.last:
+        return None
+    try:
+        data, hwm = opened.read(seq - 1, min(max(wanted.fetch_size, 1), MAX_FETCH))
+        chunk, base = build_chunk(data)
+    except Exception:  # storage, a stored batch that does not read: _consume_planned
+        return None  # reads again, and reports it
+    if not chunk or base > seq:
+        return None
+    return m.encode_consume_one(request.request_id, entry.name, number, base, hwm,
+                                chunk[0] if len(chunk) == 1 else b"".join(chunk))
+
+
+def _open_stored(core: Core, session: Session, settings: TankSettings, name: str,
+                 number: int, asking: int) -> _Opened | None:
+    """TANK partition ``number`` of topic ``name`` opened for reading by ``session`` for
+    ``asking`` requests; None when it is unknown, another node leads it, or it may not be
+    read (``_consume_planned`` answers those)."""
+    topic = topic_named(core, session, settings, name)
     if (topic is None or not 0 <= number < len(topic.partitions)
             or leadership(core, topic, number)[0]):
         return None
     try:
         reader = core.broker.reader(session, ref(settings, topic.name, number))
         first, last = numbers(reader.bounds())
-        if not first <= seq <= last:
-            return None
-        found = reader.read(seq - 1, _MAX_RECORDS, RECORD_FORMAT,
-                            max_bytes=min(max(wanted.fetch_size, 1), MAX_FETCH))
-        chunk, base = build_chunk(found.data)
-    except Exception:  # storage, permissions: _consume_planned reads again, and reports it
+    except Exception:  # permissions, storage: _consume_planned reports it
         return None
-    if not chunk or base > seq:
-        return None
-    return m.ConsumeResponse(request.request_id, (m.ConsumeTopicResult(entry.name, (
-        m.ConsumePartitionResult(number, ConsumeFlag.OK, base, found.bounds.high_watermark,
-                                 chunk[0] if len(chunk) == 1 else b"".join(chunk)),)),))
+    return _Opened(reader, first, last, asking)
 
 
 def _consume_planned(core: Core, session: Session, settings: TankSettings,

@@ -91,8 +91,9 @@ class TankProtocol:
     holds_replies = True
     # pipelined Produce requests queued one behind the other are served together
     # (transports.binary): a run of them for one partition is one append
-    # (``data.produce_all``)
-    coalesced_codes = frozenset({m.MsgId.PRODUCE})
+    # (``data.produce_all``); so are pipelined Consumes: the partitions a run reads are
+    # looked up once (``data.consume_all``)
+    coalesced_codes = frozenset({m.MsgId.PRODUCE, m.MsgId.CONSUME})
 
     def __init__(self, settings: TankSettings, user_id: int) -> None:
         self.settings = settings
@@ -122,14 +123,25 @@ class TankProtocol:
     async def _later(waiting) -> Reply:
         return Reply(m.encode_response_parts(await waiting))
 
+    def _consumed(self, answer: data.ConsumeAnswer) -> Reply:
+        """The reply of a Consume answer: encoded already, a response, or a long poll's
+        awaitable (answered later)."""
+        kind = type(answer)
+        if kind is list:
+            return Reply(answer)
+        if kind is m.ConsumeResponse:
+            return Reply(m.encode_response_parts(answer))
+        return Reply([], later=self._later(answer))
+
     async def handle_requests(self, core: Core, session: Session, code: int,
                               payloads: list[memoryview]) -> list[Reply]:
-        """Produce requests pipelined one behind the other, answered in order by
-        ``data.produce_all``; one that does not decode closes the connection after the
-        answers of those before it, as it would alone."""
+        """Produce or Consume requests pipelined one behind the other, answered in order by
+        ``data.produce_all`` / ``data.consume_all`` (a long-polling Consume later, as alone);
+        one that does not decode closes the connection after the answers of those before it,
+        as it would alone."""
         if not core.heartbeat(session) or not session.is_authenticated:
             return [_CLOSE]
-        requests: list[m.ProduceRequest] = []
+        requests: list = []
         closing = False
         for payload in payloads:
             try:
@@ -139,11 +151,16 @@ class TankProtocol:
                 closing = True
                 break
         try:
-            responses = await data.produce_all(core, session, self.settings, requests)
+            if code == m.MsgId.CONSUME:
+                replies = [self._consumed(answer) for answer in
+                           data.consume_all(core, session, self.settings, requests)]
+            else:
+                replies = [Reply(m.encode_response_parts(response)) for response in
+                           await data.produce_all(core, session, self.settings, requests)]
         except Exception:
-            log.exception("client %d: TANK produce failed unexpectedly", session.client_id)
+            log.exception("client %d: TANK msg_id 0x%02x failed unexpectedly",
+                          session.client_id, code)
             return [_FAILED]
-        replies = [Reply(m.encode_response_parts(response)) for response in responses]
         if closing:
             replies.append(_CLOSE)
         return replies
@@ -168,9 +185,7 @@ class TankProtocol:
             if kind is m.ProduceRequest:
                 response = await data.produce(core, session, self.settings, request)
             elif kind is m.ConsumeRequest:
-                response = data.consume(core, session, self.settings, request)
-                if type(response) is not m.ConsumeResponse:  # a long poll: answered later
-                    return Reply([], later=self._later(response))
+                return self._consumed(data.consume(core, session, self.settings, request))
             else:
                 response = dispatch.HANDLERS[kind](core, session, self.settings, request)
                 if inspect.isawaitable(response):  # CreateTopic: its files are made off the loop
