@@ -158,7 +158,8 @@ class Core:
         self.appends = AppendSignals()  # every append wakes the long polls of its partition
         # told of every append after the long polls (a cluster leader's high watermark)
         self.append_hooks: list[Callable[[Log], None]] = []
-        self.messages = MessageService(state, self.consumer_offsets, self._appended)
+        self.messages = MessageService(state, self.consumer_offsets, self._appended,
+                                       self.appends)
         # rill extensions (docs/extensions.md)
         self.columnar = ColumnarReadService(state)
         self.transactions = TransactionService(state, self._appended)

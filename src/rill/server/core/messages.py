@@ -25,6 +25,7 @@ from rill.protocol.primitives import MAX_TOPIC_SIZE_UNLIMITED
 from rill.server.auth.permissioner import Action
 from rill.server.core.cluster_view import ACKS_ALL, ACKS_LEADER
 from rill.server.core.consumer_offsets import ConsumerOffsetService
+from rill.server.core.long_poll import AppendSignals
 from rill.server.core.log import Log
 from rill.server.core.model import LEADER, Partition, Session, Topic
 from rill.server.core.state import CoreState
@@ -67,10 +68,11 @@ class WriteFailures:
 
 class MessageService:
     def __init__(self, state: CoreState, offsets: ConsumerOffsetService,
-                 appended: Callable[[Log], None]) -> None:
+                 appended: Callable[[Log], None], signals: AppendSignals) -> None:
         self.state = state
         self.offsets = offsets
         self.appended = appended  # after every append: metrics, and the long polls it wakes
+        self.signals = signals  # what readers wait on (woken by every append: ``appended``)
         self.write_failures = WriteFailures()
 
     # -- append ----------------------------------------------------------------------------
@@ -173,7 +175,7 @@ class MessageService:
         max_bytes = self.state.config.system.max_poll_size
         if session.poll_limit:
             max_bytes = min(max_bytes, session.poll_limit)
-        return PartitionReader(partition, self.offsets, max_bytes)
+        return PartitionReader(partition, self.offsets, max_bytes, self.signals)
 
     def read(self, session: Session, stream_id: Ref, topic_id: Ref, partition_id: int,
              offset: int, max_records: int, max_bytes: int, record_format: str | None = None,
@@ -242,12 +244,13 @@ class PartitionReader:
     and consumer positions. For one request: a protocol's read rules (Iggy's poll strategies
     and auto-commit, ``protocols.iggy.polling``) with one lookup of the partition."""
 
-    __slots__ = ("_partition", "_offsets", "max_bytes")
+    __slots__ = ("_partition", "_offsets", "max_bytes", "_signals")
 
     def __init__(self, partition: Partition, offsets: ConsumerOffsetService,
-                 max_bytes: int) -> None:
+                 max_bytes: int, signals: AppendSignals) -> None:
         self._partition = partition
         self._offsets = offsets
+        self._signals = signals
         # the most bytes of records one read answers to this session (at least one record):
         # ``[system] max_poll_size``, less where the session's ``poll_limit`` says so (HTTP's)
         self.max_bytes = max_bytes
@@ -286,6 +289,13 @@ class PartitionReader:
         return read_to_watermark(self._partition, offset, max_records,
                                  self.max_bytes if max_bytes is None else max_bytes, regions,
                                  record_format)
+
+    async def wait(self, offset: int, min_bytes: int, timeout: float) -> int:
+        """Until the partition holds ``min_bytes`` (at least one record) below its high
+        watermark from ``offset`` on, or ``timeout`` seconds passed: those bytes as the wait
+        ends (``long_poll.AppendSignals.wait``, woken by appends). A long poll of this one
+        partition, opened already."""
+        return (await self._signals.wait(((self._partition, offset),), min_bytes, timeout))[0]
 
     def nothing(self) -> RecordRange:
         """An empty read at the log's end."""

@@ -210,6 +210,52 @@ def test_a_run_is_answered_each_as_alone_with_one_lookup_a_partition(tmp_path):
     run_on_core(tmp_path, scenario)
 
 
+def test_a_long_poll_at_the_end_is_answered_as_the_general_path_answers_it(tmp_path):
+    """At the partition's end with a wait, the short path waits on the partition it opened
+    (``_tail``): woken by a produce, timed out with too few bytes, and with the data there
+    before the wait starts, its answer is the general path's, byte for byte; without a wait
+    it leaves the answer (the first available) to the general path."""
+    async def scenario(core, session, settings):
+        protocol = TankProtocol(settings, 1)
+
+        async def produce(number: int, values: list[bytes]) -> None:
+            reply = await protocol.handle_request(core, session, m.MsgId.PRODUCE, memoryview(
+                m.encode_request(produce_request(number, [Batch("mixed", 0, values,
+                                                                timestamps=TS)],
+                                                 now_ms=TS))[5:]))
+            assert reply.parts
+
+        last = 85
+        immediate = consume_request(60, [("mixed", 0, last + 1)])
+        assert data._consume_stored(core, session, settings, immediate, data._Run([])) is None
+        for number, (values, min_bytes, wait_ms) in enumerate([
+                ([b"woken-1", b"woken-2"], 1, 5000),  # woken by the produce
+                ([b"few"], 10_000, 300),  # timed out: fewer bytes than min_bytes came
+                ([b"no"], 1, 5000)]):  # produced before the waits begin
+            request = consume_request(61 + number, [("mixed", 0, last + 1)],
+                                      max_wait_ms=wait_ms, min_bytes=min_bytes)
+            tail = data._consume_stored(core, session, settings, request, data._Run([]))
+            assert asyncio.iscoroutine(tail)
+            planned = data._consume_planned(core, session, settings, request)
+            assert not isinstance(planned, m.ConsumeResponse)
+            if number == 2:
+                await produce(70 + number, values)
+            waits = asyncio.gather(tail, planned)
+            await asyncio.sleep(0.05)
+            if number < 2:
+                await produce(70 + number, values)
+            short, general = await asyncio.wait_for(waits, 5)
+            assert encoded(short) == encoded(general)
+            part = partition_of(short)
+            if number == 1:
+                assert part.base == 0 and not bytes(part.chunk)  # the timed-out form
+            else:
+                assert decode_chunk(part.chunk, part.base).values == values
+            last += len(values)
+
+    run_on_core(tmp_path, scenario)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_a_run_reading_ahead_answers_each_request_as_alone(tmp_path, seed):
     """The batches a run reads ahead for the requests behind its first (``_Opened.read``)

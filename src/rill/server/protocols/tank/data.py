@@ -660,10 +660,11 @@ def _consume_stored(core: Core, session: Session, settings: TankSettings,
     """The answer to a Consume of one partition from a seq between the first available and the
     high-water mark, this node leading it, the chunk in one read and one C conversion
     (``build_chunk``): what a tailing consumer asks for again and again. None for anything
-    else -- seq 0, EOF, out of bounds, a hole, an unknown topic or partition, another
-    leader, a failure of any kind -- which ``_consume_planned`` answers (and reports). The
-    answer is encoded at once (``messages.encode_consume_one``), the bytes of
-    ``_consume_planned``'s answer. The partition is opened once for the ``run``, and its
+    else -- seq 0, EOF without a wait, out of bounds, a hole, an unknown topic or partition,
+    another leader, a failure of any kind -- which ``_consume_planned`` answers (and
+    reports). The answer is encoded at once (``messages.encode_consume_one``), the bytes of
+    ``_consume_planned``'s answer. At the partition's end with a wait (a tailing consumer's
+    long poll), the awaitable of ``_consume_planned``'s answer (``_tail``). The partition is opened once for the ``run``, and its
     batches read once for the requests of the run that ask for them (``_Opened.read``)."""
     if len(request.topics) != 1 or len(request.topics[0].partitions) != 1:
         return None
@@ -678,7 +679,11 @@ def _consume_stored(core: Core, session: Session, settings: TankSettings,
     if opened is False:
         opened = run.opened[key] = _open_stored(core, session, settings, entry.name, number,
                                                 run.asking.get(key, 1))
-    if opened is None or not opened.first <= seq <= opened.last:
+    if opened is None:
+        return None
+    if not opened.first <= seq <= opened.last:
+        if seq == opened.last + 1 and request.max_wait_ms > 0:  # at the end: a long poll
+            return _tail(core, session, settings, request, opened)
         return None
     try:
         data, hwm = opened.read(seq - 1, min(max(wanted.fetch_size, 1), MAX_FETCH))
@@ -689,6 +694,21 @@ def _consume_stored(core: Core, session: Session, settings: TankSettings,
         return None
     return m.encode_consume_one(request.request_id, entry.name, number, base, hwm,
                                 chunk[0] if len(chunk) == 1 else b"".join(chunk))
+
+
+async def _tail(core: Core, session: Session, settings: TankSettings,
+                request: m.ConsumeRequest, opened: _Opened) -> m.ConsumeResponse:
+    """``_long_poll``'s answer to a Consume of one partition at its end, waiting on the
+    partition opened already (``PartitionReader.wait``) instead of looking it up again."""
+    entry = request.topics[0]
+    wanted = _Wanted(entry.partitions[0])
+    wanted.ref = ref(settings, entry.name, wanted.partition)
+    wanted.hwm = wanted.wait_offset = opened.last
+    need = max(request.min_bytes, 1)
+    arrived = await opened.reader.wait(opened.last, need,
+                                       min(request.max_wait_ms, MAX_WAIT_MS) / 1000)
+    _woken(core, session, wanted, arrived >= need)
+    return _response(request, [(entry.name, 1, [wanted])])
 
 
 def _open_stored(core: Core, session: Session, settings: TankSettings, name: str,
