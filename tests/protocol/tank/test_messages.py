@@ -47,6 +47,7 @@ from rill.protocol.tank.messages import (
     decode_request,
     decode_response,
     encode_consume_one,
+    encode_produce_one,
     encode_request,
     encode_request_payload,
     encode_response,
@@ -336,3 +337,18 @@ def test_the_one_partition_consume_answer_is_the_response_encoded(name):
         (part,) = decoded.topics[0].partitions
         assert (decoded.topics[0].name, part.partition, part.base, part.hwm,
                 bytes(part.chunk)) == (name, partition, base, hwm, bytes(data))
+
+
+def test_the_one_partition_produce_answer_is_the_response_encoded():
+    """``encode_produce_one`` (a pipelined run's answer, with no response object) gives the
+    bytes of the ProduceResponse it stands for, for every code but 0xfc (which needs the
+    leader's endpoint: refused)."""
+    request = ProduceRequest(9, (ProduceTopic("t", (ProducePartition(3, b""),)),))
+    for request_id in (0, 9, 2**32 - 1):
+        for code in (0x00, 0x01, 0x02, 0x03, 0x04, 0x0A, 0xFD, 0xFE, 0xFF):
+            response = ProduceResponse(request_id, produce_error_bytes(request, [code]))
+            assert encode_produce_one(request_id, code) == encode_response(response)
+            decoded = decode_response(MsgId.PRODUCE, encode_produce_one(request_id, code)[5:])
+            assert (decoded.request_id, bytes(decoded.errors)) == (request_id, bytes([code]))
+    with pytest.raises(ValueError):
+        encode_produce_one(1, 0xFC)

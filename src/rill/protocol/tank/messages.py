@@ -689,6 +689,18 @@ def encode_response_parts(response: Response) -> list[bytes | memoryview]:
     return [encode_response(response)]
 
 
+_PRODUCE_ONE = struct.Struct("<BIIB")  # frame msg_id and payload size, request id, the code
+
+
+def encode_produce_one(request_id: int, code: int) -> bytes:
+    """``encode_response`` of the answer to a Produce of one topic entry with one partition
+    entry, answered ``code`` (not 0xfc, which carries an endpoint), with no response object:
+    the common answer (``protocols.tank.data``'s pipelined runs), the same bytes."""
+    if code == ProduceError.OTHER_LEADER:
+        raise ValueError("a 0xfc code needs the leader's endpoint")
+    return _PRODUCE_ONE.pack(MsgId.PRODUCE, 5, request_id, code)
+
+
 # the Consume answer of one topic and one partition, OK: frame msg_id and payload size, header
 # size, request id, topics (1) | the topic's str8 name | partitions (1), partition, flag, base,
 # hwm, chunk size

@@ -41,7 +41,11 @@ def broken(request_id: int, topic: str, partition: int) -> m.ProduceRequest:
     return m.ProduceRequest(request_id, (m.ProduceTopic(topic, (cut,)),))
 
 
-def codes(requests: list[m.ProduceRequest], responses: list[m.ProduceResponse]) -> list[int]:
+def codes(requests: list[m.ProduceRequest], responses: list) -> list[int]:
+    """The codes of the answers (``produce_all``'s come encoded, or as responses), in order,
+    each answering its request's id."""
+    responses = [m.decode_response(one[0], one[5:]) if type(one) is bytes else one
+                 for one in responses]
     assert [r.request_id for r in responses] == [r.request_id for r in requests]
     return [code for request, response in zip(requests, responses)
             for _topic, _partition, code in produce_results(request, response)]

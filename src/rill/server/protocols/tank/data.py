@@ -99,6 +99,7 @@ from rill.protocol.kafka.record_batch import decompress
 from rill.protocol.tank import messages as m
 from rill.protocol.tank.bundles import (
     CODEC_SNAPPY,
+    BundleHeader,
     decode_bundle,
     decode_header,
     encode_bundle,
@@ -144,6 +145,8 @@ WINDOW_BYTES = 4 * 1024 * 1024
 # a run of Consumes stops being answered once its answers hold this many bytes of chunks
 RUN_ANSWER_BYTES = 4 * 1024 * 1024
 _BATCH_HEAD = struct.Struct(">qi")  # a stored batch's base offset and length
+# a Produce's answer: encoded (the frame), or a response
+ProduceAnswer = Union[bytes, m.ProduceResponse]
 # a Consume's answer: encoded (the frame's parts), a response, or an awaitable one (a long poll)
 ConsumeAnswer = Union[list, m.ConsumeResponse, Awaitable[m.ConsumeResponse]]
 
@@ -206,11 +209,14 @@ def _append_failed(core: Core, session: Session, topic: Topic, part: m.ProducePa
     raise error
 
 
-def _plain_batch(session: Session, topic: Topic, part: m.ProducePartition) -> bytes | None:
+def _plain_batch(session: Session, topic: Topic, part: m.ProducePartition,
+                 header: BundleHeader | None = None) -> bytes | None:
     """The common shape's batch (no explicit numbers): the message set straight into one
-    RecordBatch, one C pass; None when the bundle is refused (logged)."""
+    RecordBatch, one C pass; None when the bundle is refused (logged). ``header``: the
+    bundle's, decoded already."""
     try:
-        header = decode_header(part.bundle)
+        if header is None:
+            header = decode_header(part.bundle)
         compress = header.codec == CODEC_SNAPPY and topic.record_format == RECORD_FORMAT
         return batch_from_set(message_set(part.bundle, header, MAX_SET_SIZE), header.count,
                               compress=compress)
@@ -290,25 +296,35 @@ def _answer(request: m.ProduceRequest, code: Code) -> m.ProduceResponse:
     return m.ProduceResponse(request.request_id, m.produce_error_bytes(request, [code], {}))
 
 
-def _run_key(request: m.ProduceRequest) -> tuple[str, int, float] | None:
+def _answer_one(request: m.ProduceRequest, code: Code) -> ProduceAnswer:
+    """``_answer``, encoded at once unless it carries a leader's endpoint."""
+    if type(code) is tuple:
+        return _answer(request, code)
+    return m.encode_produce_one(request.request_id, code)
+
+
+def _run_key(request: m.ProduceRequest
+             ) -> tuple[tuple[str, int, float], BundleHeader] | tuple[None, None]:
     """What a run of pipelined requests sharing one append has in common (topic, partition,
-    ack timeout) when ``request`` is of the shape that may join one: one topic, one partition,
-    a bundle without explicit numbers; None otherwise."""
+    ack timeout) when ``request`` is of the shape that may join one -- one topic, one
+    partition, a bundle without explicit numbers -- with the bundle's header; (None, None)
+    otherwise."""
     if request.with_seqnum or len(request.topics) != 1:
-        return None
+        return None, None
     partitions = request.topics[0].partitions
     if len(partitions) != 1:
-        return None
+        return None, None
     try:
-        if decode_header(partitions[0].bundle).sparse:
-            return None
+        header = decode_header(partitions[0].bundle)
     except TankDecodeError:
-        return None  # (refused on its own, as alone)
-    return request.topics[0].name, partitions[0].partition, _ack_timeout(request)
+        return None, None  # (refused on its own, as alone)
+    if header.sparse:
+        return None, None
+    return (request.topics[0].name, partitions[0].partition, _ack_timeout(request)), header
 
 
 async def produce_all(core: Core, session: Session, settings: TankSettings,
-                      requests: list[m.ProduceRequest]) -> list[m.ProduceResponse]:
+                      requests: list[m.ProduceRequest]) -> list[ProduceAnswer]:
     """The answers of Produce requests pipelined one right behind the other
     (``transports.binary``'s "served together"). A run of two or more of the common shape
     for the same partition and the same ack timeout (``_run_key``) is appended as one
@@ -317,37 +333,42 @@ async def produce_all(core: Core, session: Session, settings: TankSettings,
     wrote none of them, as a refusal of each alone would have. A bundle of the run that does
     not decode is refused alone (0x02, nothing of it written) and the others go on. Any other
     request is produced alone, in its place."""
-    responses: list[m.ProduceResponse] = []
-    keys = [_run_key(request) for request in requests]
+    responses: list[ProduceAnswer] = []
+    shapes = [_run_key(request) for request in requests]
     at = 0
     while at < len(requests):
         end = at + 1
-        if keys[at] is not None:
-            while end < len(requests) and keys[end] == keys[at]:
+        key = shapes[at][0]
+        if key is not None:
+            while end < len(requests) and shapes[end][0] == key:
                 end += 1
         if end - at == 1:
             responses.append(await produce(core, session, settings, requests[at]))
         else:
-            responses.extend(await _produce_run(core, session, settings, requests[at:end]))
+            responses.extend(await _produce_run(core, session, settings, requests[at:end],
+                                                [header for _key, header in shapes[at:end]]))
         at = end
     return responses
 
 
 async def _produce_run(core: Core, session: Session, settings: TankSettings,
-                       run: list[m.ProduceRequest]) -> list[m.ProduceResponse]:
-    """``produce_all``'s run: requests of one plain entry each, for one partition."""
+                       run: list[m.ProduceRequest], headers: list[BundleHeader]
+                       ) -> list[ProduceAnswer]:
+    """``produce_all``'s run: requests of one plain entry each, for one partition (their
+    bundles' ``headers``); answers encoded at once (``messages.encode_produce_one``) but a
+    0xfc's."""
     first = run[0]
     topic = topic_named(core, session, settings, first.topics[0].name)
     if topic is None:
-        return [_answer(request, ProduceError.UNKNOWN_TOPIC) for request in run]
+        return [_answer_one(request, ProduceError.UNKNOWN_TOPIC) for request in run]
     part = first.topics[0].partitions[0]
     code, acks = _placed(core, topic, part.partition)
     if code is not None:
-        return [_answer(request, code) for request in run]
+        return [_answer_one(request, code) for request in run]
     codes: list[Code] = []
     batches: list[bytes] = []
-    for request in run:
-        batch = _plain_batch(session, topic, request.topics[0].partitions[0])
+    for request, header in zip(run, headers):
+        batch = _plain_batch(session, topic, request.topics[0].partitions[0], header)
         codes.append(ProduceError.SYSTEM if batch is None else ProduceError.OK)
         if batch is not None:
             batches.append(batch)
@@ -356,7 +377,7 @@ async def _produce_run(core: Core, session: Session, settings: TankSettings,
                                  batches[0] if len(batches) == 1 else b"".join(batches), acks,
                                  _ack_timeout(first))
         codes = [appended if code == ProduceError.OK else code for code in codes]
-    return [_answer(request, code) for request, code in zip(run, codes)]
+    return [_answer_one(request, code) for request, code in zip(run, codes)]
 
 
 async def produce(core: Core, session: Session, settings: TankSettings,

@@ -155,7 +155,8 @@ class TankProtocol:
                 replies = [self._consumed(answer) for answer in
                            data.consume_all(core, session, self.settings, requests)]
             else:
-                replies = [Reply(m.encode_response_parts(response)) for response in
+                replies = [Reply([answer]) if type(answer) is bytes
+                           else Reply(m.encode_response_parts(answer)) for answer in
                            await data.produce_all(core, session, self.settings, requests)]
         except Exception:
             log.exception("client %d: TANK msg_id 0x%02x failed unexpectedly",
