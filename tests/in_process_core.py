@@ -1,10 +1,12 @@
 """A Core in this process, with no wire protocol: the harness of the tests that call the
 neutral broker API directly (what a Kafka or TANK handler calls), and the core's tests' switch
-to the memory twins of the catalog and of the partition logs (``twin_core``)."""
+to the memory twins of the catalog and of the partition logs (``twin_core``); and one with
+TANK's protocol object on it (``run_with_tank``), for the tests of TANK's data rules."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -43,6 +45,17 @@ def twin_core(config: ServerConfig, files: bool = False, **options: Any) -> Core
                 logs=None if files else twin_logs(config), **options)
 
 
+def _config(tmp_path, configure: Callable[[ServerConfig], None] | None) -> ServerConfig:
+    """The settings of a test's Core: data in ``tmp_path``, cheap password hashes, then
+    ``configure``'s changes."""
+    config = ServerConfig()
+    config.system.path = str(tmp_path / "data")
+    config.root.password_hash_cost = 4
+    if configure is not None:
+        configure(config)
+    return config
+
+
 def run_with_broker(tmp_path, scenario: Callable[..., Awaitable[None]],
                     partitions_count: int = 2,
                     configure: Callable[[ServerConfig], None] | None = None) -> None:
@@ -50,12 +63,7 @@ def run_with_broker(tmp_path, scenario: Callable[..., Awaitable[None]],
     in as root, with namespace ``ns`` holding topic ``t``; ``configure`` changes the settings
     first."""
     async def main() -> None:
-        config = ServerConfig()
-        config.system.path = str(tmp_path / "data")
-        config.root.password_hash_cost = 4
-        if configure is not None:
-            configure(config)
-        core = twin_core(config)
+        core = twin_core(_config(tmp_path, configure))
         await core.start()
         try:
             broker = core.broker
@@ -77,3 +85,34 @@ def partition_of(core: Core, ref: Any) -> Any:
     stream = next(s for s in core.state.streams.values() if s.name == ref.namespace)
     topic = next(t for t in stream.topics.values() if t.name == ref.topic)
     return topic.partitions[ref.partition_id]
+
+
+def run_with_tank(tmp_path, scenario: Callable[..., Awaitable[None]],
+                  configure: Callable[[ServerConfig], None] | None = None) -> None:
+    """``scenario(core, session, settings, call)`` on a fresh Core in ``tmp_path`` (segment
+    files), ``session`` a TANK connection's (acting as root) and ``settings`` the listener's;
+    ``call(request)`` is the reply of the TANK request it encodes, as the listener's handler
+    makes it. ``configure`` changes the settings first."""
+    from rill.protocol.tank import messages as m
+    from rill.server.protocols.tank.dispatch import TankSettings
+    from rill.server.protocols.tank.handler import TankProtocol
+
+    async def main() -> None:
+        config = _config(tmp_path, configure)
+        core = Core(config)
+        await core.start()
+        try:
+            settings = TankSettings(config.tank_stream, time.time())
+            protocol = TankProtocol(settings, 1)
+            session = core.broker.connect("127.0.0.1:1", "tcp")
+            protocol.open_session(core, session)
+
+            async def call(request):
+                return await protocol.handle_request(
+                    core, session, request.msg_id, memoryview(m.encode_request(request)[5:]))
+
+            await scenario(core, session, settings, call)
+        finally:
+            await core.stop()
+
+    asyncio.run(main())

@@ -212,6 +212,22 @@ def set_to_records_python(data, count: int, head_room: int = 0):
     return records, timestamps[0], highest
 
 
+def batches_with_records(data):  # type: ignore[no-untyped-def]
+    """The whole stored batches of ``data`` that hold records, in order, as ``(BatchHead, the
+    batch's bytes)``: control and empty batches are passed over, a partial batch at the end
+    is left."""
+    view = memoryview(data)
+    at, end = 0, len(view)
+    while at < end:
+        head = batch_head(view, at)
+        if head is None:
+            return
+        batch = view[at : at + head.length]
+        at += head.length
+        if not head.control and head.count >= 1:
+            yield head, batch
+
+
 def stored_chunk_python(data) -> tuple[bytes, int] | None:
     """Stored RecordBatch v2 bytes (whole batches; a partial one at the end is left) as a
     Consume chunk in one go: each uncompressed batch one non-sparse bundle in its chunk frame
@@ -220,18 +236,9 @@ def stored_chunk_python(data) -> tuple[bytes, int] | None:
     batch is compressed or malformed, has holes or does not continue the one before: the
     caller takes such data its own way (TANK's ``data.build_chunk``). The reference of
     ``_bundles.c``'s ``stored_chunk``."""
-    view = memoryview(data)
-    at, end = 0, len(view)
     bundles: list[bytes] = []
     base = next_seq = 0
-    while at < end:
-        head = batch_head(view, at)
-        if head is None:
-            break
-        batch = view[at : at + head.length]
-        at += head.length
-        if head.control or head.count < 1:
-            continue
+    for head, batch in batches_with_records(data):
         if head.codec:
             return None
         found = records_to_set_python(batch[HEADER_SIZE:], head.count, head.base_timestamp,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 import uuid
 
 import pytest
@@ -20,11 +19,9 @@ from rill.client.tank import Batch, TankClient, consume_request, produce_request
 from rill.protocol.tank import messages as m
 from rill.protocol.tank.bundles import decode_chunk
 from rill.protocol.tank.errors import ConsumeFlag
-from rill.server.config import ServerConfig
-from rill.server.core.core import Core
 from rill.server.protocols.tank import data
-from rill.server.protocols.tank.dispatch import TankSettings
 from rill.server.protocols.tank.handler import TankProtocol
+from in_process_core import run_with_tank
 from server_process import RillProcess
 
 TS = 1_700_000_000_000
@@ -45,48 +42,39 @@ def partition_of(answer) -> m.ConsumePartitionResult:
 
 
 def run_on_core(tmp_path, scenario, segment_size: int | None = None) -> None:
-    async def main() -> None:
-        config = ServerConfig()
-        config.system.path = str(tmp_path / "data")
+    """``scenario(core, session, settings)`` with topic "mixed" of two partitions, partition 0
+    holding plain, keyed, Snappy, sparse and ProduceWithSeqnum bundles (seqs 1..85, holes
+    53..59, 62..64 and 71..79)."""
+    async def prepared(core, session, settings, call) -> None:
+        async def done(request) -> None:
+            reply = await call(request)
+            assert reply.parts and not reply.close
+
+        await done(m.CreateTopicRequest(1, "mixed", 2, b""))
+        batches = [
+            Batch("mixed", 0, [b"a", b"b", b"c"], timestamps=TS),
+            Batch("mixed", 0, [b"v%d" % i * 20 for i in range(40)],
+                  keys=[b"k%d" % i if i % 3 else None for i in range(40)],
+                  timestamps=[TS + i for i in range(40)]),
+            Batch("mixed", 0, [bytes([i]) * 300 for i in range(8)], timestamps=TS,
+                  codec="snappy"),
+            Batch("mixed", 0, [b"d"], timestamps=TS),
+            Batch("mixed", 0, [b"s1", b"s2", b"s3"], seqs=[60, 61, 65], timestamps=TS),
+            Batch("mixed", 0, [b"e%d" % i for i in range(5)], timestamps=TS),
+        ]
+        for number, batch in enumerate(batches):
+            await done(produce_request(10 + number, [batch], now_ms=TS))
+        await done(produce_request(20, [Batch("mixed", 0, [b"w1", b"w2"], timestamps=TS)],
+                                   first_seq=80, now_ms=TS))
+        await done(produce_request(21, [Batch("mixed", 0, [b"x"] * 4, timestamps=TS)],
+                                   now_ms=TS))
+        await scenario(core, session, settings)
+
+    def configure(config) -> None:
         if segment_size is not None:
             config.system.segment.size = segment_size
-        config.root.password_hash_cost = 4
-        core = Core(config)
-        await core.start()
-        try:
-            settings = TankSettings(config.tank_stream, time.time())
-            protocol = TankProtocol(settings, 1)
-            session = core.broker.connect("127.0.0.1:1", "tcp")
-            protocol.open_session(core, session)
 
-            async def call(request) -> None:
-                reply = await protocol.handle_request(
-                    core, session, request.msg_id, memoryview(m.encode_request(request)[5:]))
-                assert reply.parts and not reply.close
-
-            await call(m.CreateTopicRequest(1, "mixed", 2, b""))
-            batches = [
-                Batch("mixed", 0, [b"a", b"b", b"c"], timestamps=TS),
-                Batch("mixed", 0, [b"v%d" % i * 20 for i in range(40)],
-                      keys=[b"k%d" % i if i % 3 else None for i in range(40)],
-                      timestamps=[TS + i for i in range(40)]),
-                Batch("mixed", 0, [bytes([i]) * 300 for i in range(8)], timestamps=TS,
-                      codec="snappy"),
-                Batch("mixed", 0, [b"d"], timestamps=TS),
-                Batch("mixed", 0, [b"s1", b"s2", b"s3"], seqs=[60, 61, 65], timestamps=TS),
-                Batch("mixed", 0, [b"e%d" % i for i in range(5)], timestamps=TS),
-            ]
-            for number, batch in enumerate(batches):
-                await call(produce_request(10 + number, [batch], now_ms=TS))
-            await call(produce_request(20, [Batch("mixed", 0, [b"w1", b"w2"], timestamps=TS)],
-                                       first_seq=80, now_ms=TS))
-            await call(produce_request(21, [Batch("mixed", 0, [b"x"] * 4, timestamps=TS)],
-                                       now_ms=TS))
-            await scenario(core, session, settings)
-        finally:
-            await core.stop()
-
-    asyncio.run(main())
+    run_with_tank(tmp_path, prepared, configure)
 
 
 def test_answers_as_the_general_path_does_byte_for_byte(tmp_path):

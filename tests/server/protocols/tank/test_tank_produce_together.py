@@ -8,18 +8,16 @@ Produce requests is answered request by request and read back in order."""
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 
 from rill.client.tank import Batch, TankClient, produce_request, produce_results
 from rill.protocol.tank import messages as m
 from rill.protocol.tank.bundles import decode_chunk
 from rill.protocol.tank.errors import ProduceError
-from rill.server.config import ServerConfig
 from rill.server.core.core import Core
 from rill.server.protocols.tank import data
 from rill.server.protocols.tank.dispatch import TankSettings
-from rill.server.protocols.tank.handler import TankProtocol
+from in_process_core import run_with_tank
 from server_process import RillProcess
 
 TS = 1_700_000_000_000
@@ -52,35 +50,22 @@ def codes(requests: list[m.ProduceRequest], responses: list) -> list[int]:
 
 
 def run_on_core(tmp_path, scenario) -> None:
-    async def main() -> None:
-        config = ServerConfig()
-        config.system.path = str(tmp_path / "data")
-        config.root.password_hash_cost = 4
-        core = Core(config)
-        await core.start()
-        try:
-            settings = TankSettings(config.tank_stream, time.time())
-            protocol = TankProtocol(settings, 1)
-            session = core.broker.connect("127.0.0.1:1", "tcp")
-            protocol.open_session(core, session)
-            for name in ("orders", "other"):
-                created = await protocol.handle_request(
-                    core, session, m.MsgId.CREATE_TOPIC,
-                    memoryview(m.encode_request(m.CreateTopicRequest(1, name, 2, b""))[5:]))
-                assert created.parts
-            appends: list[bytes] = []
-            append = core.broker.append
+    """``scenario(core, session, settings, appends)`` with topics "orders" and "other" of two
+    partitions; ``appends``: the region of every append the broker made since."""
+    async def prepared(core, session, settings, call) -> None:
+        for name in ("orders", "other"):
+            assert (await call(m.CreateTopicRequest(1, name, 2, b""))).parts
+        appends: list[bytes] = []
+        append = core.broker.append
 
-            def counted(session_, where, region, *args, **kwargs):
-                appends.append(bytes(region))
-                return append(session_, where, region, *args, **kwargs)
+        def counted(session_, where, region, *args, **kwargs):
+            appends.append(bytes(region))
+            return append(session_, where, region, *args, **kwargs)
 
-            core.broker.append = counted  # (a spy: every append still happens)
-            await scenario(core, session, settings, appends)
-        finally:
-            await core.stop()
+        core.broker.append = counted  # (a spy: every append still happens)
+        await scenario(core, session, settings, appends)
 
-    asyncio.run(main())
+    run_with_tank(tmp_path, prepared)
 
 
 def test_a_run_for_one_partition_is_one_append_and_every_request_is_answered(tmp_path):

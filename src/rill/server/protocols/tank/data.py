@@ -113,7 +113,7 @@ from rill.protocol.tank.record_batches import (
     batch_columns,
     batch_from_bundle,
     batch_from_set,
-    batch_head,
+    batches_with_records,
     contiguous_bundle,
     stored_chunk,
 )
@@ -411,19 +411,10 @@ def build_chunk(data) -> tuple[list[bytes], int]:
     if found is not None:
         chunk, base = found
         return ([chunk] if chunk else []), base
-    view = memoryview(data)
-    at, end = 0, len(view)
     out: list[bytes] = []
     base = 0
     next_seq = None
-    while at < end:
-        head = batch_head(view, at)
-        if head is None:
-            break
-        batch = view[at : at + head.length]
-        at += head.length
-        if head.control or head.count < 1:
-            continue
+    for head, batch in batches_with_records(data):
         records = batch[HEADER_SIZE:]
         compressed = head.codec != 0
         if compressed:
