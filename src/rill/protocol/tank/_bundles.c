@@ -1003,18 +1003,16 @@ static PyObject *stored_chunk(PyObject *module, PyObject *args) {
         const int32_t length = (int32_t)load_be32(head + 8);
         if (length < BATCH_HEADER - 12 || length > size - at - 12) break; /* no whole batch */
         const uint16_t attributes = (uint16_t)((head[21] << 8) | head[22]);
-        const int32_t last_delta_field = (int32_t)load_be32(head + 23);
         const int64_t base_ts = (int64_t)load_be64(head + 27);
         const int64_t max_ts = (int64_t)load_be64(head + 35);
         const int32_t count = (int32_t)load_be32(head + 57);
-        (void)last_delta_field;
         at += 12 + (Py_ssize_t)length;
         if ((attributes & BATCH_CONTROL) || count < 1) continue;
         if (attributes & BATCH_CODEC) goto plain_path; /* compressed: the Python path */
         int64_t first_delta = 0, last_delta = 0;
         PyObject *failed = NULL;
-        PyObject *framed = set_of_records(head + BATCH_HEADER, 12 + (Py_ssize_t)length - BATCH_HEADER,
-                                          count, base_ts,
+        PyObject *framed = set_of_records(head + BATCH_HEADER,
+                                          12 + (Py_ssize_t)length - BATCH_HEADER, count, base_ts,
                                           (attributes & BATCH_LOG_APPEND_TIME) ? max_ts : -1, 1,
                                           &first_delta, &last_delta, &failed);
         if (!framed) {

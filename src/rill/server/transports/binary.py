@@ -47,9 +47,9 @@ Invariants:
   call, which answers each, in order -- or the first of them (at least one), when their
   answers would hold too much memory at once: the others go back to the head of the queue
   and are served next, after the link has taken the answers (and its writing allows more);
-  each is counted in the metrics with the call's duration; with ``holds_replies``, their small replies are held as replies of requests
-  queued behind (up to ``HELD_REPLY_BYTES``) and written together once the last is handed
-  over;
+  each is counted in the metrics with the call's duration; with ``holds_replies``, their
+  small replies are held as replies of requests queued behind (up to ``HELD_REPLY_BYTES``)
+  and written together once the last is handed over;
 * timeouts (``transports.limits``): the ``Supervisor`` closes a link that has not logged in
   within ``unauthenticated_timeout``, that is logged in and idle for ``idle_timeout``, whose
   request has been arriving for longer than ``request_timeout``, or whose large request arrives

@@ -132,7 +132,8 @@ def test_leaves_everything_else_to_the_general_path(tmp_path):
                        [("mixed", 2, 1)], [("nope", 0, 1)],
                        [("mixed", 0, 1), ("mixed", 0, 5)]):
             request = consume_request(9, wanted)
-            assert data._consume_stored(core, session, settings, request, data._Run([])) is None, wanted
+            stored = data._consume_stored(core, session, settings, request, data._Run([]))
+            assert stored is None, wanted
             answer = data.consume(core, session, settings, request)
             assert isinstance(answer, m.ConsumeResponse)
             assert encoded(answer) == encoded(data._consume_planned(core, session, settings,

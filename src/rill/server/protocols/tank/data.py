@@ -676,8 +676,9 @@ def _consume_stored(core: Core, session: Session, settings: TankSettings,
     another leader, a failure of any kind -- which ``_consume_planned`` answers (and
     reports). The answer is encoded at once (``messages.encode_consume_one``), the bytes of
     ``_consume_planned``'s answer. At the partition's end with a wait (a tailing consumer's
-    long poll), the awaitable of ``_consume_planned``'s answer (``_tail``). The partition is opened once for the ``run``, and its
-    batches read once for the requests of the run that ask for them (``_Opened.read``)."""
+    long poll), the awaitable of ``_consume_planned``'s answer (``_tail``). The partition is
+    opened once for the ``run``, and its batches read once for the requests of the run that
+    ask for them (``_Opened.read``)."""
     if len(request.topics) != 1 or len(request.topics[0].partitions) != 1:
         return None
     entry = request.topics[0]
