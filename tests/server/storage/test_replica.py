@@ -18,7 +18,7 @@ import pytest
 from storage_helpers import read_messages, snapshot
 from formats.test_kafka_v2 import EPOCH, build, produce, read_back
 
-from rill.errors import CannotAppendMessage
+from rill.errors import CannotAppendMessage, RillError
 from rill.protocol.iggy.messages import Message, encode_messages
 from rill.server.storage.durability import Durability, FsyncPolicy
 from rill.server.storage.partition_log import LogSettings, PartitionLog
@@ -266,6 +266,37 @@ def test_a_per_record_log_keeps_its_epochs_in_a_checkpoint(tmp_path: Path) -> No
     assert reopened.last_epoch == 2 and reopened.epoch_end(5) == (2, 9)
     reopened.truncate_to(6)
     assert reopened.last_epoch == 0 and reopened.epoch_end(2) == (0, 6)
+    reopened.close()
+
+
+def test_an_epoch_whose_append_wrote_nothing_holds_no_record(tmp_path: Path) -> None:
+    """An append at a new epoch that wrote nothing (refused after its epoch was noted) leaves
+    that epoch with no record: OffsetsForLeaderEpoch answers the epoch before it, a follower
+    is told no such run, and the next epoch's append takes the pair's place in the
+    checkpoint -- after a restart too. (Found by the memory twin's comparison: the files
+    answered ``(1, 3)`` where no record has epoch 1.)"""
+    directory = tmp_path / "log"
+    log = open_at(directory, "iggy-v1")
+    append_batch(log, 0)  # offsets 0..2, epoch 0
+    log.leader_epoch = 1
+    with pytest.raises(RillError):
+        log.append(b"not a batch", 0)  # noted epoch 1 from offset 3, wrote nothing
+    checkpoint = DataPaths.leader_epoch_checkpoint(directory)
+    assert log.next_offset == 3 and log.last_epoch == 0
+    log.leader_epoch = 2
+    append_batch(log, 1)  # offsets 3..5, epoch 2
+    assert checkpoint.read_text() == "0\n2\n0 0\n2 3\n"
+    answers = {0: (0, 3), 1: (0, 3), 2: (2, 6), 7: (2, 6)}
+    assert {epoch: log.epoch_end(epoch) for epoch in answers} == answers
+    assert log.epochs_from(0) == [(0, 0), (2, 3)]
+    log.close()
+    reopened = open_at(directory, "iggy-v1", clean_shutdown=False)
+    assert {epoch: reopened.epoch_end(epoch) for epoch in answers} == answers
+    reopened.close()
+    checkpoint.write_text("0\n3\n0 0\n1 3\n2 3\n")  # as an earlier version left it
+    reopened = open_at(directory, "iggy-v1", clean_shutdown=False)
+    assert {epoch: reopened.epoch_end(epoch) for epoch in answers} == answers
+    assert reopened.epochs_from(0) == [(0, 0), (2, 3)] and reopened.last_epoch == 2
     reopened.close()
 
 

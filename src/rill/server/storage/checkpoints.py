@@ -124,13 +124,17 @@ class LeaderEpochs:
 
     def _live(self, first_offset: int, next_offset: int) -> list[tuple[int, int]]:
         """The pairs whose offsets the log still holds (retention drops whole runs), with the
-        implicit epoch 0 when there is no pair."""
+        implicit epoch 0 when there is no pair. A pair whose run holds no offset (an epoch
+        noted for an append that wrote nothing, then a later one from the same offset) is
+        not one: no record has its epoch."""
         if next_offset <= first_offset:
             return []
         pairs = self.pairs or [(0, first_offset)]
         starts = [start for _, start in pairs]
         keep = max(bisect_right(starts, first_offset) - 1, 0)  # the run holding the log start
-        return [pair for pair in pairs[keep:] if pair[1] < next_offset]
+        held = [pair for pair in pairs[keep:] if pair[1] < next_offset]
+        return [pair for pair, after in zip(held, held[1:] + [(None, next_offset)])
+                if pair[1] < after[1]]
 
     def epoch_end(self, epoch: int, first_offset: int, next_offset: int
                   ) -> tuple[int, int] | None:
@@ -148,15 +152,22 @@ class LeaderEpochs:
         """Records from ``first_offset`` were appended at ``epoch`` (never below the last one:
         the log checks that first). ``log_start``: the log's first offset, where the implicit
         epoch 0 starts when records came before. Writes the checkpoint when the epoch is new
-        and above 0 (or follows stored pairs)."""
-        if self.pairs:
-            if self.pairs[-1][0] == epoch:
+        and above 0 (or follows stored pairs). A last pair from ``first_offset`` itself holds
+        no record (the append it was noted for wrote nothing): it gives way."""
+        pairs = self.pairs
+        if pairs and pairs[-1][1] == first_offset and pairs[-1][0] != epoch:
+            pairs = pairs[:-1]
+        if pairs:
+            if pairs[-1][0] == epoch:
+                if pairs is not self.pairs:
+                    write_leader_epochs(self.directory, pairs, self._durability)
+                    self.pairs = pairs
                 return
-            if epoch < self.pairs[-1][0]:
+            if epoch < pairs[-1][0]:
                 raise ValueError(f"leader epoch {epoch} is below the stored "
-                                 f"{self.pairs[-1][0]}")
-            pairs = self.pairs + [(epoch, first_offset)]
-        elif epoch == 0:
+                                 f"{pairs[-1][0]}")
+            pairs = pairs + [(epoch, first_offset)]
+        elif epoch == 0 and not self.pairs:
             return  # epoch 0 from the log start: implicit, no file
         else:
             pairs = ([(0, log_start)] if first_offset > log_start else []) + [
