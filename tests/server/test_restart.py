@@ -111,10 +111,11 @@ def test_kill_during_acknowledged_sends_with_fsync_always(rill_factory):
                                           strategy=PollingStrategy.first(), count=1_000_000).messages
             assert [m.offset for m in stored] == list(range(len(stored)))
             assert all(m.checksum == zlib.crc32(m.payload) for m in stored)
-            # whole batches, in order: the acknowledged ones and at most one unacknowledged
-            assert len(stored) % 50 == 0
-            stored_batches = len(stored) // 50
-            assert len(batches) <= stored_batches <= len(batches) + 1
+            # the acknowledged batches whole, in order, and at most the beginning of one more:
+            # a kill -9 can cut the write of an unacknowledged batch at a page (the kernel
+            # stops a write to the page cache there), and an Iggy log keeps every record whose
+            # checksum holds (docs/reliability.md, known limits)
+            assert len(batches) * 50 <= len(stored) <= (len(batches) + 1) * 50
             for m in stored:
                 batch, index = divmod(m.offset, 50)
                 assert m.payload == f"{partition}:{batch}:{index}".encode() * 8

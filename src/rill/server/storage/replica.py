@@ -157,7 +157,8 @@ class ReplicaLog:
     def _stamping_epoch(self) -> int:
         """The epoch an append stamps, refused if below the last stored record's. A per-record
         format's checkpoint learns it here, before the records are written (a pair whose
-        records never came is harmless: it holds no offset)."""
+        records never came holds no offset: it is not answered, and the next epoch's pair takes
+        its place, ``checkpoints.LeaderEpochs``)."""
         epoch, epochs = self._leader_epoch, self._epochs
         # a checkpoint's last pair bounds every stored record's epoch: an epoch at or above it
         # (every append of a standalone log, at epoch 0 with no pair) needs no lookup
