@@ -539,6 +539,8 @@ class BatchingProtocol(EchoProtocol):
         assert code == 5
         self.calls.append([bytes(payload) for payload in payloads])
         await asyncio.sleep(0)
+        if bytes(payloads[0]) == b"none":  # a protocol failing its contract: no answer
+            return []
         replies = []
         for payload in payloads:
             if bytes(payload) == b"close":
@@ -657,6 +659,23 @@ def test_requests_a_run_leaves_unanswered_are_served_next_after_the_link_takes_m
         assert connection.memory.used == 0 and connection.queued_bytes == 0
         connection.close()
         await finished(connection)
+
+    run_with_core(tmp_path, scenario)
+
+
+def test_a_run_answered_with_nothing_closes_the_link_instead_of_serving_it_forever(tmp_path):
+    async def scenario(core: Core) -> None:
+        link = FakeLink()
+        protocol = BatchingProtocol()
+        connection = BinaryConnection(core, link, "10.0.0.1:1", "tcp", protocol)
+        for body in (b"a", b"b"):
+            connection.submit(1, memoryview(body))  # (code 1: answered alone)
+        for body in (b"none", b"c"):
+            connection.submit(5, memoryview(body))
+        await finished(connection)
+        assert [reply for _tag, reply in link.replies] == [b"a", b"b"]
+        assert link.closed == 1 and len(protocol.calls) == 1
+        assert connection.memory.used == 0
 
     run_with_core(tmp_path, scenario)
 

@@ -453,10 +453,16 @@ class BinaryConnection:
             payloads.clear()
             self.memory.give_back(total)
         if self.series is not None:
-            each = (time.perf_counter() - started) / len(sizes)
+            each = (time.perf_counter() - started) / max(len(replies), 1)  # (those answered)
             for reply in replies:
                 self._measured(code, reply.outcome, each)
         if self.closed:
+            return False
+        if not replies:  # (a protocol answers at least the first: a failure of its own)
+            log.error("connection %s: %s answered none of %d requests served together",
+                      self.session.address, self.protocol.name, len(sizes))
+            self.flush()
+            self.link.close_link()
             return False
         self.run_behind = len(replies)  # all served: their replies go out together
         try:

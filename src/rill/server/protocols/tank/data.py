@@ -90,7 +90,6 @@ the partition's first produce gave explicit numbers from 100):
 from __future__ import annotations
 
 import logging
-import struct
 from bisect import bisect_right
 from typing import Awaitable, Union
 
@@ -113,6 +112,7 @@ from rill.protocol.tank.record_batches import (
     batch_columns,
     batch_from_bundle,
     batch_from_set,
+    batch_head,
     batches_with_records,
     contiguous_bundle,
     stored_chunk,
@@ -144,7 +144,6 @@ _MAX_RECORDS = 1 << 31
 WINDOW_BYTES = 4 * 1024 * 1024
 # a run of Consumes stops being answered once its answers hold this many bytes of chunks
 RUN_ANSWER_BYTES = 4 * 1024 * 1024
-_BATCH_HEAD = struct.Struct(">qi")  # a stored batch's base offset and length
 # a Produce's answer: encoded (the frame), or a response
 ProduceAnswer = Union[bytes, m.ProduceResponse]
 # a Consume's answer: encoded (the frame's parts), a response, or an awaitable one (a long poll)
@@ -655,14 +654,11 @@ def _window(data, complete: bool) -> tuple[bytes, list[int], list[int], bool]:
     (and the end of the data)."""
     offsets: list[int] = []
     positions: list[int] = []
-    at, end = 0, len(data)
-    while end - at >= _BATCH_HEAD.size:
-        base, length = _BATCH_HEAD.unpack_from(data, at)
-        if length < 0 or at + 12 + length > end:
-            break  # (a read gives whole batches: not met)
-        offsets.append(base)
+    at = 0
+    while (head := batch_head(data, at)) is not None:  # (a read gives whole batches)
+        offsets.append(head.base_offset)
         positions.append(at)
-        at += 12 + length
+        at += head.length
     positions.append(at)
     return data, offsets, positions, complete
 
