@@ -26,7 +26,7 @@ import subprocess
 import sys
 
 WORKER = r'''
-import asyncio, json, struct, sys, tempfile, time, uuid
+import asyncio, json, shutil, struct, sys, tempfile, time, uuid
 import uvloop
 try:  # the Iggy codec in its package (rill.protocol.iggy)
     from rill.protocol.iggy.commands.messages import PollMessages, SendMessages
@@ -124,7 +124,8 @@ def connect(core, protocol):
 
 async def main():
     config = ServerConfig()
-    config.system.path = tempfile.mkdtemp() + "/data"
+    scratch = tempfile.mkdtemp(prefix="rill-request-cost-")
+    config.system.path = scratch + "/data"
     config.system.fsync = "never"
     core = Core(config)
     await core.start()
@@ -180,6 +181,7 @@ async def main():
             best = min(best, (time.process_time() - started) / count)
         figures[name] = best * 1e6
     await core.stop()
+    shutil.rmtree(scratch, ignore_errors=True)
     print(json.dumps({"figures": figures, "accelerated": ACCELERATED}))
 
 
