@@ -13,6 +13,8 @@ from rill.client.tank import (
     UNKNOWN_TOPIC_FLAG,
     Batch,
     TankClient,
+    SCRATCH_SIZE,
+    _TankLink,
     TankProduceError,
     consume_request,
     consume_results,
@@ -21,7 +23,7 @@ from rill.client.tank import (
 )
 from rill.protocol.tank.bundles import decode_bundle, encode_bundle, frame_bundle
 from rill.protocol.tank.errors import ConsumeFlag, ProduceError
-from rill.protocol.tank.framing import PING_FRAME
+from rill.protocol.tank.framing import MAX_PAYLOAD_SIZE, PING_FRAME
 from rill.protocol.tank.messages import (
     ConsumePartitionResult,
     ConsumeResponse,
@@ -154,57 +156,78 @@ def test_consume_results_of_a_sparse_first_chunk_and_the_no_data_forms():
 # --- the connection plumbing, without a server ----------------------------------------------
 
 
-class _Writes:
-    """Stands in for the StreamWriter: collects what the client writes."""
+class _Transport:
+    """Stands in for the socket's transport: collects what the client writes; closing it
+    ends the connection as a real one does (``connection_lost`` at the loop's next turn)."""
 
-    def __init__(self) -> None:
+    def __init__(self, link: _TankLink) -> None:
+        self.link = link
         self.data = bytearray()
+        self.writes = 0
+        self.closing = False
+
+    def get_extra_info(self, name: str):
+        return None
 
     def write(self, data: bytes) -> None:
         self.data += data
-
-    async def drain(self) -> None:
-        return None
+        self.writes += 1
 
     def close(self) -> None:
-        return None
+        if not self.closing:
+            self.closing = True
+            asyncio.get_running_loop().call_soon(self.link.connection_lost, None)
 
-    async def wait_closed(self) -> None:
-        return None
+    abort = close
 
 
 def _unplugged_client() -> TankClient:
-    """A client whose link is a StreamReader fed by the test and a ``_Writes`` (in a loop)."""
+    """A client whose link reads what the test feeds it and writes into a ``_Transport``
+    (in a loop)."""
     client = TankClient()
-    client._reader = asyncio.StreamReader()
-    client._writer = _Writes()
-    client._read_task = asyncio.get_running_loop().create_task(client._read_loop())
+    link = client._link = _TankLink(MAX_PAYLOAD_SIZE)
+    link.connection_made(_Transport(link))
     return client
+
+
+def _feed(client: TankClient, data: bytes, piece: int = 3) -> None:
+    """``data`` arrives in pieces of ``piece`` bytes (frames split anywhere)."""
+    link = client._link
+    start = 0
+    while start < len(data):
+        buffer = link.get_buffer(-1)
+        size = min(len(buffer), piece, len(data) - start)
+        buffer[:size] = data[start:start + size]
+        link.buffer_updated(size)
+        start += size
+
+
+def _written(client: TankClient) -> bytearray:
+    return client._link.transport.data
 
 
 def test_answers_are_matched_by_request_id_and_pings_dropped():
     async def scenario():
         client = _unplugged_client()
-        client._reader.feed_data(PING_FRAME)
+        _feed(client, PING_FRAME)
         status = asyncio.ensure_future(client.status())
         created = asyncio.ensure_future(client.create_topic("orders", 2))
         await asyncio.sleep(0)
-        written = bytes(client._writer.data)
+        written = bytes(_written(client))
         assert written[0] == MsgId.STATUS and written[9] == MsgId.CREATE_TOPIC
         status_id = int.from_bytes(written[5:9], "little")
         create_id = int.from_bytes(written[14:18], "little")
         # answered out of order, with a ping in between
-        client._reader.feed_data(encode_response(CreateTopicResponse(create_id, "orders", 1)))
-        client._reader.feed_data(PING_FRAME)
-        client._reader.feed_data(encode_response(StatusResponse(status_id, 3, 4)))
+        _feed(client, encode_response(CreateTopicResponse(create_id, "orders", 1)) + PING_FRAME
+              + encode_response(StatusResponse(status_id, 3, 4)))
         assert await created == 1
         assert (await status).topics == 3
         assert client.pings_received == 2
         await client.ping()
-        assert bytes(client._writer.data).endswith(PING_FRAME)
+        assert bytes(_written(client)).endswith(PING_FRAME)
         pending = asyncio.ensure_future(client.status())
         await asyncio.sleep(0)
-        client._reader.feed_eof()
+        client._link.connection_lost(None)
         with pytest.raises(ConnectionError):
             await pending
         with pytest.raises(ConnectionError):  # and every later call, at once
@@ -219,9 +242,9 @@ def test_a_produce_that_is_not_ok_raises():
         client = _unplugged_client()
         produced = asyncio.ensure_future(client.produce("t", 7, [b"x"], keys=[b"k"]))
         await asyncio.sleep(0)
-        sent = decode_request(client._writer.data[0], bytes(client._writer.data[5:]))
+        sent = decode_request(_written(client)[0], bytes(_written(client)[5:]))
         assert decode_bundle(sent.topics[0].partitions[0].bundle).keys == [b"k"]
-        client._reader.feed_data(encode_response(ProduceResponse(sent.request_id, b"\x01")))
+        _feed(client, encode_response(ProduceResponse(sent.request_id, b"\x01")))
         with pytest.raises(TankProduceError) as caught:
             await produced
         assert (caught.value.topic, caught.value.partition, caught.value.code) == ("t", 7, 1)
@@ -237,7 +260,7 @@ def test_consume_raw_answers_the_undecoded_chunk():
         await asyncio.sleep(0)
         request_id = 1  # the client's first request
         chunk = frame_bundle(encode_bundle([b"m7", b"m8"], timestamps=1))
-        client._reader.feed_data(encode_response(ConsumeResponse(request_id, (
+        _feed(client, encode_response(ConsumeResponse(request_id, (
             ConsumeTopicResult("orders", (ConsumePartitionResult(0, 0, 7, 8, chunk),)),))))
         raw = await asyncio.wait_for(answer, 10)
         await client.close()
@@ -246,3 +269,76 @@ def test_consume_raw_answers_the_undecoded_chunk():
     raw, chunk = asyncio.run(scenario())
     part = raw.topics[0].partitions[0]
     assert (part.base, part.hwm, bytes(part.chunk)) == (7, 8, chunk)  # as sent, undecoded
+
+
+def test_a_large_answer_split_anywhere_arrives_whole_and_answers_kept_stay_intact():
+    """An answer above the reused read buffer is read into its own; an answer handed out
+    keeps its bytes while later answers pass through the same buffer."""
+    async def scenario():
+        client = _unplugged_client()
+        small = asyncio.ensure_future(client.consume_raw([("t", 0, 1)], fetch_size=1))
+        large = asyncio.ensure_future(client.consume_raw([("t", 0, 2)], fetch_size=1))
+        after = asyncio.ensure_future(client.status())
+        await asyncio.sleep(0)
+        small_chunk = frame_bundle(encode_bundle([b"s" * 10], timestamps=1))
+        large_chunk = frame_bundle(encode_bundle([bytes([n % 251]) * 1000 for n in range(300)],
+                                                 timestamps=1))
+        assert len(large_chunk) > SCRATCH_SIZE
+        _feed(client, encode_response(ConsumeResponse(1, (
+            ConsumeTopicResult("t", (ConsumePartitionResult(0, 0, 1, 1, small_chunk),)),))))
+        _feed(client, encode_response(ConsumeResponse(2, (
+            ConsumeTopicResult("t", (ConsumePartitionResult(0, 0, 2, 301, large_chunk),)),))),
+              piece=7777)
+        _feed(client, encode_response(StatusResponse(3, 5, 6)))
+        # more than the read buffer of answers nobody waits for (dropped) runs through it
+        _feed(client, encode_response(StatusResponse(99, 1, 1)) * 10_000, piece=4096)
+        _feed(client, b"\xee" * 200)  # (garbage after: fails the link, not what was answered)
+        results = [await small, await large, await after]
+        await client.close()
+        return results, small_chunk, large_chunk
+
+    (small, large, after), small_chunk, large_chunk = asyncio.run(scenario())
+    assert bytes(small.topics[0].partitions[0].chunk) == small_chunk
+    assert bytes(large.topics[0].partitions[0].chunk) == large_chunk
+    assert after.topics == 5
+
+
+@pytest.mark.parametrize("answer, words", [
+    (b"\x01\xff\xff\xff\x7f", "above the limit"),  # a 2 GiB Produce answer announced
+    (b"\x01\x01\x00\x00\x00\x00", "unreadable TANK response"),  # a Produce answer cut short
+])
+def test_an_answer_that_cannot_be_read_fails_every_call_and_closes_the_link(answer, words):
+    async def scenario():
+        client = _unplugged_client()
+        waiting = asyncio.ensure_future(client.status())
+        await asyncio.sleep(0)
+        _feed(client, answer)
+        with pytest.raises(ConnectionError, match=words):
+            await waiting
+        with pytest.raises(ConnectionError, match=words):  # and every later call, at once
+            await client.status()
+        closed = client._link.transport.closing
+        await client.close()
+        return closed
+
+    assert asyncio.run(scenario())
+
+
+def test_pipelined_requests_go_out_in_one_write_and_are_answered_in_any_order():
+    async def scenario():
+        client = _unplugged_client()
+        requests = [consume_request(10 + n, [("t", 0, n + 1)], fetch_size=1) for n in range(3)]
+        futures = client.pipeline(requests)
+        assert client._link.transport.writes == 1
+        writes = bytes(_written(client))
+        _feed(client, b"".join(encode_response(ConsumeResponse(10 + n, (
+            ConsumeTopicResult("t", (ConsumePartitionResult(0, 0, n + 1, 9),)),)))
+            for n in (2, 0, 1)))
+        answers = [await future for future in futures]
+        await client.close()
+        return requests, writes, answers
+
+    requests, writes, answers = asyncio.run(scenario())
+    assert writes == b"".join(encode_request(one) for one in requests)
+    assert [answer.request_id for answer in answers] == [10, 11, 12]
+    assert [answer.topics[0].partitions[0].base for answer in answers] == [1, 2, 3]

@@ -9,7 +9,14 @@ sequence numbers as a SPARSE bundle, or ``first_seq`` as ProduceWithSeqnum 0x05)
 
 The request building and response reading are pure functions (``produce_request``,
 ``produce_results``, ``consume_request``, ``consume_results``), unit-tested against the codec;
-the ``TankClient`` methods only add request ids, the socket and waiting.
+the ``TankClient`` methods only add request ids, the socket and waiting. ``pipeline`` writes
+requests built with them one behind the other in one write (a load generator's burst).
+
+The connection is an ``asyncio.BufferedProtocol`` (``_TankLink``): the socket's bytes land in
+one reused buffer, frames are split there (``TankFrameDecoder``; an answer above the buffer is
+read into one of its own) and each answer is decoded and handed to its caller in the same
+callback -- no reader task and no stream buffer on the way, which is most of what a
+one-message round trip costs a Python client.
 
 Rules kept here: requests are matched to responses by ``request_id`` (a long-polling consume
 is answered after later requests); the broker's ping on accept and any later ping are read and
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import socket
 import time
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
@@ -30,7 +38,8 @@ from typing import Sequence
 
 from rill.protocol.tank.bundles import CODEC_NONE, CODEC_SNAPPY, decode_chunk, encode_bundle
 from rill.protocol.tank.errors import ConsumeFlag, ProduceError
-from rill.protocol.tank.framing import HEADER, HEADER_SIZE, MAX_PAYLOAD_SIZE
+from rill.protocol.framing import NEED_DATA, Frame, LargeFrame
+from rill.protocol.tank.framing import MAX_PAYLOAD_SIZE, TankFrameDecoder
 from rill.protocol.tank.messages import (
     ConsumePartition,
     ConsumeRequest,
@@ -55,6 +64,7 @@ from rill.protocol.tank.messages import (
 CODECS = {"none": CODEC_NONE, "snappy": CODEC_SNAPPY}
 DEFAULT_PORT = 11011
 DEFAULT_FETCH_SIZE = 1024 * 1024
+SCRATCH_SIZE = 64 * 1024  # the reused read buffer; a larger answer is read into its own
 
 
 class TankProduceError(Exception):
@@ -188,6 +198,112 @@ def consume_results(request: ConsumeRequest, response: ConsumeResponse) -> list[
 # --- the connection -----------------------------------------------------------------------------
 
 
+class _TankLink(asyncio.BufferedProtocol):
+    """One connection's reading and writing: frames split as they arrive
+    (``TankFrameDecoder``), each answer decoded and handed to the call that waits for its
+    request id in the same callback -- no reader task, no stream buffer between the socket
+    and the caller."""
+
+    def __init__(self, max_response_size: int) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.waiting: dict[int, asyncio.Future] = {}
+        self.broken: Exception | None = None  # why the link can no longer be read
+        self.pings_received = 0
+        self.closed = asyncio.get_running_loop().create_future()
+        self._paused = False
+        self._drain_waiters: list[asyncio.Future] = []
+        self._decoder = TankFrameDecoder(
+            max_response_size, initial_buffer_size=SCRATCH_SIZE, max_buffer_size=SCRATCH_SIZE,
+            large_first_chunk=max_response_size)
+
+    # -- connection events --------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  (uvloop's is not a subclass)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.fail(ConnectionError(f"the TANK connection dropped: {exc or 'closed by the peer'}"))
+        self._decoder = TankFrameDecoder(0)  # let go of a big answer being read
+        self._paused = False
+        self._wake_writers()
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def eof_received(self) -> bool:
+        return False  # the broker closed its side: close ours too
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        self._wake_writers()
+
+    def _wake_writers(self) -> None:
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def drain(self) -> None:
+        """Wait while the transport holds more than its high-water mark."""
+        if self._paused and self.broken is None:
+            waiter = asyncio.get_running_loop().create_future()
+            self._drain_waiters.append(waiter)
+            await waiter
+
+    def fail(self, error: Exception) -> None:
+        """Every waiting call, and every later one, fails with ``error`` (the first kept)."""
+        if self.broken is None:
+            self.broken = error
+        for future in self.waiting.values():
+            if not future.done():
+                future.set_exception(error)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._decoder.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        decoder = self._decoder
+        if not decoder.buffer_updated(nbytes):
+            return  # more of a large answer: nothing to split yet
+        while self.broken is None:
+            event = decoder.next_frame()
+            kind = type(event)
+            if kind is Frame:
+                self._deliver(event.code, event.payload)
+            elif kind is LargeFrame:  # read the rest straight into its own buffer
+                decoder.start_large_frame()
+            elif event is NEED_DATA:
+                return
+            else:
+                self._abort(ConnectionError(f"a {event.payload_size}-byte response is above "
+                                            f"the limit"))
+
+    def _deliver(self, msg_id: int, payload: memoryview) -> None:
+        if msg_id == MsgId.PING:
+            self.pings_received += 1
+            return
+        try:  # (a frame's payload is its own bytes: the answer may keep views of it)
+            response = decode_response(msg_id, payload)
+        except Exception as error:  # a malformed answer: the link cannot be read further
+            self._abort(ConnectionError(f"unreadable TANK response: {error!r}"))
+            return
+        future = self.waiting.pop(response.request_id, None)
+        if future is not None and not future.done():
+            future.set_result(response)
+
+    def _abort(self, error: Exception) -> None:
+        self.fail(error)
+        if self.transport is not None:
+            self.transport.abort()
+
+
 class TankClient:
     """One connection; use ``async with TankClient(host, port) as client``."""
 
@@ -196,13 +312,12 @@ class TankClient:
         self.host, self.port = host, port
         self.client_id = client_id
         self.max_response_size = max_response_size
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._read_task: asyncio.Task | None = None
-        self._waiting: dict[int, asyncio.Future] = {}
+        self._link: _TankLink | None = None
         self._ids = itertools.count(1)
-        self._broken: Exception | None = None  # why the link can no longer be read
-        self.pings_received = 0
+
+    @property
+    def pings_received(self) -> int:
+        return self._link.pings_received if self._link is not None else 0
 
     async def __aenter__(self) -> TankClient:
         await self.connect()
@@ -212,23 +327,18 @@ class TankClient:
         await self.close()
 
     async def connect(self) -> None:
-        self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
-        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+        max_size = self.max_response_size
+        _, self._link = await asyncio.get_running_loop().create_connection(
+            lambda: _TankLink(max_size), self.host, self.port)
 
     async def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            try:
-                await self._writer.wait_closed()
-            except (ConnectionError, OSError):
-                pass
-        if self._read_task is not None:
-            self._read_task.cancel()
-            try:
-                await self._read_task
-            except (asyncio.CancelledError, Exception):
-                pass
-        self._fail_all(ConnectionError("the TANK client was closed"))
+        link = self._link
+        if link is None:
+            return
+        link.fail(ConnectionError("the TANK client was closed"))
+        if link.transport is not None:
+            link.transport.close()
+            await link.closed
 
     # -- requests ------------------------------------------------------------------------
 
@@ -290,51 +400,41 @@ class TankClient:
 
     async def ping(self) -> None:
         """Write a ping (the broker does not answer it)."""
-        self._writer.write(encode_request(Ping()))
-        await self._writer.drain()
+        link = self._connected()
+        link.transport.write(encode_request(Ping()))
+        await link.drain()
+
+    def pipeline(self, requests: Sequence) -> list[asyncio.Future]:
+        """Write ``requests`` (built with this module's functions, each with its own request
+        id) in one write, one behind the other; a future per request, its decoded answer."""
+        link = self._connected()
+        loop = asyncio.get_running_loop()
+        futures = []
+        for request in requests:
+            futures.append(loop.create_future())
+            link.waiting[request.request_id] = futures[-1]
+        link.transport.write(b"".join(encode_request(request) for request in requests))
+        return futures
 
     # -- plumbing ------------------------------------------------------------------------
 
-    async def _call(self, request):
-        if self._writer is None:
+    def _connected(self) -> _TankLink:
+        link = self._link
+        if link is None:
             raise ConnectionError("the TANK client is not connected")
-        if self._broken is not None:
-            raise self._broken
+        if link.broken is not None:
+            raise link.broken
+        return link
+
+    async def _call(self, request):
+        link = self._connected()
         future = asyncio.get_running_loop().create_future()
-        self._waiting[request.request_id] = future
+        request_id = request.request_id
+        link.waiting[request_id] = future
         try:
-            self._writer.write(encode_request(request))
-            await self._writer.drain()
+            link.transport.write(encode_request(request))
+            if link._paused:
+                await link.drain()
             return await future
         finally:
-            self._waiting.pop(request.request_id, None)
-
-    async def _read_loop(self) -> None:
-        reader = self._reader
-        try:
-            while True:
-                header = await reader.readexactly(HEADER_SIZE)
-                msg_id, size = HEADER.unpack(header)
-                if size > self.max_response_size:
-                    raise ConnectionError(f"a {size}-byte response is above the limit")
-                payload = await reader.readexactly(size) if size else b""
-                if msg_id == MsgId.PING:
-                    self.pings_received += 1
-                    continue
-                response = decode_response(msg_id, payload)
-                future = self._waiting.get(response.request_id)
-                if future is not None and not future.done():
-                    future.set_result(response)
-        except (asyncio.IncompleteReadError, ConnectionError, OSError) as error:
-            self._fail_all(ConnectionError(f"the TANK connection dropped: {error}"))
-        except Exception as error:  # a malformed answer: the link cannot be read further
-            self._fail_all(ConnectionError(f"unreadable TANK response: {error!r}"))
-            if self._writer is not None:
-                self._writer.close()
-
-    def _fail_all(self, error: Exception) -> None:
-        if self._broken is None:
-            self._broken = error
-        for future in self._waiting.values():
-            if not future.done():
-                future.set_exception(error)
+            link.waiting.pop(request_id, None)

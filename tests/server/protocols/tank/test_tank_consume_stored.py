@@ -306,16 +306,10 @@ def test_a_burst_of_pipelined_consumes_is_answered_in_order_and_a_long_poll_late
             requests = [consume_request(100 + n, [(name, 0, 1 + 3 * n)], fetch_size=1)
                         for n in range(60)]
             requests.insert(30, consume_request(99, [(name, 0, 181)], max_wait_ms=10_000))
-            loop = asyncio.get_running_loop()
             order: list[int] = []
-            futures = []
-            for one in requests:
-                future = loop.create_future()
+            futures = client.pipeline(requests)
+            for one, future in zip(requests, futures):
                 future.add_done_callback(lambda _f, rid=one.request_id: order.append(rid))
-                futures.append(future)
-                client._waiting[one.request_id] = future
-            client._writer.write(b"".join(m.encode_request(one) for one in requests))
-            await client._writer.drain()
             answered = await asyncio.wait_for(asyncio.gather(*futures[:30], *futures[31:]), 30)
             assert not futures[30].done()
             await producer.produce(name, 0, [b"late"], timestamps=TS)

@@ -166,13 +166,7 @@ def test_a_burst_of_pipelined_produces_is_answered_request_by_request(tmp_path):
                 partition = (n // 10) % 2
                 requests.append(broken(n, name, partition) if n == 15
                                 else request(n, name, partition, [b"m%02d" % n]))
-            loop = asyncio.get_running_loop()
-            futures = []
-            for one in requests:
-                futures.append(loop.create_future())
-                client._waiting[one.request_id] = futures[-1]
-            client._writer.write(b"".join(m.encode_request(one) for one in requests))
-            await client._writer.drain()
+            futures = client.pipeline(requests)
             responses = await asyncio.wait_for(asyncio.gather(*futures), 30)
             fetched = [(await client.consume([(name, partition, 1)]))[0]
                        for partition in (0, 1)]
