@@ -58,12 +58,13 @@ def _config(tmp_path, configure: Callable[[ServerConfig], None] | None) -> Serve
 
 def run_with_broker(tmp_path, scenario: Callable[..., Awaitable[None]],
                     partitions_count: int = 2,
-                    configure: Callable[[ServerConfig], None] | None = None) -> None:
+                    configure: Callable[[ServerConfig], None] | None = None,
+                    **core_options: Any) -> None:
     """``scenario(core, broker, session)`` on a fresh Core in ``tmp_path``, the session logged
     in as root, with namespace ``ns`` holding topic ``t``; ``configure`` changes the settings
-    first."""
+    first, ``core_options`` are the Core's (e.g. ``group_membership``)."""
     async def main() -> None:
-        core = twin_core(_config(tmp_path, configure))
+        core = twin_core(_config(tmp_path, configure), **core_options)
         await core.start()
         try:
             broker = core.broker

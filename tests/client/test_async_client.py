@@ -21,7 +21,7 @@ from rill.protocol.iggy.commands.transactions import (
 )
 from rill.protocol.iggy.responses.transactions import StagedHandle
 from rill.protocol.iggy.commands import groups, messages, offsets, partitions, streams, system, tokens, topics, users
-from rill.protocol.iggy.commands.long_poll import WaitForMessages
+from rill.protocol.iggy.commands.long_poll import PollMessagesWaiting, WaitForMessages
 from rill.protocol.iggy.messages import POLLED_FIXED
 from rill.protocol.permissions import GlobalPermissions, Permissions
 from rill.protocol.primitives import (
@@ -428,6 +428,10 @@ CALLS = [
     ("get_topic_record_formats", (1,), topics.GetTopicRecordFormats(S)),
     ("wait_for_messages", (1, "eu", {2: 7}, 100),
      WaitForMessages(Identifier.of(1), Identifier.of("eu"), ((2, 7),), 100, 0)),
+    ("poll_messages_waiting", (1, "eu", 9, 2, PollingStrategy.offset(7), 50, True, 250),
+     PollMessagesWaiting(messages.PollMessages(Consumer.regular(9), Identifier.of(1),
+                                               Identifier.of("eu"), 2, PollingStrategy.offset(7),
+                                               50, True), 250)),
 ]
 
 

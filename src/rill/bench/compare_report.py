@@ -532,8 +532,8 @@ def round_trip_table(entries: list[dict[str, Any]], targets_without: list[str]) 
         "consumer on its own connection long-polls at the tail; a round trip is from the "
         "produce's start to the consumer's receipt, the next message is sent once it arrived. "
         "Both clients are Python (uvloop) in one process, after untimed warm-up round trips.",
-        "How each protocol tails: Iggy (rill): WAIT_FOR_MESSAGES (rill's long poll, 1030) then a "
-        "POLL of the message, two requests; Kafka (rill-kafka-wire): Fetch with max_wait_ms and "
+        "How each protocol tails: Iggy (rill): POLL_MESSAGES_WAITING (rill's poll that waits, "
+        "1031), one request; Kafka (rill-kafka-wire): Fetch with max_wait_ms and "
         "min_bytes 1; TANK: Consume with max_wait_ms and min_bytes 1.",
         "server CPU-s / M msg: the server's CPU over the round trips, per million of them.",
     ]

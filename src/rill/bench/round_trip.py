@@ -5,9 +5,9 @@ receipt of that message.
 Owns: ``run_round_trips`` (the clock and the hand-over between the two, for any protocol: the
 protocol gives ``produce`` -- send one message, return when acknowledged -- and ``receive``
 -- return once the next message has been read, long-polling at the tail), the Iggy pair
-(``iggy_round_trips``: SEND_MESSAGES of one message; the consumer waits with rill's long poll,
-WAIT_FOR_MESSAGES 1030, then POLLs the message by offset: two requests, as an Iggy client
-tailing rill does), and ``ROUND_TRIPS`` / ``WARMUP`` / ``WAIT_MS``. The Kafka pair (Produce
+(``iggy_round_trips``: SEND_MESSAGES of one message; the consumer polls by offset with rill's
+poll that waits, POLL_MESSAGES_WAITING 1031: one request, as an Iggy client of rill's tails),
+and ``ROUND_TRIPS`` / ``WARMUP`` / ``WAIT_MS``. The Kafka pair (Produce
 of one record, Fetch with ``max_wait_ms`` and ``min_bytes`` 1) and the TANK pair (Produce of a
 one-message bundle, Consume with ``max_wait_ms`` and ``min_bytes`` 1) are their drivers'
 (``rill.bench.peers.kafka`` / ``tank``), on top of ``run_round_trips``.
@@ -142,9 +142,9 @@ async def iggy_round_trips(address: str, stream_id: int, partition_id: int, coun
         async def receive() -> None:
             nonlocal cursor
             while True:
-                await tail.wait_for_messages(stream_id, 1, {partition_id: cursor}, WAIT_MS)
-                polled = await tail.poll_messages(stream_id, 1, consumer, partition_id,
-                                                  PollingStrategy.offset(cursor), 1)
+                polled = await tail.poll_messages_waiting(
+                    stream_id, 1, consumer, partition_id, PollingStrategy.offset(cursor), 1,
+                    max_wait_ms=WAIT_MS)
                 if polled.count:
                     cursor += polled.count
                     return

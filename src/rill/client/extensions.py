@@ -13,7 +13,11 @@ from typing import Any, Awaitable, Callable, Iterable
 
 from rill.protocol.iggy.commands.base import Command
 from rill.protocol.iggy.commands.columnar import PollMessagesColumnar, PollStoredBatches
-from rill.protocol.iggy.commands.long_poll import MAX_WAIT_MS, WaitForMessages
+from rill.protocol.iggy.commands.long_poll import (
+    MAX_WAIT_MS,
+    PollMessagesWaiting,
+    WaitForMessages,
+)
 from rill.protocol.iggy.commands.offsets import GetConsumerLag
 from rill.protocol.iggy.commands.topics import (
     CreateTopicWithFormat,
@@ -29,10 +33,12 @@ from rill.protocol.iggy.commands.transactions import (
 from rill.protocol.iggy.commands.users import UnlockUser
 from rill.protocol.iggy.messages import Message
 from rill.protocol.primitives import CompressionAlgorithm
-from rill.protocol.iggy.primitives import Identifier, Partitioning
+from rill.protocol.iggy.commands.messages import PollMessages
+from rill.protocol.iggy.primitives import Consumer, Identifier, Partitioning, PollingStrategy
 from rill.protocol.iggy.responses.columnar import ColumnarMessages, StoredBatches
 from rill.protocol.iggy.responses.groups import ConsumerLag
 from rill.protocol.iggy.responses.long_poll import PartitionEnd
+from rill.protocol.iggy.responses.messages import PolledMessages
 from rill.protocol.iggy.responses.topics import TopicDetails, TopicRecordFormat
 from rill.protocol.iggy.responses.transactions import (
     CommitResult,
@@ -43,6 +49,16 @@ from rill.protocol.iggy.responses.transactions import (
 from rill.protocol.iggy.stored import encode_stored_records
 
 Id = int | str | Identifier
+ConsumerLike = Consumer | int | str | Identifier
+
+
+def poll_command(stream_id: Id, topic_id: Id, consumer: ConsumerLike, partition_id: int | None,
+                 strategy: PollingStrategy, count: int, auto_commit: bool) -> PollMessages:
+    """The POLL_MESSAGES of ``poll_messages``' arguments (a consumer as a Consumer or a
+    regular consumer's id; no partition: the group's or the server's choice)."""
+    return PollMessages(consumer if isinstance(consumer, Consumer) else Consumer.regular(consumer),
+                        Identifier.of(stream_id), Identifier.of(topic_id),
+                        0 if partition_id is None else partition_id, strategy, count, auto_commit)
 
 
 def compression_algorithm(value: CompressionAlgorithm | int | str) -> CompressionAlgorithm:
@@ -193,6 +209,18 @@ class ExtensionMethods:
         """The record format (``iggy`` or ``kafka``) of every topic of a stream, by topic id
         (rill extension 1041; topic records over the binary protocol cannot carry it)."""
         return await self.execute(GetTopicRecordFormats(Identifier.of(stream_id)))
+
+    async def poll_messages_waiting(
+        self, stream_id: Id, topic_id: Id, consumer: ConsumerLike = 1,
+        partition_id: int | None = None, strategy: PollingStrategy = PollingStrategy.next(),
+        count: int = 100, auto_commit: bool = False, max_wait_ms: int = MAX_WAIT_MS,
+    ) -> PolledMessages:
+        """``poll_messages`` that waits, when it finds nothing, until there is something it
+        would return or ``max_wait_ms`` passed (rill extension 1031): a tailing consumer's
+        one request per read."""
+        return await self.execute(PollMessagesWaiting(poll_command(
+            stream_id, topic_id, consumer, partition_id, strategy, count, auto_commit),
+            max_wait_ms))
 
     async def wait_for_messages(self, stream_id: Id, topic_id: Id,
                                 positions: dict[int, int] | Iterable[tuple[int, int]],

@@ -23,9 +23,14 @@ from rill.protocol.iggy.commands import (
     topics,
     users,
 )
-from rill.client.extensions import ExtensionMethods, compression_algorithm
+from rill.client.extensions import (
+    ConsumerLike,
+    ExtensionMethods,
+    compression_algorithm,
+    poll_command,
+)
 from rill.client.link import SDK_VERSION
-from rill.protocol.iggy.commands.messages import FlushUnsavedBuffer, PollMessages, SendMessages
+from rill.protocol.iggy.commands.messages import FlushUnsavedBuffer, SendMessages
 from rill.protocol.iggy.messages import Message
 from rill.protocol.permissions import Permissions
 from rill.protocol.primitives import (
@@ -43,7 +48,6 @@ from rill.protocol.iggy.responses.topics import Topic, TopicDetails
 from rill.protocol.iggy.responses.users import IdentityInfo, PersonalAccessTokenInfo, UserInfo, UserInfoDetails
 
 Id = int | str | Identifier
-ConsumerLike = Consumer | int | str | Identifier
 
 
 
@@ -192,12 +196,8 @@ class CommandMethods(ExtensionMethods):
         auto_commit: bool = False,
     ) -> PolledMessages:
         """Poll up to ``count`` messages; ``consumer`` may be a Consumer or a regular id."""
-        return await self.execute(
-            PollMessages(
-                _consumer(consumer), _id(stream_id), _id(topic_id),
-                _partition(partition_id), strategy, count, auto_commit,
-            )
-        )
+        return await self.execute(poll_command(stream_id, topic_id, consumer, partition_id,
+                                               strategy, count, auto_commit))
 
     async def send_messages(
         self,

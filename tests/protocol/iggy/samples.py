@@ -13,7 +13,7 @@ from rill.protocol.iggy.commands.groups import (
 )
 from rill.protocol.iggy.commands.columnar import PollMessagesColumnar, PollStoredBatches
 from rill.protocol.iggy.commands.messages import FlushUnsavedBuffer, PollMessages, SendMessages
-from rill.protocol.iggy.commands.long_poll import WaitForMessages
+from rill.protocol.iggy.commands.long_poll import PollMessagesWaiting, WaitForMessages
 from rill.protocol.iggy.commands.offsets import GetConsumerLag, GetConsumerOffset, StoreConsumerOffset
 from rill.protocol.iggy.commands.partitions import CreatePartitions, DeletePartitions
 from rill.protocol.iggy.commands.streams import (
@@ -222,6 +222,10 @@ COMMAND_SAMPLES = [
     UnlockUser(Identifier("bob")),
     UnlockUser(Identifier.of(7)),
     WaitForMessages(Identifier.of(1), Identifier.of("orders"), ((1, 0), (3, 41)), 500, 1024),
+    PollMessagesWaiting(PollMessages(Consumer.regular(7), S1, S1, 1, PollingStrategy.next(), 10,
+                                     True), 250),
+    PollMessagesWaiting(PollMessages(Consumer.group(GROUP), S1, ORDERS, 0,
+                                     PollingStrategy.offset(99), 1000, False), 0xFFFF_FFFF),
 ]
 
 _TOPIC = Topic(2, 1_700_000_000_000_000, 2, 0xFFFF_FFFF_FFFF_FFFF, 1, 10**10, 1, 4096, 12, "orders")

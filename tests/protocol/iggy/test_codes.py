@@ -10,16 +10,16 @@ from rill.protocol.iggy.commands.base import Command
 
 
 def test_exactly_the_seed_codes_and_the_extensions() -> None:
-    assert len(codes.COMMANDS) == 44 + 11
+    assert len(codes.COMMANDS) == 44 + 12
     assert codes.IGGY_CODES <= set(codes.COMMANDS)
-    assert codes.EXTENSION_CODES == {1000, 1001, 1010, 1011, 1012, 1013, 1020, 1030, 1040, 1041,
-                                    1050}
+    assert codes.EXTENSION_CODES == {1000, 1001, 1010, 1011, 1012, 1013, 1020, 1030, 1031, 1040,
+                                    1041, 1050}
     assert all(code >= 1000 for code in codes.EXTENSION_CODES)  # outside Iggy's ranges
 
 
 def test_names_unique_and_snake_case() -> None:
     names = [cls.NAME for cls in codes.COMMANDS.values()]
-    assert len(set(names)) == len(names) == 55
+    assert len(set(names)) == len(names) == 56
     assert all(re.fullmatch(r"[a-z]+(_[a-z]+)*", name) for name in names)
     assert set(codes.COMMANDS_BY_NAME) == set(names)
     for cls in codes.COMMANDS.values():

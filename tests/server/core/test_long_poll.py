@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from rill import errors
-from rill.client import Client
+from rill.client import Client, PollingStrategy
 from rill.protocol.iggy.messages import encode_messages
 from rill.server.core import long_poll
 from rill.server.core.broker import PartitionRef, TopicRef
@@ -41,13 +41,14 @@ def topic(root, request):
 class Waiting:
     """A wait on its own connection, in a thread: ``done`` once the server answered."""
 
-    def __init__(self, server: RillProcess, *args, **kwargs) -> None:
+    def __init__(self, server: RillProcess, *args, method: str = "wait_for_messages",
+                 **kwargs) -> None:
         self.result = None
         self.done = threading.Event()
 
         def wait() -> None:
             with session(server) as client:
-                self.result = client.wait_for_messages(*args, **kwargs)
+                self.result = getattr(client, method)(*args, **kwargs)
             self.done.set()
 
         self.thread = threading.Thread(target=wait, daemon=True)
@@ -115,6 +116,23 @@ def test_unknown_partitions_and_strangers_are_refused(server, root, topic):
         root.wait_for_messages(topic, "t", {9: 0}, 100)
     with Client(server.address) as stranger, pytest.raises(errors.Unauthenticated):
         stranger.wait_for_messages(topic, "t", {1: 0}, 100)
+
+
+def test_a_waiting_poll_is_one_request_answered_with_the_message(server, root, topic):
+    """POLL_MESSAGES_WAITING (1031) over TCP: the poll waits for its message and answers with
+    it (the strategies and deadlines: tests/server/protocols/iggy/test_polling.py)."""
+    root.send_messages(topic, "t", [b"before"], partitioning=1)
+    waiting = Waiting(server, topic, "t", 7, 1, PollingStrategy.offset(1), 10, False, 30_000,
+                      method="poll_messages_waiting")
+    _until_waiting(root)
+    assert not waiting.done.wait(0.3)  # offset 1 is not there yet: it waits
+    root.send_messages(topic, "t", [PAYLOAD, b"after"], partitioning=1)
+    polled = waiting.answered()
+    assert [(m.offset, m.payload) for m in polled.messages] == [(1, PAYLOAD), (2, b"after")]
+    with pytest.raises(errors.PartitionNotFound):
+        root.poll_messages_waiting(topic, "t", 7, 9, PollingStrategy.next(), 10, False, 100)
+    with Client(server.address) as stranger, pytest.raises(errors.Unauthenticated):
+        stranger.poll_messages_waiting(topic, "t", 7, 1, PollingStrategy.next(), 10, False, 100)
 
 
 # -- the wait itself, in process (core.long_poll: AppendSignals and LongPollService) -------------

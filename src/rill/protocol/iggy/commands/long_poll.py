@@ -1,16 +1,22 @@
-"""Long polling, a rill extension (docs/extensions.md): code 1030, outside Iggy's ranges."""
+"""Long polling, rill extensions (docs/extensions.md) outside Iggy's ranges: 1030
+WAIT_FOR_MESSAGES (until messages are there; the client then polls) and 1031
+POLL_MESSAGES_WAITING (a POLL_MESSAGES that waits for its messages: one request, not two)."""
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 from rill.protocol.buffer import DecodeError, Reader, Writer
 from rill.protocol.iggy.commands.base import IDENT, Command, list_response
+from rill.protocol.iggy.commands.messages import PollMessages
 from rill.protocol.iggy.primitives import Identifier
 from rill.protocol.iggy.responses.long_poll import PartitionEnd
+from rill.protocol.iggy.responses.messages import PolledMessages
 
 MAX_WAIT_MS = 30_000  # a longer wait is cut to this: a reply within the SDK's request timeout
 _POSITION_SIZE = 12  # u32 partition_id; u64 offset
+_U32 = struct.Struct("<I")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,3 +67,36 @@ class WaitForMessages(Command):
             raise DecodeError(str(error)) from None
 
     decode_response = staticmethod(list_response(PartitionEnd.decode))
+
+
+@dataclass(frozen=True, slots=True)
+class PollMessagesWaiting(Command):
+    """1031 POLL_MESSAGES_WAITING: u32 max_wait_ms; then POLL_MESSAGES' payload (``poll``).
+    OK: PolledMessages, as POLL_MESSAGES answers.
+
+    The poll is answered at once when it finds messages; when it finds none, the server waits
+    until the partition holds a message the poll would return, or ``max_wait_ms`` passed (at
+    most 30 s: a longer wait is cut), and answers the poll then (possibly with nothing). Woken
+    by appends, not by a timer. Permission: as POLL_MESSAGES on the topic."""
+
+    CODE = 1031
+    NAME = "poll_messages_waiting"
+    poll: PollMessages
+    max_wait_ms: int = MAX_WAIT_MS
+
+    def encode(self) -> bytes:
+        return _U32.pack(self.max_wait_ms) + self.poll.encode()
+
+    @classmethod
+    def decode(cls, payload: bytes | bytearray | memoryview) -> PollMessagesWaiting:
+        if len(payload) < _U32.size:
+            raise DecodeError(f"{len(payload)} bytes hold no max_wait_ms")
+        view = memoryview(payload)
+        poll = PollMessages.decode(view[_U32.size:])
+        if len(poll.encode()) != len(view) - _U32.size:  # (POLL would ignore them; not here)
+            raise DecodeError("bytes after the last field")
+        return cls(poll, _U32.unpack_from(view)[0])
+
+    @staticmethod
+    def decode_response(payload: memoryview | bytes) -> PolledMessages:
+        return PolledMessages.from_payload(payload)

@@ -375,18 +375,31 @@ async def send_messages(broker: Broker, session: Session, c) -> Relayed | None:
 
 @command
 async def poll_messages(broker: Broker, session: Session, c):
-    consumer, partition_id = reader(c.consumer, c.partition_id)
-    strategy = c.strategy
+    return await _poll(broker, session, c, c, 0.0)
+
+
+@command
+async def poll_messages_waiting(broker: Broker, session: Session, c):
+    return await _poll(broker, session, c, c.poll, min(c.max_wait_ms, MAX_WAIT_MS) / 1000)
+
+
+async def _poll(broker: Broker, session: Session, c, p, max_wait: float):
+    """POLL_MESSAGES ``p`` (the command ``c`` itself, or the poll inside it), waiting at most
+    ``max_wait`` seconds for its messages when it finds none."""
+    consumer, partition_id = reader(p.consumer, p.partition_id)
+    strategy = p.strategy
     try:
         return views.polled_messages(await poll(
-            broker, session, c.stream_id.value, c.topic_id.value, consumer, partition_id,
-            strategy.kind, strategy.value, c.count, c.auto_commit, session.sends_files))
+            broker, session, p.stream_id.value, p.topic_id.value, consumer, partition_id,
+            strategy.kind, strategy.value, p.count, p.auto_commit, session.sends_files,
+            max_wait))
     except errors.NotLeaderForPartition as error:
         leader = leader_elsewhere(session, error)
         if leader is None:
             raise
+        chosen = dataclasses.replace(p, partition_id=error.args_values[0])
         return await forward(broker, session, leader,
-                             dataclasses.replace(c, partition_id=error.args_values[0]))
+                             chosen if c is p else dataclasses.replace(c, poll=chosen))
 
 
 @command

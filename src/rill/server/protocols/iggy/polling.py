@@ -14,6 +14,8 @@ current offset 0 (wire §11: not Iggy's quirk of reading partition 1).
 
 from __future__ import annotations
 
+import asyncio
+
 from rill import errors
 from rill.protocol.iggy.primitives import PollingKind
 from rill.server.core.broker import Broker, PartitionReader, PartitionRef
@@ -46,9 +48,12 @@ def start_offset(reader: PartitionReader, consumer: str, kind: int, value: int, 
 
 async def poll_messages(broker: Broker, session: Session, stream: Ref, topic: Ref,
                         consumer: Reader, partition_id: int, kind: int, value: int, count: int,
-                        auto_commit: bool, regions: bool = False) -> RecordRange:
+                        auto_commit: bool, regions: bool = False,
+                        max_wait: float = 0.0) -> RecordRange:
     """A consumer's read of up to ``count`` records (``regions``: large ranges may come as
-    file regions, for links that send files)."""
+    file regions, for links that send files). ``max_wait`` (seconds, POLL_MESSAGES_WAITING):
+    a poll that finds nothing waits that long at most for a record it would return, woken by
+    appends, and is then answered (a group's member stays on the partition it was dealt)."""
     if type(consumer) is GroupMember:
         partition_id, name = broker.groups.member_partition(
             session, stream, topic, consumer.group, partition_id, advance=True)
@@ -61,10 +66,28 @@ async def poll_messages(broker: Broker, session: Session, stream: Ref, topic: Re
     reader = broker.reader(session, PartitionRef(stream, topic, partition_id))
     if count == 0:
         raise errors.InvalidMessagesCount(field="count")
-    first = None if reader.is_empty else start_offset(reader, name, kind, value, count)
-    if first is None:
-        return reader.nothing()
-    found = reader.read(first, count, RECORD_FORMAT, regions)
+    found, first = _poll(reader, name, kind, value, count, regions)
+    if not found.count and max_wait > 0:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max_wait
+        waited_from = -1
+        while not found.count and (left := deadline - loop.time()) > 0:
+            # from where the poll looked, or from the end when it found no start
+            since = reader.bounds().high_watermark if first is None else first
+            if since == waited_from:
+                break  # records are there from where it looked, yet the poll takes none
+            waited_from = since
+            await reader.wait(since, 0, left)
+            found, first = _poll(reader, name, kind, value, count, regions)
     if found.count and auto_commit:
         await reader.commit_offset(name, found.next_read)
     return found
+
+
+def _poll(reader: PartitionReader, consumer: str, kind: int, value: int, count: int,
+          regions: bool) -> tuple[RecordRange, int | None]:
+    """The poll's records, and the offset it started from (None: nothing to start from)."""
+    first = None if reader.is_empty else start_offset(reader, consumer, kind, value, count)
+    if first is None:
+        return reader.nothing(), None
+    return reader.read(first, count, RECORD_FORMAT, regions), first
