@@ -342,3 +342,26 @@ def test_pipelined_requests_go_out_in_one_write_and_are_answered_in_any_order():
     assert writes == b"".join(encode_request(one) for one in requests)
     assert [answer.request_id for answer in answers] == [10, 11, 12]
     assert [answer.topics[0].partitions[0].base for answer in answers] == [1, 2, 3]
+
+
+def test_a_call_waits_while_the_transport_is_paused_and_fails_when_the_link_drops():
+    async def scenario():
+        client = _unplugged_client()
+        link = client._link
+        link.pause_writing()
+        status = asyncio.ensure_future(client.status())
+        await asyncio.sleep(0.01)
+        _feed(client, encode_response(StatusResponse(1, 2, 3)))
+        await asyncio.sleep(0.01)
+        held = not status.done()  # answered, but its writer waits for the buffer to drain
+        link.resume_writing()
+        answered = (await asyncio.wait_for(status, 1)).topics
+        link.pause_writing()
+        lost = asyncio.ensure_future(client.status())
+        await asyncio.sleep(0.01)
+        link.connection_lost(None)
+        with pytest.raises(ConnectionError, match="dropped"):
+            await asyncio.wait_for(lost, 1)
+        return held, answered
+
+    assert asyncio.run(scenario()) == (True, 2)

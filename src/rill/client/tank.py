@@ -38,6 +38,7 @@ from typing import Sequence
 
 from rill.protocol.tank.bundles import CODEC_NONE, CODEC_SNAPPY, decode_chunk, encode_bundle
 from rill.protocol.tank.errors import ConsumeFlag, ProduceError
+from rill.client.flow import WriteFlow
 from rill.protocol.framing import NEED_DATA, Frame, LargeFrame
 from rill.protocol.tank.framing import MAX_PAYLOAD_SIZE, TankFrameDecoder
 from rill.protocol.tank.messages import (
@@ -198,20 +199,19 @@ def consume_results(request: ConsumeRequest, response: ConsumeResponse) -> list[
 # --- the connection -----------------------------------------------------------------------------
 
 
-class _TankLink(asyncio.BufferedProtocol):
+class _TankLink(WriteFlow, asyncio.BufferedProtocol):
     """One connection's reading and writing: frames split as they arrive
     (``TankFrameDecoder``), each answer decoded and handed to the call that waits for its
     request id in the same callback -- no reader task, no stream buffer between the socket
     and the caller."""
 
     def __init__(self, max_response_size: int) -> None:
+        super().__init__()
         self.transport: asyncio.Transport | None = None
         self.waiting: dict[int, asyncio.Future] = {}
         self.broken: Exception | None = None  # why the link can no longer be read
         self.pings_received = 0
         self.closed = asyncio.get_running_loop().create_future()
-        self._paused = False
-        self._drain_waiters: list[asyncio.Future] = []
         self._decoder = TankFrameDecoder(
             max_response_size, initial_buffer_size=SCRATCH_SIZE, max_buffer_size=SCRATCH_SIZE,
             large_first_chunk=max_response_size)
@@ -227,33 +227,16 @@ class _TankLink(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.fail(ConnectionError(f"the TANK connection dropped: {exc or 'closed by the peer'}"))
         self._decoder = TankFrameDecoder(0)  # let go of a big answer being read
-        self._paused = False
-        self._wake_writers()
+        self.paused = False
+        self.wake_writers()
         if not self.closed.done():
             self.closed.set_result(None)
 
     def eof_received(self) -> bool:
         return False  # the broker closed its side: close ours too
 
-    def pause_writing(self) -> None:
-        self._paused = True
-
-    def resume_writing(self) -> None:
-        self._paused = False
-        self._wake_writers()
-
-    def _wake_writers(self) -> None:
-        waiters, self._drain_waiters = self._drain_waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-
-    async def drain(self) -> None:
-        """Wait while the transport holds more than its high-water mark."""
-        if self._paused and self.broken is None:
-            waiter = asyncio.get_running_loop().create_future()
-            self._drain_waiters.append(waiter)
-            await waiter
+    def gone(self) -> bool:
+        return self.broken is not None
 
     def fail(self, error: Exception) -> None:
         """Every waiting call, and every later one, fails with ``error`` (the first kept)."""
@@ -433,7 +416,7 @@ class TankClient:
         link.waiting[request_id] = future
         try:
             link.transport.write(encode_request(request))
-            if link._paused:
+            if link.paused:
                 await link.drain()
             return await future
         finally:

@@ -31,6 +31,7 @@ from collections import deque
 from typing import Any
 
 from rill import errors
+from rill.client.flow import WriteFlow
 from rill.client.transport import (
     Buffer,
     Payload,
@@ -49,17 +50,16 @@ DEFAULT_MAX_RESPONSE_SIZE = 2**31  # a sanity bound against a garbage length
 _NATIVE_WRITELINES_MISSING = asyncio.WriteTransport.writelines
 
 
-class _LinkProtocol(asyncio.BufferedProtocol):
+class _LinkProtocol(WriteFlow, asyncio.BufferedProtocol):
     """Frame splitter and FIFO matcher for one connection."""
 
     def __init__(self, max_response_size: int) -> None:
+        super().__init__()
         self.transport: asyncio.Transport | None = None
         self.pending: deque[asyncio.Future[Any]] = deque()
         self.lost = False
-        self.paused = False
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._max_response_size = max_response_size
-        self._drain_waiters: list[asyncio.Future[None]] = []
         # one scratch buffer; a payload that does not fit whole gets one of exactly its size
         self._decoder = ResponseFrameDecoder(
             max_response_size, initial_buffer_size=SCRATCH_SIZE, max_buffer_size=SCRATCH_SIZE,
@@ -82,7 +82,7 @@ class _LinkProtocol(asyncio.BufferedProtocol):
             future = self.pending.popleft()
             if not future.done():
                 future.set_exception(errors.Disconnected(reason=reason))
-        self._wake_writers()
+        self.wake_writers()
         self._decoder = ResponseFrameDecoder(0)  # let go of a big payload being read
         if not self.closed.done():
             self.closed.set_result(None)
@@ -90,25 +90,8 @@ class _LinkProtocol(asyncio.BufferedProtocol):
     def eof_received(self) -> bool:
         return False  # the server closed its side: close ours too
 
-    def pause_writing(self) -> None:
-        self.paused = True
-
-    def resume_writing(self) -> None:
-        self.paused = False
-        self._wake_writers()
-
-    def _wake_writers(self) -> None:
-        waiters, self._drain_waiters = self._drain_waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-
-    async def drain(self) -> None:
-        """Wait until the write buffer is below the low-water mark (or the link is gone)."""
-        if self.paused and not self.lost:
-            waiter = asyncio.get_running_loop().create_future()
-            self._drain_waiters.append(waiter)
-            await waiter
+    def gone(self) -> bool:
+        return self.lost
 
     # --- writing -------------------------------------------------------------------------------
 
