@@ -365,3 +365,17 @@ def test_a_call_waits_while_the_transport_is_paused_and_fails_when_the_link_drop
         return held, answered
 
     assert asyncio.run(scenario()) == (True, 2)
+
+
+def test_an_answer_announced_large_is_not_allocated_before_it_arrives():
+    """A broker that announces 200 MB gets a buffer of what it sent (1 MiB to start), not
+    200 MB at once."""
+    async def scenario():
+        client = _unplugged_client()
+        _feed(client, bytes([MsgId.CONSUME]) + (200 << 20).to_bytes(4, "little") + b"x" * 100_000,
+              piece=65536)
+        held = len(client._link._decoder._large)
+        await client.close()
+        return held
+
+    assert asyncio.run(scenario()) <= 1 << 20

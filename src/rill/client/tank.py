@@ -212,9 +212,10 @@ class _TankLink(WriteFlow, asyncio.BufferedProtocol):
         self.broken: Exception | None = None  # why the link can no longer be read
         self.pings_received = 0
         self.closed = asyncio.get_running_loop().create_future()
+        # (a large answer's own buffer starts at 1 MiB and grows with what arrives: a broker
+        # announcing 256 MiB does not get them allocated before it sends them)
         self._decoder = TankFrameDecoder(
-            max_response_size, initial_buffer_size=SCRATCH_SIZE, max_buffer_size=SCRATCH_SIZE,
-            large_first_chunk=max_response_size)
+            max_response_size, initial_buffer_size=SCRATCH_SIZE, max_buffer_size=SCRATCH_SIZE)
 
     # -- connection events --------------------------------------------------------------
 
