@@ -10,12 +10,12 @@ import asyncio
 import pytest
 
 from rill.client.tank import (
+    SCRATCH_SIZE,
     UNKNOWN_TOPIC_FLAG,
     Batch,
     TankClient,
-    SCRATCH_SIZE,
-    _TankLink,
     TankProduceError,
+    _TankLink,
     consume_request,
     consume_results,
     produce_request,
@@ -36,6 +36,8 @@ from rill.protocol.tank.messages import (
     encode_request,
     encode_response,
 )
+
+from .feeding import feed
 
 TS = 1_700_000_000_000
 
@@ -192,14 +194,7 @@ def _unplugged_client() -> TankClient:
 
 def _feed(client: TankClient, data: bytes, piece: int = 3) -> None:
     """``data`` arrives in pieces of ``piece`` bytes (frames split anywhere)."""
-    link = client._link
-    start = 0
-    while start < len(data):
-        buffer = link.get_buffer(-1)
-        size = min(len(buffer), piece, len(data) - start)
-        buffer[:size] = data[start:start + size]
-        link.buffer_updated(size)
-        start += size
+    feed(client._link, data, piece)
 
 
 def _written(client: TankClient) -> bytearray:

@@ -14,6 +14,7 @@ from rill.client.transport import parse_address, payload_parts
 from rill.protocol.iggy import framing
 
 from .fake_server import DROP, FakeServer, error, ok, run
+from .feeding import feed
 
 
 def test_request_writes_the_exact_frame_and_returns_the_payload():
@@ -223,13 +224,7 @@ def test_responses_split_across_reads_resolve_their_callers_in_order():
             protocol = _LinkProtocol(max_response_size=2**31)
             futures = [asyncio.get_running_loop().create_future() for _ in frames]
             protocol.pending.extend(futures)
-            position = 0
-            while position < len(stream):
-                buffer = protocol.get_buffer(-1)
-                size = min(len(buffer), cut, len(stream) - position)
-                buffer[:size] = stream[position : position + size]
-                protocol.buffer_updated(size)
-                position += size
+            feed(protocol, stream, cut)
             for future, (status, body) in zip(futures, frames):
                 if status:
                     assert isinstance(future.exception(), errors.RillError)
