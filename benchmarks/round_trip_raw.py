@@ -31,8 +31,24 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parent.parent / "src"
 sys.path.insert(0, str(SRC))
 
+from rill.bench.actors import payload as message_payload  # noqa: E402
+from rill.bench.actors import send_region, send_request  # noqa: E402
 from rill.bench.cpu import tree_cpu_seconds  # noqa: E402
 from rill.bench.server import RillServer  # noqa: E402
+from rill.client.link import BlockingLink  # noqa: E402
+from rill.client.tank import Batch, consume_request, produce_request  # noqa: E402
+from rill.protocol.iggy.commands.long_poll import PollMessagesWaiting  # noqa: E402
+from rill.protocol.iggy.commands.messages import PollMessages  # noqa: E402
+from rill.protocol.iggy.commands.streams import CreateStream  # noqa: E402
+from rill.protocol.iggy.commands.topics import CreateTopic  # noqa: E402
+from rill.protocol.iggy.framing import request_header  # noqa: E402
+from rill.protocol.iggy.primitives import Consumer, Identifier, PollingStrategy  # noqa: E402
+from rill.protocol.kafka import apis, request_class  # noqa: E402
+from rill.protocol.kafka import encode_request as kafka_request  # noqa: E402
+from rill.protocol.kafka.record_batch import build, put_record  # noqa: E402
+from rill.protocol.primitives import CompressionAlgorithm  # noqa: E402
+from rill.protocol.tank.messages import CreateTopicRequest  # noqa: E402
+from rill.protocol.tank.messages import encode_request as tank_request  # noqa: E402
 
 WARMUP = 200
 WAIT_MS = 10_000
@@ -67,24 +83,18 @@ class Tank:
     name = "TANK (Consume, long poll)"
 
     def __init__(self, address: str) -> None:
-        from rill.client.tank import Batch, produce_request
-        from rill.protocol.tank.messages import CreateTopicRequest, encode_request
-
         self.producer, self.consumer = _connect(address), _connect(address)
         for sock in (self.producer, self.consumer):
             self.read(sock)  # the broker's ping on accept
-        self.producer.sendall(encode_request(CreateTopicRequest(1, "raw", 1, b"")))
+        self.producer.sendall(tank_request(CreateTopicRequest(1, "raw", 1, b"")))
         self.read(self.producer)
-        self.produce = encode_request(produce_request(
+        self.produce = tank_request(produce_request(
             2, [Batch("raw", 0, [PAYLOAD], None, 1_700_000_000_000)]))
         self.seq = 1
 
     def long_poll(self) -> bytes:
-        from rill.client.tank import consume_request
-        from rill.protocol.tank.messages import encode_request
-
-        request = encode_request(consume_request(3, [("raw", 0, self.seq)],
-                                                 max_wait_ms=WAIT_MS, min_bytes=1))
+        request = tank_request(consume_request(3, [("raw", 0, self.seq)],
+                                               max_wait_ms=WAIT_MS, min_bytes=1))
         self.seq += 1
         return request
 
@@ -98,14 +108,11 @@ class Kafka:
     name = "Kafka (Fetch v12, long poll)"
 
     def __init__(self, address: str) -> None:
-        from rill.protocol.kafka import apis, encode_request, request_class
-        from rill.protocol.kafka.record_batch import build, put_record
-
         self.producer, self.consumer = _connect(address), _connect(address)
         create = request_class(apis.CREATE_TOPICS)
         topic = create.CreatableTopic(name="raw", num_partitions=1, replication_factor=1,
                                       assignments=(), configs=())
-        self.producer.sendall(encode_request(apis.CREATE_TOPICS, 4, 1, create(
+        self.producer.sendall(kafka_request(apis.CREATE_TOPICS, 4, 1, create(
             topics=(topic,), timeout_ms=10_000, validate_only=False)))
         self.read(self.producer)
         block = bytearray()
@@ -114,16 +121,16 @@ class Kafka:
         produce = request_class(apis.PRODUCE)
         data = produce.TopicProduceData(name="raw", partition_data=(
             produce.TopicProduceData.PartitionProduceData(index=0, records=batch),))
-        self.produce = encode_request(apis.PRODUCE, 9, 2, produce(
+        self.produce = kafka_request(apis.PRODUCE, 9, 2, produce(
             transactional_id=None, acks=1, timeout_ms=30_000, topic_data=(data,)))
         self.offset = 0
-        self.encode, self.fetch, self.apis = encode_request, request_class(apis.FETCH), apis
+        self.fetch = request_class(apis.FETCH)
 
     def long_poll(self) -> bytes:
         fetch = self.fetch
         partition = fetch.FetchTopic.FetchPartition(partition=0, fetch_offset=self.offset,
                                                     partition_max_bytes=4096)
-        request = self.encode(self.apis.FETCH, 12, 3, fetch(
+        request = kafka_request(apis.FETCH, 12, 3, fetch(
             replica_id=-1, max_wait_ms=WAIT_MS, min_bytes=1, max_bytes=4096, isolation_level=0,
             session_id=0, session_epoch=-1,
             topics=(fetch.FetchTopic(topic="raw", partitions=(partition,)),),
@@ -141,14 +148,6 @@ class Iggy:
     name = "Iggy (POLL_MESSAGES_WAITING)"
 
     def __init__(self, address: str) -> None:
-        from rill.bench.actors import payload as message_payload
-        from rill.bench.actors import send_region, send_request
-        from rill.client.link import BlockingLink
-        from rill.protocol.iggy.commands.streams import CreateStream
-        from rill.protocol.iggy.commands.topics import CreateTopic
-        from rill.protocol.iggy.primitives import Identifier
-        from rill.protocol.primitives import CompressionAlgorithm
-
         self.links = [BlockingLink(address), BlockingLink(address)]
         for link in self.links:
             link.connect()
@@ -160,18 +159,12 @@ class Iggy:
         self.producer, self.consumer = (link._socket for link in self.links)
         for sock in (self.producer, self.consumer):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        from rill.protocol.iggy.framing import request_header
-
         payload = send_request(IGGY_STREAM, 1, send_region(1, len(PAYLOAD)))
         self.expected = message_payload(len(PAYLOAD))  # (the bench's a..z payload)
         self.produce = request_header(101, len(payload)) + payload
         self.offset = 0
 
     def long_poll(self) -> bytes:
-        from rill.protocol.iggy.commands.long_poll import PollMessagesWaiting
-        from rill.protocol.iggy.commands.messages import PollMessages
-        from rill.protocol.iggy.primitives import Consumer, Identifier, PollingStrategy
-
         poll = PollMessages(Consumer.regular(1), Identifier.of(IGGY_STREAM), Identifier.of(1), 1,
                             PollingStrategy.offset(self.offset), 1, False)
         self.offset += 1

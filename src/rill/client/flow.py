@@ -11,16 +11,17 @@ A link that is gone (``gone()``, the subclass's) never makes a writer wait, and 
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 
 
-class WriteFlow:
+class WriteFlow(ABC):
     def __init__(self) -> None:
         self.paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
 
+    @abstractmethod
     def gone(self) -> bool:
         """Whether the link can no longer carry a write (the subclass says)."""
-        raise NotImplementedError
 
     def pause_writing(self) -> None:
         self.paused = True

@@ -4,7 +4,6 @@ POLL_MESSAGES_WAITING (a POLL_MESSAGES that waits for its messages: one request,
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 from rill.protocol.buffer import DecodeError, Reader, Writer
@@ -16,7 +15,6 @@ from rill.protocol.iggy.responses.messages import PolledMessages
 
 MAX_WAIT_MS = 30_000  # a longer wait is cut to this: a reply within the SDK's request timeout
 _POSITION_SIZE = 12  # u32 partition_id; u64 offset
-_U32 = struct.Struct("<I")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,17 +83,15 @@ class PollMessagesWaiting(Command):
     max_wait_ms: int = MAX_WAIT_MS
 
     def encode(self) -> bytes:
-        return _U32.pack(self.max_wait_ms) + self.poll.encode()
+        return Writer().u32(self.max_wait_ms).getvalue() + self.poll.encode()
 
     @classmethod
     def decode(cls, payload: bytes | bytearray | memoryview) -> PollMessagesWaiting:
-        if len(payload) < _U32.size:
-            raise DecodeError(f"{len(payload)} bytes hold no max_wait_ms")
-        view = memoryview(payload)
-        poll = PollMessages.decode(view[_U32.size:])
-        if len(poll.encode()) != len(view) - _U32.size:  # (POLL would ignore them; not here)
-            raise DecodeError("bytes after the last field")
-        return cls(poll, _U32.unpack_from(view)[0])
+        reader = Reader(payload)
+        max_wait_ms = reader.u32()
+        poll = PollMessages.read(reader)
+        reader.expect_end()  # (POLL_MESSAGES would ignore bytes after its fields; not here)
+        return cls(poll, max_wait_ms)
 
     @staticmethod
     def decode_response(payload: memoryview | bytes) -> PolledMessages:
